@@ -1,0 +1,36 @@
+//! The one matcher module: every pattern in a policy has exactly one meaning,
+//! defined here.
+//!
+//! The compiler, the L7 proxy, the seccomp connect decision, the reference
+//! evaluator and the prover all call into this module, so the prover reasons
+//! about exactly what enforcement does. Each pattern type has a parser with
+//! precise errors, a direct matcher (`matches`), a regex (`to_regex`, used
+//! as a full match `^(?:...)$`) that accepts exactly the same inputs, for
+//! the prover's automata, and a canonical `Display` that parses back to an
+//! equal pattern (and is what serde stores). `docs/matching.md` explains the
+//! semantics for policy authors.
+
+pub mod binary;
+pub mod canon;
+mod error;
+mod glob;
+pub mod host;
+pub mod http_path;
+pub mod method;
+pub mod net;
+#[cfg(test)]
+mod proptests;
+pub mod query;
+mod segments;
+mod serde_str;
+
+pub use binary::BinaryGlob;
+pub use canon::{CanonError, CanonicalTarget, canonicalize_path};
+pub use error::PatternError;
+pub use host::{HostPattern, normalize_host};
+pub use http_path::HttpPathGlob;
+pub use method::{Method, MethodSet};
+pub use net::{
+    AddrClass, AddrSet, PortSet, canonical_ip, classify_addr, internal_ranges, is_metadata_host,
+};
+pub use query::{QueryMatcher, ValueGlob, parse_query_string};

@@ -1,0 +1,273 @@
+//! Property tests: every pattern kind's `matches` agrees with its regex on
+//! random patterns and inputs drawn from small alphabets that hit the edge
+//! cases (segments, `/`, `.`, `-`, empty segments and labels); canonical text
+//! parses back equal; examples match; canonicalization is idempotent and
+//! total; address classes agree with `internal_ranges`.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use proptest::prelude::*;
+use regex_automata::meta::Regex;
+
+use super::net::{self, AddrClass};
+use super::{
+    AddrSet, BinaryGlob, HostPattern, HttpPathGlob, PortSet, ValueGlob, canonicalize_path,
+    classify_addr,
+};
+
+/// What the agreement check needs from a pattern kind.
+trait Pattern: Sized + Clone + PartialEq + std::fmt::Debug + std::fmt::Display {
+    fn parse(text: &str) -> Option<Self>;
+    fn matches(&self, input: &str) -> bool;
+    fn to_regex(&self) -> String;
+    fn example(&self) -> String;
+}
+
+macro_rules! pattern {
+    ($($ty:ty),*) => {$(
+        impl Pattern for $ty {
+            fn parse(text: &str) -> Option<Self> {
+                <$ty>::parse(text).ok()
+            }
+            fn matches(&self, input: &str) -> bool {
+                <$ty>::matches(self, input)
+            }
+            fn to_regex(&self) -> String {
+                <$ty>::to_regex(self)
+            }
+            fn example(&self) -> String {
+                <$ty>::example(self)
+            }
+        }
+    )*};
+}
+pattern!(HttpPathGlob, BinaryGlob, HostPattern, ValueGlob);
+
+fn agree<P: Pattern>(pattern: &str, inputs: &[String]) -> Result<(), TestCaseError> {
+    let Some(p) = P::parse(pattern) else {
+        return Ok(());
+    };
+    let regex = Regex::new(&format!("^(?:{})$", p.to_regex())).unwrap();
+    // Near misses of a known match hit the boundaries random inputs rarely do.
+    let example = p.example();
+    let mut near: Vec<String> = ["", "/", "/a", "a", ".a", "-"]
+        .iter()
+        .flat_map(|s| [format!("{example}{s}"), format!("{s}{example}")])
+        .collect();
+    let chars: Vec<char> = example.chars().collect();
+    for i in 0..chars.len() {
+        let mut dropped = chars.clone();
+        dropped.remove(i);
+        near.push(dropped.iter().collect());
+        let mut swapped = chars.clone();
+        swapped[i] = if swapped[i] == 'a' { '/' } else { 'a' };
+        near.push(swapped.iter().collect());
+    }
+    for input in inputs.iter().chain(&near) {
+        prop_assert_eq!(
+            p.matches(input),
+            regex.is_match(input),
+            "pattern `{}` regex `{}` input `{}`",
+            pattern,
+            p.to_regex(),
+            input
+        );
+    }
+    prop_assert_eq!(
+        P::parse(&p.to_string()),
+        Some(p.clone()),
+        "round trip of `{}`",
+        pattern
+    );
+    prop_assert!(
+        p.matches(&p.example()),
+        "example `{}` of `{}`",
+        p.example(),
+        pattern
+    );
+    Ok(())
+}
+
+fn joined(pieces: &'static [&'static str], max: usize) -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(pieces), 0..max).prop_map(|v| v.concat())
+}
+
+/// A segment pattern: `**` or one to three glob pieces.
+fn path_segment() -> impl Strategy<Value = String> {
+    prop_oneof![
+        1 => Just("**".to_owned()),
+        5 => prop::collection::vec(
+            prop::sample::select(&["a", "b", "a", "*", "?", "[a-b]", "[!a]", "-", ".", "%2F", "\\*"][..]),
+            1..4,
+        )
+        .prop_map(|v| v.concat()),
+    ]
+}
+
+/// `/` + segments, sometimes with a trailing `/` (HTTP only: binary paths
+/// name files).
+fn path_pattern(http: bool) -> impl Strategy<Value = String> {
+    let min = usize::from(!http);
+    (prop::collection::vec(path_segment(), min..5), any::<bool>()).prop_map(
+        move |(segs, trailing)| {
+            let mut out = format!("/{}", segs.join("/"));
+            if http && trailing && !segs.is_empty() {
+                out.push('/');
+            }
+            out
+        },
+    )
+}
+
+/// Inputs near the patterns: segments from a small alphabet, empty ones
+/// included, with and without the leading `/`.
+fn path_inputs() -> impl Strategy<Value = Vec<String>> {
+    let segment = joined(&["a", "b", ".", "-", "%2F", "*", "x"], 3);
+    let path = (prop::collection::vec(segment, 0..6), 0u8..4).prop_map(|(segs, form)| match form {
+        0 => segs.join("/"),
+        _ => format!("/{}", segs.join("/")),
+    });
+    prop::collection::vec(path, 32)
+}
+
+fn host_pattern() -> impl Strategy<Value = String> {
+    let label = prop::sample::select(
+        &[
+            "a", "b", "ab", "a-b", "x_y", "*", "*", "**", "a*", "*b", "a*b", "*-*", "A",
+        ][..],
+    );
+    prop::collection::vec(label, 1..4).prop_map(|v| format!("{}.ex.com", v.join(".")))
+}
+
+fn host_inputs() -> impl Strategy<Value = Vec<String>> {
+    let label = prop::sample::select(
+        &[
+            "a", "b", "ab", "a-b", "x_y", "axb", "b-a", "a-", "-b", "A", "é", "",
+        ][..],
+    );
+    let host = (prop::collection::vec(label, 0..4), 0u8..5).prop_map(|(labels, form)| {
+        let mut host = labels.join(".");
+        if form > 0 {
+            host.push_str(".ex.com");
+        }
+        host
+    });
+    prop::collection::vec(host, 32)
+}
+
+const VALUE_PIECES: &[&str] = &[
+    "a", "b", "/", "*", "**", "?", "[ab]", "[!a]", "\\*", ".", "é",
+];
+const VALUE_INPUT: &[&str] = &["a", "b", "/", "*", ".", "é", "\n", ""];
+
+/// Guards against vacuous proptests: most generated patterns must parse and
+/// a fair share of generated inputs must match.
+fn coverage<P: Pattern>(
+    pattern: impl Strategy<Value = String>,
+    inputs: impl Strategy<Value = Vec<String>>,
+) {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let (mut parsed, mut pairs, mut hits) = (0, 0, 0);
+    for _ in 0..300 {
+        let text = pattern.new_tree(&mut runner).unwrap().current();
+        let Some(p) = P::parse(&text) else { continue };
+        parsed += 1;
+        for input in inputs.new_tree(&mut runner).unwrap().current() {
+            pairs += 1;
+            hits += usize::from(p.matches(&input));
+        }
+    }
+    let name = std::any::type_name::<P>();
+    eprintln!("{name}: {parsed}/300 patterns parse, {hits}/{pairs} inputs match");
+    assert!(parsed > 150, "{name}: only {parsed} of 300 patterns parse");
+    assert!(
+        hits * 40 > pairs,
+        "{name}: only {hits} of {pairs} inputs match"
+    );
+}
+
+#[test]
+fn proptest_generators_are_not_vacuous() {
+    coverage::<HttpPathGlob>(path_pattern(true), path_inputs());
+    coverage::<BinaryGlob>(path_pattern(false), path_inputs());
+    coverage::<HostPattern>(host_pattern(), host_inputs());
+    coverage::<ValueGlob>(
+        joined(VALUE_PIECES, 6),
+        prop::collection::vec(joined(VALUE_INPUT, 6), 32),
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn http_path_regex_agrees(pattern in path_pattern(true), inputs in path_inputs()) {
+        agree::<HttpPathGlob>(&pattern, &inputs)?;
+    }
+
+    #[test]
+    fn binary_regex_agrees(pattern in path_pattern(false), inputs in path_inputs()) {
+        agree::<BinaryGlob>(&pattern, &inputs)?;
+    }
+
+    #[test]
+    fn host_regex_agrees(pattern in host_pattern(), inputs in host_inputs()) {
+        agree::<HostPattern>(&pattern, &inputs)?;
+    }
+
+    #[test]
+    fn value_regex_agrees(
+        pattern in joined(VALUE_PIECES, 7),
+        inputs in prop::collection::vec(joined(VALUE_INPUT, 8), 32),
+    ) {
+        agree::<ValueGlob>(&pattern, &inputs)?;
+    }
+
+    #[test]
+    fn canonicalize_is_idempotent(
+        raw in joined(&["/", "/", "a", ".", "..", "%2e", "%2E", "%2f", "%7e", "%41", "%zz", "%", "?", "#", ";", "%3b", "\\", " "], 10),
+        allow in any::<bool>(),
+    ) {
+        let raw = format!("/{raw}");
+        if let Ok(t) = canonicalize_path(&raw, allow) {
+            let again = canonicalize_path(&t.path, allow).map(|a| a.path);
+            prop_assert_eq!(again, Ok(t.path.clone()), "raw `{}`", raw);
+        }
+    }
+
+    #[test]
+    fn canonicalize_never_panics(raw in any::<String>(), allow in any::<bool>()) {
+        let _ = canonicalize_path(&raw, allow);
+    }
+
+    #[test]
+    fn internal_ranges_agree_with_classify(bits in any::<u128>(), v4 in any::<u32>(), pick in 0u8..4) {
+        let addr: IpAddr = match pick {
+            0 => IpAddr::from(Ipv4Addr::from(v4)),
+            1 => IpAddr::from(Ipv6Addr::from((0x64_ff9b_u128 << 96) | u128::from(v4))),
+            2 => IpAddr::from(Ipv6Addr::from((0x2002_u128 << 112) | (u128::from(v4) << 80) | (bits & 0xffff))),
+            _ => IpAddr::from(Ipv6Addr::from(bits)),
+        };
+        let internal = net::internal_ranges().contains(addr);
+        prop_assert_eq!(internal, classify_addr(addr) != AddrClass::Public, "{}", addr);
+    }
+
+    #[test]
+    fn addr_set_algebra(a in prop::collection::vec((any::<u32>(), 8u8..=32), 1..5), b in prop::collection::vec((any::<u32>(), 8u8..=32), 1..5), probe in any::<u32>()) {
+        let set = |v: &Vec<(u32, u8)>| AddrSet::from_nets(v.iter().map(|&(a, l)| ipnet::IpNet::new(IpAddr::from(Ipv4Addr::from(a)), l).unwrap()));
+        let (sa, sb) = (set(&a), set(&b));
+        let probe = IpAddr::from(Ipv4Addr::from(probe));
+        prop_assert_eq!(sa.union(&sb).contains(probe), sa.contains(probe) || sb.contains(probe));
+        prop_assert_eq!(sa.intersection(&sb).contains(probe), sa.contains(probe) && sb.contains(probe));
+        prop_assert_eq!(sa.difference(&sb).contains(probe), sa.contains(probe) && !sb.contains(probe));
+        prop_assert_eq!(sa.union(&sb).len_v4(), sa.len_v4() + sb.len_v4() - sa.intersection(&sb).len_v4());
+        prop_assert_eq!(AddrSet::parse(&sa.to_string()).unwrap(), sa);
+    }
+
+    #[test]
+    fn port_set_round_trips(ranges in prop::collection::vec((1u16..=u16::MAX, 0u16..200), 1..6)) {
+        let set = PortSet::from_ranges(ranges.iter().map(|&(lo, w)| (lo, lo.saturating_add(w))));
+        prop_assert_eq!(PortSet::parse(&set.to_string()).unwrap(), set);
+    }
+}
