@@ -1,0 +1,242 @@
+//! The syntax tree of a `.policy` file (or of an imported OpenShell YAML
+//! file, which the importer lowers into the same tree).
+//!
+//! Values are kept as written (unescaped) with their spans; their meaning
+//! (is this a valid host pattern?) is decided later by the resolver through
+//! the matcher module, which is what lets errors point inside a token.
+
+use crate::source::{Node, SourceFile};
+
+/// A line of trivia before a statement: a comment or an empty line. Kept so
+/// the formatter can reproduce comments and paragraphing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TriviaLine {
+    Blank,
+    Comment(String),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trivia {
+    pub before: Vec<TriviaLine>,
+    pub trailing: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocKind {
+    Policy,
+    Fragment,
+}
+
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub file: SourceFile,
+    /// Comments above the `policy`/`fragment` line.
+    pub header: Vec<TriviaLine>,
+    pub kind: DocKind,
+    pub name: Node<String>,
+    pub header_trailing: Option<String>,
+    pub items: Vec<Item<Stmt>>,
+    /// Comments between the last statement and the closing brace.
+    pub end: Vec<TriviaLine>,
+    /// Comments after the closing brace.
+    pub footer: Vec<TriviaLine>,
+}
+
+impl PartialEq for Document {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.name == other.name && self.items == other.items
+    }
+}
+
+/// A statement with the comments around it. Equality ignores comments.
+#[derive(Debug, Clone)]
+pub struct Item<T> {
+    pub trivia: Trivia,
+    pub stmt: Node<T>,
+}
+
+impl<T: PartialEq> PartialEq for Item<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.stmt == other.stmt
+    }
+}
+
+impl<T: Eq> Eq for Item<T> {}
+
+impl<T> Item<T> {
+    pub fn new(stmt: Node<T>) -> Self {
+        Self {
+            trivia: Trivia::default(),
+            stmt,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LandlockMode {
+    BestEffort,
+    Hard,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FsKind {
+    Read,
+    Write,
+    Exec,
+    Deny,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsTarget {
+    /// The workload's working directory, known only when the supervisor runs.
+    Workdir,
+    Path(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BinaryMember {
+    pub path: Node<String>,
+    pub pin: Option<Node<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    Env(String),
+    File(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stmt {
+    Include(Node<String>),
+    Landlock {
+        mode: Node<LandlockMode>,
+        min_abi: Option<Node<u32>>,
+    },
+    RunAs {
+        user: Option<Node<String>>,
+        group: Option<Node<String>>,
+    },
+    Fs {
+        kind: Node<FsKind>,
+        targets: Vec<Node<FsTarget>>,
+    },
+    Binaries {
+        name: Node<String>,
+        members: Vec<BinaryMember>,
+    },
+    Credential(Credential),
+    Secret {
+        name: Node<String>,
+        source: Node<SecretSource>,
+        hosts: Vec<Node<String>>,
+    },
+    Allow(Allow),
+    /// A statement that did not parse; its diagnostic was already reported.
+    /// The raw text is kept so the formatter never loses a line.
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    pub name: Node<String>,
+    pub header_trailing: Option<String>,
+    pub items: Vec<Item<CredStmt>>,
+    pub end: Vec<TriviaLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredStmt {
+    Secret(Node<SecretSource>),
+    Placeholder(Node<String>),
+    InjectHeader {
+        name: Node<String>,
+        template: Node<String>,
+    },
+    InjectReplace,
+    Hosts(Vec<Node<String>>),
+    Methods(Vec<Node<String>>),
+    Paths(Vec<Node<String>>),
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Protocol {
+    L4,
+    Tcp,
+    Http,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Enforcement {
+    Enforce,
+    Audit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    ReadOnly,
+    ReadWrite,
+    Full,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TlsMode {
+    /// The proxy terminates TLS when the client speaks it, else reads plain HTTP.
+    Auto,
+    /// The connection is relayed without inspection.
+    Skip,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EndpointOption {
+    Protocol(Protocol),
+    Enforcement(Enforcement),
+    Access(Access),
+    Tls(TlsMode),
+    /// Accept `%2F` inside a path segment (GitLab-style namespaced paths).
+    EncodedSlash,
+    /// The author accepts that a credential reaches this endpoint uninspected.
+    UninspectedCredentials,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allow {
+    pub subjects: Vec<Node<String>>,
+    pub endpoint: Node<String>,
+    pub options: Vec<Node<EndpointOption>>,
+    pub body: Option<EndpointBody>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointBody {
+    pub header_trailing: Option<String>,
+    pub items: Vec<Item<EndpointStmt>>,
+    pub end: Vec<TriviaLine>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RuleAction {
+    Allow,
+    Deny,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointStmt {
+    Rule {
+        action: Node<RuleAction>,
+        methods: Vec<Node<String>>,
+        /// One or more path globs; the rule applies to each.
+        paths: Vec<Node<String>>,
+        query: Vec<Node<String>>,
+    },
+    Path(Node<String>),
+    Addresses(Vec<Node<String>>),
+    Invalid(String),
+}

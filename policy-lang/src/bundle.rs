@@ -1,0 +1,285 @@
+//! The compiled bundle: what the supervisor enforces.
+//!
+//! A bundle is JSON with three parts: a format version, the enforcement
+//! content with its SHA-256 digest, and provenance (source files, lines and
+//! rule names, for blame and logs). Provenance sits outside the digest, so a
+//! YAML policy and its import into our language compile to the same digest.
+//! Every list in the enforcement content is sorted and de-duplicated by the
+//! compiler, so the same input always gives the same bytes and reordering
+//! rules does not change the digest.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use crate::ir::{
+    BinaryRef, Dest, Enforcement, Injection, LandlockMode, Origin, SecretSource, TlsMode,
+};
+use crate::matcher::{AddrSet, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher};
+
+/// The bundle format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bundle {
+    pub format_version: u32,
+    /// `sha256:<hex>` of the canonical JSON of `enforcement`.
+    pub digest: String,
+    pub enforcement: Tables,
+    pub provenance: Provenance,
+}
+
+/// Everything the kernel and the supervisor enforce: the three artefacts
+/// (Landlock, the seccomp decision table, L7 rules) and the credentials.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tables {
+    pub landlock: LandlockTable,
+    pub process: ProcessTable,
+    pub seccomp: SeccompTable,
+    pub l7: Vec<L7Endpoint>,
+    pub credentials: Vec<CredentialBinding>,
+    pub secrets: Vec<SecretEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LandlockTable {
+    pub mode: LandlockMode,
+    pub min_abi: u8,
+    pub paths: Vec<LandlockPath>,
+    /// Rights on the working directory, resolved by the supervisor at launch.
+    pub workdir: Option<Vec<RightsAtAbi>>,
+    /// TCP ports the workload may `connect` to, enforced by Landlock from
+    /// ABI 4 as a second layer behind the seccomp broker. Binding is denied.
+    pub tcp_connect_ports: PortSet,
+    /// Landlock ABI 6 scoping: signals and abstract unix sockets stay inside
+    /// the sandbox.
+    pub scoped: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LandlockPath {
+    pub path: String,
+    /// Rights split by the ABI that introduced them, so the supervisor
+    /// applies the best the running kernel offers and reports the rest.
+    pub access: Vec<RightsAtAbi>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RightsAtAbi {
+    pub abi: u8,
+    pub rights: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessTable {
+    pub user: Option<String>,
+    pub group: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeccompTable {
+    pub deny: Vec<DeniedSyscall>,
+    /// Syscalls answered by the supervisor (`SECCOMP_RET_USER_NOTIF`).
+    pub notify: Vec<String>,
+    /// Per binary identity: which routes it may use and which names the DNS
+    /// stub answers for it.
+    pub identities: Vec<Identity>,
+    pub routes: Vec<Route>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeniedSyscall {
+    pub syscall: String,
+    /// Errno name, such as `EPERM`.
+    pub errno: String,
+    /// All conditions must hold for the denial to apply; none means always.
+    pub when: Vec<ArgCondition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgCondition {
+    pub arg: u8,
+    /// `(arg & mask) == value`.
+    pub mask: u64,
+    pub value: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    pub binary: BinaryRef,
+    pub routes: Vec<u32>,
+    pub dns: Vec<HostPattern>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    pub dest: Dest,
+    pub ports: PortSet,
+    pub addresses: Option<AddrSet>,
+    pub via: Via,
+    /// The author accepted that credentials may pass here uninspected.
+    pub uninspected_credentials: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// The supervisor connects and hands the socket over.
+    L4,
+    /// Transparent TCP: like L4, reached by an address the workload resolved.
+    Tcp,
+    /// An HTTP endpoint relayed without inspection (`tls skip`).
+    Uninspected,
+    /// The L7 proxy endpoint with this index in `l7`.
+    L7(u32),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct L7Endpoint {
+    pub enforcement: Enforcement,
+    pub tls: TlsMode,
+    pub path: Option<HttpPathGlob>,
+    pub encoded_slash: bool,
+    pub allow: Vec<L7Matcher>,
+    pub deny: Vec<L7Matcher>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct L7Matcher {
+    pub methods: MethodSet,
+    pub path: HttpPathGlob,
+    pub query: Vec<QueryMatcher>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialBinding {
+    pub name: String,
+    pub source: SecretSource,
+    pub placeholder: Option<String>,
+    pub inject: Injection,
+    pub hosts: Vec<HostPattern>,
+    pub methods: Option<MethodSet>,
+    pub paths: Option<Vec<HttpPathGlob>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretEntry {
+    pub name: String,
+    pub source: SecretSource,
+    pub hosts: Vec<HostPattern>,
+}
+
+/// Where each piece of the enforcement content came from. Lists run
+/// parallel to the enforcement lists; a route or rule written several times
+/// keeps every origin.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    pub policy: String,
+    pub files: Vec<String>,
+    pub routes: Vec<Vec<Origin>>,
+    pub l7: Vec<L7Provenance>,
+    pub credentials: Vec<Origin>,
+    pub secrets: Vec<Origin>,
+    pub fs: Vec<Origin>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct L7Provenance {
+    pub endpoint: Vec<Origin>,
+    pub allow: Vec<Vec<Origin>>,
+    pub deny: Vec<Vec<Origin>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BundleError {
+    #[error("the bundle is not valid JSON: {0}")]
+    Json(String),
+    #[error("the bundle has format version {found}; this build reads version {FORMAT_VERSION}")]
+    UnknownVersion { found: u64 },
+    #[error("the bundle has no `format_version`")]
+    MissingVersion,
+    #[error("the bundle does not match the expected structure: {0}")]
+    Schema(String),
+    #[error(
+        "the bundle's digest does not match its content (recorded {recorded}, computed {computed}): it was modified or corrupted"
+    )]
+    DigestMismatch { recorded: String, computed: String },
+}
+
+/// `sha256:<hex>` of the canonical JSON encoding of the enforcement content.
+pub fn digest_of(content: &Tables) -> String {
+    let bytes = serde_json::to_vec(content).unwrap_or_default();
+    format!("sha256:{}", hex(&Sha256::digest(&bytes)))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+impl Bundle {
+    pub fn new(enforcement: Tables, provenance: Provenance) -> Self {
+        Self {
+            format_version: FORMAT_VERSION,
+            digest: digest_of(&enforcement),
+            enforcement,
+            provenance,
+        }
+    }
+
+    /// The bytes written to disk: pretty JSON (readable in a review) with a
+    /// trailing newline. Deterministic for a given bundle.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+
+    /// Read a bundle, refusing unknown versions and digest mismatches.
+    pub fn from_slice(bytes: &[u8]) -> Result<Bundle, BundleError> {
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| BundleError::Json(e.to_string()))?;
+        match value
+            .get("format_version")
+            .and_then(serde_json::Value::as_u64)
+        {
+            None => return Err(BundleError::MissingVersion),
+            Some(v) if v != u64::from(FORMAT_VERSION) => {
+                return Err(BundleError::UnknownVersion { found: v });
+            }
+            Some(_) => {}
+        }
+        let bundle: Bundle =
+            serde_json::from_value(value).map_err(|e| BundleError::Schema(e.to_string()))?;
+        let computed = digest_of(&bundle.enforcement);
+        if computed != bundle.digest {
+            return Err(BundleError::DigestMismatch {
+                recorded: bundle.digest,
+                computed,
+            });
+        }
+        Ok(bundle)
+    }
+}

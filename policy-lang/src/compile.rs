@@ -1,0 +1,419 @@
+//! Compile the IR into a bundle.
+//!
+//! Canonical form: every list is sorted and de-duplicated by content, and
+//! the provenance lists are permuted along with it. Two policies that mean
+//! the same thing rule for rule (reordered, renamed binary sets, one rule
+//! split into two) therefore produce the same enforcement bytes and digest.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::bundle::*;
+use crate::ir::{self, BinaryRef, Dest, EndpointKind, FsRights, Origin, Policy, TlsMode};
+use crate::matcher::{HostPattern, PortSet};
+
+pub fn compile(policy: &Policy) -> Bundle {
+    let mut prov = Provenance {
+        policy: policy.name.clone(),
+        ..Provenance::default()
+    };
+    let files: BTreeSet<String> = policy
+        .endpoints
+        .iter()
+        .map(|e| e.origin.file.clone())
+        .chain(policy.fs.iter().map(|f| f.origin.file.clone()))
+        .chain(policy.credentials.iter().map(|c| c.origin.file.clone()))
+        .filter(|f| !f.is_empty())
+        .collect();
+    prov.files = files.into_iter().collect();
+
+    let (l7, l7_prov, l7_index) = l7_endpoints(policy);
+    prov.l7 = l7_prov;
+    let (routes, route_prov, identities) = routes(policy, &l7_index);
+    prov.routes = route_prov;
+
+    let mut creds: Vec<(CredentialBinding, Origin)> = policy
+        .credentials
+        .iter()
+        .map(|c| {
+            (
+                CredentialBinding {
+                    name: c.name.clone(),
+                    source: c.source.clone(),
+                    placeholder: c.placeholder.clone(),
+                    inject: c.inject.clone(),
+                    hosts: c.hosts.clone(),
+                    methods: c.methods.clone(),
+                    paths: c.paths.as_ref().map(|p| sorted(p.clone())),
+                },
+                c.origin.clone(),
+            )
+        })
+        .collect();
+    creds.sort();
+    let (credentials, cred_prov): (Vec<_>, Vec<_>) = creds.into_iter().unzip();
+    prov.credentials = cred_prov;
+
+    let mut secrets: Vec<(SecretEntry, Origin)> = policy
+        .secrets
+        .iter()
+        .map(|s| {
+            (
+                SecretEntry {
+                    name: s.name.clone(),
+                    source: s.source.clone(),
+                    hosts: s.hosts.clone(),
+                },
+                s.origin.clone(),
+            )
+        })
+        .collect();
+    secrets.sort();
+    let (secrets, secret_prov): (Vec<_>, Vec<_>) = secrets.into_iter().unzip();
+    prov.secrets = secret_prov;
+    prov.fs = policy.fs.iter().map(|f| f.origin.clone()).collect();
+
+    let needs_dns = routes.iter().any(|r| matches!(r.dest, Dest::Host(_)));
+    let mut connect_ports = routes
+        .iter()
+        .fold(PortSet::default(), |acc, r| acc.union(&r.ports));
+    if needs_dns && let Ok(dns) = PortSet::parse("53") {
+        connect_ports = connect_ports.union(&dns);
+    }
+
+    let tables = Tables {
+        landlock: LandlockTable {
+            mode: policy.landlock.mode,
+            min_abi: policy.landlock.min_abi,
+            paths: policy
+                .fs
+                .iter()
+                .map(|g| LandlockPath {
+                    path: g.path.clone(),
+                    access: landlock_rights(g.rights),
+                })
+                .collect(),
+            workdir: policy.workdir.map(landlock_rights),
+            tcp_connect_ports: connect_ports,
+            scoped: vec!["abstract_unix_socket".to_string(), "signal".to_string()],
+        },
+        process: ProcessTable {
+            user: policy.run_as.as_ref().and_then(|r| r.user.clone()),
+            group: policy.run_as.as_ref().and_then(|r| r.group.clone()),
+        },
+        seccomp: SeccompTable {
+            deny: deny_list(),
+            notify: ["connect", "sendmmsg", "sendmsg", "sendto"]
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect(),
+            identities,
+            routes,
+        },
+        l7,
+        credentials,
+        secrets,
+    };
+    Bundle::new(tables, prov)
+}
+
+fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Build the L7 endpoint table, de-duplicated by content. Returns the table,
+/// its provenance, and for each IR endpoint its L7 index (if inspected).
+fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Option<u32>>) {
+    // Merge rules by content within each endpoint, keeping every origin.
+    let mut by_content: BTreeMap<L7Endpoint, L7Provenance> = BTreeMap::new();
+    let mut keys: Vec<Option<L7Endpoint>> = Vec::new();
+    for ep in &policy.endpoints {
+        let EndpointKind::Http(h) = &ep.kind else {
+            keys.push(None);
+            continue;
+        };
+        if h.tls == TlsMode::Skip {
+            keys.push(None);
+            continue;
+        }
+        let (allow, allow_prov) = merge_rules(&h.allow);
+        let (deny, deny_prov) = merge_rules(&h.deny);
+        let key = L7Endpoint {
+            enforcement: h.enforcement,
+            tls: h.tls,
+            path: h.path.clone(),
+            encoded_slash: h.encoded_slash,
+            allow,
+            deny,
+        };
+        let entry = by_content
+            .entry(key.clone())
+            .or_insert_with(|| L7Provenance {
+                endpoint: Vec::new(),
+                allow: vec![Vec::new(); allow_prov.len()],
+                deny: vec![Vec::new(); deny_prov.len()],
+            });
+        entry.endpoint.push(ep.origin.clone());
+        for (slot, origins) in entry.allow.iter_mut().zip(allow_prov) {
+            slot.extend(origins);
+        }
+        for (slot, origins) in entry.deny.iter_mut().zip(deny_prov) {
+            slot.extend(origins);
+        }
+        keys.push(Some(key));
+    }
+    let index: BTreeMap<&L7Endpoint, u32> = by_content
+        .keys()
+        .enumerate()
+        .map(|(i, k)| (k, u32::try_from(i).unwrap_or(u32::MAX)))
+        .collect();
+    let ids = keys
+        .iter()
+        .map(|k| k.as_ref().and_then(|k| index.get(k).copied()))
+        .collect();
+    let (table, prov): (Vec<_>, Vec<_>) = by_content.into_iter().unzip();
+    (table, prov, ids)
+}
+
+fn merge_rules(rules: &[ir::L7Rule]) -> (Vec<L7Matcher>, Vec<Vec<Origin>>) {
+    let mut merged: BTreeMap<L7Matcher, Vec<Origin>> = BTreeMap::new();
+    for r in rules {
+        let mut query = r.query.clone();
+        query.sort();
+        merged
+            .entry(L7Matcher {
+                methods: r.methods.clone(),
+                path: r.path.clone(),
+                query,
+            })
+            .or_default()
+            .push(r.origin.clone());
+    }
+    merged.into_iter().unzip()
+}
+
+/// Routes de-duplicated by content, and the identity table mapping each
+/// binary to the routes it may use.
+fn routes(
+    policy: &Policy,
+    l7_index: &[Option<u32>],
+) -> (Vec<Route>, Vec<Vec<Origin>>, Vec<Identity>) {
+    let mut route_origins: BTreeMap<Route, Vec<Origin>> = BTreeMap::new();
+    let mut per_binary: BTreeMap<BinaryRef, BTreeSet<Route>> = BTreeMap::new();
+    for (ep, l7) in policy.endpoints.iter().zip(l7_index) {
+        let via = match (&ep.kind, l7) {
+            (EndpointKind::L4, _) => Via::L4,
+            (EndpointKind::Tcp, _) => Via::Tcp,
+            (EndpointKind::Http(_), Some(id)) => Via::L7(*id),
+            (EndpointKind::Http(_), None) => Via::Uninspected,
+        };
+        let route = Route {
+            dest: ep.dest.clone(),
+            ports: ep.ports.clone(),
+            addresses: ep.addresses.clone(),
+            via,
+            uninspected_credentials: ep.uninspected_credentials,
+        };
+        route_origins
+            .entry(route.clone())
+            .or_default()
+            .push(ep.origin.clone());
+        for b in &ep.binaries {
+            per_binary
+                .entry(b.clone())
+                .or_default()
+                .insert(route.clone());
+        }
+    }
+    let index: BTreeMap<&Route, u32> = route_origins
+        .keys()
+        .enumerate()
+        .map(|(i, r)| (r, u32::try_from(i).unwrap_or(u32::MAX)))
+        .collect();
+    let identities = per_binary
+        .iter()
+        .map(|(binary, rs)| {
+            let mut dns: Vec<HostPattern> = rs
+                .iter()
+                .filter_map(|r| match &r.dest {
+                    Dest::Host(h) => Some(h.clone()),
+                    Dest::Addrs(_) => None,
+                })
+                .collect();
+            dns.sort();
+            dns.dedup();
+            Identity {
+                binary: binary.clone(),
+                routes: rs.iter().filter_map(|r| index.get(r).copied()).collect(),
+                dns,
+            }
+        })
+        .collect();
+    let (routes, origins): (Vec<_>, Vec<_>) = route_origins.into_iter().unzip();
+    (routes, origins, identities)
+}
+
+/// Landlock rights for the language's read / write / exec, split by the
+/// ABI that introduced each right.
+fn landlock_rights(r: FsRights) -> Vec<RightsAtAbi> {
+    let mut by_abi: BTreeMap<u8, Vec<&str>> = BTreeMap::new();
+    let mut add = |abi: u8, rights: &[&'static str]| by_abi.entry(abi).or_default().extend(rights);
+    if r.read || r.write || r.exec {
+        add(1, &["read_dir", "read_file"]);
+    }
+    if r.exec {
+        add(1, &["execute"]);
+    }
+    if r.write {
+        add(
+            1,
+            &[
+                "make_block",
+                "make_char",
+                "make_dir",
+                "make_fifo",
+                "make_reg",
+                "make_sock",
+                "make_sym",
+                "remove_dir",
+                "remove_file",
+                "write_file",
+            ],
+        );
+        add(2, &["refer"]);
+        add(3, &["truncate"]);
+        add(5, &["ioctl_dev"]);
+    }
+    by_abi
+        .into_iter()
+        .map(|(abi, mut rights)| {
+            rights.sort_unstable();
+            RightsAtAbi {
+                abi,
+                rights: rights.into_iter().map(str::to_string).collect(),
+            }
+        })
+        .collect()
+}
+
+const CLONE_NEWNS: u64 = 0x0002_0000;
+const CLONE_NEWCGROUP: u64 = 0x0200_0000;
+const CLONE_NEWUTS: u64 = 0x0400_0000;
+const CLONE_NEWIPC: u64 = 0x0800_0000;
+const CLONE_NEWUSER: u64 = 0x1000_0000;
+const CLONE_NEWPID: u64 = 0x2000_0000;
+const CLONE_NEWNET: u64 = 0x4000_0000;
+const CLONE_NEWTIME: u64 = 0x0000_0080;
+
+/// The syscalls the workload never needs and an escape would: kernel attack
+/// surface (io_uring, bpf), looking into other processes (ptrace,
+/// process_vm_*), changing the sandbox itself (mounts, namespaces, new
+/// seccomp listeners), and sockets that bypass the connect broker (raw,
+/// packet).
+pub fn deny_list() -> Vec<DeniedSyscall> {
+    let always = |syscall: &str, errno: &str| DeniedSyscall {
+        syscall: syscall.to_string(),
+        errno: errno.to_string(),
+        when: Vec::new(),
+    };
+    let when = |syscall: &str, errno: &str, arg: u8, mask: u64, value: u64| DeniedSyscall {
+        syscall: syscall.to_string(),
+        errno: errno.to_string(),
+        when: vec![ArgCondition { arg, mask, value }],
+    };
+    let mut list = Vec::new();
+    // io_uring performs socket and file operations without syscalls the
+    // filter can see; ENOSYS makes runtimes fall back to plain syscalls.
+    for s in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
+        list.push(always(s, "ENOSYS"));
+    }
+    // clone3 passes its flags in memory the filter cannot read; ENOSYS makes
+    // libc fall back to clone, whose flags are checked below.
+    list.push(always("clone3", "ENOSYS"));
+    for s in [
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "keyctl",
+        "add_key",
+        "request_key",
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "mount",
+        "umount2",
+        "pivot_root",
+        "move_mount",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "open_tree",
+        "mount_setattr",
+        "setns",
+        "name_to_handle_at",
+        "open_by_handle_at",
+        "acct",
+        "swapon",
+        "swapoff",
+        "reboot",
+        "settimeofday",
+        "clock_settime",
+        "adjtimex",
+        "clock_adjtime",
+        "syslog",
+        "quotactl",
+        "lookup_dcookie",
+    ] {
+        list.push(always(s, "EPERM"));
+    }
+    for flag in [
+        CLONE_NEWNS,
+        CLONE_NEWCGROUP,
+        CLONE_NEWUTS,
+        CLONE_NEWIPC,
+        CLONE_NEWUSER,
+        CLONE_NEWPID,
+        CLONE_NEWNET,
+        CLONE_NEWTIME,
+    ] {
+        list.push(when("unshare", "EPERM", 0, flag, flag));
+        list.push(when("clone", "EPERM", 0, flag, flag));
+    }
+    const AF_PACKET: u64 = 17;
+    const SOCK_TYPE_MASK: u64 = 0xf;
+    const SOCK_RAW: u64 = 3;
+    const SOCK_PACKET: u64 = 10;
+    list.push(when("socket", "EACCES", 0, u64::MAX, AF_PACKET));
+    list.push(when("socket", "EACCES", 1, SOCK_TYPE_MASK, SOCK_RAW));
+    list.push(when("socket", "EACCES", 1, SOCK_TYPE_MASK, SOCK_PACKET));
+    list.push(when("socketpair", "EACCES", 1, SOCK_TYPE_MASK, SOCK_RAW));
+    // A workload-installed listener would let it answer its own trapped
+    // calls: refuse SECCOMP_SET_MODE_FILTER with FILTER_FLAG_NEW_LISTENER.
+    const SECCOMP_SET_MODE_FILTER: u64 = 1;
+    const SECCOMP_FILTER_FLAG_NEW_LISTENER: u64 = 8;
+    list.push(DeniedSyscall {
+        syscall: "seccomp".to_string(),
+        errno: "EPERM".to_string(),
+        when: vec![
+            ArgCondition {
+                arg: 0,
+                mask: u64::MAX,
+                value: SECCOMP_SET_MODE_FILTER,
+            },
+            ArgCondition {
+                arg: 1,
+                mask: SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                value: SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            },
+        ],
+    });
+    list.sort();
+    list
+}

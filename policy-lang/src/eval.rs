@@ -1,0 +1,532 @@
+//! The reference evaluator: "is this concrete request allowed, and by which
+//! rule?", answered from a bundle with the same matchers the supervisor and
+//! the proxy use. The prover is tested against it.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::bundle::{Bundle, L7Endpoint, Route, Via};
+use crate::ir::{Dest, Enforcement, Origin};
+use crate::matcher::net::is_metadata_host;
+use crate::matcher::{
+    AddrClass, canonical_ip, canonicalize_path, classify_addr, normalize_host, parse_query_string,
+};
+
+/// One connection attempt, optionally with the HTTP request sent on it.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// The executable path (`/proc/<pid>/exe`).
+    pub binary: String,
+    /// Lowercase hex SHA-256 of the executable, when known.
+    pub sha256: Option<String>,
+    /// The destination name, when the connection is attributed to one.
+    pub host: Option<String>,
+    /// The destination address, when known.
+    pub addr: Option<IpAddr>,
+    pub port: u16,
+    pub http: Option<HttpRequest>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpRequest {
+    pub method: String,
+    /// Origin-form target: path and optional query, as sent.
+    pub target: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Allow,
+    Deny,
+    /// Allowed and logged: an audit-mode endpoint let through a request its
+    /// rules do not allow.
+    Audit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteKind {
+    L4,
+    L7,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub decision: Verdict,
+    pub route: Option<RouteKind>,
+    pub rule: Option<Origin>,
+    pub credential: Option<String>,
+    pub reason: String,
+}
+
+/// The outcome of the connection-level check, which the supervisor acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionDecision {
+    /// Matching routes (indices into the bundle's route table).
+    pub routes: Vec<u32>,
+    /// L7 endpoints the connection's requests are checked against; empty
+    /// when the connection is relayed uninspected.
+    pub l7: Vec<u32>,
+    pub reason: String,
+}
+
+impl ConnectionDecision {
+    pub fn allowed(&self) -> bool {
+        !self.routes.is_empty()
+    }
+}
+
+#[derive(Debug, Default)]
+struct IdentityIndex {
+    exact_hosts: HashMap<String, Vec<u32>>,
+    wildcard_by_suffix: HashMap<String, Vec<u32>>,
+    addr_routes: Vec<u32>,
+}
+
+/// A bundle with lookup indexes built, ready to answer many requests.
+#[derive(Debug)]
+pub struct Evaluator {
+    bundle: Bundle,
+    exact_binaries: HashMap<String, Vec<usize>>,
+    glob_binaries: Vec<usize>,
+    indexes: Vec<IdentityIndex>,
+}
+
+impl Evaluator {
+    pub fn new(bundle: Bundle) -> Self {
+        let seccomp = &bundle.enforcement.seccomp;
+        let mut exact_binaries: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut glob_binaries = Vec::new();
+        let mut indexes = Vec::with_capacity(seccomp.identities.len());
+        for (i, id) in seccomp.identities.iter().enumerate() {
+            match id.binary.glob.exact() {
+                Some(p) => exact_binaries.entry(p.to_string()).or_default().push(i),
+                None => glob_binaries.push(i),
+            }
+            let mut idx = IdentityIndex::default();
+            for &r in &id.routes {
+                let Some(route) = seccomp.routes.get(r as usize) else {
+                    continue;
+                };
+                match &route.dest {
+                    Dest::Host(h) => match h.exact() {
+                        Some(e) => idx.exact_hosts.entry(e.to_string()).or_default().push(r),
+                        None => idx
+                            .wildcard_by_suffix
+                            .entry(h.literal_suffix().to_string())
+                            .or_default()
+                            .push(r),
+                    },
+                    Dest::Addrs(_) => idx.addr_routes.push(r),
+                }
+            }
+            indexes.push(idx);
+        }
+        Self {
+            bundle,
+            exact_binaries,
+            glob_binaries,
+            indexes,
+        }
+    }
+
+    pub fn bundle(&self) -> &Bundle {
+        &self.bundle
+    }
+
+    fn identities_for(&self, binary: &str, sha256: Option<&str>) -> (Vec<usize>, bool) {
+        let ids = &self.bundle.enforcement.seccomp.identities;
+        let mut pin_mismatch = false;
+        let mut out: Vec<usize> = self
+            .exact_binaries
+            .get(binary)
+            .into_iter()
+            .flatten()
+            .copied()
+            .chain(
+                self.glob_binaries
+                    .iter()
+                    .copied()
+                    .filter(|&i| ids.get(i).is_some_and(|id| id.binary.glob.matches(binary))),
+            )
+            .filter(
+                |&i| match ids.get(i).and_then(|id| id.binary.sha256.as_deref()) {
+                    None => true,
+                    Some(pin) => {
+                        let ok = sha256.is_some_and(|h| h.eq_ignore_ascii_case(pin));
+                        pin_mismatch |= !ok;
+                        ok
+                    }
+                },
+            )
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        (out, pin_mismatch)
+    }
+
+    /// Which routes let `binary` connect to this destination.
+    pub fn decide_connection(
+        &self,
+        binary: &str,
+        sha256: Option<&str>,
+        host: Option<&str>,
+        addr: Option<IpAddr>,
+        port: u16,
+    ) -> ConnectionDecision {
+        let deny = |reason: String| ConnectionDecision {
+            routes: Vec::new(),
+            l7: Vec::new(),
+            reason,
+        };
+        let addr = addr.map(canonical_ip);
+        // A host written as an IP literal is an address.
+        let (host, addr) = match host.map(|h| {
+            h.trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<IpAddr>()
+        }) {
+            Some(Ok(ip)) => (None, Some(addr.unwrap_or(canonical_ip(ip)))),
+            _ => (host.and_then(|h| normalize_host(h).ok()), addr),
+        };
+        if host.is_none() && addr.is_none() {
+            return deny(
+                "the destination has neither a valid host name nor an address".to_string(),
+            );
+        }
+        let (identities, pin_mismatch) = self.identities_for(binary, sha256);
+        if identities.is_empty() {
+            let why = if pin_mismatch {
+                format!("`{binary}` does not have the SHA-256 its rules pin")
+            } else {
+                format!("no rule names the binary `{binary}`")
+            };
+            return deny(why);
+        }
+        let routes = &self.bundle.enforcement.seccomp.routes;
+        let mut matched: Vec<u32> = Vec::new();
+        let mut internal_refused = false;
+        for &i in &identities {
+            let Some(idx) = self.indexes.get(i) else {
+                continue;
+            };
+            let mut candidates: Vec<u32> = Vec::new();
+            if let Some(h) = host.as_deref() {
+                candidates.extend(idx.exact_hosts.get(h).into_iter().flatten());
+                let mut rest = h;
+                while let Some((_, tail)) = rest.split_once('.') {
+                    candidates.extend(idx.wildcard_by_suffix.get(tail).into_iter().flatten());
+                    rest = tail;
+                }
+            }
+            if addr.is_some() {
+                candidates.extend(&idx.addr_routes);
+            }
+            for r in candidates {
+                let Some(route) = routes.get(r as usize) else {
+                    continue;
+                };
+                match route_applies(route, host.as_deref(), addr, port) {
+                    Applies::Yes => matched.push(r),
+                    Applies::InternalAddress => internal_refused = true,
+                    Applies::No => {}
+                }
+            }
+        }
+        matched.sort_unstable();
+        matched.dedup();
+        let shown = host
+            .clone()
+            .or_else(|| addr.map(|a| a.to_string()))
+            .unwrap_or_default();
+        if matched.is_empty() {
+            let reason = if internal_refused {
+                format!(
+                    "`{shown}` resolves to an internal address that no rule names explicitly (add it to the rule's `addresses`)"
+                )
+            } else {
+                format!("no rule allows `{binary}` to reach `{shown}:{port}`")
+            };
+            return deny(reason);
+        }
+        let mut l7: Vec<u32> = matched
+            .iter()
+            .filter_map(|&r| match routes.get(r as usize).map(|x| x.via) {
+                Some(Via::L7(e)) => Some(e),
+                _ => None,
+            })
+            .collect();
+        l7.sort_unstable();
+        l7.dedup();
+        let reason = if l7.is_empty() {
+            format!("`{binary}` may connect to `{shown}:{port}` (relayed without inspection)")
+        } else {
+            format!(
+                "`{binary}` may connect to `{shown}:{port}`; its requests are checked by L7 rules"
+            )
+        };
+        ConnectionDecision {
+            routes: matched,
+            l7,
+            reason,
+        }
+    }
+
+    /// The full decision for one request.
+    pub fn eval(&self, req: &Request) -> Decision {
+        let conn = self.decide_connection(
+            &req.binary,
+            req.sha256.as_deref(),
+            req.host.as_deref(),
+            req.addr,
+            req.port,
+        );
+        if !conn.allowed() {
+            return Decision {
+                decision: Verdict::Deny,
+                route: None,
+                rule: None,
+                credential: None,
+                reason: conn.reason,
+            };
+        }
+        let first_origin = conn
+            .routes
+            .first()
+            .and_then(|r| self.bundle.provenance.routes.get(*r as usize))
+            .and_then(|o| o.first())
+            .cloned();
+        if conn.l7.is_empty() {
+            return Decision {
+                decision: Verdict::Allow,
+                route: Some(RouteKind::L4),
+                rule: first_origin,
+                credential: None,
+                reason: conn.reason,
+            };
+        }
+        let Some(http) = &req.http else {
+            return Decision {
+                decision: Verdict::Allow,
+                route: Some(RouteKind::L7),
+                rule: first_origin,
+                credential: None,
+                reason: conn.reason,
+            };
+        };
+        self.decide_request(&conn, req.host.as_deref(), &http.method, &http.target)
+    }
+
+    /// Check one HTTP request on a connection the proxy received.
+    pub fn decide_request(
+        &self,
+        conn: &ConnectionDecision,
+        host: Option<&str>,
+        method: &str,
+        target: &str,
+    ) -> Decision {
+        let method = method.to_ascii_uppercase();
+        let tables = &self.bundle.enforcement;
+        let mut denied_by: Option<(u32, usize, Enforcement)> = None;
+        let mut allowed_by: Option<(u32, usize)> = None;
+        let mut participating: Vec<(u32, Enforcement)> = Vec::new();
+        let mut canon_error = None;
+        let mut canonical_path = None;
+        for &e in &conn.l7 {
+            let Some(ep) = tables.l7.get(e as usize) else {
+                continue;
+            };
+            let canon = match canonicalize_path(target, ep.encoded_slash) {
+                Ok(c) => c,
+                Err(err) => {
+                    canon_error = Some(err.to_string());
+                    continue;
+                }
+            };
+            if ep.path.as_ref().is_some_and(|p| !p.matches(&canon.path)) {
+                continue;
+            }
+            let params = match canon.query.as_deref().map(parse_query_string) {
+                None => Vec::new(),
+                Some(Ok(p)) => p,
+                Some(Err(err)) => {
+                    canon_error = Some(err.message);
+                    continue;
+                }
+            };
+            participating.push((e, ep.enforcement));
+            if denied_by.is_none()
+                && let Some(i) = find_rule(ep, &method, &canon.path, &params, true)
+            {
+                denied_by = Some((e, i, ep.enforcement));
+            }
+            if allowed_by.is_none()
+                && let Some(i) = find_rule(ep, &method, &canon.path, &params, false)
+            {
+                allowed_by = Some((e, i));
+            }
+            canonical_path.get_or_insert(canon.path);
+        }
+        let prov = &self.bundle.provenance.l7;
+        let rule_origin = |e: u32, i: usize, deny: bool| {
+            prov.get(e as usize)
+                .and_then(|p| if deny { p.deny.get(i) } else { p.allow.get(i) })
+                .and_then(|o| o.first())
+                .cloned()
+        };
+        let endpoint_origin = |e: u32| {
+            prov.get(e as usize)
+                .and_then(|p| p.endpoint.first())
+                .cloned()
+        };
+        let path = canonical_path.clone().unwrap_or_else(|| target.to_string());
+        let all_audit = !participating.is_empty()
+            && participating.iter().all(|(_, m)| *m == Enforcement::Audit);
+        let credential = self.credential_for(host, &method, canonical_path.as_deref());
+        let mk = |decision, rule, reason: String, credential: Option<String>| Decision {
+            decision,
+            route: Some(RouteKind::L7),
+            rule,
+            credential,
+            reason,
+        };
+        if participating.is_empty() {
+            let reason = match canon_error {
+                Some(e) => format!("request target `{target}` refused: {e}"),
+                None => format!("no inspected endpoint covers the path `{path}`"),
+            };
+            return mk(
+                Verdict::Deny,
+                conn.l7.first().and_then(|e| endpoint_origin(*e)),
+                reason,
+                None,
+            );
+        }
+        if let Some((e, i, mode)) = denied_by {
+            let verdict = if mode == Enforcement::Audit && all_audit {
+                Verdict::Audit
+            } else {
+                Verdict::Deny
+            };
+            let reason = format!("{method} {path} matches a deny rule");
+            let cred = if verdict == Verdict::Audit {
+                credential
+            } else {
+                None
+            };
+            return mk(verdict, rule_origin(e, i, true), reason, cred);
+        }
+        if let Some((e, i)) = allowed_by {
+            return mk(
+                Verdict::Allow,
+                rule_origin(e, i, false),
+                format!("{method} {path} matches an allow rule"),
+                credential,
+            );
+        }
+        let first = participating.first().map(|(e, _)| *e);
+        if all_audit {
+            return mk(
+                Verdict::Audit,
+                first.and_then(endpoint_origin),
+                format!("{method} {path} matches no allow rule; the endpoint is in audit mode"),
+                credential,
+            );
+        }
+        mk(
+            Verdict::Deny,
+            first.and_then(endpoint_origin),
+            format!("{method} {path} matches no allow rule"),
+            None,
+        )
+    }
+
+    /// The credential the proxy injects on this request: the first (by
+    /// name) whose binding covers host, method and path.
+    pub fn credential_for(
+        &self,
+        host: Option<&str>,
+        method: &str,
+        path: Option<&str>,
+    ) -> Option<String> {
+        let host = normalize_host(host?).ok()?;
+        let path = path?;
+        self.bundle
+            .enforcement
+            .credentials
+            .iter()
+            .find(|c| {
+                c.hosts.iter().any(|h| h.matches(&host))
+                    && c.methods.as_ref().is_none_or(|m| m.contains(method))
+                    && c.paths
+                        .as_ref()
+                        .is_none_or(|ps| ps.iter().any(|p| p.matches(path)))
+            })
+            .map(|c| c.name.clone())
+    }
+}
+
+fn find_rule(
+    ep: &L7Endpoint,
+    method: &str,
+    path: &str,
+    params: &[(String, String)],
+    deny: bool,
+) -> Option<usize> {
+    let rules = if deny { &ep.deny } else { &ep.allow };
+    rules.iter().position(|m| {
+        m.methods.contains(method)
+            && m.path.matches(path)
+            && m.query.iter().all(|q| {
+                if deny {
+                    q.denies(params)
+                } else {
+                    q.allows(params)
+                }
+            })
+    })
+}
+
+enum Applies {
+    Yes,
+    No,
+    InternalAddress,
+}
+
+fn route_applies(route: &Route, host: Option<&str>, addr: Option<IpAddr>, port: u16) -> Applies {
+    if !route.ports.contains(port) {
+        return Applies::No;
+    }
+    match &route.dest {
+        Dest::Addrs(set) => match addr {
+            Some(a) if set.contains(a) => Applies::Yes,
+            _ => Applies::No,
+        },
+        Dest::Host(pattern) => {
+            let Some(h) = host else { return Applies::No };
+            if !pattern.matches(h) {
+                return Applies::No;
+            }
+            // Metadata names must be named exactly, never through a wildcard.
+            if !pattern.is_exact() && is_metadata_host(h) {
+                return Applies::InternalAddress;
+            }
+            match (addr, &route.addresses) {
+                (Some(a), Some(allowed)) => {
+                    if allowed.contains(a) {
+                        Applies::Yes
+                    } else {
+                        Applies::No
+                    }
+                }
+                (Some(a), None) if classify_addr(a) != AddrClass::Public => {
+                    Applies::InternalAddress
+                }
+                _ => Applies::Yes,
+            }
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Warnings about policies that parse and resolve but probably do not mean
+//! what their author thinks: credentials reachable without inspection,
+//! audit mode where a credential flows, rules another rule makes pointless.
+//! The prover answers these questions exactly; these checks are the quick,
+//! conservative versions that never warn about something that is fine.
+
+use std::collections::HashMap;
+
+use crate::diag::{Diagnostic, Diagnostics, codes};
+use crate::ir::{BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, TlsMode};
+use crate::matcher::HostPattern;
+use crate::resolve::Resolved;
+
+pub fn lint(r: &Resolved) -> Diagnostics {
+    let mut d = Diagnostics::default();
+    let p = &r.policy;
+    for (i, ep) in p.endpoints.iter().enumerate() {
+        let Some((file, span)) = r.spans.endpoints.get(i) else {
+            continue;
+        };
+        let host = match &ep.dest {
+            Dest::Host(h) => Some(h),
+            Dest::Addrs(_) => None,
+        };
+        if let (EndpointKind::Tcp, Some(h)) = (&ep.kind, host)
+            && h.is_wildcard()
+        {
+            d.push(
+                Diagnostic::new(codes::W0101, file, *span, format!("wildcard host `{h}` on a transparent `tcp` endpoint"))
+                    .label("DNS-label exfiltration channel")
+                    .help("the workload resolves names under this wildcard itself, so it can encode data in DNS labels the stub forwards upstream; name the hosts exactly, or use an L4 or `http` rule"),
+            );
+        }
+        if ep.binaries.iter().any(|b| b.glob.to_string() == "/**") {
+            d.push(
+                Diagnostic::new(codes::W0108, file, *span, "every program in the sandbox may use this rule (`/**`)")
+                    .help("name the binaries that need this destination; a workload can always write and run a program of its own"),
+            );
+        }
+        let creds: Vec<&str> = host
+            .map(|h| {
+                p.credentials
+                    .iter()
+                    .filter(|c| c.hosts.iter().any(|ch| hosts_overlap(ch, h)))
+                    .map(|c| c.name.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        match &ep.kind {
+            EndpointKind::Http(h) => {
+                if h.tls == TlsMode::Skip && (!h.allow.is_empty() || !h.deny.is_empty()) {
+                    d.push(
+                        Diagnostic::new(codes::W0109, file, *span, "`tls skip` relays this endpoint without inspection: its L7 rules are not enforced")
+                            .help("remove `tls skip` so the proxy can apply the rules, or remove the rules"),
+                    );
+                } else if h.tls == TlsMode::Auto && h.allow.is_empty() {
+                    d.push(
+                        Diagnostic::new(codes::W0105, file, *span, "this inspected endpoint allows no request")
+                            .help("add `allow` rules or an access preset (`read-only`, `read-write`, `full`)"),
+                    );
+                }
+                if h.tls == TlsMode::Auto
+                    && h.enforcement == Enforcement::Audit
+                    && !creds.is_empty()
+                {
+                    d.push(
+                        Diagnostic::new(codes::W0103, file, *span, format!("audit mode on an endpoint where credential `{}` is injected", creds.join("`, `")))
+                            .label("requests are forwarded even when no rule allows them")
+                            .help("use `enforce` (the default) so the credential only travels on allowed requests"),
+                    );
+                }
+            }
+            EndpointKind::L4 | EndpointKind::Tcp => {}
+        }
+        if !ep.kind.is_inspected() && !creds.is_empty() && !ep.uninspected_credentials {
+            d.push(
+                Diagnostic::new(codes::W0102, file, *span, format!("credential `{}` is bound to a host this rule reaches without inspection", creds.join("`, `")))
+                    .label("not inspected")
+                    .help("make the rule `http` so the proxy checks each request, or add `uninspected_credentials` to accept the risk"),
+            );
+        }
+    }
+    for (i, c) in p.credentials.iter().enumerate() {
+        let Some((file, span)) = r.spans.credentials.get(i) else {
+            continue;
+        };
+        let reached = p.endpoints.iter().any(|ep| {
+            ep.kind.is_inspected()
+                && matches!(&ep.dest, Dest::Host(h) if c.hosts.iter().any(|ch| hosts_overlap(ch, h)))
+        });
+        if !reached {
+            d.push(
+                Diagnostic::new(
+                    codes::W0106,
+                    file,
+                    *span,
+                    format!(
+                        "credential `{}` is never injected: no inspected rule reaches its hosts",
+                        c.name
+                    ),
+                )
+                .help("add an `http` rule for one of its hosts, or remove the credential"),
+            );
+        }
+    }
+    shadowing(r, &mut d);
+    d
+}
+
+/// Report rules that have no effect because another rule covers them: an
+/// uninspected rule inside an inspected one (inspection wins), or a rule
+/// inside another of the same kind.
+fn shadowing(r: &Resolved, d: &mut Diagnostics) {
+    let eps = &r.policy.endpoints;
+    // Compare only rules that can overlap: same exact host, or any rule
+    // with a wildcard or address destination.
+    let mut by_host: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut broad = Vec::new();
+    for (i, ep) in eps.iter().enumerate() {
+        match &ep.dest {
+            Dest::Host(h) => match h.exact() {
+                Some(e) => by_host.entry(e).or_default().push(i),
+                None => broad.push(i),
+            },
+            Dest::Addrs(_) => broad.push(i),
+        }
+    }
+    for (i, a) in eps.iter().enumerate() {
+        let same: &[usize] = match &a.dest {
+            Dest::Host(h) => h
+                .exact()
+                .and_then(|e| by_host.get(e))
+                .map_or(&[], Vec::as_slice),
+            Dest::Addrs(_) => &[],
+        };
+        let Some(j) = same
+            .iter()
+            .chain(broad.iter())
+            .copied()
+            .find(|&j| j != i && shadows(eps, j, i))
+        else {
+            continue;
+        };
+        let (Some((file, span)), Some((bfile, bspan))) =
+            (r.spans.endpoints.get(i), r.spans.endpoints.get(j))
+        else {
+            continue;
+        };
+        let Some(b) = eps.get(j) else { continue };
+        let (bl, _) = bfile.line_col(bspan.start);
+        let msg = if a.kind.is_inspected() == b.kind.is_inspected() {
+            format!("this rule allows nothing the rule at line {bl} does not already allow")
+        } else {
+            format!(
+                "this uninspected rule has no effect: the inspected rule at line {bl} covers it, and inspection wins"
+            )
+        };
+        let mut diag = Diagnostic::new(codes::W0104, file, *span, msg)
+            .label("shadowed")
+            .help("remove this rule, or narrow the other one");
+        if file.same_file(bfile) {
+            diag = diag.secondary(*bspan, "covered by this rule");
+        }
+        d.push(diag);
+    }
+}
+
+/// Rule `b` makes rule `a` pointless.
+fn shadows(eps: &[Endpoint], b: usize, a: usize) -> bool {
+    let (Some(a_ep), Some(b_ep)) = (eps.get(a), eps.get(b)) else {
+        return false;
+    };
+    let (ai, bi) = (a_ep.kind.is_inspected(), b_ep.kind.is_inspected());
+    let same_kind = std::mem::discriminant(&a_ep.kind) == std::mem::discriminant(&b_ep.kind);
+    let kind_ok = match (ai, bi) {
+        (false, true) => true,
+        (false, false) => same_kind,
+        // Inspected rules add up; neither makes the other pointless.
+        (true, _) => false,
+    };
+    if !kind_ok || !covers(b_ep, a_ep) {
+        return false;
+    }
+    // Of two identical rules, report the later one only.
+    !(covers(a_ep, b_ep) && ai == bi && same_kind && a < b)
+}
+
+fn covers(b: &Endpoint, a: &Endpoint) -> bool {
+    a.ports.is_subset(&b.ports)
+        && a.binaries
+            .iter()
+            .all(|ab| b.binaries.iter().any(|bb| binary_covers(bb, ab)))
+        && match (&a.addresses, &b.addresses) {
+            (_, None) => true,
+            (Some(x), Some(y)) => x.difference(y).is_empty(),
+            (None, Some(_)) => false,
+        }
+        && match (&a.dest, &b.dest) {
+            (Dest::Host(x), Dest::Host(y)) => x == y || x.exact().is_some_and(|e| y.matches(e)),
+            (Dest::Addrs(x), Dest::Addrs(y)) => x.difference(y).is_empty(),
+            _ => false,
+        }
+}
+
+fn binary_covers(b: &BinaryRef, a: &BinaryRef) -> bool {
+    if b.sha256.is_some() && b.sha256 != a.sha256 {
+        return false;
+    }
+    b.glob == a.glob
+        || a.glob.exact().is_some_and(|e| b.glob.matches(e))
+        || b.glob.to_string() == "/**"
+}
+
+/// Whether two host patterns can match a common host. Exact for exact
+/// hosts; for two wildcards a necessary condition (one literal suffix ends
+/// with the other), which may over-approximate.
+pub(crate) fn hosts_overlap(a: &HostPattern, b: &HostPattern) -> bool {
+    match (a.exact(), b.exact()) {
+        (Some(x), Some(y)) => x == y,
+        (Some(x), None) => b.matches(x),
+        (None, Some(y)) => a.matches(y),
+        (None, None) => {
+            let (x, y) = (a.literal_suffix(), b.literal_suffix());
+            x.ends_with(y) || y.ends_with(x)
+        }
+    }
+}

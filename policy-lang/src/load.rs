@@ -1,0 +1,218 @@
+//! Load a policy from disk: our language or OpenShell YAML (by extension),
+//! the fragments it includes, and an optional OpenShell credentials file.
+//! Then check (resolve + lint) or compile it.
+
+use std::path::{Path, PathBuf};
+
+use crate::ast::{DocKind, Document, Stmt};
+use crate::bundle::Bundle;
+use crate::diag::{Diagnostic, Diagnostics, codes};
+use crate::resolve::{Resolved, resolve};
+use crate::source::{SourceFile, Span};
+use crate::{compile, import, lint, parser};
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    #[error("cannot read `{path}`: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// True for files this tool reads as OpenShell YAML.
+pub fn is_yaml(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    )
+}
+
+pub fn read_source(path: &Path) -> Result<SourceFile, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    Ok(SourceFile::new(path.display().to_string(), text))
+}
+
+/// Parse one source file in the format its extension says.
+pub fn parse_source(file: &SourceFile) -> (Option<Document>, Diagnostics) {
+    if is_yaml(Path::new(file.path())) {
+        import::yaml_to_document(file)
+    } else {
+        parser::parse(file)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// The main document first, then included fragments in include order,
+    /// then the credentials file (as a fragment), if any.
+    pub docs: Vec<Document>,
+    pub sources: Vec<SourceFile>,
+    pub diagnostics: Diagnostics,
+}
+
+pub fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError> {
+    let mut loaded = Loaded::default();
+    let main = read_source(path)?;
+    let creds = credentials.map(read_source).transpose()?;
+    let mut stack = Vec::new();
+    load_into(&mut loaded, main, &mut stack);
+    if let Some(cf) = creds {
+        let (doc, diags) = import::credentials_to_document(&cf);
+        loaded.diagnostics.extend(diags);
+        loaded.sources.push(cf);
+        loaded.docs.extend(doc);
+    }
+    Ok(loaded)
+}
+
+fn load_into(loaded: &mut Loaded, file: SourceFile, stack: &mut Vec<PathBuf>) {
+    let (doc, diags) = parse_source(&file);
+    loaded.diagnostics.extend(diags);
+    loaded.sources.push(file.clone());
+    let Some(doc) = doc else { return };
+    let here = PathBuf::from(file.path());
+    stack.push(here.clone());
+    let includes: Vec<(String, Span)> = doc
+        .items
+        .iter()
+        .filter_map(|i| match &i.stmt.node {
+            Stmt::Include(p) => Some((p.node.clone(), p.span)),
+            _ => None,
+        })
+        .collect();
+    loaded.docs.push(doc);
+    for (rel, span) in includes {
+        let target = here.parent().unwrap_or(Path::new(".")).join(&rel);
+        let canon = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
+        let cyclic = stack
+            .iter()
+            .any(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()) == canon);
+        if cyclic {
+            loaded.diagnostics.push(
+                Diagnostic::new(
+                    codes::E0103,
+                    &file,
+                    span,
+                    format!("`{rel}` includes itself (directly or through other fragments)"),
+                )
+                .label("include cycle")
+                .help("remove one include so the fragments form a tree"),
+            );
+            continue;
+        }
+        let already = loaded.sources.iter().any(|s| {
+            std::fs::canonicalize(s.path()).unwrap_or_else(|_| PathBuf::from(s.path())) == canon
+        });
+        if already {
+            continue;
+        }
+        match read_source(&target) {
+            Ok(inc) => {
+                let before = loaded.docs.len();
+                load_into(loaded, inc, stack);
+                if let Some(d) = loaded.docs.get(before)
+                    && d.kind != DocKind::Fragment
+                {
+                    loaded.diagnostics.push(
+                        Diagnostic::new(
+                            codes::E0103,
+                            &file,
+                            span,
+                            format!("`{rel}` is a policy, not a fragment"),
+                        )
+                        .help("only `fragment \"name\" { ... }` files can be included"),
+                    );
+                }
+            }
+            Err(e) => loaded.diagnostics.push(
+                Diagnostic::new(
+                    codes::E0103,
+                    &file,
+                    span,
+                    format!("cannot include `{rel}`: {e}"),
+                )
+                .label("not readable")
+                .help("include paths are relative to the including file"),
+            ),
+        }
+    }
+    stack.pop();
+}
+
+/// The result of checking one policy.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub resolved: Option<Resolved>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub sources: Vec<SourceFile>,
+    pub is_fragment: bool,
+}
+
+impl Checked {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+pub fn check(path: &Path, credentials: Option<&Path>) -> Result<Checked, LoadError> {
+    let loaded = load(path, credentials)?;
+    Ok(check_loaded(loaded))
+}
+
+pub fn check_loaded(loaded: Loaded) -> Checked {
+    let mut diagnostics = loaded.diagnostics;
+    let is_fragment = loaded
+        .docs
+        .first()
+        .is_some_and(|d| d.kind == DocKind::Fragment);
+    let resolved = if loaded.docs.is_empty() {
+        None
+    } else {
+        let (resolved, diags) = resolve(&loaded.docs);
+        diagnostics.extend(diags);
+        // Warnings about a policy that does not resolve would mostly echo
+        // its errors; they come once the errors are fixed.
+        if !diagnostics.has_errors() {
+            diagnostics.extend(lint::lint(&resolved));
+        }
+        Some(resolved)
+    };
+    Checked {
+        resolved,
+        diagnostics: diagnostics.sorted(),
+        sources: loaded.sources,
+        is_fragment,
+    }
+}
+
+/// Check and, when the policy has no errors, compile it.
+pub fn compile_file(
+    path: &Path,
+    credentials: Option<&Path>,
+) -> Result<(Checked, Option<Bundle>), LoadError> {
+    let mut checked = check(path, credentials)?;
+    if checked.is_fragment
+        && let Some(first) = checked.sources.first()
+    {
+        checked.diagnostics.push(
+            Diagnostic::new(
+                codes::E0105,
+                first,
+                Span::new(0, 0),
+                "a fragment cannot be compiled on its own",
+            )
+            .help("compile the policy that includes it"),
+        );
+    }
+    let bundle = match (&checked.resolved, checked.has_errors()) {
+        (Some(r), false) => Some(compile::compile(&r.policy)),
+        _ => None,
+    };
+    Ok((checked, bundle))
+}

@@ -1,0 +1,918 @@
+//! Parse `.policy` text into the syntax tree with pest.
+//!
+//! Unparseable statements do not stop the parse: the grammar catches each
+//! bad line (or bad block) as a `bad_*` node, the parser re-parses that text
+//! with the strict rules to learn exactly what was expected where, reports
+//! it, and continues, so one run reports every syntax error of a file.
+
+use pest::Parser as _;
+use pest::iterators::Pair;
+
+use crate::ast::*;
+use crate::diag::{Diagnostic, Diagnostics, codes};
+use crate::source::{Node, SourceFile, Span};
+
+#[derive(pest_derive::Parser)]
+#[grammar = "../../grammar/policy.pest"]
+struct PolicyParser;
+
+/// Parse one file. Returns the document when the file's outer structure
+/// parsed (statement-level errors are reported and skipped) and the
+/// diagnostics found.
+pub fn parse(file: &SourceFile) -> (Option<Document>, Diagnostics) {
+    let mut p = Walker {
+        file: file.clone(),
+        diags: Diagnostics::default(),
+    };
+    let doc = match PolicyParser::parse(Rule::file, file.text()) {
+        Ok(mut pairs) => pairs.next().and_then(|pair| p.file_pair(pair)),
+        Err(err) => {
+            p.pest_error(&err, 0, "");
+            None
+        }
+    };
+    (doc, p.diags)
+}
+
+struct Walker {
+    file: SourceFile,
+    diags: Diagnostics,
+}
+
+fn span_of(pair: &Pair<'_, Rule>) -> Span {
+    let s = pair.as_span();
+    Span::new(s.start(), s.end())
+}
+
+fn comment_text(pair: &Pair<'_, Rule>) -> String {
+    pair.as_str()
+        .trim_start_matches('#')
+        .trim_end()
+        .strip_prefix(' ')
+        .map_or_else(
+            || pair.as_str().trim_start_matches('#').trim_end().to_string(),
+            str::to_string,
+        )
+}
+
+/// Collects leading trivia while walking a block body.
+#[derive(Default)]
+struct TriviaCollector {
+    pending: Vec<TriviaLine>,
+    after_comment: bool,
+}
+
+impl TriviaCollector {
+    fn comment(&mut self, text: String) {
+        self.pending.push(TriviaLine::Comment(text));
+        self.after_comment = true;
+    }
+
+    /// A `blank` pair: either the end of a comment-only line or an empty line.
+    fn newline(&mut self) {
+        if self.after_comment {
+            self.after_comment = false;
+        } else {
+            self.pending.push(TriviaLine::Blank);
+        }
+    }
+
+    fn take(&mut self) -> Vec<TriviaLine> {
+        self.after_comment = false;
+        std::mem::take(&mut self.pending)
+    }
+}
+
+impl Walker {
+    fn file_pair(&mut self, pair: Pair<'_, Rule>) -> Option<Document> {
+        let mut header = TriviaCollector::default();
+        let mut doc = None;
+        for inner in pair.into_inner() {
+            match inner.as_rule() {
+                Rule::COMMENT => header.comment(comment_text(&inner)),
+                Rule::blank => header.newline(),
+                Rule::document => {
+                    let lead = header.take();
+                    doc = self.document(inner, lead);
+                }
+                _ => {}
+            }
+        }
+        let mut doc = doc?;
+        doc.footer = trim_blanks(header.take());
+        Some(doc)
+    }
+
+    fn document(&mut self, pair: Pair<'_, Rule>, header: Vec<TriviaLine>) -> Option<Document> {
+        let mut kind = DocKind::Policy;
+        let mut name = None;
+        let mut header_trailing = None;
+        let mut items = Vec::new();
+        let mut end = Vec::new();
+        for inner in pair.into_inner() {
+            match inner.as_rule() {
+                Rule::doc_kind => {
+                    kind = if inner.as_str() == "fragment" {
+                        DocKind::Fragment
+                    } else {
+                        DocKind::Policy
+                    }
+                }
+                Rule::string => name = Some(self.string(inner)),
+                Rule::COMMENT => header_trailing = Some(comment_text(&inner)),
+                Rule::body => {
+                    let (i, e) = self.body(inner, Self::statement);
+                    items = i;
+                    end = e;
+                }
+                _ => {}
+            }
+        }
+        Some(Document {
+            file: self.file.clone(),
+            header: trim_blanks(header),
+            kind,
+            name: name?,
+            header_trailing,
+            items,
+            end: trim_blanks(end),
+            footer: Vec::new(),
+        })
+    }
+
+    /// Walk a block body of `blank`, `*_line` and `COMMENT` pairs, building
+    /// items with their trivia. `stmt` turns the statement pair into a node.
+    fn body<T>(
+        &mut self,
+        pair: Pair<'_, Rule>,
+        stmt: fn(&mut Self, Pair<'_, Rule>) -> Node<T>,
+    ) -> (Vec<Item<T>>, Vec<TriviaLine>) {
+        let mut trivia = TriviaCollector::default();
+        let mut items: Vec<Item<T>> = Vec::new();
+        for inner in pair.into_inner() {
+            match inner.as_rule() {
+                Rule::COMMENT => trivia.comment(comment_text(&inner)),
+                Rule::blank => trivia.newline(),
+                _ => {
+                    let mut trailing = None;
+                    let mut node = None;
+                    for part in inner.into_inner() {
+                        if part.as_rule() == Rule::COMMENT {
+                            trailing = Some(comment_text(&part));
+                        } else {
+                            node = Some(stmt(self, part));
+                        }
+                    }
+                    if let Some(node) = node {
+                        let before = trivia.take();
+                        items.push(Item {
+                            trivia: Trivia {
+                                before: trim_leading_blanks(before, items.is_empty()),
+                                trailing,
+                            },
+                            stmt: node,
+                        });
+                    }
+                }
+            }
+        }
+        (items, trivia.take())
+    }
+
+    fn statement(&mut self, pair: Pair<'_, Rule>) -> Node<Stmt> {
+        let span = span_of(&pair);
+        let rule = pair.as_rule();
+        let stmt = match rule {
+            Rule::include_stmt => {
+                let s = pair.into_inner().find(|p| p.as_rule() == Rule::string);
+                match s {
+                    Some(s) => Stmt::Include(self.string(s)),
+                    None => Stmt::Invalid(String::new()),
+                }
+            }
+            Rule::landlock_stmt => self.landlock(pair),
+            Rule::run_as_stmt => self.run_as(pair),
+            Rule::fs_stmt => self.fs(pair),
+            Rule::binaries_stmt => self.binaries(pair),
+            Rule::secret_stmt => self.secret(pair),
+            Rule::credential_stmt => Stmt::Credential(self.credential(pair)),
+            Rule::allow_stmt => Stmt::Allow(self.allow(pair)),
+            Rule::bad_stmt => {
+                let text = pair.as_str().to_string();
+                self.reparse(Rule::strict_statement, &text, span.start);
+                Stmt::Invalid(text)
+            }
+            _ => Stmt::Invalid(pair.as_str().to_string()),
+        };
+        Node::new(stmt, span)
+    }
+
+    fn landlock(&mut self, pair: Pair<'_, Rule>) -> Stmt {
+        let mut mode = None;
+        let mut min_abi = None;
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::landlock_mode => {
+                    let m = if p.as_str() == "hard" {
+                        LandlockMode::Hard
+                    } else {
+                        LandlockMode::BestEffort
+                    };
+                    mode = Some(Node::new(m, span_of(&p)));
+                }
+                Rule::int => min_abi = self.int(&p),
+                _ => {}
+            }
+        }
+        match mode {
+            Some(mode) => Stmt::Landlock { mode, min_abi },
+            None => Stmt::Invalid(String::new()),
+        }
+    }
+
+    fn run_as(&mut self, pair: Pair<'_, Rule>) -> Stmt {
+        let mut user = None;
+        let mut group = None;
+        let mut next_is_group = false;
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::k_user => next_is_group = false,
+                Rule::k_group => next_is_group = true,
+                Rule::string | Rule::word => {
+                    let v = self.value(p);
+                    if next_is_group {
+                        group = Some(v);
+                    } else {
+                        user = Some(v);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Stmt::RunAs { user, group }
+    }
+
+    fn fs(&mut self, pair: Pair<'_, Rule>) -> Stmt {
+        let mut kind = None;
+        let mut targets = Vec::new();
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::fs_kind => {
+                    let k = match p.as_str() {
+                        "read" => FsKind::Read,
+                        "write" => FsKind::Write,
+                        "exec" => FsKind::Exec,
+                        _ => FsKind::Deny,
+                    };
+                    kind = Some(Node::new(k, span_of(&p)));
+                }
+                Rule::k_workdir => targets.push(Node::new(FsTarget::Workdir, span_of(&p))),
+                Rule::string | Rule::word => {
+                    let v = self.value(p);
+                    targets.push(Node::new(FsTarget::Path(v.node), v.span));
+                }
+                _ => {}
+            }
+        }
+        match kind {
+            Some(kind) => Stmt::Fs { kind, targets },
+            None => Stmt::Invalid(String::new()),
+        }
+    }
+
+    fn binaries(&mut self, pair: Pair<'_, Rule>) -> Stmt {
+        let mut name = None;
+        let mut members: Vec<BinaryMember> = Vec::new();
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::ident => name = Some(Node::new(p.as_str().to_string(), span_of(&p))),
+                Rule::pin => {
+                    let pin = Node::new(p.as_str().to_string(), span_of(&p));
+                    match members.last_mut() {
+                        Some(last) if last.pin.is_none() => last.pin = Some(pin),
+                        _ => self.diags.push(
+                            Diagnostic::new(
+                                codes::E0308,
+                                &self.file,
+                                pin.span,
+                                "a `sha256:` pin must follow the binary path it pins",
+                            )
+                            .label("this pin has no path before it")
+                            .help("write the pin right after one path: `/usr/bin/git sha256:<64 hex digits>`"),
+                        ),
+                    }
+                }
+                Rule::string | Rule::word => members.push(BinaryMember {
+                    path: self.value(p),
+                    pin: None,
+                }),
+                _ => {}
+            }
+        }
+        match name {
+            Some(name) => Stmt::Binaries { name, members },
+            None => Stmt::Invalid(String::new()),
+        }
+    }
+
+    fn secret_source(&mut self, pair: Pair<'_, Rule>) -> Node<SecretSource> {
+        let span = span_of(&pair);
+        let mut is_env = true;
+        let mut value = String::new();
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::k_env => is_env = true,
+                Rule::k_file => is_env = false,
+                Rule::string | Rule::word => value = self.value(p).node,
+                _ => {}
+            }
+        }
+        let source = if is_env {
+            SecretSource::Env(value)
+        } else {
+            SecretSource::File(value)
+        };
+        Node::new(source, span)
+    }
+
+    fn secret(&mut self, pair: Pair<'_, Rule>) -> Stmt {
+        let mut name = None;
+        let mut source = None;
+        let mut hosts = Vec::new();
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::ident => name = Some(Node::new(p.as_str().to_string(), span_of(&p))),
+                Rule::secret_source => source = Some(self.secret_source(p)),
+                Rule::string | Rule::word => hosts.push(self.value(p)),
+                _ => {}
+            }
+        }
+        match (name, source) {
+            (Some(name), Some(source)) => Stmt::Secret {
+                name,
+                source,
+                hosts,
+            },
+            _ => Stmt::Invalid(String::new()),
+        }
+    }
+
+    fn credential(&mut self, pair: Pair<'_, Rule>) -> Credential {
+        let mut name = Node::new(String::new(), span_of(&pair));
+        let mut header_trailing = None;
+        let mut items = Vec::new();
+        let mut end = Vec::new();
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::ident => name = Node::new(p.as_str().to_string(), span_of(&p)),
+                Rule::COMMENT => header_trailing = Some(comment_text(&p)),
+                Rule::cred_body => {
+                    let (i, e) = self.body(p, Self::cred_statement);
+                    items = i;
+                    end = trim_blanks(e);
+                }
+                _ => {}
+            }
+        }
+        Credential {
+            name,
+            header_trailing,
+            items,
+            end,
+        }
+    }
+
+    fn cred_statement(&mut self, pair: Pair<'_, Rule>) -> Node<CredStmt> {
+        let span = span_of(&pair);
+        let rule = pair.as_rule();
+        let text = pair.as_str().to_string();
+        let values = |w: &mut Self, pair: Pair<'_, Rule>| -> Vec<Node<String>> {
+            pair.into_inner()
+                .filter(|p| matches!(p.as_rule(), Rule::string | Rule::word | Rule::method))
+                .map(|p| w.value(p))
+                .collect()
+        };
+        let stmt = match rule {
+            Rule::cred_secret => match pair
+                .into_inner()
+                .find(|p| p.as_rule() == Rule::secret_source)
+            {
+                Some(src) => CredStmt::Secret(self.secret_source(src)),
+                None => CredStmt::Invalid(text),
+            },
+            Rule::cred_placeholder => match values(self, pair).into_iter().next() {
+                Some(v) => CredStmt::Placeholder(v),
+                None => CredStmt::Invalid(text),
+            },
+            Rule::cred_inject => {
+                let is_replace = pair
+                    .clone()
+                    .into_inner()
+                    .any(|p| p.as_rule() == Rule::k_replace);
+                if is_replace {
+                    CredStmt::InjectReplace
+                } else {
+                    let mut v = values(self, pair).into_iter();
+                    match (v.next(), v.next()) {
+                        (Some(name), Some(template)) => CredStmt::InjectHeader { name, template },
+                        _ => CredStmt::Invalid(text),
+                    }
+                }
+            }
+            Rule::cred_hosts => CredStmt::Hosts(values(self, pair)),
+            Rule::cred_methods => CredStmt::Methods(values(self, pair)),
+            Rule::cred_paths => CredStmt::Paths(values(self, pair)),
+            _ => {
+                self.reparse(Rule::strict_cred_statement, &text, span.start);
+                CredStmt::Invalid(text)
+            }
+        };
+        Node::new(stmt, span)
+    }
+
+    fn allow(&mut self, pair: Pair<'_, Rule>) -> Allow {
+        let mut subjects = Vec::new();
+        let mut endpoint = Node::new(String::new(), span_of(&pair));
+        let mut options = Vec::new();
+        let mut body: Option<EndpointBody> = None;
+        let mut header_trailing = None;
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::subject => {
+                    if let Some(v) = p.into_inner().next() {
+                        subjects.push(self.value(v));
+                    }
+                }
+                Rule::endpoint => {
+                    if let Some(v) = p.into_inner().next() {
+                        endpoint = self.value(v);
+                    }
+                }
+                Rule::protocol_opt
+                | Rule::enforcement_opt
+                | Rule::access_opt
+                | Rule::tls_opt
+                | Rule::flag_opt => {
+                    if let Some(opt) = endpoint_option(&p) {
+                        options.push(Node::new(opt, span_of(&p)));
+                    }
+                }
+                Rule::COMMENT => header_trailing = Some(comment_text(&p)),
+                Rule::endpoint_body => {
+                    let (items, end) = self.body(p, Self::endpoint_statement);
+                    body = Some(EndpointBody {
+                        header_trailing: header_trailing.take(),
+                        items,
+                        end: trim_blanks(end),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Allow {
+            subjects,
+            endpoint,
+            options,
+            body,
+        }
+    }
+
+    fn endpoint_statement(&mut self, pair: Pair<'_, Rule>) -> Node<EndpointStmt> {
+        let span = span_of(&pair);
+        let text = pair.as_str().to_string();
+        let stmt = match pair.as_rule() {
+            Rule::l7_rule => {
+                let mut action = None;
+                let mut methods = Vec::new();
+                let mut paths = Vec::new();
+                let mut query = Vec::new();
+                for p in pair.into_inner() {
+                    match p.as_rule() {
+                        Rule::l7_action => {
+                            let a = if p.as_str() == "deny" {
+                                RuleAction::Deny
+                            } else {
+                                RuleAction::Allow
+                            };
+                            action = Some(Node::new(a, span_of(&p)));
+                        }
+                        Rule::method => methods.push(self.value(p)),
+                        Rule::string | Rule::path_word => paths.push(self.value(p)),
+                        Rule::query => query.push(self.value(p)),
+                        _ => {}
+                    }
+                }
+                match action {
+                    Some(action) if !paths.is_empty() => EndpointStmt::Rule {
+                        action,
+                        methods,
+                        paths,
+                        query,
+                    },
+                    _ => EndpointStmt::Invalid(text),
+                }
+            }
+            Rule::path_stmt => match pair
+                .into_inner()
+                .find(|p| matches!(p.as_rule(), Rule::string | Rule::word))
+            {
+                Some(v) => EndpointStmt::Path(self.value(v)),
+                None => EndpointStmt::Invalid(text),
+            },
+            Rule::addresses_stmt => EndpointStmt::Addresses(
+                pair.into_inner()
+                    .filter(|p| matches!(p.as_rule(), Rule::string | Rule::word))
+                    .map(|p| self.value(p))
+                    .collect(),
+            ),
+            _ => {
+                self.reparse(Rule::strict_endpoint_statement, &text, span.start);
+                EndpointStmt::Invalid(text)
+            }
+        };
+        Node::new(stmt, span)
+    }
+
+    /// A token's value: quoted strings are unescaped, words taken as written.
+    fn value(&mut self, pair: Pair<'_, Rule>) -> Node<String> {
+        if pair.as_rule() == Rule::string {
+            return self.string(pair);
+        }
+        Node::new(pair.as_str().to_string(), span_of(&pair))
+    }
+
+    fn string(&mut self, pair: Pair<'_, Rule>) -> Node<String> {
+        let span = span_of(&pair);
+        let raw = pair
+            .into_inner()
+            .next()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default();
+        Node::new(unescape(&raw), span)
+    }
+
+    fn int(&mut self, pair: &Pair<'_, Rule>) -> Option<Node<u32>> {
+        match pair.as_str().parse::<u32>() {
+            Ok(v) => Some(Node::new(v, span_of(pair))),
+            Err(_) => {
+                self.diags.push(
+                    Diagnostic::new(
+                        codes::E0104,
+                        &self.file,
+                        span_of(pair),
+                        "number is too large",
+                    )
+                    .help("use a small whole number, such as `4`"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Re-parse the text of a bad statement with a strict rule and report
+    /// pest's error at its real position in the file.
+    fn reparse(&mut self, rule: Rule, text: &str, offset: usize) {
+        match PolicyParser::parse(rule, text) {
+            Err(err) => self.pest_error(&err, offset, text),
+            Ok(_) => {
+                // The strict rule accepts what the lenient parse rejected only
+                // when context (such as a block's closing brace) was the
+                // problem; report it at the statement.
+                let end = offset + text.len();
+                self.diags.push(
+                    Diagnostic::new(
+                        codes::E0100,
+                        &self.file,
+                        Span::new(offset, end),
+                        "statement is not valid here",
+                    )
+                    .help("check that the statement is inside the right block"),
+                );
+            }
+        }
+    }
+
+    fn pest_error(&mut self, err: &pest::error::Error<Rule>, offset: usize, text: &str) {
+        use pest::error::{ErrorVariant, InputLocation};
+        let pos = match err.location {
+            InputLocation::Pos(p) => p,
+            InputLocation::Span((s, _)) => s,
+        };
+        let at = offset + pos;
+        let full = if text.is_empty() {
+            self.file.text()
+        } else {
+            text
+        };
+        let found = found_token(full, pos);
+        let (message, help) = match &err.variant {
+            ErrorVariant::ParsingError { positives, .. } => {
+                let expected = describe_expected(positives);
+                let message = if found.is_empty() {
+                    format!("expected {expected}")
+                } else if found == "end of line" {
+                    format!("expected {expected}, found the end of the line")
+                } else {
+                    format!("expected {expected}, found `{found}`")
+                };
+                (message, help_for(positives))
+            }
+            ErrorVariant::CustomError { message } => (message.clone(), String::new()),
+        };
+        // A bad statement whose first word is already wrong is an unknown
+        // statement; anything else is a syntax error inside a statement.
+        let code = if !text.is_empty() && pos == 0 {
+            codes::E0101
+        } else {
+            codes::E0100
+        };
+        let message = if code == codes::E0101 {
+            format!("unknown statement `{}`", first_word(full))
+        } else {
+            message
+        };
+        let help = if code == codes::E0101 {
+            "statements are: include, landlock, run_as, fs, binaries, credential, secret, allow (inside an endpoint block: allow, deny, path, addresses; inside a credential block: secret, placeholder, inject, hosts, methods, paths)".to_string()
+        } else {
+            help
+        };
+        let len = if found == "end of line" { 1 } else { found.len().max(1) };
+        let span = Span::new(at, (at + len).min(self.file.text().len().max(at)));
+        self.diags.push(
+            Diagnostic::new(code, &self.file, span, message)
+                .label("here")
+                .help(help),
+        );
+    }
+}
+
+fn endpoint_option(pair: &Pair<'_, Rule>) -> Option<EndpointOption> {
+    let text = pair.as_str();
+    Some(match pair.as_rule() {
+        Rule::protocol_opt => EndpointOption::Protocol(match text {
+            "http" => Protocol::Http,
+            "tcp" => Protocol::Tcp,
+            _ => Protocol::L4,
+        }),
+        Rule::enforcement_opt => EndpointOption::Enforcement(if text == "audit" {
+            Enforcement::Audit
+        } else {
+            Enforcement::Enforce
+        }),
+        Rule::access_opt => EndpointOption::Access(match text {
+            "read-only" => Access::ReadOnly,
+            "read-write" => Access::ReadWrite,
+            _ => Access::Full,
+        }),
+        Rule::tls_opt => EndpointOption::Tls(if text.ends_with("skip") {
+            TlsMode::Skip
+        } else {
+            TlsMode::Auto
+        }),
+        Rule::flag_opt => {
+            if text == "encoded_slash" {
+                EndpointOption::EncodedSlash
+            } else {
+                EndpointOption::UninspectedCredentials
+            }
+        }
+        _ => return None,
+    })
+}
+
+fn unescape(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(n) = chars.next() {
+                out.push(n);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Drop leading and trailing blank lines and collapse runs of blanks.
+fn trim_blanks(lines: Vec<TriviaLine>) -> Vec<TriviaLine> {
+    let mut out: Vec<TriviaLine> = Vec::new();
+    for l in lines {
+        if l == TriviaLine::Blank && (out.is_empty() || out.last() == Some(&TriviaLine::Blank)) {
+            continue;
+        }
+        out.push(l);
+    }
+    while out.last() == Some(&TriviaLine::Blank) {
+        out.pop();
+    }
+    out
+}
+
+fn trim_leading_blanks(lines: Vec<TriviaLine>, first_in_block: bool) -> Vec<TriviaLine> {
+    let mut out: Vec<TriviaLine> = Vec::new();
+    for l in lines {
+        if l == TriviaLine::Blank
+            && ((first_in_block && out.is_empty()) || out.last() == Some(&TriviaLine::Blank))
+        {
+            continue;
+        }
+        out.push(l);
+    }
+    out
+}
+
+fn first_word(text: &str) -> &str {
+    text.split_whitespace().next().unwrap_or("")
+}
+
+fn found_token(text: &str, pos: usize) -> String {
+    let rest = text.get(pos..).unwrap_or("");
+    if rest.is_empty() || rest.starts_with('\n') || rest.starts_with("\r\n") {
+        return "end of line".to_string();
+    }
+    let tok: String = rest
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .take(40)
+        .collect();
+    tok
+}
+
+fn describe_expected(rules: &[Rule]) -> String {
+    // A comment may start almost anywhere; listing it says nothing useful.
+    let mut names: Vec<&str> = rules
+        .iter()
+        .filter(|r| **r != Rule::COMMENT)
+        .map(|r| describe_rule(*r))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    match names.as_slice() {
+        [] => "something else".to_string(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{} or {}", init.join(", "), last),
+    }
+}
+
+fn describe_rule(rule: Rule) -> &'static str {
+    match rule {
+        Rule::ident => "a name",
+        Rule::int => "a number",
+        Rule::string => "a quoted string",
+        Rule::word => "a value",
+        Rule::pin => "a `sha256:` pin",
+        Rule::query => "a query matcher `?key=glob`",
+        Rule::method => "an HTTP method",
+        Rule::path_word => "a path starting with `/`",
+        Rule::arrow | Rule::subject => "`->` or a binary",
+        Rule::endpoint => "an endpoint `host:port`",
+        Rule::k_include => "`include`",
+        Rule::k_landlock => "`landlock`",
+        Rule::k_min_abi => "`min_abi`",
+        Rule::k_run_as => "`run_as`",
+        Rule::k_user => "`user`",
+        Rule::k_group => "`group`",
+        Rule::k_fs => "`fs`",
+        Rule::k_workdir => "`workdir`",
+        Rule::k_binaries => "`binaries`",
+        Rule::k_credential => "`credential`",
+        Rule::k_secret => "`secret`",
+        Rule::k_env | Rule::k_file => "`env` or `file`",
+        Rule::k_placeholder => "`placeholder`",
+        Rule::k_inject => "`inject`",
+        Rule::k_header | Rule::k_replace => "`header` or `replace`",
+        Rule::k_hosts => "`hosts`",
+        Rule::k_methods => "`methods`",
+        Rule::k_paths => "`paths`",
+        Rule::k_allow => "`allow`",
+        Rule::k_deny => "`deny`",
+        Rule::k_path => "`path`",
+        Rule::k_addresses => "`addresses`",
+        Rule::landlock_mode => "`best_effort` or `hard`",
+        Rule::fs_kind => "`read`, `write`, `exec` or `deny`",
+        Rule::protocol_opt
+        | Rule::enforcement_opt
+        | Rule::access_opt
+        | Rule::tls_opt
+        | Rule::flag_opt => "an endpoint option",
+        Rule::tls_mode => "`auto` or `skip`",
+        Rule::l7_action => "`allow` or `deny`",
+        Rule::doc_kind => "`policy` or `fragment`",
+        Rule::close => "`}`",
+        Rule::EOI => "end of line",
+        _ => "end of line",
+    }
+}
+
+fn help_for(rules: &[Rule]) -> String {
+    if rules.contains(&Rule::arrow) || rules.contains(&Rule::subject) {
+        return "an endpoint rule reads `allow BINARIES -> HOST:PORT [OPTIONS] [{ ... }]`"
+            .to_string();
+    }
+    if rules.iter().any(|r| {
+        matches!(
+            r,
+            Rule::protocol_opt
+                | Rule::enforcement_opt
+                | Rule::access_opt
+                | Rule::tls_opt
+                | Rule::flag_opt
+        )
+    }) {
+        return "endpoint options are: http, tcp, l4, enforce, audit, read-only, read-write, full, tls auto, tls skip, encoded_slash, uninspected_credentials; a block starts with `{` at the end of the line".to_string();
+    }
+    if rules.contains(&Rule::doc_kind) {
+        return "a file holds one `policy \"name\" { ... }` or `fragment \"name\" { ... }`"
+            .to_string();
+    }
+    if rules.contains(&Rule::method) || rules.contains(&Rule::query) || rules.contains(&Rule::path_word) {
+        return "an L7 rule reads `allow|deny METHOD... /path/glob... [?key=glob]...`".to_string();
+    }
+    if rules.contains(&Rule::close) {
+        return "close the block with `}` on a line of its own".to_string();
+    }
+    "see docs/language.md for the statement forms".to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok(text: &str) -> Document {
+        let f = SourceFile::new("t.policy", text);
+        let (doc, diags) = parse(&f);
+        let msgs: Vec<_> = diags.iter().map(|d| d.message.clone()).collect();
+        assert!(msgs.is_empty(), "{msgs:?}");
+        doc.unwrap()
+    }
+
+    #[test]
+    fn parses_the_design_example() {
+        let doc = parse_ok(
+            r#"# header
+policy "github-readonly" {
+  landlock hard min_abi 4
+  run_as user sandbox group sandbox
+
+  fs read  /usr /lib /etc /proc
+  fs write /sandbox /tmp workdir
+  fs exec  /usr/bin /usr/local/bin
+
+  credential github_pat {
+    secret env GITHUB_TOKEN            # read by the supervisor
+    inject header Authorization "Bearer {secret}"
+    hosts api.github.com
+  }
+
+  binaries agent = /usr/local/bin/claude /usr/bin/git sha256:abcd /usr/bin/curl
+
+  allow agent -> api.github.com:443 http {
+    allow GET HEAD /repos/** ?per_page=1*
+    deny  *        /repos/*/*/rulesets
+  }
+  allow /usr/bin/git -> github.com:443 http audit read-only
+}
+"#,
+        );
+        assert_eq!(doc.name.node, "github-readonly");
+        assert_eq!(doc.items.len(), 9);
+        assert_eq!(doc.header, vec![TriviaLine::Comment("header".into())]);
+        let Stmt::Allow(a) = &doc.items[7].stmt.node else {
+            panic!()
+        };
+        assert_eq!(a.endpoint.node, "api.github.com:443");
+        assert_eq!(a.body.as_ref().unwrap().items.len(), 2);
+        let Stmt::Binaries { members, .. } = &doc.items[6].stmt.node else {
+            panic!()
+        };
+        assert_eq!(members[1].pin.as_ref().unwrap().node, "sha256:abcd");
+    }
+
+    #[test]
+    fn reports_every_bad_line_with_position() {
+        let text = "policy \"p\" {\n  fs reed /usr\n  allow x -> h:1 bogus\n  frobnicate\n  fs read /ok\n}\n";
+        let f = SourceFile::new("t.policy", text);
+        let (doc, diags) = parse(&f);
+        for d in diags.iter() {
+            eprintln!("{:?} {} {:?}", d.line_col(), d.message, d.code.id);
+        }
+        let doc = doc.unwrap();
+        let found: Vec<_> = diags.iter().map(|d| (d.code.id, d.line_col())).collect();
+        assert_eq!(
+            found,
+            vec![("E0100", (2, 6)), ("E0100", (3, 18)), ("E0101", (4, 3))]
+        );
+        assert!(matches!(doc.items[3].stmt.node, Stmt::Fs { .. }));
+    }
+
+    #[test]
+    fn bad_block_header_skips_its_block() {
+        let text = "policy \"p\" {\n  allow x -> h:1 http wat {\n    allow GET /a\n  }\n  fs read /ok\n}\n";
+        let f = SourceFile::new("t.policy", text);
+        let (doc, diags) = parse(&f);
+        assert_eq!(diags.len(), 1);
+        assert_eq!(doc.unwrap().items.len(), 2);
+    }
+}

@@ -1,0 +1,465 @@
+//! Endpoint rules: `allow BINARIES -> DEST:PORTS OPTIONS { ... }`.
+
+use std::net::Ipv4Addr;
+
+use crate::ast::{self, Access, EndpointOption, EndpointStmt, Protocol, RuleAction};
+use crate::diag::{Diagnostic, codes};
+use crate::ir::{
+    BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, HttpEndpoint, L7Rule, TlsMode,
+};
+use crate::matcher::{
+    AddrSet, BinaryGlob, HostPattern, HttpPathGlob, MethodSet, PatternError, PortSet, QueryMatcher,
+    ValueGlob,
+};
+use crate::source::{Node, SourceFile, Span};
+
+use super::{Resolver, origin, pattern_diag};
+
+pub(super) fn resolve(
+    r: &mut Resolver,
+    file: &SourceFile,
+    span: Span,
+    a: &ast::Allow,
+) -> Option<Endpoint> {
+    let rule_name = a
+        .subjects
+        .iter()
+        .map(|s| s.node.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let binaries = subjects(r, file, &a.subjects);
+    let dest = match parse_endpoint(&a.endpoint.node) {
+        Ok(d) => Some(d),
+        Err((code, e)) => {
+            r.diags.push(pattern_diag(code, file, a.endpoint.span, &e));
+            None
+        }
+    };
+
+    let mut protocol: Option<Node<Protocol>> = None;
+    let mut enforcement: Option<Node<Enforcement>> = None;
+    let mut access: Option<Node<Access>> = None;
+    let mut tls: Option<Node<TlsMode>> = None;
+    let mut encoded_slash = None;
+    let mut uninspected = false;
+    for opt in &a.options {
+        let conflict = match opt.node {
+            EndpointOption::Protocol(p) => once(&mut protocol, Node::new(p, opt.span)),
+            EndpointOption::Enforcement(e) => once(&mut enforcement, Node::new(e, opt.span)),
+            EndpointOption::Access(x) => once(&mut access, Node::new(x, opt.span)),
+            EndpointOption::Tls(t) => once(&mut tls, Node::new(t, opt.span)),
+            EndpointOption::EncodedSlash => once(&mut encoded_slash, Node::new((), opt.span)),
+            EndpointOption::UninspectedCredentials => {
+                let was = uninspected;
+                uninspected = true;
+                was.then_some(())
+            }
+        };
+        if conflict.is_some() {
+            r.diags.push(
+                Diagnostic::new(codes::E0502, file, opt.span, "this option conflicts with an earlier one on the same rule")
+                    .label("conflicting option")
+                    .help("give one protocol, one enforcement mode, one access preset and one tls mode per rule"),
+            );
+        }
+    }
+    let proto = protocol.as_ref().map_or(Protocol::L4, |p| p.node);
+    if proto != Protocol::Http {
+        let http_only: [(Option<Span>, &str); 4] = [
+            (enforcement.as_ref().map(|n| n.span), "enforcement modes"),
+            (access.as_ref().map(|n| n.span), "access presets"),
+            (tls.as_ref().map(|n| n.span), "tls modes"),
+            (encoded_slash.as_ref().map(|n| n.span), "`encoded_slash`"),
+        ];
+        for (s, what) in http_only.into_iter() {
+            if let Some(s) = s {
+                r.diags.push(http_only_diag(file, s, what, proto));
+            }
+        }
+    }
+
+    let mut allow = Vec::new();
+    let mut deny = Vec::new();
+    let mut path = None;
+    let mut addresses: Option<AddrSet> = None;
+    if let Some(acc) = &access {
+        let methods = match acc.node {
+            Access::ReadOnly => MethodSet::read_only(),
+            Access::ReadWrite => MethodSet::read_write(),
+            Access::Full => MethodSet::full(),
+        };
+        if let Ok(all) = HttpPathGlob::parse("/**") {
+            allow.push(L7Rule {
+                methods,
+                path: all,
+                query: Vec::new(),
+                origin: origin(file, acc.span, &rule_name),
+            });
+        }
+    }
+    for item in a.body.iter().flat_map(|b| b.items.iter()) {
+        let s = item.stmt.span;
+        match &item.stmt.node {
+            EndpointStmt::Rule {
+                action,
+                methods,
+                paths,
+                query,
+            } => {
+                if proto != Protocol::Http {
+                    r.diags.push(http_only_diag(file, s, "L7 rules", proto));
+                    continue;
+                }
+                let rules = l7_rules(r, file, s, &rule_name, methods, paths, query);
+                match action.node {
+                    RuleAction::Allow => allow.extend(rules),
+                    RuleAction::Deny => deny.extend(rules),
+                }
+            }
+            EndpointStmt::Path(p) => {
+                if proto != Protocol::Http {
+                    r.diags.push(http_only_diag(file, s, "`path`", proto));
+                    continue;
+                }
+                match HttpPathGlob::parse(&p.node) {
+                    Ok(g) if path.is_none() => path = Some(g),
+                    Ok(_) => r.diags.push(
+                        Diagnostic::new(
+                            codes::E0102,
+                            file,
+                            s,
+                            "`path` is given twice for this endpoint",
+                        )
+                        .help(
+                            "an endpoint has one `path`; split it into two rules if it serves two",
+                        ),
+                    ),
+                    Err(e) => r.diags.push(pattern_diag(codes::E0302, file, p.span, &e)),
+                }
+            }
+            EndpointStmt::Addresses(list) => {
+                let mut set = addresses.take().unwrap_or_default();
+                for v in list {
+                    match AddrSet::parse(&v.node) {
+                        Ok(one) => set = set.union(&one),
+                        Err(e) => r.diags.push(pattern_diag(codes::E0305, file, v.span, &e)),
+                    }
+                }
+                addresses = Some(set);
+            }
+            EndpointStmt::Invalid(_) => {}
+        }
+    }
+
+    let kind = match proto {
+        Protocol::L4 => EndpointKind::L4,
+        Protocol::Tcp => EndpointKind::Tcp,
+        Protocol::Http => EndpointKind::Http(HttpEndpoint {
+            tls: tls.map_or(TlsMode::Auto, |t| t.node),
+            enforcement: enforcement.map_or(Enforcement::Enforce, |e| e.node),
+            path,
+            allow,
+            deny,
+            encoded_slash: encoded_slash.is_some(),
+        }),
+    };
+    let binaries = binaries?;
+    let (dest, ports) = dest?;
+    if matches!(dest, Dest::Addrs(_)) && addresses.is_some() {
+        r.diags.push(
+            Diagnostic::new(
+                codes::E0502,
+                file,
+                a.endpoint.span,
+                "`addresses` only applies to a host name destination",
+            )
+            .help("the destination is already an address; widen or narrow it instead"),
+        );
+    }
+    Some(Endpoint {
+        binaries,
+        dest,
+        ports,
+        addresses,
+        kind,
+        uninspected_credentials: uninspected,
+        origin: origin(file, span, &rule_name),
+    })
+}
+
+fn once<T>(slot: &mut Option<T>, v: T) -> Option<()> {
+    if slot.is_some() {
+        return Some(());
+    }
+    *slot = Some(v);
+    None
+}
+
+fn http_only_diag(file: &SourceFile, span: Span, what: &str, proto: Protocol) -> Diagnostic {
+    let p = match proto {
+        Protocol::L4 => "an L4 (uninspected) endpoint",
+        Protocol::Tcp => "a transparent `tcp` endpoint",
+        Protocol::Http => "this endpoint",
+    };
+    Diagnostic::new(
+        codes::E0501,
+        file,
+        span,
+        format!("{what} need the `http` protocol; this is {p}"),
+    )
+    .label("needs `http`")
+    .help("add `http` to the rule's options so the proxy inspects its requests")
+}
+
+fn subjects(
+    r: &mut Resolver,
+    file: &SourceFile,
+    subjects: &[Node<String>],
+) -> Option<Vec<BinaryRef>> {
+    let mut out = Vec::new();
+    let mut ok = true;
+    for s in subjects {
+        if s.node.starts_with('/') {
+            match BinaryGlob::parse(&s.node) {
+                Ok(glob) => out.push(BinaryRef { glob, sha256: None }),
+                Err(e) => {
+                    ok = false;
+                    r.diags.push(pattern_diag(codes::E0303, file, s.span, &e));
+                }
+            }
+            continue;
+        }
+        match r.sets.get(&s.node) {
+            Some(set) => out.extend(set.refs.iter().cloned()),
+            None => {
+                ok = false;
+                let known: Vec<&str> = r.sets.keys().map(String::as_str).collect();
+                let help = match closest(&s.node, &known) {
+                    Some(k) => format!(
+                        "did you mean `{k}`? binary sets are defined with `binaries NAME = PATH...`"
+                    ),
+                    None => {
+                        "define it with `binaries NAME = PATH...`, or write an absolute binary path"
+                            .to_string()
+                    }
+                };
+                r.diags.push(
+                    Diagnostic::new(
+                        codes::E0201,
+                        file,
+                        s.span,
+                        format!("unknown binary set `{}`", s.node),
+                    )
+                    .label("not defined")
+                    .help(help),
+                );
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    ok.then_some(out)
+}
+
+fn closest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (edit_distance(name, k), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+        .min()
+        .map(|(_, k)| k)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev.get(j).copied().unwrap_or(0) + usize::from(ca != *cb);
+            let del = prev.get(j + 1).copied().unwrap_or(0) + 1;
+            let ins = cur.get(j).copied().unwrap_or(0) + 1;
+            cur.push(sub.min(del).min(ins));
+        }
+        prev = cur;
+    }
+    prev.last().copied().unwrap_or(0)
+}
+
+/// One IR rule per path of an `allow|deny METHODS PATHS QUERY` line.
+fn l7_rules(
+    r: &mut Resolver,
+    file: &SourceFile,
+    span: Span,
+    rule_name: &str,
+    methods: &[Node<String>],
+    paths: &[Node<String>],
+    query: &[Node<String>],
+) -> Vec<L7Rule> {
+    let methods = r.methods(file, methods);
+    let mut globs = Vec::new();
+    for p in paths {
+        match HttpPathGlob::parse(&p.node) {
+            Ok(g) => globs.push(g),
+            Err(e) => r.diags.push(pattern_diag(codes::E0302, file, p.span, &e)),
+        }
+    }
+    let mut matchers = Vec::new();
+    let mut ok = globs.len() == paths.len();
+    for q in query {
+        match parse_query_matcher(&q.node) {
+            Ok(m) => matchers.push(m),
+            Err(e) => {
+                ok = false;
+                r.diags.push(pattern_diag(codes::E0307, file, q.span, &e));
+            }
+        }
+    }
+    let Some(methods) = methods.filter(|_| ok) else {
+        return Vec::new();
+    };
+    globs
+        .into_iter()
+        .map(|path| L7Rule {
+            methods: methods.clone(),
+            path,
+            query: matchers.clone(),
+            origin: origin(file, span, rule_name),
+        })
+        .collect()
+}
+
+/// `?key=glob` or `?key=glob|glob`: the key must be present and every value
+/// must match one alternative (for deny rules: some value matches one).
+pub(crate) fn parse_query_matcher(text: &str) -> Result<QueryMatcher, PatternError> {
+    let body = text.strip_prefix('?').unwrap_or(text);
+    let Some((key, values)) = body.split_once('=') else {
+        return Err(PatternError {
+            message: format!("query matcher `{text}` has no `=`"),
+            help: "write `?key=glob`, such as `?state=open|closed`".to_string(),
+            offset: text.len().saturating_sub(1),
+        });
+    };
+    if key.is_empty() {
+        return Err(PatternError {
+            message: "query matcher has an empty key".to_string(),
+            help: "write `?key=glob`".to_string(),
+            offset: 1,
+        });
+    }
+    let mut any = Vec::new();
+    let mut offset = 1 + key.len() + 1;
+    for alt in values.split('|') {
+        match ValueGlob::parse(alt) {
+            Ok(g) => any.push(g),
+            Err(mut e) => {
+                e.offset += offset;
+                return Err(e);
+            }
+        }
+        offset += alt.len() + 1;
+    }
+    Ok(QueryMatcher {
+        key: key.to_string(),
+        any,
+    })
+}
+
+fn perr(message: String, help: &str, offset: usize) -> PatternError {
+    PatternError {
+        message,
+        help: help.to_string(),
+        offset,
+    }
+}
+
+/// Split `dest:ports` into a destination and a port set.
+pub(crate) fn parse_endpoint(
+    text: &str,
+) -> Result<(Dest, PortSet), (crate::diag::Code, PatternError)> {
+    let (host, host_off, ports, ports_off) = if let Some(rest) = text.strip_prefix('[') {
+        let Some(close) = rest.find(']') else {
+            return Err((
+                codes::E0309,
+                perr(
+                    format!("`{text}` has no closing `]`"),
+                    "write IPv6 destinations as `[2001:db8::1]:443`",
+                    0,
+                ),
+            ));
+        };
+        let inner = rest.get(..close).unwrap_or("");
+        let after = rest.get(close + 1..).unwrap_or("");
+        let Some(ports) = after.strip_prefix(':') else {
+            return Err((
+                codes::E0309,
+                perr(
+                    format!("endpoint `{text}` has no port"),
+                    "add the port after the address: `[2001:db8::1]:443`",
+                    text.len(),
+                ),
+            ));
+        };
+        (inner, 1, ports, close + 3)
+    } else {
+        let Some((host, ports)) = text.rsplit_once(':') else {
+            return Err((
+                codes::E0309,
+                perr(
+                    format!("endpoint `{text}` has no port"),
+                    "write `host:port`, `host:80,443` or `host:8000-8100`",
+                    text.len().saturating_sub(1),
+                ),
+            ));
+        };
+        if host.contains(':') {
+            return Err((
+                codes::E0309,
+                perr(
+                    format!("`{text}`: an IPv6 address must be in brackets"),
+                    "write `[2001:db8::1]:443`",
+                    0,
+                ),
+            ));
+        }
+        (host, 0, ports, host.len() + 1)
+    };
+    let ports = PortSet::parse(ports).map_err(|mut e| {
+        e.offset += ports_off;
+        (codes::E0304, e)
+    })?;
+    let shift = |mut e: PatternError| {
+        e.offset += host_off;
+        e
+    };
+    if host.is_empty() {
+        return Err((
+            codes::E0309,
+            perr(
+                format!("endpoint `{text}` has no host"),
+                "write `host:port`",
+                0,
+            ),
+        ));
+    }
+    let looks_v4 = host.split('/').next().is_some_and(|h| {
+        h.split('.')
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_digit()))
+    });
+    let dest = if host_off == 1 || host.contains('/') || looks_v4 {
+        if looks_v4 && !host.contains('/') && host.parse::<Ipv4Addr>().is_err() {
+            return Err((
+                codes::E0305,
+                perr(
+                    format!("`{host}` is not a valid IPv4 address"),
+                    "each of the four parts is 0 to 255",
+                    0,
+                ),
+            ));
+        }
+        Dest::Addrs(AddrSet::parse(host).map_err(|e| (codes::E0305, shift(e)))?)
+    } else {
+        Dest::Host(HostPattern::parse(host).map_err(|e| (codes::E0301, shift(e)))?)
+    };
+    Ok((dest, ports))
+}

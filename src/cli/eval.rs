@@ -1,0 +1,211 @@
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use policy_lang::bundle::Bundle;
+use policy_lang::eval::{Decision, Evaluator, HttpRequest, Request, RouteKind, Verdict};
+use policy_lang::load;
+
+use super::{CredentialsArg, EXIT_INPUT, EXIT_OK, input_error};
+use crate::report::{self, FileReport};
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Format {
+    Human,
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["bundle", "policy"]))]
+#[command(group = clap::ArgGroup::new("target").required(true).args(["url", "host"]))]
+pub struct Args {
+    /// A compiled bundle to evaluate against.
+    #[arg(long, value_name = "BUNDLE")]
+    bundle: Option<PathBuf>,
+    /// A policy to compile and evaluate against.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// The executable making the request, as /proc/<pid>/exe shows it.
+    #[arg(long, value_name = "PATH")]
+    binary: String,
+    /// SHA-256 of the executable (default: hashed from PATH when readable).
+    #[arg(long, value_name = "HEX")]
+    sha256: Option<String>,
+    /// An HTTP(S) request URL.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["host", "port"])]
+    url: Option<String>,
+    /// HTTP method for `--url`.
+    #[arg(long, default_value = "GET", requires = "url")]
+    method: String,
+    /// A connection's destination host name or IP address.
+    #[arg(long, value_name = "HOST", requires = "port")]
+    host: Option<String>,
+    #[arg(long, value_name = "PORT")]
+    port: Option<u16>,
+    /// The address the destination name resolved to, if known.
+    #[arg(long, value_name = "IP")]
+    addr: Option<IpAddr>,
+    #[command(flatten)]
+    credentials: CredentialsArg,
+    #[arg(long, value_enum, default_value = "human")]
+    format: Format,
+}
+
+pub fn run(args: &Args) -> u8 {
+    let bundle = match load_bundle(args) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let mut req = Request {
+        binary: args.binary.clone(),
+        sha256: args.sha256.clone().or_else(|| hash_file(&args.binary)),
+        addr: args.addr,
+        ..Request::default()
+    };
+    if let Some(url) = &args.url {
+        match parse_url(url) {
+            Ok((host, port, target)) => {
+                req.host = Some(host);
+                req.port = port;
+                req.http = Some(HttpRequest {
+                    method: args.method.to_ascii_uppercase(),
+                    target,
+                });
+            }
+            Err(e) => return input_error(&format!("invalid `--url`: {e}")),
+        }
+    } else {
+        req.host = args.host.clone();
+        req.port = args.port.unwrap_or(0);
+    }
+    let decision = Evaluator::new(bundle).eval(&req);
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string(&decision).unwrap_or_default()),
+        Format::Human => print_human(&decision),
+    }
+    EXIT_OK
+}
+
+fn load_bundle(args: &Args) -> Result<Bundle, u8> {
+    if let Some(path) = &args.bundle {
+        let bytes = std::fs::read(path)
+            .map_err(|e| input_error(&format!("cannot read `{}`: {e}", path.display())))?;
+        return Bundle::from_slice(&bytes)
+            .map_err(|e| input_error(&format!("`{}`: {e}", path.display())));
+    }
+    let Some(path) = &args.policy else {
+        return Err(EXIT_INPUT);
+    };
+    let (checked, bundle) = load::compile_file(path, args.credentials.credentials.as_deref())
+        .map_err(|e| input_error(&e))?;
+    match bundle {
+        Some(b) => Ok(b),
+        None => {
+            report::print_diagnostics(
+                &[FileReport {
+                    path: path.display().to_string(),
+                    diagnostics: checked.diagnostics,
+                }],
+                super::DiagFormat::Human,
+            );
+            eprintln!(
+                "error: `{}` has errors; nothing to evaluate",
+                path.display()
+            );
+            Err(EXIT_INPUT)
+        }
+    }
+}
+
+fn hash_file(path: &str) -> Option<String> {
+    use sha2::Digest as _;
+    let bytes = std::fs::read(path).ok()?;
+    let digest = sha2::Sha256::digest(&bytes);
+    Some(digest.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Split an absolute http(s) URL into host, port and origin-form target.
+fn parse_url(url: &str) -> Result<(String, u16, String), String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or("expected `http://` or `https://`")?;
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "http" => 80,
+        "https" => 443,
+        other => return Err(format!("unsupported scheme `{other}`")),
+    };
+    let split = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, target) = rest.split_at(split);
+    if authority.contains('@') {
+        return Err("user information in the URL is not supported".to_string());
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').ok_or("unclosed `[`")?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| format!("invalid port `{p}`"))?,
+            None => default_port,
+        };
+        (h.to_string(), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (
+                h.to_string(),
+                p.parse().map_err(|_| format!("invalid port `{p}`"))?,
+            ),
+            None => (authority.to_string(), default_port),
+        }
+    };
+    if host.is_empty() {
+        return Err("the URL has no host".to_string());
+    }
+    let target = target.split('#').next().unwrap_or("");
+    let target = if target.starts_with('/') {
+        target.to_string()
+    } else {
+        format!("/{target}")
+    };
+    Ok((host, port, target))
+}
+
+fn print_human(d: &Decision) {
+    let verdict = match d.decision {
+        Verdict::Allow => "allow",
+        Verdict::Deny => "deny",
+        Verdict::Audit => "audit (allowed, logged)",
+    };
+    let route = match d.route {
+        Some(RouteKind::L4) => " via L4",
+        Some(RouteKind::L7) => " via the L7 proxy",
+        None => "",
+    };
+    println!("{verdict}{route}");
+    if let Some(rule) = &d.rule {
+        if rule.rule.is_empty() {
+            println!("rule:       {}:{}", rule.file, rule.line);
+        } else {
+            println!("rule:       {}:{} ({})", rule.file, rule.line, rule.rule);
+        }
+    }
+    if let Some(c) = &d.credential {
+        println!("credential: {c}");
+    }
+    println!("reason:     {}", d.reason);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_url;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            parse_url("https://api.github.com/repos/o/r?x=1").unwrap(),
+            ("api.github.com".into(), 443, "/repos/o/r?x=1".into())
+        );
+        assert_eq!(
+            parse_url("http://[::1]:8080").unwrap(),
+            ("::1".into(), 8080, "/".into())
+        );
+        assert!(parse_url("ftp://x").is_err());
+    }
+}

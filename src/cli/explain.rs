@@ -1,0 +1,307 @@
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use policy_lang::bundle::{Bundle, L7Matcher, RightsAtAbi, Via};
+use policy_lang::ir::{Dest, Injection, Origin, SecretSource};
+
+use super::{EXIT_OK, input_error};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A compiled bundle.
+    #[arg(value_name = "BUNDLE")]
+    bundle: PathBuf,
+}
+
+pub fn run(args: &Args) -> u8 {
+    let bytes = match std::fs::read(&args.bundle) {
+        Ok(b) => b,
+        Err(e) => return input_error(&format!("cannot read `{}`: {e}", args.bundle.display())),
+    };
+    match Bundle::from_slice(&bytes) {
+        Ok(b) => {
+            print!("{}", explain(&b));
+            EXIT_OK
+        }
+        Err(e) => input_error(&format!("`{}`: {e}", args.bundle.display())),
+    }
+}
+
+fn words(access: &[RightsAtAbi]) -> String {
+    let has = |r: &str| access.iter().any(|a| a.rights.iter().any(|x| x == r));
+    let mut w = Vec::new();
+    if has("read_file") {
+        w.push("read");
+    }
+    if has("write_file") {
+        w.push("write");
+    }
+    if has("execute") {
+        w.push("exec");
+    }
+    let by_abi: Vec<String> = access
+        .iter()
+        .filter(|a| a.abi > 1)
+        .map(|a| format!("{} from ABI {}", a.rights.join(" "), a.abi))
+        .collect();
+    if by_abi.is_empty() {
+        w.join(" ")
+    } else {
+        format!("{}  ({})", w.join(" "), by_abi.join("; "))
+    }
+}
+
+fn origin(o: Option<&Origin>) -> String {
+    o.map(|o| format!("  [{}:{}]", o.file, o.line))
+        .unwrap_or_default()
+}
+
+fn dest(d: &Dest) -> String {
+    match d {
+        Dest::Host(h) => h.to_string(),
+        Dest::Addrs(a) => a
+            .nets()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+fn rule(m: &L7Matcher) -> String {
+    let mut s = format!("{} {}", m.methods, m.path);
+    for q in &m.query {
+        let alts: Vec<String> = q.any.iter().map(ToString::to_string).collect();
+        let _ = write!(s, " ?{}={}", q.key, alts.join("|"));
+    }
+    s
+}
+
+pub fn explain(b: &Bundle) -> String {
+    let t = &b.enforcement;
+    let p = &b.provenance;
+    let mut o = String::new();
+    let _ = writeln!(o, "bundle {} (format {})", b.digest, b.format_version);
+    let _ = writeln!(o, "policy \"{}\" from {}", p.policy, p.files.join(", "));
+    let _ = writeln!(o);
+    let ll = &t.landlock;
+    let mode = match ll.mode {
+        policy_lang::ir::LandlockMode::Hard => "hard",
+        policy_lang::ir::LandlockMode::BestEffort => "best effort",
+    };
+    let _ = writeln!(o, "1. Landlock ({mode}, minimum ABI {})", ll.min_abi);
+    let width = ll
+        .paths
+        .iter()
+        .map(|x| x.path.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
+    for (i, lp) in ll.paths.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "   {:width$}  {}{}",
+            lp.path,
+            words(&lp.access),
+            origin(p.fs.get(i))
+        );
+    }
+    if let Some(w) = &ll.workdir {
+        let _ = writeln!(o, "   {:width$}  {}", "workdir", words(w));
+    }
+    if ll.paths.is_empty() && ll.workdir.is_none() {
+        let _ = writeln!(o, "   no filesystem access at all");
+    }
+    let _ = writeln!(
+        o,
+        "   TCP connect ports (ABI 4+): {}; binding: none",
+        ll.tcp_connect_ports
+    );
+    let _ = writeln!(o, "   scoped (ABI 6+): {}", ll.scoped.join(", "));
+    match (&t.process.user, &t.process.group) {
+        (None, None) => {
+            let _ = writeln!(o, "   run as: the supervisor's choice");
+        }
+        (u, g) => {
+            let _ = writeln!(
+                o,
+                "   run as: user {} group {}",
+                u.as_deref().unwrap_or("-"),
+                g.as_deref().unwrap_or("-")
+            );
+        }
+    }
+    let _ = writeln!(o);
+    let sc = &t.seccomp;
+    let _ = writeln!(o, "2. Seccomp");
+    let denied: Vec<String> = sc
+        .deny
+        .iter()
+        .map(|d| {
+            if d.when.is_empty() {
+                format!("{} ({})", d.syscall, d.errno)
+            } else {
+                format!(
+                    "{} when {} ({})",
+                    d.syscall,
+                    d.when
+                        .iter()
+                        .map(|c| format!("arg{}&{:#x}=={:#x}", c.arg, c.mask, c.value))
+                        .collect::<Vec<_>>()
+                        .join(" and "),
+                    d.errno
+                )
+            }
+        })
+        .collect();
+    let _ = writeln!(o, "   denied: {}", denied.join(", "));
+    let _ = writeln!(o, "   answered by the supervisor: {}", sc.notify.join(", "));
+    if sc.identities.is_empty() {
+        let _ = writeln!(o, "   no binary may open a network connection");
+    }
+    for id in &sc.identities {
+        let pin = id
+            .binary
+            .sha256
+            .as_deref()
+            .map(|h| format!(" (sha256:{h})"))
+            .unwrap_or_default();
+        let _ = writeln!(o, "   {}{pin}", id.binary.glob);
+        for r in &id.routes {
+            let Some(route) = sc.routes.get(*r as usize) else {
+                continue;
+            };
+            let via = match route.via {
+                Via::L4 => "L4".to_string(),
+                Via::Tcp => "transparent tcp".to_string(),
+                Via::Uninspected => "http, not inspected (tls skip)".to_string(),
+                Via::L7(e) => format!("L7 endpoint #{e}"),
+            };
+            let addrs = route
+                .addresses
+                .as_ref()
+                .map(|a| {
+                    format!(
+                        " addresses {}",
+                        a.nets()
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    )
+                })
+                .unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "     -> {}:{}{addrs}  via {via}{}",
+                dest(&route.dest),
+                route.ports,
+                origin(p.routes.get(*r as usize).and_then(|v| v.first()))
+            );
+        }
+        if !id.dns.is_empty() {
+            let names: Vec<String> = id.dns.iter().map(ToString::to_string).collect();
+            let _ = writeln!(o, "     dns: {}", names.join(" "));
+        }
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "3. L7 rules");
+    if t.l7.is_empty() {
+        let _ = writeln!(o, "   no inspected endpoints");
+    }
+    for (i, ep) in t.l7.iter().enumerate() {
+        let mode = match ep.enforcement {
+            policy_lang::ir::Enforcement::Enforce => "enforce",
+            policy_lang::ir::Enforcement::Audit => "audit",
+        };
+        let path = ep
+            .path
+            .as_ref()
+            .map(|p| format!(", path {p}"))
+            .unwrap_or_default();
+        let slash = if ep.encoded_slash {
+            ", %2F allowed"
+        } else {
+            ""
+        };
+        let _ = writeln!(o, "   #{i} {mode}{path}{slash}");
+        let prov = p.l7.get(i);
+        for (j, m) in ep.allow.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "      allow {}{}",
+                rule(m),
+                origin(prov.and_then(|x| x.allow.get(j)).and_then(|v| v.first()))
+            );
+        }
+        for (j, m) in ep.deny.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "      deny  {}{}",
+                rule(m),
+                origin(prov.and_then(|x| x.deny.get(j)).and_then(|v| v.first()))
+            );
+        }
+        if ep.allow.is_empty() {
+            let _ = writeln!(o, "      (no allow rules: every request is refused)");
+        }
+    }
+    if !t.credentials.is_empty() || !t.secrets.is_empty() {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Credentials");
+    }
+    for (i, c) in t.credentials.iter().enumerate() {
+        let src = match &c.source {
+            SecretSource::Env(v) => format!("env {v}"),
+            SecretSource::File(f) => format!("file {f}"),
+        };
+        let inject = match &c.inject {
+            Injection::Header { name, template } => format!("sets header {name}: {template}"),
+            Injection::Replace => format!(
+                "replaces the placeholder in {}",
+                c.placeholder.as_deref().unwrap_or("-")
+            ),
+        };
+        let hosts: Vec<String> = c.hosts.iter().map(ToString::to_string).collect();
+        let methods = c
+            .methods
+            .as_ref()
+            .map(|m| format!(" methods {m}"))
+            .unwrap_or_default();
+        let paths = c
+            .paths
+            .as_ref()
+            .map(|ps| {
+                format!(
+                    " paths {}",
+                    ps.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "   {} (supervisor reads {src}; {inject}) hosts {}{methods}{paths}{}",
+            c.name,
+            hosts.join(" "),
+            origin(p.credentials.get(i))
+        );
+    }
+    for (i, s) in t.secrets.iter().enumerate() {
+        let src = match &s.source {
+            SecretSource::Env(v) => format!("env {v}"),
+            SecretSource::File(f) => format!("file {f}"),
+        };
+        let hosts: Vec<String> = s.hosts.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            o,
+            "   {} held inside the sandbox ({src}) unlocks {}{}",
+            s.name,
+            hosts.join(" "),
+            origin(p.secrets.get(i))
+        );
+    }
+    o
+}
