@@ -1,0 +1,695 @@
+//! Landlock: filesystem and TCP-port rights, applied in two phases.
+//!
+//! Landlock is allow-list only: every right in the *handled* set is denied
+//! except beneath the paths (or on the ports) a rule grants it for. We handle
+//! every filesystem right the running kernel knows, so a path that no rule
+//! names is closed for all of them.
+//!
+//! The work is split so that nothing allocates after `fork`:
+//! [`prepare`] runs in the parent (creates the ruleset fd, opens each path
+//! with `O_PATH`, adds every rule, and reports what the kernel cannot keep);
+//! [`PreparedRuleset::restrict_self`] runs in the forked child and is one raw
+//! system call on the fd that the child inherited. The ruleset fd is
+//! close-on-exec, so the workload never holds it.
+//!
+//! The syscalls are called directly rather than through the `landlock`
+//! crate: that crate's compatibility layer decides silently what to drop,
+//! while the supervisor must print exactly what was dropped, and hard mode
+//! must refuse instead.
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use crate::errno::{Errno, check};
+
+const CREATE_RULESET_VERSION: libc::c_ulong = 1;
+const RULE_PATH_BENEATH: libc::c_long = 1;
+const RULE_NET_PORT: libc::c_long = 2;
+const ACCESS_NET_BIND_TCP: u64 = 1;
+const ACCESS_NET_CONNECT_TCP: u64 = 2;
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1;
+const SCOPE_SIGNAL: u64 = 2;
+/// First ABI with TCP port rules.
+const ABI_NET: u8 = 4;
+/// First ABI with IPC scoping.
+const ABI_SCOPE: u8 = 6;
+
+/// A set of Landlock filesystem rights (`LANDLOCK_ACCESS_FS_*`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FsAccess(u64);
+
+/// Every known right with its name and the first ABI that has it.
+const RIGHTS: [(FsAccess, &str, u8); 16] = [
+    (FsAccess::EXECUTE, "execute", 1),
+    (FsAccess::WRITE_FILE, "write_file", 1),
+    (FsAccess::READ_FILE, "read_file", 1),
+    (FsAccess::READ_DIR, "read_dir", 1),
+    (FsAccess::REMOVE_DIR, "remove_dir", 1),
+    (FsAccess::REMOVE_FILE, "remove_file", 1),
+    (FsAccess::MAKE_CHAR, "make_char", 1),
+    (FsAccess::MAKE_DIR, "make_dir", 1),
+    (FsAccess::MAKE_REG, "make_reg", 1),
+    (FsAccess::MAKE_SOCK, "make_sock", 1),
+    (FsAccess::MAKE_FIFO, "make_fifo", 1),
+    (FsAccess::MAKE_BLOCK, "make_block", 1),
+    (FsAccess::MAKE_SYM, "make_sym", 1),
+    (FsAccess::REFER, "refer", 2),
+    (FsAccess::TRUNCATE, "truncate", 3),
+    (FsAccess::IOCTL_DEV, "ioctl_dev", 5),
+];
+
+impl FsAccess {
+    pub const EMPTY: Self = Self(0);
+    pub const EXECUTE: Self = Self(1 << 0);
+    pub const WRITE_FILE: Self = Self(1 << 1);
+    pub const READ_FILE: Self = Self(1 << 2);
+    pub const READ_DIR: Self = Self(1 << 3);
+    pub const REMOVE_DIR: Self = Self(1 << 4);
+    pub const REMOVE_FILE: Self = Self(1 << 5);
+    pub const MAKE_CHAR: Self = Self(1 << 6);
+    pub const MAKE_DIR: Self = Self(1 << 7);
+    pub const MAKE_REG: Self = Self(1 << 8);
+    pub const MAKE_SOCK: Self = Self(1 << 9);
+    pub const MAKE_FIFO: Self = Self(1 << 10);
+    pub const MAKE_BLOCK: Self = Self(1 << 11);
+    pub const MAKE_SYM: Self = Self(1 << 12);
+    pub const REFER: Self = Self(1 << 13);
+    pub const TRUNCATE: Self = Self(1 << 14);
+    pub const IOCTL_DEV: Self = Self(1 << 15);
+    /// Every right this crate knows.
+    pub const ALL: Self = Self((1 << 16) - 1);
+    /// The rights that mean something on a non-directory; the kernel refuses
+    /// a rule on a file that grants any other.
+    pub const FILE: Self = Self(
+        Self::EXECUTE.0
+            | Self::WRITE_FILE.0
+            | Self::READ_FILE.0
+            | Self::TRUNCATE.0
+            | Self::IOCTL_DEV.0,
+    );
+
+    /// The raw `LANDLOCK_ACCESS_FS_*` bits.
+    #[must_use]
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// Builds a set from raw bits, refusing bits this crate does not know
+    /// (an unknown bit would make the kernel reject the whole ruleset).
+    #[must_use]
+    pub const fn from_bits(bits: u64) -> Option<Self> {
+        if bits & !Self::ALL.0 == 0 {
+            Some(Self(bits))
+        } else {
+            None
+        }
+    }
+
+    #[must_use]
+    pub const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    #[must_use]
+    pub const fn intersection(self, other: Self) -> Self {
+        Self(self.0 & other.0)
+    }
+
+    #[must_use]
+    pub const fn difference(self, other: Self) -> Self {
+        Self(self.0 & !other.0)
+    }
+
+    #[must_use]
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    #[must_use]
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The lowest Landlock ABI that knows every right in the set (1 for the
+    /// empty set), so a policy can state which kernels it needs.
+    #[must_use]
+    pub fn min_abi(self) -> u8 {
+        RIGHTS
+            .iter()
+            .filter(|(right, _, _)| self.contains(*right))
+            .map(|(_, _, abi)| *abi)
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// Every right a kernel with this ABI can restrict.
+    #[must_use]
+    pub fn supported_by_abi(abi: u8) -> Self {
+        RIGHTS
+            .iter()
+            .filter(|(_, _, min)| *min <= abi)
+            .fold(Self::EMPTY, |acc, (right, _, _)| acc.union(*right))
+    }
+
+    /// The single rights in the set, in bit order.
+    pub fn iter(self) -> impl Iterator<Item = Self> {
+        RIGHTS
+            .iter()
+            .map(|(right, _, _)| *right)
+            .filter(move |right| self.contains(*right))
+    }
+}
+
+impl std::ops::BitOr for FsAccess {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        self.union(rhs)
+    }
+}
+
+impl std::ops::BitOrAssign for FsAccess {
+    fn bitor_assign(&mut self, rhs: Self) {
+        *self = self.union(rhs);
+    }
+}
+
+impl std::ops::BitAnd for FsAccess {
+    type Output = Self;
+    fn bitand(self, rhs: Self) -> Self {
+        self.intersection(rhs)
+    }
+}
+
+impl fmt::Display for FsAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (right, name, _) in &RIGHTS {
+            if self.contains(*right) {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for FsAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FsAccess({self})")
+    }
+}
+
+/// What to do when the kernel cannot keep part of the spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compat {
+    /// Refuse: nothing is applied unless everything can be.
+    Hard,
+    /// Apply the best the kernel offers and report every gap.
+    BestEffort,
+}
+
+/// Rights granted beneath one path (or on one file). The path is opened
+/// when the ruleset is prepared, following symlinks: the rule covers the
+/// file or tree it resolves to then, whatever the name points to later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsRule {
+    pub path: PathBuf,
+    pub access: FsAccess,
+}
+
+/// Everything Landlock is asked to enforce on the workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LandlockSpec {
+    pub mode: Compat,
+    /// The oldest ABI the policy accepts; hard mode refuses older kernels.
+    pub min_abi: u8,
+    pub fs: Vec<FsRule>,
+    /// `None`: TCP connect is not handled by Landlock; `Some(ports)`: only
+    /// these ports may be connected to.
+    pub tcp_connect_ports: Option<Vec<u16>>,
+    /// As `tcp_connect_ports`, for bind.
+    pub tcp_bind_ports: Option<Vec<u16>>,
+    /// Deny signals to, and abstract unix sockets of, processes outside the
+    /// sandbox (ABI 6 scoping).
+    pub scope_signals_and_abstract_unix: bool,
+}
+
+/// One thing the kernel could not enforce as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Downgrade {
+    /// Landlock is not built in or is disabled at boot: nothing is enforced.
+    Unavailable,
+    /// The kernel ABI is older than the spec's minimum.
+    AbiBelowMinimum { kernel: u8, required: u8 },
+    /// A rule grants rights this kernel cannot handle; they were dropped from
+    /// the rule (and are not restricted anywhere, except `refer`, which ABI 1
+    /// always denies across directories).
+    RightsUnsupported { path: PathBuf, rights: FsAccess },
+    /// The rule's path does not exist; the rule was dropped.
+    MissingPath { path: PathBuf },
+    /// The path is not a directory, so rights that only apply to directories
+    /// were dropped; nothing is lost by it.
+    NotApplicableToFile { path: PathBuf, rights: FsAccess },
+    /// Rights no rule names that this kernel cannot restrict: they stay
+    /// allowed everywhere.
+    UnrestrictedRights { rights: FsAccess },
+    /// TCP connect port rules need ABI 4; ports are not restricted.
+    TcpConnectUnsupported,
+    /// TCP bind port rules need ABI 4; ports are not restricted.
+    TcpBindUnsupported,
+    /// IPC scoping needs ABI 6; signals and abstract sockets are not scoped.
+    ScopingUnsupported,
+}
+
+impl Downgrade {
+    /// Whether hard mode must refuse because of this gap. Rights that no
+    /// rule names and that the kernel cannot restrict are accepted: the
+    /// spec's `min_abi` is the contract for those.
+    #[must_use]
+    pub fn refused_in_hard_mode(&self) -> bool {
+        !matches!(
+            self,
+            Self::NotApplicableToFile { .. } | Self::UnrestrictedRights { .. }
+        )
+    }
+}
+
+impl fmt::Display for Downgrade {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unavailable => write!(f, "landlock is not available: nothing is enforced"),
+            Self::AbiBelowMinimum { kernel, required } => {
+                write!(
+                    f,
+                    "kernel landlock ABI {kernel} is below the required {required}"
+                )
+            }
+            Self::RightsUnsupported { path, rights } => write!(
+                f,
+                "`{}`: rights `{rights}` are unknown to this kernel and were dropped",
+                path.display()
+            ),
+            Self::MissingPath { path } => {
+                write!(
+                    f,
+                    "`{}` does not exist; its rule was dropped",
+                    path.display()
+                )
+            }
+            Self::NotApplicableToFile { path, rights } => write!(
+                f,
+                "`{}` is not a directory; directory rights `{rights}` were dropped",
+                path.display()
+            ),
+            Self::UnrestrictedRights { rights } => {
+                write!(
+                    f,
+                    "this kernel cannot restrict `{rights}`: allowed everywhere"
+                )
+            }
+            Self::TcpConnectUnsupported => {
+                write!(
+                    f,
+                    "TCP connect ports are not restricted (needs ABI {ABI_NET})"
+                )
+            }
+            Self::TcpBindUnsupported => {
+                write!(f, "TCP bind ports are not restricted (needs ABI {ABI_NET})")
+            }
+            Self::ScopingUnsupported => write!(
+                f,
+                "signals and abstract unix sockets are not scoped (needs ABI {ABI_SCOPE})"
+            ),
+        }
+    }
+}
+
+/// What [`prepare`] made of a spec on this kernel, for the supervisor to print.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyReport {
+    pub kernel_abi: u8,
+    pub mode: Compat,
+    /// Filesystem rights restricted everywhere no rule grants them.
+    pub handled_fs: FsAccess,
+    pub downgrades: Vec<Downgrade>,
+}
+
+impl ApplyReport {
+    /// True when the kernel keeps the spec exactly as written.
+    #[must_use]
+    pub fn is_complete(&self) -> bool {
+        self.downgrades.iter().all(|d| !d.refused_in_hard_mode())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LandlockError {
+    #[error("kernel landlock ABI {kernel} is below the required {required}")]
+    AbiTooLow { kernel: u8, required: u8 },
+    #[error("hard mode cannot honour the landlock spec: {}", join(.0))]
+    CannotHonour(Vec<Downgrade>),
+    #[error("cannot query the landlock ABI")]
+    QueryAbi(#[source] io::Error),
+    #[error("cannot open `{}`", .path.display())]
+    OpenPath {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot create the landlock ruleset")]
+    CreateRuleset(#[source] io::Error),
+    #[error("cannot add the landlock rule for `{}`", .path.display())]
+    AddPathRule {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot add the landlock rule for TCP port {port}")]
+    AddPortRule {
+        port: u16,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn join(items: &[Downgrade]) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+#[repr(C)]
+struct NetPortAttr {
+    allowed_access: u64,
+    port: u64,
+}
+
+/// The running kernel's Landlock ABI; 0 when Landlock is not built in or
+/// disabled at boot.
+pub fn kernel_abi() -> Result<u8, LandlockError> {
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the
+    // kernel reads no memory and only returns the ABI number.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<RulesetAttr>(),
+            0_usize,
+            CREATE_RULESET_VERSION,
+        )
+    };
+    match check(ret) {
+        Ok(abi) => Ok(u8::try_from(abi).unwrap_or(u8::MAX)),
+        Err(Errno(libc::ENOSYS | libc::EOPNOTSUPP)) => Ok(0),
+        Err(e) => Err(LandlockError::QueryAbi(e.into())),
+    }
+}
+
+/// A ruleset built in the parent, ready to be enforced by a forked child.
+#[derive(Debug)]
+pub struct PreparedRuleset {
+    /// `None` only in best-effort mode on a kernel without Landlock.
+    fd: Option<OwnedFd>,
+    report: ApplyReport,
+}
+
+impl PreparedRuleset {
+    /// What was dropped or downgraded on this kernel.
+    #[must_use]
+    pub fn report(&self) -> &ApplyReport {
+        &self.report
+    }
+
+    /// Enforces the ruleset on the calling thread and everything it later
+    /// forks or execs. Async-signal-safe: one syscall, no allocation, so it
+    /// may run in a child forked from a multi-threaded parent. The kernel
+    /// requires `no_new_privs` (or `CAP_SYS_ADMIN`) first. A no-op when the
+    /// report says Landlock is unavailable.
+    pub fn restrict_self(&self) -> Result<(), Errno> {
+        let Some(fd) = &self.fd else {
+            return Ok(());
+        };
+        // SAFETY: the fd is a live Landlock ruleset fd owned by `self`; flags
+        // 0 is valid on every ABI. No memory is passed.
+        let ret = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0_u32) };
+        check(ret).map(drop)
+    }
+}
+
+/// A rule whose path is open and whose rights fit this kernel.
+struct OpenRule<'a> {
+    path: &'a Path,
+    fd: OwnedFd,
+    access: FsAccess,
+}
+
+/// Builds the ruleset in the calling (parent) process; see the module docs.
+pub fn prepare(spec: &LandlockSpec) -> Result<PreparedRuleset, LandlockError> {
+    let abi = kernel_abi()?;
+    let hard = spec.mode == Compat::Hard;
+    let required = spec.min_abi.max(1);
+    if hard && abi < required {
+        return Err(LandlockError::AbiTooLow {
+            kernel: abi,
+            required,
+        });
+    }
+    let supported = FsAccess::supported_by_abi(abi);
+    let mut report = ApplyReport {
+        kernel_abi: abi,
+        mode: spec.mode,
+        handled_fs: supported,
+        downgrades: Vec::new(),
+    };
+    if abi < required {
+        report.downgrades.push(Downgrade::AbiBelowMinimum {
+            kernel: abi,
+            required,
+        });
+    }
+    if abi == 0 {
+        report.downgrades.push(Downgrade::Unavailable);
+        return Ok(PreparedRuleset { fd: None, report });
+    }
+    let unrestricted = FsAccess::ALL
+        .difference(supported)
+        .difference(FsAccess::REFER);
+    if !unrestricted.is_empty() {
+        report.downgrades.push(Downgrade::UnrestrictedRights {
+            rights: unrestricted,
+        });
+    }
+
+    let rules = open_rules(spec, supported, &mut report.downgrades)?;
+    let (handled_net, scoped) = net_and_scope(spec, abi, &mut report.downgrades);
+    if hard {
+        let refused: Vec<Downgrade> = report
+            .downgrades
+            .iter()
+            .filter(|d| d.refused_in_hard_mode())
+            .cloned()
+            .collect();
+        if !refused.is_empty() {
+            return Err(LandlockError::CannotHonour(refused));
+        }
+    }
+
+    let ruleset = create_ruleset(&RulesetAttr {
+        handled_access_fs: supported.bits(),
+        handled_access_net: handled_net,
+        scoped,
+    })
+    .map_err(LandlockError::CreateRuleset)?;
+    for rule in &rules {
+        let attr = PathBeneathAttr {
+            allowed_access: rule.access.bits(),
+            parent_fd: rule.fd.as_raw_fd(),
+        };
+        add_rule(&ruleset, RULE_PATH_BENEATH, (&raw const attr).cast()).map_err(|source| {
+            LandlockError::AddPathRule {
+                path: rule.path.to_path_buf(),
+                source,
+            }
+        })?;
+    }
+    for (ports, right) in [
+        (&spec.tcp_connect_ports, ACCESS_NET_CONNECT_TCP),
+        (&spec.tcp_bind_ports, ACCESS_NET_BIND_TCP),
+    ] {
+        let Some(ports) = ports else { continue };
+        if handled_net & right == 0 {
+            continue;
+        }
+        for &port in ports {
+            let attr = NetPortAttr {
+                allowed_access: right,
+                port: u64::from(port),
+            };
+            add_rule(&ruleset, RULE_NET_PORT, (&raw const attr).cast())
+                .map_err(|source| LandlockError::AddPortRule { port, source })?;
+        }
+    }
+    Ok(PreparedRuleset {
+        fd: Some(ruleset),
+        report,
+    })
+}
+
+/// Opens every rule's path and trims its rights to what the kernel and the
+/// file type allow, recording each trim.
+fn open_rules<'a>(
+    spec: &'a LandlockSpec,
+    supported: FsAccess,
+    downgrades: &mut Vec<Downgrade>,
+) -> Result<Vec<OpenRule<'a>>, LandlockError> {
+    let mut rules = Vec::with_capacity(spec.fs.len());
+    for rule in &spec.fs {
+        let unsupported = rule.access.difference(supported);
+        if !unsupported.is_empty() {
+            downgrades.push(Downgrade::RightsUnsupported {
+                path: rule.path.clone(),
+                rights: unsupported,
+            });
+        }
+        let file = match open_path(&rule.path) {
+            Ok(file) => file,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                downgrades.push(Downgrade::MissingPath {
+                    path: rule.path.clone(),
+                });
+                continue;
+            }
+            Err(source) => {
+                return Err(LandlockError::OpenPath {
+                    path: rule.path.clone(),
+                    source,
+                });
+            }
+        };
+        let is_dir = file
+            .metadata()
+            .map_err(|source| LandlockError::OpenPath {
+                path: rule.path.clone(),
+                source,
+            })?
+            .is_dir();
+        let mut access = rule.access.intersection(supported);
+        if !is_dir {
+            let dir_only = access.difference(FsAccess::FILE);
+            if !dir_only.is_empty() {
+                downgrades.push(Downgrade::NotApplicableToFile {
+                    path: rule.path.clone(),
+                    rights: dir_only,
+                });
+            }
+            access = access.intersection(FsAccess::FILE);
+        }
+        if !access.is_empty() {
+            rules.push(OpenRule {
+                path: &rule.path,
+                fd: file.into(),
+                access,
+            });
+        }
+    }
+    Ok(rules)
+}
+
+/// The handled network rights and scopes this kernel can take.
+fn net_and_scope(spec: &LandlockSpec, abi: u8, downgrades: &mut Vec<Downgrade>) -> (u64, u64) {
+    let mut handled_net = 0;
+    if spec.tcp_connect_ports.is_some() {
+        if abi >= ABI_NET {
+            handled_net |= ACCESS_NET_CONNECT_TCP;
+        } else {
+            downgrades.push(Downgrade::TcpConnectUnsupported);
+        }
+    }
+    if spec.tcp_bind_ports.is_some() {
+        if abi >= ABI_NET {
+            handled_net |= ACCESS_NET_BIND_TCP;
+        } else {
+            downgrades.push(Downgrade::TcpBindUnsupported);
+        }
+    }
+    let mut scoped = 0;
+    if spec.scope_signals_and_abstract_unix {
+        if abi >= ABI_SCOPE {
+            scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL;
+        } else {
+            downgrades.push(Downgrade::ScopingUnsupported);
+        }
+    }
+    (handled_net, scoped)
+}
+
+fn open_path(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+}
+
+fn create_ruleset(attr: &RulesetAttr) -> io::Result<OwnedFd> {
+    // SAFETY: `attr` points to a live, fully initialised struct whose size is
+    // passed alongside; fields the kernel does not know are zero, which
+    // `copy_struct_from_user` accepts on older kernels.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::from_ref(attr),
+            size_of::<RulesetAttr>(),
+            0_u32,
+        )
+    };
+    let fd = check(ret).map_err(io::Error::from)?;
+    let fd = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: the kernel just returned this fd (close-on-exec) and nothing
+    // else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn add_rule(
+    ruleset: &OwnedFd,
+    rule_type: libc::c_long,
+    attr: *const libc::c_void,
+) -> io::Result<()> {
+    // SAFETY: `attr` points to a live attribute struct of the layout the
+    // kernel expects for `rule_type` (guaranteed by the two callers).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            rule_type,
+            attr,
+            0_u32,
+        )
+    };
+    check(ret).map(drop).map_err(io::Error::from)
+}

@@ -1,0 +1,69 @@
+//! The kernel-facing layer of the sandbox. It parses no policy: it takes
+//! plain data (paths and rights, syscall rules, ids) and applies it with
+//! the kernel's own mechanisms.
+//!
+//! # Shape of a launch
+//!
+//! Work that allocates or may fail in interesting ways happens in the
+//! parent, before `fork`: [`prepare`] the Landlock ruleset, [`build`] the
+//! seccomp program, [`resolve_user`], read [`cap_last_cap`]. The child then
+//! only makes system calls on what it inherited, because after `fork` in a
+//! multi-threaded parent only async-signal-safe work is sound:
+//!
+//! ```text
+//! unshare_net · bring_up_loopback · drop_bounding_and_ambient · set_identity
+//! · clear_capability_sets · set_no_new_privs · set_pdeathsig
+//! · PreparedRuleset::restrict_self · PreparedFilter::install_with_listener
+//! · (parent takes the listener with take_fd_from) · exec
+//! ```
+//!
+//! The parent then serves the listener with [`recv`], the readers in
+//! [`sockaddr`](read_sockaddr) and [`identity`](exe_path), [`id_valid`], and
+//! answers with [`respond_errno`] or by installing its own socket
+//! ([`addfd_setfd_send`]). The only "continue" answer,
+//! [`respond_continue_unchecked`], is for calls that the network namespace
+//! makes harmless whatever their arguments, never for a policy decision.
+//!
+//! # Testing
+//!
+//! The tests in `tests/` run against the real kernel as root (Landlock ABI
+//! 7 on the development machines): each one is an attack that must fail or
+//! a proof that an allowed path still works.
+
+mod errno;
+mod identity;
+mod landlock;
+mod netns;
+mod notify;
+mod process;
+mod seccomp;
+mod sockaddr;
+
+pub use errno::Errno;
+pub use identity::{ExePath, FileKey, Fingerprint, FingerprintCache, exe_path, sha256_file};
+pub use landlock::{
+    ApplyReport, Compat, Downgrade, FsAccess, FsRule, LandlockError, LandlockSpec, PreparedRuleset,
+    kernel_abi, prepare,
+};
+pub use netns::{
+    NetnsSupport, bring_up_loopback, can_create_netns, in_netns, loopback_is_up, netns_support,
+    open_netns, unshare_net,
+};
+pub use notify::{
+    AUDIT_ARCH_X86_64, Notif, SocketInfo, TrappedCall, addfd_setfd, addfd_setfd_send, fd_cloexec,
+    fd_socket_info, id_valid, recv, respond_continue_unchecked, respond_errno, respond_value,
+    socket_info, take_fd_from,
+};
+pub use process::{
+    LookupError, UserIds, cap_last_cap, caps, clear_capability_sets, drop_all_capabilities,
+    drop_bounding_and_ambient, effective_caps, mark_fds_cloexec_from, no_new_privs, resolve_group,
+    resolve_user, set_identity, set_no_new_privs, set_pdeathsig,
+};
+pub use seccomp::{
+    ArgCond, ArgOp, DenyRule, FilterSpec, NotifyRule, PreparedFilter, SeccompError, build,
+    default_deny_list, default_notify_list,
+};
+pub use sockaddr::{
+    SOCKADDR_MAX, SockAddr, SockAddrError, UnixAddr, parse_sockaddr, read_memory,
+    read_mmsghdr_names, read_msghdr_name, read_sockaddr,
+};

@@ -1,0 +1,355 @@
+//! The supervisor's side of `SECCOMP_RET_USER_NOTIF`: small wrappers over
+//! the listener ioctls, and the pidfd calls that reach into the workload's
+//! fd table.
+//!
+//! # Order of a decision, and why
+//!
+//! 1. [`recv`] a notification.
+//! 2. Copy what the decision needs out of the workload (the address with
+//!    [`crate::read_sockaddr`], the socket type with [`fd_socket_info`], the
+//!    binary with [`crate::exe_path`]).
+//! 3. [`id_valid`] *after* the copies. The pid in a notification is only a
+//!    number: if the trapped thread died and its pid was reused between
+//!    `recv` and the copy, the copy came from a stranger. A notification
+//!    stays valid only while its thread is blocked in the trapped call, so a
+//!    valid id after the copy proves that the memory and fds read belonged
+//!    to that thread, in that call.
+//! 4. Decide on the *copy*, and answer with an errno or by installing a
+//!    socket the supervisor connected itself. Never "continue": another
+//!    thread of the workload can rewrite the address between our read and
+//!    the kernel's, so the kernel would act on bytes nobody checked. The
+//!    one "continue" here, [`respond_continue_unchecked`], is named for what
+//!    it does and is not for policy decisions.
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use crate::errno::{Errno, check, check_int};
+
+/// `AUDIT_ARCH_X86_64`: the only architecture the filter lets through.
+pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+/// `O_CLOEXEC` as the fdinfo `flags:` field shows it (octal 02000000).
+const FDINFO_CLOEXEC: u32 = 0o2_000_000;
+
+/// One trapped system call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Notif {
+    /// Cookie for every answer; valid while the thread waits in the call.
+    pub id: u64,
+    /// The trapped thread's id (not necessarily the process id), in the
+    /// supervisor's pid namespace.
+    pub pid: u32,
+    pub syscall_nr: i32,
+    pub args: [u64; 6],
+    pub arch: u32,
+    pub instruction_pointer: u64,
+}
+
+/// The syscalls the product's filter sends to the supervisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrappedCall {
+    Connect,
+    Sendto,
+    Sendmsg,
+    Sendmmsg,
+}
+
+impl Notif {
+    /// Which trapped call this is, if it is one the product traps.
+    #[must_use]
+    pub fn call(&self) -> Option<TrappedCall> {
+        if self.arch != AUDIT_ARCH_X86_64 {
+            return None;
+        }
+        match i64::from(self.syscall_nr) {
+            libc::SYS_connect => Some(TrappedCall::Connect),
+            libc::SYS_sendto => Some(TrappedCall::Sendto),
+            libc::SYS_sendmsg => Some(TrappedCall::Sendmsg),
+            libc::SYS_sendmmsg => Some(TrappedCall::Sendmmsg),
+            _ => None,
+        }
+    }
+}
+
+/// Receives the next notification. The ioctl blocks even on a
+/// non-blocking fd, so poll the listener for readability first and keep a
+/// single consumer (two would race for one readable event). `ENOENT` means
+/// the trapped thread went away meanwhile: poll again.
+pub fn recv(listener: impl AsFd) -> Result<Notif, Errno> {
+    // SAFETY: an all-zero seccomp_notif is valid plain data, and the kernel
+    // insists on a zeroed buffer (EINVAL otherwise).
+    let mut raw: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: RECV writes exactly one seccomp_notif into `raw`, which is
+    // live, writable and of the size the ioctl number encodes.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_fd().as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            &raw mut raw,
+        )
+    };
+    check_int(ret)?;
+    Ok(Notif {
+        id: raw.id,
+        pid: raw.pid,
+        syscall_nr: raw.data.nr,
+        args: raw.data.args,
+        arch: raw.data.arch,
+        instruction_pointer: raw.data.instruction_pointer,
+    })
+}
+
+/// Whether the notification is still pending (its thread still waits in
+/// the call). Any failure counts as "no": the safe answer.
+#[must_use]
+pub fn id_valid(listener: impl AsFd, id: u64) -> bool {
+    // SAFETY: ID_VALID reads one u64 from the pointer, which is live.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_fd().as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &raw const id,
+        )
+    };
+    ret == 0
+}
+
+fn send(listener: BorrowedFd<'_>, resp: &libc::seccomp_notif_resp) -> Result<(), Errno> {
+    // SAFETY: SEND reads one seccomp_notif_resp from the pointer, which is
+    // live and fully initialised.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            std::ptr::from_ref(resp),
+        )
+    };
+    check_int(ret).map(drop)
+}
+
+/// Fails the trapped call with `errno` (a positive errno number).
+pub fn respond_errno(listener: impl AsFd, id: u64, errno: i32) -> Result<(), Errno> {
+    if errno <= 0 {
+        return Err(Errno(libc::EINVAL));
+    }
+    send(
+        listener.as_fd(),
+        &libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: -errno,
+            flags: 0,
+        },
+    )
+}
+
+/// Completes the trapped call with return value `val`, as if the kernel
+/// had run it.
+pub fn respond_value(listener: impl AsFd, id: u64, val: i64) -> Result<(), Errno> {
+    send(
+        listener.as_fd(),
+        &libc::seccomp_notif_resp {
+            id,
+            val,
+            error: 0,
+            flags: 0,
+        },
+    )
+}
+
+/// Lets the kernel run the trapped call as the workload issued it, reading
+/// its arguments again, after our checks: whatever the workload rewrote
+/// meanwhile is what runs. Only for calls whose outcome is harmless
+/// whatever the arguments become, such as a `connect` on an `AF_UNIX`
+/// socket (glibc's nscd probe) or to the workload's own loopback, *when*
+/// the workload sits in a loopback-only network namespace: a swapped
+/// address or fd can then reach nothing but that loopback. Never use it to
+/// let an IP destination through.
+pub fn respond_continue_unchecked(listener: impl AsFd, id: u64) -> Result<(), Errno> {
+    send(
+        listener.as_fd(),
+        &libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: 0,
+            flags: u32::try_from(libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE).unwrap_or(1),
+        },
+    )
+}
+
+fn addfd(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    src: BorrowedFd<'_>,
+    target_fd: i32,
+    cloexec: bool,
+    flags: u64,
+) -> Result<i32, Errno> {
+    let (Ok(srcfd), Ok(newfd)) = (u32::try_from(src.as_raw_fd()), u32::try_from(target_fd)) else {
+        return Err(Errno(libc::EBADF));
+    };
+    let req = libc::seccomp_notif_addfd {
+        id,
+        flags: u32::try_from(flags).map_err(|_| Errno(libc::EINVAL))?,
+        srcfd,
+        newfd,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: ADDFD reads one seccomp_notif_addfd from the pointer, which is
+    // live and fully initialised; `src` is a live fd for the call.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+            &raw const req,
+        )
+    };
+    check_int(ret)
+}
+
+/// Puts `src` into the workload at fd number `target_fd` (closing what was
+/// there, as `dup2` would) and answers the notification in the same step,
+/// so no signal can land between the two.
+///
+/// The trapped call returns `target_fd`, not 0: for `connect` that is a
+/// success to callers that test `< 0` or `== -1` (glibc, Go, Rust, Python,
+/// curl), but not to one that tests `!= 0`. [`addfd_setfd`] followed by
+/// [`respond_value`]`(0)` returns 0 instead.
+pub fn addfd_setfd_send(
+    listener: impl AsFd,
+    id: u64,
+    src: impl AsFd,
+    target_fd: i32,
+    cloexec: bool,
+) -> Result<i32, Errno> {
+    let flags = libc::SECCOMP_ADDFD_FLAG_SETFD | libc::SECCOMP_ADDFD_FLAG_SEND;
+    addfd(listener.as_fd(), id, src.as_fd(), target_fd, cloexec, flags)
+}
+
+/// As [`addfd_setfd_send`] but leaves the notification pending, to be
+/// answered with [`respond_value`]. If the trapped thread is interrupted in
+/// between, the fd stays replaced and the restarted call is trapped again on
+/// the new socket; with `wait_killable_recv` only a fatal signal can
+/// interrupt it.
+pub fn addfd_setfd(
+    listener: impl AsFd,
+    id: u64,
+    src: impl AsFd,
+    target_fd: i32,
+    cloexec: bool,
+) -> Result<i32, Errno> {
+    addfd(
+        listener.as_fd(),
+        id,
+        src.as_fd(),
+        target_fd,
+        cloexec,
+        libc::SECCOMP_ADDFD_FLAG_SETFD,
+    )
+}
+
+fn pidfd_open(pid: u32, flags: u32) -> Result<OwnedFd, Errno> {
+    // SAFETY: pidfd_open takes two integers and returns a new fd.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) };
+    let fd = check(ret)?;
+    let fd = i32::try_from(fd).map_err(|_| Errno(libc::EBADF))?;
+    // SAFETY: the kernel just returned this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Duplicates fd `fd` of thread `pid` into the caller (close-on-exec).
+///
+/// Also how the supervisor gets the listener from the child: the child
+/// cannot pass it with `SCM_RIGHTS` once its own filter traps `sendmsg`.
+/// The pidfd is opened for the *thread* (`PIDFD_THREAD`, Linux 6.9) because
+/// a notification names a thread, and threads need not share an fd table;
+/// older kernels fall back to a process pidfd. Needs ptrace-level access to
+/// the target (the root supervisor has it).
+pub fn take_fd_from(pid: u32, fd: i32) -> io::Result<OwnedFd> {
+    let pidfd = match pidfd_open(pid, libc::PIDFD_THREAD) {
+        Err(Errno(libc::EINVAL)) => pidfd_open(pid, 0),
+        other => other,
+    }?;
+    // SAFETY: pidfd_getfd takes a live pidfd, a target fd number and zero
+    // flags, and returns a new fd.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0_u32) };
+    let new = check(ret)?;
+    let new = i32::try_from(new).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: the kernel just returned this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// What the supervisor must know to build a replacement socket the workload
+/// cannot tell from its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketInfo {
+    /// `AF_*`.
+    pub domain: i32,
+    /// `SOCK_*`, without flags.
+    pub sock_type: i32,
+    pub protocol: i32,
+    /// `O_NONBLOCK` on the open file; the replacement must match, or an
+    /// event loop blocks on what it believes is a non-blocking socket.
+    pub nonblocking: bool,
+    /// `FD_CLOEXEC` on the workload's fd number (a per-fd flag, so it is
+    /// read from `/proc/<pid>/fdinfo`; pass it to the `addfd_*` calls).
+    pub cloexec: bool,
+}
+
+/// Describes the socket at fd `fd` of thread `pid`. Check [`id_valid`]
+/// afterwards (see the module docs).
+pub fn fd_socket_info(pid: u32, fd: i32) -> io::Result<SocketInfo> {
+    let dup = take_fd_from(pid, fd)?;
+    let mut info = socket_info(dup.as_fd())?;
+    info.cloexec = fd_cloexec(pid, fd)?;
+    Ok(info)
+}
+
+/// Domain, type, protocol and blocking mode of a socket the caller holds;
+/// `cloexec` describes the caller's own fd.
+pub fn socket_info(sock: BorrowedFd<'_>) -> io::Result<SocketInfo> {
+    let domain = getsockopt_int(sock, libc::SO_DOMAIN)?;
+    let sock_type = getsockopt_int(sock, libc::SO_TYPE)?;
+    let protocol = getsockopt_int(sock, libc::SO_PROTOCOL)?;
+    // SAFETY: F_GETFL/F_GETFD take no pointer and only read fd state.
+    let fl = check_int(unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    let fd_flags = check_int(unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFD) })?;
+    Ok(SocketInfo {
+        domain,
+        sock_type,
+        protocol,
+        nonblocking: fl & libc::O_NONBLOCK != 0,
+        cloexec: fd_flags & libc::FD_CLOEXEC != 0,
+    })
+}
+
+fn getsockopt_int(sock: BorrowedFd<'_>, opt: libc::c_int) -> io::Result<i32> {
+    let mut value: libc::c_int = 0;
+    let mut len = libc::socklen_t::try_from(size_of::<libc::c_int>()).unwrap_or(4);
+    // SAFETY: `value` and `len` are live and writable, and `len` holds the
+    // size of `value`.
+    let ret = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&raw mut value).cast(),
+            &raw mut len,
+        )
+    };
+    check_int(ret)?;
+    Ok(value)
+}
+
+/// Reads `FD_CLOEXEC` of the workload's fd from `/proc/<pid>/fdinfo/<fd>`.
+pub fn fd_cloexec(pid: u32, fd: i32) -> io::Result<bool> {
+    let text = fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))?;
+    let flags = text
+        .lines()
+        .find_map(|line| line.strip_prefix("flags:"))
+        .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "fdinfo has no flags"))?;
+    Ok(flags & FDINFO_CLOEXEC != 0)
+}

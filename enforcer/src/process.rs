@@ -1,0 +1,283 @@
+//! Child-side process hardening, and the `/proc` readers that prove it.
+//!
+//! Everything named `set_*`, `drop_*` or `clear_*` is async-signal-safe (raw
+//! syscalls on stack data) for use between `fork` and `exec`; whatever needs
+//! allocation ([`resolve_user`], [`cap_last_cap`]) runs in the parent first.
+//!
+//! The order matters, and each step says why it sits where it does:
+//!
+//! 1. [`drop_bounding_and_ambient`]: needs `CAP_SETPCAP`, so before the uid
+//!    changes.
+//! 2. [`set_identity`]: needs `CAP_SETUID`/`CAP_SETGID`, still held.
+//! 3. [`clear_capability_sets`]: after the uid change, which alone would
+//!    leave a uid-0 workload with full sets.
+//! 4. [`set_no_new_privs`]: required by Landlock and seccomp.
+//! 5. [`set_pdeathsig`]: after the identity change, because the kernel
+//!    clears the parent-death signal whenever credentials change.
+//! 6. Landlock, then seccomp (last, so the filter cannot get in the way of
+//!    the steps above), then `exec`.
+
+use std::ffi::CString;
+use std::io;
+
+use crate::errno::{Errno, check, check_int};
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+fn prctl(option: libc::c_int, arg2: libc::c_ulong) -> Result<libc::c_int, Errno> {
+    // SAFETY: every option used in this module takes integer arguments
+    // only; the trailing zeros are the unused ones.
+    check_int(unsafe { libc::prctl(option, arg2, 0_u64, 0_u64, 0_u64) })
+}
+
+/// Sets `no_new_privs`: exec can no longer grant privileges (setuid bits,
+/// file capabilities), and Landlock and seccomp may be applied unprivileged.
+pub fn set_no_new_privs() -> Result<(), Errno> {
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map(drop)
+}
+
+/// Asks for `signal` when the parent dies, then closes the race where the
+/// parent died before the request: if the parent is no longer
+/// `expected_parent` (read with `getpid()` before `fork`), returns `ESRCH`
+/// and the caller should `_exit`. The signal fires when the *thread* that
+/// forked exits, so fork from a thread that lives as long as the workload.
+pub fn set_pdeathsig(signal: libc::c_int, expected_parent: libc::pid_t) -> Result<(), Errno> {
+    let signal = libc::c_ulong::try_from(signal).map_err(|_| Errno(libc::EINVAL))?;
+    prctl(libc::PR_SET_PDEATHSIG, signal)?;
+    // SAFETY: getppid has no arguments and cannot fail.
+    if unsafe { libc::getppid() } == expected_parent {
+        Ok(())
+    } else {
+        Err(Errno(libc::ESRCH))
+    }
+}
+
+/// The highest capability number this kernel knows, from
+/// `/proc/sys/kernel/cap_last_cap`; read it before `fork`.
+pub fn cap_last_cap() -> io::Result<u32> {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")?
+        .trim()
+        .parse()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad cap_last_cap"))
+}
+
+/// Empties the bounding set (so no later exec can gain a capability, even
+/// as uid 0) and the ambient set. Needs `CAP_SETPCAP`: call before
+/// [`set_identity`].
+pub fn drop_bounding_and_ambient(last_cap: u32) -> Result<(), Errno> {
+    for cap in 0..=last_cap {
+        match prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap)) {
+            // A capability this kernel does not know is not held either.
+            Ok(_) | Err(Errno(libc::EINVAL)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // SAFETY: PR_CAP_AMBIENT_CLEAR_ALL takes integer arguments only.
+    check_int(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0_u64,
+            0_u64,
+            0_u64,
+        )
+    })
+    .map(drop)
+}
+
+/// Empties the effective, permitted and inheritable sets of the calling
+/// thread. Dropping is always allowed, so this works after [`set_identity`].
+pub fn clear_capability_sets() -> Result<(), Errno> {
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads a v3 header and the two data words v3 requires,
+    // all live and initialised.
+    check(unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) }).map(drop)
+}
+
+/// [`drop_bounding_and_ambient`] then [`clear_capability_sets`], for a child
+/// that keeps its uid.
+pub fn drop_all_capabilities(last_cap: u32) -> Result<(), Errno> {
+    drop_bounding_and_ambient(last_cap)?;
+    clear_capability_sets()
+}
+
+/// Becomes `uid`/`gid` with exactly `groups` as supplementary groups (pass
+/// `&[gid]` to drop the supervisor's). Raw syscalls rather than libc's
+/// wrappers: glibc's broadcast every credential change to all threads with
+/// signals, which has no business in a forked child.
+pub fn set_identity(
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    groups: &[libc::gid_t],
+) -> Result<(), Errno> {
+    // SAFETY: setgroups reads `groups.len()` gids from a live slice.
+    check(unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) })?;
+    // SAFETY: setresgid/setresuid take integers only.
+    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
+    Ok(())
+}
+
+/// Marks every fd from `first` up close-on-exec, so nothing the supervisor
+/// left open leaks into the workload. Async-signal-safe.
+pub fn mark_fds_cloexec_from(first: u32) -> Result<(), Errno> {
+    // SAFETY: close_range takes integers only.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    })
+    .map(drop)
+}
+
+/// A user's ids from the password database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserIds {
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LookupError {
+    #[error("no user `{0}`")]
+    NoUser(String),
+    #[error("no group `{0}`")]
+    NoGroup(String),
+    #[error("cannot look up `{name}`")]
+    Lookup {
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Looks `name` up with `getpwnam_r` (NSS may load modules and allocate:
+/// call before `fork`).
+pub fn resolve_user(name: &str) -> Result<UserIds, LookupError> {
+    let cname = CString::new(name).map_err(|_| LookupError::NoUser(name.to_owned()))?;
+    let mut buf = vec![0_u8; 16 * 1024];
+    loop {
+        // SAFETY: an all-zero passwd is valid plain data.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is live and writable; `buf.len()` is the
+        // size of `buf`.
+        let rc = unsafe {
+            libc::getpwnam_r(
+                cname.as_ptr(),
+                &raw mut pwd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &raw mut result,
+            )
+        };
+        match rc {
+            0 if result.is_null() => return Err(LookupError::NoUser(name.to_owned())),
+            0 => {
+                return Ok(UserIds {
+                    uid: pwd.pw_uid,
+                    gid: pwd.pw_gid,
+                });
+            }
+            libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 2, 0),
+            rc => {
+                return Err(LookupError::Lookup {
+                    name: name.to_owned(),
+                    source: io::Error::from_raw_os_error(rc),
+                });
+            }
+        }
+    }
+}
+
+/// Looks a group up with `getgrnam_r` (call before `fork`).
+pub fn resolve_group(name: &str) -> Result<libc::gid_t, LookupError> {
+    let cname = CString::new(name).map_err(|_| LookupError::NoGroup(name.to_owned()))?;
+    let mut buf = vec![0_u8; 16 * 1024];
+    loop {
+        // SAFETY: an all-zero group is valid plain data.
+        let mut grp: libc::group = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: every pointer is live and writable; `buf.len()` is the
+        // size of `buf`.
+        let rc = unsafe {
+            libc::getgrnam_r(
+                cname.as_ptr(),
+                &raw mut grp,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &raw mut result,
+            )
+        };
+        match rc {
+            0 if result.is_null() => return Err(LookupError::NoGroup(name.to_owned())),
+            0 => return Ok(grp.gr_gid),
+            libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 2, 0),
+            rc => {
+                return Err(LookupError::Lookup {
+                    name: name.to_owned(),
+                    source: io::Error::from_raw_os_error(rc),
+                });
+            }
+        }
+    }
+}
+
+fn status_field(pid: u32, field: &str) -> io::Result<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_owned())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("no `{field}` in status"),
+            )
+        })
+}
+
+/// `CapEff` of `pid`.
+pub fn effective_caps(pid: u32) -> io::Result<u64> {
+    caps(pid, "CapEff")
+}
+
+/// A capability set of `pid` by its `/proc/<pid>/status` name (`CapInh`,
+/// `CapPrm`, `CapEff`, `CapBnd`, `CapAmb`).
+pub fn caps(pid: u32, set: &str) -> io::Result<u64> {
+    let hex = status_field(pid, set)?;
+    u64::from_str_radix(&hex, 16)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad capability mask"))
+}
+
+/// `NoNewPrivs` of `pid`.
+pub fn no_new_privs(pid: u32) -> io::Result<bool> {
+    Ok(status_field(pid, "NoNewPrivs")? == "1")
+}
