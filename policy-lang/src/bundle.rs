@@ -85,8 +85,9 @@ pub struct ProcessTable {
 #[serde(deny_unknown_fields)]
 pub struct SeccompTable {
     pub deny: Vec<DeniedSyscall>,
-    /// Syscalls answered by the supervisor (`SECCOMP_RET_USER_NOTIF`).
-    pub notify: Vec<String>,
+    /// Syscalls answered by the supervisor (`SECCOMP_RET_USER_NOTIF`) when
+    /// all their conditions hold.
+    pub notify: Vec<TrappedSyscall>,
     /// Per binary identity: which routes it may use and which names the DNS
     /// stub answers for it.
     pub identities: Vec<Identity>,
@@ -105,11 +106,31 @@ pub struct DeniedSyscall {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct TrappedSyscall {
+    pub syscall: String,
+    /// All conditions must hold for the call to be trapped; none means always.
+    pub when: Vec<ArgCondition>,
+}
+
+/// A test on one syscall argument register.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ArgCondition {
     pub arg: u8,
-    /// `(arg & mask) == value`.
-    pub mask: u64,
+    pub op: ArgOp,
     pub value: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArgOp {
+    /// `(arg & mask) == value`. An `int` argument is compared under
+    /// `0xffff_ffff` so garbage in the upper half cannot dodge the rule.
+    MaskedEq(u64),
+    /// `arg != value` on the full register.
+    Ne,
+    /// `arg >= value` on the full register.
+    Ge,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -102,10 +102,7 @@ pub fn compile(policy: &Policy) -> Bundle {
         },
         seccomp: SeccompTable {
             deny: deny_list(),
-            notify: ["connect", "sendmmsg", "sendmsg", "sendto"]
-                .iter()
-                .map(|s| (*s).to_string())
-                .collect(),
+            notify: notify_list(),
             identities,
             routes,
         },
@@ -304,37 +301,60 @@ const CLONE_NEWIPC: u64 = 0x0800_0000;
 const CLONE_NEWUSER: u64 = 0x1000_0000;
 const CLONE_NEWPID: u64 = 0x2000_0000;
 const CLONE_NEWNET: u64 = 0x4000_0000;
+/// Only meaningful to `unshare`: in `clone` these bits carry the exit signal.
 const CLONE_NEWTIME: u64 = 0x0000_0080;
+const NAMESPACE_FLAGS: [u64; 7] = [
+    CLONE_NEWNS,
+    CLONE_NEWCGROUP,
+    CLONE_NEWUTS,
+    CLONE_NEWIPC,
+    CLONE_NEWUSER,
+    CLONE_NEWPID,
+    CLONE_NEWNET,
+];
+const INT: u64 = 0xffff_ffff;
+const AF_NETLINK: u64 = 16;
+const AF_PACKET: u64 = 17;
+const NETLINK_ROUTE: u64 = 0;
+const SOCK_TYPE_MASK: u64 = 0xf;
+const SOCK_RAW: u64 = 3;
+/// `SOCK_PACKET`, which the kernel quietly turns into a packet socket.
+const SOCK_PACKET: u64 = 10;
+const SECCOMP_SET_MODE_FILTER: u64 = 1;
+const SECCOMP_FILTER_FLAG_NEW_LISTENER: u64 = 8;
+const TIOCSTI: u64 = 0x5412;
+const TIOCLINUX: u64 = 0x541c;
+/// The shortest address that can name an IP destination (`sockaddr_in`).
+const SOCKADDR_IN_LEN: u64 = 16;
+
+fn cond(arg: u8, op: ArgOp, value: u64) -> ArgCondition {
+    ArgCondition { arg, op, value }
+}
 
 /// The syscalls the workload never needs and an escape would: kernel attack
 /// surface (io_uring, bpf), looking into other processes (ptrace,
-/// process_vm_*), changing the sandbox itself (mounts, namespaces, new
-/// seccomp listeners), and sockets that bypass the connect broker (raw,
-/// packet).
+/// process_vm_*, pidfd_getfd), changing the sandbox itself (mounts,
+/// namespaces, new seccomp listeners), sockets that bypass the connect
+/// broker (raw, packet, netlink other than routing), and typing into a
+/// shared terminal.
 pub fn deny_list() -> Vec<DeniedSyscall> {
-    let always = |syscall: &str, errno: &str| DeniedSyscall {
+    let rule = |syscall: &str, errno: &str, when: Vec<ArgCondition>| DeniedSyscall {
         syscall: syscall.to_string(),
         errno: errno.to_string(),
-        when: Vec::new(),
-    };
-    let when = |syscall: &str, errno: &str, arg: u8, mask: u64, value: u64| DeniedSyscall {
-        syscall: syscall.to_string(),
-        errno: errno.to_string(),
-        when: vec![ArgCondition { arg, mask, value }],
+        when,
     };
     let mut list = Vec::new();
-    // io_uring performs socket and file operations without syscalls the
-    // filter can see; ENOSYS makes runtimes fall back to plain syscalls.
-    for s in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
-        list.push(always(s, "ENOSYS"));
+    // io_uring performs socket and file operations the filter cannot see;
+    // clone3 passes its flags in memory the filter cannot read. ENOSYS
+    // makes runtimes fall back to plain syscalls, which are checked.
+    for s in ["io_uring_setup", "io_uring_enter", "io_uring_register", "clone3"] {
+        list.push(rule(s, "ENOSYS", Vec::new()));
     }
-    // clone3 passes its flags in memory the filter cannot read; ENOSYS makes
-    // libc fall back to clone, whose flags are checked below.
-    list.push(always("clone3", "ENOSYS"));
     for s in [
         "ptrace",
         "process_vm_readv",
         "process_vm_writev",
+        "pidfd_getfd",
         "bpf",
         "perf_event_open",
         "userfaultfd",
@@ -356,9 +376,8 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
         "fspick",
         "open_tree",
         "mount_setattr",
-        "setns",
-        "name_to_handle_at",
         "open_by_handle_at",
+        "setns",
         "acct",
         "swapon",
         "swapoff",
@@ -369,51 +388,58 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
         "clock_adjtime",
         "syslog",
         "quotactl",
-        "lookup_dcookie",
     ] {
-        list.push(always(s, "EPERM"));
+        list.push(rule(s, "EPERM", Vec::new()));
     }
-    for flag in [
-        CLONE_NEWNS,
-        CLONE_NEWCGROUP,
-        CLONE_NEWUTS,
-        CLONE_NEWIPC,
-        CLONE_NEWUSER,
-        CLONE_NEWPID,
-        CLONE_NEWNET,
-        CLONE_NEWTIME,
-    ] {
-        list.push(when("unshare", "EPERM", 0, flag, flag));
-        list.push(when("clone", "EPERM", 0, flag, flag));
+    for flag in NAMESPACE_FLAGS.into_iter().chain([CLONE_NEWTIME]) {
+        list.push(rule("unshare", "EPERM", vec![cond(0, ArgOp::MaskedEq(flag), flag)]));
     }
-    const AF_PACKET: u64 = 17;
-    const SOCK_TYPE_MASK: u64 = 0xf;
-    const SOCK_RAW: u64 = 3;
-    const SOCK_PACKET: u64 = 10;
-    list.push(when("socket", "EACCES", 0, u64::MAX, AF_PACKET));
-    list.push(when("socket", "EACCES", 1, SOCK_TYPE_MASK, SOCK_RAW));
-    list.push(when("socket", "EACCES", 1, SOCK_TYPE_MASK, SOCK_PACKET));
-    list.push(when("socketpair", "EACCES", 1, SOCK_TYPE_MASK, SOCK_RAW));
-    // A workload-installed listener would let it answer its own trapped
-    // calls: refuse SECCOMP_SET_MODE_FILTER with FILTER_FLAG_NEW_LISTENER.
-    const SECCOMP_SET_MODE_FILTER: u64 = 1;
-    const SECCOMP_FILTER_FLAG_NEW_LISTENER: u64 = 8;
-    list.push(DeniedSyscall {
-        syscall: "seccomp".to_string(),
-        errno: "EPERM".to_string(),
-        when: vec![
-            ArgCondition {
-                arg: 0,
-                mask: u64::MAX,
-                value: SECCOMP_SET_MODE_FILTER,
-            },
-            ArgCondition {
-                arg: 1,
-                mask: SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                value: SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            },
+    for flag in NAMESPACE_FLAGS {
+        list.push(rule("clone", "EPERM", vec![cond(0, ArgOp::MaskedEq(flag), flag)]));
+    }
+    list.push(rule("socket", "EPERM", vec![cond(0, ArgOp::MaskedEq(INT), AF_PACKET)]));
+    for ty in [SOCK_RAW, SOCK_PACKET] {
+        list.push(rule(
+            "socket",
+            "EPERM",
+            vec![cond(0, ArgOp::Ne, AF_NETLINK), cond(1, ArgOp::MaskedEq(SOCK_TYPE_MASK), ty)],
+        ));
+    }
+    // glibc's getaddrinfo(AI_ADDRCONFIG) and getifaddrs need NETLINK_ROUTE.
+    list.push(rule(
+        "socket",
+        "EPERM",
+        vec![cond(0, ArgOp::MaskedEq(INT), AF_NETLINK), cond(2, ArgOp::Ne, NETLINK_ROUTE)],
+    ));
+    // A workload-installed listener would let it answer its own trapped calls.
+    list.push(rule(
+        "seccomp",
+        "EPERM",
+        vec![
+            cond(0, ArgOp::MaskedEq(INT), SECCOMP_SET_MODE_FILTER),
+            cond(1, ArgOp::MaskedEq(SECCOMP_FILTER_FLAG_NEW_LISTENER), SECCOMP_FILTER_FLAG_NEW_LISTENER),
         ],
-    });
+    ));
+    for request in [TIOCSTI, TIOCLINUX] {
+        list.push(rule("ioctl", "EPERM", vec![cond(1, ArgOp::MaskedEq(INT), request)]));
+    }
     list.sort();
     list
+}
+
+/// The calls that can name a destination: `connect`; `sendto` with a
+/// non-null address long enough to be an IP one (a null address is plain
+/// `send`; glibc's 12-byte netlink address stays untrapped); `sendmsg` and
+/// `sendmmsg`, whose addresses sit in memory the filter cannot read.
+pub fn notify_list() -> Vec<TrappedSyscall> {
+    let trap = |syscall: &str, when: Vec<ArgCondition>| TrappedSyscall {
+        syscall: syscall.to_string(),
+        when,
+    };
+    vec![
+        trap("connect", Vec::new()),
+        trap("sendmmsg", Vec::new()),
+        trap("sendmsg", Vec::new()),
+        trap("sendto", vec![cond(4, ArgOp::Ne, 0), cond(5, ArgOp::Ge, SOCKADDR_IN_LEN)]),
+    ]
 }

@@ -123,6 +123,16 @@ fn compiled_bundles_match_snapshots() {
 }
 
 #[test]
+fn compiled_bundles_load_back() {
+    for path in policy_files() {
+        if let (_, Some(bundle)) = load::compile_file(&path, None).unwrap() {
+            let loaded = policy_lang::bundle::Bundle::from_slice(&bundle.to_bytes()).unwrap();
+            assert_eq!(loaded, bundle, "{}", path.display());
+        }
+    }
+}
+
+#[test]
 fn same_input_same_bytes() {
     for path in policy_files() {
         let (_, a) = load::compile_file(&path, None).unwrap();

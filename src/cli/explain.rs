@@ -1,7 +1,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use policy_lang::bundle::{Bundle, L7Matcher, RightsAtAbi, Via};
+use policy_lang::bundle::{ArgCondition, ArgOp, Bundle, L7Matcher, RightsAtAbi, Via};
 use policy_lang::ir::{Dest, Injection, Origin, SecretSource};
 
 use super::{EXIT_OK, input_error};
@@ -77,6 +77,18 @@ fn rule(m: &L7Matcher) -> String {
     s
 }
 
+fn conditions(when: &[ArgCondition]) -> String {
+    when.iter()
+        .map(|c| match c.op {
+            ArgOp::MaskedEq(mask) if mask == c.value => format!("arg{} has {:#x}", c.arg, c.value),
+            ArgOp::MaskedEq(_) => format!("arg{} = {}", c.arg, c.value),
+            ArgOp::Ne => format!("arg{} != {}", c.arg, c.value),
+            ArgOp::Ge => format!("arg{} >= {}", c.arg, c.value),
+        })
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
 pub fn explain(b: &Bundle) -> String {
     let t = &b.enforcement;
     let p = &b.provenance;
@@ -134,28 +146,30 @@ pub fn explain(b: &Bundle) -> String {
     let _ = writeln!(o);
     let sc = &t.seccomp;
     let _ = writeln!(o, "2. Seccomp");
-    let denied: Vec<String> = sc
-        .deny
+    let mut by_errno: std::collections::BTreeMap<&str, Vec<String>> = std::collections::BTreeMap::new();
+    for d in &sc.deny {
+        let text = if d.when.is_empty() {
+            d.syscall.clone()
+        } else {
+            format!("{} when {}", d.syscall, conditions(&d.when))
+        };
+        by_errno.entry(d.errno.as_str()).or_default().push(text);
+    }
+    for (errno, calls) in by_errno {
+        let _ = writeln!(o, "   denied with {errno}: {}", calls.join(", "));
+    }
+    let trapped: Vec<String> = sc
+        .notify
         .iter()
-        .map(|d| {
-            if d.when.is_empty() {
-                format!("{} ({})", d.syscall, d.errno)
+        .map(|t| {
+            if t.when.is_empty() {
+                t.syscall.clone()
             } else {
-                format!(
-                    "{} when {} ({})",
-                    d.syscall,
-                    d.when
-                        .iter()
-                        .map(|c| format!("arg{}&{:#x}=={:#x}", c.arg, c.mask, c.value))
-                        .collect::<Vec<_>>()
-                        .join(" and "),
-                    d.errno
-                )
+                format!("{} when {}", t.syscall, conditions(&t.when))
             }
         })
         .collect();
-    let _ = writeln!(o, "   denied: {}", denied.join(", "));
-    let _ = writeln!(o, "   answered by the supervisor: {}", sc.notify.join(", "));
+    let _ = writeln!(o, "   answered by the supervisor: {}", trapped.join(", "));
     if sc.identities.is_empty() {
         let _ = writeln!(o, "   no binary may open a network connection");
     }

@@ -211,6 +211,10 @@ impl<'de> serde::Deserialize<'de> for PortSet {
                 f.write_str("a port set such as `80,443,8000-8100` or a port number")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PortSet, E> {
+                // The empty set prints as the empty string (no rule, no port).
+                if v.is_empty() {
+                    return Ok(PortSet::default());
+                }
                 PortSet::parse(v).map_err(E::custom)
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<PortSet, E> {
