@@ -1,0 +1,531 @@
+//! One OpenShell endpoint → one `allow SET -> DEST:PORTS OPTIONS { ... }`
+//! per destination it covers.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::ast::{
+    Access, Allow, EndpointBody, EndpointOption, EndpointStmt, Enforcement, Item, Protocol,
+    RuleAction, Stmt, TlsMode, Trivia,
+};
+use crate::diag::codes;
+use crate::source::{Node, Span};
+
+use super::l7;
+use super::patterns::{self, PathKind, Translated};
+use super::yaml::YNode;
+use super::{Cx, item, key};
+
+/// Endpoint fields OpenShell accepts that we refuse unless left at their
+/// default (`false`, empty, `0`).
+const UNSUPPORTED: &[(&str, &str)] = &[
+    (
+        "websocket_credential_rewrite",
+        "credential rewriting inside WebSocket messages is not supported",
+    ),
+    (
+        "request_body_credential_rewrite",
+        "credential rewriting inside request bodies is not supported",
+    ),
+    (
+        "persisted_queries",
+        "GraphQL persisted-query policy is not supported",
+    ),
+    (
+        "graphql_persisted_queries",
+        "GraphQL persisted-query policy is not supported",
+    ),
+    (
+        "graphql_max_body_bytes",
+        "GraphQL body limits are not supported",
+    ),
+    (
+        "credential_signing",
+        "request signing (such as AWS SigV4) is not supported",
+    ),
+    (
+        "signing_service",
+        "request signing (such as AWS SigV4) is not supported",
+    ),
+    (
+        "signing_region",
+        "request signing (such as AWS SigV4) is not supported",
+    ),
+    ("json_rpc", "JSON-RPC inspection is not supported"),
+    ("mcp", "MCP inspection is not supported"),
+];
+
+#[derive(Default)]
+struct Fields<'n> {
+    host: Option<Node<String>>,
+    /// `host` was written but is not usable (already reported).
+    host_invalid: bool,
+    path: Option<Node<String>>,
+    port: Option<&'n YNode>,
+    ports: Option<&'n YNode>,
+    protocol: Option<Node<String>>,
+    tls: Option<Node<String>>,
+    enforcement: Option<(&'n YNode, Option<Node<String>>)>,
+    access: Option<Node<String>>,
+    rules: Option<&'n YNode>,
+    deny_rules: Option<&'n YNode>,
+    allowed_ips: Vec<Node<String>>,
+    encoded_slash: Option<Span>,
+    uninspected: Option<Span>,
+}
+
+pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<Item<Stmt>> {
+    let f = match fields(cx, ep) {
+        Some(f) => f,
+        None => return Vec::new(),
+    };
+    let Some(ports) = ports(cx, ep, &f) else {
+        return Vec::new();
+    };
+    let proto = match f.protocol.as_ref().map(|p| p.node.as_str()) {
+        None | Some("") => Protocol::L4,
+        Some("rest") => Protocol::Http,
+        Some("tcp") => Protocol::Tcp,
+        Some(other) => {
+            let span = f.protocol.as_ref().map_or(ep.span, |p| p.span);
+            if matches!(other, "json-rpc" | "mcp" | "graphql" | "websocket" | "sql") {
+                cx.push(
+                    codes::E0702,
+                    span,
+                    format!("unsupported field value `protocol: {other}`"),
+                    "only `rest` (inspected HTTP), `tcp` and plain L4 endpoints can be imported",
+                );
+            } else {
+                cx.invalid(
+                    span,
+                    format!("unknown protocol `{other}`"),
+                    "OpenShell protocols are `rest`, `tcp`, or none for plain L4",
+                );
+            }
+            return Vec::new();
+        }
+    };
+    let mut options = Vec::new();
+    let mut body = Vec::new();
+    if proto == Protocol::Http {
+        options.push(Node::new(
+            EndpointOption::Protocol(Protocol::Http),
+            f.protocol.as_ref().map_or(ep.span, |p| p.span),
+        ));
+        if !http_options(cx, ep, &f, &mut options) {
+            return Vec::new();
+        }
+        if let Some(p) = &f.path {
+            match patterns::path(&p.node, PathKind::Http) {
+                Translated::Patterns { patterns, .. } if patterns.len() == 1 => {
+                    for pat in patterns {
+                        body.push(stmt_item(
+                            EndpointStmt::Path(Node::new(pat, p.span)),
+                            p.span,
+                        ));
+                    }
+                }
+                Translated::Patterns { .. } => {
+                    cx.push(
+                        codes::E0704,
+                        p.span,
+                        format!("endpoint path `{}` has `{{...}}` alternatives", p.node),
+                        "split the endpoint into one endpoint per path",
+                    );
+                    return Vec::new();
+                }
+                Translated::Never(why) => {
+                    cx.push(codes::W0702, p.span, format!("endpoint path `{}` never matches in OpenShell ({why}); endpoint dropped", p.node), "endpoint paths start with `/`");
+                    return Vec::new();
+                }
+                Translated::Inexpressible(why) => {
+                    cx.push(
+                        codes::E0704,
+                        p.span,
+                        format!(
+                            "endpoint path `{}` cannot be translated exactly: {why}",
+                            p.node
+                        ),
+                        "rewrite it with `*` (within a segment) and `**` (whole segments)",
+                    );
+                    return Vec::new();
+                }
+            }
+        }
+    } else {
+        if proto == Protocol::Tcp {
+            options.push(Node::new(
+                EndpointOption::Protocol(Protocol::Tcp),
+                f.protocol.as_ref().map_or(ep.span, |p| p.span),
+            ));
+        }
+        ignored_without_http(cx, &f, proto);
+    }
+    if let Some(s) = f.uninspected {
+        options.push(Node::new(EndpointOption::UninspectedCredentials, s));
+    }
+    let mut rules = Vec::new();
+    if proto == Protocol::Http {
+        if let Some(r) = f.rules {
+            rules.extend(l7::rules(cx, r, RuleAction::Allow));
+        }
+        if let Some(r) = f.deny_rules {
+            rules.extend(l7::rules(cx, r, RuleAction::Deny));
+        }
+    }
+    let mut out = Vec::new();
+    for (dest, span, addresses) in destinations(cx, ep, &f) {
+        let mut items = body.clone();
+        if !addresses.is_empty() {
+            let s = addresses.first().map_or(span, |a| a.span);
+            items.push(stmt_item(EndpointStmt::Addresses(addresses), s));
+        }
+        items.extend(rules.iter().cloned());
+        let allow = Allow {
+            subjects: vec![Node::new(set.node.clone(), set.span)],
+            endpoint: Node::new(format!("{dest}:{ports}"), span),
+            options: options.clone(),
+            body: (!items.is_empty()).then(|| EndpointBody {
+                header_trailing: None,
+                items,
+                end: Vec::new(),
+            }),
+        };
+        out.push(item(Stmt::Allow(allow), ep.span, Vec::new()));
+    }
+    out
+}
+
+fn stmt_item(stmt: EndpointStmt, span: Span) -> Item<EndpointStmt> {
+    Item {
+        trivia: Trivia::default(),
+        stmt: Node::new(stmt, span),
+    }
+}
+
+fn fields<'n>(cx: &mut Cx<'_>, ep: &'n YNode) -> Option<Fields<'n>> {
+    let Some(entries) = ep.entries() else {
+        cx.invalid(
+            ep.span,
+            format!("an endpoint must be a mapping, found {}", ep.kind()),
+            "write `{ host: api.example.com, port: 443 }`",
+        );
+        return None;
+    };
+    let mut f = Fields::default();
+    let mut ok = true;
+    for (k, v) in entries {
+        let name = key(k);
+        match name {
+            "host" => {
+                f.host = cx.string(v, "`host`");
+                f.host_invalid = f.host.is_none() && !v.is_null();
+            }
+            "path" => f.path = cx.string(v, "`path`"),
+            "port" => f.port = Some(v),
+            "ports" => f.ports = Some(v),
+            "protocol" => f.protocol = cx.string(v, "`protocol`"),
+            "tls" => f.tls = cx.string(v, "`tls`"),
+            "enforcement" => f.enforcement = Some((k, cx.string(v, "`enforcement`"))),
+            "access" => f.access = cx.string(v, "`access`"),
+            "rules" => f.rules = Some(v),
+            "deny_rules" => f.deny_rules = Some(v),
+            "allowed_ips" => f.allowed_ips = cx.strings(v, "`allowed_ips`"),
+            "allow_encoded_slash" => {
+                f.encoded_slash = cx.bool(v, "`allow_encoded_slash`").then_some(v.span)
+            }
+            "allow_uninspected_credentials" => {
+                f.uninspected = cx
+                    .bool(v, "`allow_uninspected_credentials`")
+                    .then_some(v.span)
+            }
+            _ => {
+                match UNSUPPORTED.iter().find(|(n, _)| *n == name) {
+                    Some((_, why)) => {
+                        if !is_default(v) {
+                            cx.unsupported(k, "an endpoint", &format!("{why}; remove the field (or set it to its default) to import the endpoint"));
+                            ok = false;
+                        }
+                    }
+                    None => {
+                        cx.unsupported(k, "an endpoint", "see docs/openshell-import.md for the endpoint fields that can be imported");
+                        ok = false;
+                    }
+                }
+            }
+        }
+    }
+    ok.then_some(f)
+}
+
+/// `false`, empty, `0` or null: what OpenShell does when the field is absent.
+fn is_default(v: &YNode) -> bool {
+    v.is_null()
+        || v.as_bool() == Some(false)
+        || v.as_u64() == Some(0)
+        || v.scalar() == Some("")
+        || v.entries().is_some_and(<[_]>::is_empty)
+        || v.items().is_some_and(<[_]>::is_empty)
+}
+
+/// `ports` wins over `port`; the text after `:` in our endpoint.
+fn ports(cx: &mut Cx<'_>, ep: &YNode, f: &Fields<'_>) -> Option<String> {
+    let mut list: Vec<(u64, Span)> = Vec::new();
+    if let Some(p) = f.ports {
+        for n in cx.list(p, "`ports`") {
+            list.push((n.as_u64().unwrap_or(u64::MAX), n.span));
+        }
+    }
+    if list.is_empty()
+        && let Some(p) = f.port
+        && !p.is_null()
+    {
+        list.push((p.as_u64().unwrap_or(u64::MAX), p.span));
+        if p.as_u64() == Some(0) {
+            list.clear();
+        }
+    }
+    if list.is_empty() {
+        cx.invalid(
+            ep.span,
+            "endpoint has no `port` or `ports`",
+            "add `port: 443`; OpenShell never matches an endpoint without a port",
+        );
+        return None;
+    }
+    let mut out: Vec<u64> = Vec::new();
+    for (n, span) in list {
+        if !(1..=65535).contains(&n) {
+            cx.invalid(
+                span,
+                "a port must be a number from 1 to 65535",
+                "write the port as an unquoted number, such as `443`",
+            );
+            return None;
+        }
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    Some(out.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
+}
+
+/// Options of an inspected (`protocol: rest`) endpoint. False on an error
+/// that drops the endpoint.
+fn http_options(
+    cx: &mut Cx<'_>,
+    ep: &YNode,
+    f: &Fields<'_>,
+    options: &mut Vec<Node<EndpointOption>>,
+) -> bool {
+    let mut ok = true;
+    match &f.enforcement {
+        Some((_, Some(e))) if e.node == "enforce" => {}
+        Some((_, Some(e))) if e.node == "audit" => options.push(Node::new(
+            EndpointOption::Enforcement(Enforcement::Audit),
+            e.span,
+        )),
+        Some((_, Some(e))) => {
+            cx.invalid(
+                e.span,
+                format!("unknown enforcement `{}`", e.node),
+                "use `enforce` or `audit`",
+            );
+            ok = false;
+        }
+        None | Some((_, None)) => {
+            let span = f.enforcement.as_ref().map_or(ep.span, |(k, _)| k.span);
+            cx.push(
+                codes::W0701,
+                span,
+                "no `enforcement` on an inspected endpoint: OpenShell only audits it (logs, never blocks), written here as `audit`",
+                "add `enforcement: enforce` to block requests the rules do not allow",
+            );
+            options.push(Node::new(
+                EndpointOption::Enforcement(Enforcement::Audit),
+                span,
+            ));
+        }
+    }
+    if let Some(a) = &f.access {
+        let access = match a.node.as_str() {
+            "read-only" => Some(Access::ReadOnly),
+            "read-write" => Some(Access::ReadWrite),
+            "full" => Some(Access::Full),
+            other => {
+                cx.invalid(
+                    a.span,
+                    format!("unknown access preset `{other}`"),
+                    "use `read-only`, `read-write` or `full`",
+                );
+                ok = false;
+                None
+            }
+        };
+        if f.rules
+            .is_some_and(|r| !r.items().is_none_or(<[_]>::is_empty))
+        {
+            cx.invalid(
+                a.span,
+                "`access` and `rules` on the same endpoint",
+                "OpenShell rejects this combination: use either a preset or explicit rules",
+            );
+            ok = false;
+        }
+        if let Some(access) = access {
+            options.push(Node::new(EndpointOption::Access(access), a.span));
+        }
+    }
+    if let Some(t) = &f.tls {
+        match t.node.as_str() {
+            "" | "auto" => {}
+            "skip" => options.push(Node::new(EndpointOption::Tls(TlsMode::Skip), t.span)),
+            "terminate" | "passthrough" => {
+                if !cx.tls_noted {
+                    cx.tls_noted = true;
+                    cx.push(
+                        codes::W0702,
+                        t.span,
+                        format!("`tls: {}` is a deprecated alias of automatic TLS handling in OpenShell; nothing to write", t.node),
+                        "the proxy terminates TLS when the client speaks it; remove `tls` from the YAML",
+                    );
+                }
+            }
+            other => {
+                cx.invalid(
+                    t.span,
+                    format!("unknown tls mode `{other}`"),
+                    "use `skip`, or leave `tls` out",
+                );
+                ok = false;
+            }
+        }
+    }
+    if let Some(s) = f.encoded_slash {
+        options.push(Node::new(EndpointOption::EncodedSlash, s));
+    }
+    ok
+}
+
+/// Warn about L7 settings OpenShell ignores on an endpoint it does not inspect.
+fn ignored_without_http(cx: &mut Cx<'_>, f: &Fields<'_>, proto: Protocol) {
+    let what = if proto == Protocol::Tcp {
+        "a `protocol: tcp` endpoint"
+    } else {
+        "an endpoint without `protocol`"
+    };
+    let mut ignored: Vec<(&str, Span)> = Vec::new();
+    if let Some(r) = f.rules {
+        ignored.push(("rules", r.span));
+    }
+    if let Some(r) = f.deny_rules {
+        ignored.push(("deny_rules", r.span));
+    }
+    if let Some(a) = &f.access {
+        ignored.push(("access", a.span));
+    }
+    if let Some((k, Some(_))) = &f.enforcement {
+        ignored.push(("enforcement", k.span));
+    }
+    if let Some(p) = &f.path {
+        ignored.push(("path", p.span));
+    }
+    if let Some(s) = f.encoded_slash {
+        ignored.push(("allow_encoded_slash", s));
+    }
+    for (name, span) in ignored {
+        cx.push(
+            codes::W0702,
+            span,
+            format!("`{name}` has no effect on {what}: OpenShell does not inspect its requests; not imported"),
+            "add `protocol: rest` to have requests inspected",
+        );
+    }
+}
+
+/// The destinations an endpoint covers, each with the `addresses` body line
+/// it needs: hostnames (one per `{...}` alternative), an IP literal, or,
+/// for a hostless endpoint, each `allowed_ips` entry.
+fn destinations(
+    cx: &mut Cx<'_>,
+    ep: &YNode,
+    f: &Fields<'_>,
+) -> Vec<(String, Span, Vec<Node<String>>)> {
+    let Some(h) = f.host.as_ref().filter(|h| !h.node.is_empty()) else {
+        if f.allowed_ips.is_empty() && !f.host_invalid {
+            cx.invalid(
+                ep.span,
+                "endpoint has neither `host` nor `allowed_ips`",
+                "add `host: api.example.com`",
+            );
+        }
+        return f
+            .allowed_ips
+            .iter()
+            .map(|a| (dest_text(&a.node), a.span, Vec::new()))
+            .collect();
+    };
+    let bare = h
+        .node
+        .strip_prefix('[')
+        .and_then(|s| s.strip_suffix(']'))
+        .unwrap_or(&h.node);
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        if !f.allowed_ips.is_empty() && !f.allowed_ips.iter().any(|a| contains(&a.node, ip)) {
+            cx.push(
+                codes::W0702,
+                h.span,
+                format!("host `{}` is outside every `allowed_ips` entry, so OpenShell never connects to it; endpoint dropped", h.node),
+                "add the address to `allowed_ips` or remove the endpoint",
+            );
+            return Vec::new();
+        }
+        return vec![(dest_text(&ip.to_string()), h.span, Vec::new())];
+    }
+    match patterns::host(&h.node) {
+        Translated::Patterns { patterns, notes } => {
+            for note in notes {
+                cx.push(
+                    codes::W0702,
+                    h.span,
+                    format!("host `{}`: {note}", h.node),
+                    "each becomes its own rule",
+                );
+            }
+            patterns
+                .into_iter()
+                .map(|p| (p, h.span, f.allowed_ips.clone()))
+                .collect()
+        }
+        Translated::Never(why) => {
+            cx.push(
+                codes::W0702,
+                h.span,
+                format!("host `{}` never matches ({why}); endpoint dropped", h.node),
+                "",
+            );
+            Vec::new()
+        }
+        Translated::Inexpressible(why) => {
+            cx.push(codes::E0704, h.span, format!("host pattern `{}` cannot be translated exactly: {why}", h.node), "use `*` for one label (`*.example.com`) or a leading `**` for any number of labels");
+            Vec::new()
+        }
+    }
+}
+
+/// An address or CIDR as a destination: IPv6 in brackets.
+fn dest_text(addr: &str) -> String {
+    if addr.contains(':') && !addr.starts_with('[') {
+        format!("[{addr}]")
+    } else {
+        addr.to_string()
+    }
+}
+
+fn contains(cidr: &str, ip: IpAddr) -> bool {
+    if let Ok(net) = cidr.parse::<IpNet>() {
+        return net.contains(&ip);
+    }
+    cidr.parse::<IpAddr>().is_ok_and(|a| a == ip)
+}

@@ -1,0 +1,205 @@
+//! Snapshots of the importer: the policy text for every file in
+//! `../shared/fixtures/openshell/`, a synthetic policy that uses every
+//! translated construct, and the diagnostics for broken inputs, rendered as
+//! `code line:col message` lines.
+
+#![expect(clippy::unwrap_used, reason = "test harness")]
+
+use std::path::{Path, PathBuf};
+
+use policy_lang::diag::{Diagnostics, Severity};
+use policy_lang::fmt::format_document;
+use policy_lang::source::SourceFile;
+use policy_lang::{import, resolve};
+
+fn render(diags: &Diagnostics) -> String {
+    let mut lines: Vec<String> = diags
+        .iter()
+        .map(|d| {
+            let (l, c) = d.line_col();
+            format!("{} {l}:{c} {}", d.code.id, d.message)
+        })
+        .collect();
+    lines.sort_by_key(|l| {
+        let mut parts = l.split(' ');
+        let code = parts.next().unwrap_or("").to_string();
+        let pos: Vec<u32> = parts
+            .next()
+            .unwrap_or("0:0")
+            .split(':')
+            .map(|n| n.parse().unwrap_or(0))
+            .collect();
+        (pos, code)
+    });
+    lines.join("\n")
+}
+
+/// Import one file: diagnostics, then the formatted policy.
+fn import_text(name: &str, text: &str, credentials: bool) -> String {
+    let file = SourceFile::new(name, text);
+    let (doc, diags) = if credentials {
+        import::credentials_to_document(&file)
+    } else {
+        import::yaml_to_document(&file)
+    };
+    let mut out = render(&diags);
+    if let Some(doc) = doc.filter(|_| !diags.has_errors()) {
+        let (_, resolve_diags) = resolve::resolve(std::slice::from_ref(&doc));
+        let resolve_errors: Vec<String> = resolve_diags
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| format!("{} {}", d.code.id, d.message))
+            .collect();
+        assert!(resolve_errors.is_empty(), "{name}: {resolve_errors:?}");
+        out.push_str("\n---\n");
+        out.push_str(&format_document(&doc));
+    }
+    out
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "yaml") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn openshell_fixtures() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/openshell");
+    let mut files = Vec::new();
+    yaml_files(&root, &mut files);
+    files.sort();
+    for path in files {
+        let rel = path.strip_prefix(&root).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let out = import_text(&rel, &text, rel.contains("credentials"));
+        let name = format!(
+            "openshell__{}",
+            rel.trim_end_matches(".yaml").replace('/', "__")
+        );
+        insta::assert_snapshot!(name, out);
+    }
+}
+
+const EVERYTHING: &str = r#"# Every construct the importer translates.
+version: 1
+filesystem_policy:
+  include_workdir: true
+  read_only: [/usr, "/etc"]
+  read_write:
+    - /sandbox
+landlock: { compatibility: strict }
+process: { run_as_user: agent, run_as_group: agent }
+network_policies:
+  github.api:
+    name: GitHub API
+    endpoints:
+      - host: API.GitHub.com
+        ports: [443, 8443]
+        protocol: rest
+        enforcement: enforce
+        tls: terminate
+        path: "/api/**"
+        allow_encoded_slash: true
+        rules:
+          - allow: { method: get, path: "/repos/**", query: { per_page: "{10,100}", state: { any: [open, closed] } } }
+          - allow: { method: POST, path: "/repos/*/*/issues" }
+          - allow: { method: "*", path: "**" }
+        deny_rules:
+          - { method: DELETE, path: "/repos/{a,b}/**" }
+      - { host: "*.githubusercontent.com", port: 443, protocol: rest, access: read-only, tls: skip }
+      - { host: "10.0.0.5", port: 22 }
+      - { host: "2001:db8::1", port: 443 }
+      - { port: 6379, protocol: tcp, allowed_ips: ["10.0.0.0/8", "fd00::/8"] }
+      - host: internal.example.com
+        port: 80
+        allowed_ips: [192.168.0.0/16]
+        rules:
+          - allow: { method: GET, path: /ignored }
+    binaries:
+      - { path: /usr/bin/gh }
+      - { path: "/opt/**/bin/gh*", harness: true }
+      - { path: relative/gh }
+  github_api:
+    endpoints: [{ host: example.org, port: 443, allow_uninspected_credentials: true }]
+    binaries: [{ path: /usr/bin/curl }]
+  empty:
+    endpoints: [{ host: example.net, port: 443 }]
+"#;
+
+#[test]
+fn every_construct() {
+    insta::assert_snapshot!(
+        "everything",
+        import_text("everything.yaml", EVERYTHING, false)
+    );
+}
+
+#[test]
+fn broken_inputs() {
+    let cases: &[(&str, &str)] = &[
+        ("unreadable", "version: 1\nnetwork_policies: [oops\n"),
+        ("duplicate_key", "version: 1\nversion: 1\n"),
+        ("version_2", "version: 2\nnetwork_policies: {}\n"),
+        ("version_string", "version: \"1\"\n"),
+        (
+            "other_schema",
+            "name: ratchet\ntools:\n  - a\nknownSafe: []\n",
+        ),
+        (
+            "template",
+            "version: 1\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: \"${HOST}\", port: 443 }\n    binaries: [{ path: /usr/bin/curl }]\n",
+        ),
+        (
+            "bad_endpoint",
+            "version: 1\nlandlock: { compatibility: best_effort }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com }\n      - { host: b.example.com, port: 443, protocol: graphql }\n      - { host: c.example.com, port: 443, protocol: rest, access: full, rules: [{ allow: { method: GET, path: /x } }] }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, websocket_credential_rewrite: true, frobnicate: 1 }\n      - { host: \"*\", port: 443 }\n      - { host: e.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{ allow: { method: GET, path: \"/a[!b]\" } }, { allow: { method: POST, path: api/x } }, { allow: { method: GET, path: /q, query: { v: \"1.*\" } } }] }\n    binaries: [{ path: /usr/bin/curl }]\n",
+        ),
+        (
+            "middlewares",
+            "version: 1\nnetwork_middlewares:\n  guard: { kind: content }\n",
+        ),
+        (
+            "credentials_missing",
+            "credentials:\n  - { name: gh, type: github-pat }\n",
+        ),
+    ];
+    for (name, text) in cases {
+        let out = import_text(
+            &format!("{name}.yaml"),
+            text,
+            name.starts_with("credentials"),
+        );
+        insta::assert_snapshot!(format!("broken__{name}"), out);
+    }
+}
+
+#[test]
+fn later_diagnostics_point_into_the_yaml() {
+    // The resolver reports an invalid host and a relative Landlock path at
+    // the YAML scalars they came from.
+    let text = "version: 1\nlandlock: { compatibility: best_effort }\nfilesystem_policy:\n  read_only: [usr/lib]\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: \"bad host.example.com\", port: 443 }\n    binaries: [{ path: /usr/bin/curl }]\n";
+    let file = SourceFile::new("spans.yaml", text);
+    let (doc, diags) = import::yaml_to_document(&file);
+    assert!(!diags.has_errors(), "{}", render(&diags));
+    let (_, resolve_diags) = resolve::resolve(&[doc.unwrap()]);
+    let found: Vec<(String, (u32, u32))> = resolve_diags
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| (d.code.id.to_string(), d.line_col()))
+        .collect();
+    assert!(found.contains(&("E0402".to_string(), (4, 15))), "{found:?}");
+    assert!(
+        found
+            .iter()
+            .any(|(c, (l, col))| c == "E0301" && (*l, *col) == (8, 21)),
+        "{found:?}"
+    );
+}
