@@ -56,18 +56,22 @@ pub enum CanonError {
     DotSegmentParameters { segment: String },
 }
 
-/// RFC 3986 unreserved characters: the only ones whose percent-escape is
-/// decoded, because decoding them never changes what a server sees.
-pub(crate) fn is_unreserved(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~')
+/// Whether an escape is decoded in the canonical path: every printable
+/// ASCII character except those whose decoding would change how the path is
+/// split or read again (`/ ? # % ;`) and the backslash (refused). Servers
+/// decode the rest before routing, so matching the decoded form is what
+/// keeps `%3A` from slipping past a rule written with `:`; the proxy
+/// forwards the canonical path, so what was checked is what is sent.
+pub(crate) fn decodes_to_literal(c: char) -> bool {
+    c.is_ascii_graphic() && !matches!(c, '/' | '?' | '#' | '%' | ';' | '\\')
 }
 
 /// Brings an origin-form request target to its canonical form, or refuses it.
 ///
 /// Steps, in order: drop any `#fragment`, split the query off at the first
 /// `?`; reject control characters, space and non-ASCII bytes anywhere, and
-/// `\` and `;` in the path; decode escapes of unreserved characters and uppercase
-/// every other escape; reject `%00`, and `%2F` unless `allow_encoded_slash`
+/// `\` and `;` in the path; decode escapes of printable ASCII characters
+/// other than `/ ? # % ;` and uppercase every other escape; reject `%00`, and `%2F` unless `allow_encoded_slash`
 /// (then it stays `%2F` inside its segment); collapse `//`; remove dot
 /// segments (RFC 3986 §5.2.4). A trailing slash is kept.
 pub fn canonicalize_path(
@@ -116,7 +120,10 @@ fn decode(path: &str, allow_encoded_slash: bool) -> Result<String, CanonError> {
                 if value == u32::from(b'/') && !allow_encoded_slash {
                     return Err(CanonError::EncodedSlash { offset: i });
                 }
-                if is_unreserved(c) {
+                if c == '\\' {
+                    return Err(CanonError::Backslash { offset: i });
+                }
+                if decodes_to_literal(c) {
                     out.push(c);
                 } else {
                     out.push('%');

@@ -384,7 +384,14 @@ fn push_percent(
             at,
         ));
     }
-    if super::canon::is_unreserved(decoded) {
+    if decoded == '\\' {
+        return Err(PatternError::new(
+            "`%5C` never appears in a canonical path",
+            "requests with a backslash in the path are rejected before matching; remove it",
+            at,
+        ));
+    }
+    if super::canon::decodes_to_literal(decoded) {
         items.push((at, Item::Tok(Tok::Lit(decoded))));
     } else {
         for c in ['%', hex_digit(hi), hex_digit(lo)] {

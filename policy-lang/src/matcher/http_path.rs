@@ -34,6 +34,10 @@ fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
             "a path pattern cannot contain a literal backslash".to_owned(),
             "requests with `\\` in the path are rejected before matching",
         ),
+        ';' => (
+            "a path pattern cannot contain `;`".to_owned(),
+            "requests with `;` in the path are rejected before matching; write `%3B` for an encoded one",
+        ),
         c if !c.is_ascii() => (
             format!("non-ASCII character `{c}` in a path pattern"),
             "percent-encode its UTF-8 bytes, e.g. `%C3%A9` for `é`",
