@@ -197,7 +197,7 @@ fn routes(
     l7_index: &[Option<u32>],
 ) -> (Vec<Route>, Vec<Vec<Origin>>, Vec<Identity>) {
     let mut route_origins: BTreeMap<Route, Vec<Origin>> = BTreeMap::new();
-    let mut per_binary: BTreeMap<BinaryRef, BTreeSet<Route>> = BTreeMap::new();
+    let mut endpoint_routes: Vec<Route> = Vec::with_capacity(policy.endpoints.len());
     for (ep, l7) in policy.endpoints.iter().zip(l7_index) {
         let via = match (&ep.kind, l7) {
             (EndpointKind::L4, _) => Via::L4,
@@ -216,33 +216,40 @@ fn routes(
             .entry(route.clone())
             .or_default()
             .push(ep.origin.clone());
-        for b in &ep.binaries {
-            per_binary
-                .entry(b.clone())
-                .or_default()
-                .insert(route.clone());
-        }
+        endpoint_routes.push(route);
     }
     let index: BTreeMap<&Route, u32> = route_origins
         .keys()
         .enumerate()
         .map(|(i, r)| (r, u32::try_from(i).unwrap_or(u32::MAX)))
         .collect();
+    let routes_by_index: Vec<&Route> = route_origins.keys().collect();
+    let mut per_binary: BTreeMap<&BinaryRef, BTreeSet<u32>> = BTreeMap::new();
+    for (ep, route) in policy.endpoints.iter().zip(&endpoint_routes) {
+        let Some(&id) = index.get(route) else {
+            continue;
+        };
+        for b in &ep.binaries {
+            per_binary.entry(b).or_default().insert(id);
+        }
+    }
     let identities = per_binary
-        .iter()
-        .map(|(binary, rs)| {
-            let mut dns: Vec<HostPattern> = rs
+        .into_iter()
+        .map(|(binary, ids)| {
+            let mut dns: Vec<HostPattern> = ids
                 .iter()
-                .filter_map(|r| match &r.dest {
-                    Dest::Host(h) => Some(h.clone()),
-                    Dest::Addrs(_) => None,
-                })
+                .filter_map(
+                    |&i| match routes_by_index.get(i as usize).map(|r| &r.dest) {
+                        Some(Dest::Host(h)) => Some(h.clone()),
+                        _ => None,
+                    },
+                )
                 .collect();
             dns.sort();
             dns.dedup();
             Identity {
                 binary: binary.clone(),
-                routes: rs.iter().filter_map(|r| index.get(r).copied()).collect(),
+                routes: ids.into_iter().collect(),
                 dns,
             }
         })
@@ -347,7 +354,12 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
     // io_uring performs socket and file operations the filter cannot see;
     // clone3 passes its flags in memory the filter cannot read. ENOSYS
     // makes runtimes fall back to plain syscalls, which are checked.
-    for s in ["io_uring_setup", "io_uring_enter", "io_uring_register", "clone3"] {
+    for s in [
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "clone3",
+    ] {
         list.push(rule(s, "ENOSYS", Vec::new()));
     }
     for s in [
@@ -392,24 +404,42 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
         list.push(rule(s, "EPERM", Vec::new()));
     }
     for flag in NAMESPACE_FLAGS.into_iter().chain([CLONE_NEWTIME]) {
-        list.push(rule("unshare", "EPERM", vec![cond(0, ArgOp::MaskedEq(flag), flag)]));
+        list.push(rule(
+            "unshare",
+            "EPERM",
+            vec![cond(0, ArgOp::MaskedEq(flag), flag)],
+        ));
     }
     for flag in NAMESPACE_FLAGS {
-        list.push(rule("clone", "EPERM", vec![cond(0, ArgOp::MaskedEq(flag), flag)]));
+        list.push(rule(
+            "clone",
+            "EPERM",
+            vec![cond(0, ArgOp::MaskedEq(flag), flag)],
+        ));
     }
-    list.push(rule("socket", "EPERM", vec![cond(0, ArgOp::MaskedEq(INT), AF_PACKET)]));
+    list.push(rule(
+        "socket",
+        "EPERM",
+        vec![cond(0, ArgOp::MaskedEq(INT), AF_PACKET)],
+    ));
     for ty in [SOCK_RAW, SOCK_PACKET] {
         list.push(rule(
             "socket",
             "EPERM",
-            vec![cond(0, ArgOp::Ne, AF_NETLINK), cond(1, ArgOp::MaskedEq(SOCK_TYPE_MASK), ty)],
+            vec![
+                cond(0, ArgOp::Ne, AF_NETLINK),
+                cond(1, ArgOp::MaskedEq(SOCK_TYPE_MASK), ty),
+            ],
         ));
     }
     // glibc's getaddrinfo(AI_ADDRCONFIG) and getifaddrs need NETLINK_ROUTE.
     list.push(rule(
         "socket",
         "EPERM",
-        vec![cond(0, ArgOp::MaskedEq(INT), AF_NETLINK), cond(2, ArgOp::Ne, NETLINK_ROUTE)],
+        vec![
+            cond(0, ArgOp::MaskedEq(INT), AF_NETLINK),
+            cond(2, ArgOp::Ne, NETLINK_ROUTE),
+        ],
     ));
     // A workload-installed listener would let it answer its own trapped calls.
     list.push(rule(
@@ -417,11 +447,19 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
         "EPERM",
         vec![
             cond(0, ArgOp::MaskedEq(INT), SECCOMP_SET_MODE_FILTER),
-            cond(1, ArgOp::MaskedEq(SECCOMP_FILTER_FLAG_NEW_LISTENER), SECCOMP_FILTER_FLAG_NEW_LISTENER),
+            cond(
+                1,
+                ArgOp::MaskedEq(SECCOMP_FILTER_FLAG_NEW_LISTENER),
+                SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            ),
         ],
     ));
     for request in [TIOCSTI, TIOCLINUX] {
-        list.push(rule("ioctl", "EPERM", vec![cond(1, ArgOp::MaskedEq(INT), request)]));
+        list.push(rule(
+            "ioctl",
+            "EPERM",
+            vec![cond(1, ArgOp::MaskedEq(INT), request)],
+        ));
     }
     list.sort();
     list
@@ -440,6 +478,9 @@ pub fn notify_list() -> Vec<TrappedSyscall> {
         trap("connect", Vec::new()),
         trap("sendmmsg", Vec::new()),
         trap("sendmsg", Vec::new()),
-        trap("sendto", vec![cond(4, ArgOp::Ne, 0), cond(5, ArgOp::Ge, SOCKADDR_IN_LEN)]),
+        trap(
+            "sendto",
+            vec![cond(4, ArgOp::Ne, 0), cond(5, ArgOp::Ge, SOCKADDR_IN_LEN)],
+        ),
     ]
 }

@@ -31,7 +31,7 @@ pub fn lint(r: &Resolved) -> Diagnostics {
                     .help("the workload resolves names under this wildcard itself, so it can encode data in DNS labels the stub forwards upstream; name the hosts exactly, or use an L4 or `http` rule"),
             );
         }
-        if ep.binaries.iter().any(|b| b.glob.to_string() == "/**") {
+        if ep.binaries.iter().any(|b| b.glob.as_str() == "/**") {
             d.push(
                 Diagnostic::new(codes::W0108, file, *span, "every program in the sandbox may use this rule (`/**`)")
                     .help("name the binaries that need this destination; a workload can always write and run a program of its own"),
@@ -112,31 +112,44 @@ pub fn lint(r: &Resolved) -> Diagnostics {
 /// inside another of the same kind.
 fn shadowing(r: &Resolved, d: &mut Diagnostics) {
     let eps = &r.policy.endpoints;
-    // Compare only rules that can overlap: same exact host, or any rule
-    // with a wildcard or address destination.
+    // Only rules whose destinations can contain one another are compared:
+    // an exact host against the same host and the wildcards matching it, a
+    // wildcard against the same wildcard, addresses against addresses.
     let mut by_host: HashMap<&str, Vec<usize>> = HashMap::new();
-    let mut broad = Vec::new();
+    let mut wildcards: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut by_suffix: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut addrs = Vec::new();
     for (i, ep) in eps.iter().enumerate() {
         match &ep.dest {
             Dest::Host(h) => match h.exact() {
                 Some(e) => by_host.entry(e).or_default().push(i),
-                None => broad.push(i),
+                None => {
+                    wildcards.entry(h.as_str()).or_default().push(i);
+                    by_suffix.entry(h.literal_suffix()).or_default().push(i);
+                }
             },
-            Dest::Addrs(_) => broad.push(i),
+            Dest::Addrs(_) => addrs.push(i),
         }
     }
+    let none: Vec<usize> = Vec::new();
     for (i, a) in eps.iter().enumerate() {
-        let same: &[usize] = match &a.dest {
-            Dest::Host(h) => h
-                .exact()
-                .and_then(|e| by_host.get(e))
-                .map_or(&[], Vec::as_slice),
-            Dest::Addrs(_) => &[],
+        let candidates: Vec<usize> = match &a.dest {
+            Dest::Host(h) => match h.exact() {
+                Some(e) => {
+                    let mut c = by_host.get(e).unwrap_or(&none).clone();
+                    let mut rest = e;
+                    while let Some((_, tail)) = rest.split_once('.') {
+                        c.extend(by_suffix.get(tail).unwrap_or(&none));
+                        rest = tail;
+                    }
+                    c
+                }
+                None => wildcards.get(h.as_str()).unwrap_or(&none).clone(),
+            },
+            Dest::Addrs(_) => addrs.clone(),
         };
-        let Some(j) = same
-            .iter()
-            .chain(broad.iter())
-            .copied()
+        let Some(j) = candidates
+            .into_iter()
             .find(|&j| j != i && shadows(eps, j, i))
         else {
             continue;
@@ -185,21 +198,23 @@ fn shadows(eps: &[Endpoint], b: usize, a: usize) -> bool {
     !(covers(a_ep, b_ep) && ai == bi && same_kind && a < b)
 }
 
+/// Every connection rule `a` allows, rule `b` allows too (cheapest tests
+/// first: this runs for every pair of rules that could overlap).
 fn covers(b: &Endpoint, a: &Endpoint) -> bool {
     a.ports.is_subset(&b.ports)
+        && match (&a.dest, &b.dest) {
+            (Dest::Host(x), Dest::Host(y)) => x == y || x.exact().is_some_and(|e| y.matches(e)),
+            (Dest::Addrs(x), Dest::Addrs(y)) => x.is_subset(y),
+            _ => false,
+        }
+        && match (&a.addresses, &b.addresses) {
+            (_, None) => true,
+            (Some(x), Some(y)) => x.is_subset(y),
+            (None, Some(_)) => false,
+        }
         && a.binaries
             .iter()
             .all(|ab| b.binaries.iter().any(|bb| binary_covers(bb, ab)))
-        && match (&a.addresses, &b.addresses) {
-            (_, None) => true,
-            (Some(x), Some(y)) => x.difference(y).is_empty(),
-            (None, Some(_)) => false,
-        }
-        && match (&a.dest, &b.dest) {
-            (Dest::Host(x), Dest::Host(y)) => x == y || x.exact().is_some_and(|e| y.matches(e)),
-            (Dest::Addrs(x), Dest::Addrs(y)) => x.difference(y).is_empty(),
-            _ => false,
-        }
 }
 
 fn binary_covers(b: &BinaryRef, a: &BinaryRef) -> bool {

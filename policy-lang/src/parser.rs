@@ -107,8 +107,10 @@ impl Walker {
         let mut kind = DocKind::Policy;
         let mut name = None;
         let mut header_trailing = None;
+        let mut leading = Vec::new();
         let mut items = Vec::new();
         let mut end = Vec::new();
+        let open_line = self.file.line_col(pair.as_span().start()).0;
         for inner in pair.into_inner() {
             match inner.as_rule() {
                 Rule::doc_kind => {
@@ -119,9 +121,11 @@ impl Walker {
                     }
                 }
                 Rule::string => name = Some(self.string(inner)),
-                Rule::COMMENT => header_trailing = Some(comment_text(&inner)),
+                Rule::COMMENT => {
+                    self.header_comment(&inner, open_line, &mut header_trailing, &mut leading)
+                }
                 Rule::body => {
-                    let (i, e) = self.body(inner, Self::statement);
+                    let (i, e) = self.body(inner, std::mem::take(&mut leading), Self::statement);
                     items = i;
                     end = e;
                 }
@@ -145,9 +149,14 @@ impl Walker {
     fn body<T>(
         &mut self,
         pair: Pair<'_, Rule>,
+        leading: Vec<String>,
         stmt: fn(&mut Self, Pair<'_, Rule>) -> Node<T>,
     ) -> (Vec<Item<T>>, Vec<TriviaLine>) {
         let mut trivia = TriviaCollector::default();
+        // A comment the header rule consumed; its line break opens the body.
+        for c in leading {
+            trivia.comment(c);
+        }
         let mut items: Vec<Item<T>> = Vec::new();
         for inner in pair.into_inner() {
             match inner.as_rule() {
@@ -177,6 +186,22 @@ impl Walker {
             }
         }
         (items, trivia.take())
+    }
+
+    /// A comment inside a block header's rule: on the opening line it
+    /// trails the header; on a later line it leads the block's first item.
+    fn header_comment(
+        &self,
+        pair: &Pair<'_, Rule>,
+        open_line: u32,
+        trailing: &mut Option<String>,
+        leading: &mut Vec<String>,
+    ) {
+        if self.file.line_col(pair.as_span().start()).0 == open_line {
+            *trailing = Some(comment_text(pair));
+        } else {
+            leading.push(comment_text(pair));
+        }
     }
 
     fn statement(&mut self, pair: Pair<'_, Rule>) -> Node<Stmt> {
@@ -360,14 +385,18 @@ impl Walker {
     fn credential(&mut self, pair: Pair<'_, Rule>) -> Credential {
         let mut name = Node::new(String::new(), span_of(&pair));
         let mut header_trailing = None;
+        let mut leading = Vec::new();
         let mut items = Vec::new();
         let mut end = Vec::new();
+        let open_line = self.file.line_col(pair.as_span().start()).0;
         for p in pair.into_inner() {
             match p.as_rule() {
                 Rule::ident => name = Node::new(p.as_str().to_string(), span_of(&p)),
-                Rule::COMMENT => header_trailing = Some(comment_text(&p)),
+                Rule::COMMENT => {
+                    self.header_comment(&p, open_line, &mut header_trailing, &mut leading)
+                }
                 Rule::cred_body => {
-                    let (i, e) = self.body(p, Self::cred_statement);
+                    let (i, e) = self.body(p, std::mem::take(&mut leading), Self::cred_statement);
                     items = i;
                     end = trim_blanks(e);
                 }
@@ -436,6 +465,8 @@ impl Walker {
         let mut options = Vec::new();
         let mut body: Option<EndpointBody> = None;
         let mut header_trailing = None;
+        let mut leading = Vec::new();
+        let open_line = self.file.line_col(pair.as_span().start()).0;
         for p in pair.into_inner() {
             match p.as_rule() {
                 Rule::subject => {
@@ -457,9 +488,12 @@ impl Walker {
                         options.push(Node::new(opt, span_of(&p)));
                     }
                 }
-                Rule::COMMENT => header_trailing = Some(comment_text(&p)),
+                Rule::COMMENT => {
+                    self.header_comment(&p, open_line, &mut header_trailing, &mut leading)
+                }
                 Rule::endpoint_body => {
-                    let (items, end) = self.body(p, Self::endpoint_statement);
+                    let (items, end) =
+                        self.body(p, std::mem::take(&mut leading), Self::endpoint_statement);
                     body = Some(EndpointBody {
                         header_trailing: header_trailing.take(),
                         items,
@@ -636,7 +670,11 @@ impl Walker {
         } else {
             help
         };
-        let len = if found == "end of line" { 1 } else { found.len().max(1) };
+        let len = if found == "end of line" {
+            1
+        } else {
+            found.len().max(1)
+        };
         let span = Span::new(at, (at + len).min(self.file.text().len().max(at)));
         self.diags.push(
             Diagnostic::new(code, &self.file, span, message)
@@ -827,7 +865,10 @@ fn help_for(rules: &[Rule]) -> String {
         return "a file holds one `policy \"name\" { ... }` or `fragment \"name\" { ... }`"
             .to_string();
     }
-    if rules.contains(&Rule::method) || rules.contains(&Rule::query) || rules.contains(&Rule::path_word) {
+    if rules.contains(&Rule::method)
+        || rules.contains(&Rule::query)
+        || rules.contains(&Rule::path_word)
+    {
         return "an L7 rule reads `allow|deny METHOD... /path/glob... [?key=glob]...`".to_string();
     }
     if rules.contains(&Rule::close) {
@@ -905,6 +946,28 @@ policy "github-readonly" {
             vec![("E0100", (2, 6)), ("E0100", (3, 18)), ("E0101", (4, 3))]
         );
         assert!(matches!(doc.items[3].stmt.node, Stmt::Fs { .. }));
+    }
+
+    #[test]
+    fn comments_after_an_opening_brace_lead_the_first_item() {
+        let text = "policy \"p\" {  # on the header\n  # first\n  fs read /usr\n  allow /usr/bin/x -> h.example.com:443 http {\n    # rule note\n    allow GET /a\n  }\n}\n";
+        let doc = parse_ok(text);
+        assert_eq!(doc.header_trailing.as_deref(), Some("on the header"));
+        assert_eq!(
+            doc.items[0].trivia.before,
+            vec![TriviaLine::Comment("first".into())]
+        );
+        let Stmt::Allow(a) = &doc.items[1].stmt.node else {
+            panic!()
+        };
+        let body = a.body.as_ref().unwrap();
+        assert_eq!(body.header_trailing, None);
+        assert_eq!(
+            body.items[0].trivia.before,
+            vec![TriviaLine::Comment("rule note".into())]
+        );
+        let formatted = crate::fmt::format_document(&doc);
+        assert_eq!(formatted, text);
     }
 
     #[test]

@@ -9,7 +9,10 @@ use policy_lang::load;
 #[test]
 fn diagnostics_match_snapshots() {
     insta::glob!("diagnostics/*.policy", |path| {
-        let rel = format!("tests/diagnostics/{}", path.file_name().unwrap().to_string_lossy());
+        let rel = format!(
+            "tests/diagnostics/{}",
+            path.file_name().unwrap().to_string_lossy()
+        );
         let checked = load::check(std::path::Path::new(&rel), None).unwrap();
         let mut out = String::new();
         for d in &checked.diagnostics {

@@ -1,5 +1,9 @@
 //! The reference evaluator as tables: each `tests/eval_cases/*.yaml` holds a
 //! policy and requests with their expected decisions.
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly on bad case files"
+)]
 
 use policy_lang::eval::{Evaluator, HttpRequest, Request, RouteKind, Verdict};
 use policy_lang::load;
@@ -49,13 +53,20 @@ fn request(c: &Case) -> Request {
         let (authority, target) = rest.split_at(split);
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) => (h.to_string(), p.parse().unwrap()),
-            None => (authority.to_string(), if url.starts_with("https") { 443 } else { 80 }),
+            None => (
+                authority.to_string(),
+                if url.starts_with("https") { 443 } else { 80 },
+            ),
         };
         r.host = Some(host);
         r.port = port;
         r.http = Some(HttpRequest {
             method: c.method.clone().unwrap_or_else(|| "GET".into()),
-            target: if target.is_empty() { "/".into() } else { target.into() },
+            target: if target.is_empty() {
+                "/".into()
+            } else {
+                target.into()
+            },
         });
     }
     r
@@ -66,17 +77,32 @@ fn eval_cases() {
     let mut total = 0;
     for entry in std::fs::read_dir("tests/eval_cases").unwrap() {
         let path = entry.unwrap().path();
-        let file: CaseFile = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let tmp = std::env::temp_dir().join(format!("osp-eval-{}-{}.policy", std::process::id(), path.file_stem().unwrap().to_string_lossy()));
+        let file: CaseFile =
+            serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let tmp = std::env::temp_dir().join(format!(
+            "osp-eval-{}-{}.policy",
+            std::process::id(),
+            path.file_stem().unwrap().to_string_lossy()
+        ));
         std::fs::write(&tmp, &file.policy).unwrap();
         let (checked, bundle) = load::compile_file(&tmp, None).unwrap();
-        let errors: Vec<_> = checked.diagnostics.iter().filter(|d| d.is_error()).map(|d| &d.message).collect();
+        let errors: Vec<_> = checked
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| &d.message)
+            .collect();
         let bundle = bundle.unwrap_or_else(|| panic!("{}: {errors:?}", path.display()));
         let ev = Evaluator::new(bundle);
         for (i, c) in file.cases.iter().enumerate() {
             total += 1;
             let d = ev.eval(&request(c));
-            let ctx = format!("{} case {} ({:?}): {d:?}", path.display(), i + 1, c.url.as_ref().or(c.host.as_ref()));
+            let ctx = format!(
+                "{} case {} ({:?}): {d:?}",
+                path.display(),
+                i + 1,
+                c.url.as_ref().or(c.host.as_ref())
+            );
             let want = match c.expect.as_str() {
                 "allow" => Verdict::Allow,
                 "deny" => Verdict::Deny,

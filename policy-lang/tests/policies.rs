@@ -1,5 +1,6 @@
 //! Every policy in `policies/` checks clean, formats idempotently, keeps its
 //! meaning when formatted, and compiles to the snapshotted bundle.
+#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 use std::path::{Path, PathBuf};
 
@@ -44,7 +45,8 @@ fn every_policy_checks_clean() {
 fn formatting_is_idempotent_and_already_applied() {
     for path in policy_files() {
         let text = std::fs::read_to_string(&path).unwrap();
-        let (doc, diags) = parser::parse(&SourceFile::new(path.display().to_string(), text.clone()));
+        let (doc, diags) =
+            parser::parse(&SourceFile::new(path.display().to_string(), text.clone()));
         assert!(diags.is_empty(), "{}", path.display());
         let once = fmt::format_document(&doc.unwrap());
         let (doc2, _) = parser::parse(&SourceFile::new("again", once.clone()));
@@ -65,9 +67,17 @@ fn formatting_never_changes_the_bundle() {
         };
         let text = std::fs::read_to_string(&path).unwrap();
         // Messy: extra indentation and spaces, a blank line between statements.
-        let messy: String = text.lines().map(|l| format!("    {}\n\n", widen_spaces(l))).collect();
+        let messy: String = text
+            .lines()
+            .map(|l| format!("    {}\n\n", widen_spaces(l)))
+            .collect();
         let (doc, diags) = parser::parse(&SourceFile::new("messy", messy));
-        assert!(!diags.has_errors(), "{}: {:?}", path.display(), diags.iter().map(|d| &d.message).collect::<Vec<_>>());
+        assert!(
+            !diags.has_errors(),
+            "{}: {:?}",
+            path.display(),
+            diags.iter().map(|d| &d.message).collect::<Vec<_>>()
+        );
         let formatted = fmt::format_document(&doc.unwrap());
         let out = dir.join(path.file_name().unwrap());
         std::fs::write(&out, formatted).unwrap();
@@ -118,7 +128,10 @@ fn compiled_bundles_match_snapshots() {
         }
         let bundle = bundle.unwrap();
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
-        insta::assert_snapshot!(format!("bundle-{name}"), String::from_utf8(bundle.to_bytes()).unwrap());
+        insta::assert_snapshot!(
+            format!("bundle-{name}"),
+            String::from_utf8(bundle.to_bytes()).unwrap()
+        );
     }
 }
 

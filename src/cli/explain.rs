@@ -146,7 +146,8 @@ pub fn explain(b: &Bundle) -> String {
     let _ = writeln!(o);
     let sc = &t.seccomp;
     let _ = writeln!(o, "2. Seccomp");
-    let mut by_errno: std::collections::BTreeMap<&str, Vec<String>> = std::collections::BTreeMap::new();
+    let mut by_errno: std::collections::BTreeMap<&str, Vec<String>> =
+        std::collections::BTreeMap::new();
     for d in &sc.deny {
         let text = if d.when.is_empty() {
             d.syscall.clone()
