@@ -248,9 +248,13 @@ fn allow(out: &mut String, a: &Allow, comment: Option<&str>) {
         token(&a.endpoint.node)
     );
     let mut opts: Vec<EndpointOption> = a.options.iter().map(|o| o.node).collect();
-    // Order: protocol, tls, enforcement, access, flags (the enum order).
-    opts.sort();
-    opts.dedup();
+    // Order: protocol, tls, enforcement, access, flags (the enum order) —
+    // unless two options of one kind conflict, where the written order is
+    // what the error message refers to.
+    let kinds: std::collections::HashSet<_> = opts.iter().map(std::mem::discriminant).collect();
+    if kinds.len() == opts.len() {
+        opts.sort();
+    }
     for o in opts {
         out.push(' ');
         out.push_str(option_text(o));
@@ -302,4 +306,25 @@ fn allow(out: &mut String, a: &Allow, comment: Option<&str>) {
     indent(out, 1);
     out.push('}');
     trailing(out, comment);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::parser::parse;
+    use crate::source::SourceFile;
+
+    fn format(text: &str) -> String {
+        let (doc, diags) = parse(&SourceFile::new("t.policy", text));
+        assert!(!diags.has_errors());
+        super::format_document(&doc.unwrap())
+    }
+
+    #[test]
+    fn options_are_ordered_unless_they_conflict() {
+        let sorted = format("policy \"p\" {\n  allow /x -> h.example.com:1 read-only audit http\n}\n");
+        assert!(sorted.contains("-> h.example.com:1 http audit read-only\n"), "{sorted}");
+        // Conflicting options keep their order: the error names the second.
+        let kept = format("policy \"p\" {\n  allow /x -> h.example.com:1 http tcp\n}\n");
+        assert!(kept.contains("-> h.example.com:1 http tcp\n"), "{kept}");
+    }
 }
