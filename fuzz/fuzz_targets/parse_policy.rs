@@ -23,6 +23,29 @@ fn meaning(doc: &Document) -> (Vec<&'static str>, Option<String>) {
     (codes, digest)
 }
 
+/// Comments in a policy that parsed: each starts with a `#` outside a
+/// quoted string (a `#` cannot appear in any other token).
+fn comment_count(text: &str) -> usize {
+    let mut quoted = false;
+    let mut escaped = false;
+    let mut comment = false;
+    let mut count = 0;
+    for c in text.chars() {
+        if comment {
+            comment = c != '\n';
+        } else if quoted {
+            quoted = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+        } else if c == '"' {
+            quoted = true;
+        } else if c == '#' {
+            comment = true;
+            count += 1;
+        }
+    }
+    count
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -42,5 +65,6 @@ fuzz_target!(|data: &[u8]| {
     assert!(!diags2.has_errors(), "formatted output must parse:\n{formatted}");
     let doc2 = doc2.expect("formatted output parsed");
     assert_eq!(fmt::format_document(&doc2), formatted, "formatting is not idempotent");
+    assert_eq!(comment_count(&formatted), comment_count(text), "formatting lost a comment:\n{formatted}");
     assert_eq!(meaning(&doc2), before, "formatting changed the meaning:\n{formatted}");
 });

@@ -168,9 +168,26 @@ impl Walker {
                     for part in inner.into_inner() {
                         if part.as_rule() == Rule::COMMENT {
                             trailing = Some(comment_text(&part));
-                        } else {
-                            node = Some(stmt(self, part));
+                            continue;
                         }
+                        // pest's implicit comment skipping can leave an end-of-line
+                        // comment inside a statement that ends in a repetition;
+                        // block statements place their own comments.
+                        let is_block = part
+                            .clone()
+                            .into_inner()
+                            .any(|c| matches!(c.as_rule(), Rule::endpoint_body | Rule::cred_body));
+                        if !is_block
+                            && let Some(c) = part
+                                .clone()
+                                .into_inner()
+                                .flatten()
+                                .filter(|c| c.as_rule() == Rule::COMMENT)
+                                .last()
+                        {
+                            trailing = Some(comment_text(&c));
+                        }
+                        node = Some(stmt(self, part));
                     }
                     if let Some(node) = node {
                         let before = trivia.take();
@@ -968,6 +985,28 @@ policy "github-readonly" {
         );
         let formatted = crate::fmt::format_document(&doc);
         assert_eq!(formatted, text);
+    }
+
+    #[test]
+    fn end_of_line_comments_stay_with_their_statement() {
+        let text = "policy \"p\" {\n  fs read /usr  # system\n  binaries b = /usr/bin/x /usr/bin/y  # tools\n  allow b -> h.example.com:443 http read-only  # api\n  allow b -> g.example.com:443 http {\n    allow GET /a /b ?x=1  # rule\n    addresses 10.0.0.0/8  # net\n  }  # end\n  credential c {\n    hosts a.example.com b.example.com  # hosts\n  }\n}\n";
+        let (doc, _) = parse(&SourceFile::new("t.policy", text));
+        let doc = doc.unwrap();
+        let trailing: Vec<_> = doc
+            .items
+            .iter()
+            .map(|i| i.trivia.trailing.clone())
+            .collect();
+        assert_eq!(
+            trailing[..4],
+            [
+                Some("system".into()),
+                Some("tools".into()),
+                Some("api".into()),
+                Some("end".into())
+            ]
+        );
+        assert_eq!(crate::fmt::format_document(&doc), text);
     }
 
     #[test]
