@@ -1010,6 +1010,14 @@ policy "github-readonly" {
     }
 
     #[test]
+    fn control_characters_are_a_syntax_error() {
+        let text = "policy \"p\" {\n  allow /usr/bin/x -> a\u{b}b.example.com:443\n  fs read /usr\n}\n";
+        let (doc, diags) = parse(&SourceFile::new("t.policy", text));
+        assert_eq!(diags.len(), 1);
+        assert_eq!(doc.unwrap().items.len(), 2);
+    }
+
+    #[test]
     fn bad_block_header_skips_its_block() {
         let text = "policy \"p\" {\n  allow x -> h:1 http wat {\n    allow GET /a\n  }\n  fs read /ok\n}\n";
         let f = SourceFile::new("t.policy", text);
