@@ -189,6 +189,13 @@ fn filesystem(cx: &mut Cx<'_>, node: &YNode) -> Vec<Item<Stmt>> {
             ),
         }
     }
+    // OpenShell grants its Landlock rules with the landlock crate's
+    // `from_read` (read_only) and `from_all` (read_write, the working
+    // directory), and both include execute: read-only paths become `fs exec`,
+    // writable ones `fs write` plus `fs exec`.
+    let mut note = vec![TriviaLine::Comment(
+        "OpenShell's read_only and read_write both allow executing files".to_string(),
+    )];
     let mut fs = |kind: FsKind, span: Span, targets: Vec<Node<FsTarget>>| {
         if !targets.is_empty() {
             out.push(item(
@@ -197,27 +204,26 @@ fn filesystem(cx: &mut Cx<'_>, node: &YNode) -> Vec<Item<Stmt>> {
                     targets,
                 },
                 span,
-                Vec::new(),
+                std::mem::take(&mut note),
             ));
         }
     };
-    let paths = |list: Vec<Node<String>>| -> Vec<Node<FsTarget>> {
-        list.into_iter()
-            .map(|p| Node::new(FsTarget::Path(p.node), p.span))
+    let paths = |list: &[Node<String>]| -> Vec<Node<FsTarget>> {
+        list.iter()
+            .map(|p| Node::new(FsTarget::Path(p.node.clone()), p.span))
             .collect()
     };
     if let Some((span, list)) = read {
-        fs(FsKind::Read, span, paths(list));
+        fs(FsKind::Exec, span, paths(&list));
     }
     if let Some((span, list)) = write {
-        fs(FsKind::Write, span, paths(list));
+        fs(FsKind::Write, span, paths(&list));
+        fs(FsKind::Exec, span, paths(&list));
     }
     if let Some(span) = workdir {
-        fs(
-            FsKind::Write,
-            span,
-            vec![Node::new(FsTarget::Workdir, span)],
-        );
+        for kind in [FsKind::Write, FsKind::Exec] {
+            fs(kind, span, vec![Node::new(FsTarget::Workdir, span)]);
+        }
     }
     out
 }
