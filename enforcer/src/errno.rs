@@ -42,6 +42,38 @@ impl From<Errno> for std::io::Error {
     }
 }
 
+/// Errno names a policy may use for a denied syscall, with their numbers.
+const NAMES: [(&str, i32); 16] = [
+    ("EPERM", libc::EPERM),
+    ("ENOENT", libc::ENOENT),
+    ("EINTR", libc::EINTR),
+    ("EIO", libc::EIO),
+    ("EBADF", libc::EBADF),
+    ("EAGAIN", libc::EAGAIN),
+    ("ENOMEM", libc::ENOMEM),
+    ("EACCES", libc::EACCES),
+    ("EFAULT", libc::EFAULT),
+    ("EINVAL", libc::EINVAL),
+    ("ENOSYS", libc::ENOSYS),
+    ("ENOTSUP", libc::ENOTSUP),
+    ("EOPNOTSUPP", libc::EOPNOTSUPP),
+    ("EAFNOSUPPORT", libc::EAFNOSUPPORT),
+    ("ECONNREFUSED", libc::ECONNREFUSED),
+    ("ENETUNREACH", libc::ENETUNREACH),
+];
+
+impl Errno {
+    /// The errno called `name` (such as `EPERM`), among those a seccomp
+    /// deny rule may sensibly answer with.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, value)| Self(*value))
+    }
+}
+
 /// Turns a raw syscall return (`-1` plus errno) into a `Result`.
 pub(crate) fn check(ret: libc::c_long) -> Result<libc::c_long, Errno> {
     if ret < 0 { Err(Errno::last()) } else { Ok(ret) }

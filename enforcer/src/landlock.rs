@@ -154,6 +154,16 @@ impl FsAccess {
             .fold(Self::EMPTY, |acc, (right, _, _)| acc.union(*right))
     }
 
+    /// The right called `name` (`read_file`, `make_dir`, ... as in the
+    /// kernel's `LANDLOCK_ACCESS_FS_*` names, lowercase).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        RIGHTS
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map(|(right, _, _)| *right)
+    }
+
     /// The single rights in the set, in bit order.
     pub fn iter(self) -> impl Iterator<Item = Self> {
         RIGHTS
@@ -274,12 +284,17 @@ pub enum Downgrade {
 impl Downgrade {
     /// Whether hard mode must refuse because of this gap. Rights that no
     /// rule names and that the kernel cannot restrict are accepted: the
-    /// spec's `min_abi` is the contract for those.
+    /// spec's `min_abi` is the contract for those. A missing path is
+    /// accepted too: its rule grants nothing, so the sandbox is stricter
+    /// than written, never looser (and a policy stays usable across
+    /// distributions, say with and without `/lib64`); it is reported.
     #[must_use]
     pub fn refused_in_hard_mode(&self) -> bool {
         !matches!(
             self,
-            Self::NotApplicableToFile { .. } | Self::UnrestrictedRights { .. }
+            Self::NotApplicableToFile { .. }
+                | Self::UnrestrictedRights { .. }
+                | Self::MissingPath { .. }
         )
     }
 }
@@ -345,7 +360,8 @@ pub struct ApplyReport {
 }
 
 impl ApplyReport {
-    /// True when the kernel keeps the spec exactly as written.
+    /// True when nothing was loosened: every gap is one hard mode accepts
+    /// (the sandbox is as written, or stricter).
     #[must_use]
     pub fn is_complete(&self) -> bool {
         self.downgrades.iter().all(|d| !d.refused_in_hard_mode())

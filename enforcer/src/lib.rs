@@ -17,12 +17,19 @@
 //! · (parent takes the listener with take_fd_from) · exec
 //! ```
 //!
+//! [`spawn`] runs that sequence (plus a private mount namespace for
+//! `/etc/resolv.conf`, standard streams and the working directory) with a
+//! handshake: it returns once the child's filter is installed, with the
+//! listener in hand, and [`Pending::start`] lets the child exec.
+//!
 //! The parent then serves the listener with [`recv`], the readers in
 //! [`sockaddr`](read_sockaddr) and [`identity`](exe_path), [`id_valid`], and
-//! answers with [`respond_errno`] or by installing its own socket
-//! ([`addfd_setfd_send`]). The only "continue" answer,
-//! [`respond_continue_unchecked`], is for calls that the network namespace
-//! makes harmless whatever their arguments, never for a policy decision.
+//! answers with [`respond_errno`], by installing its own socket
+//! ([`addfd_setfd`]), or by performing the call itself on the workload's
+//! socket ([`connect_on`], see the `emulate` module docs for why that beats
+//! "continue"). The only "continue" answer, [`respond_continue_unchecked`],
+//! is for calls that the network namespace makes harmless whatever their
+//! arguments, never for a policy decision.
 //!
 //! # Testing
 //!
@@ -30,29 +37,36 @@
 //! 7 on the development machines): each one is an attack that must fail or
 //! a proof that an allowed path still works.
 
+mod emulate;
 mod errno;
 mod identity;
 mod landlock;
+mod mounts;
+mod msg;
 mod netns;
 mod notify;
 mod process;
 mod seccomp;
 mod sockaddr;
+mod spawn;
 
+pub use emulate::{connect_on, same_namespace, socket_netns, with_credentials};
 pub use errno::Errno;
 pub use identity::{ExePath, FileKey, Fingerprint, FingerprintCache, exe_path, sha256_file};
 pub use landlock::{
     ApplyReport, Compat, Downgrade, FsAccess, FsRule, LandlockError, LandlockSpec, PreparedRuleset,
     kernel_abi, prepare,
 };
+pub use mounts::{bind_mount_readonly, unshare_mount_ns};
+pub use msg::{Message, read_message, read_messages, read_payload, write_memory, write_msg_len};
 pub use netns::{
     NetnsSupport, bring_up_loopback, can_create_netns, in_netns, loopback_is_up, netns_support,
     open_netns, unshare_net,
 };
 pub use notify::{
-    AUDIT_ARCH_X86_64, Notif, SocketInfo, TrappedCall, addfd_setfd, addfd_setfd_send, fd_cloexec,
-    fd_socket_info, id_valid, recv, respond_continue_unchecked, respond_errno, respond_value,
-    socket_info, take_fd_from,
+    AUDIT_ARCH_X86_64, ListenerEvent, Notif, SocketInfo, TrappedCall, addfd_setfd,
+    addfd_setfd_send, fd_cloexec, fd_socket_info, id_valid, recv, respond_continue_unchecked,
+    respond_errno, respond_value, socket_info, take_fd_from, wait_listener, wait_writable,
 };
 pub use process::{
     LookupError, UserIds, cap_last_cap, caps, clear_capability_sets, drop_all_capabilities,
@@ -61,9 +75,12 @@ pub use process::{
 };
 pub use seccomp::{
     ArgCond, ArgOp, DenyRule, FilterSpec, NotifyRule, PreparedFilter, SeccompError, build,
-    default_deny_list, default_notify_list,
 };
 pub use sockaddr::{
     SOCKADDR_MAX, SockAddr, SockAddrError, UnixAddr, parse_sockaddr, read_memory,
     read_mmsghdr_names, read_msghdr_name, read_sockaddr,
+};
+pub use spawn::{
+    ChildSpec, Credentials, EXIT_SETUP_FAILED, ExitStatus, Pending, Reaped, SpawnError,
+    send_signal, set_child_subreaper, spawn, try_reap, wait_for,
 };

@@ -72,6 +72,54 @@ impl Notif {
     }
 }
 
+/// What [`wait_listener`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerEvent {
+    /// A notification is ready for [`recv`].
+    Ready,
+    /// No process uses the filter any more: nothing will ever arrive.
+    Closed,
+    TimedOut,
+}
+
+/// Waits until the listener has a notification, has no users left, or
+/// `timeout` passes (`None`: no limit).
+pub fn wait_listener(
+    listener: impl AsFd,
+    timeout: Option<std::time::Duration>,
+) -> Result<ListenerEvent, Errno> {
+    let mut pfd = libc::pollfd {
+        fd: listener.as_fd().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.map_or(-1, |t| i32::try_from(t.as_millis()).unwrap_or(i32::MAX));
+    // SAFETY: `pfd` is one live, initialised pollfd.
+    let n = check_int(unsafe { libc::poll(&raw mut pfd, 1, ms) })?;
+    Ok(if n == 0 {
+        ListenerEvent::TimedOut
+    } else if pfd.revents & libc::POLLIN != 0 {
+        ListenerEvent::Ready
+    } else {
+        ListenerEvent::Closed
+    })
+}
+
+/// Whether `fd` becomes writable within `timeout` (zero: right now), as a
+/// non-blocking `connect` in progress does once it is established or has
+/// failed.
+pub fn wait_writable(fd: BorrowedFd<'_>, timeout: std::time::Duration) -> Result<bool, Errno> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: `pfd` is one live, initialised pollfd.
+    let n = check_int(unsafe { libc::poll(&raw mut pfd, 1, ms) })?;
+    Ok(n == 1 && pfd.revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0)
+}
+
 /// Receives the next notification. The ioctl blocks even on a
 /// non-blocking fd, so poll the listener for readability first and keep a
 /// single consumer (two would race for one readable event). `ENOENT` means
@@ -160,12 +208,17 @@ pub fn respond_value(listener: impl AsFd, id: u64, val: i64) -> Result<(), Errno
 
 /// Lets the kernel run the trapped call as the workload issued it, reading
 /// its arguments again, after our checks: whatever the workload rewrote
-/// meanwhile is what runs. Only for calls whose outcome is harmless
-/// whatever the arguments become, such as a `connect` on an `AF_UNIX`
-/// socket (glibc's nscd probe) or to the workload's own loopback, *when*
-/// the workload sits in a loopback-only network namespace: a swapped
-/// address or fd can then reach nothing but that loopback. Never use it to
-/// let an IP destination through.
+/// meanwhile is what runs, and that includes the *fd number*: another
+/// thread can `dup2` a different socket onto it. Only for calls whose
+/// outcome is harmless whatever the memory and the fd table become.
+///
+/// That rules out `connect` entirely once the supervisor installs sockets
+/// of its own namespace: a swapped-in installed socket that could be
+/// (dis)connected would connect from the host. Perform such calls on the
+/// socket instead ([`crate::connect_on`]). What remains is a send, without
+/// `MSG_FASTOPEN`, by a workload in a loopback-only namespace whose
+/// installed sockets are all established (see `docs/threat-model.md`).
+/// Never use it to let an IP destination through.
 pub fn respond_continue_unchecked(listener: impl AsFd, id: u64) -> Result<(), Errno> {
     send(
         listener.as_fd(),

@@ -17,10 +17,10 @@ const SOCKADDR_IN_LEN: usize = 16;
 /// RFC 2133's `sockaddr_in6` without `sin6_scope_id`, still accepted.
 const SOCKADDR_IN6_MIN: usize = 24;
 const SOCKADDR_IN6_LEN: usize = 28;
-const MSGHDR_LEN: usize = 56;
-const MMSGHDR_LEN: usize = 64;
+pub(crate) const MSGHDR_LEN: usize = 56;
+pub(crate) const MMSGHDR_LEN: usize = 64;
 /// The kernel clamps `sendmmsg`'s `vlen` to `UIO_MAXIOV`.
-const UIO_MAXIOV: u64 = 1024;
+pub(crate) const UIO_MAXIOV: u64 = 1024;
 
 /// A parsed socket address. IPv4-mapped IPv6 addresses stay IPv6 here; the
 /// caller canonicalises before matching policy.
@@ -130,7 +130,11 @@ pub fn read_sockaddr(pid: u32, addr: u64, len: u64) -> Result<SockAddr, SockAddr
     read_sockaddr_exact(pid, addr, n)
 }
 
-fn read_sockaddr_exact(pid: u32, addr: u64, n: usize) -> Result<SockAddr, SockAddrError> {
+pub(crate) fn read_sockaddr_exact(
+    pid: u32,
+    addr: u64,
+    n: usize,
+) -> Result<SockAddr, SockAddrError> {
     let mut buf = [0_u8; SOCKADDR_MAX];
     let bytes = buf.get_mut(..n).ok_or(SockAddrError::BadLength(n as u64))?;
     read_memory(pid, addr, bytes).map_err(SockAddrError::Memory)?;
@@ -138,7 +142,7 @@ fn read_sockaddr_exact(pid: u32, addr: u64, n: usize) -> Result<SockAddr, SockAd
 }
 
 /// The value an `int` syscall argument has inside the kernel.
-fn kernel_int(reg: u64) -> i32 {
+pub(crate) fn kernel_int(reg: u64) -> i32 {
     let low = u32::try_from(reg & 0xffff_ffff).unwrap_or_default();
     i32::from_ne_bytes(low.to_ne_bytes())
 }
@@ -180,7 +184,7 @@ pub fn read_mmsghdr_names(
         .collect()
 }
 
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
+pub(crate) fn u64_at(bytes: &[u8], at: usize) -> u64 {
     let mut word = [0_u8; 8];
     if let Some(src) = bytes.get(at..at + 8) {
         word.copy_from_slice(src);
@@ -202,6 +206,54 @@ fn u16_be_at(bytes: &[u8], at: usize) -> u16 {
         word.copy_from_slice(src);
     }
     u16::from_be_bytes(word)
+}
+
+impl SockAddr {
+    /// The address in the kernel's layout, as `connect(2)` takes it: the
+    /// inverse of [`parse_sockaddr`] (a unix pathname gains its NUL).
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let family = |f: i32| u16::try_from(f).unwrap_or_default().to_ne_bytes();
+        let mut out = Vec::with_capacity(SOCKADDR_IN6_LEN);
+        match self {
+            Self::Unspec => {
+                out.extend_from_slice(&family(libc::AF_UNSPEC));
+                out.resize(SOCKADDR_IN_LEN, 0);
+            }
+            Self::Inet(a) => {
+                out.extend_from_slice(&family(libc::AF_INET));
+                out.extend_from_slice(&a.port().to_be_bytes());
+                out.extend_from_slice(&a.ip().octets());
+                out.resize(SOCKADDR_IN_LEN, 0);
+            }
+            Self::Inet6(a) => {
+                out.extend_from_slice(&family(libc::AF_INET6));
+                out.extend_from_slice(&a.port().to_be_bytes());
+                out.extend_from_slice(&a.flowinfo().to_be_bytes());
+                out.extend_from_slice(&a.ip().octets());
+                out.extend_from_slice(&a.scope_id().to_ne_bytes());
+            }
+            Self::Unix(u) => {
+                out.extend_from_slice(&family(libc::AF_UNIX));
+                match u {
+                    UnixAddr::Unnamed => {}
+                    UnixAddr::Pathname(p) => {
+                        out.extend_from_slice(p);
+                        out.push(0);
+                    }
+                    UnixAddr::Abstract(name) => {
+                        out.push(0);
+                        out.extend_from_slice(name);
+                    }
+                }
+            }
+            Self::Other { family: f, bytes } => {
+                out.extend_from_slice(&f.to_ne_bytes());
+                out.extend_from_slice(bytes);
+            }
+        }
+        out
+    }
 }
 
 /// Parses address bytes as the kernel's protocol handlers would check them.
@@ -331,6 +383,21 @@ mod tests {
         );
         assert_eq!(parse_sockaddr(&[0, 0]).unwrap(), SockAddr::Unspec);
         assert!(parse_sockaddr(&[1]).is_err());
+    }
+
+    #[test]
+    fn encode_is_the_inverse_of_parse() {
+        let v6 = SocketAddrV6::new("fe80::1".parse().unwrap(), 443, 7, 3);
+        for addr in [
+            SockAddr::Unspec,
+            SockAddr::Inet("10.1.2.3:8080".parse().unwrap()),
+            SockAddr::Inet6(v6),
+            SockAddr::Unix(UnixAddr::Pathname(b"/run/x.sock".to_vec())),
+            SockAddr::Unix(UnixAddr::Abstract(b"name\0x".to_vec())),
+            SockAddr::Unix(UnixAddr::Unnamed),
+        ] {
+            assert_eq!(parse_sockaddr(&addr.encode()).unwrap(), addr);
+        }
     }
 
     #[test]

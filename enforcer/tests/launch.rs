@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Exit, fork_child, landlock_abi_at_least, pipe, read_u32, readable, wait, write_u32};
-use enforcer::{Compat, FilterSpec, FsAccess, FsRule, LandlockSpec, SockAddr, TrappedCall};
+use enforcer::{Compat, FsAccess, FsRule, LandlockSpec, SockAddr, TrappedCall};
 
 const BASH: &str = "/usr/bin/bash";
 
@@ -43,7 +43,7 @@ fn launch(script: &str) -> (libc::pid_t, OwnedFd) {
         scope_signals_and_abstract_unix: true,
     })
     .unwrap();
-    let filter = enforcer::build(&FilterSpec::product_default()).unwrap();
+    let filter = enforcer::build(&common::product_filter()).unwrap();
     let nobody = enforcer::resolve_user("nobody").unwrap();
     let last_cap = enforcer::cap_last_cap().unwrap();
     let parent = unsafe { libc::getpid() };
@@ -96,8 +96,8 @@ fn launch(script: &str) -> (libc::pid_t, OwnedFd) {
 }
 
 /// The first `connect` to an IP address. glibc first probes nscd's unix
-/// socket (bash looks up its user); inside the loopback-only namespace that
-/// is harmless whatever the address becomes, so it may continue.
+/// socket (bash looks up its user): the supervisor performs that connect on
+/// the workload's own socket (never "continue": see `connect_on`).
 fn next_ip_connect(pid: libc::pid_t, listener: &OwnedFd) -> (enforcer::Notif, SockAddr) {
     loop {
         assert!(
@@ -111,7 +111,11 @@ fn next_ip_connect(pid: libc::pid_t, listener: &OwnedFd) -> (enforcer::Notif, So
         let info = enforcer::fd_socket_info(n.pid, n.args[0] as i32).unwrap();
         if info.domain == libc::AF_UNIX {
             assert!(matches!(addr, SockAddr::Unix(_)));
-            enforcer::respond_continue_unchecked(listener, n.id).unwrap();
+            let sock = enforcer::take_fd_from(n.pid, n.args[0] as i32).unwrap();
+            match enforcer::connect_on(sock.as_fd(), &addr) {
+                Ok(()) => enforcer::respond_value(listener, n.id, 0).unwrap(),
+                Err(e) => enforcer::respond_errno(listener, n.id, e.raw()).unwrap(),
+            }
             continue;
         }
         return (n, addr);

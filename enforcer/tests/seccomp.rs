@@ -69,7 +69,7 @@ fn connect_to(fd: i32, addr: &libc::sockaddr_in) -> i32 {
 
 #[test]
 fn denied_connect_fails_fast_with_the_supervisors_errno() {
-    let (pid, listener) = spawn_filtered(&FilterSpec::product_default(), || unsafe {
+    let (pid, listener) = spawn_filtered(&common::product_filter(), || unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
         let start = Instant::now();
         if !failed_with(connect_to(fd, &loopback(9)), libc::ECONNREFUSED) {
@@ -98,7 +98,7 @@ fn denied_connect_fails_fast_with_the_supervisors_errno() {
 /// the workload's fd number; the workload talks over its original fd.
 fn redirect_connect(send_in_one_step: bool) {
     let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (pid, listener) = spawn_filtered(&FilterSpec::product_default(), || unsafe {
+    let (pid, listener) = spawn_filtered(&common::product_filter(), || unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
         // Port 1 is closed: only the supervisor's socket can answer.
         let ret = connect_to(fd, &loopback(1));
@@ -169,7 +169,7 @@ fn allowed_connect_can_return_zero_with_a_separate_answer() {
 
 #[test]
 fn destination_bearing_sends_are_trapped_and_readable() {
-    let (pid, listener) = spawn_filtered(&FilterSpec::product_default(), || unsafe {
+    let (pid, listener) = spawn_filtered(&common::product_filter(), || unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
         let dst = loopback(5353);
         let msg = b"query";
@@ -236,7 +236,7 @@ fn destination_bearing_sends_are_trapped_and_readable() {
 /// Runs `body` under the product filter while answering EPERM to any
 /// notification; returns the exit and how many notifications arrived.
 fn run_unsupervised(body: impl FnOnce() -> i32) -> (Exit, usize) {
-    run_unsupervised_with(&FilterSpec::product_default(), body)
+    run_unsupervised_with(&common::product_filter(), body)
 }
 
 fn run_unsupervised_with(spec: &FilterSpec, body: impl FnOnce() -> i32) -> (Exit, usize) {
@@ -417,7 +417,7 @@ fn deny_list_run(spec: &FilterSpec) -> (Exit, usize) {
 
 #[test]
 fn deny_list_stops_the_escape_routes() {
-    let (exit, trapped) = deny_list_run(&FilterSpec::product_default());
+    let (exit, trapped) = deny_list_run(&common::product_filter());
     assert_eq!(
         exit,
         Exit::Code(0),
@@ -498,7 +498,7 @@ fn the_kernel_also_refuses_a_second_listener() {
     // Without our rule, the kernel answers EBUSY: one live listener per
     // chain. Only while ours is open: once the supervisor closes it, the
     // kernel would allow a new one, so our own rule must stay.
-    let mut spec = FilterSpec::product_default();
+    let mut spec = common::product_filter();
     spec.deny.retain(|r| r.syscall != "seccomp");
     let (pid, listener) = spawn_filtered(&spec, || unsafe {
         let prog = allow_all_program();
@@ -518,7 +518,7 @@ fn the_kernel_also_refuses_a_second_listener() {
 
 #[test]
 fn build_rejects_unknown_syscalls_and_fits_the_kernel_limit() {
-    let mut spec = FilterSpec::product_default();
+    let mut spec = common::product_filter();
     let filter = enforcer::build(&spec).unwrap();
     assert!(!filter.instructions().is_empty() && filter.instructions().len() < 4096);
     spec.notify.push(enforcer::NotifyRule {
@@ -532,7 +532,7 @@ fn build_rejects_unknown_syscalls_and_fits_the_kernel_limit() {
 
 #[test]
 fn a_dead_notifier_invalidates_its_id() {
-    let (pid, listener) = spawn_filtered(&FilterSpec::product_default(), || unsafe {
+    let (pid, listener) = spawn_filtered(&common::product_filter(), || unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
         connect_to(fd, &loopback(9));
         70
@@ -565,12 +565,12 @@ fn every_deny_rule_is_load_bearing() {
         ("mount", 35),
     ];
     for (name, code) in expected {
-        let mut spec = FilterSpec::product_default();
+        let mut spec = common::product_filter();
         spec.deny.retain(|r| r.syscall != name);
         assert_eq!(deny_list_run(&spec).0, Exit::Code(code), "without `{name}`");
     }
     // A 64-bit equality on an int argument is bypassed by the upper half.
-    let mut spec = FilterSpec::product_default();
+    let mut spec = common::product_filter();
     for rule in &mut spec.deny {
         for cond in &mut rule.arg_conditions {
             if cond.op == enforcer::ArgOp::MaskedEq(0xffff_ffff)
@@ -585,7 +585,7 @@ fn every_deny_rule_is_load_bearing() {
 
 #[test]
 fn a_call_from_a_second_thread_is_traced_to_that_thread() {
-    let (pid, listener) = spawn_filtered(&FilterSpec::product_default(), || {
+    let (pid, listener) = spawn_filtered(&common::product_filter(), || {
         let worker = std::thread::Builder::new().spawn(|| unsafe {
             let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
             failed_with(connect_to(fd, &loopback(9)), libc::ECONNREFUSED)

@@ -244,7 +244,8 @@ pub enum BundleError {
     DigestMismatch { recorded: String, computed: String },
 }
 
-/// `sha256:<hex>` of the canonical JSON encoding of the enforcement content.
+/// `sha256:<hex>` of the canonical (compact) JSON encoding of the
+/// enforcement content.
 pub fn digest_of(content: &Tables) -> String {
     let bytes = serde_json::to_vec(content).unwrap_or_default();
     format!("sha256:{}", hex(&Sha256::digest(&bytes)))
@@ -270,37 +271,59 @@ impl Bundle {
         }
     }
 
-    /// The bytes written to disk: pretty JSON (readable in a review) with a
-    /// trailing newline. Deterministic for a given bundle.
+    /// The bytes written to disk: compact JSON and a newline. The
+    /// `enforcement` value in these bytes is exactly what the digest covers,
+    /// so loading hashes it as read instead of re-encoding it. Deterministic
+    /// for a given bundle; `explain` is the human view.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
+        let mut out = serde_json::to_vec(self).unwrap_or_default();
         out.push(b'\n');
         out
     }
 
     /// Read a bundle, refusing unknown versions and digest mismatches.
     pub fn from_slice(bytes: &[u8]) -> Result<Bundle, BundleError> {
-        let value: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| BundleError::Json(e.to_string()))?;
-        match value
-            .get("format_version")
-            .and_then(serde_json::Value::as_u64)
-        {
-            None => return Err(BundleError::MissingVersion),
-            Some(v) if v != u64::from(FORMAT_VERSION) => {
-                return Err(BundleError::UnknownVersion { found: v });
-            }
-            Some(_) => {}
+        // The version first, leniently, so a bundle from a newer format is
+        // refused for its version rather than for its shape.
+        #[derive(Deserialize)]
+        struct Version {
+            format_version: Option<serde_json::Value>,
         }
-        let bundle: Bundle =
-            serde_json::from_value(value).map_err(|e| BundleError::Schema(e.to_string()))?;
-        let computed = digest_of(&bundle.enforcement);
-        if computed != bundle.digest {
+        let version: Version = serde_json::from_slice(bytes).map_err(|e| BundleError::Json(e.to_string()))?;
+        match version.format_version.as_ref().map(serde_json::Value::as_u64) {
+            None => return Err(BundleError::MissingVersion),
+            Some(Some(v)) if v == u64::from(FORMAT_VERSION) => {}
+            Some(Some(v)) => return Err(BundleError::UnknownVersion { found: v }),
+            Some(None) => return Err(BundleError::Schema("`format_version` is not a number".to_string())),
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw<'a> {
+            #[serde(rename = "format_version")]
+            _format_version: u32,
+            digest: String,
+            #[serde(borrow)]
+            enforcement: &'a serde_json::value::RawValue,
+            #[serde(borrow)]
+            provenance: &'a serde_json::value::RawValue,
+        }
+        let raw: Raw<'_> = serde_json::from_slice(bytes).map_err(|e| BundleError::Schema(e.to_string()))?;
+        let computed = format!("sha256:{}", hex(&Sha256::digest(raw.enforcement.get().as_bytes())));
+        if computed != raw.digest {
             return Err(BundleError::DigestMismatch {
-                recorded: bundle.digest,
+                recorded: raw.digest,
                 computed,
             });
         }
-        Ok(bundle)
+        let enforcement: Tables =
+            serde_json::from_str(raw.enforcement.get()).map_err(|e| BundleError::Schema(e.to_string()))?;
+        let provenance: Provenance =
+            serde_json::from_str(raw.provenance.get()).map_err(|e| BundleError::Schema(e.to_string()))?;
+        Ok(Bundle {
+            format_version: FORMAT_VERSION,
+            digest: raw.digest,
+            enforcement,
+            provenance,
+        })
     }
 }

@@ -130,7 +130,7 @@ fn compiled_bundles_match_snapshots() {
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         insta::assert_snapshot!(
             format!("bundle-{name}"),
-            String::from_utf8(bundle.to_bytes()).unwrap()
+            serde_json::to_string_pretty(&bundle).unwrap()
         );
     }
 }

@@ -172,3 +172,40 @@ pub fn landlock_abi_at_least(abi: u8) -> bool {
     }
     true
 }
+
+/// The product's filter: the deny and notify lists every compiled bundle
+/// carries (`policy_lang::compile`), converted as the supervisor does.
+pub fn product_filter() -> enforcer::FilterSpec {
+    use policy_lang::bundle::ArgOp as BundleOp;
+    let conds = |when: &[policy_lang::bundle::ArgCondition]| {
+        when.iter()
+            .map(|c| enforcer::ArgCond {
+                index: u32::from(c.arg),
+                op: match c.op {
+                    BundleOp::MaskedEq(mask) => enforcer::ArgOp::MaskedEq(mask),
+                    BundleOp::Ne => enforcer::ArgOp::Ne,
+                    BundleOp::Ge => enforcer::ArgOp::Ge,
+                },
+                value: c.value,
+            })
+            .collect()
+    };
+    enforcer::FilterSpec {
+        deny: policy_lang::compile::deny_list()
+            .iter()
+            .map(|d| enforcer::DenyRule {
+                syscall: d.syscall.clone(),
+                errno: enforcer::Errno::from_name(&d.errno).unwrap().raw(),
+                arg_conditions: conds(&d.when),
+            })
+            .collect(),
+        notify: policy_lang::compile::notify_list()
+            .iter()
+            .map(|n| enforcer::NotifyRule {
+                syscall: n.syscall.clone(),
+                arg_conditions: conds(&n.when),
+            })
+            .collect(),
+        wait_killable_recv: true,
+    }
+}

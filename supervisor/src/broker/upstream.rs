@@ -1,0 +1,233 @@
+//! An allowed connection: the supervisor connects from its own namespace
+//! and installs the established socket at the workload's fd number.
+//!
+//! The replacement has the workload socket's domain, type and protocol
+//! (`IPPROTO_MPTCP` stays MPTCP), its blocking mode, its `FD_CLOEXEC`, and
+//! the options a client sets before connecting (`TCP_NODELAY`,
+//! keep-alive, send and receive timeouts). Only an *established* socket is
+//! installed: a socket whose connect failed could be connected again, and
+//! one that lives in the supervisor's namespace must never connect
+//! anywhere the broker did not decide. The workload's thread therefore
+//! waits for the handshake (at most [`CONNECT_TIMEOUT`]) and its `connect`
+//! returns 0, also on a non-blocking socket, which every event loop
+//! accepts.
+//!
+//! The socket goes in with `SECCOMP_IOCTL_NOTIF_ADDFD` (`SETFD`) and the
+//! call is then answered with 0: `SETFD|SEND` would make `connect` return
+//! the fd number, which callers testing `!= 0` take for failure.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
+
+use super::decide::{Binary, Decision};
+use super::{Broker, CONNECT_TIMEOUT, Call};
+use crate::denylog::{NetEvent, tgid_of};
+use crate::l7::{ProxiedConnection, RELAYED_AS_L4};
+use enforcer::SocketInfo;
+
+/// Where the brokered connection goes.
+#[derive(Debug, Clone)]
+pub(super) enum Target {
+    /// A route the bundle allows: the destination, or the L7 proxy.
+    Route { binary: Binary, decision: Decision },
+    /// The DNS stub's TCP listener (`--netns none`).
+    Stub(SocketAddr),
+}
+
+pub(super) fn broker(
+    broker: &Arc<Broker>,
+    call: Call,
+    fd: i32,
+    workload_sock: &OwnedFd,
+    info: SocketInfo,
+    dst: SocketAddr,
+    target: Target,
+) {
+    let cloexec = match enforcer::fd_cloexec(call.tid(), fd) {
+        Ok(c) => c,
+        Err(_) => return call.fail(libc::EBADF),
+    };
+    let sock = match replacement(workload_sock, info) {
+        Ok(s) => s,
+        Err(e) => return call.fail(e.raw_os_error().unwrap_or(libc::EIO)),
+    };
+    let (connect_to, proxied) = match route(broker, &call, &sock, dst, &target) {
+        Ok(r) => r,
+        Err(e) => return call.fail(e.raw_os_error().unwrap_or(libc::EIO)),
+    };
+    // The common case, a nearby destination: the handshake is over by the
+    // time `connect` returns, and the socket is installed right here.
+    sock.set_nonblocking(true).ok();
+    match sock.connect(&connect_to.into()) {
+        Ok(()) => return install(&call, &sock, fd, info, cloexec),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return give_up(broker, &call, proxied, &e),
+    }
+    if enforcer::wait_writable(sock.as_fd(), Duration::ZERO).unwrap_or(false) {
+        return match sock.take_error() {
+            Ok(None) => install(&call, &sock, fd, info, cloexec),
+            Ok(Some(e)) | Err(e) => give_up(broker, &call, proxied, &e),
+        };
+    }
+    let broker = Arc::clone(broker);
+    broker.runtime.clone().spawn(async move {
+        match established(sock).await {
+            Ok(sock) => install(&call, &sock, fd, info, cloexec),
+            Err(e) => give_up(&broker, &call, proxied, &e),
+        }
+    });
+}
+
+/// Installs the established `sock` at the workload's `fd` and lets its
+/// `connect` return 0.
+fn install(call: &Call, sock: &Socket, fd: i32, info: SocketInfo, cloexec: bool) {
+    let installed = sock.set_nonblocking(info.nonblocking).and_then(|()| {
+        enforcer::addfd_setfd(&*call.listener, call.notif.id, sock.as_fd(), fd, cloexec)
+            .map_err(io::Error::from)
+    });
+    match installed {
+        Ok(_) => call.succeed(),
+        Err(e) => call.fail(e.raw_os_error().unwrap_or(libc::ECONNREFUSED)),
+    }
+}
+
+fn give_up(broker: &Broker, call: &Call, proxied: Option<SocketAddr>, e: &io::Error) {
+    if let (Some(p), Some(from)) = (&broker.proxy, proxied) {
+        p.cancel(from);
+    }
+    call.fail(e.raw_os_error().unwrap_or(libc::ECONNREFUSED));
+}
+
+/// A socket like the workload's, with the options it set.
+fn replacement(workload: &OwnedFd, info: SocketInfo) -> io::Result<Socket> {
+    let sock = Socket::new(
+        Domain::from(info.domain),
+        Type::STREAM,
+        Some(Protocol::from(info.protocol)),
+    )?;
+    let theirs = SockRef::from(workload);
+    if theirs.tcp_nodelay().unwrap_or(false) {
+        sock.set_tcp_nodelay(true)?;
+    }
+    if theirs.keepalive().unwrap_or(false) {
+        let mut ka = TcpKeepalive::new();
+        if let Ok(t) = theirs.tcp_keepalive_time() {
+            ka = ka.with_time(t);
+        }
+        if let Ok(t) = theirs.tcp_keepalive_interval() {
+            ka = ka.with_interval(t);
+        }
+        if let Ok(n) = theirs.tcp_keepalive_retries() {
+            ka = ka.with_retries(n);
+        }
+        sock.set_keepalive(true)?;
+        sock.set_tcp_keepalive(&ka)?;
+    }
+    sock.set_read_timeout(theirs.read_timeout().unwrap_or(None))?;
+    sock.set_write_timeout(theirs.write_timeout().unwrap_or(None))?;
+    Ok(sock)
+}
+
+/// Where to connect, logging what is worth logging, and the local address
+/// announced to the proxy.
+fn route(
+    broker: &Broker,
+    call: &Call,
+    sock: &Socket,
+    dst: SocketAddr,
+    target: &Target,
+) -> io::Result<(SocketAddr, Option<SocketAddr>)> {
+    let Target::Route { binary, decision } = target else {
+        let Target::Stub(stub) = target else {
+            return Ok((dst, None));
+        };
+        return Ok((same_family(*stub, dst), None));
+    };
+    if decision.conn.l7.is_empty() {
+        return Ok((dst, None));
+    }
+    let Some(proxy) = &broker.proxy else {
+        broker.log.network(&NetEvent {
+            denied: false,
+            tid: call.tid(),
+            pid: tgid_of(call.tid()),
+            binary: Some(&binary.path),
+            syscall: "connect",
+            protocol: "tcp",
+            host: decision.host.as_deref(),
+            ip: Some(dst.ip()),
+            port: Some(dst.port()),
+            rule: decision.rule.as_deref(),
+            reason: &decision.conn.reason,
+            note: Some(RELAYED_AS_L4),
+            ..NetEvent::default()
+        });
+        return Ok((dst, None));
+    };
+    let listener = same_family(proxy.listener(), dst);
+    let local = SocketAddr::new(listener.ip(), 0);
+    sock.bind(&local.into())?;
+    let from = sock
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EAFNOSUPPORT))?;
+    proxy.expect(
+        from,
+        ProxiedConnection {
+            original_dst: dst,
+            host: decision.host.clone(),
+            binary: binary.clone(),
+            pid: tgid_of(call.tid()),
+            tid: call.tid(),
+            decision: decision.conn.clone(),
+        },
+    );
+    Ok((listener, Some(from)))
+}
+
+/// `addr` in the address family of `like` (IPv4 as IPv4-mapped IPv6).
+fn same_family(addr: SocketAddr, like: SocketAddr) -> SocketAddr {
+    match (addr.ip(), like) {
+        (IpAddr::V4(v4), SocketAddr::V6(_)) => {
+            SocketAddr::new(IpAddr::V6(v4.to_ipv6_mapped()), addr.port())
+        }
+        (IpAddr::V6(v6), SocketAddr::V4(_)) => SocketAddr::new(
+            IpAddr::V4(v6.to_ipv4_mapped().unwrap_or(Ipv4Addr::LOCALHOST)),
+            addr.port(),
+        ),
+        _ => addr,
+    }
+}
+
+/// Waits, without blocking a runtime thread and at most
+/// [`CONNECT_TIMEOUT`], until a connect in progress is established.
+async fn established(sock: Socket) -> io::Result<Socket> {
+    let stream = tokio::net::TcpStream::from_std(sock.into())?;
+    tokio::time::timeout(CONNECT_TIMEOUT, stream.writable())
+        .await
+        .map_err(|_| io::Error::from_raw_os_error(libc::ETIMEDOUT))??;
+    if let Some(e) = stream.take_error()? {
+        return Err(e);
+    }
+    Ok(Socket::from(stream.into_std()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_take_the_family_of_the_socket() {
+        let v4: SocketAddr = "127.0.0.1:53".parse().unwrap();
+        let v6: SocketAddr = "[::1]:443".parse().unwrap();
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:53".parse().unwrap();
+        assert_eq!(same_family(v4, v6), mapped);
+        assert_eq!(same_family(mapped, v4), v4);
+        assert_eq!(same_family(v4, v4), v4);
+    }
+}

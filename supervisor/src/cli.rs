@@ -1,0 +1,155 @@
+//! Command-line definitions.
+
+use std::ffi::OsString;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "openshell-supervisor",
+    version,
+    about = "Run a command under a compiled policy bundle: Landlock, a seccomp connect broker, a DNS stub and a deny log"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a command in a sandbox that enforces a bundle.
+    Run(RunArgs),
+}
+
+/// Where the workload's network namespace comes from.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetnsMode {
+    /// A new namespace with only loopback (needs root or `CAP_SYS_ADMIN`).
+    New,
+    /// The supervisor's own namespace; every connect is still brokered.
+    None,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The compiled bundle (`openshell-policy compile`).
+    #[arg(long, value_name = "BUNDLE")]
+    pub bundle: PathBuf,
+
+    /// The workload's working directory, and what `workdir` rules grant
+    /// (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+
+    /// Answer DNS for HOST with IP without asking upstream; also names IP
+    /// for HOST, so a rule for HOST reaches it even if it is internal.
+    #[arg(long = "resolve", value_name = "HOST=IP", value_parser = parse_resolve)]
+    pub resolve: Vec<(String, IpAddr)>,
+
+    /// The upstream DNS server (default: the host's `/etc/resolv.conf`).
+    #[arg(long, value_name = "IP:PORT")]
+    pub dns_upstream: Option<SocketAddr>,
+
+    /// Append the deny log (JSON lines) to FILE instead of stderr.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+
+    /// Give the workload NAME=VALUE, or NAME with the supervisor's value.
+    /// The only way environment reaches the workload.
+    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
+    pub env: Vec<EnvArg>,
+
+    /// Kill the workload after SECS seconds (exit status 124).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+
+    /// Also write the workload's stdout and stderr to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
+
+    /// `new`: a namespace with only loopback; `none`: share this one.
+    /// Default: `new` when the supervisor may create one, else `none`.
+    #[arg(long, value_enum, value_name = "new|none")]
+    pub netns: Option<NetnsMode>,
+
+    /// Print what the supervisor sets up, and how long it took.
+    #[arg(long, short)]
+    pub verbose: bool,
+
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvArg {
+    pub name: String,
+    /// `None`: pass the supervisor's own value, if it has one.
+    pub value: Option<OsString>,
+}
+
+fn parse_resolve(text: &str) -> Result<(String, IpAddr), String> {
+    let (host, ip) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not HOST=IP"))?;
+    let host = policy_lang::matcher::normalize_host(host)
+        .map_err(|e| format!("`{host}` is not a host name: {}", e.message))?;
+    let ip = ip
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+        .map_err(|_| format!("`{ip}` is not an IP address"))?;
+    Ok((host, ip))
+}
+
+fn parse_env(text: &str) -> Result<EnvArg, String> {
+    let (name, value) = match text.split_once('=') {
+        Some((n, v)) => (n, Some(OsString::from(v))),
+        None => (text, None),
+    };
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(format!("`{name}` is not an environment variable name"));
+    }
+    Ok(EnvArg {
+        name: name.to_owned(),
+        value,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_and_env_arguments_parse() {
+        assert_eq!(
+            parse_resolve("API.Example.com.=::ffff:127.0.0.1").unwrap(),
+            (
+                "api.example.com".to_owned(),
+                "::ffff:127.0.0.1".parse().unwrap()
+            )
+        );
+        assert_eq!(
+            parse_resolve("h=[::1]").unwrap().1,
+            "::1".parse::<IpAddr>().unwrap()
+        );
+        assert!(parse_resolve("nohost").is_err());
+        assert!(parse_resolve("h=not-an-ip").is_err());
+        assert_eq!(
+            parse_env("A_1=x=y").unwrap(),
+            EnvArg {
+                name: "A_1".into(),
+                value: Some("x=y".into())
+            }
+        );
+        assert_eq!(parse_env("HOME").unwrap().value, None);
+        assert!(parse_env("1A=x").is_err());
+        assert!(parse_env("A-B").is_err());
+        assert!(parse_env("=x").is_err());
+    }
+}

@@ -1,0 +1,238 @@
+//! The deny log: one JSON line per decision worth logging (denied, audited,
+//! or allowed with a note), written in one `write(2)` so lines from several
+//! threads never interleave. Field names follow OCSF: Network Activity
+//! (class 4001) for connections and sends, DNS Activity (class 4003) for
+//! refused names; what OCSF has no field for goes under `unmapped`.
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+/// One connection-level decision.
+#[derive(Debug, Clone, Default)]
+pub struct NetEvent<'a> {
+    pub denied: bool,
+    /// The thread that made the call, and its process.
+    pub tid: u32,
+    pub pid: u32,
+    pub binary: Option<&'a str>,
+    /// `connect`, `sendto`, `sendmsg`, `sendmmsg`.
+    pub syscall: &'a str,
+    /// `tcp`, `udp`, `unix`, or the address family.
+    pub protocol: &'a str,
+    pub host: Option<&'a str>,
+    pub ip: Option<IpAddr>,
+    pub port: Option<u16>,
+    /// A unix socket path, or another family's description.
+    pub address: Option<&'a str>,
+    /// The rule that decided (`file:line (name)`), `None` for the default.
+    pub rule: Option<&'a str>,
+    pub reason: &'a str,
+    pub note: Option<&'a str>,
+}
+
+/// Where the lines go, and which policy they are about.
+pub struct DenyLog {
+    out: Mutex<Box<dyn Write + Send>>,
+    policy: Value,
+}
+
+impl std::fmt::Debug for DenyLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DenyLog")
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl DenyLog {
+    /// Appends to `path`, or writes to stderr without one.
+    pub fn open(path: Option<&Path>, policy_name: &str, digest: &str) -> io::Result<Self> {
+        let out: Box<dyn Write + Send> = match path {
+            Some(p) => Box::new(OpenOptions::new().create(true).append(true).open(p)?),
+            None => Box::new(io::stderr()),
+        };
+        Ok(Self {
+            out: Mutex::new(out),
+            policy: json!({ "name": policy_name, "uid": digest }),
+        })
+    }
+
+    fn write(&self, mut event: Value) {
+        if let Some(obj) = event.as_object_mut() {
+            obj.insert("time".into(), json!(now_ms()));
+            obj.insert("policy".into(), self.policy.clone());
+            obj.insert(
+                "metadata".into(),
+                json!({
+                    "version": "1.3.0",
+                    "product": {
+                        "name": "openshell-supervisor",
+                        "vendor_name": "openshell-policy",
+                        "version": env!("CARGO_PKG_VERSION"),
+                    },
+                }),
+            );
+        }
+        let Ok(mut line) = serde_json::to_vec(&event) else {
+            return;
+        };
+        line.push(b'\n');
+        if let Ok(mut out) = self.out.lock() {
+            let _ = out.write_all(&line);
+            let _ = out.flush();
+        }
+    }
+
+    /// A connection or send decision (OCSF Network Activity).
+    pub fn network(&self, e: &NetEvent<'_>) {
+        let (activity_id, activity) = if e.syscall == "connect" {
+            (1, "Open")
+        } else {
+            (6, "Traffic")
+        };
+        let (action, disposition, status, severity) = if e.denied {
+            ((2, "Denied"), (2, "Blocked"), (2, "Failure"), 3)
+        } else {
+            ((1, "Allowed"), (1, "Allowed"), (1, "Success"), 1)
+        };
+        let mut dst = serde_json::Map::new();
+        if let Some(h) = e.host {
+            dst.insert("hostname".into(), json!(h));
+        }
+        if let Some(ip) = e.ip {
+            dst.insert("ip".into(), json!(ip.to_string()));
+        }
+        if let Some(p) = e.port {
+            dst.insert("port".into(), json!(p));
+        }
+        self.write(json!({
+            "class_uid": 4001,
+            "class_name": "Network Activity",
+            "category_uid": 4,
+            "category_name": "Network Activity",
+            "activity_id": activity_id,
+            "activity_name": activity,
+            "type_uid": 4001 * 100 + activity_id,
+            "severity_id": severity,
+            "action_id": action.0,
+            "action": action.1,
+            "disposition_id": disposition.0,
+            "disposition": disposition.1,
+            "status_id": status.0,
+            "status": status.1,
+            "message": e.reason,
+            "actor": { "process": {
+                "pid": e.pid,
+                "tid": e.tid,
+                "file": { "path": e.binary },
+            }},
+            "dst_endpoint": dst,
+            "connection_info": {
+                "protocol_name": e.protocol,
+                "direction": "Outbound",
+                "direction_id": 2,
+            },
+            "firewall_rule": {
+                "name": e.rule.unwrap_or("default"),
+                "type": if e.rule.is_some() { "policy rule" } else { "default deny" },
+            },
+            "unmapped": {
+                "syscall": e.syscall,
+                "address": e.address,
+                "note": e.note,
+            },
+        }));
+    }
+
+    /// A name the DNS stub refused (OCSF DNS Activity, query).
+    pub fn dns_refused(&self, name: &str, qtype: &str, rcode: &str, reason: &str) {
+        self.write(json!({
+            "class_uid": 4003,
+            "class_name": "DNS Activity",
+            "category_uid": 4,
+            "category_name": "Network Activity",
+            "activity_id": 1,
+            "activity_name": "Query",
+            "type_uid": 4003 * 100 + 1,
+            "severity_id": 3,
+            "action_id": 2,
+            "action": "Denied",
+            "disposition_id": 2,
+            "disposition": "Blocked",
+            "status_id": 2,
+            "status": "Failure",
+            "message": reason,
+            "query": { "hostname": name, "type": qtype },
+            "rcode": rcode,
+            "firewall_rule": { "name": "default", "type": "default deny" },
+        }));
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+/// The process (thread group) a thread belongs to, from `/proc`.
+#[must_use]
+pub fn tgid_of(tid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(tid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_denied_connect_is_one_json_line_with_ocsf_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deny.log");
+        let log = DenyLog::open(Some(&path), "p", "sha256:00").unwrap();
+        log.network(&NetEvent {
+            denied: true,
+            tid: 11,
+            pid: 10,
+            binary: Some("/usr/bin/curl"),
+            syscall: "connect",
+            protocol: "tcp",
+            host: Some("example.com"),
+            ip: Some("93.184.216.34".parse().unwrap()),
+            port: Some(443),
+            reason: "no rule allows it",
+            ..NetEvent::default()
+        });
+        log.dns_refused("evil.example", "A", "NXDomain", "no rule names it");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        let e = &lines[0];
+        assert_eq!(e["class_uid"], 4001);
+        assert_eq!(e["action"], "Denied");
+        assert_eq!(e["actor"]["process"]["file"]["path"], "/usr/bin/curl");
+        assert_eq!(e["dst_endpoint"]["hostname"], "example.com");
+        assert_eq!(e["dst_endpoint"]["port"], 443);
+        assert_eq!(e["firewall_rule"]["name"], "default");
+        assert_eq!(e["policy"]["uid"], "sha256:00");
+        assert!(e["time"].as_u64().unwrap() > 0);
+        assert_eq!(lines[1]["query"]["hostname"], "evil.example");
+    }
+}

@@ -1,0 +1,62 @@
+//! Which names the stub answers: those some identity's `dns` patterns
+//! match (the bundle lists, per binary, the host patterns of its routes).
+//! The stub cannot tell which binary asks, so a name any binary may reach
+//! is answered; the connect that follows is still decided per binary.
+
+use std::collections::{HashMap, HashSet};
+
+use policy_lang::bundle::SeccompTable;
+use policy_lang::matcher::HostPattern;
+
+/// Exact names in a set; wildcard patterns indexed by their literal
+/// suffix, so a lookup costs one probe per label of the name.
+#[derive(Debug, Default)]
+pub struct DnsPolicy {
+    exact: HashSet<String>,
+    by_suffix: HashMap<String, Vec<HostPattern>>,
+}
+
+impl DnsPolicy {
+    #[must_use]
+    pub fn from_table(table: &SeccompTable) -> Self {
+        let mut policy = Self::default();
+        for pattern in table.identities.iter().flat_map(|i| &i.dns) {
+            match pattern.exact() {
+                Some(name) => {
+                    policy.exact.insert(name.to_owned());
+                }
+                None => {
+                    let list = policy
+                        .by_suffix
+                        .entry(pattern.literal_suffix().to_owned())
+                        .or_default();
+                    if !list.contains(pattern) {
+                        list.push(pattern.clone());
+                    }
+                }
+            }
+        }
+        policy
+    }
+
+    /// Whether `name` (normalized: lowercase, no trailing dot, punycode)
+    /// may be answered.
+    #[must_use]
+    pub fn allows(&self, name: &str) -> bool {
+        if self.exact.contains(name) {
+            return true;
+        }
+        let mut rest = name;
+        while let Some((_, tail)) = rest.split_once('.') {
+            if self
+                .by_suffix
+                .get(tail)
+                .is_some_and(|ps| ps.iter().any(|p| p.matches(name)))
+            {
+                return true;
+            }
+            rest = tail;
+        }
+        false
+    }
+}

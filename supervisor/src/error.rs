@@ -1,0 +1,72 @@
+//! What can stop a launch. Every variant means the command never ran.
+
+use std::path::PathBuf;
+
+/// A launch that did not happen, with what to do about it.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[non_exhaustive]
+pub enum LaunchError {
+    #[error("cannot read the bundle `{}`", .path.display())]
+    #[diagnostic(code(supervisor::bundle_unreadable))]
+    BundleUnreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("refusing the bundle `{}`", .path.display())]
+    #[diagnostic(
+        code(supervisor::bundle_refused),
+        help(
+            "compile the policy again with `openshell-policy compile`; a bundle is never half-applied"
+        )
+    )]
+    BundleRefused {
+        path: PathBuf,
+        #[source]
+        source: policy_lang::bundle::BundleError,
+    },
+
+    #[error("the bundle cannot be enforced: {0}")]
+    #[diagnostic(
+        code(supervisor::bundle_unenforceable),
+        help("this supervisor is older or newer than the compiler that wrote the bundle")
+    )]
+    Unenforceable(String),
+
+    #[error("landlock cannot enforce the bundle on this kernel")]
+    #[diagnostic(
+        code(supervisor::landlock),
+        help(
+            "hard mode refuses rather than run with less protection; use `landlock best_effort` to run anyway"
+        )
+    )]
+    Landlock(#[source] enforcer::LandlockError),
+
+    #[error("cannot build the seccomp filter")]
+    #[diagnostic(code(supervisor::seccomp))]
+    Seccomp(#[source] enforcer::SeccompError),
+
+    #[error("{0}")]
+    #[diagnostic(code(supervisor::usage))]
+    Usage(String),
+
+    #[error("cannot start the sandbox")]
+    #[diagnostic(code(supervisor::spawn))]
+    Spawn(#[source] enforcer::SpawnError),
+
+    #[error("cannot {what}")]
+    #[diagnostic(code(supervisor::io))]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl LaunchError {
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let what = what.into();
+        move |source| Self::Io { what, source }
+    }
+}

@@ -1,0 +1,53 @@
+//! `openshell-supervisor`: enforces a compiled bundle on a workload.
+//!
+//! ```text
+//!  bundle ──▶ tables ──▶ enforcer::prepare / build (Landlock, seccomp)
+//!                 │
+//!  run ──fork──▶ child: netns · mount ns (resolv.conf) · user · caps ·
+//!   │                    no_new_privs · pdeathsig · Landlock · seccomp
+//!   │◀── listener ──┘
+//!   ├─ dns: stub on 127.0.0.1:53 inside the sandbox ──▶ hickory upstream
+//!   │        answers only allowed names, remembers name → address
+//!   ├─ broker: every trapped connect / send
+//!   │        decide (eval + attribution) ─▶ connect from here, ADDFD
+//!   │                                    ─▶ (L7 routes: proxy seam, l7)
+//!   │                                    ─▶ ECONNREFUSED + deny log
+//!   └─ lifecycle: wait, --timeout, signals, kill what is left
+//! ```
+//!
+//! Modules, each small and named for its job: [`cli`] (arguments),
+//! [`run`] (one launch), [`tables`] (bundle → enforcer specs), [`workload`]
+//! (user, environment, program), [`broker`] (the notification loop and
+//! decisions), [`dns`] (the stub), [`attribution`] (name ↔ address memory),
+//! [`denylog`] (OCSF JSON lines), [`l7`] (the seam for the proxy),
+//! [`stdio`] (transcript), [`lifecycle`] (waiting and cleanup).
+//!
+//! `docs/supervisor.md` is the operator's guide; `docs/threat-model.md`
+//! says what is enforced, what is continued and why.
+
+pub mod attribution;
+pub mod broker;
+pub mod cli;
+pub mod denylog;
+pub mod dns;
+pub mod error;
+pub mod l7;
+pub mod lifecycle;
+pub mod run;
+pub mod stdio;
+pub mod tables;
+pub mod workload;
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+/// The command-line entry point.
+#[must_use]
+pub fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let code = match &cli.command {
+        cli::Command::Run(args) => run::run(args),
+    };
+    ExitCode::from(code)
+}

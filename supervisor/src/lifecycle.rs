@@ -1,0 +1,120 @@
+//! The running sandbox: waiting for the workload, `--timeout`, signals, and
+//! making sure nothing the workload started outlives it.
+//!
+//! The supervisor is a child subreaper, so whatever the workload forks and
+//! abandons is re-parented to it. When the workload ends (or times out),
+//! every remaining descendant is killed and reaped before the supervisor
+//! exits. If the supervisor itself is killed, `PR_SET_PDEATHSIG` kills the
+//! workload; descendants it forked keep running but have lost the listener,
+//! so every trapped call fails (`ENOSYS`) and, in the loopback-only
+//! namespace, nothing else reaches the network.
+
+use std::time::Duration;
+
+use enforcer::{ExitStatus, Reaped};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// How the workload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Exited(ExitStatus),
+    TimedOut,
+}
+
+/// Signals passed on to the workload. `SIGINT` and `SIGQUIT` are not: a
+/// terminal sends them to the whole foreground group, workload included,
+/// and forwarding would deliver them twice; the supervisor just survives
+/// them.
+const FORWARDED: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2];
+
+/// Waits for `pid` to end, forwarding signals, up to `timeout`.
+pub async fn supervise(pid: u32, timeout: Option<Duration>) -> std::io::Result<Outcome> {
+    let mut relays = Vec::new();
+    for sig in FORWARDED {
+        let mut stream = signal(SignalKind::from_raw(sig))?;
+        relays.push(tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                let _ = enforcer::send_signal(pid, sig);
+            }
+        }));
+    }
+    for kind in [SignalKind::interrupt(), SignalKind::quit()] {
+        let mut stream = signal(kind)?;
+        relays.push(tokio::spawn(async move {
+            while stream.recv().await.is_some() {}
+        }));
+    }
+    let outcome = wait(pid, timeout).await;
+    for relay in relays {
+        relay.abort();
+    }
+    outcome
+}
+
+async fn wait(pid: u32, timeout: Option<Duration>) -> std::io::Result<Outcome> {
+    let mut waiter = tokio::task::spawn_blocking(move || enforcer::wait_for(pid));
+    let exited = |joined: Result<Result<ExitStatus, enforcer::Errno>, _>| match joined {
+        Ok(Ok(status)) => Ok(Outcome::Exited(status)),
+        Ok(Err(e)) => Err(std::io::Error::from(e)),
+        Err(e) => Err(std::io::Error::other(e)),
+    };
+    let Some(limit) = timeout else {
+        return exited(waiter.await);
+    };
+    tokio::select! {
+        joined = &mut waiter => exited(joined),
+        () = tokio::time::sleep(limit) => {
+            let _ = enforcer::send_signal(pid, libc::SIGKILL);
+            let _ = waiter.await;
+            Ok(Outcome::TimedOut)
+        }
+    }
+}
+
+/// Kills and reaps every remaining child (re-parented descendants
+/// included), repeating while killing one re-parents others.
+pub fn kill_descendants() {
+    for _ in 0..100 {
+        let children = children();
+        if children.is_empty() {
+            break;
+        }
+        for pid in children {
+            let _ = enforcer::send_signal(pid, libc::SIGKILL);
+        }
+        reap_all(Duration::from_millis(200));
+    }
+    reap_all(Duration::ZERO);
+}
+
+fn reap_all(patience: Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        match enforcer::try_reap(None) {
+            Ok(Reaped::Exited(..)) => {}
+            Ok(Reaped::Running) if start.elapsed() < patience => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            _ => return,
+        }
+    }
+}
+
+/// This process's children, from `/proc/self/task/*/children`.
+fn children() -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut out: Vec<u32> = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}

@@ -1,0 +1,312 @@
+//! One `run`: from the bundle to the workload's exit status.
+//!
+//! Everything that can refuse the launch happens before the fork (bundle,
+//! Landlock, filter, user, environment, program), so a bad bundle or a
+//! kernel that cannot keep it means the command never runs. The fork
+//! happens while the supervisor is still single-threaded, from the main
+//! thread, which lives as long as the workload (the parent-death signal is
+//! tied to the forking thread).
+
+use std::ffi::CString;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use enforcer::{ChildSpec, Credentials, ExitStatus, SpawnError};
+use policy_lang::eval::Evaluator;
+
+use crate::attribution::Attribution;
+use crate::broker::decide::Decider;
+use crate::broker::{self, Broker, Creds, NetMode};
+use crate::cli::{NetnsMode, RunArgs};
+use crate::denylog::DenyLog;
+use crate::dns::{self, Answerer, DnsPolicy, StubSockets};
+use crate::error::LaunchError;
+use crate::lifecycle::{self, Outcome};
+use crate::stdio::{self, Transcript};
+use crate::{tables, workload};
+
+pub const EXIT_TIMEOUT: u8 = 124;
+pub const EXIT_LAUNCH_FAILED: u8 = 125;
+pub const EXIT_CANNOT_EXECUTE: u8 = 126;
+pub const EXIT_NOT_FOUND: u8 = 127;
+
+/// What the sandbox's resolv.conf says.
+const RESOLV_CONF: &str = "# openshell-supervisor: the sandbox's DNS stub\nnameserver 127.0.0.1\n";
+const CAP_SETGID: u32 = 6;
+const CAP_SETUID: u32 = 7;
+const CAP_SETPCAP: u32 = 8;
+const CAP_SYS_ADMIN: u32 = 21;
+
+pub(crate) fn note(text: &str) {
+    eprintln!("openshell-supervisor: {text}");
+}
+
+/// Runs the workload; the return value is the exit status to exit with.
+#[must_use]
+pub fn run(args: &RunArgs) -> u8 {
+    let started = Instant::now();
+    match launch(args, started) {
+        Ok(code) => code,
+        Err(LaunchError::Spawn(SpawnError::Exec(errno))) => {
+            let cmd = args.command.first().map(|c| c.to_string_lossy());
+            note(&format!(
+                "cannot execute `{}`: {errno}",
+                cmd.unwrap_or_default()
+            ));
+            if errno.raw() == libc::ENOENT {
+                EXIT_NOT_FOUND
+            } else {
+                EXIT_CANNOT_EXECUTE
+            }
+        }
+        Err(e) => {
+            eprintln!("{:?}", miette::Report::new(e));
+            EXIT_LAUNCH_FAILED
+        }
+    }
+}
+
+fn has_cap(caps: u64, cap: u32) -> bool {
+    caps & (1 << cap) != 0
+}
+
+fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
+    let bundle = tables::load_bundle(&args.bundle)?;
+    let caps = enforcer::effective_caps(std::process::id()).unwrap_or(0);
+    let mode = match (args.netns, has_cap(caps, CAP_SYS_ADMIN)) {
+        (Some(NetnsMode::New), false) => {
+            return Err(LaunchError::Usage(
+                "`--netns new` needs root or CAP_SYS_ADMIN".into(),
+            ));
+        }
+        (Some(m), _) => m,
+        (None, true) => NetnsMode::New,
+        (None, false) => {
+            note(
+                "no privilege to create a network namespace: running with `--netns none`; the workload shares this network namespace and every connect is still decided by the supervisor",
+            );
+            NetnsMode::None
+        }
+    };
+    stdio::check_inherited()?;
+    let workdir = workdir(args.workdir.as_deref())?;
+    let abi = enforcer::kernel_abi().map_err(LaunchError::Landlock)?;
+    let (spec, notes) = tables::landlock_spec(&bundle.enforcement.landlock, &workdir, abi)?;
+    let ruleset = enforcer::prepare(&spec).map_err(LaunchError::Landlock)?;
+    for line in notes {
+        note(&line);
+    }
+    for d in &ruleset.report().downgrades {
+        // A directory right on a file means nothing; say so only if asked.
+        let harmless = matches!(d, enforcer::Downgrade::NotApplicableToFile { .. });
+        if args.verbose || !harmless {
+            note(&format!("landlock: {d}"));
+        }
+    }
+    let filter = enforcer::build(&tables::filter_spec(&bundle.enforcement.seccomp)?)
+        .map_err(LaunchError::Seccomp)?;
+    let can_switch = has_cap(caps, CAP_SETUID) && has_cap(caps, CAP_SETGID);
+    let identity = workload::identity(&bundle, can_switch)?;
+    let env = workload::environment(&args.env, &workdir, &bundle)?;
+    let program = workload::find_program(
+        args.command.first().map(AsRef::as_ref).unwrap_or_default(),
+        env.get("PATH").map(AsRef::as_ref),
+        &workdir,
+    )?;
+    let program = path_cstring(&program)?;
+    let argv = workload::argv(&args.command)?;
+    let envp = workload::envp(&env)?;
+    let cwd = path_cstring(&workdir)?;
+    let log = Arc::new(
+        DenyLog::open(
+            args.log.as_deref(),
+            &bundle.provenance.policy,
+            &bundle.digest,
+        )
+        .map_err(LaunchError::io("open the log"))?,
+    );
+    let attribution = Arc::new(Attribution::new(&args.resolve));
+    let dns_policy = DnsPolicy::from_table(&bundle.enforcement.seccomp);
+    let attribution_for_broker = Arc::clone(&attribution);
+    let resolv = match mode {
+        NetnsMode::New => private_resolv_conf()?,
+        NetnsMode::None => None,
+    };
+    let resolv_source = resolv
+        .as_ref()
+        .map(|dir| path_cstring(&dir.path().join("resolv.conf")))
+        .transpose()?;
+    let transcript = args
+        .transcript
+        .as_deref()
+        .map(Transcript::start)
+        .transpose()?;
+    let groups = identity.as_ref().map(|i| [i.gid]);
+    let own = workload::own_ids();
+    let child_identity = identity
+        .as_ref()
+        .zip(groups.as_ref())
+        .map(|(i, g)| Credentials {
+            uid: i.uid,
+            gid: i.gid,
+            groups: g,
+        });
+    let spec = ChildSpec {
+        new_netns: mode == NetnsMode::New,
+        bind_file: resolv_source.as_deref().map(|s| (s, c"/etc/resolv.conf")),
+        stdio: [
+            None,
+            transcript.as_ref().map(|t| t.child_out.as_fd()),
+            transcript.as_ref().map(|t| t.child_err.as_fd()),
+        ],
+        drop_bounding: has_cap(caps, CAP_SETPCAP),
+        last_cap: enforcer::cap_last_cap().map_err(LaunchError::io("read cap_last_cap"))?,
+        identity: child_identity.filter(|c| (c.uid, c.gid) != own || can_switch),
+        cwd: &cwd,
+        ruleset: &ruleset,
+        filter: &filter,
+        program: &program,
+        argv: &argv,
+        envp: &envp,
+    };
+    let _ = enforcer::set_child_subreaper();
+    let mut pending = enforcer::spawn(&spec).map_err(LaunchError::Spawn)?;
+    let listener = pending
+        .take_listener()
+        .ok_or_else(|| LaunchError::Usage("the child did not hand over its listener".into()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(LaunchError::io("start the runtime"))?;
+    let _entered = runtime.enter();
+    let (net_mode, stub) = match mode {
+        NetnsMode::New => {
+            let netns = enforcer::open_netns(pending.pid())
+                .map_err(LaunchError::io("open the sandbox's network namespace"))?;
+            let stub = StubSockets::in_namespace(netns.as_fd())
+                .map_err(LaunchError::io("bind the DNS stub in the sandbox"))?;
+            (NetMode::Isolated { netns }, stub)
+        }
+        NetnsMode::None => {
+            let stub = StubSockets::ephemeral().map_err(LaunchError::io("bind the DNS stub"))?;
+            let (stub_udp, stub_tcp) =
+                stub.addrs().map_err(LaunchError::io("bind the DNS stub"))?;
+            let mode = NetMode::Shared {
+                stub_udp,
+                stub_tcp,
+                nameservers: dns::host_nameservers(),
+            };
+            (mode, stub)
+        }
+    };
+    let answerer = Answerer {
+        policy: dns_policy,
+        attribution,
+        resolver: dns::resolver(args.dns_upstream),
+        log: Arc::clone(&log),
+    };
+    stub.serve(Arc::new(answerer))
+        .map_err(LaunchError::io("serve the DNS stub"))?;
+    let creds = identity
+        .as_ref()
+        .filter(|i| (i.uid, i.gid) != own)
+        .map(|i| Creds {
+            uid: i.uid,
+            gid: i.gid,
+            groups: vec![i.gid],
+        });
+    let pid = pending.start().map_err(LaunchError::Spawn)?;
+    let exec_at = started.elapsed();
+    drop(resolv);
+    // The decision indexes are built once the workload runs: a trapped
+    // call waits in the kernel until the broker receives it, so this only
+    // delays the first connect, never lets one through.
+    let broker = Arc::new(Broker {
+        decider: Decider::new(Evaluator::new(bundle), Arc::clone(&attribution_for_broker)),
+        log,
+        mode: net_mode,
+        creds,
+        proxy: None,
+        runtime: runtime.handle().clone(),
+    });
+    std::thread::Builder::new()
+        .name("broker".into())
+        .spawn(move || broker::serve(&broker, listener))
+        .map_err(LaunchError::io("start the broker"))?;
+    if args.verbose {
+        let who = identity.map_or_else(|| format!("uid {}", own.0), |i| i.name);
+        note(&format!(
+            "workload {pid} started as {who} in {:.2} ms (netns {}, landlock ABI {abi})",
+            exec_at.as_secs_f64() * 1000.0,
+            if mode == NetnsMode::New {
+                "new"
+            } else {
+                "none"
+            },
+        ));
+    }
+    let timeout = args.timeout.map(Duration::from_secs);
+    let outcome = runtime.block_on(lifecycle::supervise(pid, timeout));
+    lifecycle::kill_descendants();
+    if let Some(t) = transcript {
+        t.finish();
+    }
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match outcome.map_err(LaunchError::io("wait for the workload"))? {
+        Outcome::Exited(status) => Ok(exit_code(status)),
+        Outcome::TimedOut => {
+            note(&format!(
+                "the workload ran longer than {}s and was killed",
+                args.timeout.unwrap_or_default()
+            ));
+            Ok(EXIT_TIMEOUT)
+        }
+    }
+}
+
+fn exit_code(status: ExitStatus) -> u8 {
+    u8::try_from(status.code()).unwrap_or(EXIT_LAUNCH_FAILED)
+}
+
+fn workdir(given: Option<&Path>) -> Result<PathBuf, LaunchError> {
+    let dir = match given {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir().map_err(LaunchError::io("read the current directory"))?,
+    };
+    let dir = dir.canonicalize().map_err(LaunchError::io(format!(
+        "use `{}` as working directory",
+        dir.display()
+    )))?;
+    if !dir.is_dir() {
+        return Err(LaunchError::Usage(format!(
+            "`{}` is not a directory",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+fn path_cstring(path: &Path) -> Result<CString, LaunchError> {
+    CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| LaunchError::Usage(format!("`{}` contains a NUL byte", path.display())))
+}
+
+/// The file bind-mounted over the workload's `/etc/resolv.conf`, in a
+/// private directory removed once the child has mounted it (the mount keeps
+/// the file). `None` when the host has no resolv.conf: glibc then asks
+/// 127.0.0.1 anyway.
+fn private_resolv_conf() -> Result<Option<tempfile::TempDir>, LaunchError> {
+    if !Path::new("/etc/resolv.conf").exists() {
+        return Ok(None);
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("openshell-supervisor-")
+        .tempdir()
+        .map_err(LaunchError::io("create a private directory"))?;
+    std::fs::write(dir.path().join("resolv.conf"), RESOLV_CONF)
+        .map_err(LaunchError::io("write the sandbox's resolv.conf"))?;
+    Ok(Some(dir))
+}

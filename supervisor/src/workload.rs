@@ -1,0 +1,190 @@
+//! What the workload is given: its user, its environment, the program path.
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use policy_lang::bundle::Bundle;
+use policy_lang::ir::SecretSource;
+
+use crate::cli::EnvArg;
+use crate::error::LaunchError;
+
+/// The environment every workload starts from; `--env` adds to it.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The user and groups to become.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+    pub name: String,
+}
+
+/// The supervisor's own effective ids, from `/proc/self/status`.
+#[must_use]
+pub fn own_ids() -> (libc::uid_t, libc::gid_t) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(u32::MAX)
+    };
+    (effective("Uid:"), effective("Gid:"))
+}
+
+/// The bundle's `run_as`, resolved before the fork. `None` when the
+/// workload keeps the supervisor's user. `can_switch`: the supervisor holds
+/// `CAP_SETUID` and `CAP_SETGID`.
+pub fn identity(bundle: &Bundle, can_switch: bool) -> Result<Option<Identity>, LaunchError> {
+    let process = &bundle.enforcement.process;
+    if process.user.is_none() && process.group.is_none() {
+        return Ok(None);
+    }
+    let (own_uid, own_gid) = own_ids();
+    let lookup = |e: enforcer::LookupError| LaunchError::Usage(format!("run_as: {e}"));
+    let (uid, mut gid, name) = match &process.user {
+        Some(u) => {
+            let ids = enforcer::resolve_user(u).map_err(lookup)?;
+            (ids.uid, ids.gid, u.clone())
+        }
+        None => (own_uid, own_gid, format!("uid {own_uid}")),
+    };
+    if let Some(g) = &process.group {
+        gid = enforcer::resolve_group(g).map_err(lookup)?;
+    }
+    if !can_switch && (uid, gid) != (own_uid, own_gid) {
+        return Err(LaunchError::Usage(format!(
+            "the bundle runs the workload as `{name}`, and this supervisor may not change user: run it as root, or as that user"
+        )));
+    }
+    Ok(Some(Identity { uid, gid, name }))
+}
+
+/// The workload's environment: the defaults, then each `--env`. Refuses to
+/// pass on a variable that holds a credential's real secret.
+pub fn environment(
+    args: &[EnvArg],
+    workdir: &Path,
+    bundle: &Bundle,
+) -> Result<BTreeMap<String, OsString>, LaunchError> {
+    let mut env: BTreeMap<String, OsString> = BTreeMap::new();
+    env.insert("PATH".into(), DEFAULT_PATH.into());
+    env.insert("HOME".into(), workdir.as_os_str().to_owned());
+    env.insert("LANG".into(), "C.UTF-8".into());
+    let secrets: Vec<(&str, &str)> = bundle
+        .enforcement
+        .credentials
+        .iter()
+        .filter_map(|c| match &c.source {
+            SecretSource::Env(var) => Some((var.as_str(), c.name.as_str())),
+            SecretSource::File(_) => None,
+        })
+        .collect();
+    for arg in args {
+        let value = match &arg.value {
+            Some(v) => Some(v.clone()),
+            None => std::env::var_os(&arg.name),
+        };
+        for (var, cred) in &secrets {
+            let real = std::env::var_os(var);
+            let leaks = arg.name == *var && arg.value.is_none() || value.is_some() && value == real;
+            if leaks && real.is_some() {
+                return Err(LaunchError::Usage(format!(
+                    "`--env {}` would give the workload the real secret of credential `{cred}`; the proxy injects it instead",
+                    arg.name
+                )));
+            }
+        }
+        match value {
+            Some(v) => {
+                env.insert(arg.name.clone(), v);
+            }
+            None => {
+                env.remove(&arg.name);
+            }
+        }
+    }
+    Ok(env)
+}
+
+/// `NAME=VALUE` strings for `execve`.
+pub fn envp(env: &BTreeMap<String, OsString>) -> Result<Vec<CString>, LaunchError> {
+    env.iter()
+        .map(|(k, v)| {
+            let mut bytes = k.clone().into_bytes();
+            bytes.push(b'=');
+            bytes.extend_from_slice(v.as_bytes());
+            CString::new(bytes)
+                .map_err(|_| LaunchError::Usage(format!("the value of `{k}` contains a NUL byte")))
+        })
+        .collect()
+}
+
+/// The arguments as C strings.
+pub fn argv(command: &[OsString]) -> Result<Vec<CString>, LaunchError> {
+    command
+        .iter()
+        .map(|a| {
+            CString::new(a.clone().into_vec())
+                .map_err(|_| LaunchError::Usage("an argument contains a NUL byte".into()))
+        })
+        .collect()
+}
+
+/// The program to execute: a name with a `/` is taken as a path (relative
+/// to the working directory); otherwise the workload's `PATH` is searched.
+pub fn find_program(
+    name: &OsStr,
+    path: Option<&OsStr>,
+    workdir: &Path,
+) -> Result<PathBuf, LaunchError> {
+    if name.as_bytes().contains(&b'/') {
+        return Ok(workdir.join(name));
+    }
+    let dirs = path.map(std::env::split_paths).into_iter().flatten();
+    for dir in dirs {
+        let candidate = workdir.join(dir).join(name);
+        let executable = std::fs::metadata(&candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        if executable {
+            return Ok(candidate);
+        }
+    }
+    Err(LaunchError::Usage(format!(
+        "`{}` is not found in the workload's PATH",
+        name.to_string_lossy()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_found_on_the_workload_path() {
+        let found = find_program(
+            OsStr::new("sh"),
+            Some(OsStr::new("/usr/bin:/bin")),
+            Path::new("/"),
+        )
+        .unwrap();
+        assert!(found.ends_with("sh"));
+        assert_eq!(
+            find_program(OsStr::new("./x"), None, Path::new("/w")).unwrap(),
+            Path::new("/w/./x")
+        );
+        assert!(
+            find_program(
+                OsStr::new("no-such-program-here"),
+                Some(OsStr::new("/usr/bin")),
+                Path::new("/")
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! Shared pieces of the supervisor's kernel tests.
+//!
+//! Every test runs the real `openshell-supervisor` binary inside a network
+//! namespace it creates (`ip netns add`), with only loopback: the test
+//! servers (HTTP, DNS upstream) listen there, and whatever the sandbox does
+//! (even if a test found a bug) can reach nothing off this machine.
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const SUPERVISOR: &str = env!("CARGO_BIN_EXE_openshell-supervisor");
+
+/// A temp dir everyone may enter (the workload runs as `nobody`).
+pub struct Dir(tempfile::TempDir);
+
+impl Dir {
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("osp-sup-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        Self(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.0.path().join(p)
+    }
+
+    /// A subdirectory everyone may use.
+    pub fn mkdir(&self, p: &str) -> PathBuf {
+        let d = self.join(p);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        d
+    }
+}
+
+/// The resolved path of a program, as `/proc/<pid>/exe` shows it.
+pub fn exe(path: &str) -> String {
+    std::fs::canonicalize(path)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The clients the tests drive, as a binary list for a policy.
+pub fn clients() -> String {
+    [
+        exe("/usr/bin/curl"),
+        exe("/usr/bin/python3"),
+        exe("/usr/bin/bash"),
+    ]
+    .join(" ")
+}
+
+/// The filesystem every workload needs, for a policy body.
+pub const SYSTEM: &str =
+    "  fs exec /usr /lib /lib64 /bin /etc\n  fs read /proc /dev/urandom\n  fs write /dev/null\n";
+
+/// Writes `body` as a policy and compiles it into `dir/NAME.bundle`.
+pub fn bundle(dir: &Dir, name: &str, body: &str) -> PathBuf {
+    let src = dir.join(&format!("{name}.policy"));
+    std::fs::write(&src, format!("policy \"{name}\" {{\n{body}}}\n")).unwrap();
+    let (checked, bundle) = policy_lang::load::compile_file(&src, None).unwrap();
+    let bundle =
+        bundle.unwrap_or_else(|| panic!("policy does not compile: {:?}", checked.diagnostics));
+    let out = dir.join(&format!("{name}.bundle"));
+    std::fs::write(&out, bundle.to_bytes()).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).unwrap();
+    out
+}
+
+/// A network namespace of the test's own, with loopback up; removed on
+/// drop.
+pub struct TestNet {
+    pub name: String,
+}
+
+impl TestNet {
+    pub fn new() -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "osp-sup-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+        ok(Command::new("ip").args(["netns", "add", &name]));
+        ok(Command::new("ip").args(["-n", &name, "link", "set", "lo", "up"]));
+        Self { name }
+    }
+
+    fn in_ns<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let ns = std::fs::File::open(format!("/run/netns/{}", self.name)).unwrap();
+        enforcer::in_netns(ns.as_fd(), f).unwrap()
+    }
+
+    pub fn tcp(&self, addr: &str) -> TcpListener {
+        let addr: SocketAddr = addr.parse().unwrap();
+        self.in_ns(|| TcpListener::bind(addr)).unwrap()
+    }
+
+    pub fn udp(&self, addr: &str) -> UdpSocket {
+        let addr: SocketAddr = addr.parse().unwrap();
+        self.in_ns(|| UdpSocket::bind(addr)).unwrap()
+    }
+
+    /// `openshell-supervisor ARGS` inside this namespace, optionally as
+    /// another user (`setpriv`), killed after a minute.
+    pub fn supervisor(&self, args: &[&str], as_user: Option<&str>) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name]);
+        if let Some(user) = as_user {
+            cmd.args([
+                "setpriv",
+                &format!("--reuid={user}"),
+                &format!("--regid={user}"),
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+            ]);
+        }
+        cmd.arg(SUPERVISOR).args(args);
+        cmd
+    }
+}
+
+impl Drop for TestNet {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Runs `cmd` to completion (one minute at most) and captures its output.
+pub fn output(mut cmd: Command) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the supervisor hung: {cmd:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.wait_with_output().unwrap()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The deny log's lines, parsed.
+pub fn log_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Serves `HTTP/1.0 200` with body `ok` on every connection, forever.
+pub fn http_server(listener: TcpListener) -> SocketAddr {
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(&stream);
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let _ = (&stream).write_all(
+                    b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                );
+            });
+        }
+    });
+    addr
+}
+
+/// Answers every `A` query with `answer` and everything else with an empty
+/// `NOERROR`, forever; returns how to reach it.
+pub fn dns_upstream(sock: UdpSocket, answer: std::net::Ipv4Addr) -> SocketAddr {
+    use hickory_resolver::proto::op::{Message, OpCode};
+    use hickory_resolver::proto::rr::rdata::A;
+    use hickory_resolver::proto::rr::{RData, Record, RecordType};
+    let addr = sock.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0_u8; 4096];
+        loop {
+            let Ok((n, peer)) = sock.recv_from(&mut buf) else {
+                return;
+            };
+            let Ok(q) = Message::from_vec(&buf[..n]) else {
+                continue;
+            };
+            let mut r = Message::response(q.metadata.id, OpCode::Query);
+            r.metadata.recursion_desired = q.metadata.recursion_desired;
+            r.metadata.recursion_available = true;
+            for query in &q.queries {
+                r.add_query(query.clone());
+                if query.query_type() == RecordType::A {
+                    r.add_answer(Record::from_rdata(
+                        query.name().clone(),
+                        300,
+                        RData::A(A(answer)),
+                    ));
+                }
+            }
+            let _ = sock.send_to(&r.to_vec().unwrap(), peer);
+        }
+    });
+    addr
+}
+
+/// Reads everything a child wrote to `r` (for the tests that need a pipe).
+pub fn read_all(mut r: impl Read) -> String {
+    let mut s = String::new();
+    let _ = r.read_to_string(&mut s);
+    s
+}
