@@ -422,6 +422,23 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
         "EPERM",
         vec![cond(0, ArgOp::MaskedEq(INT), AF_PACKET)],
     ));
+    // Only unix, IPv4, IPv6 and (routing) netlink sockets: every other
+    // family either reaches past the network namespace (vsock to the
+    // hypervisor) or is kernel attack surface no workload needs (AF_ALG,
+    // AF_XDP, radio and legacy protocols). Families above AF_PACKET by
+    // range, the legacy ones below AF_NETLINK one by one.
+    list.push(rule(
+        "socket",
+        "EPERM",
+        vec![cond(0, ArgOp::Ge, AF_PACKET + 1)],
+    ));
+    for family in (3..=9).chain(11..=15) {
+        list.push(rule(
+            "socket",
+            "EPERM",
+            vec![cond(0, ArgOp::MaskedEq(INT), family)],
+        ));
+    }
     for ty in [SOCK_RAW, SOCK_PACKET] {
         list.push(rule(
             "socket",
