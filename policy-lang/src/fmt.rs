@@ -71,7 +71,7 @@ pub fn token(v: &str) -> String {
         && v != "->"
         && !v
             .chars()
-            .any(|c| c.is_whitespace() || matches!(c, '#' | '{' | '}' | '"' | '\\'));
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '#' | '{' | '}' | '"' | '\\'));
     if bare { v.to_string() } else { quote_always(v) }
 }
 
@@ -317,6 +317,15 @@ mod tests {
         let (doc, diags) = parse(&SourceFile::new("t.policy", text));
         assert!(!diags.has_errors());
         super::format_document(&doc.unwrap())
+    }
+
+    #[test]
+    fn values_a_bare_word_cannot_hold_are_quoted() {
+        for v in ["a b", "x\u{f}y", "", "->", "#x", "{", "a\"b", "c\\d"] {
+            let t = super::token(v);
+            assert!(t.starts_with('"'), "{v:?} -> {t}");
+        }
+        assert_eq!(super::token("/usr/bin/git"), "/usr/bin/git");
     }
 
     #[test]
