@@ -1,6 +1,10 @@
 //! End-to-end tests of the `openshell-policy` command: exit codes, output
 //! shapes, and the promises CI pipelines rely on.
-#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test helpers fail loudly"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -100,6 +104,29 @@ fn check_formats_for_ci() {
 
     let strict = run(&["check", file, "--deny-warnings"]);
     assert_eq!(code(&strict), 1);
+}
+
+#[test]
+fn check_prove_adds_the_risk_questions() {
+    let file = "policy-lang/tests/diagnostics/warnings.policy";
+    let codes = |args: &[&str]| -> Vec<String> {
+        let o = run(args);
+        assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+        json(&o)["files"][0]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["code"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let plain = codes(&["check", file, "--format", "json"]);
+    assert!(plain.iter().all(|c| c.starts_with('W')), "{plain:?}");
+    let proved = codes(&["check", file, "--prove", "--format", "json"]);
+    assert!(
+        proved.iter().any(|c| c == "R0104"),
+        "audit where a credential flows: {proved:?}"
+    );
+    assert!(proved.len() > plain.len());
 }
 
 #[test]

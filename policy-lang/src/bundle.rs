@@ -289,12 +289,21 @@ impl Bundle {
         struct Version {
             format_version: Option<serde_json::Value>,
         }
-        let version: Version = serde_json::from_slice(bytes).map_err(|e| BundleError::Json(e.to_string()))?;
-        match version.format_version.as_ref().map(serde_json::Value::as_u64) {
+        let version: Version =
+            serde_json::from_slice(bytes).map_err(|e| BundleError::Json(e.to_string()))?;
+        match version
+            .format_version
+            .as_ref()
+            .map(serde_json::Value::as_u64)
+        {
             None => return Err(BundleError::MissingVersion),
             Some(Some(v)) if v == u64::from(FORMAT_VERSION) => {}
             Some(Some(v)) => return Err(BundleError::UnknownVersion { found: v }),
-            Some(None) => return Err(BundleError::Schema("`format_version` is not a number".to_string())),
+            Some(None) => {
+                return Err(BundleError::Schema(
+                    "`format_version` is not a number".to_string(),
+                ));
+            }
         }
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -307,18 +316,22 @@ impl Bundle {
             #[serde(borrow)]
             provenance: &'a serde_json::value::RawValue,
         }
-        let raw: Raw<'_> = serde_json::from_slice(bytes).map_err(|e| BundleError::Schema(e.to_string()))?;
-        let computed = format!("sha256:{}", hex(&Sha256::digest(raw.enforcement.get().as_bytes())));
+        let raw: Raw<'_> =
+            serde_json::from_slice(bytes).map_err(|e| BundleError::Schema(e.to_string()))?;
+        let computed = format!(
+            "sha256:{}",
+            hex(&Sha256::digest(raw.enforcement.get().as_bytes()))
+        );
         if computed != raw.digest {
             return Err(BundleError::DigestMismatch {
                 recorded: raw.digest,
                 computed,
             });
         }
-        let enforcement: Tables =
-            serde_json::from_str(raw.enforcement.get()).map_err(|e| BundleError::Schema(e.to_string()))?;
-        let provenance: Provenance =
-            serde_json::from_str(raw.provenance.get()).map_err(|e| BundleError::Schema(e.to_string()))?;
+        let enforcement: Tables = serde_json::from_str(raw.enforcement.get())
+            .map_err(|e| BundleError::Schema(e.to_string()))?;
+        let provenance: Provenance = serde_json::from_str(raw.provenance.get())
+            .map_err(|e| BundleError::Schema(e.to_string()))?;
         Ok(Bundle {
             format_version: FORMAT_VERSION,
             digest: raw.digest,

@@ -69,9 +69,9 @@ fn trivia_lines(out: &mut String, lines: &[TriviaLine], level: usize) {
 pub fn token(v: &str) -> String {
     let bare = !v.is_empty()
         && v != "->"
-        && !v
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '#' | '{' | '}' | '"' | '\\'));
+        && !v.chars().any(|c| {
+            c.is_whitespace() || c.is_control() || matches!(c, '#' | '{' | '}' | '"' | '\\')
+        });
     if bare { v.to_string() } else { quote_always(v) }
 }
 
@@ -330,8 +330,12 @@ mod tests {
 
     #[test]
     fn options_are_ordered_unless_they_conflict() {
-        let sorted = format("policy \"p\" {\n  allow /x -> h.example.com:1 read-only audit http\n}\n");
-        assert!(sorted.contains("-> h.example.com:1 http audit read-only\n"), "{sorted}");
+        let sorted =
+            format("policy \"p\" {\n  allow /x -> h.example.com:1 read-only audit http\n}\n");
+        assert!(
+            sorted.contains("-> h.example.com:1 http audit read-only\n"),
+            "{sorted}"
+        );
         // Conflicting options keep their order: the error names the second.
         let kept = format("policy \"p\" {\n  allow /x -> h.example.com:1 http tcp\n}\n");
         assert!(kept.contains("-> h.example.com:1 http tcp\n"), "{kept}");

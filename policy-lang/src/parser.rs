@@ -1011,7 +1011,8 @@ policy "github-readonly" {
 
     #[test]
     fn control_characters_are_a_syntax_error() {
-        let text = "policy \"p\" {\n  allow /usr/bin/x -> a\u{b}b.example.com:443\n  fs read /usr\n}\n";
+        let text =
+            "policy \"p\" {\n  allow /usr/bin/x -> a\u{b}b.example.com:443\n  fs read /usr\n}\n";
         let (doc, diags) = parse(&SourceFile::new("t.policy", text));
         assert_eq!(diags.len(), 1);
         assert_eq!(doc.unwrap().items.len(), 2);

@@ -17,6 +17,50 @@ pub struct Args {
     /// Treat warnings as errors (exit 1).
     #[arg(long)]
     deny_warnings: bool,
+    /// Also ask the prover the single-policy risk questions (metadata
+    /// reach, credentials reachable uninspected, secrets a binary can send,
+    /// binaries the workload can plant, audit where a credential flows),
+    /// reported as R01xx warnings. Costs Z3's start-up, tens of ms.
+    #[arg(long)]
+    prove: bool,
+    /// Binary capability registry for the prover's risk queries (YAML file
+    /// or directory, added to the embedded defaults).
+    #[arg(long, value_name = "FILE")]
+    registry: Option<PathBuf>,
+    /// Time budget for the prover's risk queries, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    timeout_ms: u64,
+}
+
+/// The prover's single-policy risk queries, as warnings (R01xx).
+fn risk_warnings(args: &Args, checked: &load::Checked) -> Vec<policy_lang::diag::Diagnostic> {
+    let Some(resolved) = checked
+        .resolved
+        .as_ref()
+        .filter(|_| !checked.has_errors() && !checked.is_fragment)
+    else {
+        return Vec::new();
+    };
+    let bundle = policy_lang::compile::compile(&resolved.policy);
+    let opts = match super::diff::options(args.registry.as_deref(), None, args.timeout_ms) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("warning: risk queries skipped: {e}");
+            return Vec::new();
+        }
+    };
+    match prover::check(&bundle, &opts) {
+        Ok(report) => {
+            if let Some(why) = &report.inconclusive {
+                eprintln!("note: risk queries inconclusive: {why}");
+            }
+            crate::report::findings::diagnostics(&report, &checked.sources)
+        }
+        Err(e) => {
+            eprintln!("warning: risk queries skipped: {e}");
+            Vec::new()
+        }
+    }
 }
 
 pub fn run(args: &Args) -> u8 {
@@ -24,10 +68,19 @@ pub fn run(args: &Args) -> u8 {
     let mut unreadable = false;
     for path in &args.files {
         match load::check(path, args.credentials.credentials.as_deref()) {
-            Ok(checked) => reports.push(FileReport {
-                path: path.display().to_string(),
-                diagnostics: checked.diagnostics,
-            }),
+            Ok(checked) => {
+                let risks = if args.prove {
+                    risk_warnings(args, &checked)
+                } else {
+                    Vec::new()
+                };
+                let mut diagnostics = checked.diagnostics;
+                diagnostics.extend(risks);
+                reports.push(FileReport {
+                    path: path.display().to_string(),
+                    diagnostics,
+                });
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 unreadable = true;

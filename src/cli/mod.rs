@@ -2,6 +2,7 @@
 
 mod check;
 mod compile;
+mod diff;
 mod eval;
 mod explain;
 mod fmt;
@@ -40,6 +41,8 @@ enum Command {
     Fmt(fmt::Args),
     /// Translate an OpenShell YAML policy into this language.
     Import(import::Args),
+    /// Prove whether a policy change widens credentialed reach (`--prove`).
+    Diff(diff::Args),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +69,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Eval(a) => eval::run(&a),
         Command::Fmt(a) => fmt::run(&a),
         Command::Import(a) => import::run(&a),
+        Command::Diff(a) => diff::run(&a),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Rendering diagnostics for people (miette) and machines (JSON, SARIF,
 //! GitHub workflow annotations).
 
+pub mod findings;
 mod human;
 pub mod sarif;
 

@@ -1,0 +1,486 @@
+//! The finite and bit-vector domains the solver works over, built from the
+//! patterns and sets of both bundles (and the registry, accepted risks and
+//! Landlock paths): string atoms per dimension, method and SHA-256 pin
+//! domains, query conditions, and the elementary port and address cells.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use policy_lang::bundle::Bundle;
+use policy_lang::ir::Dest;
+use policy_lang::matcher::method::STANDARD_METHODS;
+use policy_lang::matcher::{
+    AddrSet, BinaryGlob, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher,
+    internal_ranges,
+};
+
+use crate::error::ProverError;
+use crate::region::AddrCell;
+use crate::strings::{DimSpec, Partition, PatternKind, PatternSet, universe};
+
+/// Host names that reach a metadata endpoint (as in the matcher module).
+pub const METADATA_HOSTS: &[&str] = &[
+    "metadata",
+    "metadata.google.internal",
+    "metadata.goog",
+    "instance-data",
+    "instance-data.ec2.internal",
+];
+
+/// Key of the path predicate "contains an encoded slash".
+pub const ENCODED_SLASH_KEY: &str = "<contains %2F>";
+
+/// Extra patterns the queries need besides the bundles' own.
+#[derive(Debug, Default, Clone)]
+pub struct Extra {
+    pub binaries: Vec<BinaryGlob>,
+    pub hosts: Vec<HostPattern>,
+    pub paths: Vec<HttpPathGlob>,
+    pub methods: Vec<String>,
+    pub ports: Vec<PortSet>,
+    pub addrs: Vec<AddrSet>,
+}
+
+#[derive(Debug)]
+pub struct Domain {
+    pub bins: Partition,
+    /// Host atoms; the value `hosts.len()` stands for "no host name".
+    pub hosts: Partition,
+    pub paths: Partition,
+    /// Method names by index; the last one stands for every method neither
+    /// policy names.
+    pub methods: Vec<String>,
+    /// SHA-256 pins by index; index 0 is "a digest no rule pins".
+    pub shas: Vec<Option<String>>,
+    pub queries: Vec<QueryMatcher>,
+    /// Port classes: elementary port intervals grouped by which port sets
+    /// hold them (every formula treats a class alike).
+    pub port_classes: Vec<Vec<(u16, u16)>>,
+    /// Address classes, likewise; class 0 is "no address".
+    pub addr_classes: Vec<Vec<AddrCell>>,
+    /// The distinct address sets the classes were built from, and each
+    /// class's membership in them (`None` for "no address").
+    pub addr_sets: Vec<AddrSet>,
+    pub addr_sigs: Vec<Option<Vec<bool>>>,
+    pub encoded_slash: bool,
+}
+
+impl Domain {
+    pub fn port_class_of(&self, port: u16) -> u32 {
+        self.port_classes
+            .iter()
+            .position(|c| c.iter().any(|&(lo, hi)| lo <= port && port <= hi))
+            .and_then(|i| u32::try_from(i).ok())
+            .unwrap_or(0)
+    }
+
+    pub fn addr_class_of(&self, p: &crate::formula::Point) -> u32 {
+        self.addr_classes
+            .iter()
+            .position(|c| c.iter().any(|cell| cell.contains(p)))
+            .and_then(|i| u32::try_from(i).ok())
+            .unwrap_or(0)
+    }
+
+    pub fn host_none(&self) -> u32 {
+        u32::try_from(self.hosts.len()).unwrap_or(u32::MAX)
+    }
+
+    pub fn method_index(&self, m: &str) -> u32 {
+        let up = m.to_ascii_uppercase();
+        let other = self.methods.len().saturating_sub(1);
+        let i = self.methods.iter().position(|x| *x == up).unwrap_or(other);
+        u32::try_from(i).unwrap_or(u32::MAX)
+    }
+
+    pub fn sha_index(&self, sha: Option<&str>) -> u32 {
+        let i = sha
+            .and_then(|s| {
+                self.shas
+                    .iter()
+                    .position(|p| p.as_deref().is_some_and(|p| p.eq_ignore_ascii_case(s)))
+            })
+            .unwrap_or(0);
+        u32::try_from(i).unwrap_or(0)
+    }
+
+    pub fn query_index(&self, q: &QueryMatcher) -> Option<u32> {
+        self.queries
+            .iter()
+            .position(|x| x == q)
+            .and_then(|i| u32::try_from(i).ok())
+    }
+
+    /// Atoms of a method set.
+    pub fn methods_of(&self, set: &MethodSet) -> Vec<u32> {
+        (0..self.methods.len())
+            .filter(|&i| {
+                let last = i + 1 == self.methods.len();
+                match set {
+                    MethodSet::Any => true,
+                    MethodSet::Only(_) if last => false,
+                    MethodSet::Only(_) => self.methods.get(i).is_some_and(|m| set.contains(m)),
+                }
+            })
+            .filter_map(|i| u32::try_from(i).ok())
+            .collect()
+    }
+
+    pub fn build(bundles: &[&Bundle], extra: &Extra) -> Result<Domain, ProverError> {
+        let encoded_slash = bundles
+            .iter()
+            .any(|b| b.enforcement.l7.iter().any(|e| e.encoded_slash));
+        let mut bins = PatternSet::default();
+        let mut hosts = PatternSet::default();
+        let mut paths = PatternSet::default();
+        let mut methods: BTreeSet<String> =
+            STANDARD_METHODS.iter().map(|m| (*m).to_owned()).collect();
+        methods.extend(extra.methods.iter().map(|m| m.to_ascii_uppercase()));
+        let mut shas: BTreeSet<String> = BTreeSet::new();
+        let mut queries: BTreeSet<QueryMatcher> = BTreeSet::new();
+        let mut ports: Vec<&PortSet> = extra.ports.iter().collect();
+        let mut addrs: Vec<AddrSet> = extra.addrs.clone();
+        addrs.push(internal_ranges());
+        addrs.push(metadata_ranges());
+        for h in METADATA_HOSTS {
+            if let Ok(p) = HostPattern::parse(h) {
+                add_host(&mut hosts, &p);
+            }
+        }
+        for b in &extra.binaries {
+            add_binary(&mut bins, b);
+        }
+        for h in &extra.hosts {
+            add_host(&mut hosts, h);
+        }
+        for p in &extra.paths {
+            add_path(&mut paths, p);
+        }
+        if encoded_slash {
+            paths.add(
+                ENCODED_SLASH_KEY,
+                PatternKind::Glob {
+                    regex: "(?s:.*)%2F(?s:.*)".to_owned(),
+                    example: "/x%2Fx".to_owned(),
+                },
+            );
+        }
+        let mut add_methods = |set: &MethodSet| {
+            if let MethodSet::Only(ms) = set {
+                methods.extend(ms.iter().map(ToString::to_string));
+            }
+        };
+        for b in bundles {
+            let t = &b.enforcement;
+            for id in &t.seccomp.identities {
+                add_binary(&mut bins, &id.binary.glob);
+                if let Some(pin) = &id.binary.sha256 {
+                    shas.insert(pin.to_ascii_lowercase());
+                }
+            }
+            for r in &t.seccomp.routes {
+                ports.push(&r.ports);
+                match &r.dest {
+                    Dest::Host(h) => add_host(&mut hosts, h),
+                    Dest::Addrs(a) => addrs.push(a.clone()),
+                }
+                if let Some(a) = &r.addresses {
+                    addrs.push(a.clone());
+                }
+            }
+            for e in &t.l7 {
+                if let Some(p) = &e.path {
+                    add_path(&mut paths, p);
+                }
+                for m in e.allow.iter().chain(&e.deny) {
+                    add_path(&mut paths, &m.path);
+                    add_methods(&m.methods);
+                    queries.extend(m.query.iter().cloned());
+                }
+            }
+            for c in &t.credentials {
+                for h in &c.hosts {
+                    add_host(&mut hosts, h);
+                }
+                if let Some(ms) = &c.methods {
+                    add_methods(ms);
+                }
+                for p in c.paths.iter().flatten() {
+                    add_path(&mut paths, p);
+                }
+            }
+            for s in &t.secrets {
+                for h in &s.hosts {
+                    add_host(&mut hosts, h);
+                }
+            }
+        }
+        addrs.sort();
+        addrs.dedup();
+        let (addr_classes, addr_sigs) = addr_classes(&addrs);
+        let mut method_list: Vec<String> = methods.into_iter().collect();
+        let mut other = String::from("X-OTHER");
+        while method_list.contains(&other) {
+            other.push('X');
+        }
+        method_list.push(other);
+        let path_valid: fn(&str) -> bool = if encoded_slash {
+            |s| universe::is_canonical_path(s, true)
+        } else {
+            |s| universe::is_canonical_path(s, false)
+        };
+        let timing = std::env::var_os("PROVER_TIMING").is_some();
+        let t = std::time::Instant::now();
+        let bins_part = Partition::build(
+            bins,
+            &DimSpec {
+                universe: universe::binaries(),
+                valid: universe::is_resolved_binary,
+            },
+        )?;
+        let t_bins = t.elapsed();
+        let hosts_part = Partition::build(
+            hosts,
+            &DimSpec {
+                universe: universe::hosts(),
+                valid: universe::is_normal_host,
+            },
+        )?;
+        let t_hosts = t.elapsed();
+        let paths_part = Partition::build(
+            paths,
+            &DimSpec {
+                universe: universe::http_paths(),
+                valid: path_valid,
+            },
+        )?;
+        if timing {
+            eprintln!(
+                "prover: partitions: binaries {t_bins:?}, hosts {:?}, paths {:?}",
+                t_hosts - t_bins,
+                t.elapsed() - t_hosts
+            );
+        }
+        Ok(Domain {
+            bins: bins_part,
+            hosts: hosts_part,
+            paths: paths_part,
+            methods: method_list,
+            shas: std::iter::once(None)
+                .chain(shas.into_iter().map(Some))
+                .collect(),
+            queries: queries.into_iter().collect(),
+            port_classes: port_classes(&ports),
+            addr_classes,
+            addr_sets: addrs,
+            addr_sigs,
+            encoded_slash,
+        })
+    }
+}
+
+pub fn binary_key(g: &BinaryGlob) -> String {
+    g.as_str().to_owned()
+}
+
+pub fn host_key(h: &HostPattern) -> String {
+    h.as_str().to_owned()
+}
+
+pub fn path_key(p: &HttpPathGlob) -> String {
+    p.as_str().to_owned()
+}
+
+fn add_binary(set: &mut PatternSet, g: &BinaryGlob) {
+    let kind = match g.exact() {
+        Some(e) => PatternKind::Exact(e.to_owned()),
+        None => PatternKind::Glob {
+            regex: g.to_regex(),
+            example: g.example(),
+        },
+    };
+    set.add(&binary_key(g), kind);
+}
+
+fn add_host(set: &mut PatternSet, h: &HostPattern) {
+    let kind = match h.exact() {
+        Some(e) => PatternKind::Exact(e.to_owned()),
+        None => PatternKind::Glob {
+            regex: h.to_regex(),
+            example: h.example(),
+        },
+    };
+    set.add(&host_key(h), kind);
+}
+
+fn add_path(set: &mut PatternSet, p: &HttpPathGlob) {
+    let kind = if p.is_exact() {
+        PatternKind::Exact(p.literal_prefix())
+    } else {
+        PatternKind::Glob {
+            regex: p.to_regex(),
+            example: p.example(),
+        }
+    };
+    set.add(&path_key(p), kind);
+}
+
+/// The glob for "this file or anything below this directory", for a
+/// Landlock path.
+pub fn tree_glob(path: &str) -> Option<BinaryGlob> {
+    let mut text = String::new();
+    for c in path.trim_end_matches('/').chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            text.push('\\');
+        }
+        text.push(c);
+    }
+    text.push_str("/**");
+    BinaryGlob::parse(&text).ok()
+}
+
+/// Link-local and metadata addresses, with their NAT64 and 6to4 images:
+/// what `metadata_reach` is about.
+pub fn metadata_ranges() -> AddrSet {
+    let v4: [(&str, u8); 2] = [("169.254.0.0", 16), ("100.100.100.200", 32)];
+    let mut nets: Vec<IpNet> = Vec::new();
+    for (a, len) in v4 {
+        let Ok(ip) = a.parse::<std::net::Ipv4Addr>() else {
+            continue;
+        };
+        nets.extend(IpNet::new(IpAddr::V4(ip), len).ok());
+        let bits = u128::from(u32::from(ip));
+        // NAT64 well-known prefix 64:ff9b::/96 and 6to4 2002::/16.
+        let nat64 = (0x0064_ff9b_u128 << 96) | bits;
+        let six_to_four = (0x2002_u128 << 112) | (bits << 80);
+        nets.extend(IpNet::new(IpAddr::V6(nat64.into()), 96 + len).ok());
+        nets.extend(IpNet::new(IpAddr::V6(six_to_four.into()), 16 + len).ok());
+    }
+    for (a, len) in [("fe80::", 10u8), ("fd00:ec2::254", 128)] {
+        if let Ok(ip) = a.parse::<std::net::Ipv6Addr>() {
+            nets.extend(IpNet::new(IpAddr::V6(ip), len).ok());
+        }
+    }
+    AddrSet::from_nets(nets)
+}
+
+/// The IPv4 or IPv6 intervals of an address set.
+pub fn intervals(set: &AddrSet, v6: bool) -> Vec<(u128, u128)> {
+    set.nets()
+        .iter()
+        .filter_map(|n| match (n.trunc(), v6) {
+            (IpNet::V4(n), false) => Some((
+                u128::from(u32::from(n.network())),
+                u128::from(u32::from(n.broadcast())),
+            )),
+            (IpNet::V6(n), true) => Some((u128::from(n.network()), u128::from(n.broadcast()))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Elementary intervals: the coarsest split of the space on which every
+/// given set is either full or empty.
+fn cells(bounds: BTreeSet<u128>, max: u128, min: u128) -> Vec<(u128, u128)> {
+    let mut starts: Vec<u128> = bounds
+        .into_iter()
+        .filter(|&b| b > min && b <= max)
+        .collect();
+    starts.insert(0, min);
+    starts.dedup();
+    let mut out = Vec::with_capacity(starts.len());
+    for (i, &s) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(max, |&n| n - 1);
+        out.push((s, end));
+    }
+    out
+}
+
+/// Groups cells by the sets that hold them, keeping first-seen order;
+/// each group with its membership signature.
+fn classes<C: Copy>(cells: Vec<C>, member: impl Fn(C) -> Vec<bool>) -> Vec<(Vec<bool>, Vec<C>)> {
+    let mut by_sig: Vec<(Vec<bool>, Vec<C>)> = Vec::new();
+    for c in cells {
+        let sig = member(c);
+        match by_sig.iter_mut().find(|(s, _)| *s == sig) {
+            Some((_, v)) => v.push(c),
+            None => by_sig.push((sig, vec![c])),
+        }
+    }
+    by_sig
+}
+
+fn port_classes(sets: &[&PortSet]) -> Vec<Vec<(u16, u16)>> {
+    classes(port_cells(sets), |(lo, _)| {
+        sets.iter().map(|s| s.contains(lo)).collect()
+    })
+    .into_iter()
+    .map(|(_, v)| v)
+    .collect()
+}
+
+/// Address classes (cells) and their signatures over the sets.
+type AddrClasses = (Vec<Vec<AddrCell>>, Vec<Option<Vec<bool>>>);
+
+fn addr_classes(sets: &[AddrSet]) -> AddrClasses {
+    let v4 = addr_cells(sets, false)
+        .into_iter()
+        .filter_map(|(a, b)| Some(AddrCell::V4(u32::try_from(a).ok()?, u32::try_from(b).ok()?)));
+    let v6 = addr_cells(sets, true)
+        .into_iter()
+        .map(|(a, b)| AddrCell::V6(a, b));
+    let mut cells = vec![vec![AddrCell::None]];
+    let mut sigs = vec![None];
+    for (sig, group) in classes(v4.chain(v6).collect(), |c| {
+        sets.iter()
+            .map(|s| c.first_ip().is_some_and(|ip| s.contains(ip)))
+            .collect()
+    }) {
+        cells.push(group);
+        sigs.push(Some(sig));
+    }
+    (cells, sigs)
+}
+
+fn port_cells(sets: &[&PortSet]) -> Vec<(u16, u16)> {
+    let mut bounds = BTreeSet::new();
+    for s in sets {
+        for &(lo, hi) in s.ranges() {
+            bounds.insert(u128::from(lo));
+            bounds.insert(u128::from(hi) + 1);
+        }
+    }
+    cells(bounds, u128::from(u16::MAX), 1)
+        .into_iter()
+        .map(|(a, b)| {
+            (
+                u16::try_from(a).unwrap_or(u16::MAX),
+                u16::try_from(b).unwrap_or(u16::MAX),
+            )
+        })
+        .collect()
+}
+
+/// IPv4-mapped IPv6 addresses (`::ffff:0:0/96`) are IPv4 to every decision;
+/// the IPv6 domain leaves them out.
+pub const MAPPED_V6: (u128, u128) = (0xffff_0000_0000, 0xffff_ffff_ffff);
+
+fn addr_cells(sets: &[AddrSet], v6: bool) -> Vec<(u128, u128)> {
+    let mut bounds = BTreeSet::new();
+    for s in sets {
+        for (lo, hi) in intervals(s, v6) {
+            bounds.insert(lo);
+            bounds.insert(hi.saturating_add(1));
+        }
+    }
+    let max = if v6 { u128::MAX } else { u128::from(u32::MAX) };
+    if v6 {
+        bounds.insert(MAPPED_V6.0);
+        bounds.insert(MAPPED_V6.1 + 1);
+    }
+    cells(bounds, max, 0)
+        .into_iter()
+        .filter(|&(lo, hi)| !(v6 && lo >= MAPPED_V6.0 && hi <= MAPPED_V6.1))
+        .collect()
+}

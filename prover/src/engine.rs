@@ -1,0 +1,702 @@
+//! Putting it together: domains from both bundles, models, queries, the
+//! region search, witnesses replayed through the reference evaluator,
+//! blame, and accepted risks.
+
+use std::time::{Duration, Instant};
+
+use policy_lang::bundle::Bundle;
+use policy_lang::eval::Evaluator;
+use policy_lang::matcher::BinaryGlob;
+use serde::Serialize;
+
+use crate::accepted::{Acceptance, DestScope, today};
+use crate::domain::{self, Domain, Extra};
+use crate::error::ProverError;
+use crate::finding::{self, Finding, Loc, Witness};
+use crate::formula::{Defs, F, Lit, Point, and, ids, lit};
+use crate::model::{self, BinaryFacts, Model};
+use crate::query::{self, Category, Query, Variant};
+use crate::region::Region;
+use crate::registry::Registry;
+use crate::sandbox::Sandbox;
+use crate::smt::Smt;
+use crate::solve::{Outcome, Search};
+use crate::witness::{self, Observed};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Budget for all solver calls together.
+    pub timeout_ms: u64,
+    pub registry: Registry,
+    pub accepted: Vec<Acceptance>,
+    /// Regions reported in detail per query; beyond, they are counted.
+    pub max_findings: usize,
+    /// Regions counted per query before giving up counting.
+    pub max_regions: usize,
+    pub print_smt: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            timeout_ms: 10_000,
+            registry: Registry::embedded(),
+            accepted: Vec::new(),
+            max_findings: 20,
+            max_regions: 200,
+            print_smt: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    NoNewAccess,
+    Widened,
+    Inconclusive,
+}
+
+/// Regions found but not detailed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Omitted {
+    pub category: Category,
+    pub count: usize,
+    /// Counting stopped at the cap: there may be more.
+    pub at_least: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    pub binary_atoms: usize,
+    pub host_atoms: usize,
+    pub path_atoms: usize,
+    pub definitions: usize,
+    pub millis: u128,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub verdict: Verdict,
+    pub findings: Vec<Finding>,
+    pub omitted: Vec<Omitted>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inconclusive: Option<String>,
+    pub notes: Vec<String>,
+    #[serde(skip)]
+    pub smt: Option<String>,
+    pub stats: Stats,
+}
+
+struct Side<'a> {
+    bundle: &'a Bundle,
+    eval: Evaluator,
+    model: Model,
+}
+
+fn extra(bundles: &[&Bundle], opts: &Options) -> Extra {
+    let mut e = Extra::default();
+    for path in opts.registry.binaries.keys() {
+        if let Ok(g) = BinaryGlob::parse(&escape_glob(path)) {
+            e.binaries.push(g);
+        }
+    }
+    for b in bundles {
+        let s = Sandbox::of(b);
+        e.binaries
+            .extend(s.write_trees().into_iter().map(|(_, g)| g));
+        e.binaries
+            .extend(s.exec_trees().into_iter().map(|(_, g)| g));
+    }
+    for a in &opts.accepted {
+        e.binaries.extend(a.binary.clone());
+        match &a.dest {
+            Some(DestScope::Hosts(h)) => e.hosts.extend(h.iter().cloned()),
+            Some(DestScope::Addrs(s)) => e.addrs.push(s.clone()),
+            None => {}
+        }
+        e.ports.extend(a.ports.clone());
+        e.methods.extend(a.methods.iter().flatten().cloned());
+        e.paths.extend(a.paths.iter().flatten().cloned());
+    }
+    e
+}
+
+fn escape_glob(path: &str) -> String {
+    let mut out = String::new();
+    for c in path.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn binary_facts(dom: &Domain, reg: &Registry) -> BinaryFacts {
+    let mut f = BinaryFacts::default();
+    for (i, a) in dom.bins.atoms.iter().enumerate() {
+        let i = u32::try_from(i).unwrap_or(u32::MAX);
+        let facts = if a.exact {
+            reg.facts(&a.witness)
+        } else {
+            crate::registry::Facts::unknown()
+        };
+        if facts.bypasses_l7() {
+            f.bypass.push(i);
+        }
+        if facts.can_exfiltrate {
+            f.exfil.push(i);
+        }
+    }
+    f
+}
+
+/// `diff --prove`: what `new` allows with a credential that `old` did not.
+pub fn diff(old: &Bundle, new: &Bundle, opts: &Options) -> Result<Report, ProverError> {
+    run(Some(old), new, opts)
+}
+
+/// `check`: the risks of one policy on its own.
+pub fn check(bundle: &Bundle, opts: &Options) -> Result<Report, ProverError> {
+    run(None, bundle, opts)
+}
+
+fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, ProverError> {
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(opts.timeout_ms);
+    let bundles: Vec<&Bundle> = std::iter::once(new).chain(old).collect();
+    let timing = std::env::var_os("PROVER_TIMING").is_some();
+    let dom = Domain::build(&bundles, &extra(&bundles, opts))?;
+    if timing {
+        eprintln!("prover: domain {:?}", started.elapsed());
+    }
+    let facts = binary_facts(&dom, &opts.registry);
+    let mut defs = Defs::default();
+    let nm = model::build("new", new, &dom, &facts, &Sandbox::of(new), &mut defs);
+    let (nb, nm) = (new, nm);
+    let old_side = old.map(|b| {
+        (
+            b,
+            model::build("old", b, &dom, &facts, &Sandbox::of(b), &mut defs),
+        )
+    });
+    let meta = defs.define("metadata_destination", model::metadata_dest(&dom));
+    let n = Side {
+        bundle: nb,
+        eval: Evaluator::new(nb.clone()),
+        model: nm,
+    };
+    let o = old_side.map(|(b, m)| Side {
+        bundle: b,
+        eval: Evaluator::new(b.clone()),
+        model: m,
+    });
+    let queries = match &o {
+        Some(o) => query::diff(&n.model, &o.model, &meta),
+        None => query::single(&n.model, &meta),
+    };
+    if timing {
+        let open = queries
+            .iter()
+            .filter(|q| !matches!(q.f, F::Const(false)))
+            .count();
+        eprintln!(
+            "prover: models {:?} ({open} of {} queries not false by construction)",
+            started.elapsed(),
+            queries.len()
+        );
+    }
+    let mut smt = Smt::new(&dom, deadline);
+    if timing {
+        eprintln!("prover: smt {:?}", started.elapsed());
+    }
+    smt.define(&defs);
+    let mut report = Report {
+        verdict: Verdict::NoNewAccess,
+        findings: Vec::new(),
+        omitted: Vec::new(),
+        inconclusive: None,
+        notes: Vec::new(),
+        smt: None,
+        stats: Stats {
+            binary_atoms: dom.bins.len(),
+            host_atoms: dom.hosts.len(),
+            path_atoms: dom.paths.len(),
+            definitions: defs.items.len(),
+            millis: 0,
+        },
+    };
+    if opts.print_smt {
+        let mut text = smt.to_smt2();
+        for q in &queries {
+            text.push_str(&format!(
+                "; query {} ({:?})\n(assert {})\n",
+                q.category,
+                q.variant,
+                smt.translate(&q.f)
+            ));
+        }
+        report.smt = Some(text);
+    }
+    let cx = Cx {
+        dom: &dom,
+        defs: &defs,
+        n: &n,
+        o: o.as_ref(),
+        opts,
+    };
+    let mut search = Search {
+        dom: &dom,
+        defs: &defs,
+        smt: &smt,
+        learned: Vec::new(),
+    };
+    if timing {
+        eprintln!(
+            "prover: setup {:?} ({} defs)",
+            started.elapsed(),
+            defs.items.len()
+        );
+    }
+    for q in &queries {
+        let t = Instant::now();
+        let (found, outcome) = search.regions(&q.f, opts.max_regions);
+        if timing {
+            eprintln!(
+                "prover: {} {:?}: {} regions in {:?} ({outcome:?})",
+                q.category,
+                q.variant,
+                found.len(),
+                t.elapsed()
+            );
+        }
+        let detailed = found.len().min(opts.max_findings);
+        for f in found.iter().take(detailed) {
+            report.findings.push(cx.finding(q, &f.region, &f.point));
+        }
+        if found.len() > detailed || outcome == Outcome::Capped {
+            report.omitted.push(Omitted {
+                category: q.category,
+                count: found.len() - detailed,
+                at_least: outcome == Outcome::Capped,
+            });
+        }
+        if let Outcome::Inconclusive(why) = outcome {
+            report.inconclusive.get_or_insert(format!(
+                "the solver could not decide `{}`: {why}",
+                q.category
+            ));
+        }
+    }
+    cx.secret_exposure(&search, &mut report);
+    for a in &opts.accepted {
+        if a.category.is_none() {
+            report.notes.push(format!(
+                "accepted risk `{}` names no category this prover reports; it suppresses nothing",
+                a.query
+            ));
+        }
+    }
+    let widened = report.findings.iter().any(|f| !f.suppressed)
+        || report.omitted.iter().any(|o| o.count > 0 || o.at_least);
+    report.verdict = if widened {
+        Verdict::Widened
+    } else if report.inconclusive.is_some() {
+        Verdict::Inconclusive
+    } else {
+        Verdict::NoNewAccess
+    };
+    report.stats.millis = started.elapsed().as_millis();
+    Ok(report)
+}
+
+struct Cx<'a> {
+    dom: &'a Domain,
+    defs: &'a Defs,
+    n: &'a Side<'a>,
+    o: Option<&'a Side<'a>>,
+    opts: &'a Options,
+}
+
+impl Cx<'_> {
+    fn observe(&self, req: &policy_lang::eval::Request) -> (Observed, Option<Observed>, bool) {
+        let reg = &self.opts.registry;
+        let n = witness::observe(&self.n.eval, req, reg);
+        let o = self.o.map(|o| witness::observe(&o.eval, req, reg));
+        (n, o, n.meta)
+    }
+
+    fn finding(&self, q: &Query, r: &Region, x: &Point) -> Finding {
+        let p = witness::choose(self.dom, self.defs, &q.f, r, x);
+        let req = witness::request(self.dom, &p);
+        let (nobs, oobs, meta) = self.observe(&req);
+        let verified = query::holds(q.category, q.variant, &nobs, oobs.as_ref(), meta);
+        let nd = self.n.eval.eval(&req);
+        let new_rule = nd.rule.as_ref().map(Loc::of);
+        let (old_reason, old_rule) = match self.o {
+            Some(o) => {
+                let od = o.eval.eval(&req);
+                let conn = oobs.is_some_and(|x| x.conn);
+                let (mut text, at) = finding::old_reason(&od, conn);
+                if conn && od.decision != policy_lang::eval::Verdict::Deny {
+                    text = self.old_context(q, &od, text);
+                }
+                (text, at)
+            }
+            None => (String::new(), None),
+        };
+        let region = finding::summarize(self.dom, r);
+        let w = Witness::of(&req);
+        let message = self.message(q, &w, &nd, &region, &nobs);
+        let (suppressed, acceptance) = self.suppression(q.category, r);
+        Finding {
+            category: q.category,
+            message,
+            witness: w,
+            new_rule,
+            old_reason,
+            old_rule,
+            suppressed,
+            acceptance,
+            region,
+            verified,
+            code: q.category.code(),
+        }
+    }
+
+    fn old_context(&self, q: &Query, _od: &policy_lang::eval::Decision, text: String) -> String {
+        match q.category {
+            Category::L7BypassCredentialed => {
+                format!(
+                    "the old policy inspected this connection or held no credential for it ({text})"
+                )
+            }
+            Category::WritableBinaryIdentity => {
+                format!(
+                    "the old policy allowed it, but not from a path the workload can write ({text})"
+                )
+            }
+            Category::CredentialReachExpansion => {
+                format!("the old policy let it through without a credential ({text})")
+            }
+            _ => text,
+        }
+    }
+
+    fn credential_named(&self, w: &Witness, d: &policy_lang::eval::Decision) -> String {
+        if let Some(c) = &d.credential {
+            return format!("credential `{c}`");
+        }
+        let t = &self.n.bundle.enforcement;
+        let host = policy_lang::matcher::normalize_host(&w.host).ok();
+        let bound = host.as_deref().and_then(|h| {
+            t.credentials
+                .iter()
+                .find(|c| c.hosts.iter().any(|p| p.matches(h)))
+                .map(|c| format!("credential `{}`", c.name))
+                .or_else(|| {
+                    t.secrets
+                        .iter()
+                        .find(|s| s.hosts.iter().any(|p| p.matches(h)))
+                        .map(|s| format!("secret `{}`", s.name))
+                })
+        });
+        bound.unwrap_or_else(|| "a sandbox-held secret".to_owned())
+    }
+
+    fn message(
+        &self,
+        q: &Query,
+        w: &Witness,
+        nd: &policy_lang::eval::Decision,
+        r: &finding::RegionSummary,
+        obs: &Observed,
+    ) -> String {
+        let cred = self.credential_named(w, nd);
+        let dest = format!("{}:{}", w.host, w.port);
+        let req = w.url();
+        let m = match (q.category, q.variant) {
+            (Category::CredentialReachExpansion, Variant::NewlyAttached) => {
+                format!("{cred} is now attached to `{req}` from `{}`", w.binary)
+            }
+            (Category::CredentialReachExpansion, _) => {
+                format!(
+                    "`{}` can now reach `{dest}`, where {cred} applies",
+                    w.binary
+                )
+            }
+            (Category::CapabilityExpansion, _) => format!(
+                "`{}` may now send {} to `{dest}`, where {cred} applies (e.g. `{req}`)",
+                w.binary,
+                r.methods.join(" "),
+            ),
+            (Category::EnforcementDowngrade, _) => {
+                if self.o.is_some() {
+                    format!(
+                        "`{req}` is now forwarded in audit mode instead of denied, with {cred} in scope"
+                    )
+                } else {
+                    format!(
+                        "audit mode forwards `{req}` although no rule allows it, with {cred} in scope"
+                    )
+                }
+            }
+            (Category::L7BypassCredentialed, _) => {
+                let facts = self.opts.registry.facts(&w.binary);
+                let why = match (&facts.bypass_protocol, obs.inspected) {
+                    (Some(p), true) => format!(
+                        "`{}` speaks {p}, which the L7 proxy cannot inspect",
+                        w.binary
+                    ),
+                    _ => "the connection is relayed without inspection".to_owned(),
+                };
+                format!(
+                    "`{}` reaches `{dest}`, where {cred} applies, uninspected: {why}",
+                    w.binary
+                )
+            }
+            (Category::MetadataReach, _) => {
+                format!(
+                    "`{}` can reach the metadata / link-local destination `{dest}`",
+                    w.binary
+                )
+            }
+            (Category::WritableBinaryIdentity, _) => format!(
+                "`{}` lies where the workload can write: a program planted there inherits reach to `{dest}`",
+                w.binary
+            ),
+            (Category::SecretExposure, _) => format!("`{}` can send it to `{dest}`", w.binary),
+        };
+        format!("{m} [{}]", r.text)
+    }
+
+    /// Whether an acceptance covers the whole region.
+    fn suppression(
+        &self,
+        cat: Category,
+        r: &Region,
+    ) -> (bool, Option<crate::accepted::AcceptanceNote>) {
+        let now = today();
+        let mut expired_note = None;
+        for a in self
+            .opts
+            .accepted
+            .iter()
+            .filter(|a| a.category == Some(cat))
+        {
+            if !self.covers(a, r) {
+                continue;
+            }
+            if a.expired(now) {
+                expired_note.get_or_insert(a.note(now));
+                continue;
+            }
+            return (true, Some(a.note(now)));
+        }
+        (false, expired_note)
+    }
+
+    fn covers(&self, a: &Acceptance, r: &Region) -> bool {
+        let dom = self.dom;
+        let within = |set: &[u32], allowed: &[u32]| set.iter().all(|x| allowed.contains(x));
+        if let Some(b) = &a.binary
+            && !within(&r.bins, dom.bins.atoms_of(&domain::binary_key(b)))
+        {
+            return false;
+        }
+        match &a.dest {
+            Some(DestScope::Hosts(hs)) => {
+                let allowed: Vec<u32> = hs
+                    .iter()
+                    .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
+                    .collect();
+                if !within(&r.hosts, &allowed) {
+                    return false;
+                }
+            }
+            Some(DestScope::Addrs(set)) => {
+                // Cells are wholly inside or outside every set the domain
+                // was built from (the scope's set is one of them).
+                let ok = r.hosts.iter().all(|&h| h == dom.host_none())
+                    && r.addr_cells(dom)
+                        .iter()
+                        .all(|c| c.first_ip().is_some_and(|ip| set.contains(ip)));
+                if !ok {
+                    return false;
+                }
+            }
+            None => {}
+        }
+        if let Some(ps) = &a.ports
+            && !r
+                .port_cells(dom)
+                .iter()
+                .all(|&(lo, hi)| (lo..=hi).all(|x| ps.contains(x)))
+        {
+            return false;
+        }
+        if let Some(ms) = &a.methods {
+            let allowed: Vec<u32> = ms.iter().map(|m| dom.method_index(m)).collect();
+            let other = u32::try_from(dom.methods.len().saturating_sub(1)).unwrap_or(0);
+            if !r.methods.iter().all(|m| allowed.contains(m) && *m != other) {
+                return false;
+            }
+        }
+        if let Some(ps) = &a.paths {
+            let allowed: Vec<u32> = ps
+                .iter()
+                .flat_map(|p| dom.paths.atoms_of(&domain::path_key(p)).iter().copied())
+                .collect();
+            if !within(&r.paths, &allowed) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// `secret_exposure`: per sandbox-held secret the workload can read,
+    /// the binaries that can exfiltrate and have somewhere to send it (and
+    /// could not before).
+    fn secret_exposure(&self, search: &Search<'_>, report: &mut Report) {
+        let dom = self.dom;
+        let facts = binary_facts(dom, &self.opts.registry);
+        let nsand = Sandbox::of(self.n.bundle);
+        let smt = search.smt;
+        let sends = |m: &Model, bin: u32| -> Option<bool> {
+            let f = and([m.allow.clone(), lit(Lit::Bin(ids(vec![bin])))]);
+            smt.push();
+            smt.assert(smt.translate(&f));
+            let r = match smt.check() {
+                z3::SatResult::Sat => Some(true),
+                z3::SatResult::Unsat => Some(false),
+                z3::SatResult::Unknown => None,
+            };
+            smt.pop();
+            r
+        };
+        let mut n_cache: Vec<Option<Option<bool>>> = vec![None; dom.bins.len()];
+        let mut o_cache: Vec<Option<Option<bool>>> = vec![None; dom.bins.len()];
+        let secrets = &self.n.bundle.enforcement.secrets;
+        for (i, s) in secrets.iter().enumerate() {
+            if !nsand.can_read(&s.source) {
+                continue;
+            }
+            let old_has = self.o.is_some_and(|o| {
+                let osand = Sandbox::of(o.bundle);
+                o.bundle
+                    .enforcement
+                    .secrets
+                    .iter()
+                    .any(|x| x.source == s.source && osand.can_read(&x.source))
+            });
+            let mut bins = Vec::new();
+            for &b in &facts.exfil {
+                let Some(slot) = n_cache.get_mut(b as usize) else {
+                    continue;
+                };
+                let ns = *slot.get_or_insert_with(|| sends(&self.n.model, b));
+                let Some(ns) = ns else {
+                    report
+                        .inconclusive
+                        .get_or_insert("the solver could not decide `secret_exposure`".to_owned());
+                    continue;
+                };
+                if !ns {
+                    continue;
+                }
+                if old_has && let Some(o) = self.o {
+                    let Some(slot) = o_cache.get_mut(b as usize) else {
+                        continue;
+                    };
+                    match *slot.get_or_insert_with(|| sends(&o.model, b)) {
+                        Some(true) => continue,
+                        Some(false) => {}
+                        None => {
+                            report.inconclusive.get_or_insert(
+                                "the solver could not decide `secret_exposure`".to_owned(),
+                            );
+                            continue;
+                        }
+                    }
+                }
+                bins.push(b);
+            }
+            if bins.is_empty() {
+                continue;
+            }
+            let q = and([self.n.model.allow.clone(), lit(Lit::Bin(ids(bins.clone())))]);
+            smt.push();
+            smt.assert(smt.translate(&q));
+            let model = match smt.check() {
+                z3::SatResult::Sat => smt.model(),
+                _ => None,
+            };
+            smt.pop();
+            let Some(model) = model else { continue };
+            let x = smt.point(&model);
+            let mut region = full_region(dom);
+            region.bins = bins;
+            let p = witness::choose(dom, self.defs, &q, &region, &x);
+            let req = witness::request(dom, &p);
+            let (nobs, oobs, _) = self.observe(&req);
+            let nd = self.n.eval.eval(&req);
+            let origin = self.n.bundle.provenance.secrets.get(i).map(Loc::of);
+            let mut summary = finding::summarize(dom, &region);
+            summary.text = format!("binaries {}", summary.binaries.join(", "));
+            let w = Witness::of(&req);
+            let source = match &s.source {
+                policy_lang::ir::SecretSource::Env(v) => format!("environment variable `{v}`"),
+                policy_lang::ir::SecretSource::File(f) => {
+                    let by = nsand.reader_of(f).unwrap_or("?");
+                    format!("file `{f}`, readable under `{by}`")
+                }
+            };
+            let message = format!(
+                "secret `{}` ({source}) is readable in the sandbox, and `{}` can send it to `{}:{}` [{}]",
+                s.name, w.binary, w.host, w.port, summary.text
+            );
+            let (suppressed, acceptance) = self.suppression(Category::SecretExposure, &region);
+            report.findings.push(Finding {
+                category: Category::SecretExposure,
+                message,
+                witness: w,
+                new_rule: origin.or_else(|| nd.rule.as_ref().map(Loc::of)),
+                old_reason: if self.o.is_some() {
+                    if old_has {
+                        "in the old policy these binaries had nowhere to send it".to_owned()
+                    } else {
+                        "the old policy held no such readable secret".to_owned()
+                    }
+                } else {
+                    String::new()
+                },
+                old_rule: None,
+                suppressed,
+                acceptance,
+                region: summary,
+                verified: nobs.allow && (!old_has || oobs.is_none_or(|o| !o.allow)),
+                code: Category::SecretExposure.code(),
+            });
+        }
+    }
+}
+
+/// Every value in every dimension.
+pub fn full_region(dom: &Domain) -> Region {
+    let all = |n: usize| {
+        (0..n)
+            .filter_map(|i| u32::try_from(i).ok())
+            .collect::<Vec<_>>()
+    };
+    Region {
+        bins: all(dom.bins.len()),
+        shas: all(dom.shas.len()),
+        hosts: all(dom.hosts.len() + 1),
+        addrs: all(dom.addr_classes.len()),
+        ports: all(dom.port_classes.len()),
+        methods: all(dom.methods.len()),
+        paths: all(dom.paths.len()),
+        queries: vec![(0..3).collect(); dom.queries.len()],
+    }
+}

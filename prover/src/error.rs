@@ -1,0 +1,24 @@
+//! Errors of the prover library.
+
+/// Why a proof could not be attempted or finished.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProverError {
+    /// An automaton over a dimension's patterns could not be built (too
+    /// large, or a regex the automaton builder refuses).
+    #[error("cannot build the automaton over the patterns: {0}")]
+    Automaton(String),
+    /// A binary capability registry file is not valid.
+    #[error("invalid binary registry `{path}`: {message}")]
+    Registry { path: String, message: String },
+    /// An accepted-risks file is not valid.
+    #[error("invalid accepted-risks file `{path}`: {message}")]
+    AcceptedRisks { path: String, message: String },
+    /// A file could not be read.
+    #[error("cannot read `{path}`: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,347 @@
+//! Findings as reported: category, message, witness request, blame in the
+//! new policy, why the old policy did not allow it, and the region's size.
+
+use policy_lang::eval::{Decision, Request, Verdict};
+use policy_lang::ir::Origin;
+use serde::Serialize;
+
+use crate::accepted::AcceptanceNote;
+use crate::domain::Domain;
+use crate::query::Category;
+use crate::region::{AddrCell, Region};
+use crate::strings::{Partition, Size};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Loc {
+    pub file: String,
+    pub line: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub column: u32,
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
+}
+
+impl Loc {
+    pub fn of(o: &Origin) -> Loc {
+        Loc {
+            file: o.file.clone(),
+            line: o.line,
+            column: o.column,
+        }
+    }
+}
+
+impl std::fmt::Display for Loc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// The concrete request of a finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Witness {
+    pub binary: String,
+    /// The host name, or the address when the destination has no name.
+    pub host: String,
+    pub port: u16,
+    pub method: String,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl Witness {
+    pub fn of(req: &Request) -> Witness {
+        let (method, target) = req
+            .http
+            .as_ref()
+            .map(|h| (h.method.clone(), h.target.clone()))
+            .unwrap_or_else(|| ("GET".to_owned(), "/".to_owned()));
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+            None => (target, None),
+        };
+        let address = req.addr.map(|a| a.to_string());
+        Witness {
+            binary: req.binary.clone(),
+            host: req
+                .host
+                .clone()
+                .or_else(|| address.clone())
+                .unwrap_or_default(),
+            port: req.port,
+            method,
+            path,
+            address: address.filter(|_| req.host.is_some()),
+            query,
+            sha256: req.sha256.clone(),
+        }
+    }
+
+    /// `METHOD https://host:port/path?query` for one-line reports.
+    pub fn url(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        let scheme = if self.port == 80 { "http" } else { "https" };
+        let port = if self.port == 443 || self.port == 80 {
+            String::new()
+        } else {
+            format!(":{}", self.port)
+        };
+        let q = self
+            .query
+            .as_ref()
+            .map(|q| format!("?{q}"))
+            .unwrap_or_default();
+        format!("{} {scheme}://{host}{port}{}{q}", self.method, self.path)
+    }
+}
+
+/// How large a region is, per dimension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RegionSummary {
+    pub binaries: Vec<String>,
+    pub hosts: Vec<String>,
+    /// Number of host names (`"infinite"` for a wildcard).
+    pub host_count: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
+    /// Number of addresses, as a decimal string (IPv6 counts exceed JSON
+    /// numbers).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub address_count: String,
+    pub ports: String,
+    pub methods: Vec<String>,
+    pub paths: Vec<String>,
+    /// One line for people.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub category: Category,
+    pub message: String,
+    pub witness: Witness,
+    pub new_rule: Option<Loc>,
+    pub old_reason: String,
+    pub old_rule: Option<Loc>,
+    pub suppressed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<AcceptanceNote>,
+    pub region: RegionSummary,
+    /// The witness was replayed through the reference evaluator and the
+    /// decision flips as the category says.
+    pub verified: bool,
+    /// The diagnostic code `check` reports it under.
+    pub code: &'static str,
+}
+
+/// Up to `max` names and "and N more".
+fn listed(names: Vec<String>, max: usize) -> String {
+    let n = names.len();
+    let mut shown: Vec<String> = names
+        .into_iter()
+        .take(max)
+        .map(|s| format!("`{s}`"))
+        .collect();
+    if n > max {
+        shown.push(format!("and {} more", n - max));
+    }
+    shown.join(", ")
+}
+
+/// How to call an atom: the string itself, or the narrowest pattern
+/// covering it.
+fn atom_name(part: &Partition, atom: u32, other: &str) -> String {
+    let Some(a) = part.atom(atom) else {
+        return String::new();
+    };
+    if a.exact {
+        return a.witness.clone();
+    }
+    a.sig
+        .iter()
+        .filter(|&&p| !part.name(p).starts_with('<'))
+        .min_by_key(|&&p| part.members.get(p as usize).map_or(usize::MAX, Vec::len))
+        .map_or_else(|| other.to_owned(), |&p| part.name(p).to_owned())
+}
+
+fn names(part: &Partition, set: &[u32], other: &str) -> Vec<String> {
+    let mut v: Vec<String> = set.iter().map(|&a| atom_name(part, a, other)).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn size_of(part: &Partition, set: &[u32]) -> Size {
+    set.iter()
+        .filter_map(|&a| part.atom(a))
+        .fold(Size::Finite(0), |s, a| s.plus(a.size))
+}
+
+fn size_text(s: Size) -> String {
+    match s {
+        Size::Finite(n) => n.to_string(),
+        Size::Infinite => "infinite".to_owned(),
+    }
+}
+
+fn addr_strings(cells: &[AddrCell]) -> (Vec<String>, u128) {
+    let mut v4: Vec<(u128, u128)> = Vec::new();
+    let mut v6: Vec<(u128, u128)> = Vec::new();
+    let mut count = 0u128;
+    for c in cells {
+        count = count.saturating_add(c.count());
+        match *c {
+            AddrCell::V4(lo, hi) => v4.push((u128::from(lo), u128::from(hi))),
+            AddrCell::V6(lo, hi) => v6.push((lo, hi)),
+            AddrCell::None => {}
+        }
+    }
+    let mut nets = Vec::new();
+    for (lo, hi) in v4 {
+        let (a, b) = (
+            std::net::Ipv4Addr::from(u32::try_from(lo).unwrap_or(0)),
+            std::net::Ipv4Addr::from(u32::try_from(hi).unwrap_or(0)),
+        );
+        nets.extend(ipnet::Ipv4Subnets::new(a, b, 0).map(ipnet::IpNet::V4));
+    }
+    for (lo, hi) in v6 {
+        nets.extend(ipnet::Ipv6Subnets::new(lo.into(), hi.into(), 0).map(ipnet::IpNet::V6));
+    }
+    let set = policy_lang::matcher::AddrSet::from_nets(nets);
+    (set.to_strings(), count)
+}
+
+pub fn summarize(dom: &Domain, r: &Region) -> RegionSummary {
+    let all_bins = r.bins.len() >= dom.bins.len();
+    let binaries = if all_bins {
+        vec!["any binary".to_owned()]
+    } else {
+        names(&dom.bins, &r.bins, "any other binary")
+    };
+    let named: Vec<u32> = r
+        .hosts
+        .iter()
+        .copied()
+        .filter(|&h| h != dom.host_none())
+        .collect();
+    let hosts = names(&dom.hosts, &named, "any other host");
+    let host_count = size_text(size_of(&dom.hosts, &named));
+    // Addresses are only the destination when there is no host name;
+    // beside a name they are what it resolved to.
+    let by_address = r.hosts.contains(&dom.host_none());
+    let (addresses, count) = if by_address {
+        addr_strings(&r.addr_cells(dom))
+    } else {
+        (Vec::new(), 0)
+    };
+    let ports = crate::region::merge(&r.port_cells(dom))
+        .iter()
+        .map(|&(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let methods: Vec<String> = if r.methods.len() >= dom.methods.len() {
+        vec!["*".to_owned()]
+    } else {
+        r.methods
+            .iter()
+            .filter_map(|&m| dom.methods.get(m as usize).cloned())
+            .map(|m| {
+                if Some(&m) == dom.methods.last() {
+                    "other methods".to_owned()
+                } else {
+                    m
+                }
+            })
+            .collect()
+    };
+    let paths = if r.paths.len() >= dom.paths.len() {
+        vec!["/**".to_owned()]
+    } else {
+        names(&dom.paths, &r.paths, "other paths")
+    };
+    let mut parts = Vec::new();
+    parts.push(if all_bins {
+        "any binary".to_owned()
+    } else {
+        listed(binaries.clone(), 3)
+    });
+    let mut dest = Vec::new();
+    if !hosts.is_empty() {
+        let wildcard = host_count == "infinite";
+        dest.push(if wildcard {
+            format!("every host matching {}", listed(hosts.clone(), 3))
+        } else {
+            format!(
+                "{} ({} host{})",
+                listed(hosts.clone(), 3),
+                host_count,
+                if host_count == "1" { "" } else { "s" }
+            )
+        });
+    }
+    if count > 0 {
+        dest.push(format!(
+            "+{count} addresses ({})",
+            listed(addresses.clone(), 3)
+        ));
+    }
+    parts.push(format!("→ {} port {ports}", dest.join(" or ")));
+    parts.push(format!("methods {}", methods.join(" ")));
+    parts.push(format!("paths {}", listed(paths.clone(), 3)));
+    RegionSummary {
+        binaries,
+        hosts,
+        host_count,
+        addresses,
+        address_count: if count > 0 {
+            count.to_string()
+        } else {
+            String::new()
+        },
+        ports,
+        methods,
+        paths,
+        text: parts.join(", "),
+    }
+}
+
+/// Why the old policy did not let the request through, in words.
+pub fn old_reason(d: &Decision, conn_allowed: bool) -> (String, Option<Loc>) {
+    let at = d.rule.as_ref().map(Loc::of);
+    let text = if !conn_allowed {
+        format!("default deny: {}", d.reason)
+    } else if d.decision == Verdict::Deny && d.reason.contains("deny rule") {
+        match &at {
+            Some(l) => format!("a deny rule at {l}: {}", d.reason),
+            None => format!("a deny rule: {}", d.reason),
+        }
+    } else if d.decision == Verdict::Deny {
+        match &at {
+            Some(l) => format!("a narrower pattern at {l}: {}", d.reason),
+            None => format!("a narrower pattern: {}", d.reason),
+        }
+    } else {
+        match &at {
+            Some(l) => format!("allowed by the rule at {l}, but {}", d.reason),
+            None => d.reason.clone(),
+        }
+    };
+    (text, at)
+}

@@ -1,0 +1,259 @@
+//! Formulas over the request variables, kept as our own small DAG so the
+//! same formula can be handed to Z3, printed as SMT-LIB, and evaluated on a
+//! concrete point (to generalize a solver model into a region cheaply).
+//!
+//! Variables: the binary atom, the SHA-256 pin index, the host atom (or
+//! "no host"), whether an address is known, its family and value (bv32 /
+//! bv128), the port (bv16), the method index, the path atom, and two
+//! booleans per query condition (its allow reading and its deny reading).
+//! Named sub-formulas ("definitions") are shared: each is a Z3 constant
+//! asserted equal to its body.
+
+use std::rc::Rc;
+
+/// Dimensions a formula can depend on, as bits.
+pub mod dim {
+    pub const BIN: u32 = 1;
+    pub const SHA: u32 = 2;
+    pub const HOST: u32 = 4;
+    pub const ADDR: u32 = 8;
+    pub const PORT: u32 = 16;
+    pub const METHOD: u32 = 32;
+    pub const PATH: u32 = 64;
+    pub const QUERY: u32 = 128;
+}
+
+/// A sorted set of atom indices.
+pub type Ids = Rc<[u32]>;
+
+#[derive(Debug, Clone)]
+pub enum Lit {
+    Bin(Ids),
+    Sha(u32),
+    Host(Ids),
+    HasAddr,
+    V6,
+    /// Inclusive IPv4 range (only meaningful with an address of family 4).
+    A4(u32, u32),
+    A6(u128, u128),
+    Port(u16, u16),
+    Method(Ids),
+    Path(Ids),
+    QAllow(u32),
+    QDeny(u32),
+    Def(u32),
+    /// The address lies in one of these address classes (the cells are
+    /// what Rust evaluation checks; Z3 uses the class variable).
+    AddrClass(Ids, Rc<[crate::region::AddrCell]>),
+}
+
+#[derive(Debug, Clone)]
+pub enum F {
+    Const(bool),
+    Lit(Lit),
+    Not(Box<F>),
+    And(Vec<F>),
+    Or(Vec<F>),
+}
+
+pub const T: F = F::Const(true);
+pub const FALSE: F = F::Const(false);
+
+pub fn ids(mut v: Vec<u32>) -> Ids {
+    v.sort_unstable();
+    v.dedup();
+    v.into()
+}
+
+pub fn lit(l: Lit) -> F {
+    match &l {
+        Lit::Bin(s) | Lit::Host(s) | Lit::Method(s) | Lit::Path(s) | Lit::AddrClass(s, _)
+            if s.is_empty() =>
+        {
+            FALSE
+        }
+        _ => F::Lit(l),
+    }
+}
+
+pub fn not(f: F) -> F {
+    match f {
+        F::Const(b) => F::Const(!b),
+        F::Not(inner) => *inner,
+        other => F::Not(Box::new(other)),
+    }
+}
+
+pub fn and(parts: impl IntoIterator<Item = F>) -> F {
+    let mut out = Vec::new();
+    for p in parts {
+        match p {
+            F::Const(true) => {}
+            F::Const(false) => return FALSE,
+            F::And(inner) => out.extend(inner),
+            other => out.push(other),
+        }
+    }
+    match out.len() {
+        0 => T,
+        1 => out.pop().unwrap_or(T),
+        _ => F::And(out),
+    }
+}
+
+pub fn or(parts: impl IntoIterator<Item = F>) -> F {
+    let mut out = Vec::new();
+    for p in parts {
+        match p {
+            F::Const(false) => {}
+            F::Const(true) => return T,
+            F::Or(inner) => out.extend(inner),
+            other => out.push(other),
+        }
+    }
+    match out.len() {
+        0 => FALSE,
+        1 => out.pop().unwrap_or(FALSE),
+        _ => F::Or(out),
+    }
+}
+
+pub fn implies(a: F, b: F) -> F {
+    or([not(a), b])
+}
+
+/// A named, shared sub-formula.
+#[derive(Debug, Clone)]
+pub struct Def {
+    pub name: String,
+    pub body: F,
+    /// The dimensions the body depends on (through other definitions too).
+    pub mask: u32,
+}
+
+/// Definitions in dependency order: a body only refers to earlier ones.
+#[derive(Debug, Default, Clone)]
+pub struct Defs {
+    pub items: Vec<Def>,
+}
+
+impl Defs {
+    /// Names `body`; constants and single literals are returned as they are.
+    pub fn define(&mut self, name: impl Into<String>, body: F) -> F {
+        match body {
+            F::Const(_) | F::Lit(_) => body,
+            F::Not(ref inner) if matches!(**inner, F::Lit(_)) => body,
+            _ => {
+                let mask = self.mask(&body);
+                let id = u32::try_from(self.items.len()).unwrap_or(u32::MAX);
+                self.items.push(Def {
+                    name: name.into(),
+                    body,
+                    mask,
+                });
+                F::Lit(Lit::Def(id))
+            }
+        }
+    }
+
+    pub fn mask(&self, f: &F) -> u32 {
+        match f {
+            F::Const(_) => 0,
+            F::Lit(l) => match l {
+                Lit::Bin(_) => dim::BIN,
+                Lit::Sha(_) => dim::SHA,
+                Lit::Host(_) => dim::HOST,
+                Lit::HasAddr | Lit::V6 | Lit::A4(..) | Lit::A6(..) | Lit::AddrClass(..) => {
+                    dim::ADDR
+                }
+                Lit::Port(..) => dim::PORT,
+                Lit::Method(_) => dim::METHOD,
+                Lit::Path(_) => dim::PATH,
+                Lit::QAllow(_) | Lit::QDeny(_) => dim::QUERY,
+                Lit::Def(d) => self.items.get(*d as usize).map_or(0, |d| d.mask),
+            },
+            F::Not(inner) => self.mask(inner),
+            F::And(v) | F::Or(v) => v.iter().fold(0, |m, x| m | self.mask(x)),
+        }
+    }
+}
+
+/// A concrete request in atom space.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Point {
+    pub bin: u32,
+    pub sha: u32,
+    pub host: u32,
+    pub has_addr: bool,
+    pub v6: bool,
+    pub a4: u32,
+    pub a6: u128,
+    pub port: u16,
+    pub method: u32,
+    pub path: u32,
+    pub qa: Vec<bool>,
+    pub qd: Vec<bool>,
+}
+
+fn member(set: &[u32], x: u32) -> bool {
+    set.binary_search(&x).is_ok()
+}
+
+impl Point {
+    pub fn lit(&self, l: &Lit, defs: &[bool]) -> bool {
+        match l {
+            Lit::Bin(s) => member(s, self.bin),
+            Lit::Sha(k) => self.sha == *k,
+            Lit::Host(s) => member(s, self.host),
+            Lit::HasAddr => self.has_addr,
+            Lit::V6 => self.has_addr && self.v6,
+            Lit::A4(lo, hi) => self.has_addr && !self.v6 && *lo <= self.a4 && self.a4 <= *hi,
+            Lit::A6(lo, hi) => self.has_addr && self.v6 && *lo <= self.a6 && self.a6 <= *hi,
+            Lit::Port(lo, hi) => *lo <= self.port && self.port <= *hi,
+            Lit::Method(s) => member(s, self.method),
+            Lit::Path(s) => member(s, self.path),
+            Lit::QAllow(q) => self.qa.get(*q as usize).copied().unwrap_or(false),
+            Lit::QDeny(q) => self.qd.get(*q as usize).copied().unwrap_or(false),
+            Lit::Def(d) => defs.get(*d as usize).copied().unwrap_or(false),
+            Lit::AddrClass(_, cells) => self.has_addr && cells.iter().any(|c| c.contains(self)),
+        }
+    }
+
+    pub fn eval(&self, f: &F, defs: &[bool]) -> bool {
+        match f {
+            F::Const(b) => *b,
+            F::Lit(l) => self.lit(l, defs),
+            F::Not(inner) => !self.eval(inner, defs),
+            F::And(v) => v.iter().all(|x| self.eval(x, defs)),
+            F::Or(v) => v.iter().any(|x| self.eval(x, defs)),
+        }
+    }
+}
+
+impl Defs {
+    /// Values of every definition at a point.
+    pub fn values(&self, p: &Point) -> Vec<bool> {
+        let mut out = Vec::with_capacity(self.items.len());
+        for d in &self.items {
+            let v = p.eval(&d.body, &out);
+            out.push(v);
+        }
+        out
+    }
+
+    /// Values at a point that differs from `base`'s point only in the
+    /// dimensions of `dirty`: definitions that do not depend on them are
+    /// copied.
+    pub fn values_from(&self, p: &Point, base: &[bool], dirty: u32) -> Vec<bool> {
+        let mut out = Vec::with_capacity(self.items.len());
+        for (i, d) in self.items.iter().enumerate() {
+            let v = if d.mask & dirty == 0 {
+                base.get(i).copied().unwrap_or(false)
+            } else {
+                p.eval(&d.body, &out)
+            };
+            out.push(v);
+        }
+        out
+    }
+}

@@ -1,0 +1,37 @@
+//! The prover: does a policy change widen what a credentialed binary can
+//! reach? It answers from the compiled bundles (the tables enforcement
+//! decides from), with Z3 deciding over finite domains and bit-vectors
+//! and string patterns kept in automata. See `docs/prover.md`.
+//!
+//! Modules: [`strings`] splits host names, HTTP paths and executable paths
+//! into atoms; [`domain`] gathers every dimension's values from both
+//! bundles; [`formula`] is the formula DAG; [`model`] turns a bundle into
+//! formulas mirroring `policy_lang::eval`; [`query`] states the finding
+//! categories; [`smt`] talks to Z3; [`solve`] enumerates widened regions;
+//! [`witness`] picks concrete requests and replays them; [`finding`] and
+//! [`engine`] assemble reports; [`registry`], [`accepted`] and [`sandbox`]
+//! read the binary registry, accepted risks and Landlock rules; [`oracle`]
+//! answers single requests for the differential tests.
+
+pub mod accepted;
+pub mod domain;
+pub mod engine;
+pub mod error;
+pub mod finding;
+pub mod formula;
+pub mod model;
+pub mod oracle;
+pub mod query;
+pub mod region;
+pub mod registry;
+pub mod sandbox;
+pub mod smt;
+pub mod solve;
+pub mod strings;
+pub mod witness;
+
+pub use engine::{Options, Report, Verdict, check, diff};
+pub use error::ProverError;
+pub use finding::{Finding, Loc, Witness};
+pub use query::Category;
+pub use registry::Registry;

@@ -1,0 +1,356 @@
+//! A bundle as formulas over the request variables, mirroring
+//! `policy_lang::eval::Evaluator` step by step:
+//!
+//! 1. the binary's identities: exact or glob path, and the SHA-256 pin;
+//! 2. the routes of those identities that apply to the destination: port,
+//!    host pattern (a wildcard never reaches a metadata name) or address
+//!    set, the host's allowed `addresses`, and internal addresses refused
+//!    unless named;
+//! 3. no matching route: denied; no matching inspected (L7) endpoint:
+//!    relayed uninspected, every request passes;
+//! 4. otherwise the participating endpoints (route matched, `path`
+//!    restriction holds, no encoded slash unless allowed) decide: deny
+//!    wins across all of them, audit only when every one is in audit mode;
+//! 5. the proxy injects a credential when the request is let through and
+//!    some credential binding covers host, method and path.
+
+use std::collections::BTreeMap;
+
+use policy_lang::bundle::{Bundle, Via};
+use policy_lang::ir::{Dest, Enforcement};
+use policy_lang::matcher::{AddrSet, internal_ranges};
+
+use crate::domain::{self, Domain, ENCODED_SLASH_KEY, METADATA_HOSTS};
+use crate::formula::Defs;
+use crate::formula::{F, FALSE, Lit, and, ids, lit, not, or};
+use crate::sandbox::Sandbox;
+
+/// The formulas of one bundle.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// The connection is allowed (some route matches).
+    pub conn: F,
+    /// It goes through the L7 proxy.
+    pub inspected: F,
+    /// The request is let through (allowed or audited).
+    pub allow: F,
+    /// The request is let through only because every participating
+    /// endpoint is in audit mode.
+    pub audit: F,
+    /// The proxy injects a credential on it.
+    pub inject: F,
+    /// Some credential is bound to the destination host.
+    pub cred_host: F,
+    /// A secret the workload can read unlocks the destination (an address
+    /// without a name could be any host).
+    pub held: F,
+    /// `cred_host` or `held`: the destination is credentialed.
+    pub scope: F,
+    /// Let through and carrying a credential (injected or held).
+    pub credentialed: F,
+    /// Relayed without inspection, or by a binary that speaks a protocol
+    /// the proxy cannot inspect.
+    pub bypass: F,
+    /// The binary lies where the workload can write (and run) a program of
+    /// its own, and no pin is required.
+    pub plantable: F,
+}
+
+/// Facts about binary atoms from the registry.
+#[derive(Debug, Clone, Default)]
+pub struct BinaryFacts {
+    pub bypass: Vec<u32>,
+    pub exfil: Vec<u32>,
+}
+
+fn ports(set: &policy_lang::matcher::PortSet) -> F {
+    or(set.ranges().iter().map(|&(lo, hi)| lit(Lit::Port(lo, hi))))
+}
+
+/// The address lies in `set`: the address classes inside it (every set a
+/// formula names was used to build the classes, so a class is wholly
+/// inside or outside). Z3 ties the class variable to the address
+/// bit-vectors once; route formulas then test a small finite domain.
+pub fn addr_in(dom: &Domain, set: &AddrSet) -> F {
+    let mut classes = Vec::new();
+    let mut cells = Vec::new();
+    for (k, class) in dom.addr_classes.iter().enumerate().skip(1) {
+        let first = class.first().and_then(|c| c.first_ip());
+        if first.is_some_and(|ip| set.contains(ip)) {
+            classes.extend(u32::try_from(k).ok());
+            cells.extend(class.iter().copied());
+        }
+    }
+    lit(Lit::AddrClass(ids(classes), cells.into()))
+}
+
+/// The destination is a metadata or link-local endpoint: a metadata host
+/// name reached by name (with an address, the address is where the
+/// connection goes), or an address in the metadata and link-local ranges.
+pub fn metadata_dest(dom: &Domain) -> F {
+    let hosts: Vec<u32> = METADATA_HOSTS
+        .iter()
+        .flat_map(|h| dom.hosts.atoms_of(h).iter().copied())
+        .collect();
+    or([
+        and([lit(Lit::Host(ids(hosts))), not(lit(Lit::HasAddr))]),
+        addr_in(dom, &domain::metadata_ranges()),
+    ])
+}
+
+pub fn host_none(dom: &Domain) -> F {
+    lit(Lit::Host(ids(vec![dom.host_none()])))
+}
+
+/// Builds the formulas of a bundle; definitions are named `{prefix}.…`.
+pub fn build(
+    prefix: &str,
+    b: &Bundle,
+    dom: &Domain,
+    facts: &BinaryFacts,
+    sandbox: &Sandbox,
+    defs: &mut Defs,
+) -> Model {
+    let t = &b.enforcement;
+    let meta_hosts: Vec<u32> = METADATA_HOSTS
+        .iter()
+        .flat_map(|h| dom.hosts.atoms_of(h).iter().copied())
+        .collect();
+    let meta_hosts = ids(meta_hosts);
+    let internal = addr_in(dom, &internal_ranges());
+    let internal = defs.define(format!("{prefix}.internal"), internal);
+    // Identities per route.
+    let mut route_ids: BTreeMap<u32, Vec<F>> = BTreeMap::new();
+    for id in &t.seccomp.identities {
+        let bins = lit(Lit::Bin(ids(dom
+            .bins
+            .atoms_of(&domain::binary_key(&id.binary.glob))
+            .to_vec())));
+        let f = match &id.binary.sha256 {
+            Some(pin) => and([bins, lit(Lit::Sha(dom.sha_index(Some(pin))))]),
+            None => bins,
+        };
+        for &r in &id.routes {
+            route_ids.entry(r).or_default().push(f.clone());
+        }
+    }
+    let mut matched: Vec<F> = Vec::with_capacity(t.seccomp.routes.len());
+    for (r, route) in t.seccomp.routes.iter().enumerate() {
+        let r32 = u32::try_from(r).unwrap_or(u32::MAX);
+        let who = or(route_ids.remove(&r32).unwrap_or_default());
+        let dest = match &route.dest {
+            Dest::Addrs(set) => and([lit(Lit::HasAddr), addr_in(dom, set)]),
+            Dest::Host(h) => {
+                let host = lit(Lit::Host(ids(dom
+                    .hosts
+                    .atoms_of(&domain::host_key(h))
+                    .to_vec())));
+                let not_meta = if h.is_exact() {
+                    crate::formula::T
+                } else {
+                    not(lit(Lit::Host(meta_hosts.clone())))
+                };
+                let addr_ok = match &route.addresses {
+                    Some(a) => addr_in(dom, a),
+                    None => not(internal.clone()),
+                };
+                and([host, not_meta, or([not(lit(Lit::HasAddr)), addr_ok])])
+            }
+        };
+        let body = and([ports(&route.ports), dest, who]);
+        matched.push(defs.define(format!("{prefix}.route{r}"), body));
+    }
+    let conn = defs.define(format!("{prefix}.conn"), or(matched.iter().cloned()));
+
+    let enc_slash = ids(dom.paths.atoms_of(ENCODED_SLASH_KEY).to_vec());
+    let mut part: Vec<(F, bool)> = Vec::new();
+    let mut deny_parts = Vec::new();
+    let mut allow_parts = Vec::new();
+    let mut inl7_all = Vec::new();
+    for (e, ep) in t.l7.iter().enumerate() {
+        let via: Vec<F> = t
+            .seccomp
+            .routes
+            .iter()
+            .zip(&matched)
+            .filter(|(r, _)| r.via == Via::L7(u32::try_from(e).unwrap_or(u32::MAX)))
+            .map(|(_, m)| m.clone())
+            .collect();
+        let inl7 = defs.define(format!("{prefix}.l7_{e}.reached"), or(via));
+        inl7_all.push(inl7.clone());
+        let restrict = match &ep.path {
+            Some(p) => lit(Lit::Path(ids(dom
+                .paths
+                .atoms_of(&domain::path_key(p))
+                .to_vec()))),
+            None => crate::formula::T,
+        };
+        let slash_ok = if ep.encoded_slash || enc_slash.is_empty() {
+            crate::formula::T
+        } else {
+            not(lit(Lit::Path(enc_slash.clone())))
+        };
+        let p = defs.define(
+            format!("{prefix}.l7_{e}.part"),
+            and([inl7, restrict, slash_ok]),
+        );
+        let rules = |rs: &[policy_lang::bundle::L7Matcher], deny: bool| {
+            or(rs.iter().map(|m| {
+                let qs = m.query.iter().map(|q| match dom.query_index(q) {
+                    Some(i) if deny => lit(Lit::QDeny(i)),
+                    Some(i) => lit(Lit::QAllow(i)),
+                    None => FALSE,
+                });
+                and([
+                    lit(Lit::Method(ids(dom.methods_of(&m.methods)))),
+                    lit(Lit::Path(ids(dom
+                        .paths
+                        .atoms_of(&domain::path_key(&m.path))
+                        .to_vec()))),
+                ]
+                .into_iter()
+                .chain(qs))
+            }))
+        };
+        deny_parts.push(and([p.clone(), rules(&ep.deny, true)]));
+        allow_parts.push(and([p.clone(), rules(&ep.allow, false)]));
+        part.push((p, ep.enforcement == Enforcement::Enforce));
+    }
+    let inspected = defs.define(format!("{prefix}.inspected"), or(inl7_all));
+    let deny = defs.define(format!("{prefix}.deny"), or(deny_parts));
+    let allow_rule = defs.define(format!("{prefix}.allow_rule"), or(allow_parts));
+    let any_part = defs.define(
+        format!("{prefix}.participating"),
+        or(part.iter().map(|(p, _)| p.clone())),
+    );
+    let enforcing = or(part.iter().filter(|(_, enf)| *enf).map(|(p, _)| p.clone()));
+    let all_audit = defs.define(
+        format!("{prefix}.all_audit"),
+        and([any_part.clone(), not(enforcing)]),
+    );
+    let allow = defs.define(
+        format!("{prefix}.allow"),
+        and([
+            conn.clone(),
+            or([
+                not(inspected.clone()),
+                and([
+                    any_part.clone(),
+                    or([
+                        all_audit.clone(),
+                        and([not(deny.clone()), allow_rule.clone()]),
+                    ]),
+                ]),
+            ]),
+        ]),
+    );
+    let audit = defs.define(
+        format!("{prefix}.audit"),
+        and([
+            conn.clone(),
+            inspected.clone(),
+            any_part,
+            all_audit,
+            or([deny, not(allow_rule)]),
+        ]),
+    );
+
+    let cred_match = or(t.credentials.iter().map(|c| {
+        let hosts: Vec<u32> = c
+            .hosts
+            .iter()
+            .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
+            .collect();
+        let methods = c.methods.as_ref().map_or(crate::formula::T, |m| {
+            lit(Lit::Method(ids(dom.methods_of(m))))
+        });
+        let paths = c.paths.as_ref().map_or(crate::formula::T, |ps| {
+            let atoms: Vec<u32> = ps
+                .iter()
+                .flat_map(|p| dom.paths.atoms_of(&domain::path_key(p)).iter().copied())
+                .collect();
+            lit(Lit::Path(ids(atoms)))
+        });
+        and([lit(Lit::Host(ids(hosts))), methods, paths])
+    }));
+    let inject = defs.define(
+        format!("{prefix}.inject"),
+        and([allow.clone(), inspected.clone(), cred_match]),
+    );
+    let cred_hosts: Vec<u32> = t
+        .credentials
+        .iter()
+        .flat_map(|c| c.hosts.iter())
+        .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
+        .collect();
+    let cred_host = lit(Lit::Host(ids(cred_hosts)));
+    let readable: Vec<_> = t
+        .secrets
+        .iter()
+        .filter(|s| sandbox.can_read(&s.source))
+        .collect();
+    let secret_hosts: Vec<u32> = readable
+        .iter()
+        .flat_map(|s| s.hosts.iter())
+        .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
+        .collect();
+    let held = or([
+        lit(Lit::Host(ids(secret_hosts))),
+        if readable.is_empty() {
+            FALSE
+        } else {
+            host_none(dom)
+        },
+    ]);
+    let held = defs.define(format!("{prefix}.held"), held);
+    let scope = defs.define(
+        format!("{prefix}.scope"),
+        or([cred_host.clone(), held.clone()]),
+    );
+    let credentialed = defs.define(
+        format!("{prefix}.credentialed"),
+        or([inject.clone(), and([allow.clone(), held.clone()])]),
+    );
+    let bypass = defs.define(
+        format!("{prefix}.bypass"),
+        and([
+            conn.clone(),
+            or([
+                not(inspected.clone()),
+                lit(Lit::Bin(ids(facts.bypass.clone()))),
+            ]),
+        ]),
+    );
+    let plantable = plantable(dom, sandbox);
+    Model {
+        conn,
+        inspected,
+        allow,
+        audit,
+        inject,
+        cred_host,
+        held,
+        scope,
+        credentialed,
+        bypass,
+        plantable,
+    }
+}
+
+/// Binary atoms inside a writable tree (and an executable one, unless the
+/// ruleset is best effort), with no pin required.
+fn plantable(dom: &Domain, sandbox: &Sandbox) -> F {
+    let under = |trees: Vec<(String, policy_lang::matcher::BinaryGlob)>| -> Vec<u32> {
+        trees
+            .iter()
+            .flat_map(|(_, g)| dom.bins.atoms_of(&domain::binary_key(g)).iter().copied())
+            .collect()
+    };
+    let write = lit(Lit::Bin(ids(under(sandbox.write_trees()))));
+    let exec = if sandbox.best_effort {
+        crate::formula::T
+    } else {
+        lit(Lit::Bin(ids(under(sandbox.exec_trees()))))
+    };
+    and([write, exec, lit(Lit::Sha(0))])
+}

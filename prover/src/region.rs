@@ -1,0 +1,240 @@
+//! Regions: products of value sets, one per dimension, that a solver model
+//! is generalized to. A finding reports one region; the solver is then told
+//! to look outside it.
+
+use crate::domain::Domain;
+use crate::formula::{F, Lit, Point, T, and, ids, lit, not, or};
+
+/// The formula of one address cell.
+pub fn cell_formula(c: AddrCell) -> F {
+    match c {
+        AddrCell::None => not(lit(Lit::HasAddr)),
+        AddrCell::V4(lo, hi) => lit(Lit::A4(lo, hi)),
+        AddrCell::V6(lo, hi) => lit(Lit::A6(lo, hi)),
+    }
+}
+
+/// A value of the address dimension: no address, or an elementary cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AddrCell {
+    None,
+    V4(u32, u32),
+    V6(u128, u128),
+}
+
+impl AddrCell {
+    /// The cell's first address.
+    pub fn first_ip(self) -> Option<std::net::IpAddr> {
+        match self {
+            AddrCell::None => None,
+            AddrCell::V4(lo, _) => Some(std::net::IpAddr::V4(lo.into())),
+            AddrCell::V6(lo, _) => Some(std::net::IpAddr::V6(lo.into())),
+        }
+    }
+
+    /// Puts this cell's first address into a point.
+    pub fn apply(self, p: &mut Point) {
+        match self {
+            AddrCell::None => {
+                p.has_addr = false;
+                p.v6 = false;
+                p.a4 = 0;
+                p.a6 = 0;
+            }
+            AddrCell::V4(lo, _) => {
+                p.has_addr = true;
+                p.v6 = false;
+                p.a4 = lo;
+                p.a6 = 0;
+            }
+            AddrCell::V6(lo, _) => {
+                p.has_addr = true;
+                p.v6 = true;
+                p.a4 = 0;
+                p.a6 = lo;
+            }
+        }
+    }
+
+    pub fn count(self) -> u128 {
+        match self {
+            AddrCell::None => 0,
+            AddrCell::V4(lo, hi) => u128::from(hi - lo) + 1,
+            AddrCell::V6(lo, hi) => (hi - lo).saturating_add(1),
+        }
+    }
+
+    pub fn contains(self, p: &Point) -> bool {
+        match self {
+            AddrCell::None => !p.has_addr,
+            AddrCell::V4(lo, hi) => p.has_addr && !p.v6 && lo <= p.a4 && p.a4 <= hi,
+            AddrCell::V6(lo, hi) => p.has_addr && p.v6 && lo <= p.a6 && p.a6 <= hi,
+        }
+    }
+}
+
+/// The three consistent readings of one query condition: key absent or no
+/// value matching, some value matching, every value matching.
+pub const QUERY_VALUES: [(bool, bool); 3] = [(false, false), (false, true), (true, true)];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    pub bins: Vec<u32>,
+    pub shas: Vec<u32>,
+    pub hosts: Vec<u32>,
+    /// Address classes (indices into `Domain::addr_classes`).
+    pub addrs: Vec<u32>,
+    /// Port classes (indices into `Domain::port_classes`).
+    pub ports: Vec<u32>,
+    pub methods: Vec<u32>,
+    pub paths: Vec<u32>,
+    /// Per query condition, the readings (indices into `QUERY_VALUES`).
+    pub queries: Vec<Vec<u8>>,
+}
+
+pub fn query_value(p: &Point, q: usize) -> u8 {
+    let a = p.qa.get(q).copied().unwrap_or(false);
+    let d = p.qd.get(q).copied().unwrap_or(false);
+    QUERY_VALUES
+        .iter()
+        .position(|&v| v == (a, d))
+        .and_then(|i| u8::try_from(i).ok())
+        .unwrap_or(0)
+}
+
+impl Region {
+    /// The elementary cell of a point.
+    pub fn cell(p: &Point, dom: &Domain) -> Region {
+        Region {
+            bins: vec![p.bin],
+            shas: vec![p.sha],
+            hosts: vec![p.host],
+            addrs: vec![dom.addr_class_of(p)],
+            ports: vec![dom.port_class_of(p.port)],
+            methods: vec![p.method],
+            paths: vec![p.path],
+            queries: (0..dom.queries.len())
+                .map(|q| vec![query_value(p, q)])
+                .collect(),
+        }
+    }
+
+    pub fn contains(&self, p: &Point, dom: &Domain) -> bool {
+        self.bins.contains(&p.bin)
+            && self.shas.contains(&p.sha)
+            && self.hosts.contains(&p.host)
+            && self.addrs.contains(&dom.addr_class_of(p))
+            && self.ports.contains(&dom.port_class_of(p.port))
+            && self.methods.contains(&p.method)
+            && self.paths.contains(&p.path)
+            && self
+                .queries
+                .iter()
+                .enumerate()
+                .all(|(q, vs)| vs.contains(&query_value(p, q)))
+    }
+
+    /// The region as a formula (full dimensions left out).
+    pub fn formula(&self, dom: &Domain) -> F {
+        let set = |v: &[u32], n: usize, mk: fn(crate::formula::Ids) -> Lit| {
+            if v.len() >= n {
+                T
+            } else {
+                lit(mk(ids(v.to_vec())))
+            }
+        };
+        let addrs = if self.addrs.len() >= dom.addr_classes.len() {
+            T
+        } else {
+            lit(Lit::AddrClass(
+                ids(self.addrs.clone()),
+                self.addr_cells(dom).into(),
+            ))
+        };
+        let ports = if self.ports.len() >= dom.port_classes.len() {
+            T
+        } else {
+            or(merge(&self.port_cells(dom))
+                .into_iter()
+                .map(|(lo, hi)| lit(Lit::Port(lo, hi))))
+        };
+        let queries = self.queries.iter().enumerate().map(|(q, vs)| {
+            if vs.len() >= QUERY_VALUES.len() {
+                return T;
+            }
+            let q32 = u32::try_from(q).unwrap_or(u32::MAX);
+            or(vs
+                .iter()
+                .filter_map(|&v| QUERY_VALUES.get(usize::from(v)))
+                .map(|&(a, d)| {
+                    let la = lit(Lit::QAllow(q32));
+                    let ld = lit(Lit::QDeny(q32));
+                    and([if a { la } else { not(la) }, if d { ld } else { not(ld) }])
+                }))
+        });
+        and([
+            set(&self.bins, dom.bins.len(), Lit::Bin),
+            if self.shas.len() >= dom.shas.len() {
+                T
+            } else {
+                or(self.shas.iter().map(|&s| lit(Lit::Sha(s))))
+            },
+            set(&self.hosts, dom.hosts.len() + 1, Lit::Host),
+            addrs,
+            ports,
+            set(&self.methods, dom.methods.len(), Lit::Method),
+            set(&self.paths, dom.paths.len(), Lit::Path),
+        ]
+        .into_iter()
+        .chain(queries))
+    }
+}
+
+impl Region {
+    pub fn addr_cells(&self, dom: &Domain) -> Vec<AddrCell> {
+        self.addrs
+            .iter()
+            .filter_map(|&c| dom.addr_classes.get(c as usize))
+            .flatten()
+            .copied()
+            .collect()
+    }
+
+    pub fn port_cells(&self, dom: &Domain) -> Vec<(u16, u16)> {
+        self.ports
+            .iter()
+            .filter_map(|&c| dom.port_classes.get(c as usize))
+            .flatten()
+            .copied()
+            .collect()
+    }
+}
+
+/// Puts the first address of an address class into a point.
+pub fn apply_addr(dom: &Domain, class: u32, p: &mut Point) {
+    if let Some(cell) = dom.addr_classes.get(class as usize).and_then(|c| c.first()) {
+        cell.apply(p);
+    }
+}
+
+/// The first port of a port class.
+pub fn first_port(dom: &Domain, class: u32) -> u16 {
+    dom.port_classes
+        .get(class as usize)
+        .and_then(|c| c.first())
+        .map_or(1, |&(lo, _)| lo)
+}
+
+/// Merges adjacent port cells.
+pub fn merge(cells: &[(u16, u16)]) -> Vec<(u16, u16)> {
+    let mut v = cells.to_vec();
+    v.sort_unstable();
+    let mut out: Vec<(u16, u16)> = Vec::new();
+    for (lo, hi) in v {
+        match out.last_mut() {
+            Some(last) if u32::from(last.1) + 1 >= u32::from(lo) => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}

@@ -1,0 +1,85 @@
+//! What the Landlock ruleset of a bundle lets the workload do with files:
+//! read a secret file, plant a program where a network rule expects one.
+//!
+//! Landlock rights are inherited: a file has the rights of every granted
+//! path above it. The prover assumes the ruleset is applied as written
+//! (in `best_effort` mode the execute right is not relied on, because an
+//! older kernel may apply less). The working directory's rights are
+//! decided at launch and are not modelled.
+
+use policy_lang::bundle::{Bundle, LandlockPath};
+use policy_lang::ir::{LandlockMode, SecretSource};
+
+use crate::domain::tree_glob;
+use policy_lang::matcher::BinaryGlob;
+
+fn has(p: &LandlockPath, right: &str) -> bool {
+    p.access.iter().any(|a| a.rights.iter().any(|r| r == right))
+}
+
+fn covers(dir: &str, file: &str) -> bool {
+    let dir = dir.trim_end_matches('/');
+    dir.is_empty() || file == dir || file.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
+}
+
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    pub paths: Vec<(String, bool, bool, bool)>,
+    pub best_effort: bool,
+}
+
+impl Sandbox {
+    pub fn of(b: &Bundle) -> Sandbox {
+        let ll = &b.enforcement.landlock;
+        Sandbox {
+            paths: ll
+                .paths
+                .iter()
+                .map(|p| {
+                    (
+                        p.path.clone(),
+                        has(p, "read_file"),
+                        has(p, "write_file"),
+                        has(p, "execute"),
+                    )
+                })
+                .collect(),
+            best_effort: ll.mode == LandlockMode::BestEffort,
+        }
+    }
+
+    /// The granted path that lets the workload read `file`, if any.
+    pub fn reader_of(&self, file: &str) -> Option<&str> {
+        self.paths
+            .iter()
+            .find(|(p, r, _, _)| *r && covers(p, file))
+            .map(|(p, ..)| p.as_str())
+    }
+
+    /// Whether the workload can read a secret: an environment variable it
+    /// is given, or a file under a readable path.
+    pub fn can_read(&self, source: &SecretSource) -> bool {
+        match source {
+            SecretSource::Env(_) => true,
+            SecretSource::File(f) => self.reader_of(f).is_some(),
+        }
+    }
+
+    /// Globs for the trees the workload may write to.
+    pub fn write_trees(&self) -> Vec<(String, BinaryGlob)> {
+        self.trees(|w, _| w)
+    }
+
+    /// Globs for the trees the workload may execute from.
+    pub fn exec_trees(&self) -> Vec<(String, BinaryGlob)> {
+        self.trees(|_, x| x)
+    }
+
+    fn trees(&self, pick: fn(bool, bool) -> bool) -> Vec<(String, BinaryGlob)> {
+        self.paths
+            .iter()
+            .filter(|(_, _, w, x)| pick(*w, *x))
+            .filter_map(|(p, ..)| Some((p.clone(), tree_glob(p)?)))
+            .collect()
+    }
+}

@@ -1,0 +1,425 @@
+//! Finding every widened region of a query: solve, generalize the model to
+//! the largest region around it on which the query still holds, report it,
+//! block it, and solve again until the solver says unsat (or the cap).
+//!
+//! Generalization is star-shaped: each dimension is widened on its own to
+//! every value for which the query holds with the other dimensions at the
+//! model's values (evaluated in Rust on our formula DAG, re-evaluating only
+//! the definitions that depend on the dimension). The product of these sets
+//! is then checked with Z3 (region ∧ ¬query unsat); when it is not valid it
+//! is shrunk by the counterexamples, down to the model's own elementary
+//! cell, on which the query is constant.
+
+use z3::SatResult;
+
+use crate::domain::Domain;
+use crate::formula::{Defs, F, Point, and, dim, not};
+use crate::region::{QUERY_VALUES, Region, apply_addr, first_port, query_value};
+use crate::smt::Smt;
+use crate::witness;
+
+pub struct Search<'a> {
+    pub dom: &'a Domain,
+    pub defs: &'a Defs,
+    pub smt: &'a Smt,
+    /// Query-string readings found impossible, blocked for every query.
+    pub learned: Vec<F>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub point: Point,
+    pub region: Region,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every region was found.
+    Complete,
+    /// The solver gave up (timeout or unknown); the reason.
+    Inconclusive(String),
+    /// More regions than the cap; how many were counted in all.
+    Capped,
+}
+
+impl Search<'_> {
+    /// Enumerates the regions where `q` holds, at most `cap` of them.
+    pub fn regions(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
+        let smt = self.smt;
+        // The query's blocked regions live in this scope; the query itself
+        // is asserted only around each solve, so region checks can ask for
+        // its negation.
+        smt.push();
+        for l in &self.learned {
+            smt.assert(smt.translate(l));
+        }
+        let qz = self.smt.translate(q);
+        let mut found: Vec<Found> = Vec::new();
+        let outcome = loop {
+            smt.push();
+            smt.assert(qz.clone());
+            let t = std::time::Instant::now();
+            let result = self.smt.check();
+            if std::env::var_os("PROVER_TIMING").is_some() {
+                eprintln!("prover:   solve {result:?} {:?}", t.elapsed());
+            }
+            let x = match result {
+                SatResult::Sat => self.smt.model().map(|m| self.smt.point(&m)),
+                _ => None,
+            };
+            let why = smt.reason_unknown();
+            smt.pop();
+            match result {
+                SatResult::Unsat => break Outcome::Complete,
+                SatResult::Unknown => {
+                    break Outcome::Inconclusive(why.unwrap_or_else(|| "unknown".to_owned()));
+                }
+                SatResult::Sat => {}
+            }
+            let Some(x) = x else {
+                break Outcome::Inconclusive("the solver returned no model".to_owned());
+            };
+            if let Some(block) = witness::unrealizable(self.dom, &x) {
+                smt.assert(smt.translate(&block));
+                self.learned.push(block);
+                continue;
+            }
+            if found.len() >= cap {
+                break Outcome::Capped;
+            }
+            let prior: Vec<&Region> = found.iter().map(|f| &f.region).collect();
+            let t = std::time::Instant::now();
+            let region = self.generalize(q, &x, &prior);
+            if std::env::var_os("PROVER_TIMING").is_some() {
+                eprintln!("prover:   generalize {:?}", t.elapsed());
+            }
+            smt.assert(smt.translate(&not(region.formula(self.dom))));
+            found.push(Found { point: x, region });
+        };
+        smt.pop();
+        (found, outcome)
+    }
+
+    fn generalize(&self, q: &F, x: &Point, prior: &[&Region]) -> Region {
+        let dom = self.dom;
+        let base = self.defs.values(x);
+        let holds = |p: &Point, dirty: u32| {
+            if !(p.has_addr || p.host != dom.host_none()) {
+                return false;
+            }
+            if prior.iter().any(|r| r.contains(p, dom)) {
+                return false;
+            }
+            let vals = self.defs.values_from(p, &base, dirty);
+            p.eval(q, &vals)
+        };
+        let ids = |n: usize| (0..n).filter_map(|i| u32::try_from(i).ok());
+        let star = |n: usize, dirty: u32, set: &dyn Fn(&mut Point, u32)| -> Vec<u32> {
+            ids(n)
+                .filter(|&v| {
+                    let mut p = x.clone();
+                    set(&mut p, v);
+                    holds(&p, dirty)
+                })
+                .collect()
+        };
+        let cell = Region::cell(x, dom);
+        let mut r = Region {
+            bins: star(dom.bins.len(), dim::BIN, &|p, v| p.bin = v),
+            shas: star(dom.shas.len(), dim::SHA, &|p, v| p.sha = v),
+            hosts: star(dom.hosts.len() + 1, dim::HOST, &|p, v| p.host = v),
+            addrs: star(dom.addr_classes.len(), dim::ADDR, &|p, v| {
+                apply_addr(dom, v, p)
+            }),
+            ports: star(dom.port_classes.len(), dim::PORT, &|p, v| {
+                p.port = first_port(dom, v)
+            }),
+            methods: star(dom.methods.len(), dim::METHOD, &|p, v| p.method = v),
+            paths: star(dom.paths.len(), dim::PATH, &|p, v| p.path = v),
+            queries: (0..dom.queries.len())
+                .map(|qi| {
+                    (0..QUERY_VALUES.len())
+                        .filter_map(|v| u8::try_from(v).ok())
+                        .filter(|&v| {
+                            let mut p = x.clone();
+                            if let Some(&(va, vd)) = QUERY_VALUES.get(usize::from(v)) {
+                                if let Some(a) = p.qa.get_mut(qi) {
+                                    *a = va;
+                                }
+                                if let Some(d) = p.qd.get_mut(qi) {
+                                    *d = vd;
+                                }
+                            }
+                            holds(&p, dim::QUERY)
+                        })
+                        .collect()
+                })
+                .collect(),
+        };
+        // The model's own cell always belongs (guards against a value the
+        // star evaluation could not reproduce).
+        keep(&mut r.bins, &cell.bins);
+        keep(&mut r.shas, &cell.shas);
+        keep(&mut r.hosts, &cell.hosts);
+        keep(&mut r.addrs, &cell.addrs);
+        keep(&mut r.ports, &cell.ports);
+        keep(&mut r.methods, &cell.methods);
+        keep(&mut r.paths, &cell.paths);
+        for (mine, theirs) in r.queries.iter_mut().zip(&cell.queries) {
+            keep(mine, theirs);
+        }
+        for _ in 0..16 {
+            match self.counterexample(q, &r, &base, x) {
+                Ok(None) => return r,
+                Ok(Some(y)) => {
+                    let fixes = |d: usize| {
+                        let mut z = y.clone();
+                        revert(&mut z, x, d);
+                        z.eval(q, &self.defs.values(&z))
+                    };
+                    if !shrink(&mut r, &y, x, dom, &fixes) {
+                        return cell;
+                    }
+                }
+                Err(()) => return cell,
+            }
+        }
+        cell
+    }
+
+    /// A point of the region where the query fails, if any: by enumerating
+    /// the region's cells when there are few (the query is constant on a
+    /// cell), by Z3 otherwise.
+    fn counterexample(
+        &self,
+        q: &F,
+        r: &Region,
+        base: &[bool],
+        x: &Point,
+    ) -> Result<Option<Point>, ()> {
+        let size = [
+            r.bins.len(),
+            r.shas.len(),
+            r.hosts.len(),
+            r.addrs.len(),
+            r.ports.len(),
+            r.methods.len(),
+            r.paths.len(),
+        ]
+        .iter()
+        .chain(r.queries.iter().map(Vec::len).collect::<Vec<_>>().iter())
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n.max(1)));
+        if size.is_some_and(|n| n <= ENUMERATE) {
+            return Ok(self.enumerate(q, r, base, x));
+        }
+        self.counterexample_z3(q, r)
+    }
+
+    fn enumerate(&self, q: &F, r: &Region, base: &[bool], x: &Point) -> Option<Point> {
+        let dom = self.dom;
+        let mut found = None;
+        let mut p = x.clone();
+        let cells = |v: &[u32]| v.to_vec();
+        'outer: for &bin in &r.bins {
+            for &sha in &r.shas {
+                for &host in &r.hosts {
+                    for &a in &r.addrs {
+                        for &port in &r.ports {
+                            p.bin = bin;
+                            p.sha = sha;
+                            p.host = host;
+                            apply_addr(dom, a, &mut p);
+                            p.port = first_port(dom, port);
+                            if !(p.has_addr || p.host != dom.host_none()) {
+                                continue;
+                            }
+                            let outer = self.defs.values_from(
+                                &p,
+                                base,
+                                dim::BIN | dim::SHA | dim::HOST | dim::ADDR | dim::PORT,
+                            );
+                            for &m in &cells(&r.methods) {
+                                for &path in &cells(&r.paths) {
+                                    p.method = m;
+                                    p.path = path;
+                                    if !self.queries_hold(q, r, &mut p, &outer) {
+                                        found = Some(p.clone());
+                                        break 'outer;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// Whether `q` holds for every query reading of the region at `p`.
+    fn queries_hold(&self, q: &F, r: &Region, p: &mut Point, outer: &[bool]) -> bool {
+        let vals = self
+            .defs
+            .values_from(p, outer, dim::METHOD | dim::PATH | dim::QUERY);
+        if r.queries.iter().all(|v| v.len() == 1) {
+            for (i, v) in r.queries.iter().enumerate() {
+                if let Some(&(a, d)) = v.first().and_then(|&k| QUERY_VALUES.get(usize::from(k))) {
+                    set_query(p, i, a, d);
+                }
+            }
+            let vals = self.defs.values_from(p, &vals, dim::QUERY);
+            return p.eval(q, &vals);
+        }
+        self.each_reading(q, r, p, 0, outer)
+    }
+
+    fn each_reading(&self, q: &F, r: &Region, p: &mut Point, i: usize, outer: &[bool]) -> bool {
+        let Some(vs) = r.queries.get(i) else {
+            let vals = self
+                .defs
+                .values_from(p, outer, dim::METHOD | dim::PATH | dim::QUERY);
+            return p.eval(q, &vals);
+        };
+        for &v in vs {
+            if let Some(&(a, d)) = QUERY_VALUES.get(usize::from(v)) {
+                set_query(p, i, a, d);
+                if !self.each_reading(q, r, p, i + 1, outer) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn counterexample_z3(&self, q: &F, r: &Region) -> Result<Option<Point>, ()> {
+        let smt = self.smt;
+        smt.push();
+        smt.assert(smt.translate(&and([r.formula(self.dom), not(q.clone())])));
+        let t = std::time::Instant::now();
+        let res = self.smt.check();
+        if std::env::var_os("PROVER_TIMING").is_some() {
+            eprintln!(
+                "prover:   region check {:?} {:?} (bins {} hosts {} addrs {} ports {} methods {} paths {})",
+                res,
+                t.elapsed(),
+                r.bins.len(),
+                r.hosts.len(),
+                r.addrs.len(),
+                r.ports.len(),
+                r.methods.len(),
+                r.paths.len()
+            );
+        }
+        let out = match res {
+            SatResult::Unsat => Ok(None),
+            SatResult::Sat => self.smt.model().map(|m| Some(self.smt.point(&m))).ok_or(()),
+            SatResult::Unknown => Err(()),
+        };
+        smt.pop();
+        out
+    }
+}
+
+/// Regions with at most this many cells are checked by enumeration.
+const ENUMERATE: usize = 4096;
+
+fn set_query(p: &mut Point, i: usize, a: bool, d: bool) {
+    if let Some(x) = p.qa.get_mut(i) {
+        *x = a;
+    }
+    if let Some(x) = p.qd.get_mut(i) {
+        *x = d;
+    }
+}
+
+fn keep<T: PartialEq + Clone + Ord>(set: &mut Vec<T>, must: &[T]) {
+    for m in must {
+        if !set.contains(m) {
+            set.push(m.clone());
+        }
+    }
+    set.sort();
+}
+
+/// Sets dimension `d` (in `shrink`'s order) of `z` to the model's value.
+fn revert(z: &mut Point, x: &Point, d: usize) {
+    match d {
+        0 => z.bin = x.bin,
+        1 => z.sha = x.sha,
+        2 => z.host = x.host,
+        3 => {
+            z.has_addr = x.has_addr;
+            z.v6 = x.v6;
+            z.a4 = x.a4;
+            z.a6 = x.a6;
+        }
+        4 => z.port = x.port,
+        5 => z.method = x.method,
+        6 => z.path = x.path,
+        _ => {
+            z.qa.clone_from(&x.qa);
+            z.qd.clone_from(&x.qd);
+        }
+    }
+}
+
+/// Removes the counterexample's value from one dimension where it differs
+/// from the model: preferably one where the model's value alone would make
+/// the query hold again (that dimension is why it fails), the widest such.
+/// False when nothing can be removed.
+fn shrink(
+    r: &mut Region,
+    y: &Point,
+    x: &Point,
+    dom: &Domain,
+    fixes: &dyn Fn(usize) -> bool,
+) -> bool {
+    let ycell = Region::cell(y, dom);
+    let xcell = Region::cell(x, dom);
+    let mut best: Option<(usize, usize)> = None;
+    let dims: [(usize, bool); 7] = [
+        (r.bins.len(), y.bin != x.bin),
+        (r.shas.len(), y.sha != x.sha),
+        (r.hosts.len(), y.host != x.host),
+        (r.addrs.len(), ycell.addrs != xcell.addrs),
+        (r.ports.len(), ycell.ports != xcell.ports),
+        (r.methods.len(), y.method != x.method),
+        (r.paths.len(), y.path != x.path),
+    ];
+    for responsible in [true, false] {
+        for (i, &(len, differs)) in dims.iter().enumerate() {
+            if differs && (!responsible || fixes(i)) && best.is_none_or(|(_, l)| len > l) {
+                best = Some((i, len));
+            }
+        }
+        if best.is_some() {
+            break;
+        }
+    }
+    let query_dim = (0..dom.queries.len()).find(|&q| query_value(y, q) != query_value(x, q));
+    match best.map(|(i, _)| i) {
+        Some(0) => r.bins.retain(|&v| v != y.bin),
+        Some(1) => r.shas.retain(|&v| v != y.sha),
+        Some(2) => r.hosts.retain(|&v| v != y.host),
+        Some(3) => {
+            let c = ycell.addrs.clone();
+            r.addrs.retain(|v| !c.contains(v));
+        }
+        Some(4) => {
+            let c = ycell.ports.clone();
+            r.ports.retain(|v| !c.contains(v));
+        }
+        Some(5) => r.methods.retain(|&v| v != y.method),
+        Some(6) => r.paths.retain(|&v| v != y.path),
+        _ => match query_dim {
+            Some(q) => {
+                let v = query_value(y, q);
+                if let Some(vs) = r.queries.get_mut(q) {
+                    vs.retain(|&x| x != v);
+                }
+            }
+            None => return false,
+        },
+    }
+    true
+}

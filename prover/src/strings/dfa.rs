@@ -1,0 +1,457 @@
+//! One multi-pattern DFA per string dimension, and what we read off it.
+//!
+//! regex-automata determinizes the union of every wildcard pattern of a
+//! dimension (with `MatchKind::All`, anchored, full match at end of input),
+//! which is exactly the product automaton of the patterns: a state records
+//! how far every pattern has got. The patterns a string matches (its
+//! *signature*) are the match set of the state it ends in. Walking the
+//! reachable states therefore lists every signature that some string has,
+//! with a shortest string for each (the witness) and the number of strings.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use regex_automata::dfa::Automaton as _;
+use regex_automata::dfa::{StartKind, dense};
+use regex_automata::nfa::thompson::{self, WhichCaptures};
+use regex_automata::util::primitives::StateID;
+use regex_automata::util::start;
+use regex_automata::{Anchored, MatchKind};
+
+use crate::error::ProverError;
+
+/// The number of strings in a set, when finite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Size {
+    Finite(u128),
+    Infinite,
+}
+
+impl Size {
+    pub fn plus(self, o: Size) -> Size {
+        match (self, o) {
+            (Size::Finite(a), Size::Finite(b)) => Size::Finite(a.saturating_add(b)),
+            _ => Size::Infinite,
+        }
+    }
+
+    pub fn is_infinite(self) -> bool {
+        self == Size::Infinite
+    }
+}
+
+impl std::fmt::Display for Size {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Size::Finite(n) => write!(f, "{n}"),
+            Size::Infinite => f.write_str("infinitely many"),
+        }
+    }
+}
+
+/// Pattern indices a string matches, sorted.
+pub type Signature = Vec<u32>;
+
+/// What exploring the DFA found for one signature.
+#[derive(Debug, Clone)]
+pub struct SigInfo {
+    /// Shortest strings reaching the signature (one per DFA state, nicest
+    /// characters first), for witnesses.
+    pub samples: Vec<String>,
+    pub size: Size,
+}
+
+/// A DFA over a dimension's wildcard patterns and its universe.
+pub struct MultiDfa {
+    dfa: dense::DFA<Vec<u32>>,
+    start: StateID,
+}
+
+impl std::fmt::Debug for MultiDfa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiDfa")
+            .field("bytes", &self.dfa.memory_usage())
+            .finish()
+    }
+}
+
+/// Memory the determinizer may use for one dimension.
+const SIZE_LIMIT: usize = 96 << 20;
+
+impl MultiDfa {
+    pub fn build(patterns: &[String], unicode: bool) -> Result<Self, ProverError> {
+        let dfa = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .match_kind(MatchKind::All)
+                    .start_kind(StartKind::Anchored)
+                    .minimize(false)
+                    .accelerate(false)
+                    .specialize_start_states(false)
+                    .determinize_size_limit(Some(SIZE_LIMIT))
+                    .dfa_size_limit(Some(SIZE_LIMIT)),
+            )
+            .syntax(
+                regex_automata::util::syntax::Config::new()
+                    .unicode(unicode)
+                    .utf8(unicode),
+            )
+            .thompson(
+                thompson::Config::new()
+                    .which_captures(WhichCaptures::None)
+                    .shrink(false),
+            )
+            .build_many(patterns)
+            .map_err(|e| ProverError::Automaton(e.to_string()))?;
+        let start = dfa
+            .start_state(&start::Config::new().anchored(Anchored::Yes))
+            .map_err(|e| ProverError::Automaton(e.to_string()))?;
+        Ok(Self { dfa, start })
+    }
+
+    /// The signature of a string (the patterns it fully matches).
+    pub fn signature(&self, s: &str) -> Signature {
+        let mut state = self.start;
+        for &b in s.as_bytes() {
+            state = self.dfa.next_state(state, b);
+            if self.dfa.is_dead_state(state) {
+                return Vec::new();
+            }
+        }
+        self.eoi_signature(state)
+    }
+
+    fn eoi_signature(&self, state: StateID) -> Signature {
+        let eoi = self.dfa.next_eoi_state(state);
+        if !self.dfa.is_match_state(eoi) {
+            return Vec::new();
+        }
+        let mut sig: Vec<u32> = (0..self.dfa.match_len(eoi))
+            .map(|i| self.dfa.match_pattern(eoi, i).as_u32())
+            .collect();
+        sig.sort_unstable();
+        sig.dedup();
+        sig
+    }
+
+    /// Every signature some string reaches, with samples and sizes. Only
+    /// signatures accepted by `keep` are reported.
+    pub fn explore(&self, keep: &dyn Fn(&[u32]) -> bool) -> BTreeMap<Signature, SigInfo> {
+        let g = self.graph();
+        let sigs: Vec<Signature> = g.states.iter().map(|&s| self.eoi_signature(s)).collect();
+        let counts = g.counts();
+        let mut out: BTreeMap<Signature, SigInfo> = BTreeMap::new();
+        for (i, sig) in sigs.into_iter().enumerate() {
+            if sig.is_empty() || !keep(&sig) {
+                continue;
+            }
+            let size = counts.get(i).copied().unwrap_or(Size::Infinite);
+            let entry = out.entry(sig).or_insert_with(|| SigInfo {
+                samples: Vec::new(),
+                size: Size::Finite(0),
+            });
+            entry.size = entry.size.plus(size);
+            if entry.samples.len() < 8 {
+                entry.samples.push(g.path_to(i));
+            }
+        }
+        for info in out.values_mut() {
+            info.samples.sort_by(|a, b| (a.len(), a).cmp(&(b.len(), b)));
+        }
+        out
+    }
+
+    /// Up to `limit` strings with signature `sig`, shortest first, for when
+    /// the first samples are all excluded (named elsewhere as exact
+    /// strings).
+    pub fn enumerate(
+        &self,
+        sig: &[u32],
+        limit: usize,
+        avoid: &dyn Fn(&str) -> bool,
+    ) -> Option<String> {
+        let classes = ClassInfo::of(&self.dfa);
+        let mut queue: VecDeque<(StateID, Vec<u8>)> = VecDeque::new();
+        queue.push_back((self.start, Vec::new()));
+        // Each DFA state is expanded a few times only: strings reaching the
+        // same state match alike from there on, and differ only in whether
+        // their prefix is one enforcement can meet.
+        let mut visits: HashMap<StateID, u8> = HashMap::new();
+        let mut budget = limit.saturating_mul(64).max(2048);
+        while let Some((state, bytes)) = queue.pop_front() {
+            budget = budget.checked_sub(1)?;
+            let seen = visits.entry(state).or_insert(0);
+            if *seen >= 4 {
+                continue;
+            }
+            *seen += 1;
+            if self.eoi_signature(state) == sig
+                && let Ok(s) = String::from_utf8(bytes.clone())
+                && !avoid(&s)
+            {
+                return Some(s);
+            }
+            if bytes.len() > 80 {
+                continue;
+            }
+            for &(_, rep) in &classes.order {
+                let next = self.dfa.next_state(state, rep);
+                if self.dfa.is_dead_state(next) {
+                    continue;
+                }
+                let mut b = bytes.clone();
+                b.push(rep);
+                queue.push_back((next, b));
+            }
+        }
+        None
+    }
+
+    fn graph(&self) -> Graph {
+        let classes = ClassInfo::of(&self.dfa);
+        let mut index: HashMap<StateID, usize> = HashMap::new();
+        let mut g = Graph::default();
+        index.insert(self.start, 0);
+        g.states.push(self.start);
+        g.parent.push(None);
+        g.edges.push(Vec::new());
+        let mut queue = VecDeque::from([0usize]);
+        while let Some(i) = queue.pop_front() {
+            let Some(&state) = g.states.get(i) else {
+                continue;
+            };
+            let mut edges = Vec::new();
+            for &(class, rep) in &classes.order {
+                let next = self.dfa.next_state(state, rep);
+                if self.dfa.is_dead_state(next) {
+                    continue;
+                }
+                let j = match index.get(&next) {
+                    Some(&j) => j,
+                    None => {
+                        let j = g.states.len();
+                        index.insert(next, j);
+                        g.states.push(next);
+                        g.parent.push(Some((i, rep)));
+                        g.edges.push(Vec::new());
+                        queue.push_back(j);
+                        j
+                    }
+                };
+                let mult = classes.size.get(usize::from(class)).copied().unwrap_or(1);
+                edges.push((j, mult));
+            }
+            if let Some(slot) = g.edges.get_mut(i) {
+                *slot = edges;
+            }
+        }
+        g
+    }
+}
+
+/// The byte classes of a DFA: a nice representative byte for each class and
+/// how many bytes it stands for.
+struct ClassInfo {
+    /// (class, representative), nicest representative first.
+    order: Vec<(u8, u8)>,
+    size: Vec<u128>,
+}
+
+/// Rank of a byte as a witness character: lower is nicer.
+fn niceness(b: u8) -> u32 {
+    match b {
+        b'x' => 0,
+        b'a'..=b'z' => 1 + u32::from(b - b'a'),
+        b'0'..=b'9' => 30 + u32::from(b - b'0'),
+        b'-' => 40,
+        b'.' => 41,
+        b'_' => 42,
+        b'/' => 43,
+        b'A'..=b'Z' => 50 + u32::from(b - b'A'),
+        0x21..=0x7e => 100 + u32::from(b),
+        _ => 300 + u32::from(b),
+    }
+}
+
+impl ClassInfo {
+    fn of(dfa: &dense::DFA<Vec<u32>>) -> Self {
+        let classes = dfa.byte_classes();
+        let n = classes.alphabet_len();
+        let mut best: Vec<Option<u8>> = vec![None; n];
+        let mut size = vec![0u128; n];
+        for b in 0..=255u8 {
+            let c = usize::from(classes.get(b));
+            if let Some(s) = size.get_mut(c) {
+                *s += 1;
+            }
+            if let Some(slot) = best.get_mut(c) {
+                let better = slot.is_none_or(|cur| niceness(b) < niceness(cur));
+                if better {
+                    *slot = Some(b);
+                }
+            }
+        }
+        let mut order: Vec<(u8, u8)> = best
+            .iter()
+            .enumerate()
+            .filter_map(|(c, b)| Some((u8::try_from(c).ok()?, (*b)?)))
+            .collect();
+        order.sort_by_key(|&(_, b)| niceness(b));
+        Self { order, size }
+    }
+}
+
+/// The reachable part of a DFA, as a graph with edge multiplicities.
+#[derive(Default)]
+struct Graph {
+    states: Vec<StateID>,
+    /// BFS parent and the byte taken, for shortest strings.
+    parent: Vec<Option<(usize, u8)>>,
+    edges: Vec<Vec<(usize, u128)>>,
+}
+
+impl Graph {
+    fn path_to(&self, mut i: usize) -> String {
+        let mut bytes = Vec::new();
+        while let Some(Some((p, b))) = self.parent.get(i) {
+            bytes.push(*b);
+            i = *p;
+        }
+        bytes.reverse();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// For each state, how many strings reach it from the start (infinite
+    /// when a cycle lies on some path to it).
+    fn counts(&self) -> Vec<Size> {
+        let n = self.states.len();
+        let on_cycle = self.cyclic();
+        // Infinite: reachable from a cyclic state.
+        let mut infinite = on_cycle.clone();
+        let mut stack: Vec<usize> = (0..n).filter(|&i| on_cycle.get(i) == Some(&true)).collect();
+        while let Some(i) = stack.pop() {
+            for &(j, _) in self.edges.get(i).into_iter().flatten() {
+                if let Some(f) = infinite.get_mut(j)
+                    && !*f
+                {
+                    *f = true;
+                    stack.push(j);
+                }
+            }
+        }
+        // Finite part is a DAG: count paths in topological order.
+        let mut indeg = vec![0usize; n];
+        for (i, es) in self.edges.iter().enumerate() {
+            if infinite.get(i) == Some(&true) {
+                continue;
+            }
+            for &(j, _) in es {
+                if let Some(d) = indeg.get_mut(j) {
+                    *d += 1;
+                }
+            }
+        }
+        let mut paths = vec![0u128; n];
+        if let Some(p) = paths.first_mut() {
+            *p = 1;
+        }
+        let mut ready: Vec<usize> = (0..n)
+            .filter(|&i| indeg.get(i) == Some(&0) && infinite.get(i) == Some(&false))
+            .collect();
+        while let Some(i) = ready.pop() {
+            let here = paths.get(i).copied().unwrap_or(0);
+            for &(j, mult) in self.edges.get(i).into_iter().flatten() {
+                if infinite.get(j) == Some(&true) {
+                    continue;
+                }
+                if let Some(p) = paths.get_mut(j) {
+                    *p = p.saturating_add(here.saturating_mul(mult));
+                }
+                if let Some(d) = indeg.get_mut(j) {
+                    *d -= 1;
+                    if *d == 0 {
+                        ready.push(j);
+                    }
+                }
+            }
+        }
+        (0..n)
+            .map(|i| {
+                if infinite.get(i) == Some(&true) {
+                    Size::Infinite
+                } else {
+                    Size::Finite(paths.get(i).copied().unwrap_or(0))
+                }
+            })
+            .collect()
+    }
+
+    /// States on a cycle (iterative Tarjan).
+    fn cyclic(&self) -> Vec<bool> {
+        let n = self.states.len();
+        let mut index = vec![usize::MAX; n];
+        let mut low = vec![0usize; n];
+        let mut on_stack = vec![false; n];
+        let mut stack: Vec<usize> = Vec::new();
+        let mut out = vec![false; n];
+        let mut next = 0usize;
+        for root in 0..n {
+            if index.get(root) != Some(&usize::MAX) {
+                continue;
+            }
+            let mut work: Vec<(usize, usize)> = vec![(root, 0)];
+            while let Some(&mut (v, ref mut ei)) = work.last_mut() {
+                if *ei == 0 && index.get(v) == Some(&usize::MAX) {
+                    set(&mut index, v, next);
+                    set(&mut low, v, next);
+                    next += 1;
+                    stack.push(v);
+                    set(&mut on_stack, v, true);
+                }
+                let edges = self.edges.get(v).map_or(&[][..], Vec::as_slice);
+                if let Some(&(w, _)) = edges.get(*ei) {
+                    *ei += 1;
+                    if w == v {
+                        set(&mut out, v, true);
+                    }
+                    if index.get(w) == Some(&usize::MAX) {
+                        work.push((w, 0));
+                    } else if on_stack.get(w) == Some(&true) {
+                        let lw = index.get(w).copied().unwrap_or(0);
+                        let lv = low.get(v).copied().unwrap_or(0);
+                        set(&mut low, v, lv.min(lw));
+                    }
+                    continue;
+                }
+                work.pop();
+                if let Some(&(parent, _)) = work.last() {
+                    let lv = low.get(v).copied().unwrap_or(0);
+                    let lp = low.get(parent).copied().unwrap_or(0);
+                    set(&mut low, parent, lp.min(lv));
+                }
+                if low.get(v) == index.get(v) {
+                    let mut members = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        set(&mut on_stack, w, false);
+                        members.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    if members.len() > 1 {
+                        for w in members {
+                            set(&mut out, w, true);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn set<T>(v: &mut [T], i: usize, x: T) {
+    if let Some(slot) = v.get_mut(i) {
+        *slot = x;
+    }
+}

@@ -1,0 +1,301 @@
+//! String dimensions (executable paths, host names, HTTP paths) split into
+//! disjoint atomic classes, so the solver never sees a string.
+//!
+//! An *atom* is a maximal set of strings that every pattern of both
+//! policies treats alike: its *signature* is the set of patterns its
+//! strings match. Exact strings (`api.github.com`) are atoms of their own
+//! and never enter an automaton, so a thousand exact hosts cost a thousand
+//! lookups; the wildcard patterns of a dimension go into one multi-pattern
+//! DFA ([`dfa`]) whose reachable states list the remaining signatures.
+//! Every atom carries a witness string, checked to have exactly the atom's
+//! signature, and its size.
+
+pub mod dfa;
+pub mod universe;
+
+use std::collections::{BTreeMap, HashMap};
+
+pub use dfa::Size;
+use dfa::{MultiDfa, Signature};
+use universe::Universe;
+
+use crate::error::ProverError;
+
+/// A pattern of one dimension as the partition sees it.
+#[derive(Debug, Clone)]
+pub enum PatternKind {
+    /// Matches exactly this string.
+    Exact(String),
+    /// A full-match regex (the matcher's `to_regex`) and an example string.
+    Glob { regex: String, example: String },
+}
+
+/// One atomic class of strings.
+#[derive(Debug, Clone)]
+pub struct Atom {
+    pub witness: String,
+    pub size: Size,
+    /// A single string named exactly by some pattern.
+    pub exact: bool,
+    /// The patterns (indices into the partition's pattern list) whose
+    /// strings include this atom.
+    pub sig: Vec<u32>,
+}
+
+/// The atoms of one dimension.
+#[derive(Debug)]
+pub struct Partition {
+    pub atoms: Vec<Atom>,
+    /// For each pattern, the atoms it covers (sorted).
+    pub members: Vec<Vec<u32>>,
+    keys: HashMap<String, u32>,
+    names: Vec<String>,
+    dfa: MultiDfa,
+    n_reject: usize,
+    /// DFA pattern id (after the universe ones) → pattern indices.
+    wild: Vec<Vec<u32>>,
+    exact_atoms: HashMap<String, u32>,
+    sig_atoms: HashMap<Signature, u32>,
+}
+
+/// Collects the patterns of a dimension before the partition is built.
+#[derive(Debug, Default)]
+pub struct PatternSet {
+    keys: Vec<String>,
+    kinds: Vec<PatternKind>,
+    index: HashMap<String, u32>,
+}
+
+impl PatternSet {
+    /// Adds a pattern under a key (its canonical text); returns its index.
+    pub fn add(&mut self, key: &str, kind: PatternKind) -> u32 {
+        if let Some(&i) = self.index.get(key) {
+            return i;
+        }
+        let i = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
+        self.keys.push(key.to_owned());
+        self.kinds.push(kind);
+        self.index.insert(key.to_owned(), i);
+        i
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// What the partition needs from a dimension's own spelling rules.
+pub struct DimSpec {
+    pub universe: Universe,
+    /// Whether a witness candidate is a string enforcement can meet.
+    pub valid: fn(&str) -> bool,
+}
+
+impl Partition {
+    pub fn build(set: PatternSet, spec: &DimSpec) -> Result<Self, ProverError> {
+        let PatternSet { keys, kinds, index } = set;
+        let uni = &spec.universe;
+        // DFA patterns: the universe, its rejections, then unique wildcard
+        // regexes.
+        let mut regexes: Vec<String> = vec![uni.accept.clone()];
+        regexes.extend(uni.reject.iter().cloned());
+        let n_reject = uni.reject.len();
+        let mut wild: Vec<Vec<u32>> = Vec::new();
+        let mut regex_id: HashMap<&str, usize> = HashMap::new();
+        let mut exact_strings: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+        let mut examples: HashMap<usize, Vec<&str>> = HashMap::new();
+        for (i, kind) in kinds.iter().enumerate() {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            match kind {
+                PatternKind::Exact(s) => exact_strings.entry(s.as_str()).or_default().push(i),
+                PatternKind::Glob { regex, example } => {
+                    let id = *regex_id.entry(regex.as_str()).or_insert_with(|| {
+                        regexes.push(fit_regex(regex, uni.unicode));
+                        wild.push(Vec::new());
+                        wild.len() - 1
+                    });
+                    if let Some(w) = wild.get_mut(id) {
+                        w.push(i);
+                    }
+                    examples.entry(id).or_default().push(example.as_str());
+                }
+            }
+        }
+        let t0 = std::time::Instant::now();
+        let dfa = MultiDfa::build(&regexes, uni.unicode)?;
+        let t_build = t0.elapsed();
+        let in_universe = |sig: &[u32]| {
+            sig.first() == Some(&0)
+                && !sig
+                    .iter()
+                    .any(|&p| p >= 1 && usize::try_from(p).is_ok_and(|p| p <= n_reject))
+        };
+        let explored = dfa.explore(&in_universe);
+        let t_explore = t0.elapsed();
+        let mut enumerated = 0usize;
+
+        let mut atoms: Vec<Atom> = Vec::new();
+        let mut exact_atoms: HashMap<String, u32> = HashMap::new();
+        let mut exact_per_sig: HashMap<Signature, u128> = HashMap::new();
+        let to_patterns = |sig: &[u32]| -> Vec<u32> {
+            let mut out: Vec<u32> = sig
+                .iter()
+                .filter_map(|&p| usize::try_from(p).ok()?.checked_sub(n_reject + 1))
+                .filter_map(|id| wild.get(id))
+                .flatten()
+                .copied()
+                .collect();
+            out.sort_unstable();
+            out
+        };
+        for (s, own) in &exact_strings {
+            let dsig = dfa.signature(s);
+            if !in_universe(&dsig) || !(spec.valid)(s) {
+                continue;
+            }
+            *exact_per_sig.entry(dsig.clone()).or_default() += 1;
+            let mut sig = to_patterns(&dsig);
+            sig.extend(own.iter().copied());
+            sig.sort_unstable();
+            sig.dedup();
+            exact_atoms.insert(
+                (*s).to_owned(),
+                u32::try_from(atoms.len()).unwrap_or(u32::MAX),
+            );
+            atoms.push(Atom {
+                witness: (*s).to_owned(),
+                size: Size::Finite(1),
+                exact: true,
+                sig,
+            });
+        }
+        let is_exact = |s: &str| exact_atoms.contains_key(s);
+        let mut sig_atoms: HashMap<Signature, u32> = HashMap::new();
+        for (dsig, info) in explored {
+            let named = exact_per_sig.get(&dsig).copied().unwrap_or(0);
+            let size = match info.size {
+                Size::Finite(n) => Size::Finite(n.saturating_sub(named)),
+                Size::Infinite => Size::Infinite,
+            };
+            if size == Size::Finite(0) {
+                continue;
+            }
+            let candidates = dsig
+                .iter()
+                .filter_map(|&p| usize::try_from(p).ok()?.checked_sub(n_reject + 1))
+                .filter_map(|id| examples.get(&id))
+                .flatten()
+                .copied()
+                .chain(info.samples.iter().map(String::as_str));
+            let mut witness = candidates
+                .filter(|c| !is_exact(c) && (spec.valid)(c))
+                .find(|c| dfa.signature(c) == dsig)
+                .map(str::to_owned);
+            if witness.is_none() {
+                enumerated += 1;
+                witness = dfa.enumerate(&dsig, exact_atoms.len() + 2, &|c| {
+                    is_exact(c) || !(spec.valid)(c)
+                });
+            }
+            let Some(witness) = witness else {
+                // Every string of this signature is named exactly (or not
+                // one enforcement can meet): nothing is left for the atom.
+                continue;
+            };
+            let sig = to_patterns(&dsig);
+            sig_atoms.insert(dsig, u32::try_from(atoms.len()).unwrap_or(u32::MAX));
+            atoms.push(Atom {
+                witness,
+                size,
+                exact: false,
+                sig,
+            });
+        }
+        if std::env::var_os("PROVER_TIMING").is_some() {
+            eprintln!(
+                "prover:   partition of {} patterns: build {t_build:?}, explore {:?}, witnesses {:?} ({enumerated} searched)",
+                keys.len(),
+                t_explore - t_build,
+                t0.elapsed() - t_explore
+            );
+        }
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); keys.len()];
+        let _ = &kinds;
+        for (a, atom) in atoms.iter().enumerate() {
+            for &p in &atom.sig {
+                if let Some(m) = members.get_mut(p as usize) {
+                    m.push(u32::try_from(a).unwrap_or(u32::MAX));
+                }
+            }
+        }
+        Ok(Self {
+            atoms,
+            members,
+            keys: index,
+            names: keys,
+            dfa,
+            n_reject,
+            wild,
+            exact_atoms,
+            sig_atoms,
+        })
+    }
+
+    /// The atoms a pattern covers (empty for an unknown key).
+    pub fn atoms_of(&self, key: &str) -> &[u32] {
+        self.keys
+            .get(key)
+            .and_then(|&i| self.members.get(i as usize))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The key (canonical text) of a pattern.
+    pub fn name(&self, pattern: u32) -> &str {
+        self.names.get(pattern as usize).map_or("", String::as_str)
+    }
+
+    pub fn pattern_index(&self, key: &str) -> Option<u32> {
+        self.keys.get(key).copied()
+    }
+
+    /// The atom a string belongs to; `None` outside the universe.
+    pub fn classify(&self, s: &str) -> Option<u32> {
+        if let Some(&a) = self.exact_atoms.get(s) {
+            return Some(a);
+        }
+        let sig = self.dfa.signature(s);
+        self.sig_atoms.get(&sig).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.atoms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.atoms.is_empty()
+    }
+
+    pub fn atom(&self, id: u32) -> Option<&Atom> {
+        self.atoms.get(id as usize)
+    }
+
+    /// Number of wildcard regexes in the automaton (for statistics).
+    pub fn automaton_patterns(&self) -> usize {
+        self.wild.len() + self.n_reject + 1
+    }
+}
+
+/// The matcher writes regexes for Unicode mode; in byte mode its
+/// "matches nothing" class must be spelled with bytes.
+fn fit_regex(regex: &str, unicode: bool) -> String {
+    let re = format!("(?:{regex})");
+    if unicode {
+        re
+    } else {
+        re.replace(r"[^\x{0}-\x{10FFFF}]", r"[a&&b]")
+    }
+}

@@ -1,0 +1,393 @@
+//! From atoms back to a concrete request: realistic values chosen inside a
+//! region, a query string that realizes the query conditions' readings,
+//! and what the reference evaluator observes about the request.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use policy_lang::eval::{Evaluator, HttpRequest, Request, Verdict};
+use policy_lang::matcher::{is_metadata_host, normalize_host};
+
+use crate::domain::{self, Domain};
+use crate::formula::{Defs, F, Lit, Point, and, lit, not};
+use crate::region::{AddrCell, Region};
+use crate::registry::Registry;
+use crate::sandbox::Sandbox;
+
+/// Query conditions by key.
+fn groups(dom: &Domain) -> BTreeMap<&str, Vec<usize>> {
+    let mut out: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, q) in dom.queries.iter().enumerate() {
+        out.entry(q.key.as_str()).or_default().push(i);
+    }
+    out
+}
+
+/// Parameters for one key that give each of its conditions the wanted
+/// reading, found by a small search over example values.
+fn realize_key(dom: &Domain, key: &str, qs: &[usize], p: &Point) -> Option<Vec<(String, String)>> {
+    let want: Vec<(usize, bool, bool)> = qs
+        .iter()
+        .map(|&q| {
+            (
+                q,
+                p.qa.get(q).copied().unwrap_or(false),
+                p.qd.get(q).copied().unwrap_or(false),
+            )
+        })
+        .collect();
+    if want.iter().all(|&(_, a, d)| !a && !d) {
+        return Some(Vec::new());
+    }
+    let mut candidates: Vec<String> = qs
+        .iter()
+        .filter_map(|&q| dom.queries.get(q))
+        .flat_map(|m| m.any.iter().map(|g| g.example()))
+        .collect();
+    candidates.extend(["zz-other".to_owned(), String::new(), "0".to_owned()]);
+    candidates.sort();
+    candidates.dedup();
+    let ok = |vals: &[&String]| {
+        let params: Vec<(String, String)> = vals
+            .iter()
+            .map(|v| (key.to_owned(), (*v).clone()))
+            .collect();
+        let fits = want.iter().all(|&(q, a, d)| {
+            dom.queries
+                .get(q)
+                .is_some_and(|m| m.allows(&params) == a && m.denies(&params) == d)
+        });
+        fits.then_some(params)
+    };
+    let n = candidates.len();
+    for i in 0..n {
+        let a = candidates.get(i)?;
+        if let Some(p) = ok(&[a]) {
+            return Some(p);
+        }
+    }
+    for i in 0..n {
+        for j in i..n {
+            let (a, b) = (candidates.get(i)?, candidates.get(j)?);
+            if let Some(p) = ok(&[a, b]) {
+                return Some(p);
+            }
+        }
+    }
+    for i in 0..n {
+        for j in i..n {
+            for k in j..n {
+                let (a, b, c) = (candidates.get(i)?, candidates.get(j)?, candidates.get(k)?);
+                if let Some(p) = ok(&[a, b, c]) {
+                    return Some(p);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A query string giving every condition the point's reading.
+pub fn query_params(dom: &Domain, p: &Point) -> Option<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for (key, qs) in groups(dom) {
+        out.extend(realize_key(dom, key, &qs, p)?);
+    }
+    Some(out)
+}
+
+/// When no query string gives the point's readings, a formula excluding
+/// that combination for the key that fails.
+pub fn unrealizable(dom: &Domain, p: &Point) -> Option<F> {
+    for (key, qs) in groups(dom) {
+        if realize_key(dom, key, &qs, p).is_none() {
+            let same = qs.iter().map(|&q| {
+                let q32 = u32::try_from(q).unwrap_or(u32::MAX);
+                let la = lit(Lit::QAllow(q32));
+                let ld = lit(Lit::QDeny(q32));
+                let a = p.qa.get(q).copied().unwrap_or(false);
+                let d = p.qd.get(q).copied().unwrap_or(false);
+                and([if a { la } else { not(la) }, if d { ld } else { not(ld) }])
+            });
+            return Some(not(and(same.collect::<Vec<_>>())));
+        }
+    }
+    None
+}
+
+fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        let c = char::from(b);
+        if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | '*' | '/') {
+            out.push(c);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+pub fn query_string(params: &[(String, String)]) -> Option<String> {
+    if params.is_empty() {
+        return None;
+    }
+    Some(
+        params
+            .iter()
+            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+            .collect::<Vec<_>>()
+            .join("&"),
+    )
+}
+
+/// The concrete request a point stands for.
+pub fn request(dom: &Domain, p: &Point) -> Request {
+    let text = |part: &crate::strings::Partition, id: u32| {
+        part.atom(id).map(|a| a.witness.clone()).unwrap_or_default()
+    };
+    let mut target = text(&dom.paths, p.path);
+    if let Some(q) = query_params(dom, p).as_deref().and_then(query_string) {
+        target.push('?');
+        target.push_str(&q);
+    }
+    Request {
+        binary: text(&dom.bins, p.bin),
+        sha256: dom.shas.get(p.sha as usize).cloned().flatten(),
+        host: (p.host != dom.host_none()).then(|| text(&dom.hosts, p.host)),
+        addr: p.has_addr.then(|| {
+            if p.v6 {
+                IpAddr::V6(Ipv6Addr::from(p.a6))
+            } else {
+                IpAddr::V4(Ipv4Addr::from(p.a4))
+            }
+        }),
+        port: p.port,
+        http: Some(HttpRequest {
+            method: dom
+                .methods
+                .get(p.method as usize)
+                .cloned()
+                .unwrap_or_default(),
+            target,
+        }),
+    }
+}
+
+/// A realistic point of the region where the query holds: a host name
+/// without an address, an exact host or binary, `GET` or `POST`, port 443,
+/// a short path, no query string, no pin, whenever the region allows.
+pub fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point {
+    let good = |p: &Point| {
+        (p.has_addr || p.host != dom.host_none())
+            && r.contains(p, dom)
+            && p.eval(q, &defs.values(p))
+            && query_params(dom, p).is_some()
+    };
+    let mut best = x.clone();
+    let try_each = |best: &mut Point, cands: Vec<Point>| {
+        if let Some(c) = cands.into_iter().find(|c| good(c)) {
+            *best = c;
+        }
+    };
+    // No address when the host name suffices.
+    let mut c = best.clone();
+    AddrCell::None.apply(&mut c);
+    try_each(&mut best, vec![c]);
+    // Exact hosts, then other host atoms; when an address is needed
+    // anyway, the address alone.
+    let mut hosts = r.hosts.clone();
+    let by_address = best.has_addr;
+    hosts.sort_by_key(|&h| {
+        let a = dom.hosts.atom(h);
+        (
+            (h == dom.host_none()) != by_address,
+            !a.is_some_and(|a| a.exact),
+            a.map_or(0, |a| a.witness.len()),
+        )
+    });
+    let c: Vec<Point> = hosts
+        .iter()
+        .map(|&h| Point {
+            host: h,
+            ..best.clone()
+        })
+        .collect();
+    try_each(&mut best, c);
+    if best.has_addr {
+        let nice = nice_addr(&r.addr_cells(dom), &best);
+        try_each(&mut best, nice);
+    }
+    let mut bins = r.bins.clone();
+    bins.sort_by_key(|&b| {
+        let a = dom.bins.atom(b);
+        (
+            !a.is_some_and(|a| a.exact),
+            a.map_or(0, |a| a.witness.len()),
+        )
+    });
+    let c: Vec<Point> = bins
+        .iter()
+        .map(|&b| Point {
+            bin: b,
+            ..best.clone()
+        })
+        .collect();
+    try_each(&mut best, c);
+    let c = vec![Point {
+        sha: 0,
+        ..best.clone()
+    }];
+    try_each(&mut best, c);
+    let mut methods: Vec<u32> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
+        .iter()
+        .map(|m| dom.method_index(m))
+        .collect();
+    methods.extend(r.methods.iter().copied());
+    let c: Vec<Point> = methods
+        .iter()
+        .map(|&m| Point {
+            method: m,
+            ..best.clone()
+        })
+        .collect();
+    try_each(&mut best, c);
+    let mut paths = r.paths.clone();
+    paths.sort_by_key(|&p| dom.paths.atom(p).map_or(0, |a| a.witness.len()));
+    let c: Vec<Point> = paths
+        .iter()
+        .map(|&p| Point {
+            path: p,
+            ..best.clone()
+        })
+        .collect();
+    try_each(&mut best, c);
+    let ports: Vec<u16> = [443u16, 80, 8443, 8080]
+        .into_iter()
+        .chain(r.port_cells(dom).iter().map(|&(lo, _)| lo))
+        .collect();
+    let c: Vec<Point> = ports
+        .iter()
+        .map(|&port| Point {
+            port,
+            ..best.clone()
+        })
+        .collect();
+    try_each(&mut best, c);
+    let n = dom.queries.len();
+    let quiet = Point {
+        qa: vec![false; n],
+        qd: vec![false; n],
+        ..best.clone()
+    };
+    try_each(&mut best, vec![quiet]);
+    best
+}
+
+fn nice_addr(cells: &[AddrCell], p: &Point) -> Vec<Point> {
+    let mut out = Vec::new();
+    for c in cells {
+        let mut q = p.clone();
+        c.apply(&mut q);
+        match *c {
+            AddrCell::V4(lo, hi) => {
+                for special in [0xa9fe_a9feu32] {
+                    if lo <= special && special <= hi {
+                        let mut s = q.clone();
+                        s.a4 = special;
+                        out.push(s);
+                    }
+                }
+                if hi > lo && lo & 0xff == 0 {
+                    q.a4 = lo + 1;
+                }
+            }
+            AddrCell::V6(lo, hi) if hi > lo && lo & 0xffff == 0 => q.a6 = lo + 1,
+            _ => {}
+        }
+        out.push(q);
+    }
+    out
+}
+
+/// What the reference evaluator (and the registry, and the Landlock rules)
+/// say about one request in one bundle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub conn: bool,
+    pub inspected: bool,
+    pub allow: bool,
+    pub audit: bool,
+    pub inject: bool,
+    pub cred_host: bool,
+    pub held: bool,
+    pub bypass: bool,
+    pub plantable: bool,
+    pub meta: bool,
+}
+
+impl Observed {
+    pub fn scope(&self) -> bool {
+        self.cred_host || self.held
+    }
+
+    pub fn credentialed(&self) -> bool {
+        self.inject || (self.allow && self.held)
+    }
+}
+
+pub fn observe(ev: &Evaluator, req: &Request, registry: &Registry) -> Observed {
+    let b = ev.bundle();
+    let t = &b.enforcement;
+    let sandbox = Sandbox::of(b);
+    let conn = ev.decide_connection(
+        &req.binary,
+        req.sha256.as_deref(),
+        req.host.as_deref(),
+        req.addr,
+        req.port,
+    );
+    let d = ev.eval(req);
+    let host = req.host.as_deref().and_then(|h| normalize_host(h).ok());
+    let cred_host = host.as_deref().is_some_and(|h| {
+        t.credentials
+            .iter()
+            .any(|c| c.hosts.iter().any(|p| p.matches(h)))
+    });
+    let readable: Vec<_> = t
+        .secrets
+        .iter()
+        .filter(|s| sandbox.can_read(&s.source))
+        .collect();
+    let held = match host.as_deref() {
+        Some(h) => readable
+            .iter()
+            .any(|s| s.hosts.iter().any(|p| p.matches(h))),
+        None => !readable.is_empty(),
+    };
+    let allow = matches!(d.decision, Verdict::Allow | Verdict::Audit);
+    let under = |trees: Vec<(String, policy_lang::matcher::BinaryGlob)>| {
+        trees.iter().any(|(_, g)| g.matches(&req.binary))
+    };
+    let plantable = req.sha256.is_none()
+        && under(sandbox.write_trees())
+        && (sandbox.best_effort || under(sandbox.exec_trees()));
+    // With an address, the address is where the connection goes; a
+    // metadata name matters when the connection is made by name.
+    let meta = match req.addr {
+        Some(a) => domain::metadata_ranges().contains(a),
+        None => host.as_deref().is_some_and(is_metadata_host),
+    };
+    Observed {
+        conn: conn.allowed(),
+        inspected: !conn.l7.is_empty(),
+        allow,
+        audit: d.decision == Verdict::Audit,
+        inject: d.credential.is_some(),
+        cred_host,
+        held,
+        bypass: conn.allowed() && (conn.l7.is_empty() || registry.facts(&req.binary).bypasses_l7()),
+        plantable,
+        meta,
+    }
+}

@@ -1,0 +1,81 @@
+//! Helpers shared by the prover's integration tests.
+
+#![allow(dead_code)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test helpers: a failure should stop the test"
+)]
+
+pub mod generate;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use policy_lang::bundle::Bundle;
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh directory under the target dir for this test process.
+pub fn scratch() -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("prover-test-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Compiles policy text (`.policy` unless `ext` says otherwise).
+pub fn compile_as(text: &str, ext: &str) -> Bundle {
+    let dir = scratch();
+    let path = dir.join(format!("p.{ext}"));
+    std::fs::write(&path, text).unwrap();
+    let (checked, bundle) = policy_lang::load::compile_file(&path, None).unwrap();
+    match bundle {
+        Some(b) => b,
+        None => panic!(
+            "policy does not compile: {:#?}\n{text}",
+            checked
+                .diagnostics
+                .iter()
+                .map(|d| &d.message)
+                .collect::<Vec<_>>()
+        ),
+    }
+}
+
+pub fn compile(text: &str) -> Bundle {
+    compile_as(text, "policy")
+}
+
+/// Wraps statements into a policy with a standard filesystem.
+pub fn policy(body: &str) -> String {
+    format!(
+        "policy \"t\" {{\n  fs read /usr /etc\n  fs exec /usr/bin\n  fs write /tmp\n{body}\n}}\n"
+    )
+}
+
+pub fn opts() -> prover::Options {
+    prover::Options {
+        timeout_ms: 30_000,
+        ..prover::Options::default()
+    }
+}
+
+pub fn diff(old: &str, new: &str) -> prover::Report {
+    prover::diff(&compile(&policy(old)), &compile(&policy(new)), &opts()).unwrap()
+}
+
+pub fn categories(r: &prover::Report) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = r.findings.iter().map(|f| f.category.name()).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Every finding's witness replays through the reference evaluator.
+pub fn assert_verified(r: &prover::Report) {
+    for f in &r.findings {
+        assert!(f.verified, "witness does not replay: {f:#?}");
+    }
+}

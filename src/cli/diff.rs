@@ -1,0 +1,139 @@
+//! `openshell-policy diff --prove OLD NEW`: does NEW let a credentialed
+//! binary reach anything OLD did not? Exit 0 no new credentialed access,
+//! 1 widening found, 2 input error, 3 inconclusive.
+
+use std::path::{Path, PathBuf};
+
+use policy_lang::bundle::Bundle;
+use policy_lang::load;
+use prover::{Options, Registry, Verdict};
+
+use super::{CredentialsArg, EXIT_FINDINGS, EXIT_INPUT, EXIT_OK};
+use crate::report::{self, FileReport, findings::FindingsFormat};
+
+/// Exit code for an inconclusive proof (solver timeout or unknown).
+pub const EXIT_INCONCLUSIVE: u8 = 3;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Prove with the SMT solver (the only mode; accepted for clarity in CI
+    /// scripts).
+    #[arg(long)]
+    prove: bool,
+    /// The policy before the change (`.policy` or OpenShell `.yaml`).
+    #[arg(value_name = "OLD")]
+    old: PathBuf,
+    /// The policy after the change.
+    #[arg(value_name = "NEW")]
+    new: PathBuf,
+    #[command(flatten)]
+    credentials: CredentialsArg,
+    /// Binary capability registry: a YAML file or a directory of them
+    /// (OpenShell format), added to the embedded defaults.
+    #[arg(long, value_name = "FILE")]
+    registry: Option<PathBuf>,
+    /// Accepted risks (OpenShell `accepted_risks:` format, plus `expires`
+    /// and scope fields).
+    #[arg(long, value_name = "FILE")]
+    accepted_risks: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "human")]
+    format: FindingsFormat,
+    /// Time budget for all solver calls together, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    timeout_ms: u64,
+    /// Print the SMT-LIB queries to stderr.
+    #[arg(long)]
+    print_smt: bool,
+}
+
+/// Loads and compiles one side; prints its diagnostics when it has errors.
+fn bundle(path: &Path, credentials: Option<&Path>) -> Result<Bundle, u8> {
+    let (checked, bundle) = match load::compile_file(path, credentials) {
+        Ok(x) => x,
+        Err(e) => return Err(super::input_error(&e)),
+    };
+    match bundle {
+        Some(b) => Ok(b),
+        None => {
+            let errors: Vec<_> = checked
+                .diagnostics
+                .into_iter()
+                .filter(|d| d.is_error())
+                .collect();
+            report::print_diagnostics(
+                &[FileReport {
+                    path: path.display().to_string(),
+                    diagnostics: errors,
+                }],
+                super::DiagFormat::Human,
+            );
+            eprintln!(
+                "error: `{}` does not compile; nothing to prove",
+                path.display()
+            );
+            Err(EXIT_INPUT)
+        }
+    }
+}
+
+pub fn options(
+    registry: Option<&Path>,
+    accepted: Option<&Path>,
+    timeout_ms: u64,
+) -> Result<Options, prover::ProverError> {
+    let mut reg = Registry::embedded();
+    if let Some(r) = registry {
+        reg.add_path(r)?;
+    }
+    let accepted = accepted
+        .map(prover::accepted::load)
+        .transpose()?
+        .unwrap_or_default();
+    Ok(Options {
+        timeout_ms,
+        registry: reg,
+        accepted,
+        ..Options::default()
+    })
+}
+
+pub fn run(args: &Args) -> u8 {
+    let creds = args.credentials.credentials.as_deref();
+    let old = match bundle(&args.old, creds) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let new = match bundle(&args.new, creds) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let mut opts = match options(
+        args.registry.as_deref(),
+        args.accepted_risks.as_deref(),
+        args.timeout_ms,
+    ) {
+        Ok(o) => o,
+        Err(e) => return super::input_error(&e),
+    };
+    opts.print_smt = args.print_smt;
+    let report = match prover::diff(&old, &new, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INCONCLUSIVE;
+        }
+    };
+    if let Some(smt) = &report.smt {
+        eprintln!("{smt}");
+    }
+    let names = report::findings::Names {
+        old: args.old.display().to_string(),
+        new: args.new.display().to_string(),
+    };
+    report::findings::print(&report, args.format, &names);
+    match report.verdict {
+        Verdict::Widened => EXIT_FINDINGS,
+        Verdict::Inconclusive => EXIT_INCONCLUSIVE,
+        Verdict::NoNewAccess => EXIT_OK,
+    }
+}
