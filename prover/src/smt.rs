@@ -68,13 +68,14 @@ const MAX_BLOCKS: usize = 12;
 
 fn in_cidrs(v: &BV, lo: u128, hi: u128) -> Bool {
     let bits = v.get_size();
-    let blocks = cidr_blocks(lo, hi, bits);
+    let blocks = policy_lang::matcher::net::cidr_blocks(&[(lo, hi)], bits);
     if blocks.len() > MAX_BLOCKS {
         return in_range(v, lo, hi);
     }
     let parts: Vec<Bool> = blocks
         .into_iter()
         .map(|(start, len)| {
+            let len = u32::from(len);
             if len == 0 {
                 return Bool::from_bool(true);
             }
@@ -88,36 +89,6 @@ fn in_cidrs(v: &BV, lo: u128, hi: u128) -> Bool {
             .next()
             .unwrap_or_else(|| Bool::from_bool(false)),
         _ => Bool::or(&parts),
-    }
-}
-
-/// The fewest aligned blocks covering `lo..=hi` in a `bits`-wide space, as
-/// (start, prefix length); stops early past `MAX_BLOCKS`.
-fn cidr_blocks(lo: u128, hi: u128, bits: u32) -> Vec<(u128, u32)> {
-    let mut out = Vec::new();
-    let mut lo = lo;
-    loop {
-        let align = if lo == 0 {
-            bits
-        } else {
-            lo.trailing_zeros().min(bits)
-        };
-        let span = hi - lo;
-        let fit = if span == u128::MAX {
-            128
-        } else {
-            127 - (span + 1).leading_zeros()
-        };
-        let k = align.min(fit);
-        out.push((lo, bits - k));
-        if out.len() > MAX_BLOCKS {
-            return out;
-        }
-        let step = 1u128.checked_shl(k).unwrap_or(0);
-        match lo.checked_add(step) {
-            Some(next) if step != 0 && next <= hi => lo = next,
-            _ => return out,
-        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Sorted, disjoint, inclusive integer intervals: the one set algebra behind
 //! port sets and address sets (addresses as `u128`).
 
-pub(crate) type Interval = (u128, u128);
+pub type Interval = (u128, u128);
 
 /// Sorts and merges overlapping or adjacent intervals.
 pub(crate) fn normalize(mut v: Vec<Interval>) -> Vec<Interval> {
@@ -74,7 +74,7 @@ pub(crate) fn count(v: &[Interval]) -> u128 {
 
 /// The fewest aligned power-of-two blocks covering an interval of a
 /// `bits`-wide space, as (start, prefix length): CIDRs.
-pub(crate) fn to_blocks(v: &[Interval], bits: u32) -> Vec<(u128, u8)> {
+pub fn to_blocks(v: &[Interval], bits: u32) -> Vec<(u128, u8)> {
     let mut out = Vec::new();
     for &(lo, hi) in v {
         let mut lo = lo;

@@ -9,6 +9,7 @@ use std::net::IpAddr;
 
 pub use addr::AddrSet;
 pub use class::{AddrClass, classify_addr, internal_ranges, is_metadata_host};
+pub use intervals::to_blocks as cidr_blocks;
 pub use ports::PortSet;
 
 /// Maps an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) to its IPv4 address;
