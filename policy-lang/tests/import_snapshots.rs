@@ -77,6 +77,11 @@ fn openshell_fixtures() {
     let mut files = Vec::new();
     yaml_files(&root, &mut files);
     files.sort();
+    assert!(
+        files.len() >= 15,
+        "the shared fixtures are missing at {} (the checkout's sibling `shared/`)",
+        root.display()
+    );
     for path in files {
         let rel = path.strip_prefix(&root).unwrap().display().to_string();
         let text = std::fs::read_to_string(&path).unwrap();
