@@ -74,6 +74,16 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "new|none")]
     pub netns: Option<NetnsMode>,
 
+    /// Also trust this CA (PEM) when the L7 proxy verifies the real server
+    /// behind an inspected HTTPS route (default: the system roots only).
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+
+    /// Reload the bundle's network, L7 and credential rules whenever the
+    /// bundle file changes (`SIGHUP` always reloads).
+    #[arg(long)]
+    pub watch: bool,
+
     /// Print what the supervisor sets up, and how long it took.
     #[arg(long, short)]
     pub verbose: bool,

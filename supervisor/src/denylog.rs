@@ -1,14 +1,16 @@
 //! The deny log: one JSON line per decision worth logging (denied, audited,
 //! or allowed with a note), written in one `write(2)` so lines from several
 //! threads never interleave. Field names follow OCSF: Network Activity
-//! (class 4001) for connections and sends, DNS Activity (class 4003) for
-//! refused names; what OCSF has no field for goes under `unmapped`.
+//! (class 4001) for connections and sends, HTTP Activity (class 4002) for
+//! requests the L7 proxy refused or audited, DNS Activity (class 4003) for
+//! refused names, Application Lifecycle (class 6002) for bundle reloads;
+//! what OCSF has no field for goes under `unmapped`.
 
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::net::IpAddr;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -36,10 +38,27 @@ pub struct NetEvent<'a> {
     pub note: Option<&'a str>,
 }
 
+/// One request-level decision of the L7 proxy: the connection's fields
+/// plus the request's method and (canonical) path.
+#[derive(Debug, Clone, Default)]
+pub struct HttpEvent<'a> {
+    /// `denied`: refused; otherwise forwarded (audit, or a note).
+    pub net: NetEvent<'a>,
+    /// Forwarded although no rule allows it (audit mode).
+    pub audit: bool,
+    pub method: &'a str,
+    pub path: &'a str,
+    /// `http` or `https`.
+    pub scheme: &'a str,
+    /// The machine-readable code (`policy_denied`, `credential_not_bound`,
+    /// `host_mismatch`...), as in the response body.
+    pub error: Option<&'a str>,
+}
+
 /// Where the lines go, and which policy they are about.
 pub struct DenyLog {
     out: Mutex<Box<dyn Write + Send>>,
-    policy: Value,
+    policy: RwLock<Value>,
 }
 
 impl std::fmt::Debug for DenyLog {
@@ -59,14 +78,25 @@ impl DenyLog {
         };
         Ok(Self {
             out: Mutex::new(out),
-            policy: json!({ "name": policy_name, "uid": digest }),
+            policy: RwLock::new(json!({ "name": policy_name, "uid": digest })),
         })
+    }
+
+    /// The policy later lines are about (after a reload).
+    pub fn set_policy(&self, policy_name: &str, digest: &str) {
+        *self.policy.write().unwrap_or_else(PoisonError::into_inner) =
+            json!({ "name": policy_name, "uid": digest });
     }
 
     fn write(&self, mut event: Value) {
         if let Some(obj) = event.as_object_mut() {
             obj.insert("time".into(), json!(now_ms()));
-            obj.insert("policy".into(), self.policy.clone());
+            let policy = self
+                .policy
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            obj.insert("policy".into(), policy);
             obj.insert(
                 "metadata".into(),
                 json!({
@@ -91,65 +121,139 @@ impl DenyLog {
 
     /// A connection or send decision (OCSF Network Activity).
     pub fn network(&self, e: &NetEvent<'_>) {
-        let (activity_id, activity) = if e.syscall == "connect" {
-            (1, "Open")
-        } else {
-            (6, "Traffic")
-        };
-        let (action, disposition, status, severity) = if e.denied {
-            ((2, "Denied"), (2, "Blocked"), (2, "Failure"), 3)
-        } else {
-            ((1, "Allowed"), (1, "Allowed"), (1, "Success"), 1)
-        };
-        let mut dst = serde_json::Map::new();
-        if let Some(h) = e.host {
-            dst.insert("hostname".into(), json!(h));
-        }
-        if let Some(ip) = e.ip {
-            dst.insert("ip".into(), json!(ip.to_string()));
-        }
-        if let Some(p) = e.port {
-            dst.insert("port".into(), json!(p));
-        }
-        self.write(json!({
-            "class_uid": 4001,
-            "class_name": "Network Activity",
-            "category_uid": 4,
-            "category_name": "Network Activity",
-            "activity_id": activity_id,
-            "activity_name": activity,
-            "type_uid": 4001 * 100 + activity_id,
-            "severity_id": severity,
-            "action_id": action.0,
-            "action": action.1,
-            "disposition_id": disposition.0,
-            "disposition": disposition.1,
-            "status_id": status.0,
-            "status": status.1,
-            "message": e.reason,
-            "actor": { "process": {
-                "pid": e.pid,
-                "tid": e.tid,
-                "file": { "path": e.binary },
-            }},
-            "dst_endpoint": dst,
-            "connection_info": {
-                "protocol_name": e.protocol,
-                "direction": "Outbound",
-                "direction_id": 2,
-            },
-            "firewall_rule": {
-                "name": e.rule.unwrap_or("default"),
-                "type": if e.rule.is_some() { "policy rule" } else { "default deny" },
-            },
-            "unmapped": {
-                "syscall": e.syscall,
-                "address": e.address,
-                "note": e.note,
-            },
-        }));
+        self.write(network_event(e));
     }
 
+    /// A request the L7 proxy refused or audited (OCSF HTTP Activity).
+    pub fn http(&self, e: &HttpEvent<'_>) {
+        let mut event = network_event(&e.net);
+        let activity_id = match e.method {
+            "CONNECT" => 1,
+            "DELETE" => 2,
+            "GET" => 3,
+            "HEAD" => 4,
+            "OPTIONS" => 5,
+            "POST" => 6,
+            "PUT" => 7,
+            "TRACE" => 8,
+            _ => 99,
+        };
+        if let Some(obj) = event.as_object_mut() {
+            obj.insert("class_uid".into(), json!(4002));
+            obj.insert("class_name".into(), json!("HTTP Activity"));
+            obj.insert("activity_id".into(), json!(activity_id));
+            obj.insert("activity_name".into(), json!(e.method));
+            obj.insert("type_uid".into(), json!(4002 * 100 + activity_id));
+            if e.audit {
+                obj.insert("disposition_id".into(), json!(17));
+                obj.insert("disposition".into(), json!("Logged"));
+            }
+            obj.insert(
+                "http_request".into(),
+                json!({
+                    "http_method": e.method,
+                    "url": {
+                        "hostname": e.net.host,
+                        "path": e.path,
+                        "port": e.net.port,
+                        "scheme": e.scheme,
+                    },
+                }),
+            );
+            if let Some(unmapped) = obj.get_mut("unmapped").and_then(Value::as_object_mut) {
+                unmapped.insert("error".into(), json!(e.error));
+                unmapped.insert("audit".into(), json!(e.audit));
+            }
+        }
+        self.write(event);
+    }
+
+    /// A bundle reload, applied or refused (OCSF Application Lifecycle,
+    /// Update).
+    pub fn reload(&self, applied: bool, path: &str, digest: Option<&str>, message: &str) {
+        let (status_id, status, severity) = if applied {
+            (1, "Success", 1)
+        } else {
+            (2, "Failure", 4)
+        };
+        self.write(json!({
+            "class_uid": 6002,
+            "class_name": "Application Lifecycle",
+            "category_uid": 6,
+            "category_name": "Application Activity",
+            "activity_id": 3,
+            "activity_name": "Update",
+            "type_uid": 6002 * 100 + 3,
+            "severity_id": severity,
+            "status_id": status_id,
+            "status": status,
+            "message": message,
+            "unmapped": { "bundle": path, "digest": digest },
+        }));
+    }
+}
+
+fn network_event(e: &NetEvent<'_>) -> Value {
+    let (activity_id, activity) = if e.syscall == "connect" {
+        (1, "Open")
+    } else {
+        (6, "Traffic")
+    };
+    let (action, disposition, status, severity) = if e.denied {
+        ((2, "Denied"), (2, "Blocked"), (2, "Failure"), 3)
+    } else {
+        ((1, "Allowed"), (1, "Allowed"), (1, "Success"), 1)
+    };
+    let mut dst = serde_json::Map::new();
+    if let Some(h) = e.host {
+        dst.insert("hostname".into(), json!(h));
+    }
+    if let Some(ip) = e.ip {
+        dst.insert("ip".into(), json!(ip.to_string()));
+    }
+    if let Some(p) = e.port {
+        dst.insert("port".into(), json!(p));
+    }
+    json!({
+        "class_uid": 4001,
+        "class_name": "Network Activity",
+        "category_uid": 4,
+        "category_name": "Network Activity",
+        "activity_id": activity_id,
+        "activity_name": activity,
+        "type_uid": 4001 * 100 + activity_id,
+        "severity_id": severity,
+        "action_id": action.0,
+        "action": action.1,
+        "disposition_id": disposition.0,
+        "disposition": disposition.1,
+        "status_id": status.0,
+        "status": status.1,
+        "message": e.reason,
+        "actor": { "process": {
+            "pid": e.pid,
+            "tid": e.tid,
+            "file": { "path": e.binary },
+        }},
+        "dst_endpoint": dst,
+        "connection_info": {
+            "protocol_name": e.protocol,
+            "direction": "Outbound",
+            "direction_id": 2,
+        },
+        "firewall_rule": {
+            "name": e.rule.unwrap_or("default"),
+            "type": if e.rule.is_some() { "policy rule" } else { "default deny" },
+        },
+        "unmapped": {
+            "syscall": e.syscall,
+            "address": e.address,
+            "note": e.note,
+        },
+    })
+}
+
+impl DenyLog {
     /// A name the DNS stub refused (OCSF DNS Activity, query).
     pub fn dns_refused(&self, name: &str, qtype: &str, rcode: &str, reason: &str) {
         self.write(json!({

@@ -51,6 +51,10 @@ pub enum LaunchError {
     #[diagnostic(code(supervisor::usage))]
     Usage(String),
 
+    #[error("cannot set up the L7 proxy")]
+    #[diagnostic(code(supervisor::proxy))]
+    Proxy(#[source] crate::l7::SetupError),
+
     #[error("cannot start the sandbox")]
     #[diagnostic(code(supervisor::spawn))]
     Spawn(#[source] enforcer::SpawnError),

@@ -10,8 +10,11 @@
 //!   │        answers only allowed names, remembers name → address
 //!   ├─ broker: every trapped connect / send
 //!   │        decide (eval + attribution) ─▶ connect from here, ADDFD
-//!   │                                    ─▶ (L7 routes: proxy seam, l7)
+//!   │                                    ─▶ L7 routes: to the proxy, ADDFD
 //!   │                                    ─▶ ECONNREFUSED + deny log
+//!   ├─ l7: the proxy: TLS with a per-sandbox CA, decide_request per
+//!   │        request, credentials injected where bound, TLS upstream
+//!   ├─ reload: SIGHUP / --watch swaps the network part of the bundle
 //!   └─ lifecycle: wait, --timeout, signals, kill what is left
 //! ```
 //!
@@ -19,20 +22,26 @@
 //! [`run`] (one launch), [`tables`] (bundle → enforcer specs), [`workload`]
 //! (user, environment, program), [`broker`] (the notification loop and
 //! decisions), [`dns`] (the stub), [`attribution`] (name ↔ address memory),
-//! [`denylog`] (OCSF JSON lines), [`l7`] (the seam for the proxy),
-//! [`stdio`] (transcript), [`lifecycle`] (waiting and cleanup).
+//! [`denylog`] (OCSF JSON lines), [`l7`] (the proxy), [`credentials`]
+//! (secrets and placeholders), [`policy`] (the bundle in force, swappable),
+//! [`reload`] (hot reload), [`stdio`] (transcript), [`lifecycle`] (waiting
+//! and cleanup).
 //!
-//! `docs/supervisor.md` is the operator's guide; `docs/threat-model.md`
-//! says what is enforced, what is continued and why.
+//! `docs/supervisor.md` is the operator's guide, `docs/proxy.md` the
+//! proxy's; `docs/threat-model.md` says what is enforced, what is
+//! continued and why.
 
 pub mod attribution;
 pub mod broker;
 pub mod cli;
+pub mod credentials;
 pub mod denylog;
 pub mod dns;
 pub mod error;
 pub mod l7;
 pub mod lifecycle;
+pub mod policy;
+pub mod reload;
 pub mod run;
 pub mod stdio;
 pub mod tables;

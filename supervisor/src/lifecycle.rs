@@ -24,8 +24,8 @@ pub enum Outcome {
 /// Signals passed on to the workload. `SIGINT` and `SIGQUIT` are not: a
 /// terminal sends them to the whole foreground group, workload included,
 /// and forwarding would deliver them twice; the supervisor just survives
-/// them.
-const FORWARDED: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2];
+/// them. `SIGHUP` is not either: it reloads the bundle (`crate::reload`).
+const FORWARDED: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGUSR1, libc::SIGUSR2];
 
 /// Waits for `pid` to end, forwarding signals, up to `timeout`.
 pub async fn supervise(pid: u32, timeout: Option<Duration>) -> std::io::Result<Outcome> {

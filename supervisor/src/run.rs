@@ -13,17 +13,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use enforcer::{ChildSpec, Credentials, ExitStatus, SpawnError};
-use policy_lang::eval::Evaluator;
+use enforcer::{ChildSpec, Credentials, ExitStatus, FsAccess, FsRule, SpawnError};
 
 use crate::attribution::Attribution;
 use crate::broker::decide::Decider;
 use crate::broker::{self, Broker, Creds, NetMode};
 use crate::cli::{NetnsMode, RunArgs};
+use crate::credentials::Placeholders;
 use crate::denylog::DenyLog;
 use crate::dns::{self, Answerer, DnsPolicy, StubSockets};
 use crate::error::LaunchError;
+use crate::l7::trust::{TrustFile, WORKLOAD_VARS};
+use crate::l7::{self, Proxy};
 use crate::lifecycle::{self, Outcome};
+use crate::policy::{Active, Policy, Swap};
+use crate::reload::Reloader;
 use crate::stdio::{self, Transcript};
 use crate::{tables, workload};
 
@@ -93,7 +97,18 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
     stdio::check_inherited()?;
     let workdir = workdir(args.workdir.as_deref())?;
     let abi = enforcer::kernel_abi().map_err(LaunchError::Landlock)?;
-    let (spec, notes) = tables::landlock_spec(&bundle.enforcement.landlock, &workdir, abi)?;
+    // The proxy's CA, listener and upstream trust, and the file through
+    // which the workload trusts the CA (read access added to Landlock).
+    let proxy_started = Instant::now();
+    let proxy_parts = l7::Prepared::new(args.upstream_ca.as_deref()).map_err(LaunchError::Proxy)?;
+    let trust = TrustFile::write(proxy_parts.ca.cert_pem())
+        .map_err(LaunchError::io("write the sandbox's CA certificate"))?;
+    let proxy_setup = proxy_started.elapsed();
+    let (mut spec, notes) = tables::landlock_spec(&bundle.enforcement.landlock, &workdir, abi)?;
+    spec.fs.push(FsRule {
+        path: trust.dir().to_path_buf(),
+        access: FsAccess::READ_FILE | FsAccess::READ_DIR,
+    });
     let ruleset = enforcer::prepare(&spec).map_err(LaunchError::Landlock)?;
     for line in notes {
         note(&line);
@@ -109,7 +124,17 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         .map_err(LaunchError::Seccomp)?;
     let can_switch = has_cap(caps, CAP_SETUID) && has_cap(caps, CAP_SETGID);
     let identity = workload::identity(&bundle, can_switch)?;
-    let env = workload::environment(&args.env, &workdir, &bundle)?;
+    let placeholders = Arc::new(Placeholders::default());
+    let mut given: Vec<(String, std::ffi::OsString)> = WORKLOAD_VARS
+        .iter()
+        .map(|v| ((*v).to_owned(), trust.file().as_os_str().to_owned()))
+        .collect();
+    for cred in &bundle.enforcement.credentials {
+        if let Some(var) = &cred.placeholder {
+            given.push((var.clone(), placeholders.get_or_make(&cred.name).into()));
+        }
+    }
+    let env = workload::environment(&args.env, &workdir, &bundle, &given)?;
     let program = workload::find_program(
         args.command.first().map(AsRef::as_ref).unwrap_or_default(),
         env.get("PATH").map(AsRef::as_ref),
@@ -128,7 +153,9 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         .map_err(LaunchError::io("open the log"))?,
     );
     let attribution = Arc::new(Attribution::new(&args.resolve));
-    let dns_policy = DnsPolicy::from_table(&bundle.enforcement.seccomp);
+    let dns_policy = Arc::new(Swap::new(DnsPolicy::from_table(
+        &bundle.enforcement.seccomp,
+    )));
     let attribution_for_broker = Arc::clone(&attribution);
     let resolv = match mode {
         NetnsMode::New => private_resolv_conf()?,
@@ -203,7 +230,7 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         }
     };
     let answerer = Answerer {
-        policy: dns_policy,
+        policy: Arc::clone(&dns_policy),
         attribution,
         resolver: dns::resolver(args.dns_upstream),
         log: Arc::clone(&log),
@@ -224,12 +251,39 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
     // The decision indexes are built once the workload runs: a trapped
     // call waits in the kernel until the broker receives it, so this only
     // delays the first connect, never lets one through.
+    let active = Active::new(bundle, &placeholders, 0);
+    for cred in active.credentials.iter() {
+        if let Err(why) = &cred.secret {
+            note(&format!(
+                "credential `{}`: {why}; requests that need it are refused",
+                cred.name
+            ));
+        }
+    }
+    let policy = Arc::new(Policy::new(active));
+    let decider = Arc::new(Decider::new(
+        Arc::clone(&policy),
+        Arc::clone(&attribution_for_broker),
+    ));
+    let proxy = Proxy::start(proxy_parts, Arc::clone(&decider), Arc::clone(&log))
+        .map_err(LaunchError::Proxy)?;
+    let reloader = Arc::new(Reloader::new(
+        args.bundle.clone(),
+        policy,
+        dns_policy,
+        placeholders,
+        Arc::clone(&log),
+        Some(Arc::clone(&proxy)),
+    ));
+    reloader
+        .spawn(args.watch)
+        .map_err(LaunchError::io("watch for SIGHUP"))?;
     let broker = Arc::new(Broker {
-        decider: Decider::new(Evaluator::new(bundle), Arc::clone(&attribution_for_broker)),
+        decider,
         log,
         mode: net_mode,
         creds,
-        proxy: None,
+        proxy: Some(Arc::clone(&proxy) as Arc<dyn l7::ProxyHandoff>),
         runtime: runtime.handle().clone(),
     });
     std::thread::Builder::new()
@@ -238,6 +292,11 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         .map_err(LaunchError::io("start the broker"))?;
     if args.verbose {
         let who = identity.map_or_else(|| format!("uid {}", own.0), |i| i.name);
+        note(&format!(
+            "L7 proxy on {} (CA, --upstream-ca and trust file before the fork: {:.2} ms; system roots load on its thread)",
+            l7::ProxyHandoff::listener(&*proxy),
+            proxy_setup.as_secs_f64() * 1000.0
+        ));
         note(&format!(
             "workload {pid} started as {who} in {:.2} ms (netns {}, landlock ABI {abi})",
             exec_at.as_secs_f64() * 1000.0,
@@ -255,6 +314,7 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         t.finish();
     }
     runtime.shutdown_timeout(Duration::from_millis(100));
+    drop(trust);
     match outcome.map_err(LaunchError::io("wait for the workload"))? {
         Outcome::Exited(status) => Ok(exit_code(status)),
         Outcome::TimedOut => {

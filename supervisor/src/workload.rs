@@ -65,17 +65,29 @@ pub fn identity(bundle: &Bundle, can_switch: bool) -> Result<Option<Identity>, L
     Ok(Some(Identity { uid, gid, name }))
 }
 
-/// The workload's environment: the defaults, then each `--env`. Refuses to
-/// pass on a variable that holds a credential's real secret.
+/// The workload's environment: the defaults, then `given` (the CA trust
+/// variables, the credentials' placeholders), then each `--env`. Refuses
+/// to pass on a variable that holds a credential's real secret, and to
+/// override a placeholder.
 pub fn environment(
     args: &[EnvArg],
     workdir: &Path,
     bundle: &Bundle,
+    given: &[(String, OsString)],
 ) -> Result<BTreeMap<String, OsString>, LaunchError> {
     let mut env: BTreeMap<String, OsString> = BTreeMap::new();
     env.insert("PATH".into(), DEFAULT_PATH.into());
     env.insert("HOME".into(), workdir.as_os_str().to_owned());
     env.insert("LANG".into(), "C.UTF-8".into());
+    for (name, value) in given {
+        env.insert(name.clone(), value.clone());
+    }
+    let placeholders: Vec<(&str, &str)> = bundle
+        .enforcement
+        .credentials
+        .iter()
+        .filter_map(|c| Some((c.placeholder.as_deref()?, c.name.as_str())))
+        .collect();
     let secrets: Vec<(&str, &str)> = bundle
         .enforcement
         .credentials
@@ -86,6 +98,12 @@ pub fn environment(
         })
         .collect();
     for arg in args {
+        if let Some((_, cred)) = placeholders.iter().find(|(var, _)| *var == arg.name) {
+            return Err(LaunchError::Usage(format!(
+                "`--env {}`: that variable holds the placeholder of credential `{cred}`",
+                arg.name
+            )));
+        }
         let value = match &arg.value {
             Some(v) => Some(v.clone()),
             None => std::env::var_os(&arg.name),

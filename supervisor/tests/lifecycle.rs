@@ -229,6 +229,21 @@ fn environment_reaches_the_workload_only_through_env_flags() {
     let env = stdout(&out);
     let mut names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["GIVEN", "HOME", "LANG", "PASSED", "PATH"], "{env}");
+    assert_eq!(
+        names,
+        [
+            "CURL_CA_BUNDLE",
+            "GIT_SSL_CAINFO",
+            "GIVEN",
+            "HOME",
+            "LANG",
+            "NODE_EXTRA_CA_CERTS",
+            "PASSED",
+            "PATH",
+            "REQUESTS_CA_BUNDLE",
+            "SSL_CERT_FILE"
+        ],
+        "{env}"
+    );
     assert!(env.contains("GIVEN=yes\n") && env.contains("PASSED=through\n"));
 }

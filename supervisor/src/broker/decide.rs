@@ -28,7 +28,8 @@ use policy_lang::bundle::Via;
 use policy_lang::eval::{ConnectionDecision, Evaluator};
 use policy_lang::ir::Dest;
 
-use crate::attribution::Attribution;
+use crate::attribution::{Attributed, Attribution};
+use crate::policy::{Active, Policy};
 
 /// How many binaries' hashes are kept.
 const FINGERPRINTS: usize = 256;
@@ -57,35 +58,41 @@ impl Decision {
     pub fn allowed(&self) -> bool {
         self.conn.allowed()
     }
+
+    fn refused(reason: String) -> Self {
+        Self {
+            conn: ConnectionDecision {
+                routes: Vec::new(),
+                l7: Vec::new(),
+                reason,
+            },
+            host: None,
+            rule: None,
+        }
+    }
 }
 
 #[derive(Debug)]
 pub struct Decider {
-    eval: Evaluator,
+    policy: Arc<Policy>,
     attribution: Arc<Attribution>,
-    hashes: Option<Mutex<FingerprintCache>>,
+    hashes: Mutex<FingerprintCache>,
 }
 
 impl Decider {
     #[must_use]
-    pub fn new(eval: Evaluator, attribution: Arc<Attribution>) -> Self {
-        let pins = eval
-            .bundle()
-            .enforcement
-            .seccomp
-            .identities
-            .iter()
-            .any(|i| i.binary.sha256.is_some());
+    pub fn new(policy: Arc<Policy>, attribution: Arc<Attribution>) -> Self {
         Self {
-            eval,
+            policy,
             attribution,
-            hashes: pins.then(|| Mutex::new(FingerprintCache::new(FINGERPRINTS))),
+            hashes: Mutex::new(FingerprintCache::new(FINGERPRINTS)),
         }
     }
 
+    /// The policy in force (swapped by a reload).
     #[must_use]
-    pub fn evaluator(&self) -> &Evaluator {
-        &self.eval
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
     }
 
     #[must_use]
@@ -97,14 +104,14 @@ impl Decider {
     /// notification is still valid afterwards.
     pub fn identify(&self, tid: u32) -> io::Result<Binary> {
         let exe = enforcer::exe_path(tid)?;
-        let sha256 = match &self.hashes {
-            Some(cache) => {
-                let mut cache = cache
-                    .lock()
-                    .map_err(|_| io::Error::other("fingerprint cache poisoned"))?;
-                Some(cache.fingerprint(tid)?.sha256_hex())
-            }
-            None => None,
+        let sha256 = if self.policy.current().pins {
+            let mut cache = self
+                .hashes
+                .lock()
+                .map_err(|_| io::Error::other("fingerprint cache poisoned"))?;
+            Some(cache.fingerprint(tid)?.sha256_hex())
+        } else {
+            None
         };
         Ok(Binary {
             path: exe.path.to_string_lossy().into_owned(),
@@ -113,108 +120,155 @@ impl Decider {
         })
     }
 
-    /// Decides a connection from `binary` to `ip:port`.
+    /// Decides a connection from `binary` to `ip:port` with the policy in
+    /// force.
     #[must_use]
     pub fn decide(&self, binary: &Binary, ip: IpAddr, port: u16) -> Decision {
-        let refuse = |reason: String| Decision {
-            conn: ConnectionDecision {
-                routes: Vec::new(),
-                l7: Vec::new(),
-                reason,
-            },
-            host: None,
-            rule: None,
-        };
-        if binary.deleted {
-            return refuse(format!(
-                "`{}` was deleted after it was executed; its path no longer identifies it",
-                binary.path
-            ));
+        self.decide_with(&self.policy.current(), binary, ip, port)
+    }
+
+    /// Decides a connection with the policy `active`.
+    #[must_use]
+    pub fn decide_with(&self, active: &Active, binary: &Binary, ip: IpAddr, port: u16) -> Decision {
+        if let Some(refused) = deleted(binary) {
+            return refused;
         }
-        let sha = binary.sha256.as_deref();
         let mut first_denial: Option<Decision> = None;
         for named in self.attribution.names_for(ip) {
-            let host = Some(named.name.as_str());
-            let mut conn = self
-                .eval
-                .decide_connection(&binary.path, sha, host, Some(ip), port);
-            if !conn.allowed() && named.operator {
-                conn = self.operator_named(&binary.path, sha, &named.name, ip, port);
-            }
-            let decision = Decision {
-                rule: self.rule_of(&conn),
-                conn,
-                host: Some(named.name),
-            };
+            let decision = Self::named(active, binary, named, ip, port);
             if decision.allowed() {
                 return decision;
             }
             first_denial.get_or_insert(decision);
         }
-        let conn = self
-            .eval
-            .decide_connection(&binary.path, sha, None, Some(ip), port);
-        if conn.allowed() {
-            return Decision {
-                rule: self.rule_of(&conn),
-                conn,
-                host: None,
-            };
+        let bare = Self::bare(active, binary, ip, port);
+        if bare.allowed() {
+            return bare;
         }
-        first_denial.unwrap_or(Decision {
-            conn,
-            host: None,
-            rule: None,
-        })
+        first_denial.unwrap_or(bare)
     }
 
-    /// The host rules for an address the operator named for `host`.
-    fn operator_named(
+    /// Decides a connection as attributed to `host` (a name the workload
+    /// was given for `ip`), or to the bare address for `None`: what the
+    /// proxy asks when a request names another host than the one the
+    /// connection was decided for, and after a reload.
+    #[must_use]
+    pub fn decide_as(
         &self,
-        binary: &str,
-        sha: Option<&str>,
-        host: &str,
+        active: &Active,
+        binary: &Binary,
         ip: IpAddr,
         port: u16,
-    ) -> ConnectionDecision {
-        let mut conn = self
-            .eval
-            .decide_connection(binary, sha, Some(host), None, port);
-        let routes = &self.eval.bundle().enforcement.seccomp.routes;
-        conn.routes.retain(|&r| {
-            routes.get(r as usize).is_some_and(|route| {
-                matches!(route.dest, Dest::Host(_))
-                    && route.addresses.as_ref().is_none_or(|a| a.contains(ip))
-            })
-        });
-        conn.l7 = conn
-            .routes
-            .iter()
-            .filter_map(|&r| match routes.get(r as usize).map(|x| x.via) {
-                Some(Via::L7(e)) => Some(e),
-                _ => None,
-            })
-            .collect();
-        conn.l7.sort_unstable();
-        conn.l7.dedup();
-        if conn.allowed() {
-            conn.reason = format!("{} (`{ip}` named for `{host}` by --resolve)", conn.reason);
+        host: Option<&str>,
+    ) -> Decision {
+        if let Some(refused) = deleted(binary) {
+            return refused;
         }
-        conn
+        let Some(host) = host else {
+            return Self::bare(active, binary, ip, port);
+        };
+        match self
+            .attribution
+            .names_for(ip)
+            .into_iter()
+            .find(|n| n.name == host)
+        {
+            Some(named) => Self::named(active, binary, named, ip, port),
+            None => Decision::refused(format!(
+                "`{host}` was never given to the sandbox as a name of `{ip}`"
+            )),
+        }
     }
 
-    /// `file:line (name)` of the first route that allowed the connection.
-    #[must_use]
-    pub fn rule_of(&self, conn: &ConnectionDecision) -> Option<String> {
-        let origin = conn
-            .routes
-            .first()
-            .and_then(|r| self.eval.bundle().provenance.routes.get(*r as usize))
-            .and_then(|o| o.first())?;
-        Some(if origin.rule.is_empty() {
-            origin.to_string()
-        } else {
-            format!("{origin} ({})", origin.rule)
-        })
+    fn named(
+        active: &Active,
+        binary: &Binary,
+        named: Attributed,
+        ip: IpAddr,
+        port: u16,
+    ) -> Decision {
+        let sha = binary.sha256.as_deref();
+        let eval = &active.eval;
+        let mut conn = eval.decide_connection(&binary.path, sha, Some(&named.name), Some(ip), port);
+        if !conn.allowed() && named.operator {
+            conn = operator_named(eval, &binary.path, sha, &named.name, ip, port);
+        }
+        Decision {
+            rule: rule_of(eval, &conn),
+            conn,
+            host: Some(named.name),
+        }
     }
+
+    fn bare(active: &Active, binary: &Binary, ip: IpAddr, port: u16) -> Decision {
+        let eval = &active.eval;
+        let conn =
+            eval.decide_connection(&binary.path, binary.sha256.as_deref(), None, Some(ip), port);
+        Decision {
+            rule: if conn.allowed() {
+                rule_of(eval, &conn)
+            } else {
+                None
+            },
+            conn,
+            host: None,
+        }
+    }
+}
+
+fn deleted(binary: &Binary) -> Option<Decision> {
+    binary.deleted.then(|| {
+        Decision::refused(format!(
+            "`{}` was deleted after it was executed; its path no longer identifies it",
+            binary.path
+        ))
+    })
+}
+
+/// The host rules for an address the operator named for `host`.
+fn operator_named(
+    eval: &Evaluator,
+    binary: &str,
+    sha: Option<&str>,
+    host: &str,
+    ip: IpAddr,
+    port: u16,
+) -> ConnectionDecision {
+    let mut conn = eval.decide_connection(binary, sha, Some(host), None, port);
+    let routes = &eval.bundle().enforcement.seccomp.routes;
+    conn.routes.retain(|&r| {
+        routes.get(r as usize).is_some_and(|route| {
+            matches!(route.dest, Dest::Host(_))
+                && route.addresses.as_ref().is_none_or(|a| a.contains(ip))
+        })
+    });
+    conn.l7 = conn
+        .routes
+        .iter()
+        .filter_map(|&r| match routes.get(r as usize).map(|x| x.via) {
+            Some(Via::L7(e)) => Some(e),
+            _ => None,
+        })
+        .collect();
+    conn.l7.sort_unstable();
+    conn.l7.dedup();
+    if conn.allowed() {
+        conn.reason = format!("{} (`{ip}` named for `{host}` by --resolve)", conn.reason);
+    }
+    conn
+}
+
+/// `file:line (name)` of the first route that allowed the connection.
+#[must_use]
+pub fn rule_of(eval: &Evaluator, conn: &ConnectionDecision) -> Option<String> {
+    let origin = conn
+        .routes
+        .first()
+        .and_then(|r| eval.bundle().provenance.routes.get(*r as usize))
+        .and_then(|o| o.first())?;
+    Some(if origin.rule.is_empty() {
+        origin.to_string()
+    } else {
+        format!("{origin} ({})", origin.rule)
+    })
 }

@@ -60,7 +60,7 @@ pub struct Creds {
 
 #[derive(Debug)]
 pub struct Broker {
-    pub decider: Decider,
+    pub decider: Arc<Decider>,
     pub log: Arc<DenyLog>,
     pub mode: NetMode,
     /// `Some` when the supervisor runs as another user than the workload.

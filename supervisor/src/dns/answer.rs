@@ -22,6 +22,7 @@ use hickory_resolver::proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use super::names::DnsPolicy;
 use crate::attribution::Attribution;
 use crate::denylog::DenyLog;
+use crate::policy::Swap;
 
 /// TTL of the operator's `--resolve` answers.
 const OPERATOR_TTL: u32 = 60;
@@ -31,7 +32,8 @@ const EDNS_PAYLOAD: u16 = 1232;
 
 #[derive(Debug)]
 pub struct Answerer {
-    pub policy: DnsPolicy,
+    /// The names come from the policy in force (a reload changes them).
+    pub policy: Arc<Swap<DnsPolicy>>,
     pub attribution: Arc<Attribution>,
     pub resolver: Option<TokioResolver>,
     pub log: Arc<DenyLog>,
@@ -80,7 +82,7 @@ impl Answerer {
         let Ok(name) = policy_lang::matcher::normalize_host(&query.name().to_ascii()) else {
             return ResponseCode::NXDomain;
         };
-        if !self.policy.allows(&name) {
+        if !self.policy.current().allows(&name) {
             self.log.dns_refused(
                 &name,
                 &qtype.to_string(),

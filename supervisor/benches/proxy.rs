@@ -1,0 +1,355 @@
+//! The L7 proxy's figures, measured in one run inside a network namespace
+//! this program creates (only loopback), against a local HTTPS upstream
+//! with its own CA (`tests/upstream`), HTTP/1.1 keep-alive:
+//!
+//! 1. added latency per request: median of 2,000 sequential GETs on one
+//!    keep-alive connection, through the proxy (the client runs in the
+//!    sandbox) and direct (the same client, same namespace, no sandbox);
+//!    also the median of a request the proxy refuses (403);
+//! 2. throughput with 8 concurrent keep-alive clients for 5 s, through the
+//!    proxy vs direct;
+//! 3. the supervisor's RSS with 1,000 open proxied connections (each has
+//!    made one request, so each also holds its upstream connection).
+//!
+//! The client is this program itself (`proxy client ...`), a tokio +
+//! hyper + rustls client, so both paths pay the same client costs.
+//! Run as root: `cargo bench -p supervisor --bench proxy` (or
+//! `bench/proxy.sh`). Results go to stdout, as Markdown rows.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    dead_code,
+    reason = "a benchmark stops at the first failure; it shares the tests' helpers"
+)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "../tests/upstream/mod.rs"]
+mod upstream;
+
+use std::io::{BufRead, BufReader};
+use std::net::IpAddr;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use rustls::pki_types::pem::PemObject as _;
+
+use common::{Dir, SYSTEM, TestNet, exe};
+
+const REQUESTS: usize = 2_000;
+const WARMUP: usize = 200;
+const CLIENTS: usize = 8;
+const SECONDS: u64 = 3;
+/// Throughput rounds, direct and proxied alternately (the machine may be
+/// shared: alternating spreads any load over both).
+const ROUNDS: usize = 3;
+const HELD: usize = 1_000;
+const HOST: &str = "api.test";
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("client") {
+        return client(&args[2..]);
+    }
+    bench();
+}
+
+// ---------------------------------------------------------------- client
+
+/// `client MODE PORT ARG [CAFILE]`: MODE `latency PATH`, `throughput`,
+/// `hold N`. Connects to 127.0.0.1:PORT with SNI `api.test`, trusting the
+/// system roots (`SSL_CERT_FILE` in the sandbox) and CAFILE.
+fn client(args: &[String]) {
+    let mode = args[0].clone();
+    let port: u16 = args[1].parse().unwrap();
+    let arg = args[2].clone();
+    let ca = args.get(3).cloned();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let config = client_config(ca.as_deref());
+        match mode.as_str() {
+            "latency" => {
+                let mut s = connect(&config, port).await;
+                let mut ts = Vec::with_capacity(REQUESTS);
+                for i in 0..WARMUP + REQUESTS {
+                    let t = Instant::now();
+                    get(&mut s, &arg).await;
+                    if i >= WARMUP {
+                        ts.push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                }
+                println!("{}", median(ts));
+            }
+            "throughput" => {
+                let done = Arc::new(AtomicU64::new(0));
+                let end = Instant::now() + Duration::from_secs(SECONDS);
+                let mut tasks = Vec::new();
+                for _ in 0..CLIENTS {
+                    let (config, done) = (Arc::clone(&config), Arc::clone(&done));
+                    tasks.push(tokio::spawn(async move {
+                        let mut s = connect(&config, port).await;
+                        while Instant::now() < end {
+                            get(&mut s, "/t").await;
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }));
+                }
+                for t in tasks {
+                    t.await.unwrap();
+                }
+                println!("{}", done.load(Ordering::Relaxed) as f64 / SECONDS as f64);
+            }
+            "hold" => {
+                let n: usize = arg.parse().unwrap();
+                let mut held = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let mut s = connect(&config, port).await;
+                    get(&mut s, "/h").await;
+                    held.push(s);
+                }
+                println!("ready");
+                // Until the benchmark has measured: it closes our stdin.
+                let _ = tokio::task::spawn_blocking(|| {
+                    let mut line = String::new();
+                    let _ = std::io::stdin().read_line(&mut line);
+                })
+                .await;
+                drop(held);
+            }
+            other => panic!("unknown mode {other}"),
+        }
+    });
+}
+
+fn client_config(ca: Option<&str>) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    if let Some(ca) = ca {
+        for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+async fn connect(config: &Arc<rustls::ClientConfig>, port: u16) -> SendRequest<Empty<Bytes>> {
+    let tcp = tokio::net::TcpStream::connect((IpAddr::from([127, 0, 0, 1]), port))
+        .await
+        .unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
+        .connect(ServerName::try_from(HOST).unwrap(), tcp)
+        .await
+        .unwrap();
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    sender
+}
+
+async fn get(s: &mut SendRequest<Empty<Bytes>>, path: &str) -> u16 {
+    s.ready().await.unwrap();
+    let req = hyper::Request::get(path)
+        .header(hyper::header::HOST, HOST)
+        .body(Empty::new())
+        .unwrap();
+    let resp = s.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    resp.into_body().collect().await.unwrap();
+    status
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+// ------------------------------------------------------------- benchmark
+
+struct Setup {
+    net: TestNet,
+    dir: Dir,
+    up: upstream::Upstream,
+    bundle: std::path::PathBuf,
+    me: String,
+}
+
+fn bench() {
+    let net = TestNet::new();
+    let dir = Dir::new();
+    let up = upstream::serve(
+        net.tcp("127.0.0.1:0"),
+        net.tcp("127.0.0.1:0"),
+        dir.path(),
+        &[HOST],
+        None,
+    );
+    let me = exe(std::env::current_exe().unwrap().to_str().unwrap());
+    let me_dir = std::path::Path::new(&me)
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let body = format!(
+        "  landlock hard min_abi 4\n{SYSTEM}  fs exec {me_dir}\n  allow {me} -> {HOST}:{} http read-only {{\n    deny GET /denied\n  }}\n",
+        up.tls_port
+    );
+    let bundle = common::bundle(&dir, "proxy", &body);
+    let s = Setup {
+        net,
+        dir,
+        up,
+        bundle,
+        me,
+    };
+    let direct = |mode: &str, arg: &str| -> f64 {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &s.net.name, &s.me, "client", mode])
+            .arg(s.up.tls_port.to_string())
+            .arg(arg)
+            .arg(&s.up.ca_file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    // Also the supervisor's CPU time (user + system) over the run.
+    let proxied_cpu = |mode: &str, arg: &str| -> (f64, f64) {
+        let mut child = supervised(&s, &["client", mode, &s.up.tls_port.to_string(), arg])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut cpu = 0.0;
+        while child.try_wait().unwrap().is_none() {
+            cpu = cpu_seconds(pid).unwrap_or(cpu);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        (common::stdout(&out).trim().parse().unwrap(), cpu)
+    };
+    let proxied = |mode: &str, arg: &str| -> f64 { proxied_cpu(mode, arg).0 };
+    let lat_direct = direct("latency", "/r");
+    let lat_proxy = proxied("latency", "/r");
+    let lat_denied = proxied("latency", "/denied");
+    s.up.seen.lock().unwrap().clear();
+    let (mut tps_direct, mut tps_proxy, mut cpus) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        tps_direct.push(direct("throughput", "-"));
+        let (tp, cpu) = proxied_cpu("throughput", "-");
+        tps_proxy.push(tp);
+        cpus.push(cpu * 1e6 / (tp * SECONDS as f64));
+        s.up.seen.lock().unwrap().clear();
+    }
+    let (tp_direct, tp_proxy) = (median(tps_direct.clone()), median(tps_proxy.clone()));
+    let (rss_idle, rss_held) = memory(&s);
+    println!("| figure | target | measured |");
+    println!("|---|---|---|");
+    println!(
+        "| added median latency per request, one keep-alive connection (direct {lat_direct:.1} µs, through the proxy {lat_proxy:.1} µs; a refused request answered by the proxy: {lat_denied:.1} µs) | < 300 µs | **{:.1} µs** |",
+        lat_proxy - lat_direct
+    );
+    println!(
+        "| throughput, {CLIENTS} concurrent keep-alive clients, median of {ROUNDS} alternating {SECONDS} s rounds (direct {tp_direct:.0} req/s, through the proxy {tp_proxy:.0} req/s; supervisor CPU per proxied request {:.1} µs) | ≥ 50 % of direct | **{:.0} %** |",
+        median(cpus),
+        100.0 * tp_proxy / tp_direct
+    );
+    eprintln!("rounds: direct {tps_direct:?}, proxied {tps_proxy:?}");
+    println!(
+        "| supervisor RSS with {HELD} open proxied connections (idle sandbox: {:.1} MiB) | < 64 MiB | **{:.1} MiB** |",
+        rss_idle as f64 / 1024.0,
+        rss_held as f64 / 1024.0
+    );
+}
+
+fn supervised(s: &Setup, cmd: &[&str]) -> Command {
+    let mut args = vec![
+        "run",
+        "--bundle",
+        s.bundle.to_str().unwrap(),
+        "--workdir",
+        s.dir.path().to_str().unwrap(),
+        "--resolve",
+        "api.test=127.0.0.1",
+        "--upstream-ca",
+        s.up.ca_file.to_str().unwrap(),
+        "--log",
+        "/dev/null",
+        "--",
+        &s.me,
+    ];
+    args.extend_from_slice(cmd);
+    s.net.supervisor(&args, None)
+}
+
+/// (idle, holding) RSS of the supervisor, KiB.
+fn memory(s: &Setup) -> (u64, u64) {
+    let held = HELD.to_string();
+    let port = s.up.tls_port.to_string();
+    let mut child = supervised(s, &["client", "hold", &port, &held])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = rss(pid);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    std::thread::sleep(Duration::from_millis(500));
+    let holding = rss(pid);
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    (idle, holding)
+}
+
+/// utime + stime of process `pid`, seconds.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap()
+}

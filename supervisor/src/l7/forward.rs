@@ -1,0 +1,176 @@
+//! Upstream: one connection per client connection, made on the first
+//! forwarded request and kept alive for the next ones.
+//!
+//! The proxy connects from the supervisor's namespace to the destination
+//! the workload asked for (the broker already decided it may). TLS is
+//! re-originated when the client spoke TLS, verifying the real server for
+//! the name the client asked (SNI), or for the address when it sent none,
+//! against the system roots and `--upstream-ca`. Responses lose their
+//! hop-by-hop headers; after an injection, the secret is replaced by the
+//! placeholder in response headers and body (`scrub`), so a server that
+//! echoes what it received does not hand the secret to the workload.
+
+use std::io;
+
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{CONNECTION, CONTENT_LENGTH, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use super::conn::ConnState;
+use super::respond::{BoxError, ProxyBody, Refusal, RequestInfo};
+use super::scrub::Scrub;
+use crate::broker::CONNECT_TIMEOUT;
+use crate::credentials::Secret;
+use http_body_util::BodyExt as _;
+
+/// A secret the request carries upstream; the response is scrubbed of it.
+#[derive(Debug, Clone)]
+pub(super) struct Injected {
+    pub secret: Secret,
+    pub replacement: String,
+}
+
+/// Headers that belong to one hop (RFC 9110 §7.6.1), plus the proxy ones
+/// a client would only send to a proxy it knows of.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Removes hop-by-hop headers, and those `Connection` names.
+pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// Sends `req` upstream and relays the response.
+pub(super) async fn send(
+    st: &ConnState,
+    req: Request<Incoming>,
+    injected: Option<Injected>,
+    info: &RequestInfo<'_>,
+) -> Response<ProxyBody> {
+    let head = req.method() == Method::HEAD;
+    let upstream_error =
+        |e: String| Refusal::new(StatusCode::BAD_GATEWAY, "upstream_error", e).respond(st, info);
+    let mut sender = match st.take_upstream() {
+        Some(s) => s,
+        None => match connect(st).await {
+            Ok(s) => s,
+            Err(e) => return upstream_error(e),
+        },
+    };
+    if sender.ready().await.is_err() {
+        sender = match connect(st).await {
+            Ok(s) => s,
+            Err(e) => return upstream_error(e),
+        };
+    }
+    let resp = match sender.send_request(req).await {
+        Ok(r) => r,
+        Err(e) => return upstream_error(format!("the destination failed: {e}")),
+    };
+    st.put_upstream(sender);
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let body: ProxyBody = match injected {
+        None => body.map_err(BoxError::other).boxed_unsync(),
+        Some(inj) => {
+            scrub_headers(&mut parts.headers, &inj);
+            let may_have_body = !head
+                && !parts.status.is_informational()
+                && parts.status != StatusCode::NO_CONTENT
+                && parts.status != StatusCode::NOT_MODIFIED;
+            if may_have_body && inj.secret.expose().len() != inj.replacement.len() {
+                // The length changes with each replacement: stream it.
+                parts.headers.remove(CONTENT_LENGTH);
+            }
+            Scrub::new(
+                body,
+                inj.secret.expose().as_bytes(),
+                inj.replacement.as_bytes(),
+            )
+            .boxed_unsync()
+        }
+    };
+    Response::from_parts(parts, body)
+}
+
+fn scrub_headers(headers: &mut HeaderMap, inj: &Injected) {
+    let secret = inj.secret.expose();
+    for value in headers.values_mut() {
+        let Ok(text) = value.to_str() else { continue };
+        if text.contains(secret)
+            && let Ok(v) = HeaderValue::from_str(&text.replace(secret, &inj.replacement))
+        {
+            *value = v;
+        }
+    }
+}
+
+/// A new upstream connection for `st`.
+async fn connect(st: &ConnState) -> Result<SendRequest<Incoming>, String> {
+    let dst = std::net::SocketAddr::new(st.ip, st.meta.original_dst.port());
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(dst))
+        .await
+        .map_err(|_| format!("connecting to `{dst}` timed out"))?
+        .map_err(|e| format!("cannot connect to `{dst}`: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    if !st.tls {
+        return handshake(tcp).await.map_err(|e| e.to_string());
+    }
+    let name = match &st.sni {
+        Some(n) => ServerName::try_from(n.clone()).map_err(|e| e.to_string())?,
+        None => ServerName::IpAddress(st.ip.into()),
+    };
+    let config = st
+        .proxy
+        .client
+        .get()
+        .ok_or_else(|| "no upstream TLS configuration (no root certificates)".to_owned())?;
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::clone(config));
+    let tls = tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, tcp))
+        .await
+        .map_err(|_| format!("the TLS handshake with `{dst}` timed out"))?
+        .map_err(|e| format!("TLS with `{dst}` failed: {e}"))?;
+    handshake(tls).await.map_err(|e| e.to_string())
+}
+
+async fn handshake<S>(io: S) -> io::Result<SendRequest<Incoming>>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    // One flat write buffer: over TLS, each slice of a vectored write
+    // would become a record of its own.
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .writev(false)
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(io::Error::other)?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}

@@ -1,0 +1,362 @@
+//! The L7 proxy: every connection the broker routes to an inspected HTTP
+//! endpoint ends here, and every request on it is decided before anything
+//! reaches the destination.
+//!
+//! ```text
+//!  broker ── expect(from, ProxiedConnection) ──▶ ConnectionRegistry
+//!    │ connect from `from` to the listener, install in the workload
+//!    ▼
+//!  accept ─▶ take(peer) ─▶ peek: 0x16 (TLS ClientHello)? ─┬─ yes: leaf for the SNI (ca), TLS
+//!                                                       └─ no:  plain HTTP
+//!           hyper HTTP/1.1, keep-alive ─▶ request::handle, per request:
+//!             CONNECT / upgrades refused · Host vs SNI vs destination ·
+//!             Evaluator::decide_request (canonical path, deny wins, audit) ·
+//!             placeholders (credential_not_bound) · injection ·
+//!             forward the canonical target ─▶ upstream (TLS verified, or plain)
+//!             response: hop-by-hop headers dropped, injected secret scrubbed
+//! ```
+//!
+//! **The seam.** For a connection whose decision names L7 endpoints, the
+//! broker does not connect to the destination. It binds its socket to a
+//! loopback address, tells the proxy what is coming from that address
+//! ([`ProxyHandoff::expect`]: original destination, host, binary,
+//! endpoints), then connects to the proxy's listener and installs that
+//! socket in the workload. The proxy, on `accept`, looks the peer address
+//! up in its [`ConnectionRegistry`] and knows exactly what it is relaying;
+//! a connection nobody announced is closed at once. The listener lives in
+//! the supervisor's namespace, where the workload cannot reach it except
+//! through the broker.
+//!
+//! Modules: [`ca`] (the sandbox CA and leaf cache), [`trust`] (the
+//! workload's trust file, the upstream roots), `conn` (one client
+//! connection), `request` (the checks), `forward` (upstream and
+//! responses), `respond` (what the proxy itself answers), `scrub` (secrets
+//! out of responses). `docs/proxy.md` is the operator's view.
+
+pub mod ca;
+pub mod trust;
+
+mod conn;
+mod forward;
+mod request;
+mod respond;
+mod scrub;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use policy_lang::eval::ConnectionDecision;
+use policy_lang::matcher::canonical_ip;
+use rustls::ClientConfig;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::broker::decide::{Binary, Decider};
+use crate::denylog::{DenyLog, NetEvent};
+use crate::policy::Policy;
+
+/// What the proxy needs to know about one brokered connection.
+#[derive(Debug, Clone)]
+pub struct ProxiedConnection {
+    /// Where the workload asked to connect (as it wrote it).
+    pub original_dst: SocketAddr,
+    /// The name the connection was attributed to (DNS stub or `--resolve`).
+    pub host: Option<String>,
+    pub binary: Binary,
+    /// The calling process and thread.
+    pub pid: u32,
+    pub tid: u32,
+    /// Routes and L7 endpoint indices (`decision.l7`) into the bundle; the
+    /// proxy passes it to `Evaluator::decide_request`.
+    pub decision: ConnectionDecision,
+}
+
+/// The proxy as the broker sees it.
+pub trait ProxyHandoff: Send + Sync + fmt::Debug {
+    /// The proxy's listener, in the supervisor's network namespace.
+    fn listener(&self) -> SocketAddr;
+    /// A connection from `from` (the broker's bound local address) is about
+    /// to arrive.
+    fn expect(&self, from: SocketAddr, conn: ProxiedConnection);
+    /// The broker gave up on the connection from `from`.
+    fn cancel(&self, from: SocketAddr);
+}
+
+/// Pending connections by the broker's local address: what a proxy's
+/// accept loop consults. Addresses are compared in one form (an
+/// IPv4-mapped IPv6 address as IPv4), as `accept` reports them.
+#[derive(Debug, Default)]
+pub struct ConnectionRegistry {
+    pending: Mutex<HashMap<SocketAddr, ProxiedConnection>>,
+}
+
+fn registry_key(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(canonical_ip(addr.ip()), addr.port())
+}
+
+impl ConnectionRegistry {
+    pub fn insert(&self, from: SocketAddr, conn: ProxiedConnection) {
+        if let Ok(mut map) = self.pending.lock() {
+            map.insert(registry_key(from), conn);
+        }
+    }
+
+    /// The metadata for an accepted connection whose peer is `from`; a
+    /// connection nobody announced gets `None` and must be closed.
+    pub fn take(&self, from: SocketAddr) -> Option<ProxiedConnection> {
+        self.pending.lock().ok()?.remove(&registry_key(from))
+    }
+
+    pub fn remove(&self, from: SocketAddr) {
+        if let Ok(mut map) = self.pending.lock() {
+            map.remove(&registry_key(from));
+        }
+    }
+}
+
+/// The note logged for an inspected route while there is no proxy.
+pub const RELAYED_AS_L4: &str =
+    "HTTP route relayed as L4 without inspection: the L7 proxy is not available yet";
+
+/// Why the proxy could not be set up. The command never runs.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetupError {
+    #[error("cannot make the sandbox's certificate authority: {0}")]
+    Ca(#[source] rcgen::Error),
+    #[error("cannot configure TLS: {0}")]
+    Tls(#[source] rustls::Error),
+    #[error("cannot use a root certificate: {0}")]
+    Webpki(#[source] rustls::Error),
+    #[error("cannot use `{}` as an upstream CA: {why}", .path.display())]
+    UpstreamCa { path: PathBuf, why: String },
+    #[error(
+        "no trusted root certificate found on this machine (install `ca-certificates`, or pass `--upstream-ca`)"
+    )]
+    NoRoots,
+    #[error("cannot listen for proxied connections: {0}")]
+    Listen(#[source] std::io::Error),
+}
+
+/// The crypto provider of every TLS configuration here: ring, explicitly,
+/// so no process-wide default is ever consulted.
+#[must_use]
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// What the proxy is built from, prepared before the workload is forked
+/// so that a bad `--upstream-ca` or a machine without roots stops the
+/// launch before anything runs.
+#[derive(Debug)]
+pub struct Prepared {
+    pub ca: ca::SandboxCa,
+    upstream_ca: Vec<rustls::pki_types::CertificateDer<'static>>,
+    listener: std::net::TcpListener,
+}
+
+impl Prepared {
+    /// A new sandbox CA, the upstream trust, and a loopback listener.
+    pub fn new(upstream_ca: Option<&std::path::Path>) -> Result<Self, SetupError> {
+        let ca = ca::SandboxCa::new(provider())?;
+        let upstream_ca = match upstream_ca {
+            Some(path) => trust::read_upstream_ca(path)?,
+            None => Vec::new(),
+        };
+        let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+            .map_err(SetupError::Listen)?;
+        listener.set_nonblocking(true).map_err(SetupError::Listen)?;
+        Ok(Self {
+            ca,
+            upstream_ca,
+            listener,
+        })
+    }
+}
+
+/// A connection being served, as a reload sees it.
+struct Live {
+    state: Arc<conn::ConnState>,
+    close: Option<oneshot::Sender<()>>,
+}
+
+/// The running proxy.
+pub struct Proxy {
+    addr: SocketAddr,
+    registry: ConnectionRegistry,
+    ca: ca::SandboxCa,
+    /// Set by the proxy's thread before it accepts anything.
+    client: OnceLock<Arc<ClientConfig>>,
+    decider: Arc<Decider>,
+    log: Arc<DenyLog>,
+    live: Mutex<HashMap<u64, Live>>,
+    next_id: AtomicU64,
+}
+
+impl fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Proxy")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    /// Serves the prepared listener on a thread of its own, with a
+    /// single-threaded runtime: every task of a connection (client side,
+    /// upstream side) runs there, so a request never crosses threads.
+    pub fn start(
+        prepared: Prepared,
+        decider: Arc<Decider>,
+        log: Arc<DenyLog>,
+    ) -> Result<Arc<Self>, SetupError> {
+        let addr = prepared.listener.local_addr().map_err(SetupError::Listen)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(SetupError::Listen)?;
+        let listener = {
+            let _entered = runtime.enter();
+            TcpListener::from_std(prepared.listener).map_err(SetupError::Listen)?
+        };
+        let proxy = Arc::new(Self {
+            addr,
+            registry: ConnectionRegistry::default(),
+            ca: prepared.ca,
+            client: OnceLock::new(),
+            decider,
+            log,
+            live: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+        });
+        let serving = Arc::clone(&proxy);
+        let extra = prepared.upstream_ca;
+        std::thread::Builder::new()
+            .name("l7-proxy".into())
+            .spawn(move || {
+                match trust::client_config(provider(), &extra) {
+                    Ok(config) => {
+                        let _ = serving.client.set(config);
+                    }
+                    Err(e) => crate::run::note(&format!(
+                        "{e}: every inspected HTTPS request will fail with 502"
+                    )),
+                }
+                runtime.block_on(accept_loop(serving, listener));
+            })
+            .map_err(SetupError::Listen)?;
+        Ok(proxy)
+    }
+
+    fn policy(&self) -> &Arc<Policy> {
+        self.decider.policy()
+    }
+
+    fn register(&self, state: Arc<conn::ConnState>) -> (u64, oneshot::Receiver<()>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                id,
+                Live {
+                    state,
+                    close: Some(tx),
+                },
+            );
+        (id, rx)
+    }
+
+    fn unregister(&self, id: u64) {
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
+    /// After a reload: decides every open connection again and closes
+    /// those the policy in force no longer allows. Returns how many were
+    /// closed.
+    pub fn revalidate(&self) -> usize {
+        let active = self.policy().current();
+        let mut closed = 0;
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        for entry in live.values_mut() {
+            let Err(reason) = entry.state.revalidate(&active) else {
+                continue;
+            };
+            if let Some(close) = entry.close.take() {
+                let _ = close.send(());
+                closed += 1;
+                let st = &entry.state;
+                self.log.network(&NetEvent {
+                    denied: true,
+                    tid: st.meta.tid,
+                    pid: st.meta.pid,
+                    binary: Some(&st.meta.binary.path),
+                    syscall: "connect",
+                    protocol: "tcp",
+                    host: st.meta.host.as_deref(),
+                    ip: Some(st.ip),
+                    port: Some(st.meta.original_dst.port()),
+                    reason: &reason,
+                    note: Some("an open proxied connection was closed: the reloaded policy does not allow it"),
+                    ..NetEvent::default()
+                });
+            }
+        }
+        closed
+    }
+
+    /// Connections being served now.
+    #[must_use]
+    pub fn open_connections(&self) -> usize {
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+impl ProxyHandoff for Proxy {
+    fn listener(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn expect(&self, from: SocketAddr, conn: ProxiedConnection) {
+        self.registry.insert(from, conn);
+    }
+
+    fn cancel(&self, from: SocketAddr) {
+        self.registry.remove(from);
+    }
+}
+
+async fn accept_loop(proxy: Arc<Proxy>, listener: TcpListener) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(a) => a,
+            // Out of fds or memory: wait a little rather than spin.
+            Err(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let Some(meta) = proxy.registry.take(peer) else {
+            // Nobody announced it: not a connection the broker made.
+            drop(stream);
+            continue;
+        };
+        tokio::spawn(conn::serve(Arc::clone(&proxy), stream, meta));
+    }
+}
+
+/// The destination address as decisions see it.
+fn dst_ip(meta: &ProxiedConnection) -> IpAddr {
+    canonical_ip(meta.original_dst.ip())
+}

@@ -1,0 +1,204 @@
+//! Hot reload of a bundle's network part: `SIGHUP`, or `--watch` on the
+//! bundle file.
+//!
+//! A reload reads and verifies the bundle exactly as a launch does
+//! (format version, digest). A bundle that fails is refused with one log
+//! line and the policy in force stays. One that passes replaces, at once
+//! and together, the connect decisions (routes, binaries), the L7 rules,
+//! the DNS names and the credentials (secrets are read again; placeholders
+//! stay those the workload has). Then every open proxied connection is
+//! decided again, and those the new policy denies are closed.
+//!
+//! What cannot change is what the workload applied to itself before its
+//! `exec`: the Landlock ruleset, the seccomp filter, the user, the
+//! environment. A new bundle that differs there is still applied for its
+//! network part, and a note says the rest waits for the next launch.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use policy_lang::bundle::Tables;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::credentials::Placeholders;
+use crate::denylog::DenyLog;
+use crate::dns::DnsPolicy;
+use crate::l7::Proxy;
+use crate::policy::{Active, Policy, Swap};
+use crate::run::note;
+use crate::tables;
+
+/// How often `--watch` looks at the bundle file.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Everything a reload replaces.
+#[derive(Debug)]
+pub struct Reloader {
+    pub path: PathBuf,
+    pub policy: Arc<Policy>,
+    pub dns: Arc<Swap<DnsPolicy>>,
+    pub placeholders: Arc<Placeholders>,
+    pub log: Arc<DenyLog>,
+    pub proxy: Option<Arc<Proxy>>,
+    generation: AtomicU64,
+    busy: tokio::sync::Mutex<()>,
+}
+
+/// What happened to a reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Applied { digest: String, closed: usize },
+    Unchanged,
+    Refused(String),
+}
+
+impl Reloader {
+    #[must_use]
+    pub fn new(
+        path: PathBuf,
+        policy: Arc<Policy>,
+        dns: Arc<Swap<DnsPolicy>>,
+        placeholders: Arc<Placeholders>,
+        log: Arc<DenyLog>,
+        proxy: Option<Arc<Proxy>>,
+    ) -> Self {
+        Self {
+            path,
+            policy,
+            dns,
+            placeholders,
+            log,
+            proxy,
+            generation: AtomicU64::new(0),
+            busy: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Loads the bundle file again and puts its network part in force.
+    pub async fn reload(&self) -> Outcome {
+        let _one_at_a_time = self.busy.lock().await;
+        let shown = self.path.display().to_string();
+        let path = self.path.clone();
+        let loaded = tokio::task::spawn_blocking(move || tables::load_bundle(&path)).await;
+        let bundle = match loaded {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                let why = format!(
+                    "reload refused, the policy in force stays: {}",
+                    error_chain(&e)
+                );
+                return self.refused(&shown, why);
+            }
+            Err(e) => return self.refused(&shown, format!("reload failed: {e}")),
+        };
+        let old = self.policy.current();
+        if bundle.digest == old.bundle().digest {
+            return Outcome::Unchanged;
+        }
+        let fixed = fixed_parts_differ(&old.bundle().enforcement, &bundle.enforcement);
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let digest = bundle.digest.clone();
+        let name = bundle.provenance.policy.clone();
+        let placeholders = Arc::clone(&self.placeholders);
+        let built = tokio::task::spawn_blocking(move || {
+            let dns = DnsPolicy::from_table(&bundle.enforcement.seccomp);
+            (Active::new(bundle, &placeholders, generation), dns)
+        })
+        .await;
+        let Ok((active, dns)) = built else {
+            return self.refused(&shown, "reload failed while building the new policy".into());
+        };
+        for cred in active.credentials.iter() {
+            if let Err(why) = &cred.secret {
+                note(&format!(
+                    "credential `{}`: {why}; requests that need it are refused",
+                    cred.name
+                ));
+            }
+        }
+        self.policy.replace(active);
+        self.dns.replace(dns);
+        self.log.set_policy(&name, &digest);
+        let closed = self.proxy.as_ref().map_or(0, |p| p.revalidate());
+        let mut message = format!(
+            "bundle reloaded ({digest}): network, L7 and credential rules in force; {closed} open connection(s) closed"
+        );
+        if let Some(parts) = fixed {
+            message.push_str(&format!(
+                "; the new {parts} cannot change in a running sandbox and apply from the next launch"
+            ));
+        }
+        note(&message);
+        self.log.reload(true, &shown, Some(&digest), &message);
+        Outcome::Applied { digest, closed }
+    }
+
+    fn refused(&self, shown: &str, why: String) -> Outcome {
+        note(&why);
+        self.log.reload(false, shown, None, &why);
+        Outcome::Refused(why)
+    }
+
+    /// Reloads on every `SIGHUP` (registered now, so a signal from here on
+    /// never takes its default action) and, with `watch`, whenever the
+    /// bundle file changes.
+    pub fn spawn(self: &Arc<Self>, watch: bool) -> std::io::Result<()> {
+        let mut hup = signal(SignalKind::hangup())?;
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                me.reload().await;
+            }
+        });
+        if watch {
+            let me = Arc::clone(self);
+            tokio::spawn(async move {
+                let mut seen = stamp(&me.path);
+                loop {
+                    tokio::time::sleep(WATCH_INTERVAL).await;
+                    let now = stamp(&me.path);
+                    if now != seen && now.is_some() {
+                        seen = now;
+                        me.reload().await;
+                    }
+                }
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What identifies a version of the file: inode, size, modification time.
+fn stamp(path: &std::path::Path) -> Option<(u64, u64, SystemTime)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.ino(), m.len(), m.modified().ok()?))
+}
+
+/// Which parts applied before `exec` differ, in words.
+fn fixed_parts_differ(old: &Tables, new: &Tables) -> Option<String> {
+    let mut parts = Vec::new();
+    if old.landlock != new.landlock {
+        parts.push("filesystem (Landlock) rules");
+    }
+    if old.process != new.process {
+        parts.push("run_as user");
+    }
+    if old.seccomp.deny != new.seccomp.deny || old.seccomp.notify != new.seccomp.notify {
+        parts.push("syscall filter");
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,702 @@
+//! The L7 proxy against the real kernel: real clients inside the sandbox
+//! (curl, python3's http.client, git), a local upstream with its own CA
+//! reached through `--resolve` and `--upstream-ca`, everything inside a
+//! network namespace of the test's own.
+// `cfg(test)` extends clippy.toml's test exemptions to the helpers below.
+#![cfg(test)]
+
+mod common;
+mod upstream;
+
+use std::path::PathBuf;
+
+use common::{Dir, SYSTEM, TestNet, exe, log_lines, output, stderr, stdout};
+use serde_json::Value;
+
+/// The secret the supervisor holds in the credential tests.
+const SECRET: &str = "real-secret-0123456789";
+
+/// Sends requests from inside the sandbox with http.client and prints one
+/// JSON line per response. argv[1]: JSON list of
+/// `[scheme, host, port, method, target, {headers}]`; `$TOKEN` in a header
+/// value or the target is the workload's `TOKEN`. Requests to the same
+/// scheme://host:port share one keep-alive connection.
+const CLIENT_PY: &str = r#"
+import http.client, json, os, ssl, sys
+conns = {}
+for scheme, host, port, method, target, headers in json.loads(sys.argv[1]):
+    key = (scheme, host, port)
+    if key not in conns:
+        if scheme == "https":
+            conns[key] = http.client.HTTPSConnection(host, port, context=ssl.create_default_context(), timeout=10)
+        else:
+            conns[key] = http.client.HTTPConnection(host, port, timeout=10)
+    c = conns[key]
+    headers = {k: v.replace("$TOKEN", os.environ.get("TOKEN", "")) for k, v in headers.items()}
+    target = target.replace("$TOKEN", os.environ.get("TOKEN", ""))
+    try:
+        c.putrequest(method, target, skip_host="Host" in headers, skip_accept_encoding=True)
+        for k, v in headers.items():
+            c.putheader(k, v)
+        c.endheaders()
+        r = c.getresponse()
+        body = r.read().decode()
+        print(json.dumps({"status": r.status, "policy": r.getheader("x-openshell-policy"),
+                          "echo_auth": r.getheader("x-echo-authorization"), "body": body}), flush=True)
+        if r.getheader("connection", "").lower() == "close":
+            c.close(); del conns[key]
+    except Exception as e:
+        print(json.dumps({"status": 0, "error": repr(e)}), flush=True)
+        c.close(); del conns[key]
+"#;
+
+struct Sandbox {
+    net: TestNet,
+    dir: Dir,
+    up: upstream::Upstream,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        let net = TestNet::new();
+        let dir = Dir::new();
+        let git = dir.mkdir("git");
+        let up = upstream::serve(
+            net.tcp("127.0.0.1:0"),
+            net.tcp("127.0.0.1:0"),
+            dir.path(),
+            &["api.test", "other.test", "git.test"],
+            Some(git),
+        );
+        Self { net, dir, up }
+    }
+
+    /// A bundle: the test's `rules` after the common part.
+    fn bundle(&self, name: &str, rules: &str) -> PathBuf {
+        let clients = [
+            exe("/usr/bin/curl"),
+            exe("/usr/bin/python3"),
+            git_remote_https(),
+        ]
+        .join(" ");
+        let rules = rules
+            .replace("TLS", &self.up.tls_port.to_string())
+            .replace("PLAIN", &self.up.plain_port.to_string());
+        let body = format!(
+            "  landlock hard min_abi 4\n{SYSTEM}  fs write workdir\n  run_as user nobody group nogroup\n  binaries clients = {clients}\n{rules}"
+        );
+        common::bundle(&self.dir, name, &body)
+    }
+
+    fn command(
+        &self,
+        bundle: &std::path::Path,
+        extra: &[&str],
+        cmd: &[&str],
+    ) -> std::process::Command {
+        let log = self.dir.join("deny.log");
+        let mut args = vec![
+            "run",
+            "--bundle",
+            bundle.to_str().unwrap(),
+            "--workdir",
+            self.dir.path().to_str().unwrap(),
+            "--resolve",
+            "api.test=127.0.0.1",
+            "--resolve",
+            "other.test=127.0.0.1",
+            "--resolve",
+            "git.test=127.0.0.1",
+            "--upstream-ca",
+            self.up.ca_file.to_str().unwrap(),
+            "--log",
+            log.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.push("--");
+        args.extend_from_slice(cmd);
+        let mut c = self.net.supervisor(&args, None);
+        c.env("TEST_SECRET", SECRET);
+        c
+    }
+
+    fn run(&self, bundle: &std::path::Path, cmd: &[&str]) -> (std::process::Output, Vec<Value>) {
+        let _ = std::fs::remove_file(self.dir.join("deny.log"));
+        let out = output(self.command(bundle, &[], cmd));
+        (out, log_lines(&self.dir.join("deny.log")))
+    }
+
+    /// Runs CLIENT_PY with `requests`; the parsed responses, in order.
+    fn requests(&self, bundle: &std::path::Path, requests: &Value) -> (Vec<Value>, Vec<Value>) {
+        let arg = requests.to_string();
+        let (out, log) = self.run(bundle, &["/usr/bin/python3", "-c", CLIENT_PY, &arg]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let responses: Vec<Value> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            responses.len(),
+            requests.as_array().unwrap().len(),
+            "{}",
+            stderr(&out)
+        );
+        (responses, log)
+    }
+}
+
+/// The program git runs for `https://` remotes (it is what connects).
+fn git_remote_https() -> String {
+    let out = std::process::Command::new("git")
+        .arg("--exec-path")
+        .output()
+        .unwrap();
+    let dir = String::from_utf8(out.stdout).unwrap();
+    exe(&format!("{}/git-remote-https", dir.trim()))
+}
+
+fn https(method: &str, target: &str) -> Value {
+    serde_json::json!(["https", "api.test", 0, method, target, {}])
+}
+
+/// Fills in the port for each request's scheme.
+fn ports(s: &Sandbox, mut requests: Value) -> Value {
+    for r in requests.as_array_mut().unwrap() {
+        let port = if r[0] == "https" {
+            s.up.tls_port
+        } else {
+            s.up.plain_port
+        };
+        r[2] = port.into();
+    }
+    requests
+}
+
+fn body(r: &Value) -> Value {
+    serde_json::from_str(r["body"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn a_read_only_endpoint_allows_get_and_head_and_refuses_post_with_json() {
+    let s = Sandbox::new();
+    let b = s.bundle("ro", "  allow clients -> api.test:TLS http read-only\n");
+    let url = format!("https://api.test:{}/repos/o/r", s.up.tls_port);
+    let script = format!(
+        "curl -sS -o /dev/null -w '%{{http_code}}\\n' {url}; \
+         curl -sS -I -o /dev/null -w '%{{http_code}}\\n' {url}; \
+         curl -sS -D - -X POST -d x=1 {url}"
+    );
+    let (out, log) = s.run(&b, &["/usr/bin/bash", "-c", &script]);
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("200"), "GET: {text} {}", stderr(&out));
+    assert_eq!(lines.next(), Some("200"), "HEAD: {text}");
+    assert!(text.contains("HTTP/1.1 403"), "{text}");
+    assert!(
+        text.to_lowercase()
+            .contains("x-openshell-policy: policy_denied"),
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(json["error"], "policy_denied");
+    assert_eq!(json["method"], "POST");
+    assert_eq!(json["path"], "/repos/o/r");
+    assert!(
+        json["rule"].as_str().unwrap().contains("ro.policy:"),
+        "{json}"
+    );
+    assert!(
+        json["reason"]
+            .as_str()
+            .unwrap()
+            .contains("matches no allow rule")
+    );
+    let seen: Vec<String> = s.up.seen().iter().map(|r| r.method.clone()).collect();
+    assert_eq!(seen, ["GET", "HEAD"], "the POST never reached the upstream");
+    let http: Vec<&Value> = log.iter().filter(|l| l["class_uid"] == 4002).collect();
+    assert_eq!(http.len(), 1, "one line for the refusal: {log:?}");
+    let line = http[0];
+    assert_eq!(line["action"], "Denied");
+    assert_eq!(line["http_request"]["http_method"], "POST");
+    assert_eq!(line["http_request"]["url"]["path"], "/repos/o/r");
+    assert_eq!(line["dst_endpoint"]["hostname"], "api.test");
+    assert_eq!(
+        line["actor"]["process"]["file"]["path"],
+        exe("/usr/bin/curl")
+    );
+    assert_eq!(line["unmapped"]["error"], "policy_denied");
+}
+
+#[test]
+fn deny_beats_allow_and_star_is_one_segment_while_double_star_is_many() {
+    let s = Sandbox::new();
+    let b = s.bundle(
+        "globs",
+        "  allow clients -> api.test:TLS http {\n    allow GET /repos/**\n    allow GET /one/*\n    deny GET /repos/*/secret\n  }\n",
+    );
+    let reqs = ports(
+        &s,
+        serde_json::json!([
+            https("GET", "/repos/a/b/c"),
+            https("GET", "/repos"),
+            https("GET", "/repos/a/secret"),
+            https("GET", "/repos/a/b/secret"),
+            https("GET", "/one/x"),
+            https("GET", "/one/x/y"),
+            https("GET", "/two"),
+        ]),
+    );
+    let (r, _) = s.requests(&b, &reqs);
+    let codes: Vec<u64> = r.iter().map(|x| x["status"].as_u64().unwrap()).collect();
+    assert_eq!(codes, [200, 200, 403, 200, 200, 403, 403], "{r:?}");
+    assert!(
+        body(&r[2])["reason"]
+            .as_str()
+            .unwrap()
+            .contains("deny rule")
+    );
+}
+
+#[test]
+fn encoded_dots_double_slashes_and_encoded_slashes_cannot_slip_past_a_deny() {
+    let s = Sandbox::new();
+    let b = s.bundle(
+        "enc",
+        "  allow clients -> api.test:TLS http {\n    allow GET /repos/**\n    deny GET /repos/o/secret\n  }\n",
+    );
+    let reqs = ports(
+        &s,
+        serde_json::json!([
+            https("GET", "/repos/o/r/%2e%2e/secret"),
+            https("GET", "/repos/o/r/.%2E/secret"),
+            https("GET", "/repos//o//secret"),
+            https("GET", "/repos/o%2Fsecret"),
+            https("GET", "/repos/%2e%2e/admin"),
+            https("GET", "/repos/o/./r/../x%7e"),
+        ]),
+    );
+    let (r, _) = s.requests(&b, &reqs);
+    let codes: Vec<u64> = r.iter().map(|x| x["status"].as_u64().unwrap()).collect();
+    assert_eq!(codes, [403, 403, 403, 403, 403, 200], "{r:?}");
+    assert_eq!(body(&r[0])["path"], "/repos/o/secret");
+    assert_eq!(body(&r[4])["path"], "/admin", "not a path the rules allow");
+    assert!(body(&r[3])["reason"].as_str().unwrap().contains("refused"));
+    // What was checked is what the upstream got: the canonical target.
+    let seen: Vec<String> = s.up.seen().iter().map(|x| x.target.clone()).collect();
+    assert_eq!(seen, ["/repos/o/x~"]);
+}
+
+#[test]
+fn a_host_that_disagrees_with_the_sni_or_an_absolute_form_for_another_host_is_refused() {
+    let s = Sandbox::new();
+    let b = s.bundle(
+        "hosts",
+        "  allow clients -> api.test:TLS,PLAIN http read-only\n  allow clients -> other.test:TLS,PLAIN http read-only\n",
+    );
+    let other = |scheme: &str, target: &str, host: &str| serde_json::json!([scheme, "api.test", 0, "GET", target, {"Host": host}]);
+    let reqs = ports(
+        &s,
+        serde_json::json!([
+            other("https", "/x", "other.test"),
+            other("https", "http://other.test/x", "other.test"),
+            other("https", "https://other.test/x", "api.test"),
+            ["http", "api.test", 0, "GET", "http://evil.example/x", {"Host": "evil.example"}],
+            other("https", "/x", &format!("api.test:{}", s.up.plain_port)),
+            https("GET", "/ok"),
+        ]),
+    );
+    let (r, log) = s.requests(&b, &reqs);
+    let codes: Vec<u64> = r.iter().map(|x| x["status"].as_u64().unwrap()).collect();
+    assert_eq!(codes, [421, 421, 421, 421, 421, 200], "{r:?}");
+    for x in &r[..5] {
+        assert_eq!(x["policy"], "host_mismatch", "{x}");
+    }
+    assert_eq!(s.up.seen().len(), 1, "only the last request went through");
+    assert_eq!(
+        log.iter()
+            .filter(|l| l["unmapped"]["error"] == "host_mismatch")
+            .count(),
+        5
+    );
+}
+
+#[test]
+fn plain_http_routes_are_inspected_the_same_way() {
+    let s = Sandbox::new();
+    let b = s.bundle(
+        "plain",
+        "  allow clients -> api.test:PLAIN http read-only\n",
+    );
+    let url = format!("http://api.test:{}/a", s.up.plain_port);
+    let script = format!(
+        "curl -sS -o /dev/null -w '%{{http_code}} ' {url}; curl -sS -o /dev/null -w '%{{http_code}}' -X DELETE {url}"
+    );
+    let (out, _) = s.run(&b, &["/usr/bin/bash", "-c", &script]);
+    assert_eq!(stdout(&out), "200 403", "{}", stderr(&out));
+    let seen = s.up.seen();
+    assert_eq!(seen.len(), 1);
+    assert!(!seen[0].tls);
+}
+
+const CREDENTIAL_RULES: &str = "  credential tok {\n    secret env TEST_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts api.test\n    methods GET\n  }\n  allow clients -> api.test:TLS http read-write\n  allow clients -> other.test:TLS http read-write\n";
+
+#[test]
+fn a_credential_is_injected_only_where_bound_and_never_seen_by_the_workload() {
+    let s = Sandbox::new();
+    let b = s.bundle("cred", CREDENTIAL_RULES);
+    let auth = serde_json::json!({"Authorization": "Bearer $TOKEN"});
+    let reqs = ports(
+        &s,
+        serde_json::json!([
+            ["https", "api.test", 0, "GET", "/user", auth],
+            ["https", "other.test", 0, "GET", "/user", auth],
+            ["https", "api.test", 0, "POST", "/user", auth],
+            ["https", "api.test", 0, "GET", "/user?token=$TOKEN", {}],
+            ["https", "api.test", 0, "GET", "/anon", {}],
+        ]),
+    );
+    let (r, log) = s.requests(&b, &reqs);
+    let codes: Vec<u64> = r.iter().map(|x| x["status"].as_u64().unwrap()).collect();
+    assert_eq!(codes, [200, 403, 403, 403, 200], "{r:?}");
+    // The upstream got the secret, and only on the bound request.
+    let seen = s.up.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {SECRET}").as_str())
+    );
+    assert_eq!(seen[1].header("authorization"), None);
+    for x in &seen {
+        let all = format!("{x:?}");
+        assert!(
+            !all.contains("openshell-placeholder-"),
+            "a placeholder reached the upstream: {all}"
+        );
+    }
+    // Refused: other host (not bound), POST (method outside the binding),
+    // the placeholder in the target (never replaced there).
+    for x in &r[1..4] {
+        assert_eq!(x["policy"], "credential_not_bound", "{x}");
+    }
+    // The echo of the secret was scrubbed on the way back.
+    let echo = r[0]["echo_auth"].as_str().unwrap();
+    assert!(
+        echo.starts_with("Bearer openshell-placeholder-tok-"),
+        "{echo}"
+    );
+    for x in &r {
+        assert!(
+            !x.to_string().contains(SECRET),
+            "the workload saw the secret: {x}"
+        );
+    }
+    let text = std::fs::read_to_string(s.dir.join("deny.log")).unwrap_or_default();
+    assert!(!text.contains(SECRET), "the log holds the secret");
+    assert_eq!(
+        log.iter()
+            .filter(|l| l["unmapped"]["error"] == "credential_not_bound")
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn the_workload_environment_holds_placeholders_and_the_ca_never_the_secret() {
+    let s = Sandbox::new();
+    let b = s.bundle("env", CREDENTIAL_RULES);
+    let (out, _) = s.run(&b, &[
+            "/usr/bin/bash",
+            "-c",
+            "env; grep -c 'this sandbox.s proxy CA' \"$SSL_CERT_FILE\"; grep -c 'PRIVATE KEY' \"$SSL_CERT_FILE\"",
+        ]);
+    let text = stdout(&out);
+    assert!(!text.contains(SECRET), "{text}");
+    assert!(!text.contains("TEST_SECRET"));
+    assert!(text.contains("TOKEN=openshell-placeholder-tok-"), "{text}");
+    for var in [
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "GIT_SSL_CAINFO",
+        "CURL_CA_BUNDLE",
+    ] {
+        assert!(text.contains(&format!("{var}=/")), "{var}: {text}");
+    }
+    assert!(
+        text.ends_with("\n1\n0\n"),
+        "the trust file is readable, without a key: {text}"
+    );
+    // Passing the secret's variable on is refused.
+    let out = output(s.command(&b, &["--env", "TEST_SECRET"], &["/usr/bin/true"]));
+    assert_eq!(out.status.code(), Some(125));
+    let out = output(s.command(&b, &["--env", "TOKEN=x"], &["/usr/bin/true"]));
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "a placeholder cannot be overridden"
+    );
+}
+
+#[test]
+fn header_injection_sets_the_header_from_the_template_only_within_the_binding() {
+    let s = Sandbox::new();
+    let secret_file = s.dir.join("secret.txt");
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    let rules = format!(
+        "  credential key {{\n    secret file {}\n    inject header X-Api-Key \"k={{secret}}\"\n    hosts api.test\n    paths /v1/**\n  }}\n  allow clients -> api.test:TLS http read-only\n",
+        secret_file.display()
+    );
+    let b = s.bundle("hdr", &rules);
+    let reqs = ports(
+        &s,
+        serde_json::json!([https("GET", "/v1/a"), https("GET", "/v2/a")]),
+    );
+    let (r, _) = s.requests(&b, &reqs);
+    assert_eq!(r[0]["status"], 200);
+    assert_eq!(r[1]["status"], 200);
+    let seen = s.up.seen();
+    assert_eq!(
+        seen[0].header("x-api-key"),
+        Some(format!("k={SECRET}").as_str())
+    );
+    assert_eq!(seen[1].header("x-api-key"), None);
+    assert!(
+        !r[0].to_string().contains(SECRET),
+        "echo scrubbed: {}",
+        r[0]
+    );
+}
+
+#[test]
+fn audit_mode_forwards_and_logs() {
+    let s = Sandbox::new();
+    let b = s.bundle(
+        "audit",
+        "  allow clients -> api.test:TLS http audit {\n    allow GET /ok\n  }\n",
+    );
+    let reqs = ports(
+        &s,
+        serde_json::json!([https("GET", "/ok"), https("DELETE", "/repos/x")]),
+    );
+    let (r, log) = s.requests(&b, &reqs);
+    assert_eq!(r[0]["status"], 200);
+    assert_eq!(r[1]["status"], 200, "forwarded: {r:?}");
+    assert_eq!(s.up.seen().len(), 2);
+    let http: Vec<&Value> = log.iter().filter(|l| l["class_uid"] == 4002).collect();
+    assert_eq!(http.len(), 1, "{log:?}");
+    assert_eq!(http[0]["action"], "Allowed");
+    assert_eq!(http[0]["disposition"], "Logged");
+    assert_eq!(http[0]["unmapped"]["audit"], true);
+    assert_eq!(http[0]["http_request"]["http_method"], "DELETE");
+    assert_eq!(http[0]["http_request"]["url"]["path"], "/repos/x");
+}
+
+#[test]
+fn connect_and_upgrades_are_refused() {
+    let s = Sandbox::new();
+    let b = s.bundle("upg", "  allow clients -> api.test:TLS http full\n");
+    let reqs = ports(
+        &s,
+        serde_json::json!([
+            ["https", "api.test", 0, "GET", "/ws", {"Connection": "Upgrade", "Upgrade": "websocket"}],
+            ["https", "api.test", 0, "CONNECT", "other.test:443", {}],
+        ]),
+    );
+    let (r, _) = s.requests(&b, &reqs);
+    assert_eq!(r[0]["status"], 403);
+    assert_eq!(r[0]["policy"], "upgrade_refused");
+    assert_eq!(r[1]["status"], 403, "{r:?}");
+    assert!(s.up.seen().is_empty());
+}
+
+#[test]
+fn git_clones_over_https_through_the_proxy() {
+    let s = Sandbox::new();
+    // A bare repository served by the "dumb" HTTP protocol.
+    let src = s.dir.join("src");
+    let repo = s.dir.join("git/repo.git");
+    let git = |args: &[&str], dir: &std::path::Path| {
+        let st = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .status()
+            .unwrap();
+        assert!(st.success(), "git {args:?}");
+    };
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("README"), "hello through the proxy\n").unwrap();
+    git(&["init", "-q", "-b", "main"], &src);
+    git(&["add", "README"], &src);
+    git(&["commit", "-q", "-m", "first"], &src);
+    git(
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            src.to_str().unwrap(),
+            repo.to_str().unwrap(),
+        ],
+        s.dir.path(),
+    );
+    git(&["update-server-info"], &repo);
+    let b = s.bundle(
+        "git",
+        "  allow clients -> git.test:TLS http {\n    allow GET /git/repo.git/**\n  }\n",
+    );
+    let url = format!("https://git.test:{}/git/repo.git", s.up.tls_port);
+    let out_dir = s.dir.mkdir("clone");
+    let script = format!(
+        "git clone -q {url} {}/r && cat {}/r/README",
+        out_dir.display(),
+        out_dir.display()
+    );
+    let (out, log) = s.run(&b, &["/usr/bin/bash", "-c", &script]);
+    assert_eq!(
+        stdout(&out),
+        "hello through the proxy\n",
+        "{} {log:?}",
+        stderr(&out)
+    );
+}
+
+/// Two requests, a pause until the test says `go`, then more requests on
+/// the same keep-alive connections; one JSON line per response.
+const RELOAD_PY: &str = r#"
+import http.client, json, os, ssl, sys, time
+tls, wd = int(sys.argv[1]), sys.argv[2]
+def conn(host):
+    return http.client.HTTPSConnection(host, tls, context=ssl.create_default_context(), timeout=10)
+def get(c, path):
+    try:
+        c.request("GET", path)
+        r = c.getresponse(); r.read()
+        return r.status
+    except Exception as e:
+        return type(e).__name__
+api, other = conn("api.test"), conn("other.test")
+print(json.dumps([get(api, "/private"), get(other, "/x")]), flush=True)
+open(os.path.join(wd, "first"), "w").close()
+for _ in range(400):
+    if os.path.exists(os.path.join(wd, "go")): break
+    time.sleep(0.05)
+print(json.dumps([get(api, "/private"), get(api, "/public/a"), get(other, "/x"), get(conn("other.test"), "/x")]), flush=True)
+"#;
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn reloads(s: &Sandbox) -> Vec<Value> {
+    log_lines(&s.dir.join("deny.log"))
+        .into_iter()
+        .filter(|l| l["class_uid"] == 6002)
+        .collect()
+}
+
+#[test]
+fn a_reload_tightens_the_rules_for_open_connections_and_a_bad_bundle_is_refused() {
+    let s = Sandbox::new();
+    let path = s.bundle(
+        "live",
+        "  allow clients -> api.test:TLS http read-only\n  allow clients -> other.test:TLS http read-only\n",
+    );
+    let tighter = s.bundle(
+        "tighter",
+        "  allow clients -> api.test:TLS http {\n    allow GET /public/**\n  }\n",
+    );
+    let port = s.up.tls_port.to_string();
+    let wd = s.dir.path().to_str().unwrap().to_owned();
+    let mut cmd = s.command(
+        &path,
+        &[],
+        &["/usr/bin/python3", "-c", RELOAD_PY, &port, &wd],
+    );
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // `ip netns exec` execs the supervisor: the child is the supervisor.
+    let pid = child.id();
+    let hup = || enforcer::send_signal(pid, libc::SIGHUP).unwrap();
+    wait_for("the first requests", || s.dir.join("first").exists());
+    // A bad bundle: refused, logged, the old rules stay.
+    let good = std::fs::read(&path).unwrap();
+    std::fs::write(&path, b"{\"format_version\": 1, \"digest\": \"x\"}").unwrap();
+    hup();
+    wait_for("the refusal", || reloads(&s).len() == 1);
+    assert_eq!(reloads(&s)[0]["status"], "Failure");
+    std::fs::write(&path, &good).unwrap();
+    // The tighter bundle: in force for the next request.
+    std::fs::copy(&tighter, &path).unwrap();
+    hup();
+    wait_for("the reload", || reloads(&s).len() == 2);
+    let line = &reloads(&s)[1];
+    assert_eq!(line["status"], "Success", "{line}");
+    assert!(
+        line["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 open connection(s) closed"),
+        "{line}"
+    );
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("[200, 200]"), "{text} {}", stderr(&out));
+    let after: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    // Same connection, now denied; a path the new rules allow; the
+    // connection to other.test was closed, and a new one is refused.
+    assert_eq!(after[0], 403, "{after}");
+    assert_eq!(after[1], 200, "{after}");
+    assert!(after[2].is_string(), "closed: {after}");
+    assert!(after[3].is_string(), "refused: {after}");
+    let log = log_lines(&s.dir.join("deny.log"));
+    assert!(
+        log.iter().any(|l| l["unmapped"]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("closed"))),
+        "{log:?}"
+    );
+    assert!(
+        log.iter()
+            .filter(|l| l["policy"]["name"] == "tighter")
+            .count()
+            >= 2,
+        "later lines name the new policy"
+    );
+}
+
+#[test]
+fn watch_reloads_when_the_bundle_file_changes() {
+    let s = Sandbox::new();
+    let path = s.bundle("w", "  allow clients -> api.test:TLS http read-only\n");
+    let other = s.bundle("w2", "  allow clients -> api.test:TLS http full\n");
+    let mut cmd = s.command(
+        &path,
+        &["--watch"],
+        &["/usr/bin/python3", "-c", "import time; time.sleep(30)"],
+    );
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let _ = std::fs::remove_file(s.dir.join("deny.log"));
+    let mut child = cmd.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let tmp = s.dir.join("w.tmp");
+    std::fs::copy(&other, &tmp).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    wait_for("the reload", || !reloads(&s).is_empty());
+    assert_eq!(reloads(&s)[0]["status"], "Success");
+    let _ = child.kill();
+    let _ = child.wait();
+}
