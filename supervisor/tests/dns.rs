@@ -107,6 +107,10 @@ fn an_unlisted_name_does_not_resolve_and_is_logged() {
 #[test]
 fn a_query_sent_straight_to_an_outside_resolver_fails() {
     let s = setup();
+    // A public resolver's address, hosted by the test's own namespace.
+    s.net.host("8.8.8.8/32");
+    let resolver = s.net.udp("8.8.8.8:53");
+    resolver.set_nonblocking(true).unwrap();
     let code = "import socket\nfor how in ('sendto', 'connect'):\n  s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n  try:\n    s.sendto(b'q',('8.8.8.8',53)) if how=='sendto' else s.connect(('8.8.8.8',53))\n    print(how,'sent')\n  except OSError as e:\n    print(how,e.errno)\n";
     let (out, log) = s.run(&["/usr/bin/python3", "-c", code]);
     assert_eq!(stdout(&out), "sendto 13\nconnect 13\n", "{}", stderr(&out));
@@ -115,6 +119,12 @@ fn a_query_sent_straight_to_an_outside_resolver_fails() {
         assert_eq!(line["dst_endpoint"]["ip"], "8.8.8.8");
         assert_eq!(line["connection_info"]["protocol_name"], "udp");
     }
+    let mut buf = [0u8; 64];
+    let got = resolver.recv_from(&mut buf);
+    assert!(
+        matches!(&got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the resolver stand-in received a query: {got:?}"
+    );
 }
 
 #[test]

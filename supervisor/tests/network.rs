@@ -179,6 +179,9 @@ fn a_copy_of_an_allowed_binary_at_another_path_is_refused() {
 #[test]
 fn metadata_and_link_local_addresses_are_refused() {
     let s = setup();
+    s.net.host("169.254.169.254/32");
+    s.net.host("fe80::1/64");
+    let metadata = s.net.trap_tcp("169.254.169.254:80");
     let code = format!(
         "{}{}",
         py_connect("AF_INET", "169.254.169.254", 80),
@@ -196,6 +199,11 @@ fn metadata_and_link_local_addresses_are_refused() {
         .map(|l| l["dst_endpoint"]["ip"].as_str().unwrap())
         .collect();
     assert_eq!(ips, ["169.254.169.254", "fe80::1"]);
+    let reached = metadata.accept();
+    assert!(
+        matches!(&reached, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the metadata stand-in was reached: {reached:?}"
+    );
 }
 
 #[test]

@@ -14,6 +14,9 @@ use common::{Dir, SYSTEM, TestNet, bundle, clients, log_lines, output, stderr, s
 #[test]
 fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
     let net = TestNet::new();
+    // The metadata address the workload tries is hosted by this namespace.
+    net.host("169.254.169.254/32");
+    let metadata = net.trap_tcp("169.254.169.254:80");
     let dir = Dir::new();
     let port = common::http_server(net.tcp("127.0.0.1:0")).port();
     let closed = net.tcp("127.0.0.1:0");
@@ -96,6 +99,10 @@ fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
             ("127.0.0.1", closed_port),
         ],
         "{log:?}"
+    );
+    assert!(
+        matches!(metadata.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the metadata stand-in was reached"
     );
     drop(closed);
 }

@@ -102,6 +102,29 @@ impl TestNet {
         Self { name }
     }
 
+    /// Give this namespace an address that stands for the outside world (a
+    /// cloud metadata endpoint, a public resolver), on its loopback
+    /// interface: a test aims its probe at an address it hosts itself, so
+    /// nothing could leave the machine even if the sandbox let it through.
+    pub fn host(&self, cidr: &str) {
+        let ip = |args: &[&str]| {
+            Command::new("ip")
+                .args(["-n", &self.name])
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let out = ip(&["addr", "add", cidr, "dev", "lo", "nodad"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let shown =
+            String::from_utf8_lossy(&ip(&["-o", "addr", "show", "dev", "lo"]).stdout).to_string();
+        assert!(shown.contains(cidr), "{cidr} not hosted: {shown}");
+    }
+
     fn in_ns<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
         let ns = std::fs::File::open(format!("/run/netns/{}", self.name)).unwrap();
         enforcer::in_netns(ns.as_fd(), f).unwrap()
@@ -110,6 +133,14 @@ impl TestNet {
     pub fn tcp(&self, addr: &str) -> TcpListener {
         let addr: SocketAddr = addr.parse().unwrap();
         self.in_ns(|| TcpListener::bind(addr)).unwrap()
+    }
+
+    /// A listener on a hosted stand-in address, for asserting afterwards
+    /// that nothing reached it.
+    pub fn trap_tcp(&self, addr: &str) -> TcpListener {
+        let l = self.tcp(addr);
+        l.set_nonblocking(true).unwrap();
+        l
     }
 
     pub fn udp(&self, addr: &str) -> UdpSocket {
