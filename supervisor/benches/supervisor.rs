@@ -60,6 +60,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// A supervised run that must succeed.
 fn run_sup(
     net: &TestNet,
     dir: &Dir,
@@ -67,17 +68,7 @@ fn run_sup(
     extra: &[&str],
     cmd: &[&str],
 ) -> std::process::Output {
-    let mut args = vec![
-        "run",
-        "--bundle",
-        bundle.to_str().unwrap(),
-        "--workdir",
-        dir.path().to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    args.push("--");
-    args.extend_from_slice(cmd);
-    let out = output(net.supervisor(&args, None));
+    let out = net.run(dir, bundle, extra, cmd);
     assert!(out.status.success(), "{}", stderr(&out));
     out
 }

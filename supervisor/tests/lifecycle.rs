@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -19,31 +19,11 @@ fn plain(dir: &Dir) -> PathBuf {
     bundle(dir, "plain", &body)
 }
 
-fn run(
-    net: &TestNet,
-    dir: &Dir,
-    bundle: &Path,
-    extra: &[&str],
-    cmd: &[&str],
-) -> std::process::Output {
-    let mut args = vec![
-        "run",
-        "--bundle",
-        bundle.to_str().unwrap(),
-        "--workdir",
-        dir.path().to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    args.push("--");
-    args.extend_from_slice(cmd);
-    output(net.supervisor(&args, None))
-}
-
 #[test]
 fn the_exit_status_is_the_workloads() {
     let (net, dir) = (TestNet::new(), Dir::new());
     let b = plain(&dir);
-    let code = |cmd: &[&str]| run(&net, &dir, &b, &[], cmd).status.code();
+    let code = |cmd: &[&str]| net.run(&dir, &b, &[], cmd).status.code();
     assert_eq!(code(&["/usr/bin/true"]), Some(0));
     assert_eq!(code(&["/usr/bin/false"]), Some(1));
     assert_eq!(code(&["/usr/bin/bash", "-c", "exit 42"]), Some(42));
@@ -72,7 +52,7 @@ fn a_bad_bundle_is_refused_and_the_command_never_runs() {
         assert_ne!(text, good, "{name}: the case must change the bundle");
         let path = dir.join(&format!("{name}.bundle"));
         std::fs::write(&path, text).unwrap();
-        let out = run(&net, &dir, &path, &[], &["/usr/bin/bash", "-c", &script]);
+        let out = net.run(&dir, &path, &[], &["/usr/bin/bash", "-c", &script]);
         assert_eq!(out.status.code(), Some(125), "{name}: {}", stderr(&out));
         assert!(
             stderr(&out).contains("refusing the bundle"),
@@ -95,13 +75,7 @@ fn a_kernel_that_cannot_keep_a_hard_bundle_means_the_command_never_runs() {
     let parsed = policy_lang::bundle::Bundle::new(parsed.enforcement, parsed.provenance);
     std::fs::write(&b, parsed.to_bytes()).unwrap();
     let marker = dir.join("ran");
-    let out = run(
-        &net,
-        &dir,
-        &b,
-        &[],
-        &["/usr/bin/touch", marker.to_str().unwrap()],
-    );
+    let out = net.run(&dir, &b, &[], &["/usr/bin/touch", marker.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(125));
     assert!(
         stderr(&out).contains("below the required 99"),
@@ -173,13 +147,7 @@ fn a_timeout_kills_the_workload_and_says_so() {
     let (net, dir) = (TestNet::new(), Dir::new());
     let b = plain(&dir);
     let start = Instant::now();
-    let out = run(
-        &net,
-        &dir,
-        &b,
-        &["--timeout", "1"],
-        &["/usr/bin/sleep", "30"],
-    );
+    let out = net.run(&dir, &b, &["--timeout", "1"], &["/usr/bin/sleep", "30"]);
     assert_eq!(out.status.code(), Some(124));
     assert!(start.elapsed() < Duration::from_secs(10));
     assert!(stderr(&out).contains("was killed"), "{}", stderr(&out));
@@ -190,8 +158,7 @@ fn the_transcript_holds_stdout_and_stderr_which_still_pass_through() {
     let (net, dir) = (TestNet::new(), Dir::new());
     let b = plain(&dir);
     let t = dir.join("transcript");
-    let out = run(
-        &net,
+    let out = net.run(
         &dir,
         &b,
         &["--transcript", t.to_str().unwrap()],

@@ -168,6 +168,24 @@ impl TestNet {
     }
 }
 
+impl TestNet {
+    /// `openshell-supervisor run --bundle B --workdir DIR EXTRA... -- CMD...`
+    /// in this namespace, as root, waited for.
+    pub fn run(&self, dir: &Dir, bundle: &Path, extra: &[&str], cmd: &[&str]) -> Output {
+        let mut args = vec![
+            "run",
+            "--bundle",
+            bundle.to_str().unwrap(),
+            "--workdir",
+            dir.path().to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.push("--");
+        args.extend_from_slice(cmd);
+        output(self.supervisor(&args, None))
+    }
+}
+
 impl Drop for TestNet {
     fn drop(&mut self) {
         let _ = Command::new("ip")
