@@ -32,7 +32,7 @@ fn tmp(name: &str) -> PathBuf {
     d.join(name)
 }
 
-const FIXTURES: &str = "../shared/fixtures/openshell";
+const FIXTURES: &str = "tests/shared/fixtures/openshell";
 
 #[test]
 fn check_exit_codes_and_json() {

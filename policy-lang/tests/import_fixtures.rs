@@ -1,4 +1,4 @@
-//! Every YAML file under `../shared/fixtures/` goes through the importer.
+//! Every YAML file under `tests/shared/fixtures/` goes through the importer.
 //!
 //! For each file: no panic; either it imports with no error (import and
 //! resolution), or every error is an E07xx naming what is unsupported or
@@ -25,7 +25,7 @@ use policy_lang::source::SourceFile;
 use policy_lang::{compile, import, parser, resolve};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/shared/fixtures")
 }
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -78,7 +78,7 @@ fn every_fixture_imports_or_is_rejected_with_import_errors() {
     let root = fixtures();
     assert!(
         root.is_dir(),
-        "the shared fixtures are missing at {} (the checkout's sibling `shared/`)",
+        "the shared fixtures are missing at {} (tests/shared/fixtures)",
         root.display()
     );
     let mut files = Vec::new();

@@ -1,5 +1,5 @@
 //! Snapshots of the importer: the policy text for every file in
-//! `../shared/fixtures/openshell/`, a synthetic policy that uses every
+//! `tests/shared/fixtures/openshell/`, a synthetic policy that uses every
 //! translated construct, and the diagnostics for broken inputs, rendered as
 //! `code line:col message` lines.
 
@@ -73,13 +73,13 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn openshell_fixtures() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/openshell");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/shared/fixtures/openshell");
     let mut files = Vec::new();
     yaml_files(&root, &mut files);
     files.sort();
     assert!(
         files.len() >= 15,
-        "the shared fixtures are missing at {} (the checkout's sibling `shared/`)",
+        "the shared fixtures are missing at {} (tests/shared/fixtures)",
         root.display()
     );
     for path in files {

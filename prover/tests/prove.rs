@@ -301,7 +301,7 @@ fn the_same_set_written_differently_is_not_a_widening() {
 #[test]
 fn yaml_and_its_import_are_equivalent() {
     let fixtures =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/openshell");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/shared/fixtures/openshell");
     let creds = fixtures.join("prover-credentials.yaml");
     for name in [
         "prover-policy.yaml",
@@ -335,7 +335,7 @@ fn yaml_and_its_import_are_equivalent() {
 #[test]
 fn contract_widening_on_the_openshell_fixture() {
     let fixtures =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/openshell");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/shared/fixtures/openshell");
     let yaml = std::fs::read_to_string(fixtures.join("prover-policy.yaml")).unwrap();
     let creds = fixtures.join("prover-credentials.yaml");
     let dir = scratch();
