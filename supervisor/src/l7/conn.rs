@@ -46,6 +46,18 @@ pub(super) struct Current {
     pub revoked: Option<String>,
 }
 
+/// How the proxy reaches the destination for this connection. The proxy
+/// re-originates TLS exactly when it terminated TLS from the workload:
+/// the first byte the workload sent decides, not the port number. A
+/// plain-HTTP request to port 443 goes upstream in plain HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum UpstreamHop {
+    /// TLS, the server verified.
+    Tls,
+    /// Plain TCP to this address.
+    Plain(std::net::SocketAddr),
+}
+
 /// What every request on one connection shares.
 pub(super) struct ConnState {
     pub proxy: Arc<Proxy>,
@@ -144,6 +156,18 @@ impl ConnState {
             Some(host),
         );
         (d.allowed() && !d.conn.l7.is_empty()).then_some(d)
+    }
+
+    /// The hop requests on this connection take upstream.
+    pub fn upstream_hop(&self) -> UpstreamHop {
+        if self.tls {
+            UpstreamHop::Tls
+        } else {
+            UpstreamHop::Plain(std::net::SocketAddr::new(
+                self.ip,
+                self.meta.original_dst.port(),
+            ))
+        }
     }
 
     /// The upstream connection, if one is open and usable.

@@ -14,16 +14,19 @@ use std::io;
 
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{CONNECTION, CONTENT_LENGTH, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{
+    CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, HeaderMap, HeaderName, TRANSFER_ENCODING,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use super::conn::ConnState;
+use super::conn::{ConnState, UpstreamHop};
+use super::forms::SecretForms;
 use super::respond::{BoxError, ProxyBody, Refusal, RequestInfo};
-use super::scrub::Scrub;
+use super::scrub::{self, Scrub};
 use crate::broker::CONNECT_TIMEOUT;
 use crate::credentials::Secret;
 use http_body_util::BodyExt as _;
@@ -94,40 +97,59 @@ pub(super) async fn send(
     };
     st.put_upstream(sender);
     let (mut parts, body) = resp.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    let body: ProxyBody = match injected {
-        None => body.map_err(BoxError::other).boxed_unsync(),
-        Some(inj) => {
-            scrub_headers(&mut parts.headers, &inj);
-            let may_have_body = !head
-                && !parts.status.is_informational()
-                && parts.status != StatusCode::NO_CONTENT
-                && parts.status != StatusCode::NOT_MODIFIED;
-            if may_have_body && inj.secret.expose().len() != inj.replacement.len() {
-                // The length changes with each replacement: stream it.
-                parts.headers.remove(CONTENT_LENGTH);
-            }
-            Scrub::new(
-                body,
-                inj.secret.expose().as_bytes(),
-                inj.replacement.as_bytes(),
-            )
-            .boxed_unsync()
-        }
+    // The reason phrase as the server wrote it is never relayed: the
+    // workload gets the canonical one for the status, which holds no echo.
+    parts.extensions.remove::<hyper::ext::ReasonPhrase>();
+    let Some(inj) = injected else {
+        strip_hop_by_hop(&mut parts.headers);
+        let body: ProxyBody = body.map_err(BoxError::other).boxed_unsync();
+        return Response::from_parts(parts, body);
     };
+    if let Some(coding) = unreadable_coding(&parts.headers) {
+        return Refusal::new(
+            StatusCode::BAD_GATEWAY,
+            "response_not_scrubbable",
+            format!(
+                "the response to a request that carried a credential is encoded (`{coding}`) although the proxy asked for none; it cannot be checked for the secret and was dropped"
+            ),
+        )
+        .respond(st, info);
+    }
+    strip_hop_by_hop(&mut parts.headers);
+    let forms = SecretForms::new(inj.secret.expose().as_bytes());
+    scrub::scrub_headers(&mut parts.headers, &forms, inj.replacement.as_bytes());
+    let may_have_body = !head
+        && !parts.status.is_informational()
+        && parts.status != StatusCode::NO_CONTENT
+        && parts.status != StatusCode::NOT_MODIFIED;
+    if may_have_body {
+        // Any replacement changes the length: the body goes out chunked.
+        parts.headers.remove(CONTENT_LENGTH);
+    }
+    let body = Scrub::new(body, forms, inj.replacement.as_bytes()).boxed_unsync();
     Response::from_parts(parts, body)
 }
 
-fn scrub_headers(headers: &mut HeaderMap, inj: &Injected) {
-    let secret = inj.secret.expose();
-    for value in headers.values_mut() {
-        let Ok(text) = value.to_str() else { continue };
-        if text.contains(secret)
-            && let Ok(v) = HeaderValue::from_str(&text.replace(secret, &inj.replacement))
-        {
-            *value = v;
-        }
-    }
+/// A content or transfer coding other than `identity` (and `chunked`,
+/// which hyper has already undone) on a response: the body's bytes are
+/// not the text a scan could find the secret in.
+fn unreadable_coding(headers: &HeaderMap) -> Option<String> {
+    let codings = |name| {
+        headers
+            .get_all(name)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+            .map(|c| String::from_utf8_lossy(c).trim().to_ascii_lowercase())
+            .filter(|c| !c.is_empty())
+            .collect::<Vec<_>>()
+    };
+    let content = codings(CONTENT_ENCODING);
+    let transfer = codings(TRANSFER_ENCODING);
+    content.into_iter().find(|c| c != "identity").or_else(|| {
+        transfer
+            .into_iter()
+            .find(|c| c != "chunked" && c != "identity")
+    })
 }
 
 /// A new upstream connection for `st`.
@@ -138,7 +160,7 @@ async fn connect(st: &ConnState) -> Result<SendRequest<Incoming>, String> {
         .map_err(|_| format!("connecting to `{dst}` timed out"))?
         .map_err(|e| format!("cannot connect to `{dst}`: {e}"))?;
     let _ = tcp.set_nodelay(true);
-    if !st.tls {
+    if let UpstreamHop::Plain(_) = st.upstream_hop() {
         return handshake(tcp).await.map_err(|e| e.to_string());
     }
     let name = match &st.sni {

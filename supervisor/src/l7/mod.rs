@@ -37,7 +37,9 @@ pub mod ca;
 pub mod trust;
 
 mod conn;
+mod forms;
 mod forward;
+mod overrides;
 mod request;
 mod respond;
 mod scrub;

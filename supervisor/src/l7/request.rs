@@ -23,14 +23,17 @@
 //!    target: what was checked is what the server gets.
 
 use hyper::body::Incoming;
-use hyper::header::{CONNECTION, HOST, HeaderMap, HeaderValue, UPGRADE};
+use hyper::header::{
+    ACCEPT_ENCODING, CONNECTION, HOST, HeaderMap, HeaderValue, IF_RANGE, RANGE, UPGRADE,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use policy_lang::eval::Verdict;
 use policy_lang::ir::Injection;
 use policy_lang::matcher::{canonicalize_path, normalize_host};
 
-use super::conn::ConnState;
+use super::conn::{ConnState, UpstreamHop};
 use super::forward::{self, Injected};
+use super::overrides;
 use super::respond::{ProxyBody, Refusal, RequestInfo};
 use crate::credentials::{Credential, CredentialSet};
 use crate::policy::Active;
@@ -198,9 +201,13 @@ fn check(
             format!("request target `{target}` refused: {e}"),
         )
     })?;
-    let forward_target = match &canon.query {
+    let query = canon
+        .query
+        .as_deref()
+        .map(|q| overrides::strip_from_query(q).unwrap_or_else(|| q.to_owned()));
+    let forward_target = match query.as_deref() {
+        Some("") | None => canon.path.clone(),
         Some(q) => format!("{}?{q}", canon.path),
-        None => canon.path.clone(),
     };
     Ok(Checked {
         forward_target,
@@ -367,20 +374,42 @@ fn prepare(
         parts.headers.insert(HOST, value);
     }
     forward::strip_hop_by_hop(&mut parts.headers);
+    overrides::strip(&mut parts.headers);
     let injected = match checked
         .credential
         .as_deref()
         .and_then(|n| active.credentials.get(n))
     {
-        Some(cred) => inject(cred, &mut parts.headers)?,
+        Some(cred) => inject(cred, &mut parts.headers, st.upstream_hop())?,
         None => None,
     };
+    if injected.is_some() {
+        ask_for_a_readable_response(&mut parts.headers);
+    }
     Ok((Request::from_parts(parts, body), injected))
+}
+
+/// On a request that carries a secret: the response must come back in a
+/// form the scrub can read whole. `identity` explicitly (a request with
+/// no `Accept-Encoding` accepts any coding), and no byte range (slices
+/// of an echo, one per request, would each be too short to recognise).
+fn ask_for_a_readable_response(headers: &mut HeaderMap) {
+    headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    headers.remove(RANGE);
+    headers.remove(IF_RANGE);
 }
 
 /// Puts `cred`'s secret where its binding says. `None` when nothing was
 /// injected (`inject replace` and no placeholder in the request).
-fn inject(cred: &Credential, headers: &mut HeaderMap) -> Result<Option<Injected>, Refusal> {
+///
+/// Only onto a TLS hop: a request the workload sent in plain HTTP goes
+/// upstream in plain HTTP whatever the port, so it is refused rather
+/// than have the secret cross the network in clear.
+fn inject(
+    cred: &Credential,
+    headers: &mut HeaderMap,
+    hop: UpstreamHop,
+) -> Result<Option<Injected>, Refusal> {
     let placeholder = cred.placeholder.as_deref();
     let carries = placeholder.is_some_and(|p| {
         headers
@@ -390,6 +419,16 @@ fn inject(cred: &Credential, headers: &mut HeaderMap) -> Result<Option<Injected>
     let sets_header = matches!(cred.inject, Injection::Header { .. });
     if !carries && !sets_header {
         return Ok(None);
+    }
+    if let UpstreamHop::Plain(dst) = hop {
+        return Err(Refusal::new(
+            StatusCode::FORBIDDEN,
+            "credential_not_bound",
+            format!(
+                "credential `{}` is only sent over TLS, and this request would reach `{dst}` in plain HTTP; use https",
+                cred.name
+            ),
+        ));
     }
     let secret = cred.secret.as_ref().map_err(|why| {
         Refusal::new(
