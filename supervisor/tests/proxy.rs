@@ -700,3 +700,403 @@ fn watch_reloads_when_the_bundle_file_changes() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Sends requests to api.test from inside the sandbox on one keep-alive
+/// connection, and prints every response in full, one JSON line each:
+/// status, reason phrase, headers (bytes as latin-1), body (gunzipped
+/// when it says it is gzip). argv: scheme, port, JSON list of
+/// `[method, target, {headers}]`; `$TOKEN` is the workload's `TOKEN`.
+const ATTACK_PY: &str = r#"
+import gzip, http.client, json, os, ssl, sys
+scheme, port, reqs = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+tok = os.environ.get("TOKEN", "")
+def conn():
+    if scheme == "https":
+        return http.client.HTTPSConnection("api.test", port, context=ssl.create_default_context(), timeout=10)
+    return http.client.HTTPConnection("api.test", port, timeout=10)
+c = conn()
+for method, target, headers in reqs:
+    try:
+        c.putrequest(method, target, skip_accept_encoding=True)
+        for k, v in headers.items():
+            c.putheader(k, v.replace("$TOKEN", tok))
+        c.endheaders()
+        r = c.getresponse()
+        body = r.read()
+        coded = (r.getheader("content-encoding", "") + r.getheader("transfer-encoding", "")).lower()
+        if "gzip" in coded:
+            body = gzip.decompress(body)
+        print(json.dumps({"status": r.status, "reason": r.reason, "headers": r.getheaders(),
+                          "body": body.decode("latin-1")}), flush=True)
+        if r.getheader("connection", "").lower() == "close":
+            c.close(); c = conn()
+    except Exception as e:
+        print(json.dumps({"status": 0, "error": repr(e)}), flush=True)
+        c.close(); c = conn()
+"#;
+
+impl Sandbox {
+    /// Runs ATTACK_PY; the parsed responses, in order, and the log.
+    fn attack(
+        &self,
+        bundle: &std::path::Path,
+        scheme: &str,
+        port: u16,
+        requests: &Value,
+    ) -> (Vec<Value>, Vec<Value>) {
+        let (out, log) = self.run(
+            bundle,
+            &[
+                "/usr/bin/python3",
+                "-c",
+                ATTACK_PY,
+                scheme,
+                &port.to_string(),
+                &requests.to_string(),
+            ],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let responses: Vec<Value> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            responses.len(),
+            requests.as_array().unwrap().len(),
+            "{}",
+            stderr(&out)
+        );
+        (responses, log)
+    }
+}
+
+/// The forms of the secret the attack upstream uses, as they would show
+/// in what the workload got (base64 is case-sensitive, the rest not).
+fn assert_no_secret_in(text: &str) {
+    let lower = text.to_ascii_lowercase();
+    let percent: String = SECRET.bytes().map(|b| format!("%{b:02x}")).collect();
+    let hex: String = SECRET.bytes().map(|b| format!("{b:02x}")).collect();
+    let json = SECRET.replace('-', "\\u002d");
+    for form in [SECRET, &percent, &hex, &json] {
+        assert!(!lower.contains(form), "the workload got `{form}`: {text}");
+    }
+    // The base64 run of "Bearer <secret>" that depends on the secret only.
+    assert!(
+        !text.contains("IHJlYWwtc2VjcmV0LTAxMjM0NTY3OD"),
+        "base64: {text}"
+    );
+}
+
+/// Everything the workload received in one response, as one text.
+fn everything(r: &Value) -> String {
+    let mut all = format!(
+        "{} {}\n",
+        r["status"],
+        r["reason"].as_str().unwrap_or_default()
+    );
+    for h in r["headers"].as_array().into_iter().flatten() {
+        all.push_str(&format!(
+            "{}: {}\n",
+            h[0].as_str().unwrap(),
+            h[1].as_str().unwrap()
+        ));
+    }
+    all.push_str(r["body"].as_str().unwrap_or_default());
+    all
+}
+
+fn header<'a>(r: &'a Value, name: &str) -> Option<&'a str> {
+    r["headers"]
+        .as_array()?
+        .iter()
+        .find(|h| h[0].as_str().unwrap().eq_ignore_ascii_case(name))
+        .and_then(|h| h[1].as_str())
+}
+
+#[test]
+fn a_server_echoing_the_secret_in_the_status_line_header_names_odd_bytes_encodings_or_pieces_hands_back_only_the_placeholder()
+ {
+    let s = Sandbox::new();
+    let b = s.bundle("echo", CREDENTIAL_RULES);
+    let auth = serde_json::json!({"Authorization": "Bearer $TOKEN"});
+    let kinds = ["reason", "header-name", "latin1", "encoded", "split"];
+    let reqs: Vec<Value> = kinds
+        .iter()
+        .map(|k| serde_json::json!(["GET", format!("/attack/{k}"), auth]))
+        .collect();
+    let (r, _) = s.attack(&b, "https", s.up.tls_port, &Value::from(reqs));
+    let seen = s.up.seen();
+    assert_eq!(seen.len(), kinds.len());
+    for x in &seen {
+        assert_eq!(
+            x.header("authorization"),
+            Some(format!("Bearer {SECRET}").as_str()),
+            "the upstream got the secret"
+        );
+    }
+    for (kind, x) in kinds.iter().zip(&r) {
+        assert_eq!(x["status"], 200, "{kind}: {x}");
+        assert_no_secret_in(&everything(x));
+    }
+    let ph = "openshell-placeholder-tok-";
+    assert_eq!(
+        r[0]["reason"], "OK",
+        "the canonical reason phrase: {}",
+        r[0]
+    );
+    assert!(
+        !r[1]["headers"].as_array().unwrap().iter().any(|h| h[0]
+            .as_str()
+            .unwrap()
+            .to_ascii_lowercase()
+            .starts_with("x-real")),
+        "a header named after the secret is dropped: {}",
+        r[1]
+    );
+    let latin1 = header(&r[2], "x-echo-latin1").unwrap();
+    assert!(
+        latin1.starts_with(&format!("\u{e9}\u{e8} Bearer {ph}")),
+        "{latin1:?}"
+    );
+    let encoded: Vec<&str> = r[3]["body"].as_str().unwrap().lines().collect();
+    assert_eq!(encoded.len(), 5, "{encoded:?}");
+    for line in &encoded[..4] {
+        assert!(
+            line.to_ascii_lowercase().starts_with(ph),
+            "replaced whole: {line}"
+        );
+    }
+    let split = r[4]["body"].as_str().unwrap();
+    assert!(
+        split.starts_with(&format!("one {ph}")) && split.ends_with(" end"),
+        "{split}"
+    );
+    assert_eq!(split.matches(ph).count(), 2, "{split}");
+}
+
+#[test]
+fn compressed_or_sliced_echoes_of_the_secret_never_reach_the_workload() {
+    let s = Sandbox::new();
+    let b = s.bundle("gz", CREDENTIAL_RULES);
+    let req = |kind: &str, extra: Value| {
+        let mut h =
+            serde_json::json!({"Authorization": "Bearer $TOKEN", "Accept-Encoding": "gzip, br"});
+        h.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::json!(["GET", format!("/attack/{kind}"), h])
+    };
+    let reqs = serde_json::json!([
+        req("gzip-if-asked", serde_json::json!({})),
+        req("gzip", serde_json::json!({})),
+        req("te-gzip", serde_json::json!({})),
+        req("range", serde_json::json!({"Range": "bytes=0-9"})),
+        req("range", serde_json::json!({"Range": "bytes=10-19"})),
+    ]);
+    let (r, log) = s.attack(&b, "https", s.up.tls_port, &reqs);
+    for x in &r {
+        assert_no_secret_in(&everything(x));
+    }
+    // A conforming server, asked for no coding, answers plainly: scrubbed.
+    assert_eq!(r[0]["status"], 200, "{}", r[0]);
+    assert_eq!(header(&r[0], "content-encoding"), None);
+    assert!(
+        r[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("Bearer openshell-placeholder-tok-"),
+        "{}",
+        r[0]
+    );
+    // One that compresses anyway is refused, and the refusal logged.
+    for x in &r[1..3] {
+        assert_eq!(x["status"], 502, "{x}");
+        assert_eq!(
+            header(x, "x-openshell-policy"),
+            Some("response_not_scrubbable"),
+            "{x}"
+        );
+    }
+    assert_eq!(
+        log.iter()
+            .filter(|l| l["unmapped"]["error"] == "response_not_scrubbable")
+            .count(),
+        2,
+        "{log:?}"
+    );
+    // Slices: the range is not asked for, the whole echo comes back scrubbed.
+    for x in &r[3..] {
+        assert_eq!(x["status"], 200, "{x}");
+        assert!(
+            x["body"]
+                .as_str()
+                .unwrap()
+                .contains("openshell-placeholder-tok-"),
+            "{x}"
+        );
+    }
+    for x in s.up.seen() {
+        assert_eq!(x.header("accept-encoding"), Some("identity"), "{x:?}");
+        assert_eq!(x.header("range"), None, "{x:?}");
+    }
+}
+
+#[test]
+fn a_credential_never_goes_upstream_in_plain_http_even_to_the_https_port() {
+    let s = Sandbox::new();
+    let rules = format!(
+        "{CREDENTIAL_RULES}  credential key {{\n    secret env TEST_SECRET\n    inject header X-Api-Key \"k={{secret}}\"\n    hosts git.test\n  }}\n  allow clients -> git.test:PLAIN http read-only\n"
+    );
+    let b = s.bundle("plain-cred", &rules);
+    let auth = serde_json::json!({"Authorization": "Bearer $TOKEN"});
+    let (tls, plain) = (s.up.tls_port, s.up.plain_port);
+    let reqs = serde_json::json!([
+        ["http", "api.test", tls, "GET", "/user", auth],
+        ["http", "git.test", plain, "GET", "/x", {}],
+        ["https", "api.test", tls, "GET", "/user", auth],
+        ["http", "api.test", tls, "GET", "/anon", {}],
+    ]);
+    let (r, log) = s.requests(&b, &reqs);
+    let codes: Vec<u64> = r.iter().map(|x| x["status"].as_u64().unwrap()).collect();
+    assert_eq!(codes, [403, 403, 200, 502], "{r:?}");
+    for x in &r[..2] {
+        assert_eq!(x["policy"], "credential_not_bound", "{x}");
+        assert!(
+            body(x)["reason"]
+                .as_str()
+                .unwrap()
+                .contains("only sent over TLS"),
+            "{x}"
+        );
+    }
+    // The TLS port got exactly one plain-HTTP request: the one without a
+    // credential (which shows the hop really was plain); never the secret.
+    let clear = s.up.cleartext();
+    assert_eq!(clear.len(), 1, "{clear:?}");
+    let text = String::from_utf8_lossy(&clear[0]);
+    assert!(text.starts_with("GET /anon "), "{text}");
+    assert!(
+        !text.contains(SECRET) && !text.contains("openshell-placeholder"),
+        "{text}"
+    );
+    // Over TLS the same request carries it.
+    let seen = s.up.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].tls);
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {SECRET}").as_str())
+    );
+    assert_eq!(
+        log.iter()
+            .filter(|l| l["unmapped"]["error"] == "credential_not_bound")
+            .count(),
+        2,
+        "{log:?}"
+    );
+}
+
+#[test]
+fn override_headers_cannot_turn_an_allowed_request_into_another_method_or_target() {
+    // The test upstream honours overrides, as careless backends do.
+    let honoured = upstream::effective(
+        "GET",
+        "/repos/o/r",
+        &[("X-HTTP-Method-Override".into(), "DELETE".into())],
+    );
+    assert_eq!(honoured, ("DELETE".into(), "/repos/o/r".into()));
+    let s = Sandbox::new();
+    let b = s.bundle(
+        "ovr",
+        "  allow clients -> api.test:TLS http {\n    allow GET /repos/**\n    allow GET /public/**\n    allow POST /forms/**\n  }\n",
+    );
+    let h = |pairs: &[(&str, &str)]| -> Value {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let reqs = ports(
+        &s,
+        serde_json::json!([
+            [
+                "https",
+                "api.test",
+                0,
+                "GET",
+                "/repos/o/r",
+                h(&[("X-HTTP-Method-Override", "DELETE")])
+            ],
+            [
+                "https",
+                "api.test",
+                0,
+                "GET",
+                "/repos/o/r",
+                h(&[("X-HTTP-Method", "DELETE"), ("X-Method-Override", "PUT")])
+            ],
+            [
+                "https",
+                "api.test",
+                0,
+                "GET",
+                "/public/a",
+                h(&[
+                    ("X-Original-URL", "/admin/wipe"),
+                    ("X-Rewrite-URL", "/admin/wipe")
+                ])
+            ],
+            [
+                "https",
+                "api.test",
+                0,
+                "POST",
+                "/forms/x?a=1&_method=DELETE",
+                h(&[])
+            ],
+            [
+                "https",
+                "api.test",
+                0,
+                "GET",
+                "/public/b",
+                h(&[
+                    ("X-Forwarded-Host", "admin.internal"),
+                    ("Forwarded", "host=admin.internal"),
+                    ("X-Forwarded-For", "10.0.0.1")
+                ])
+            ],
+            ["https", "api.test", 0, "DELETE", "/repos/o/r", h(&[])],
+        ]),
+    );
+    let (r, _) = s.requests(&b, &reqs);
+    let codes: Vec<u64> = r.iter().map(|x| x["status"].as_u64().unwrap()).collect();
+    assert_eq!(codes, [200, 200, 200, 200, 200, 403], "{r:?}");
+    let seen = s.up.seen();
+    let acted: Vec<(String, String)> = seen.iter().map(|x| x.effective.clone()).collect();
+    assert_eq!(
+        acted,
+        [
+            ("GET".into(), "/repos/o/r".into()),
+            ("GET".into(), "/repos/o/r".into()),
+            ("GET".into(), "/public/a".into()),
+            ("POST".into(), "/forms/x?a=1".into()),
+            ("GET".into(), "/public/b".into()),
+        ],
+        "the upstream acted only on what the rules allowed"
+    );
+    for x in &seen {
+        for (name, _) in &x.headers {
+            assert!(
+                !name.contains("override")
+                    && !name.contains("original")
+                    && !name.contains("rewrite")
+                    && !name.starts_with("x-forwarded")
+                    && name != "forwarded"
+                    && name != "x-http-method",
+                "{name} reached the upstream"
+            );
+        }
+    }
+}

@@ -3,6 +3,12 @@
 //! with an echo of it, so a test sees both what the upstream got and what
 //! the workload got back. Paths under `/git/` serve files from a directory
 //! (a bare repository prepared for git's "dumb" HTTP protocol).
+//!
+//! It behaves like the careless backends an attacker looks for: it honours
+//! method and URL override headers (recorded as [`Seen::effective`]), and
+//! under `/attack/` it hands back the `Authorization` it received in the
+//! places a scrub could miss (see [`attack`]). Plain bytes sent to its TLS
+//! port are recorded too ([`Upstream::cleartext`]).
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::convert::Infallible;
@@ -27,6 +33,9 @@ pub struct Seen {
     pub target: String,
     pub headers: Vec<(String, String)>,
     pub tls: bool,
+    /// The method and target the request is acted on as, by a backend
+    /// that honours override headers and `_method` parameters.
+    pub effective: (String, String),
 }
 
 impl Seen {
@@ -44,11 +53,17 @@ pub struct Upstream {
     /// The upstream's CA certificate (PEM), for `--upstream-ca`.
     pub ca_file: PathBuf,
     pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// What arrived on the TLS port without a TLS handshake.
+    pub cleartext: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
 impl Upstream {
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
+    }
+
+    pub fn cleartext(&self) -> Vec<Vec<u8>> {
+        self.cleartext.lock().unwrap().clone()
     }
 }
 
@@ -95,7 +110,9 @@ pub fn serve(
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let seen = Arc::new(Mutex::new(Vec::new()));
+    let cleartext = Arc::new(Mutex::new(Vec::new()));
     let up = Upstream {
+        cleartext: Arc::clone(&cleartext),
         tls_port: tls.local_addr().unwrap().port(),
         plain_port: plain.local_addr().unwrap().port(),
         ca_file,
@@ -124,7 +141,12 @@ pub fn serve(
                 let _ = stream.set_nodelay(true);
                 let acceptor = acceptor.clone();
                 let (s, f) = (Arc::clone(&seen), Arc::clone(&files));
+                let clear = Arc::clone(&cleartext);
                 tokio::spawn(async move {
+                    let mut first = [0_u8; 1];
+                    if stream.peek(&mut first).await.ok() == Some(1) && first[0] != 0x16 {
+                        return record_cleartext(stream, &clear).await;
+                    }
                     if let Ok(stream) = acceptor.accept(stream).await {
                         http(stream, s, f, true).await;
                     }
@@ -149,12 +171,58 @@ where
         .await;
 }
 
+/// Reads what a client sent in clear to the TLS port (up to a request
+/// head), records it and closes.
+async fn record_cleartext(mut stream: tokio::net::TcpStream, clear: &Mutex<Vec<Vec<u8>>>) {
+    use tokio::io::AsyncReadExt as _;
+    let mut got = Vec::new();
+    let mut buf = [0_u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") && got.len() < 65_536 {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    clear.lock().unwrap().push(got);
+}
+
+type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible>;
+
+fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed_unsync()
+}
+
+/// The method and target a backend honouring overrides acts on.
+pub fn effective(method: &str, target: &str, headers: &[(String, String)]) -> (String, String) {
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    let query_method = target
+        .split_once('?')
+        .and_then(|(_, q)| q.split('&').find_map(|p| p.strip_prefix("_method=")))
+        .filter(|_| method == "POST")
+        .map(str::to_owned);
+    let method = header("x-http-method-override")
+        .or_else(|| header("x-http-method"))
+        .or_else(|| header("x-method-override"))
+        .or(query_method)
+        .unwrap_or_else(|| method.to_owned())
+        .to_ascii_uppercase();
+    let target = header("x-original-url")
+        .or_else(|| header("x-rewrite-url"))
+        .unwrap_or_else(|| target.to_owned());
+    (method, target)
+}
+
 async fn answer(
     req: Request<Incoming>,
     seen: &Mutex<Vec<Seen>>,
     files: Option<&Path>,
     tls: bool,
-) -> Response<Full<Bytes>> {
+) -> Response<Body> {
     let target = req
         .uri()
         .path_and_query()
@@ -176,14 +244,15 @@ async fn answer(
         target: target.clone(),
         headers: headers.clone(),
         tls,
+        effective: effective(&method, &target, &headers),
     });
     let _ = req.into_body().collect().await;
     if let (Some(root), Some(rel)) = (files, target.strip_prefix("/git/")) {
         let rel = rel.split('?').next().unwrap_or_default();
         return match std::fs::read(root.join(rel)) {
-            Ok(bytes) => Response::new(Full::new(Bytes::from(bytes))),
+            Ok(bytes) => Response::new(full(bytes)),
             Err(_) => {
-                let mut r = Response::new(Full::new(Bytes::from_static(b"not found")));
+                let mut r = Response::new(full(Bytes::from_static(b"not found")));
                 *r.status_mut() = hyper::StatusCode::NOT_FOUND;
                 r
             }
@@ -194,11 +263,191 @@ async fn answer(
         "target": target,
         "headers": headers.iter().map(|(n, v)| format!("{n}: {v}")).collect::<Vec<_>>(),
     });
-    let mut resp = Response::new(Full::new(Bytes::from(echo.to_string())));
-    if let Some((_, auth)) = headers.iter().find(|(n, _)| n == "authorization")
-        && let Ok(v) = hyper::header::HeaderValue::from_str(auth)
+    let auth = headers
+        .iter()
+        .find(|(n, _)| n == "authorization")
+        .map(|(_, v)| v.clone());
+    if let (Some(kind), Some(auth)) = (target.strip_prefix("/attack/"), &auth) {
+        return attack(kind, auth, &headers, echo.to_string());
+    }
+    let mut resp = Response::new(full(echo.to_string()));
+    if let Some(auth) = auth
+        && let Ok(v) = hyper::header::HeaderValue::from_str(&auth)
     {
         resp.headers_mut().insert("x-echo-authorization", v);
     }
     resp
+}
+
+/// A response that hands `auth` (the `Authorization` value received)
+/// back in one of the places a scrub has to cover:
+///
+/// | `kind` | where |
+/// |---|---|
+/// | `reason` | the status line's reason phrase |
+/// | `header-name` | a header name (`x-` + the token) |
+/// | `latin1` | a header value holding a non-ASCII byte |
+/// | `encoded` | the body, percent-encoded, upper-cased, JSON-escaped, hex, base64 |
+/// | `split` | the body, cut inside the token and inside an escape, sent in pieces with pauses |
+/// | `range` | the echo, only the byte range asked for (`Range: bytes=A-B`) |
+/// | `gzip-if-asked` | the echo, gzip-compressed when `Accept-Encoding` allows it |
+/// | `gzip` | the echo, gzip-compressed whatever was asked |
+/// | `te-gzip` | the echo, gzip as a transfer coding (`Transfer-Encoding: gzip, chunked`) |
+fn attack(kind: &str, auth: &str, headers: &[(String, String)], echo: String) -> Response<Body> {
+    use hyper::header::HeaderValue;
+    let token = auth.strip_prefix("Bearer ").unwrap_or(auth);
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    let mut resp = Response::new(full(echo.clone()));
+    match kind.split('?').next().unwrap_or_default() {
+        "reason" => {
+            let reason = hyper::ext::ReasonPhrase::try_from(format!("OK {auth}").into_bytes());
+            resp.extensions_mut().insert(reason.unwrap());
+        }
+        "header-name" => {
+            let name = hyper::header::HeaderName::from_bytes(format!("x-{token}").as_bytes());
+            resp.headers_mut()
+                .insert(name.unwrap(), HeaderValue::from_static("1"));
+        }
+        "latin1" => {
+            let mut value = b"\xe9\xe8 ".to_vec();
+            value.extend_from_slice(auth.as_bytes());
+            let value = HeaderValue::from_bytes(&value).unwrap();
+            resp.headers_mut().insert("x-echo-latin1", value);
+        }
+        "encoded" => {
+            let percent: String = token.bytes().map(|b| format!("%{b:02X}")).collect();
+            let hex: String = token.bytes().map(|b| format!("{b:02x}")).collect();
+            let json = token.replace('-', "\\u002d");
+            let body = format!(
+                "{percent}\n{}\n{json}\n{hex}\n{}\n",
+                token.to_ascii_uppercase(),
+                base64(auth.as_bytes())
+            );
+            *resp.body_mut() = full(body);
+        }
+        "split" => {
+            let (a, b) = token.split_at(token.len() / 2);
+            let (c, d) = b.split_at(1);
+            let pieces = vec![
+                format!("one {a}"),
+                format!("{c}{d} two "),
+                format!("{a}%"),
+                format!("{:02X}", c.as_bytes()[0]),
+                format!("{d} end"),
+            ];
+            *resp.body_mut() = Paced::new(pieces).boxed_unsync();
+        }
+        "range" => {
+            if let Some((a, b)) = header("range")
+                .and_then(|r| r.strip_prefix("bytes="))
+                .and_then(|r| r.split_once('-'))
+            {
+                let (a, b): (usize, usize) = (a.parse().unwrap(), b.parse().unwrap());
+                let slice = echo.as_bytes()[a.min(echo.len())..(b + 1).min(echo.len())].to_vec();
+                *resp.body_mut() = full(slice);
+                *resp.status_mut() = hyper::StatusCode::PARTIAL_CONTENT;
+            }
+        }
+        "gzip-if-asked" => {
+            if header("accept-encoding").is_some_and(|e| e.contains("gzip")) {
+                *resp.body_mut() = full(gzip(echo.as_bytes()));
+                resp.headers_mut()
+                    .insert("content-encoding", HeaderValue::from_static("gzip"));
+            }
+        }
+        "gzip" => {
+            *resp.body_mut() = full(gzip(echo.as_bytes()));
+            resp.headers_mut()
+                .insert("content-encoding", HeaderValue::from_static("gzip"));
+        }
+        "te-gzip" => {
+            *resp.body_mut() = full(gzip(echo.as_bytes()));
+            resp.headers_mut().insert(
+                "transfer-encoding",
+                HeaderValue::from_static("gzip, chunked"),
+            );
+        }
+        other => panic!("unknown attack `{other}`"),
+    }
+    resp
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("gzip")
+        .arg("-c")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        !out.stdout
+            .windows(8)
+            .any(|w| bytes.windows(8).any(|b| b == w)),
+        "compressed text that still shows its input proves nothing"
+    );
+    out.stdout
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for group in bytes.chunks(3) {
+        let n = group
+            .iter()
+            .fold(0_u32, |acc, &b| (acc << 8) | u32::from(b))
+            << (8 * (3 - group.len()));
+        for k in 0..=group.len() {
+            out.push(char::from(ALPHABET[((n >> (18 - 6 * k)) & 63) as usize]));
+        }
+        out.push_str(&"=".repeat(3 - group.len()));
+    }
+    out
+}
+
+/// A body sent a piece at a time, with a pause before each piece, so
+/// that each reaches the proxy in a read of its own.
+struct Paced {
+    pieces: std::collections::VecDeque<Bytes>,
+    pause: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Paced {
+    fn new(pieces: Vec<String>) -> Self {
+        Self {
+            pieces: pieces.into_iter().map(Bytes::from).collect(),
+            pause: None,
+        }
+    }
+}
+
+impl hyper::body::Body for Paced {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        use std::future::Future as _;
+        let this = self.get_mut();
+        let pause = this.pause.get_or_insert_with(|| {
+            Box::pin(tokio::time::sleep(std::time::Duration::from_millis(30)))
+        });
+        std::task::ready!(pause.as_mut().poll(cx));
+        this.pause = None;
+        std::task::Poll::Ready(
+            this.pieces
+                .pop_front()
+                .map(|b| Ok(hyper::body::Frame::data(b))),
+        )
+    }
 }
