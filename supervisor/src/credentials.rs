@@ -13,8 +13,9 @@
 //!   (`Evaluator::credential_for`), `inject replace` swaps the placeholder
 //!   for the secret wherever it appears in header values; `inject header
 //!   NAME "template"` sets that header from the template (and swaps the
-//!   placeholder elsewhere in the headers too). Anywhere else, a request
-//!   carrying a placeholder is refused (`credential_not_bound`).
+//!   placeholder elsewhere in the headers too), and only when the hop to
+//!   the server is TLS. Anywhere else, a request carrying a placeholder is
+//!   refused (`credential_not_bound`).
 //! - Placeholders are stable for the life of the sandbox: a reload keeps a
 //!   credential's placeholder (the workload's environment cannot change),
 //!   and the placeholder of a credential a reload removed stays known, so

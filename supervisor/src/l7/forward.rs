@@ -6,9 +6,11 @@
 //! re-originated when the client spoke TLS, verifying the real server for
 //! the name the client asked (SNI), or for the address when it sent none,
 //! against the system roots and `--upstream-ca`. Responses lose their
-//! hop-by-hop headers; after an injection, the secret is replaced by the
-//! placeholder in response headers and body (`scrub`), so a server that
-//! echoes what it received does not hand the secret to the workload.
+//! hop-by-hop headers and the server's reason phrase. After an injection,
+//! every form of the secret is replaced by the placeholder in header
+//! names and values, body and trailers (`scrub`), so a server that echoes
+//! what it received does not hand the secret to the workload; a body in a
+//! content or transfer coding cannot be scanned and is refused.
 
 use std::io;
 

@@ -11,9 +11,12 @@
 //!           hyper HTTP/1.1, keep-alive ─▶ request::handle, per request:
 //!             CONNECT / upgrades refused · Host vs SNI vs destination ·
 //!             Evaluator::decide_request (canonical path, deny wins, audit) ·
-//!             placeholders (credential_not_bound) · injection ·
+//!             placeholders (credential_not_bound) · override headers dropped ·
+//!             injection (TLS hops only) ·
 //!             forward the canonical target ─▶ upstream (TLS verified, or plain)
-//!             response: hop-by-hop headers dropped, injected secret scrubbed
+//!             response: hop-by-hop headers dropped, canonical reason phrase;
+//!             after an injection every form of the secret scrubbed, a coded
+//!             body refused
 //! ```
 //!
 //! **The seam.** For a connection whose decision names L7 endpoints, the
@@ -30,8 +33,9 @@
 //! Modules: [`ca`] (the sandbox CA and leaf cache), [`trust`] (the
 //! workload's trust file, the upstream roots), `conn` (one client
 //! connection), `request` (the checks), `forward` (upstream and
-//! responses), `respond` (what the proxy itself answers), `scrub` (secrets
-//! out of responses). `docs/proxy.md` is the operator's view.
+//! responses), `respond` (what the proxy itself answers), `forms` (the
+//! shapes an echoed secret takes), `scrub` (secrets out of responses),
+//! `overrides` (headers that would make a server act on another request). `docs/proxy.md` is the operator's view.
 
 pub mod ca;
 pub mod trust;

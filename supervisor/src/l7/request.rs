@@ -19,8 +19,10 @@
 //!    audit mode too; a placeholder in the request target is never
 //!    replaced, so it is refused as well.
 //! 6. Deny → `403 policy_denied`; audit → logged, then forwarded.
-//! 7. Injection, then the request goes upstream with the **canonical**
-//!    target: what was checked is what the server gets.
+//! 7. Override headers and `_method` parameters are removed (`overrides`),
+//!    the credential is injected (only onto a TLS hop, else
+//!    `credential_not_bound`), and the request goes upstream with the
+//!    **canonical** target: what was checked is what the server gets.
 
 use hyper::body::Incoming;
 use hyper::header::{

@@ -17,6 +17,7 @@
 //! | `credential_unavailable` | 503 | the supervisor could not read the secret |
 //! | `bad_request` | 400 | no usable host or target |
 //! | `upstream_error` | 502 | the destination cannot be reached, or its certificate does not verify |
+//! | `response_not_scrubbable` | 502 | a coded response to a request that carried a secret |
 //!
 //! Bodies carry the method, the canonical path, the rule and the reason:
 //! never a header value, so never a secret. Every refusal except
