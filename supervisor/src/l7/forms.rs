@@ -122,7 +122,8 @@ impl SecretForms {
             at += skip;
             let rest = text.get(at..).unwrap_or_default();
             match self.match_at(rest) {
-                Found::At(len) => {
+                // (An empty secret matches nowhere; secrets are never empty.)
+                Found::At(len) if len > 0 => {
                     scan.found.push(at..at + len);
                     at += len;
                 }
@@ -130,7 +131,7 @@ impl SecretForms {
                     scan.decided = at;
                     return scan;
                 }
-                Found::No | Found::NeedMore => at += 1,
+                Found::At(_) | Found::No | Found::NeedMore => at += 1,
             }
         }
         scan.decided = text.len();

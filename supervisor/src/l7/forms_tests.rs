@@ -106,3 +106,9 @@ fn text_without_candidates_is_decided_whole() {
     let s = f.scan(b"ends with %", false);
     assert_eq!(s.decided, 10);
 }
+
+#[test]
+fn an_empty_secret_matches_nothing() {
+    let f = SecretForms::new(b"");
+    assert!(!f.found_in(b"anything %41 &amp; at all"));
+}

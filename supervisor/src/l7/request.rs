@@ -203,13 +203,18 @@ fn check(
             format!("request target `{target}` refused: {e}"),
         )
     })?;
-    let query = canon
+    let query = match canon
         .query
         .as_deref()
-        .map(|q| overrides::strip_from_query(q).unwrap_or_else(|| q.to_owned()));
-    let forward_target = match query.as_deref() {
-        Some("") | None => canon.path.clone(),
+        .map(|q| (q, overrides::strip_from_query(q)))
+    {
+        Some((q, None)) => Some(q.to_owned()),
+        Some((_, Some(stripped))) if !stripped.is_empty() => Some(stripped),
+        Some((_, Some(_))) | None => None,
+    };
+    let forward_target = match &query {
         Some(q) => format!("{}?{q}", canon.path),
+        None => canon.path.clone(),
     };
     Ok(Checked {
         forward_target,
