@@ -220,10 +220,10 @@ impl SecretForms {
 
 fn mark(starts: &mut [bool; 256], b: u8, fold_case: bool) {
     for c in [b, b.to_ascii_lowercase(), b.to_ascii_uppercase()] {
-        if fold_case || c == b {
-            if let Some(slot) = starts.get_mut(usize::from(c)) {
-                *slot = true;
-            }
+        if (fold_case || c == b)
+            && let Some(slot) = starts.get_mut(usize::from(c))
+        {
+            *slot = true;
         }
     }
 }
