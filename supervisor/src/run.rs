@@ -293,15 +293,17 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
     );
     let proxy = Proxy::start(proxy_parts, Arc::clone(&decider), Arc::clone(&log))
         .map_err(LaunchError::Proxy)?;
-    let reloader = Arc::new(Reloader::new(
-        bundle_path,
-        policy,
-        dns_policy,
-        placeholders,
-        Arc::clone(&log),
-        Some(Arc::clone(&proxy)),
-    )
-    .guarded(writable, root));
+    let reloader = Arc::new(
+        Reloader::new(
+            bundle_path,
+            policy,
+            dns_policy,
+            placeholders,
+            Arc::clone(&log),
+            Some(Arc::clone(&proxy)),
+        )
+        .guarded(writable, root),
+    );
     reloader
         .spawn(args.watch)
         .map_err(LaunchError::io("watch for SIGHUP"))?;

@@ -93,7 +93,11 @@ impl Writable {
             match self.may_write(file) {
                 Ok(false) => {}
                 Ok(true) => return Some(format!("the workload may write `{shown}`")),
-                Err(e) => return Some(format!("cannot tell whether the workload may write `{shown}`: {e}")),
+                Err(e) => {
+                    return Some(format!(
+                        "cannot tell whether the workload may write `{shown}`: {e}"
+                    ));
+                }
             }
         }
         let meta = match std::fs::metadata(file) {
@@ -124,7 +128,11 @@ impl Writable {
         match self.may_write(dir) {
             Ok(true) => {}
             Ok(false) => return None,
-            Err(err) => return Some(format!("cannot tell whether the workload may write `{d}`: {err}")),
+            Err(err) => {
+                return Some(format!(
+                    "cannot tell whether the workload may write `{d}`: {err}"
+                ));
+            }
         }
         let uid = self.user.as_ref().map_or(self.own_uid, |u| u.uid);
         let (Ok(dm), Ok(em)) = (std::fs::metadata(dir), std::fs::symlink_metadata(entry)) else {
@@ -178,10 +186,16 @@ mod tests {
             None,
             0,
         );
-        assert_eq!(w.tree_of(&base.join("w/x/lib.so")), Some(base.join("w").as_path()));
+        assert_eq!(
+            w.tree_of(&base.join("w/x/lib.so")),
+            Some(base.join("w").as_path())
+        );
         assert_eq!(w.tree_of(&base.join("r/lib.so")), None);
         assert_eq!(w.tree_of(&base.join("wx")), None, "a sibling, not a child");
         let none = Writable::new(&[], false, None, 0);
-        assert_eq!(none.tree_of(Path::new("/usr/lib/x.so")), Some(Path::new("/")));
+        assert_eq!(
+            none.tree_of(Path::new("/usr/lib/x.so")),
+            Some(Path::new("/"))
+        );
     }
 }

@@ -62,7 +62,9 @@ impl Setup {
 /// Python that connects to `local.test` on each port and prints the errno
 /// of each attempt (0: connected).
 fn py_connects(ports: &[u16]) -> String {
-    let mut code = String::from("import socket\ndef c(p):\n  s=socket.socket()\n  try:\n    s.connect(('local.test',p)); print(0, flush=True)\n  except OSError as e:\n    print(e.errno, flush=True)\n");
+    let mut code = String::from(
+        "import socket\ndef c(p):\n  s=socket.socket()\n  try:\n    s.connect(('local.test',p)); print(0, flush=True)\n  except OSError as e:\n    print(e.errno, flush=True)\n",
+    );
     for p in ports {
         code.push_str(&format!("c({p})\n"));
     }
@@ -94,21 +96,30 @@ fn a_binary_named_through_a_symlink_matches_what_runs() {
         .map(|d| s.port.wrapping_add(d))
         .find(|p| *p != other)
         .unwrap();
-    let (out, log) = s.run(&b, &["/usr/bin/python3", "-c", &py_connects(&[s.port, third])]);
+    let (out, log) = s.run(
+        &b,
+        &["/usr/bin/python3", "-c", &py_connects(&[s.port, third])],
+    );
     assert_eq!(stdout(&out), "0\n111\n", "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
         err.contains(&format!("binary `/usr/bin/python3` is a link to `{real}`")),
         "the expansion is logged: {err}"
     );
-    assert!(err.contains(&format!("binary `{}` is a link to `{real}`", py.display())), "{err}");
+    assert!(
+        err.contains(&format!("binary `{}` is a link to `{real}`", py.display())),
+        "{err}"
+    );
     // The refusal names the file that ran and says which link it was
     // tried as.
     let denied = Setup::denied(&log);
     assert_eq!(denied.len(), 1, "{log:?}");
     assert_eq!(denied[0]["actor"]["process"]["file"]["path"], real.as_str());
     let message = denied[0]["message"].as_str().unwrap();
-    assert!(message.contains("runs as the target of the link"), "{message}");
+    assert!(
+        message.contains("runs as the target of the link"),
+        "{message}"
+    );
     assert!(message.contains("/usr/bin/python3`"), "{message}");
     // Run through our own link, the rules of that name hold as well.
     let (out, log) = s.run(&b, &[py.to_str().unwrap(), "-c", &py_connects(&[other])]);
@@ -133,7 +144,10 @@ fn a_pin_on_a_symlinked_name_applies_to_the_file_that_runs() {
     let b = bundle(&s.dir, "wrongpin", &body(&wrong));
     let (out, log) = s.run(&b, &["/usr/bin/python3", "-c", &py_connects(&[s.port])]);
     assert_eq!(stdout(&out), "111\n", "{}", stderr(&out));
-    let message = Setup::denied(&log)[0]["message"].as_str().unwrap().to_owned();
+    let message = Setup::denied(&log)[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(message.contains("SHA-256"), "{message}");
     let b = bundle(&s.dir, "rightpin", &body(&real_sha));
     let (out, _) = s.run(&b, &["/usr/bin/python3", "-c", &py_connects(&[s.port])]);
@@ -149,7 +163,10 @@ fn writable_workdir_policy(s: &Setup, name: &str, ports: &[u16]) -> PathBuf {
         "  landlock hard min_abi 4\n{SYSTEM}  fs write workdir\n  run_as user nobody group nogroup\n"
     );
     for p in ports {
-        body.push_str(&format!("  allow {} -> local.test:{p}\n", exe("/usr/bin/python3")));
+        body.push_str(&format!(
+            "  allow {} -> local.test:{p}\n",
+            exe("/usr/bin/python3")
+        ));
     }
     bundle(&s.dir, name, &body)
 }
@@ -163,7 +180,11 @@ fn watch_refuses_a_bundle_the_workload_can_write_or_replace() {
     args.push("/usr/bin/true");
     let out = output(s.net.supervisor(&args, None));
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
-    assert!(flat(&out).contains("which the workload can change"), "{}", stderr(&out));
+    assert!(
+        flat(&out).contains("which the workload can change"),
+        "{}",
+        stderr(&out)
+    );
     // The file itself read-only for the workload, in a directory it cannot
     // write, but that directory sits in one it can: it renames the
     // directory away and puts its own in place. Refused as well.
@@ -233,11 +254,23 @@ fn a_workload_that_rewrites_its_bundle_does_not_widen_its_rules() {
     let reload = &reloads()[0];
     assert_eq!(reload["status"], "Failure", "{reload}");
     assert!(
-        reload["message"].as_str().unwrap().contains("can change the bundle"),
+        reload["message"]
+            .as_str()
+            .unwrap()
+            .contains("can change the bundle"),
         "{reload}"
     );
-    assert_eq!(stdout(&out), "111\n", "still the narrow rules: {}", stderr(&out));
-    assert!(stderr(&out).contains("reloads of it are refused"), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "111\n",
+        "still the narrow rules: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("reloads of it are refused"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// Stderr with miette's line wrapping undone.
@@ -252,7 +285,10 @@ fn flat(out: &Output) -> String {
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !cond() {
-        assert!(start.elapsed().as_secs() < 30, "timed out waiting for {what}");
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
@@ -304,8 +340,14 @@ fn ld_preload_of_a_library_the_workload_can_write_takes_the_identity_away() {
     let (out, log) = s.run(&b, &["/usr/bin/bash", "-c", &script]);
     let text = stdout(&out);
     assert!(text.contains("ok plain=0"), "{text} {}", stderr(&out));
-    assert!(text.contains(" preloaded=7"), "curl could not connect: {text}");
-    assert!(stderr(&out).contains("planted code runs"), "the library did run in curl");
+    assert!(
+        text.contains(" preloaded=7"),
+        "curl could not connect: {text}"
+    );
+    assert!(
+        stderr(&out).contains("planted code runs"),
+        "the library did run in curl"
+    );
     let denied = Setup::denied(&log);
     assert_eq!(denied.len(), 1, "{log:?}");
     assert_eq!(
@@ -317,7 +359,10 @@ fn ld_preload_of_a_library_the_workload_can_write_takes_the_identity_away() {
         message.contains(&format!("runs code from `{}`", lib.display())),
         "{message}"
     );
-    assert!(message.contains("which the workload can write"), "{message}");
+    assert!(
+        message.contains("which the workload can write"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -332,7 +377,12 @@ fn ld_audit_and_dlopen_of_a_planted_library_take_the_identity_away_too() {
         lib.display()
     );
     let (out, _) = s.run(&b, &["/usr/bin/bash", "-c", &script]);
-    assert!(stdout(&out).contains(" audited=7"), "{} {}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains(" audited=7"),
+        "{} {}",
+        stdout(&out),
+        stderr(&out)
+    );
     // dlopen (ctypes), after a first connect that is allowed; then the
     // workload unlinks the library, and a mapping of a deleted file is
     // refused too.
@@ -349,8 +399,16 @@ fn ld_audit_and_dlopen_of_a_planted_library_take_the_identity_away_too() {
         .map(|l| l["message"].as_str().unwrap())
         .collect();
     assert_eq!(messages.len(), 2, "{log:?}");
-    assert!(messages[0].contains("which the workload can write"), "{}", messages[0]);
-    assert!(messages[1].contains("was deleted after it was mapped"), "{}", messages[1]);
+    assert!(
+        messages[0].contains("which the workload can write"),
+        "{}",
+        messages[0]
+    );
+    assert!(
+        messages[1].contains("was deleted after it was mapped"),
+        "{}",
+        messages[1]
+    );
 }
 
 #[test]
@@ -359,10 +417,15 @@ fn a_system_library_preloaded_keeps_the_identity() {
     let b = clients_policy(&s);
     // A library the workload cannot write is the system's code, not the
     // workload's: preloading it changes nothing about who connects.
-    let libz = ["/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib64/libz.so.1", "/usr/lib/aarch64-linux-gnu/libz.so.1"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("libz, which curl links");
+    let libz = [
+        "/usr/lib/x86_64-linux-gnu/libz.so.1",
+        "/lib/x86_64-linux-gnu/libz.so.1",
+        "/usr/lib64/libz.so.1",
+        "/usr/lib/aarch64-linux-gnu/libz.so.1",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists())
+    .expect("libz, which curl links");
     let url = format!("http://local.test:{}/", s.port);
     let script = format!("LD_PRELOAD={libz} /usr/bin/curl -sS --max-time 10 {url}");
     let (out, log) = s.run(&b, &["/usr/bin/bash", "-c", &script]);

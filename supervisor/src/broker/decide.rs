@@ -261,7 +261,9 @@ impl Decider {
         port: u16,
         host: Option<&str>,
     ) -> Decision {
-        self.each_name(active, binary, |b| self.decide_host(active, b, ip, port, host))
+        self.each_name(active, binary, |b| {
+            self.decide_host(active, b, ip, port, host)
+        })
     }
 
     fn decide_host(
