@@ -432,3 +432,68 @@ fn a_system_library_preloaded_keeps_the_identity() {
     assert_eq!(stdout(&out), "ok", "{}", stderr(&out));
     assert!(Setup::denied(&log).is_empty(), "{log:?}");
 }
+
+// ---- a program planted at an allowed path ----
+
+#[test]
+fn a_program_planted_at_a_pinned_path_in_a_writable_tree_is_refused() {
+    let s = setup();
+    let bin = s.dir.mkdir("bin");
+    let tool = bin.join("tool");
+    std::fs::copy("/usr/bin/curl", &tool).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sha: String = enforcer::sha256_file(&tool)
+        .unwrap()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let body = |pin: &str| {
+        format!(
+            "  landlock hard min_abi 4\n{SYSTEM}  fs write {0}\n  fs exec {0}\n  run_as user nobody group nogroup\n  binaries tool = {1}{pin}\n  allow tool -> local.test:{2}\n",
+            bin.display(),
+            tool.display(),
+            s.port
+        )
+    };
+    // Unpinned, the policy does not compile: `check` and `compile` say
+    // what `check --prove` says.
+    let src = s.dir.join("unpinned.policy");
+    std::fs::write(&src, format!("policy \"unpinned\" {{\n{}}}\n", body(""))).unwrap();
+    let (checked, compiled) = policy_lang::load::compile_file(&src, None).unwrap();
+    assert!(compiled.is_none());
+    assert!(
+        checked.diagnostics.iter().any(|d| d.code.id == "E0410"),
+        "{:?}",
+        checked.diagnostics
+    );
+    // Pinned, it compiles; the real tool connects, and a program the
+    // workload puts in its place (python3, which would connect) is refused.
+    let b = bundle(&s.dir, "pinned", &body(&format!(" sha256:{sha}")));
+    let url = format!("http://local.test:{}/", s.port);
+    let tool_s = tool.display();
+    // The workload replaces the tool (its directory is writable) with
+    // python3, which would connect, and runs it under the tool's name.
+    let planted = format!(
+        "import os,shutil\nos.remove('{tool_s}')\nshutil.copy('{}', '{tool_s}')\nos.execv('{tool_s}', ['{tool_s}', '-c', {:?}])\n",
+        exe("/usr/bin/python3"),
+        py_connects(&[s.port])
+    );
+    let real = format!("{tool_s} -sS --max-time 10 {url}; echo \" real=$?\"");
+    let (out, _) = s.run(&b, &["/usr/bin/bash", "-c", &real]);
+    assert!(
+        stdout(&out).contains("ok real=0"),
+        "{} {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let (out, log) = s.run(&b, &["/usr/bin/python3", "-c", &planted]);
+    assert_eq!(stdout(&out), "111\n", "{}", stderr(&out));
+    let denied = Setup::denied(&log);
+    assert_eq!(denied.len(), 1, "{log:?}");
+    assert_eq!(
+        denied[0]["actor"]["process"]["file"]["path"],
+        tool.to_str().unwrap()
+    );
+    let message = denied[0]["message"].as_str().unwrap();
+    assert!(message.contains("SHA-256"), "{message}");
+}
