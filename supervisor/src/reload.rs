@@ -135,11 +135,14 @@ impl Reloader {
         let digest = bundle.digest.clone();
         let name = bundle.provenance.policy.clone();
         let placeholders = Arc::clone(&self.placeholders);
-        let root = self.guard.as_ref().map(|(_, r)| root_path(r));
+        let guard = self
+            .guard
+            .as_ref()
+            .map(|(w, r)| (Arc::clone(w), root_path(r)));
         let built = tokio::task::spawn_blocking(move || {
             let dns = DnsPolicy::from_table(&bundle.enforcement.seccomp);
-            let (aliases, expanded) = root.map_or_else(Default::default, |r| {
-                Aliases::expand(&bundle.enforcement.seccomp.identities, &r)
+            let (aliases, expanded) = guard.map_or_else(Default::default, |(w, r)| {
+                Aliases::expand(&bundle.enforcement.seccomp.identities, &r, Some(&w))
             });
             let active = Active::new(bundle, &placeholders, generation).with_aliases(aliases);
             (active, dns, expanded)

@@ -141,6 +141,11 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         }),
         workload::own_ids().0,
     ));
+    if !landlock_on {
+        note(
+            "without Landlock every file counts as writable by the workload: connects of programs that map shared libraries are refused (see docs/threat-model.md)",
+        );
+    }
     let bundle_path = guard_bundle(&args.bundle, &writable, args.watch)?;
     let placeholders = Arc::new(Placeholders::default());
     let mut given: Vec<(String, std::ffi::OsString)> = WORKLOAD_VARS
@@ -263,16 +268,18 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
             gid: i.gid,
             groups: vec![i.gid],
         });
+    // Opened while the child waits for its go: it cannot have exited.
+    let root = Arc::new(workload_root(pending.pid())?);
     let pid = pending.start().map_err(LaunchError::Spawn)?;
     let exec_at = started.elapsed();
     drop(resolv);
     // The decision indexes are built once the workload runs: a trapped
     // call waits in the kernel until the broker receives it, so this only
     // delays the first connect, never lets one through.
-    let root = Arc::new(workload_root(pid)?);
     let (aliases, expanded) = Aliases::expand(
         &bundle.enforcement.seccomp.identities,
         &crate::reload::root_path(&root),
+        Some(&writable),
     );
     for line in expanded {
         note(&line);

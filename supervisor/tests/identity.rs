@@ -497,3 +497,48 @@ fn a_program_planted_at_a_pinned_path_in_a_writable_tree_is_refused() {
     let message = denied[0]["message"].as_str().unwrap();
     assert!(message.contains("SHA-256"), "{message}");
 }
+
+#[test]
+fn a_link_to_a_file_the_workload_can_write_is_not_expanded() {
+    let s = setup();
+    // The name is outside every writable tree (so it compiles), but the
+    // link leads into the working directory, which the workload writes.
+    let links = s.dir.mkdir("links");
+    std::fs::set_permissions(&links, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let work = Dir::new();
+    let target = work.join("tool");
+    std::fs::copy(exe("/usr/bin/python3"), &target).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let name = links.join("tool");
+    symlink(&target, &name).unwrap();
+    let body = format!(
+        "  landlock hard min_abi 4\n{SYSTEM}  fs write workdir\n  fs exec workdir\n  run_as user nobody group nogroup\n  allow {} -> local.test:{}\n",
+        name.display(),
+        s.port
+    );
+    let b = bundle(&s.dir, "plantlink", &body);
+    // The working directory, which the workload may write, is where the
+    // link leads.
+    let code = py_connects(&[s.port]);
+    let args = [
+        "run",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--workdir",
+        work.path().to_str().unwrap(),
+        "--resolve",
+        "local.test=127.0.0.1",
+        "--",
+        target.to_str().unwrap(),
+        "-c",
+        &code,
+    ];
+    let cmd = s.net.supervisor(&args, None);
+    let out = output(cmd);
+    assert_eq!(stdout(&out), "111\n", "{}", stderr(&out));
+    assert!(
+        flat(&out).contains("which the workload can write: not expanded"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -9,11 +9,17 @@
 //! is checked on the file that runs. Globs are not expanded: a glob names
 //! what it matches, and the targets of the links among those are files of
 //! their own that the author can name.
+//!
+//! A target the workload can write is not expanded unless the name is
+//! pinned: the workload could put any program there (the compiler's
+//! E0410 sees only the name, not where the link leads).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use policy_lang::bundle::Identity;
+
+use crate::writable::Writable;
 
 /// Link targets and the policy names that lead to them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,15 +33,30 @@ impl Aliases {
     /// path that does not resolve (missing, a loop) expands to nothing:
     /// its rules still apply to that exact path.
     #[must_use]
-    pub fn expand(identities: &[Identity], root: &Path) -> (Self, Vec<String>) {
+    pub fn expand(
+        identities: &[Identity],
+        root: &Path,
+        writable: Option<&Writable>,
+    ) -> (Self, Vec<String>) {
         let mut by_target: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut lines = Vec::new();
-        for named in identities.iter().filter_map(|i| i.binary.glob.exact()) {
+        for id in identities {
+            let Some(named) = id.binary.glob.exact() else {
+                continue;
+            };
             let Ok(target) = enforcer::resolve_links(root, Path::new(named)) else {
                 continue;
             };
+            let plantable =
+                id.binary.sha256.is_none() && writable.and_then(|w| w.tree_of(&target)).is_some();
             let target = target.to_string_lossy().into_owned();
             if target == named {
+                continue;
+            }
+            if plantable {
+                lines.push(format!(
+                    "binary `{named}` is a link to `{target}`, which the workload can write: not expanded (pin `{named}` to allow it)"
+                ));
                 continue;
             }
             let names = by_target.entry(target.clone()).or_default();
