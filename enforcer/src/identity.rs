@@ -160,3 +160,64 @@ impl FingerprintCache {
         })
     }
 }
+
+/// Most symbolic links followed for one path, as the kernel's own limit.
+const MAX_LINKS: u32 = 40;
+
+/// The path the kernel reports as `/proc/<pid>/exe` for a program executed
+/// as `path`, in the filesystem seen from `root` (`/proc/<pid>/root` for
+/// a sandboxed process, `/` for our own view). Each component is followed
+/// one link at a time under `root`, so an absolute link target stays in
+/// that filesystem instead of escaping to ours. `..` is taken after the
+/// links before it, as the kernel does.
+pub fn resolve_links(root: &Path, path: &Path) -> io::Result<PathBuf> {
+    use std::collections::VecDeque;
+    use std::path::Component;
+    if !path.is_absolute() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a binary path must be absolute",
+        ));
+    }
+    let mut rest: VecDeque<OsString> = names(path).collect();
+    let mut resolved = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(name) = rest.pop_front() {
+        match Path::new(&name).components().next() {
+            Some(Component::ParentDir) => {
+                resolved.pop();
+                continue;
+            }
+            Some(Component::Normal(_)) => {}
+            _ => continue,
+        }
+        let candidate = resolved.join(&name);
+        let seen = root.join(candidate.strip_prefix("/").unwrap_or(&candidate));
+        if !std::fs::symlink_metadata(&seen)?.file_type().is_symlink() {
+            resolved = candidate;
+            continue;
+        }
+        links += 1;
+        if links > MAX_LINKS {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        let target = std::fs::read_link(&seen)?;
+        if target.is_absolute() {
+            resolved = PathBuf::from("/");
+        }
+        for (i, n) in names(&target).enumerate() {
+            rest.insert(i, n);
+        }
+    }
+    Ok(resolved)
+}
+
+/// The components of a path that name something (`..` included).
+fn names(path: &Path) -> impl Iterator<Item = OsString> + '_ {
+    use std::path::Component;
+    path.components().filter_map(|c| match c {
+        Component::Normal(n) => Some(n.to_owned()),
+        Component::ParentDir => Some(OsString::from("..")),
+        Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+    })
+}

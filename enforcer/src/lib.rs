@@ -37,9 +37,11 @@
 //! 7 on the development machines): each one is an attack that must fail or
 //! a proof that an allowed path still works.
 
+mod access;
 mod emulate;
 mod errno;
 mod identity;
+mod identity_maps;
 mod landlock;
 mod mounts;
 mod msg;
@@ -50,9 +52,13 @@ mod seccomp;
 mod sockaddr;
 mod spawn;
 
+pub use access::may_write;
 pub use emulate::{connect_on, same_namespace, socket_netns, with_credentials};
 pub use errno::Errno;
-pub use identity::{ExePath, FileKey, Fingerprint, FingerprintCache, exe_path, sha256_file};
+pub use identity::{
+    ExePath, FileKey, Fingerprint, FingerprintCache, exe_path, resolve_links, sha256_file,
+};
+pub use identity_maps::{CodeMapping, code_mappings};
 pub use landlock::{
     ApplyReport, Compat, Downgrade, FsAccess, FsRule, LandlockError, LandlockSpec, PreparedRuleset,
     kernel_abi, prepare,

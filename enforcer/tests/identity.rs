@@ -135,3 +135,39 @@ fn a_full_cache_starts_over_without_wrong_answers() {
     assert_eq!(a.sha256, a2.sha256);
     stop(other);
 }
+
+#[test]
+fn links_resolve_one_at_a_time_inside_the_given_root() {
+    use std::os::unix::fs::symlink;
+    let dir = TempDir::new("identity-links");
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("usr/bin")).unwrap();
+    std::fs::write(root.join("usr/bin/python3.11"), "").unwrap();
+    // Relative, chained, through a directory link, and absolute: the
+    // absolute target is taken inside `root`, never in our own filesystem.
+    symlink("python3.11", root.join("usr/bin/python3")).unwrap();
+    symlink("usr/bin", root.join("bin")).unwrap();
+    symlink("/bin/python3", root.join("usr/bin/py")).unwrap();
+    symlink("../bin/./py", root.join("usr/bin/up")).unwrap();
+    let real = Path::new("/usr/bin/python3.11");
+    for named in ["/usr/bin/python3", "/bin/python3", "/usr/bin/py", "/bin/up"] {
+        assert_eq!(
+            enforcer::resolve_links(root, Path::new(named)).unwrap(),
+            real,
+            "{named}"
+        );
+    }
+    assert_eq!(
+        enforcer::resolve_links(root, Path::new("/usr/bin/python3.11")).unwrap(),
+        real
+    );
+    symlink("loop", root.join("loop")).unwrap();
+    assert_eq!(
+        enforcer::resolve_links(root, Path::new("/loop"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::ELOOP)
+    );
+    assert!(enforcer::resolve_links(root, Path::new("/usr/bin/missing")).is_err());
+    assert!(enforcer::resolve_links(root, Path::new("usr/bin/python3")).is_err());
+}

@@ -174,6 +174,7 @@ codes! {
     E0401 = (Error, "filesystem rule Landlock cannot enforce");
     E0402 = (Error, "filesystem path must be absolute");
     E0403 = (Error, "unsupported Landlock ABI");
+    E0410 = (Error, "unpinned binary in a writable tree");
     E0501 = (Error, "option not valid for this protocol");
     E0502 = (Error, "conflicting endpoint options");
     E0503 = (Error, "endpoint allows nothing");
@@ -193,6 +194,7 @@ codes! {
     W0107 = (Warning, "redundant filesystem rule");
     W0108 = (Warning, "broad binary pattern");
     W0109 = (Warning, "L7 rules not enforced");
+    W0110 = (Warning, "unpinned binary in a writable tree");
     W0701 = (Warning, "OpenShell default made explicit");
     W0702 = (Warning, "OpenShell construct translated");
     W0703 = (Warning, "OpenShell policy group without effect");

@@ -4,6 +4,8 @@
 //! The prover answers these questions exactly; these checks are the quick,
 //! conservative versions that never warn about something that is fine.
 
+mod planted;
+
 use std::collections::HashMap;
 
 use crate::diag::{Diagnostic, Diagnostics, codes};
@@ -104,6 +106,7 @@ pub fn lint(r: &Resolved) -> Diagnostics {
         }
     }
     shadowing(r, &mut d);
+    planted::planted(r, &mut d);
     d
 }
 

@@ -7,7 +7,11 @@
 //!    (median of 20 launches, as the supervisor measures it, and the whole
 //!    `run -- /usr/bin/true` as a caller sees it);
 //! 3. the DNS stub's answer for an allowed, cached name (median of 1,000
-//!    queries from inside the sandbox).
+//!    queries from inside the sandbox);
+//! 4. the part of (1) that checks the caller's code: reading a python3
+//!    process's `/proc/<pid>/maps` and judging its executable mappings
+//!    against the writable trees (median of 1,000), as the broker does for
+//!    every allowed connect.
 //!
 //! Run as root: `cargo bench -p supervisor --bench supervisor`
 //! (or `bench/supervisor.sh`). Results go to stdout, as Markdown rows.
@@ -190,10 +194,53 @@ fn dns_answer(net: &TestNet, dir: &Dir) -> f64 {
     stdout(&out).trim().parse().unwrap()
 }
 
+/// The code check of an allowed connect, alone: python3 with `ssl` and
+/// `socket` loaded (the mappings a real client has), judged 1,000 times.
+fn code_check(dir: &Dir) -> (f64, usize) {
+    let mut child = std::process::Command::new(exe("/usr/bin/python3"))
+        .args(["-c", "import ssl,socket,sys; sys.stdout.write('up\\n'); sys.stdout.flush(); sys.stdin.read()"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut up = [0_u8; 3];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut up).unwrap();
+    let rules = [
+        enforcer::FsRule {
+            path: dir.path().to_path_buf(),
+            access: enforcer::FsAccess::ALL,
+        },
+        enforcer::FsRule {
+            path: "/dev/null".into(),
+            access: enforcer::FsAccess::WRITE_FILE,
+        },
+    ];
+    let writable = supervisor::writable::Writable::new(&rules, true, None, 0);
+    let pid = child.id();
+    let mut mappings = 0;
+    let times: Vec<f64> = (0..CONNECTS)
+        .map(|_| {
+            let start = Instant::now();
+            let maps = enforcer::code_mappings(pid).unwrap();
+            let foreign = maps
+                .iter()
+                .any(|m| m.deleted || writable.tree_of(&m.path).is_some());
+            let us = start.elapsed().as_secs_f64() * 1e6;
+            assert!(!foreign);
+            mappings = maps.len();
+            us
+        })
+        .collect();
+    drop(child.stdin.take());
+    let _ = child.wait();
+    (median(times), mappings)
+}
+
 fn main() {
     let net = TestNet::new();
     let dir = Dir::new();
     let (direct, brokered) = connect_latency(&net, &dir);
+    let (code_us, mappings) = code_check(&dir);
     let (inside, whole, load, size) = start_to_exec(&net, &dir);
     let dns = dns_answer(&net, &dir);
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -223,5 +270,8 @@ fn main() {
     );
     println!(
         "| DNS stub answer, cached allowed name, median of {QUERIES} | < 200 µs | **{dns:.1} µs** |"
+    );
+    println!(
+        "| code check of an allowed connect (python3, {mappings} files mapped executable), median of {CONNECTS} | part of the connect figure | **{code_us:.1} µs** |"
     );
 }

@@ -51,6 +51,15 @@ pub enum LaunchError {
     #[diagnostic(code(supervisor::usage))]
     Usage(String),
 
+    #[error("`--watch` would reload `{}`, which the workload can change: {why}", .path.display())]
+    #[diagnostic(
+        code(supervisor::writable_bundle),
+        help(
+            "keep the bundle where the workload cannot write: outside its `fs write` trees and the working directory, owned by another user than the workload's"
+        )
+    )]
+    WritableBundle { path: PathBuf, why: String },
+
     #[error("cannot set up the L7 proxy")]
     #[diagnostic(code(supervisor::proxy))]
     Proxy(#[source] crate::l7::SetupError),

@@ -46,6 +46,7 @@ pub mod run;
 pub mod stdio;
 pub mod tables;
 pub mod workload;
+pub mod writable;
 
 use std::process::ExitCode;
 

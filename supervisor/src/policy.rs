@@ -17,6 +17,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use policy_lang::bundle::Bundle;
 use policy_lang::eval::Evaluator;
 
+use crate::broker::aliases::Aliases;
 use crate::credentials::{CredentialSet, Placeholders};
 
 /// One bundle, ready to decide.
@@ -29,6 +30,8 @@ pub struct Active {
     pub pins: bool,
     /// 0 for the bundle the sandbox started with, +1 per reload.
     pub generation: u64,
+    /// Link targets of the binaries named through a symbolic link.
+    pub aliases: Aliases,
 }
 
 impl Active {
@@ -47,7 +50,16 @@ impl Active {
             credentials,
             pins,
             generation,
+            aliases: Aliases::default(),
         }
+    }
+
+    /// The same, with the link targets of its binaries as the workload's
+    /// filesystem shows them.
+    #[must_use]
+    pub fn with_aliases(mut self, aliases: Aliases) -> Self {
+        self.aliases = aliases;
+        self
     }
 
     #[must_use]

@@ -13,7 +13,14 @@
 //! `exec`: the Landlock ruleset, the seccomp filter, the user, the
 //! environment. A new bundle that differs there is still applied for its
 //! network part, and a note says the rest waits for the next launch.
+//!
+//! A bundle the workload can change is never reloaded: it would rewrite
+//! its own routes and recompute the digest. `--watch` refuses to start on
+//! such a bundle; a `SIGHUP` reload checks again and refuses. The exact
+//! binary paths are resolved again in the workload's filesystem
+//! ([`crate::broker::aliases`]).
 
+use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +29,7 @@ use std::time::{Duration, SystemTime};
 use policy_lang::bundle::Tables;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::broker::aliases::Aliases;
 use crate::credentials::Placeholders;
 use crate::denylog::DenyLog;
 use crate::dns::DnsPolicy;
@@ -29,6 +37,7 @@ use crate::l7::Proxy;
 use crate::policy::{Active, Policy, Swap};
 use crate::run::note;
 use crate::tables;
+use crate::writable::Writable;
 
 /// How often `--watch` looks at the bundle file.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);
@@ -42,6 +51,8 @@ pub struct Reloader {
     pub placeholders: Arc<Placeholders>,
     pub log: Arc<DenyLog>,
     pub proxy: Option<Arc<Proxy>>,
+    /// What the workload can write, and its root (for binary links).
+    guard: Option<(Arc<Writable>, Arc<File>)>,
     generation: AtomicU64,
     busy: tokio::sync::Mutex<()>,
 }
@@ -71,15 +82,37 @@ impl Reloader {
             placeholders,
             log,
             proxy,
+            guard: None,
             generation: AtomicU64::new(0),
             busy: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Refuses reloads while the workload can change the bundle, and
+    /// resolves binary links in the filesystem under `root`.
+    #[must_use]
+    pub fn guarded(mut self, writable: Arc<Writable>, root: Arc<File>) -> Self {
+        self.guard = Some((writable, root));
+        self
     }
 
     /// Loads the bundle file again and puts its network part in force.
     pub async fn reload(&self) -> Outcome {
         let _one_at_a_time = self.busy.lock().await;
         let shown = self.path.display().to_string();
+        let path = self.path.clone();
+        let writable = self.guard.as_ref().map(|(w, _)| Arc::clone(w));
+        let exposed = tokio::task::spawn_blocking(move || writable?.exposure(&path)).await;
+        match exposed {
+            Ok(None) => {}
+            Ok(Some(why)) => {
+                let why = format!(
+                    "reload refused, the policy in force stays: the workload can change the bundle ({why})"
+                );
+                return self.refused(&shown, why);
+            }
+            Err(e) => return self.refused(&shown, format!("reload failed: {e}")),
+        }
         let path = self.path.clone();
         let loaded = tokio::task::spawn_blocking(move || tables::load_bundle(&path)).await;
         let bundle = match loaded {
@@ -102,14 +135,25 @@ impl Reloader {
         let digest = bundle.digest.clone();
         let name = bundle.provenance.policy.clone();
         let placeholders = Arc::clone(&self.placeholders);
+        let guard = self
+            .guard
+            .as_ref()
+            .map(|(w, r)| (Arc::clone(w), root_path(r)));
         let built = tokio::task::spawn_blocking(move || {
             let dns = DnsPolicy::from_table(&bundle.enforcement.seccomp);
-            (Active::new(bundle, &placeholders, generation), dns)
+            let (aliases, expanded) = guard.map_or_else(Default::default, |(w, r)| {
+                Aliases::expand(&bundle.enforcement.seccomp.identities, &r, Some(&w))
+            });
+            let active = Active::new(bundle, &placeholders, generation).with_aliases(aliases);
+            (active, dns, expanded)
         })
         .await;
-        let Ok((active, dns)) = built else {
+        let Ok((active, dns, expanded)) = built else {
             return self.refused(&shown, "reload failed while building the new policy".into());
         };
+        for line in expanded {
+            note(&line);
+        }
         for cred in active.credentials.iter() {
             if let Err(why) = &cred.secret {
                 note(&format!(
@@ -168,6 +212,13 @@ impl Reloader {
         }
         Ok(())
     }
+}
+
+/// A path through which `root`, a directory held open, is reached.
+#[must_use]
+pub fn root_path(root: &File) -> PathBuf {
+    use std::os::fd::AsRawFd as _;
+    PathBuf::from(format!("/proc/self/fd/{}", root.as_raw_fd()))
 }
 
 /// What identifies a version of the file: inode, size, modification time.

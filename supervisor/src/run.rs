@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use enforcer::{ChildSpec, Credentials, ExitStatus, FsAccess, FsRule, SpawnError};
 
 use crate::attribution::Attribution;
+use crate::broker::aliases::Aliases;
 use crate::broker::decide::Decider;
 use crate::broker::{self, Broker, Creds, NetMode};
 use crate::cli::{NetnsMode, RunArgs};
@@ -29,6 +30,7 @@ use crate::lifecycle::{self, Outcome};
 use crate::policy::{Active, Policy, Swap};
 use crate::reload::Reloader;
 use crate::stdio::{self, Transcript};
+use crate::writable::{User, Writable};
 use crate::{tables, workload};
 
 pub const EXIT_TIMEOUT: u8 = 124;
@@ -124,6 +126,27 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         .map_err(LaunchError::Seccomp)?;
     let can_switch = has_cap(caps, CAP_SETUID) && has_cap(caps, CAP_SETGID);
     let identity = workload::identity(&bundle, can_switch)?;
+    let landlock_on = !ruleset
+        .report()
+        .downgrades
+        .iter()
+        .any(|d| matches!(d, enforcer::Downgrade::Unavailable));
+    let writable = Arc::new(Writable::new(
+        &spec.fs,
+        landlock_on,
+        identity.as_ref().map(|i| User {
+            uid: i.uid,
+            gid: i.gid,
+            groups: vec![i.gid],
+        }),
+        workload::own_ids().0,
+    ));
+    if !landlock_on {
+        note(
+            "without Landlock every file counts as writable by the workload: connects of programs that map shared libraries are refused (see docs/threat-model.md)",
+        );
+    }
+    let bundle_path = guard_bundle(&args.bundle, &writable, args.watch)?;
     let placeholders = Arc::new(Placeholders::default());
     let mut given: Vec<(String, std::ffi::OsString)> = WORKLOAD_VARS
         .iter()
@@ -245,13 +268,23 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
             gid: i.gid,
             groups: vec![i.gid],
         });
+    // Opened while the child waits for its go: it cannot have exited.
+    let root = Arc::new(workload_root(pending.pid())?);
     let pid = pending.start().map_err(LaunchError::Spawn)?;
     let exec_at = started.elapsed();
     drop(resolv);
     // The decision indexes are built once the workload runs: a trapped
     // call waits in the kernel until the broker receives it, so this only
     // delays the first connect, never lets one through.
-    let active = Active::new(bundle, &placeholders, 0);
+    let (aliases, expanded) = Aliases::expand(
+        &bundle.enforcement.seccomp.identities,
+        &crate::reload::root_path(&root),
+        Some(&writable),
+    );
+    for line in expanded {
+        note(&line);
+    }
+    let active = Active::new(bundle, &placeholders, 0).with_aliases(aliases);
     for cred in active.credentials.iter() {
         if let Err(why) = &cred.secret {
             note(&format!(
@@ -261,20 +294,23 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         }
     }
     let policy = Arc::new(Policy::new(active));
-    let decider = Arc::new(Decider::new(
-        Arc::clone(&policy),
-        Arc::clone(&attribution_for_broker),
-    ));
+    let decider = Arc::new(
+        Decider::new(Arc::clone(&policy), Arc::clone(&attribution_for_broker))
+            .with_code_check(Arc::clone(&writable)),
+    );
     let proxy = Proxy::start(proxy_parts, Arc::clone(&decider), Arc::clone(&log))
         .map_err(LaunchError::Proxy)?;
-    let reloader = Arc::new(Reloader::new(
-        args.bundle.clone(),
-        policy,
-        dns_policy,
-        placeholders,
-        Arc::clone(&log),
-        Some(Arc::clone(&proxy)),
-    ));
+    let reloader = Arc::new(
+        Reloader::new(
+            bundle_path,
+            policy,
+            dns_policy,
+            placeholders,
+            Arc::clone(&log),
+            Some(Arc::clone(&proxy)),
+        )
+        .guarded(writable, root),
+    );
     reloader
         .spawn(args.watch)
         .map_err(LaunchError::io("watch for SIGHUP"))?;
@@ -325,6 +361,39 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
             Ok(EXIT_TIMEOUT)
         }
     }
+}
+
+/// The workload's root directory, where the bundle's binary paths are
+/// resolved, held open so that it outlives the first process.
+fn workload_root(pid: u32) -> Result<std::fs::File, LaunchError> {
+    std::fs::File::open(format!("/proc/{pid}/root"))
+        .map_err(LaunchError::io("open the workload's root directory"))
+}
+
+/// The bundle's canonical path, the one every reload reads (a link on the
+/// way cannot be re-pointed later). With `--watch`, a bundle the workload
+/// can change is refused: it would rewrite its own rules. Without, it is
+/// only said, and `SIGHUP` reloads of it are refused (see `reload`).
+fn guard_bundle(path: &Path, writable: &Writable, watch: bool) -> Result<PathBuf, LaunchError> {
+    let canonical = path
+        .canonicalize()
+        .map_err(|source| LaunchError::BundleUnreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if let Some(why) = writable.exposure(&canonical) {
+        if watch {
+            return Err(LaunchError::WritableBundle {
+                path: canonical,
+                why,
+            });
+        }
+        note(&format!(
+            "the workload can change the bundle `{}` ({why}): reloads of it are refused",
+            canonical.display()
+        ));
+    }
+    Ok(canonical)
 }
 
 fn exit_code(status: ExitStatus) -> u8 {

@@ -53,6 +53,9 @@ for scheme, host, port, method, target, headers in json.loads(sys.argv[1]):
 struct Sandbox {
     net: TestNet,
     dir: Dir,
+    /// Where the bundles live: outside what the workload may write, or a
+    /// reload would refuse them.
+    bundles: Dir,
     up: upstream::Upstream,
 }
 
@@ -68,7 +71,12 @@ impl Sandbox {
             &["api.test", "other.test", "git.test"],
             Some(git),
         );
-        Self { net, dir, up }
+        Self {
+            net,
+            dir,
+            bundles: Dir::new(),
+            up,
+        }
     }
 
     /// A bundle: the test's `rules` after the common part.
@@ -85,7 +93,7 @@ impl Sandbox {
         let body = format!(
             "  landlock hard min_abi 4\n{SYSTEM}  fs write workdir\n  run_as user nobody group nogroup\n  binaries clients = {clients}\n{rules}"
         );
-        common::bundle(&self.dir, name, &body)
+        common::bundle(&self.bundles, name, &body)
     }
 
     fn command(

@@ -140,6 +140,23 @@ fn ip_connect(
         }
     };
     let decision = broker.decider.decide(&binary, ip, port);
+    if decision.allowed()
+        && let Some(why) = broker.decider.foreign_code(call.tid(), &binary)
+    {
+        if !call.still_valid() {
+            return;
+        }
+        return broker.deny(
+            &call,
+            libc::ECONNREFUSED,
+            NetEvent {
+                binary: Some(&binary.path),
+                host: decision.host.as_deref(),
+                reason: &why,
+                ..event("")
+            },
+        );
+    }
     if decision.allowed() {
         let target = Target::Route {
             binary: binary.clone(),

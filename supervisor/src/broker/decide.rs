@@ -6,7 +6,13 @@
 //! - **Binary**: `/proc/<tid>/exe`, the kernel's reference to the file being
 //!   run; its SHA-256 (through the enforcer's fingerprint cache) only when
 //!   some identity pins one. A binary deleted since its exec is refused: its
-//!   path no longer says which file it was.
+//!   path no longer says which file it was. A binary the policy names
+//!   through a symbolic link is decided under that name too
+//!   ([`super::aliases`]).
+//! - **Its code**: once a connection is allowed, the files the process has
+//!   mapped executable ([`Decider::foreign_code`]). A library the workload
+//!   could have written (`LD_PRELOAD`, `LD_AUDIT`, `dlopen`, ctypes) runs
+//!   behind the binary's identity, so that identity no longer holds.
 //! - **Destination**: every name the DNS stub gave the workload for the
 //!   address is tried (the operator's `--resolve` names first, then the most
 //!   recent answer), each as `host = Some(name), addr = Some(ip)`; then the
@@ -21,6 +27,7 @@
 
 use std::io;
 use std::net::IpAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use enforcer::FingerprintCache;
@@ -30,6 +37,7 @@ use policy_lang::ir::Dest;
 
 use crate::attribution::{Attributed, Attribution};
 use crate::policy::{Active, Policy};
+use crate::writable::Writable;
 
 /// How many binaries' hashes are kept.
 const FINGERPRINTS: usize = 256;
@@ -77,6 +85,9 @@ pub struct Decider {
     policy: Arc<Policy>,
     attribution: Arc<Attribution>,
     hashes: Mutex<FingerprintCache>,
+    /// What the workload can write, for [`Self::foreign_code`]; `None`
+    /// skips that check.
+    writable: Option<Arc<Writable>>,
 }
 
 impl Decider {
@@ -86,7 +97,55 @@ impl Decider {
             policy,
             attribution,
             hashes: Mutex::new(FingerprintCache::new(FINGERPRINTS)),
+            writable: None,
         }
+    }
+
+    /// Checks the code of every process whose connection is allowed
+    /// against what the workload can write.
+    #[must_use]
+    pub fn with_code_check(mut self, writable: Arc<Writable>) -> Self {
+        self.writable = Some(writable);
+        self
+    }
+
+    /// Why the identity of `binary`, run by thread `tid`, does not vouch
+    /// for the code that thread's process runs, or `None` when it does.
+    ///
+    /// The identity is the executable; every other file mapped executable
+    /// must be one the workload cannot write, and still linked. A library
+    /// the workload wrote (then preloaded, audited, `dlopen`ed or mapped)
+    /// is refused, and so is a deleted file or a memfd. Anonymous
+    /// executable memory (a JIT's) is not a file and is not judged. The
+    /// caller checks the notification is still valid afterwards.
+    #[must_use]
+    pub fn foreign_code(&self, tid: u32, binary: &Binary) -> Option<String> {
+        let writable = self.writable.as_ref()?;
+        let maps = match enforcer::code_mappings(tid) {
+            Ok(m) => m,
+            Err(e) => return Some(format!("the code of `{}` cannot be read: {e}", binary.path)),
+        };
+        let exe = Path::new(&binary.path);
+        for m in maps {
+            let shown = m.path.display();
+            if m.deleted {
+                return Some(format!(
+                    "`{}` runs code from `{shown}`, which was deleted after it was mapped (or is a memfd): its identity does not vouch for that code",
+                    binary.path
+                ));
+            }
+            if m.path == exe {
+                continue;
+            }
+            if let Some(tree) = writable.tree_of(&m.path) {
+                return Some(format!(
+                    "`{}` runs code from `{shown}`, which the workload can write (under `{}`): its identity does not vouch for that code",
+                    binary.path,
+                    tree.display()
+                ));
+            }
+        }
+        None
     }
 
     /// The policy in force (swapped by a reload).
@@ -127,9 +186,14 @@ impl Decider {
         self.decide_with(&self.policy.current(), binary, ip, port)
     }
 
-    /// Decides a connection with the policy `active`.
+    /// Decides a connection with the policy `active`: as the executable,
+    /// then as each policy name that links to it.
     #[must_use]
     pub fn decide_with(&self, active: &Active, binary: &Binary, ip: IpAddr, port: u16) -> Decision {
+        self.each_name(active, binary, |b| self.decide_as_exe(active, b, ip, port))
+    }
+
+    fn decide_as_exe(&self, active: &Active, binary: &Binary, ip: IpAddr, port: u16) -> Decision {
         if let Some(refused) = deleted(binary) {
             return refused;
         }
@@ -148,12 +212,61 @@ impl Decider {
         first_denial.unwrap_or(bare)
     }
 
+    /// `decide` under the executable's path, then under each policy name
+    /// that is a link to it; the first that allows wins. A denial of a
+    /// link's target says which name it was tried as.
+    fn each_name(
+        &self,
+        active: &Active,
+        binary: &Binary,
+        decide: impl Fn(&Binary) -> Decision,
+    ) -> Decision {
+        let own = decide(binary);
+        let names = active.aliases.names_for(&binary.path);
+        if own.allowed() || names.is_empty() {
+            return own;
+        }
+        let mut last = own;
+        for name in names {
+            let as_name = Binary {
+                path: name.clone(),
+                ..binary.clone()
+            };
+            let decision = decide(&as_name);
+            if decision.allowed() {
+                return decision;
+            }
+            last = decision;
+        }
+        let shown: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        last.conn.reason = format!(
+            "{} (`{}` runs as the target of the link {} named in the policy)",
+            last.conn.reason,
+            binary.path,
+            shown.join(", ")
+        );
+        last
+    }
+
     /// Decides a connection as attributed to `host` (a name the workload
     /// was given for `ip`), or to the bare address for `None`: what the
     /// proxy asks when a request names another host than the one the
     /// connection was decided for, and after a reload.
     #[must_use]
     pub fn decide_as(
+        &self,
+        active: &Active,
+        binary: &Binary,
+        ip: IpAddr,
+        port: u16,
+        host: Option<&str>,
+    ) -> Decision {
+        self.each_name(active, binary, |b| {
+            self.decide_host(active, b, ip, port, host)
+        })
+    }
+
+    fn decide_host(
         &self,
         active: &Active,
         binary: &Binary,

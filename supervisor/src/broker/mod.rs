@@ -11,6 +11,7 @@
 //! the one place "continue" is used (sends inside the loopback-only
 //! namespace) and why it is safe there and nowhere else.
 
+pub mod aliases;
 pub mod decide;
 
 mod connect;

@@ -1,0 +1,169 @@
+//! A binary rule that a planted program can satisfy.
+//!
+//! The supervisor identifies a connecting program by the path of its
+//! executable. If that path lies in a tree the workload may write (and, in
+//! `landlock hard`, execute from), the workload can put any program there
+//! and it inherits the rule's network access; only a SHA-256 pin tells the
+//! real program from the planted one. This is `check --prove`'s
+//! `writable_binary_identity` finding, made a diagnostic of every `check`
+//! and `compile`: an error under `landlock hard`, a warning in
+//! `best_effort` (where execute rights may not be enforced, so a writable
+//! tree is enough). The working directory's rights are decided at launch
+//! and cannot be matched against a path here.
+
+use std::collections::HashSet;
+
+use regex_automata::dfa::{Automaton as _, StartKind, dense};
+use regex_automata::util::primitives::StateID;
+use regex_automata::util::start;
+use regex_automata::{Anchored, MatchKind};
+
+use crate::diag::{Diagnostic, Diagnostics, codes};
+use crate::ir::{FsGrant, LandlockMode};
+use crate::matcher::BinaryGlob;
+use crate::resolve::Resolved;
+
+pub(super) fn planted(r: &Resolved, d: &mut Diagnostics) {
+    let p = &r.policy;
+    let hard = p.landlock.mode == LandlockMode::Hard;
+    let writable: Vec<&FsGrant> = p.fs.iter().filter(|g| g.rights.write).collect();
+    if writable.is_empty() {
+        return;
+    }
+    let executable: Vec<&FsGrant> = p.fs.iter().filter(|g| g.rights.exec).collect();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for (i, ep) in p.endpoints.iter().enumerate() {
+        let Some((file, span)) = r.spans.endpoints.get(i) else {
+            continue;
+        };
+        for b in ep.binaries.iter().filter(|b| b.sha256.is_none()) {
+            let glob = &b.glob;
+            let Some(tree) = writable.iter().find(|g| reaches(glob, &g.path)) else {
+                continue;
+            };
+            if hard && !executable.iter().any(|g| reaches(glob, &g.path)) {
+                continue;
+            }
+            // One report per binary pattern: the first rule that grants it.
+            if !seen.insert(glob.as_str()) {
+                continue;
+            }
+            let code = if hard { codes::E0410 } else { codes::W0110 };
+            let help = if glob.is_exact() {
+                format!(
+                    "pin it (`{glob} sha256:<hex>`) so only that file is recognised, or install it outside `{}`",
+                    tree.path
+                )
+            } else {
+                format!(
+                    "name exact, pinned binaries instead of `{glob}`, or keep the pattern out of `{}`",
+                    tree.path
+                )
+            };
+            d.push(
+                Diagnostic::new(
+                    code,
+                    file,
+                    *span,
+                    format!(
+                        "`{glob}` {} `{}`, which the workload can write ({}:{}): a program it plants there gets this rule's network access",
+                        if glob.is_exact() { "lies in" } else { "matches paths in" },
+                        tree.path,
+                        tree.origin.file,
+                        tree.origin.line
+                    ),
+                )
+                .label("unpinned binary in a writable tree")
+                .help(help),
+            );
+        }
+    }
+}
+
+/// Whether `glob` matches `tree` or some path below it.
+fn reaches(glob: &BinaryGlob, tree: &str) -> bool {
+    let tree = tree.trim_end_matches('/');
+    let below =
+        |path: &str| path == tree || path.strip_prefix(tree).is_some_and(|r| r.starts_with('/'));
+    if let Some(exact) = glob.exact() {
+        return below(exact);
+    }
+    if glob.matches(tree) {
+        return true;
+    }
+    match continues_to_match(glob, &format!("{tree}/")) {
+        Some(found) => found,
+        // No automaton (never expected for a binary glob): judge by the
+        // literal prefix, which over-approximates only for `**` patterns.
+        None => {
+            let prefix = glob.literal_prefix();
+            below(prefix) || tree.starts_with(prefix)
+        }
+    }
+}
+
+/// Whether some string that starts with `prefix` matches `glob`: run the
+/// glob's DFA over the prefix, then search the states reachable from there
+/// for one that accepts.
+fn continues_to_match(glob: &BinaryGlob, prefix: &str) -> Option<bool> {
+    let dfa = dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .match_kind(MatchKind::All)
+                .start_kind(StartKind::Anchored),
+        )
+        .build(&format!("^(?:{})$", glob.to_regex()))
+        .ok()?;
+    let mut state = dfa
+        .start_state(&start::Config::new().anchored(Anchored::Yes))
+        .ok()?;
+    for &b in prefix.as_bytes() {
+        state = dfa.next_state(state, b);
+        if dfa.is_dead_state(state) {
+            return Some(false);
+        }
+    }
+    let mut seen: HashSet<StateID> = HashSet::from([state]);
+    let mut todo = vec![state];
+    while let Some(s) = todo.pop() {
+        if dfa.is_match_state(dfa.next_eoi_state(s)) {
+            return Some(true);
+        }
+        for b in 0..=u8::MAX {
+            let next = dfa.next_state(s, b);
+            if !dfa.is_dead_state(next) && seen.insert(next) {
+                todo.push(next);
+            }
+        }
+    }
+    Some(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_glob_reaches_a_tree_when_it_matches_something_below_it() {
+        let g = |s: &str| BinaryGlob::parse(s).unwrap();
+        let table = [
+            ("/sandbox/bin/tool", "/sandbox", true),
+            ("/sandbox", "/sandbox", true),
+            ("/sandboxes/tool", "/sandbox", false),
+            // A writable file the glob names is a place to plant, too.
+            ("/usr/bin/*", "/usr/bin/tmp", true),
+            ("/usr/bin/*", "/usr/bin/d/e", false),
+            ("/usr/bin/**", "/usr/bin/tmp", true),
+            ("/opt/**/bin/x", "/opt/data", true),
+            ("/opt/*/bin/x", "/opt/data", true),
+            ("/opt/*/bin/x", "/opt/data/deep", false),
+            ("/opt/a*/bin/x", "/opt/data", false),
+            ("/**", "/tmp", true),
+            ("/usr/bin/py*", "/tmp", false),
+            ("/tmp/*", "/", true),
+        ];
+        for (glob, tree, expected) in table {
+            assert_eq!(reaches(&g(glob), tree), expected, "{glob} in {tree}");
+        }
+    }
+}
