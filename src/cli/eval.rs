@@ -179,12 +179,10 @@ fn print_human(d: &Decision) {
         None => "",
     };
     println!("{verdict}{route}");
-    if let Some(rule) = &d.rule {
-        if rule.rule.is_empty() {
-            println!("rule:       {}:{}", rule.file, rule.line);
-        } else {
-            println!("rule:       {}:{} ({})", rule.file, rule.line, rule.rule);
-        }
+    match &d.rule {
+        Some(rule) => println!("rule:       {}", rule.blame()),
+        None if d.decision == Verdict::Deny => println!("rule:       none (no rule allowed it)"),
+        None => {}
     }
     if let Some(c) = &d.credential {
         println!("credential: {c}");
