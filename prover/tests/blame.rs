@@ -20,7 +20,10 @@ fn resolve(text: &str) -> Policy {
     let path = support::scratch().join("p.policy");
     std::fs::write(&path, text).unwrap();
     let checked = policy_lang::load::check(&path, None).unwrap();
-    assert!(!checked.has_errors(), "generated policy has errors:\n{text}");
+    assert!(
+        !checked.has_errors(),
+        "generated policy has errors:\n{text}"
+    );
     checked.resolved.unwrap().policy
 }
 

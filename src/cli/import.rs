@@ -1,3 +1,4 @@
+use crate::output::out;
 use std::path::PathBuf;
 
 use policy_lang::{fmt, import, load};
@@ -36,7 +37,7 @@ pub fn run(args: &Args) -> u8 {
     };
     let text = fmt::format_document(&doc);
     match &args.output {
-        None => print!("{text}"),
+        None => out!("{text}"),
         Some(out) => {
             if let Err(e) = std::fs::write(out, text) {
                 return input_error(&format!("cannot write `{}`: {e}", out.display()));
