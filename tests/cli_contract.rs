@@ -360,3 +360,43 @@ fn blame_names_the_rule_written_for_the_binary() {
         text(&o.stdout)
     );
 }
+
+#[test]
+fn import_writes_the_credentials_fragment_and_keeps_the_digest() {
+    let fx = "tests/shared/fixtures/openshell";
+    let dir = std::env::temp_dir().join(format!("osp-import-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("p.policy");
+    let out_s = out.to_str().unwrap();
+    let creds = format!("{fx}/prover-credentials.yaml");
+    let yaml = format!("{fx}/prover-policy.yaml");
+    let o = run(&["import", &yaml, "--credentials", &creds, "-o", out_s]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let fragment = std::fs::read_to_string(dir.join("prover-credentials.policy")).unwrap();
+    assert!(fragment.contains("credential github-pat {"), "{fragment}");
+    let policy = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        policy.contains("include \"prover-credentials.policy\""),
+        "{policy}"
+    );
+    let digest = |args: &[&str]| {
+        let o = run(args);
+        assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+        text(&o.stdout).trim().to_owned()
+    };
+    let a = dir.join("a.bundle");
+    let b = dir.join("b.bundle");
+    assert_eq!(
+        digest(&["compile", out_s, "-o", a.to_str().unwrap()]),
+        digest(&[
+            "compile",
+            &yaml,
+            "--credentials",
+            &creds,
+            "-o",
+            b.to_str().unwrap()
+        ])
+    );
+    // Without -o there is nowhere to put the fragment: a usage error.
+    assert_eq!(code(&run(&["import", &yaml, "--credentials", &creds])), 2);
+}
