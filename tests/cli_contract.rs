@@ -400,3 +400,32 @@ fn import_writes_the_credentials_fragment_and_keeps_the_digest() {
     // Without -o there is nowhere to put the fragment: a usage error.
     assert_eq!(code(&run(&["import", &yaml, "--credentials", &creds])), 2);
 }
+
+#[test]
+fn diff_blames_the_rule_that_allows_the_witness_binary() {
+    // In base v2 github.com:443 is written for several binaries; the
+    // witness is copilot's, whose rule is on line 166 (the pypi group's
+    // github.com line, 104, is for other binaries).
+    let base = "tests/shared/fixtures/community/base";
+    let o = run(&[
+        "diff",
+        "--prove",
+        &format!("{base}/v1.yaml"),
+        &format!("{base}/v2.yaml"),
+        "--credentials",
+        "tests/shared/fixtures/openshell/prover-credentials.yaml",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code(&o), 1, "{}", text(&o.stderr));
+    let v = json(&o);
+    let findings = v["findings"].as_array().unwrap();
+    assert!(!findings.is_empty());
+    for f in findings {
+        assert!(
+            f["witness"]["binary"].as_str().unwrap().contains("copilot"),
+            "{f}"
+        );
+        assert_eq!(f["new_rule"]["line"], 166, "{f}");
+    }
+}

@@ -345,8 +345,50 @@ fn every_shipped_policy_with_network_rules_allows_its_own_and_refuses_others() {
             log_text.contains(&format!("{n}.policy:")),
             "{n}: the deny log does not name the policy's rule\n{log_text}\n{said}"
         );
+        if let Client::Curl = case.client {
+            assert_refusal_names_the_rule(&net, &dir, &bundle, &extra, case, &log_text);
+        }
     }
     let mut expected: Vec<&str> = NET_CASES.iter().map(|c| c.policy).collect();
     expected.sort_unstable();
     assert_eq!(covered, expected, "every case is for a shipped policy");
+}
+
+/// The 403 body's `rule` is the documented `file:line (binaries)` of a
+/// rule in this policy, the same one the deny log names.
+fn assert_refusal_names_the_rule(
+    net: &TestNet,
+    dir: &Dir,
+    bundle: &Path,
+    extra: &[String],
+    case: &NetCase,
+    log_text: &str,
+) {
+    let (method, url) = case.refused;
+    let out = run(
+        net,
+        dir,
+        bundle,
+        extra,
+        &["/usr/bin/curl", "-sS", "-X", method, url],
+    );
+    let body: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| {
+        panic!(
+            "{}: 403 body is not JSON ({e}): {}",
+            case.policy,
+            stdout(&out)
+        )
+    });
+    let rule = body["rule"].as_str().unwrap_or_default();
+    let file_line = format!("{}.policy:", case.policy);
+    assert!(
+        rule.contains(&file_line) && rule.ends_with(')') && rule.contains(" ("),
+        "{}: the 403 body's rule is not `file:line (binaries)`: {body}",
+        case.policy
+    );
+    assert!(
+        log_text.contains(&format!("\"name\":\"{rule}\"")),
+        "{}: the 403 body names `{rule}`, the deny log another rule\n{log_text}",
+        case.policy
+    );
 }
