@@ -4,7 +4,12 @@
 //! already root), must exit 0 (or 1, a finding), and must print every line
 //! shown under it, in order; `…` in a shown line stands for any text.
 //! The ```sh block (quickstart, the test suite itself) is what CI runs.
-#![expect(clippy::unwrap_used, clippy::panic, reason = "a test fails loudly")]
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test fails loudly"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -206,17 +206,17 @@ fn merge_rules(rules: &[ir::L7Rule]) -> (Vec<L7Matcher>, Vec<Vec<Origin>>) {
     merged.into_iter().unzip()
 }
 
-/// Routes de-duplicated by content, and the identity table mapping each
-/// binary to the routes it may use, with the rules that granted each one.
-fn routes(
-    policy: &Policy,
-    l7_index: &[Option<u32>],
-) -> (
+/// The route table and the identity table, each with its provenance.
+type RouteTables = (
     Vec<Route>,
     Vec<Vec<Origin>>,
     Vec<Identity>,
     Vec<Vec<Vec<Origin>>>,
-) {
+);
+
+/// Routes de-duplicated by content, and the identity table mapping each
+/// binary to the routes it may use, with the rules that granted each one.
+fn routes(policy: &Policy, l7_index: &[Option<u32>]) -> RouteTables {
     let mut route_origins: BTreeMap<Route, Vec<Origin>> = BTreeMap::new();
     let mut endpoint_routes: Vec<Route> = Vec::with_capacity(policy.endpoints.len());
     for (ep, l7) in policy.endpoints.iter().zip(l7_index) {

@@ -83,7 +83,7 @@ fn aim(rng: &mut Rng, ir: &Policy, req: &mut Request) {
     }
     let exact: Vec<&str> = e.binaries.iter().filter_map(|b| b.glob.exact()).collect();
     if !exact.is_empty() {
-        req.binary = exact[rng.below(exact.len())].to_owned();
+        req.binary = (*rng.pick(&exact)).to_owned();
     }
 }
 

@@ -4,6 +4,8 @@
 //! upstream while one they refuse does not. The policies' host names are
 //! mapped to loopback with `--resolve`, inside a network namespace this
 //! test creates, so nothing leaves the machine.
+// `cfg(test)` extends clippy.toml's test exemptions to the helpers below.
+#![cfg(test)]
 
 mod common;
 mod upstream;
