@@ -87,11 +87,51 @@ fn aim(rng: &mut Rng, ir: &Policy, req: &mut Request) {
     }
 }
 
+/// Copies one endpoint rule (with its block) for another binary, so that
+/// two rules share a route and an L7 endpoint: the case blame gets wrong
+/// when it takes the first rule of a shared route.
+fn with_sibling(rng: &mut Rng, text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let starts: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("  allow ") && l.contains(" -> "))
+        .map(|(i, _)| i)
+        .collect();
+    let Some(&start) = starts.get(rng.below(starts.len().max(1))) else {
+        return text.to_owned();
+    };
+    let mut rule: Vec<String> = Vec::new();
+    for (k, line) in lines.iter().enumerate().skip(start) {
+        rule.push((*line).to_owned());
+        let opens = k == start && line.ends_with(" {");
+        if (k == start && !opens) || (k > start && *line == "  }") {
+            break;
+        }
+    }
+    let sibling = *rng.pick(&["/usr/bin/sibling", "/opt/sib/x", "/tmp/sibling"]);
+    if let Some(first) = rule.first_mut() {
+        let (_, dest) = first.split_once(" -> ").unwrap_or_default();
+        *first = format!("  allow {sibling} -> {dest}");
+    }
+    let mut out: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+    let end = out.iter().rposition(|l| l == "}").unwrap_or(out.len());
+    // Sometimes the sibling comes first, so "first rule" is wrong both ways.
+    let at = if rng.chance(50) { start } else { end };
+    for (k, l) in rule.into_iter().enumerate() {
+        out.insert(at + k, l);
+    }
+    out.join("\n") + "\n"
+}
+
 fn blame_applies(seed: u64, policies: usize, per_policy: usize) -> usize {
     let mut named = 0;
     for i in 0..policies {
         let mut rng = Rng::new(seed + i as u64);
-        let text = generate::policy(&mut rng);
+        let mut text = generate::policy(&mut rng);
+        if rng.chance(70) {
+            text = with_sibling(&mut rng, &text);
+        }
         let ir = resolve(&text);
         let eval = Evaluator::new(support::compile(&text));
         for _ in 0..per_policy {
