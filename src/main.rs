@@ -1,17 +1,19 @@
 //! `openshell-policy`: check, compile, explain, evaluate, format and import
 //! sandbox policies.
 //!
-//! Exit codes: 0 clean, 1 errors or findings, 2 usage or unreadable input.
+//! Exit codes: 0 clean, 1 errors or findings, 2 usage or unreadable input,
+//! 3 a proof or a risk question inconclusive.
 
 mod cli;
+mod output;
 mod report;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
-
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
-    let code = cli::run(args);
+    let code = match cli::parse() {
+        Ok(args) => cli::run(args),
+        Err(code) => code,
+    };
     ExitCode::from(code)
 }

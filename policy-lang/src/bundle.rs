@@ -213,6 +213,11 @@ pub struct Provenance {
     pub policy: String,
     pub files: Vec<String>,
     pub routes: Vec<Vec<Origin>>,
+    /// Parallel to each identity's `routes`: the rules that gave that binary
+    /// that route. Routes are shared by content across rules written for
+    /// different binaries, so blame has to start from the binary.
+    #[serde(default)]
+    pub identities: Vec<Vec<Vec<Origin>>>,
     pub l7: Vec<L7Provenance>,
     pub credentials: Vec<Origin>,
     pub secrets: Vec<Origin>,
@@ -225,6 +230,14 @@ pub struct L7Provenance {
     pub endpoint: Vec<Origin>,
     pub allow: Vec<Vec<Origin>>,
     pub deny: Vec<Vec<Origin>>,
+    /// Parallel to `allow`: for each origin, the index in `endpoint` of the
+    /// rule it was written in. An endpoint's content is shared by rules for
+    /// other binaries and hosts; blame keeps only the ones that applied.
+    #[serde(default)]
+    pub allow_within: Vec<Vec<u32>>,
+    /// Parallel to `deny`, as `allow_within`.
+    #[serde(default)]
+    pub deny_within: Vec<Vec<u32>>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -28,8 +28,9 @@ pub fn compile(policy: &Policy) -> Bundle {
 
     let (l7, l7_prov, l7_index) = l7_endpoints(policy);
     prov.l7 = l7_prov;
-    let (routes, route_prov, identities) = routes(policy, &l7_index);
+    let (routes, route_prov, identities, identity_prov) = routes(policy, &l7_index);
     prov.routes = route_prov;
+    prov.identities = identity_prov;
 
     let mut creds: Vec<(CredentialBinding, Origin)> = policy
         .credentials
@@ -150,12 +151,27 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
                 endpoint: Vec::new(),
                 allow: vec![Vec::new(); allow_prov.len()],
                 deny: vec![Vec::new(); deny_prov.len()],
+                allow_within: vec![Vec::new(); allow_prov.len()],
+                deny_within: vec![Vec::new(); deny_prov.len()],
             });
+        let within = u32::try_from(entry.endpoint.len()).unwrap_or(u32::MAX);
         entry.endpoint.push(ep.origin.clone());
-        for (slot, origins) in entry.allow.iter_mut().zip(allow_prov) {
+        for ((slot, at), origins) in entry
+            .allow
+            .iter_mut()
+            .zip(entry.allow_within.iter_mut())
+            .zip(allow_prov)
+        {
+            at.extend(std::iter::repeat_n(within, origins.len()));
             slot.extend(origins);
         }
-        for (slot, origins) in entry.deny.iter_mut().zip(deny_prov) {
+        for ((slot, at), origins) in entry
+            .deny
+            .iter_mut()
+            .zip(entry.deny_within.iter_mut())
+            .zip(deny_prov)
+        {
+            at.extend(std::iter::repeat_n(within, origins.len()));
             slot.extend(origins);
         }
         keys.push(Some(key));
@@ -190,12 +206,17 @@ fn merge_rules(rules: &[ir::L7Rule]) -> (Vec<L7Matcher>, Vec<Vec<Origin>>) {
     merged.into_iter().unzip()
 }
 
+/// The route table and the identity table, each with its provenance.
+type RouteTables = (
+    Vec<Route>,
+    Vec<Vec<Origin>>,
+    Vec<Identity>,
+    Vec<Vec<Vec<Origin>>>,
+);
+
 /// Routes de-duplicated by content, and the identity table mapping each
-/// binary to the routes it may use.
-fn routes(
-    policy: &Policy,
-    l7_index: &[Option<u32>],
-) -> (Vec<Route>, Vec<Vec<Origin>>, Vec<Identity>) {
+/// binary to the routes it may use, with the rules that granted each one.
+fn routes(policy: &Policy, l7_index: &[Option<u32>]) -> RouteTables {
     let mut route_origins: BTreeMap<Route, Vec<Origin>> = BTreeMap::new();
     let mut endpoint_routes: Vec<Route> = Vec::with_capacity(policy.endpoints.len());
     for (ep, l7) in policy.endpoints.iter().zip(l7_index) {
@@ -224,18 +245,33 @@ fn routes(
         .map(|(i, r)| (r, u32::try_from(i).unwrap_or(u32::MAX)))
         .collect();
     let routes_by_index: Vec<&Route> = route_origins.keys().collect();
-    let mut per_binary: BTreeMap<&BinaryRef, BTreeSet<u32>> = BTreeMap::new();
+    let mut per_binary: BTreeMap<&BinaryRef, BTreeMap<u32, Vec<Origin>>> = BTreeMap::new();
     for (ep, route) in policy.endpoints.iter().zip(&endpoint_routes) {
         let Some(&id) = index.get(route) else {
             continue;
         };
         for b in &ep.binaries {
-            per_binary.entry(b).or_default().insert(id);
+            per_binary
+                .entry(b)
+                .or_default()
+                .entry(id)
+                .or_default()
+                .push(ep.origin.clone());
         }
     }
+    let mut identity_prov = Vec::with_capacity(per_binary.len());
     let identities = per_binary
         .into_iter()
-        .map(|(binary, ids)| {
+        .map(|(binary, grants)| {
+            let (ids, origins): (Vec<u32>, Vec<Vec<Origin>>) = grants
+                .into_iter()
+                .map(|(id, mut o)| {
+                    o.sort();
+                    o.dedup();
+                    (id, o)
+                })
+                .unzip();
+            identity_prov.push(origins);
             let mut dns: Vec<HostPattern> = ids
                 .iter()
                 .filter_map(
@@ -255,7 +291,7 @@ fn routes(
         })
         .collect();
     let (routes, origins): (Vec<_>, Vec<_>) = route_origins.into_iter().unzip();
-    (routes, origins, identities)
+    (routes, origins, identities, identity_prov)
 }
 
 /// Landlock rights for the language's read / write / exec, split by the

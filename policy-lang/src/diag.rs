@@ -159,6 +159,7 @@ codes! {
     E0103 = (Error, "include failed");
     E0104 = (Error, "invalid number");
     E0105 = (Error, "a fragment cannot be compiled on its own");
+    E0106 = (Error, "file holds no policy");
     E0201 = (Error, "unknown binary set");
     E0202 = (Error, "name defined twice");
     E0203 = (Error, "unknown credential");

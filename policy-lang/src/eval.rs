@@ -71,6 +71,9 @@ pub struct ConnectionDecision {
     /// when the connection is relayed uninspected.
     pub l7: Vec<u32>,
     pub reason: String,
+    /// For each matching route, the rules that granted it to this binary
+    /// (route index, rule), in route order: what blame may name.
+    pub grants: Vec<(u32, Origin)>,
 }
 
 impl ConnectionDecision {
@@ -181,6 +184,7 @@ impl Evaluator {
             routes: Vec::new(),
             l7: Vec::new(),
             reason,
+            grants: Vec::new(),
         };
         let addr = addr.map(canonical_ip);
         // A host written as an IP literal is an address.
@@ -208,6 +212,7 @@ impl Evaluator {
         }
         let routes = &self.bundle.enforcement.seccomp.routes;
         let mut matched: Vec<u32> = Vec::new();
+        let mut grants: Vec<(u32, Origin)> = Vec::new();
         let mut internal_refused = false;
         for &i in &identities {
             let Some(idx) = self.indexes.get(i) else {
@@ -230,7 +235,10 @@ impl Evaluator {
                     continue;
                 };
                 match route_applies(route, host.as_deref(), addr, port) {
-                    Applies::Yes => matched.push(r),
+                    Applies::Yes => {
+                        matched.push(r);
+                        grants.extend(self.granted_by(i, r).map(|o| (r, o.clone())));
+                    }
                     Applies::InternalAddress => internal_refused = true,
                     Applies::No => {}
                 }
@@ -238,6 +246,8 @@ impl Evaluator {
         }
         matched.sort_unstable();
         matched.dedup();
+        grants.sort();
+        grants.dedup();
         let shown = host
             .clone()
             .or_else(|| addr.map(|a| a.to_string()))
@@ -272,7 +282,54 @@ impl Evaluator {
             routes: matched,
             l7,
             reason,
+            grants,
         }
+    }
+
+    /// The rules that gave identity `i` route `r`.
+    fn granted_by(&self, i: usize, r: u32) -> impl Iterator<Item = &Origin> {
+        let id = self.bundle.enforcement.seccomp.identities.get(i);
+        let k = id.and_then(|id| id.routes.iter().position(|&x| x == r));
+        let per_identity = self.bundle.provenance.identities.get(i);
+        let origins = k
+            .and_then(|k| per_identity.and_then(|p| p.get(k)))
+            .filter(|o| !o.is_empty());
+        // Bundles without per-identity provenance: any rule of the route.
+        let fallback = match origins {
+            Some(_) => None,
+            None => self.bundle.provenance.routes.get(r as usize),
+        };
+        origins.or(fallback).into_iter().flatten()
+    }
+
+    /// The rules that allowed this connection, for blame: each one names
+    /// the connecting binary and the destination.
+    fn applicable<'a>(&self, conn: &'a ConnectionDecision) -> impl Iterator<Item = &'a Origin> {
+        conn.grants
+            .iter()
+            .filter(|(r, _)| conn.routes.contains(r))
+            .map(|(_, o)| o)
+    }
+
+    /// The rule blame names for an allowed connection: one that names the
+    /// binary and the destination (`None` when the connection is refused).
+    pub fn connection_rule(&self, conn: &ConnectionDecision) -> Option<Origin> {
+        self.applicable(conn).next().cloned()
+    }
+
+    /// The rules of L7 endpoint `e` that this connection reached it by.
+    fn l7_grants<'a>(&self, conn: &'a ConnectionDecision, e: u32) -> Vec<&'a Origin> {
+        let routes = &self.bundle.enforcement.seccomp.routes;
+        conn.grants
+            .iter()
+            .filter(|(r, _)| {
+                conn.routes.contains(r)
+                    && routes
+                        .get(*r as usize)
+                        .is_some_and(|route| route.via == Via::L7(e))
+            })
+            .map(|(_, o)| o)
+            .collect()
     }
 
     /// The full decision for one request.
@@ -293,12 +350,7 @@ impl Evaluator {
                 reason: conn.reason,
             };
         }
-        let first_origin = conn
-            .routes
-            .first()
-            .and_then(|r| self.bundle.provenance.routes.get(*r as usize))
-            .and_then(|o| o.first())
-            .cloned();
+        let first_origin = self.connection_rule(&conn);
         if conn.l7.is_empty() {
             return Decision {
                 decision: Verdict::Allow,
@@ -371,15 +423,36 @@ impl Evaluator {
             canonical_path.get_or_insert(canon.path);
         }
         let prov = &self.bundle.provenance.l7;
+        // An endpoint's rules are shared by every policy rule with the same
+        // content; blame names one written for this binary and destination.
         let rule_origin = |e: u32, i: usize, deny: bool| {
-            prov.get(e as usize)
-                .and_then(|p| if deny { p.deny.get(i) } else { p.allow.get(i) })
-                .and_then(|o| o.first())
+            let p = prov.get(e as usize)?;
+            let (origins, within) = if deny {
+                (p.deny.get(i)?, p.deny_within.get(i))
+            } else {
+                (p.allow.get(i)?, p.allow_within.get(i))
+            };
+            let granted = self.l7_grants(conn, e);
+            let applies = |k: usize| {
+                let at = within.and_then(|w| w.get(k))?;
+                let endpoint = p.endpoint.get(*at as usize)?;
+                granted.contains(&endpoint).then_some(())
+            };
+            origins
+                .iter()
+                .enumerate()
+                .find(|(k, _)| applies(*k).is_some())
+                .map(|(_, o)| o)
+                .or_else(|| within.is_none().then(|| origins.first()).flatten())
                 .cloned()
         };
         let endpoint_origin = |e: u32| {
-            prov.get(e as usize)
-                .and_then(|p| p.endpoint.first())
+            let granted = self.l7_grants(conn, e);
+            let p = prov.get(e as usize)?;
+            p.endpoint
+                .iter()
+                .find(|o| granted.contains(o))
+                .or_else(|| granted.is_empty().then(|| p.endpoint.first()).flatten())
                 .cloned()
         };
         let path = canonical_path.clone().unwrap_or_else(|| target.to_string());

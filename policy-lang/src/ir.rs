@@ -24,6 +24,18 @@ pub struct Origin {
     pub rule: String,
 }
 
+impl Origin {
+    /// The documented blame form, `file:line (binaries)`, that `eval`, the
+    /// proxy's refusals and the deny log all carry.
+    pub fn blame(&self) -> String {
+        if self.rule.is_empty() {
+            self.to_string()
+        } else {
+            format!("{self} ({})", self.rule)
+        }
+    }
+}
+
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}", self.file, self.line)

@@ -31,6 +31,20 @@ pub fn parse(file: &SourceFile) -> (Option<Document>, Diagnostics) {
             None
         }
     };
+    // An empty or comment-only file is a mistake (a wrong path, a file cut
+    // short), not a deny-all policy: that is written `policy "name" {}`.
+    if doc.is_none() && !p.diags.has_errors() {
+        p.diags.push(
+            Diagnostic::new(
+                codes::E0106,
+                file,
+                Span::new(0, 0),
+                "this file holds no policy or fragment",
+            )
+            .label("expected `policy \"NAME\" {` here")
+            .help("start with `policy \"NAME\" {` and end with `}`; a policy with nothing between them is valid and allows nothing beyond starting the workload"),
+        );
+    }
     (doc, p.diags)
 }
 
@@ -683,7 +697,11 @@ impl Walker {
             message
         };
         let help = if code == codes::E0101 {
-            "statements are: include, landlock, run_as, fs, binaries, credential, secret, allow (inside an endpoint block: allow, deny, path, addresses; inside a credential block: secret, placeholder, inject, hosts, methods, paths)".to_string()
+            let all = "statements are: include, landlock, run_as, fs, binaries, credential, secret, allow (inside an endpoint block: allow, deny, path, addresses; inside a credential block: secret, placeholder, inject, hosts, methods, paths)";
+            match closest_statement(first_word(full)) {
+                Some(k) => format!("did you mean `{k}`? {all}"),
+                None => all.to_string(),
+            }
         } else {
             help
         };
@@ -776,6 +794,60 @@ fn trim_leading_blanks(lines: Vec<TriviaLine>, first_in_block: bool) -> Vec<Triv
         out.push(l);
     }
     out
+}
+
+/// Every statement keyword, for "did you mean".
+const STATEMENTS: &[&str] = &[
+    "include",
+    "landlock",
+    "run_as",
+    "fs",
+    "binaries",
+    "credential",
+    "secret",
+    "allow",
+    "deny",
+    "path",
+    "addresses",
+    "placeholder",
+    "inject",
+    "hosts",
+    "methods",
+    "paths",
+];
+
+/// The statement keyword a misspelt word most likely meant: within two
+/// edits, and closer than to any other keyword.
+fn closest_statement(word: &str) -> Option<&'static str> {
+    let word = word.to_ascii_lowercase();
+    let mut best: Option<(usize, &'static str)> = None;
+    for k in STATEMENTS {
+        let d = edit_distance(&word, k);
+        if d <= 2 && d < k.len() && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = Vec::with_capacity(b.len() + 1);
+        cur.push(i + 1);
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = prev
+                .get(j)
+                .map_or(usize::MAX, |p| p + usize::from(ca != *cb));
+            let delete = prev.get(j + 1).map_or(usize::MAX, |p| p + 1);
+            let insert = cur.last().map_or(usize::MAX, |c| c + 1);
+            cur.push(substitute.min(delete).min(insert));
+        }
+        prev = cur;
+    }
+    prev.last().copied().unwrap_or(0)
 }
 
 fn first_word(text: &str) -> &str {
@@ -963,6 +1035,31 @@ policy "github-readonly" {
             vec![("E0100", (2, 6)), ("E0100", (3, 18)), ("E0101", (4, 3))]
         );
         assert!(matches!(doc.items[3].stmt.node, Stmt::Fs { .. }));
+    }
+
+    #[test]
+    fn a_misspelt_statement_gets_a_suggestion() {
+        assert_eq!(closest_statement("alow"), Some("allow"));
+        assert_eq!(closest_statement("binarys"), Some("binaries"));
+        assert_eq!(closest_statement("Fs"), Some("fs"));
+        assert_eq!(closest_statement("frobnicate"), None);
+        let file = SourceFile::new(
+            "t.policy",
+            "policy \"p\" {\n  alow /usr/bin/x -> a.example.com:443\n}\n",
+        );
+        let (_, diags) = parse(&file);
+        let d = diags.iter().find(|d| d.code.id == "E0101").unwrap();
+        assert!(d.help.starts_with("did you mean `allow`?"), "{}", d.help);
+    }
+
+    #[test]
+    fn an_empty_or_comment_only_file_is_an_error() {
+        for text in ["", "# nothing here\n\n"] {
+            let (doc, diags) = parse(&SourceFile::new("e.policy", text));
+            assert!(doc.is_none());
+            let codes: Vec<_> = diags.iter().map(|d| d.code.id).collect();
+            assert_eq!(codes, ["E0106"], "{text:?}");
+        }
     }
 
     #[test]

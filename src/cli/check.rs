@@ -2,8 +2,9 @@ use std::path::PathBuf;
 
 use policy_lang::load;
 
+use super::diff::EXIT_INCONCLUSIVE;
 use super::{CredentialsArg, DiagFormat, EXIT_FINDINGS, EXIT_INPUT, EXIT_OK};
-use crate::report::{self, FileReport};
+use crate::report::{self, FileReport, InputError};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -12,6 +13,8 @@ pub struct Args {
     files: Vec<PathBuf>,
     #[command(flatten)]
     credentials: CredentialsArg,
+    /// Diagnostics for people (stderr) or a document for CI (stdout), printed
+    /// on every exit.
     #[arg(long, value_enum, default_value = "human")]
     format: DiagFormat,
     /// Treat warnings as errors (exit 1).
@@ -32,75 +35,130 @@ pub struct Args {
     timeout_ms: u64,
 }
 
+/// What the prover's single-policy risk queries said about one file.
+#[derive(Default)]
+struct Risks {
+    /// R01xx warnings.
+    warnings: Vec<policy_lang::diag::Diagnostic>,
+    /// Why a question went unanswered (solver timeout, unknown, error).
+    inconclusive: Option<String>,
+}
+
 /// The prover's single-policy risk queries, as warnings (R01xx).
-fn risk_warnings(args: &Args, checked: &load::Checked) -> Vec<policy_lang::diag::Diagnostic> {
+fn risk_warnings(checked: &load::Checked, opts: &prover::Options, path: &std::path::Path) -> Risks {
     let Some(resolved) = checked
         .resolved
         .as_ref()
         .filter(|_| !checked.has_errors() && !checked.is_fragment)
     else {
-        return Vec::new();
+        return Risks::default();
     };
     let bundle = policy_lang::compile::compile(&resolved.policy);
-    let opts = match super::diff::options(args.registry.as_deref(), None, args.timeout_ms) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("warning: risk queries skipped: {e}");
-            return Vec::new();
-        }
-    };
-    match prover::check(&bundle, &opts) {
-        Ok(report) => {
-            if let Some(why) = &report.inconclusive {
-                eprintln!("note: risk queries inconclusive: {why}");
-            }
-            crate::report::findings::diagnostics(&report, &checked.sources)
-        }
-        Err(e) => {
-            eprintln!("warning: risk queries skipped: {e}");
-            Vec::new()
-        }
+    match prover::check(&bundle, opts) {
+        Ok(report) => Risks {
+            warnings: crate::report::findings::diagnostics(&report, &checked.sources),
+            inconclusive: report
+                .inconclusive
+                .as_ref()
+                .map(|why| format!("`{}`: {why}", path.display())),
+        },
+        Err(e) => Risks {
+            warnings: Vec::new(),
+            inconclusive: Some(format!("`{}`: {e}", path.display())),
+        },
     }
 }
 
 pub fn run(args: &Args) -> u8 {
     let mut reports = Vec::new();
-    let mut unreadable = false;
+    let mut errors: Vec<InputError> = Vec::new();
+    let mut inconclusive: Vec<String> = Vec::new();
+    let opts = if args.prove {
+        match super::diff::options(args.registry.as_deref(), None, args.timeout_ms) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                let path = args.registry.as_ref().map(|p| p.display().to_string());
+                report::print_check(
+                    &[],
+                    &[InputError::new(path, e.to_string())],
+                    None,
+                    args.format,
+                );
+                return EXIT_INPUT;
+            }
+        }
+    } else {
+        None
+    };
     for path in &args.files {
         match load::check(path, args.credentials.credentials.as_deref()) {
             Ok(checked) => {
-                let risks = if args.prove {
-                    risk_warnings(args, &checked)
-                } else {
-                    Vec::new()
+                let risks = match &opts {
+                    Some(o) => risk_warnings(&checked, o, path),
+                    None => Risks::default(),
                 };
+                inconclusive.extend(risks.inconclusive);
                 let mut diagnostics = checked.diagnostics;
-                diagnostics.extend(risks);
+                diagnostics.extend(risks.warnings);
                 reports.push(FileReport {
                     path: path.display().to_string(),
                     diagnostics,
                 });
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                unreadable = true;
-            }
+            Err(e) => errors.push(InputError::new(
+                Some(path.display().to_string()),
+                e.to_string(),
+            )),
         }
     }
-    report::print_diagnostics(&reports, args.format);
-    let errors = reports
-        .iter()
-        .flat_map(|r| &r.diagnostics)
-        .any(|d| d.is_error());
-    let warnings = reports
-        .iter()
-        .flat_map(|r| &r.diagnostics)
-        .any(|d| !d.is_error());
-    if unreadable {
+    let why = (!inconclusive.is_empty()).then(|| inconclusive.join("; "));
+    report::print_check(&reports, &errors, why.as_deref(), args.format);
+    let count = |error: bool| {
+        reports
+            .iter()
+            .flat_map(|r| &r.diagnostics)
+            .filter(|d| d.is_error() == error)
+            .count()
+    };
+    let (n_errors, n_warnings) = (count(true), count(false));
+    if args.format == DiagFormat::Human {
+        eprintln!(
+            "{}",
+            summary(args.files.len(), errors.len(), n_errors, n_warnings)
+        );
+        if let Some(why) = &why {
+            eprintln!("inconclusive: a risk question was not answered: {why}");
+        }
+    }
+    if !errors.is_empty() {
         EXIT_INPUT
-    } else if errors || (args.deny_warnings && warnings) {
+    } else if n_errors > 0 || (args.deny_warnings && n_warnings > 0) {
         EXIT_FINDINGS
+    } else if why.is_some() {
+        EXIT_INCONCLUSIVE
     } else {
         EXIT_OK
     }
+}
+
+/// `checked 3 files: no errors, 2 warnings`, for people.
+fn summary(files: usize, unreadable: usize, errors: usize, warnings: usize) -> String {
+    let count = |n: usize, what: &str| match n {
+        0 => format!("no {what}s"),
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    };
+    let mut s = format!(
+        "checked {}: {}, {}",
+        match files {
+            1 => "1 file".to_owned(),
+            n => format!("{n} files"),
+        },
+        count(errors, "error"),
+        count(warnings, "warning")
+    );
+    if unreadable > 0 {
+        s.push_str(&format!(", {} unreadable", unreadable));
+    }
+    s
 }

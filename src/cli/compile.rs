@@ -1,3 +1,4 @@
+use crate::output::outln;
 use std::path::PathBuf;
 
 use policy_lang::load;
@@ -31,11 +32,15 @@ pub fn run(args: &Args) -> u8 {
         DiagFormat::Human,
     );
     let Some(bundle) = bundle else {
+        eprintln!(
+            "error: `{}` has errors; no bundle written",
+            args.file.display()
+        );
         return EXIT_FINDINGS;
     };
     if let Err(e) = std::fs::write(&args.output, bundle.to_bytes()) {
         return input_error(&format!("cannot write `{}`: {e}", args.output.display()));
     }
-    println!("{}", bundle.digest);
+    outln!("{}", bundle.digest);
     EXIT_OK
 }

@@ -9,7 +9,8 @@ use policy_lang::load;
 use prover::{Options, Registry, Verdict};
 
 use super::{CredentialsArg, EXIT_FINDINGS, EXIT_INPUT, EXIT_OK};
-use crate::report::{self, FileReport, findings::FindingsFormat};
+use crate::output::outln;
+use crate::report::{self, Failure, FileReport, InputError, findings::FindingsFormat};
 
 /// Exit code for an inconclusive proof (solver timeout or unknown).
 pub const EXIT_INCONCLUSIVE: u8 = 3;
@@ -36,6 +37,8 @@ pub struct Args {
     /// and scope fields).
     #[arg(long, value_name = "FILE")]
     accepted_risks: Option<PathBuf>,
+    /// The report for people, CI or a pull-request comment; machine formats
+    /// print a document on every exit, input errors included.
     #[arg(long, value_enum, default_value = "human")]
     format: FindingsFormat,
     /// Time budget for all solver calls together, in milliseconds.
@@ -46,12 +49,11 @@ pub struct Args {
     print_smt: bool,
 }
 
-/// Loads and compiles one side; prints its diagnostics when it has errors.
-fn bundle(path: &Path, credentials: Option<&Path>) -> Result<Bundle, u8> {
-    let (checked, bundle) = match load::compile_file(path, credentials) {
-        Ok(x) => x,
-        Err(e) => return Err(super::input_error(&e)),
-    };
+/// Loads and compiles one side; what went wrong when it cannot.
+fn bundle(path: &Path, credentials: Option<&Path>) -> Result<Bundle, Failure> {
+    let shown = path.display().to_string();
+    let (checked, bundle) = load::compile_file(path, credentials)
+        .map_err(|e| Failure::error(Some(shown.clone()), e.to_string()))?;
     match bundle {
         Some(b) => Ok(b),
         None => {
@@ -60,19 +62,47 @@ fn bundle(path: &Path, credentials: Option<&Path>) -> Result<Bundle, u8> {
                 .into_iter()
                 .filter(|d| d.is_error())
                 .collect();
-            report::print_diagnostics(
-                &[FileReport {
-                    path: path.display().to_string(),
+            Err(Failure {
+                files: vec![FileReport {
+                    path: shown.clone(),
                     diagnostics: errors,
                 }],
-                super::DiagFormat::Human,
-            );
-            eprintln!(
-                "error: `{}` does not compile; nothing to prove",
-                path.display()
-            );
-            Err(EXIT_INPUT)
+                errors: vec![InputError::new(
+                    Some(shown.clone()),
+                    format!("`{shown}` does not compile; nothing to prove"),
+                )],
+            })
         }
+    }
+}
+
+/// Prints why there is no proof, as a document of the requested format.
+pub(super) fn print_failure(
+    failure: &Failure,
+    format: FindingsFormat,
+    verdict: &str,
+    inconclusive: Option<&str>,
+) {
+    match format {
+        FindingsFormat::Human => failure.print_human(),
+        FindingsFormat::Json => {
+            let (files, errors) = failure.json_members();
+            outln!(
+                "{}",
+                serde_json::json!({
+                    "verdict": verdict,
+                    "findings": [],
+                    "omitted": [],
+                    "inconclusive": inconclusive,
+                    "notes": [],
+                    "errors": errors,
+                    "files": files,
+                })
+            );
+        }
+        FindingsFormat::Sarif => outln!("{}", failure.sarif()),
+        FindingsFormat::Github => report::failure::emit(&failure.github()),
+        FindingsFormat::Markdown => outln!("{}", failure.markdown().trim_end()),
     }
 }
 
@@ -99,13 +129,17 @@ pub fn options(
 
 pub fn run(args: &Args) -> u8 {
     let creds = args.credentials.credentials.as_deref();
+    let failed = |f: Failure, code: u8| {
+        print_failure(&f, args.format, "error", None);
+        code
+    };
     let old = match bundle(&args.old, creds) {
         Ok(b) => b,
-        Err(code) => return code,
+        Err(f) => return failed(f, EXIT_INPUT),
     };
     let new = match bundle(&args.new, creds) {
         Ok(b) => b,
-        Err(code) => return code,
+        Err(f) => return failed(f, EXIT_INPUT),
     };
     let mut opts = match options(
         args.registry.as_deref(),
@@ -113,13 +147,19 @@ pub fn run(args: &Args) -> u8 {
         args.timeout_ms,
     ) {
         Ok(o) => o,
-        Err(e) => return super::input_error(&e),
+        Err(e) => return failed(Failure::error(None, e.to_string()), EXIT_INPUT),
     };
     opts.print_smt = args.print_smt;
     let report = match prover::diff(&old, &new, &opts) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            let why = e.to_string();
+            print_failure(
+                &Failure::error(None, why.clone()),
+                args.format,
+                "inconclusive",
+                Some(&why),
+            );
             return EXIT_INCONCLUSIVE;
         }
     };

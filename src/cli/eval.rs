@@ -1,3 +1,4 @@
+use crate::output::outln;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -6,8 +7,8 @@ use policy_lang::bundle::Bundle;
 use policy_lang::eval::{Decision, Evaluator, HttpRequest, Request, RouteKind, Verdict};
 use policy_lang::load;
 
-use super::{CredentialsArg, EXIT_INPUT, EXIT_OK, input_error};
-use crate::report::{self, FileReport};
+use super::{CredentialsArg, EXIT_INPUT, EXIT_OK};
+use crate::report::{Failure, FileReport, InputError};
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum Format {
@@ -40,6 +41,7 @@ pub struct Args {
     /// A connection's destination host name or IP address.
     #[arg(long, value_name = "HOST", requires = "port")]
     host: Option<String>,
+    /// The connection's destination port (with `--host`; `--url` carries its own).
     #[arg(long, value_name = "PORT")]
     port: Option<u16>,
     /// The address the destination name resolved to, if known.
@@ -47,6 +49,8 @@ pub struct Args {
     addr: Option<IpAddr>,
     #[command(flatten)]
     credentials: CredentialsArg,
+    /// `human` (decision, rule, reason) or `json` (one object; on an input
+    /// error `decision` is `error`).
     #[arg(long, value_enum, default_value = "human")]
     format: Format,
 }
@@ -54,7 +58,7 @@ pub struct Args {
 pub fn run(args: &Args) -> u8 {
     let bundle = match load_bundle(args) {
         Ok(b) => b,
-        Err(code) => return code,
+        Err(f) => return failed(args.format, &f),
     };
     let mut req = Request {
         binary: args.binary.clone(),
@@ -72,7 +76,12 @@ pub fn run(args: &Args) -> u8 {
                     target,
                 });
             }
-            Err(e) => return input_error(&format!("invalid `--url`: {e}")),
+            Err(e) => {
+                return failed(
+                    args.format,
+                    &Failure::error(None, format!("invalid `--url`: {e}")),
+                );
+            }
         }
     } else {
         req.host = args.host.clone();
@@ -80,40 +89,68 @@ pub fn run(args: &Args) -> u8 {
     }
     let decision = Evaluator::new(bundle).eval(&req);
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string(&decision).unwrap_or_default()),
+        Format::Json => outln!("{}", serde_json::to_string(&decision).unwrap_or_default()),
         Format::Human => print_human(&decision),
     }
     EXIT_OK
 }
 
-fn load_bundle(args: &Args) -> Result<Bundle, u8> {
+/// No decision: the reason in the requested format, exit 2.
+fn failed(format: Format, f: &Failure) -> u8 {
+    match format {
+        Format::Human => f.print_human(),
+        Format::Json => failed_json(f),
+    }
+    EXIT_INPUT
+}
+
+/// The JSON answer when there is no decision: `decision` is `error`.
+pub(super) fn failed_json(f: &Failure) {
+    let (files, errors) = f.json_members();
+    outln!(
+        "{}",
+        serde_json::json!({
+            "decision": "error",
+            "route": null,
+            "rule": null,
+            "credential": null,
+            "reason": f.headline(),
+            "errors": errors,
+            "files": files,
+        })
+    );
+}
+
+fn load_bundle(args: &Args) -> Result<Bundle, Failure> {
     if let Some(path) = &args.bundle {
-        let bytes = std::fs::read(path)
-            .map_err(|e| input_error(&format!("cannot read `{}`: {e}", path.display())))?;
+        let shown = Some(path.display().to_string());
+        let bytes = std::fs::read(path).map_err(|e| {
+            Failure::error(
+                shown.clone(),
+                format!("cannot read `{}`: {e}", path.display()),
+            )
+        })?;
         return Bundle::from_slice(&bytes)
-            .map_err(|e| input_error(&format!("`{}`: {e}", path.display())));
+            .map_err(|e| Failure::error(shown, format!("`{}`: {e}", path.display())));
     }
     let Some(path) = &args.policy else {
-        return Err(EXIT_INPUT);
+        return Err(Failure::error(None, "give `--bundle` or `--policy`"));
     };
+    let shown = path.display().to_string();
     let (checked, bundle) = load::compile_file(path, args.credentials.credentials.as_deref())
-        .map_err(|e| input_error(&e))?;
+        .map_err(|e| Failure::error(Some(shown.clone()), e.to_string()))?;
     match bundle {
         Some(b) => Ok(b),
-        None => {
-            report::print_diagnostics(
-                &[FileReport {
-                    path: path.display().to_string(),
-                    diagnostics: checked.diagnostics,
-                }],
-                super::DiagFormat::Human,
-            );
-            eprintln!(
-                "error: `{}` has errors; nothing to evaluate",
-                path.display()
-            );
-            Err(EXIT_INPUT)
-        }
+        None => Err(Failure {
+            files: vec![FileReport {
+                path: shown.clone(),
+                diagnostics: checked.diagnostics,
+            }],
+            errors: vec![InputError::new(
+                Some(shown.clone()),
+                format!("`{shown}` has errors; nothing to evaluate"),
+            )],
+        }),
     }
 }
 
@@ -178,18 +215,16 @@ fn print_human(d: &Decision) {
         Some(RouteKind::L7) => " via the L7 proxy",
         None => "",
     };
-    println!("{verdict}{route}");
-    if let Some(rule) = &d.rule {
-        if rule.rule.is_empty() {
-            println!("rule:       {}:{}", rule.file, rule.line);
-        } else {
-            println!("rule:       {}:{} ({})", rule.file, rule.line, rule.rule);
-        }
+    outln!("{verdict}{route}");
+    match &d.rule {
+        Some(rule) => outln!("rule:       {}", rule.blame()),
+        None if d.decision == Verdict::Deny => outln!("rule:       none (no rule allowed it)"),
+        None => {}
     }
     if let Some(c) = &d.credential {
-        println!("credential: {c}");
+        outln!("credential: {c}");
     }
-    println!("reason:     {}", d.reason);
+    outln!("reason:     {}", d.reason);
 }
 
 #[cfg(test)]

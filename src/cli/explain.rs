@@ -1,3 +1,4 @@
+use crate::output::out;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -20,7 +21,7 @@ pub fn run(args: &Args) -> u8 {
     };
     match Bundle::from_slice(&bytes) {
         Ok(b) => {
-            print!("{}", explain(&b));
+            out!("{}", explain(&b));
             EXIT_OK
         }
         Err(e) => input_error(&format!("`{}`: {e}", args.bundle.display())),

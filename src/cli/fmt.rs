@@ -1,3 +1,4 @@
+use crate::output::outln;
 use std::path::PathBuf;
 
 use policy_lang::{fmt, load, parser};
@@ -44,10 +45,7 @@ pub fn run(args: &Args) -> u8 {
                 }],
                 DiagFormat::Human,
             );
-            eprintln!(
-                "error: `{}` has syntax errors; not formatted",
-                path.display()
-            );
+            eprintln!("error: `{}` has errors; not formatted", path.display());
             code = code.max(EXIT_FINDINGS);
             continue;
         };
@@ -56,7 +54,7 @@ pub fn run(args: &Args) -> u8 {
             continue;
         }
         if args.check {
-            println!("{}", path.display());
+            outln!("{}", path.display());
             code = code.max(EXIT_FINDINGS);
         } else if let Err(e) = std::fs::write(path, formatted) {
             eprintln!("error: cannot write `{}`: {e}", path.display());

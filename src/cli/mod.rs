@@ -73,6 +73,77 @@ pub fn run(cli: Cli) -> u8 {
     }
 }
 
+/// Parses the command line. A usage error goes to stderr as clap writes
+/// it, and when the command asked for a machine format, a document of
+/// that format goes to stdout too: a CI step parsing stdout always gets one.
+pub fn parse() -> Result<Cli, u8> {
+    use clap::error::ErrorKind;
+    let err = match Cli::try_parse() {
+        Ok(cli) => return Ok(cli),
+        Err(e) => e,
+    };
+    let _ = err.print();
+    let code = u8::try_from(err.exit_code()).unwrap_or(EXIT_INPUT);
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        return Err(code);
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = args.iter().find(|a| !a.starts_with('-'));
+    let format = requested_format(&args);
+    // The error paragraph, without the usage and help lines after it.
+    let rendered = err.render().to_string();
+    let message = rendered
+        .split("\n\n")
+        .next()
+        .unwrap_or("invalid command line")
+        .trim_start_matches("error: ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let failure = crate::report::Failure::error(None, message);
+    match (command.map(String::as_str), format.as_deref()) {
+        (Some("check"), Some(f)) => {
+            if let Ok(f) = DiagFormat::from_str(f, true)
+                && f != DiagFormat::Human
+            {
+                crate::report::print_check(&[], &failure.errors, None, f);
+            }
+        }
+        (Some("diff"), Some(f)) => {
+            if let Ok(f) = crate::report::findings::FindingsFormat::from_str(f, true)
+                && f != crate::report::findings::FindingsFormat::Human
+            {
+                diff::print_failure(&failure, f, "error", None);
+            }
+        }
+        (Some("eval"), Some("json")) => {
+            eval::failed_json(&failure);
+        }
+        _ => {}
+    }
+    Err(code)
+}
+
+/// The value of `--format` on a command line clap refused.
+fn requested_format(args: &[String]) -> Option<String> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            return None;
+        }
+        if let Some(v) = a.strip_prefix("--format=") {
+            return Some(v.to_owned());
+        }
+        if a == "--format" {
+            return it.next().cloned();
+        }
+    }
+    None
+}
+
 /// Print an input error (unreadable file, bad bundle) the same way everywhere.
 pub fn input_error(err: &dyn std::fmt::Display) -> u8 {
     eprintln!("error: {err}");

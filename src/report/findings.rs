@@ -1,6 +1,7 @@
 //! Rendering prover findings: human text, JSON, SARIF 2.1.0, GitHub
 //! workflow annotations, and a Markdown PR comment.
 
+use crate::output::outln;
 use prover::{Category, Finding, Report, Verdict};
 use serde_json::{Value, json};
 
@@ -38,7 +39,7 @@ pub fn print(report: &Report, format: FindingsFormat, names: &Names) {
         FindingsFormat::Github => github(report, names),
         FindingsFormat::Markdown => markdown(report, names),
     };
-    println!("{}", out.trim_end());
+    outln!("{}", out.trim_end());
 }
 
 pub fn json_doc(report: &Report) -> Value {

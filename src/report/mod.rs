@@ -1,14 +1,17 @@
 //! Rendering diagnostics for people (miette) and machines (JSON, SARIF,
 //! GitHub workflow annotations).
 
+pub mod failure;
 pub mod findings;
 mod human;
 pub mod sarif;
 
+use crate::output::outln;
 use policy_lang::diag::{Diagnostic, Severity};
 use serde_json::json;
 
 use crate::cli::DiagFormat;
+pub use failure::{Failure, InputError};
 
 pub struct FileReport {
     pub path: String,
@@ -16,6 +19,18 @@ pub struct FileReport {
 }
 
 pub fn print_diagnostics(reports: &[FileReport], format: DiagFormat) {
+    print_check(reports, &[], None, format);
+}
+
+/// The diagnostics of several files, the inputs that could not be read,
+/// and (for `check --prove`) why a risk question went unanswered. Machine
+/// formats always get a whole document, even when every file failed.
+pub fn print_check(
+    reports: &[FileReport],
+    errors: &[InputError],
+    inconclusive: Option<&str>,
+    format: DiagFormat,
+) {
     match format {
         DiagFormat::Human => {
             for r in reports {
@@ -23,22 +38,28 @@ pub fn print_diagnostics(reports: &[FileReport], format: DiagFormat) {
                     eprint!("{}", human::render(d));
                 }
             }
+            for e in errors {
+                eprintln!("error: {}", e.message);
+            }
         }
         DiagFormat::Json => {
-            let files: Vec<_> = reports
-                .iter()
-                .map(|r| {
-                    json!({
-                        "path": r.path,
-                        "diagnostics": r.diagnostics.iter().map(diagnostic_json).collect::<Vec<_>>(),
-                    })
+            outln!(
+                "{}",
+                json!({
+                    "files": failure::files_json(reports),
+                    "errors": failure::errors_json(errors),
+                    "inconclusive": inconclusive,
                 })
-                .collect();
-            println!("{}", json!({ "files": files }));
+            );
         }
         DiagFormat::Github => {
-            for d in reports.iter().flat_map(|r| &r.diagnostics) {
-                println!("{}", github_line(d));
+            let lines = reports
+                .iter()
+                .flat_map(|r| &r.diagnostics)
+                .map(github_line)
+                .chain(errors.iter().map(failure::github_error));
+            for line in lines {
+                outln!("{line}");
             }
         }
         DiagFormat::Sarif => {
@@ -47,7 +68,21 @@ pub fn print_diagnostics(reports: &[FileReport], format: DiagFormat) {
                 .flat_map(|r| &r.diagnostics)
                 .map(sarif::diagnostic_result)
                 .collect();
-            println!("{}", sarif::document(sarif::diagnostic_rules(), results));
+            let failed = Failure {
+                files: Vec::new(),
+                errors: errors.to_vec(),
+            };
+            let mut doc = failed.sarif();
+            if let Some(all) = doc
+                .get_mut("runs")
+                .and_then(serde_json::Value::as_array_mut)
+                .and_then(|r| r.first_mut())
+                .and_then(|r| r.get_mut("results"))
+                .and_then(serde_json::Value::as_array_mut)
+            {
+                all.splice(0..0, results);
+            }
+            outln!("{doc}");
         }
     }
 }
@@ -80,7 +115,7 @@ pub fn github_escape(s: &str, property: bool) -> String {
     out
 }
 
-fn github_line(d: &Diagnostic) -> String {
+pub fn github_line(d: &Diagnostic) -> String {
     let (line, col) = d.line_col();
     let (end_line, end_col) = d.file.line_col(d.span.end);
     let level = match d.severity {

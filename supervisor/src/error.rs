@@ -60,6 +60,14 @@ pub enum LaunchError {
     )]
     WritableBundle { path: PathBuf, why: String },
 
+    /// Exits 127, as a shell does for a command it cannot find.
+    #[error("`{0}` is not found in the workload's PATH")]
+    #[diagnostic(
+        code(supervisor::not_found),
+        help("the workload's PATH is /usr/local/bin:/usr/bin:/bin; give the program's full path")
+    )]
+    NotFound(String),
+
     #[error("cannot set up the L7 proxy")]
     #[diagnostic(code(supervisor::proxy))]
     Proxy(#[source] crate::l7::SetupError),

@@ -67,6 +67,10 @@ pub fn run(args: &RunArgs) -> u8 {
                 EXIT_CANNOT_EXECUTE
             }
         }
+        Err(e @ LaunchError::NotFound(_)) => {
+            eprintln!("{:?}", miette::Report::new(e));
+            EXIT_NOT_FOUND
+        }
         Err(e) => {
             eprintln!("{:?}", miette::Report::new(e));
             EXIT_LAUNCH_FAILED

@@ -173,10 +173,7 @@ pub fn find_program(
             return Ok(candidate);
         }
     }
-    Err(LaunchError::Usage(format!(
-        "`{}` is not found in the workload's PATH",
-        name.to_string_lossy()
-    )))
+    Err(LaunchError::NotFound(name.to_string_lossy().into_owned()))
 }
 
 #[cfg(test)]

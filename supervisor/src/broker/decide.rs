@@ -73,6 +73,7 @@ impl Decision {
                 routes: Vec::new(),
                 l7: Vec::new(),
                 reason,
+                grants: Vec::new(),
             },
             host: None,
             rule: None,
@@ -371,17 +372,8 @@ fn operator_named(
     conn
 }
 
-/// `file:line (name)` of the first route that allowed the connection.
+/// `file:line (name)` of a rule that allowed this binary the connection.
 #[must_use]
 pub fn rule_of(eval: &Evaluator, conn: &ConnectionDecision) -> Option<String> {
-    let origin = conn
-        .routes
-        .first()
-        .and_then(|r| eval.bundle().provenance.routes.get(*r as usize))
-        .and_then(|o| o.first())?;
-    Some(if origin.rule.is_empty() {
-        origin.to_string()
-    } else {
-        format!("{origin} ({})", origin.rule)
-    })
+    eval.connection_rule(conn).map(|o| o.blame())
 }

@@ -152,7 +152,7 @@ fn check(
     let path = canon
         .as_ref()
         .map_or_else(|_| target.to_owned(), |c| c.path.clone());
-    let rule = d.rule.as_ref().map(ToString::to_string).or(rule);
+    let rule = d.rule.as_ref().map(policy_lang::ir::Origin::blame).or(rule);
     let refuse = |code: &'static str, reason: String| {
         Refusal::new(StatusCode::FORBIDDEN, code, reason)
             .rule(rule.clone())

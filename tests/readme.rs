@@ -1,0 +1,169 @@
+//! The README's examples, run as written: every `$ ` command in a
+//! ```console block runs from the repository root (continuation lines
+//! joined, the workspace's binaries first on PATH, `sudo ` dropped when
+//! already root), must exit 0 (or 1, a finding), and must print every line
+//! shown under it, in order; `…` in a shown line stands for any text.
+//! The ```sh block (quickstart, the test suite itself) is what CI runs.
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test fails loudly"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+struct Example {
+    command: String,
+    shown: Vec<String>,
+}
+
+fn examples(readme: &str) -> Vec<Example> {
+    let mut out: Vec<Example> = Vec::new();
+    let mut in_console = false;
+    let mut continuing = false;
+    for line in readme.lines() {
+        if !in_console {
+            in_console = line.trim() == "```console";
+            continue;
+        }
+        if line.trim() == "```" {
+            in_console = false;
+            continue;
+        }
+        if continuing && let Some(last) = out.last_mut() {
+            last.command.push('\n');
+            last.command.push_str(line);
+            continuing = line.ends_with('\\');
+        } else if let Some(cmd) = line.strip_prefix("$ ") {
+            out.push(Example {
+                command: cmd.to_owned(),
+                shown: Vec::new(),
+            });
+            continuing = cmd.ends_with('\\');
+        } else if let Some(last) = out.last_mut() {
+            last.shown.push(line.trim_end().to_owned());
+        } else {
+            panic!("output before any command in a console block: {line}");
+        }
+    }
+    out
+}
+
+/// `shown` matches `actual`, where `…` stands for any text.
+fn line_matches(shown: &str, actual: &str) -> bool {
+    let actual = actual.trim_end();
+    let parts: Vec<&str> = shown.split('…').collect();
+    let (Some(first), Some(last)) = (parts.first(), parts.last()) else {
+        return false;
+    };
+    if parts.len() == 1 {
+        return shown == actual;
+    }
+    if !actual.starts_with(first) || !actual.ends_with(last) {
+        return false;
+    }
+    let mut rest = &actual[first.len()..actual.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+fn is_root() -> bool {
+    let out = Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim() == "0"
+}
+
+/// Where this build's binaries are; the supervisor is built there if this
+/// test run did not build it.
+fn bin_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_openshell-policy"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    if !dir.join("openshell-supervisor").exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = Command::new(cargo)
+            .args(["build", "-p", "supervisor", "--bin", "openshell-supervisor"])
+            .current_dir(ROOT)
+            .status()
+            .unwrap();
+        assert!(status.success(), "cannot build openshell-supervisor");
+    }
+    dir
+}
+
+#[test]
+fn every_readme_example_runs_as_written() {
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let examples = examples(&readme);
+    assert!(examples.len() >= 5, "found {} examples", examples.len());
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let root = is_root();
+    let before: Vec<_> = bundles_in_root();
+    for ex in &examples {
+        let command = match ex.command.strip_prefix("sudo ") {
+            Some(rest) if root => rest,
+            _ => ex.command.as_str(),
+        };
+        let out = Command::new("bash")
+            .args(["-c", command])
+            .current_dir(ROOT)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let code = out.status.code();
+        assert!(
+            matches!(code, Some(0 | 1)),
+            "`{}` exited {code:?}:\n{said}",
+            ex.command
+        );
+        let mut actual = said.lines();
+        for shown in ex.shown.iter().filter(|l| !l.is_empty()) {
+            assert!(
+                actual.any(|a| line_matches(shown, a)),
+                "`{}` did not print (in order) the README's line\n{shown}\nit printed:\n{said}",
+                ex.command
+            );
+        }
+    }
+    assert_eq!(
+        bundles_in_root(),
+        before,
+        "an example left a bundle in the repository root"
+    );
+}
+
+fn bundles_in_root() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(ROOT)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "bundle"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn shown_lines_match_with_ellipses() {
+    assert!(line_matches("sha256:…", "sha256:abc"));
+    assert!(line_matches("a … c … e", "a b c d e"));
+    assert!(!line_matches("a … c", "a b d"));
+    assert!(!line_matches("exact", "exactly"));
+}
