@@ -209,3 +209,31 @@ fn later_diagnostics_point_into_the_yaml() {
         "{found:?}"
     );
 }
+
+/// The imported query matchers survive formatting: the text parses back to
+/// the same bundle, and the bundle stores and reloads the dotted globs.
+#[test]
+fn imported_dotted_globs_round_trip_through_the_formatter_and_the_bundle() {
+    use policy_lang::bundle::Bundle;
+    use policy_lang::{compile, parser};
+    let file = SourceFile::new("everything.yaml", EVERYTHING);
+    let (doc, diags) = import::yaml_to_document(&file);
+    assert!(!diags.has_errors());
+    let doc = doc.unwrap();
+    let (resolved, _) = resolve::resolve(std::slice::from_ref(&doc));
+    let bundle = compile::compile(&resolved.policy);
+    let text = format_document(&doc);
+    assert!(text.contains("?q=dotted:repo:acme/*"), "{text}");
+    let (reparsed, parse_diags) = parser::parse(&SourceFile::new("e.policy", text.clone()));
+    assert!(!parse_diags.has_errors());
+    let reparsed = reparsed.unwrap();
+    assert_eq!(format_document(&reparsed), text);
+    let (re_resolved, re_diags) = resolve::resolve(std::slice::from_ref(&reparsed));
+    assert!(!re_diags.has_errors());
+    assert_eq!(compile::compile(&re_resolved.policy).digest, bundle.digest);
+    let bytes = bundle.to_bytes();
+    let json = String::from_utf8(bytes.clone()).unwrap();
+    assert!(json.contains("\"dotted:1.*\""), "{json}");
+    let loaded = Bundle::from_slice(&bytes).unwrap();
+    assert_eq!(loaded.digest, bundle.digest);
+}
