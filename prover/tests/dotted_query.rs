@@ -21,7 +21,7 @@ fn search(query: &str) -> String {
 
 /// The witness's decoded values for `key`.
 fn witness_values(r: &prover::Report, key: &str) -> Vec<String> {
-    let f = &r.findings[0];
+    let f = r.findings.first().unwrap();
     let raw = f.witness.query.as_deref().unwrap_or("");
     parse_query_string(raw)
         .unwrap()
