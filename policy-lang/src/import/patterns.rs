@@ -636,6 +636,33 @@ mod tests {
     }
 
     #[test]
+    fn hosts_openshell_refuses_at_load() {
+        for refused in [
+            "*",
+            "**",
+            "*.com",
+            "**.com",
+            "*-api",
+            "api.*",
+            "a**.example.com",
+            "api.**.example.com",
+            "a.b*.example.com",
+        ] {
+            assert!(openshell_refused_host(refused).is_some(), "{refused}");
+        }
+        for loaded in [
+            "api.example.com",
+            "*.example.com",
+            "**.example.com",
+            "*-api.example.com",
+            "a.*.example.com",
+            "*.{a,b}.example.com",
+        ] {
+            assert_eq!(openshell_refused_host(loaded), None, "{loaded}");
+        }
+    }
+
+    #[test]
     fn query_translations() {
         assert_eq!(query_value("main").unwrap(), ["main"]);
         assert_eq!(query_value("{open,closed}").unwrap(), ["open", "closed"]);
