@@ -96,8 +96,11 @@ fn os_host(pattern: &str) -> Oracle {
 }
 
 /// `query_value_matches` with a string matcher (`glob.match(m, [], v)`).
-fn os_query(glob: &str, value: &str) -> bool {
-    rego_glob_match(glob, &[], value) == Some(true)
+fn os_query(glob: &str) -> Oracle {
+    match rego_glob(glob, &[]) {
+        Some(m) => Box::new(move |v| m(v) == Some(true)),
+        None => Box::new(|_| false),
+    }
 }
 
 // ------------------------------------------------------------- inputs --
@@ -240,8 +243,9 @@ fn check_query(glob: &str, inputs: &[&str]) -> Outcome {
     match patterns::query_value(glob) {
         Ok(alts) => {
             let ours: Vec<ValueGlob> = alts.iter().map(|a| ValueGlob::parse(a).unwrap()).collect();
+            let os = os_query(glob);
             for input in inputs {
-                let want = os_query(glob, input);
+                let want = os(input);
                 let got = ours.iter().any(|g| g.matches(input));
                 assert_eq!(got, want, "query glob `{glob}` → {alts:?} on `{input}`");
             }
@@ -357,23 +361,128 @@ fn host_table() {
 fn query_table() {
     use Outcome::*;
     let inputs = [
-        "", "a", "b", "ab", "a.b", "a/b", "main", "v1", "v1.2", "open", "closed", "x y",
+        "",
+        "a",
+        "b",
+        "ab",
+        "a.b",
+        "a/b",
+        "main",
+        "v1",
+        "v1.2",
+        "v1.2.3",
+        "v1.",
+        ".v1",
+        "1.4",
+        "1.4.1",
+        "2.0",
+        "open",
+        "closed",
+        "x y",
+        "a..b",
+        "repo:acme/w",
+        "repo:acme/w.js",
+        "skill-x",
+        "skill-x.y",
+        "é",
+        "vé",
+        "a.b.json",
+        ".json",
+        "json",
+        "\n",
+        "a\nb",
     ];
     let table: &[(&str, Outcome)] = &[
         ("main", Same),
         ("a.b", Same),
         ("a/b", Same),
-        ("v?", Same),
         ("{open,closed}", Same),
         ("[ab]", Same),
         ("**", Same),
-        ("*", Inexpressible),
-        ("v1.*", Inexpressible),
+        ("*", Same),
+        ("v1.*", Same),
+        ("1.*", Same),
+        ("{1.*,2.*}", Same),
+        ("skill-*", Same),
+        ("repo:acme/*", Same),
+        ("**.json", Same),
+        ("a.**", Same),
+        ("a.**.b", Same),
+        ("**.**", Same),
+        ("**.**.json", Same),
+        (".**", Same),
+        ("**.", Same),
+        ("a**", Same),
+        ("*.*", Same),
+        ("{a.**,b}", Same),
+        ("\\.", Same),
+        ("v?", Inexpressible),
+        ("[!a]", Inexpressible),
+        ("[.a]", Inexpressible),
+        ("[é]", Inexpressible),
+        ("{a.**,b}c", Inexpressible),
         ("a|b", Inexpressible),
     ];
     for (glob, want) in table {
         assert_eq!(&check_query(glob, &inputs), want, "`{glob}`");
     }
+}
+
+#[test]
+fn query_translations_are_dotted_only_with_a_wildcard() {
+    assert_eq!(patterns::query_value("main").unwrap(), ["main"]);
+    assert_eq!(patterns::query_value("a.b").unwrap(), ["a.b"]);
+    assert_eq!(patterns::query_value("**").unwrap(), ["*"]);
+    assert_eq!(patterns::query_value("1.*").unwrap(), ["dotted:1.*"]);
+    assert_eq!(
+        patterns::query_value("repo:acme/*").unwrap(),
+        ["dotted:repo:acme/*"]
+    );
+    assert_eq!(
+        patterns::query_value("**.json").unwrap(),
+        ["dotted:*.**.json"]
+    );
+    assert_eq!(patterns::query_value("a.**").unwrap(), ["dotted:a.*.**"]);
+    assert_eq!(patterns::query_value("dotted:x").unwrap(), ["\\dotted:x"]);
+    assert_eq!(
+        patterns::query_value("{1.*,2.*}").unwrap(),
+        ["dotted:1.*", "dotted:2.*"]
+    );
+}
+
+/// Every string over `a . /` up to `max` characters.
+fn values(max: usize) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut level = vec![String::new()];
+    for _ in 0..max {
+        let mut next = Vec::new();
+        for v in &level {
+            for c in ["a", "b", ".", "/"] {
+                next.push(format!("{v}{c}"));
+            }
+        }
+        out.extend(next.iter().cloned());
+        level = next;
+    }
+    out.extend(["a.é", "é.a", "\n.a"].map(String::from));
+    out
+}
+
+#[test]
+fn every_short_query_glob_translates_exactly() {
+    let tokens = ["a", ".", "*", "**", "/", "{a,b}", "[ab]"];
+    let inputs = values(4);
+    let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    let mut counts = std::collections::BTreeMap::new();
+    for glob in short_patterns(&tokens, 4, "") {
+        let outcome = check_query(&glob, &inputs);
+        *counts.entry(format!("{outcome:?}")).or_insert(0) += 1;
+    }
+    eprintln!("{counts:#?}");
+    assert!(
+        counts.get("Same").copied().unwrap_or(0) > 2500,
+        "{counts:?}"
+    );
 }
 
 // --------------------------------------------- every short pattern --

@@ -116,6 +116,7 @@ network_policies:
         allow_encoded_slash: true
         rules:
           - allow: { method: get, path: "/repos/**", query: { per_page: "{10,100}", state: { any: [open, closed] } } }
+          - allow: { method: GET, path: "/search/code", query: { q: "repo:acme/*", v: { any: ["1.*", "2.*"] }, lang: "**" } }
           - allow: { method: POST, path: "/repos/*/*/issues" }
           - allow: { method: "*", path: "**" }
         deny_rules:
@@ -165,7 +166,7 @@ fn broken_inputs() {
         ),
         (
             "bad_endpoint",
-            "version: 1\nlandlock: { compatibility: best_effort }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com }\n      - { host: b.example.com, port: 443, protocol: graphql }\n      - { host: c.example.com, port: 443, protocol: rest, access: full, rules: [{ allow: { method: GET, path: /x } }] }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, websocket_credential_rewrite: true, frobnicate: 1 }\n      - { host: \"*\", port: 443 }\n      - { host: e.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{ allow: { method: GET, path: \"/a[!b]\" } }, { allow: { method: POST, path: api/x } }, { allow: { method: GET, path: /q, query: { v: \"1.*\" } } }] }\n    binaries: [{ path: /usr/bin/curl }]\n",
+            "version: 1\nlandlock: { compatibility: best_effort }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com }\n      - { host: b.example.com, port: 443, protocol: graphql }\n      - { host: c.example.com, port: 443, protocol: rest, access: full, rules: [{ allow: { method: GET, path: /x } }] }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, websocket_credential_rewrite: true, frobnicate: 1 }\n      - { host: \"*\", port: 443 }\n      - { host: e.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{ allow: { method: GET, path: \"/a[!b]\" } }, { allow: { method: POST, path: api/x } }, { allow: { method: GET, path: /q, query: { v: \"v?\" } } }] }\n    binaries: [{ path: /usr/bin/curl }]\n",
         ),
         (
             "middlewares",
@@ -207,4 +208,32 @@ fn later_diagnostics_point_into_the_yaml() {
             .any(|(c, (l, col))| c == "E0301" && (*l, *col) == (8, 21)),
         "{found:?}"
     );
+}
+
+/// The imported query matchers survive formatting: the text parses back to
+/// the same bundle, and the bundle stores and reloads the dotted globs.
+#[test]
+fn imported_dotted_globs_round_trip_through_the_formatter_and_the_bundle() {
+    use policy_lang::bundle::Bundle;
+    use policy_lang::{compile, parser};
+    let file = SourceFile::new("everything.yaml", EVERYTHING);
+    let (doc, diags) = import::yaml_to_document(&file);
+    assert!(!diags.has_errors());
+    let doc = doc.unwrap();
+    let (resolved, _) = resolve::resolve(std::slice::from_ref(&doc));
+    let bundle = compile::compile(&resolved.policy);
+    let text = format_document(&doc);
+    assert!(text.contains("?q=dotted:repo:acme/*"), "{text}");
+    let (reparsed, parse_diags) = parser::parse(&SourceFile::new("e.policy", text.clone()));
+    assert!(!parse_diags.has_errors());
+    let reparsed = reparsed.unwrap();
+    assert_eq!(format_document(&reparsed), text);
+    let (re_resolved, re_diags) = resolve::resolve(std::slice::from_ref(&reparsed));
+    assert!(!re_diags.has_errors());
+    assert_eq!(compile::compile(&re_resolved.policy).digest, bundle.digest);
+    let bytes = bundle.to_bytes();
+    let json = String::from_utf8(bytes.clone()).unwrap();
+    assert!(json.contains("\"dotted:1.*\""), "{json}");
+    let loaded = Bundle::from_slice(&bytes).unwrap();
+    assert_eq!(loaded.digest, bundle.digest);
 }

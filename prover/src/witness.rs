@@ -42,7 +42,7 @@ fn realize_key(dom: &Domain, key: &str, qs: &[usize], p: &Point) -> Option<Vec<(
     let mut candidates: Vec<String> = qs
         .iter()
         .filter_map(|&q| dom.queries.get(q))
-        .flat_map(|m| m.any.iter().map(|g| g.example()))
+        .flat_map(|m| m.any.iter().flat_map(|g| g.examples()))
         .collect();
     candidates.extend(["zz-other".to_owned(), String::new(), "0".to_owned()]);
     candidates.sort();

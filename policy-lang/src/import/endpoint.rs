@@ -483,6 +483,18 @@ fn destinations(
         }
         return vec![(dest_text(&ip.to_string()), h.span, Vec::new())];
     }
+    if let Some(why) = patterns::openshell_refused_host(&h.node) {
+        cx.push(
+            codes::E0703,
+            h.span,
+            format!(
+                "OpenShell refuses host `{}` when it loads the policy: {why}",
+                h.node
+            ),
+            "OpenShell never runs this policy as written; name the domain (`*.example.com`) or list the hosts",
+        );
+        return Vec::new();
+    }
     match patterns::host(&h.node) {
         Translated::Patterns { patterns, notes } => {
             for note in notes {

@@ -19,6 +19,7 @@ mod endpoint;
 mod l7;
 pub mod patterns;
 mod policy;
+mod query_glob;
 pub mod rego_glob;
 pub mod yaml;
 

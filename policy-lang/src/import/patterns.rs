@@ -12,6 +12,8 @@
 use super::rego_glob::{self, GTok};
 use crate::matcher::HttpPathGlob;
 
+pub use super::query_glob::query_value;
+
 /// The most patterns one alternation may expand into.
 pub const MAX_EXPANSION: usize = 16;
 
@@ -349,7 +351,7 @@ fn push_literal(out: &mut String, c: char, kind: PathKind) {
     }
 }
 
-fn push_class(
+pub(super) fn push_class(
     out: &mut String,
     negated: bool,
     ranges: &[(char, char)],
@@ -411,6 +413,41 @@ pub fn binary(path: &str) -> Translated {
         push_literal(&mut out, c, PathKind::Binary);
     }
     Translated::one(out)
+}
+
+/// Why OpenShell refuses an endpoint host when it loads the policy, if it
+/// does: its L7 validator (and, since 2026-07, its policy validator) rejects
+/// these wildcard shapes with an error, so such a policy never runs and
+/// there is nothing to translate. Checked against OpenShell 2f7fb65
+/// (`validate_host_wildcard`); bare `*` has been refused since host
+/// wildcards exist (2026-03, before that it was compared as the literal
+/// text `*` and matched no host).
+pub fn openshell_refused_host(host: &str) -> Option<&'static str> {
+    if !host.contains('*') {
+        return None;
+    }
+    if host == "*" || host == "**" {
+        return Some("a bare `*` or `**` matches all hosts");
+    }
+    let labels: Vec<&str> = host.split('.').collect();
+    let first = labels.first().copied().unwrap_or_default();
+    if first.contains("**") && first != "**" {
+        return Some("`**` is only allowed as the entire first DNS label");
+    }
+    for label in labels.iter().skip(1) {
+        if label.contains("**") {
+            return Some("`**` is only allowed as the entire first DNS label");
+        }
+        if label.contains('*') && *label != "*" {
+            return Some("a wildcard in a later label must be the entire label `*`");
+        }
+    }
+    if labels.len() <= 2 {
+        return Some(
+            "a wildcard needs at least two labels to its right (no TLD or single-label wildcards)",
+        );
+    }
+    None
 }
 
 /// Translate an endpoint host. Without `*` OpenShell compares it exactly
@@ -529,58 +566,6 @@ fn expand_braces(text: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// Translate one query value glob (`glob.match(g, [], v)`, where the empty
-/// delimiter list means `.`) into alternatives in our value-glob syntax.
-///
-/// Because `.` is a delimiter, OpenShell's `*` stops at a `.` and `?` never
-/// matches one. Our value globs have no "run without `.`", so only globs
-/// whose meaning survives are translated: literals, `?` (as `[!.]`),
-/// classes without `.`, `{a,b}` alternatives, and a lone `**` (any value).
-pub fn query_value(glob: &str) -> Result<Vec<String>, String> {
-    if glob == "**" {
-        return Ok(vec!["*".to_string()]);
-    }
-    let toks = rego_glob::parse(glob).map_err(|e| format!("OpenShell cannot compile it: {e}"))?;
-    let seqs = rego_glob::expand(&toks, MAX_EXPANSION).ok_or_else(|| {
-        format!("its `{{...}}` alternatives expand to more than {MAX_EXPANSION} values")
-    })?;
-    let mut out = Vec::new();
-    for seq in seqs {
-        let mut text = String::new();
-        for tok in &seq {
-            match tok {
-                GTok::Lit(c) => {
-                    if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-                        text.push('\\');
-                    }
-                    text.push(*c);
-                }
-                GTok::Any => text.push_str("[!.]"),
-                GTok::Class {
-                    negated: false,
-                    ranges,
-                } if !ranges.iter().any(|&(lo, hi)| lo <= '.' && '.' <= hi) => {
-                    push_class(&mut text, false, ranges, PathKind::Binary)
-                        .map_err(|_| "a character class".to_string())?;
-                }
-                GTok::Class { .. } => {
-                    return Err("a character class that can match `.`, which OpenShell treats as a delimiter in query values".to_string());
-                }
-                _ => {
-                    return Err("`*` in a query matcher stops at `.` in OpenShell (its glob.match uses `.` as the delimiter); our query globs cannot say \"any run without `.`\"".to_string());
-                }
-            }
-        }
-        if text.contains('|') || text.chars().any(char::is_whitespace) || text.contains('#') {
-            return Err("a `|`, `#` or whitespace inside a query value cannot be written in a query matcher".to_string());
-        }
-        if !out.contains(&text) {
-            out.push(text);
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -651,12 +636,39 @@ mod tests {
     }
 
     #[test]
+    fn hosts_openshell_refuses_at_load() {
+        for refused in [
+            "*",
+            "**",
+            "*.com",
+            "**.com",
+            "*-api",
+            "api.*",
+            "a**.example.com",
+            "api.**.example.com",
+            "a.b*.example.com",
+        ] {
+            assert!(openshell_refused_host(refused).is_some(), "{refused}");
+        }
+        for loaded in [
+            "api.example.com",
+            "*.example.com",
+            "**.example.com",
+            "*-api.example.com",
+            "a.*.example.com",
+            "*.{a,b}.example.com",
+        ] {
+            assert_eq!(openshell_refused_host(loaded), None, "{loaded}");
+        }
+    }
+
+    #[test]
     fn query_translations() {
         assert_eq!(query_value("main").unwrap(), ["main"]);
-        assert_eq!(query_value("v?").unwrap(), ["v[!.]"]);
         assert_eq!(query_value("{open,closed}").unwrap(), ["open", "closed"]);
         assert_eq!(query_value("**").unwrap(), ["*"]);
-        assert!(query_value("v1.*").is_err());
+        assert_eq!(query_value("v1.*").unwrap(), ["dotted:v1.*"]);
+        assert!(query_value("v?").is_err());
         assert!(query_value("a|b").is_err());
     }
 }

@@ -34,7 +34,7 @@ fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
 }
 
 const SYNTAX: Syntax = Syntax {
-    separator: true,
+    separator: Some('/'),
     percent: false,
     check_literal,
 };

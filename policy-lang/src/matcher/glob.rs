@@ -29,11 +29,13 @@ pub(crate) struct CharClass {
     ranges: Vec<(char, char)>,
 }
 
-/// What a wildcard may cover. Segment globs never cross `/`; a query value
-/// has no delimiter at all.
+/// What a wildcard may cover. Segment globs never cross `/`, label globs
+/// (dotted query values) never cross `.`; a plain query value has no
+/// delimiter at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Scope {
     Segment,
+    Label,
     Anything,
 }
 
@@ -41,6 +43,7 @@ impl Scope {
     pub(crate) fn allows(self, c: char) -> bool {
         match self {
             Self::Segment => c != '/',
+            Self::Label => c != '.',
             Self::Anything => true,
         }
     }
@@ -48,6 +51,7 @@ impl Scope {
     fn excluded(self) -> Option<char> {
         match self {
             Self::Segment => Some('/'),
+            Self::Label => Some('.'),
             Self::Anything => None,
         }
     }
@@ -55,6 +59,7 @@ impl Scope {
     fn regex_one(self) -> &'static str {
         match self {
             Self::Segment => "[^/]",
+            Self::Label => r"[^\.]",
             Self::Anything => "(?s:.)",
         }
     }
@@ -69,8 +74,9 @@ pub(crate) enum Item {
 
 /// How a glob kind reads its text.
 pub(crate) struct Syntax {
-    /// `/` separates segments and may not appear inside a class or escape.
-    pub(crate) separator: bool,
+    /// The character that separates segments (`/`) or labels (`.`); it may
+    /// not appear inside a class or escape.
+    pub(crate) separator: Option<char>,
     /// `%XX` escapes are normalized the way request canonicalization does.
     pub(crate) percent: bool,
     /// Rejects a literal character the input can never contain.
@@ -312,7 +318,7 @@ pub(crate) fn tokenize(text: &str, syntax: &Syntax) -> Result<Vec<(usize, Item)>
     let mut chars = text.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
         let item = match c {
-            '/' if syntax.separator => Item::Sep,
+            c if Some(c) == syntax.separator => Item::Sep,
             '*' => Item::Tok(Tok::Star),
             '?' => Item::Tok(Tok::One),
             '[' => Item::Tok(Tok::Class(parse_class(text, at, &mut chars, syntax)?)),
@@ -324,10 +330,17 @@ pub(crate) fn tokenize(text: &str, syntax: &Syntax) -> Result<Vec<(usize, Item)>
                         at,
                     ));
                 };
-                if lit == '/' && syntax.separator {
+                if lit == '/' && syntax.separator == Some('/') {
                     return Err(PatternError::new(
                         "a segment cannot contain an escaped `/`",
                         "`/` always separates segments; use `%2F` for an encoded slash",
+                        at,
+                    ));
+                }
+                if lit == '.' && syntax.separator == Some('.') {
+                    return Err(PatternError::new(
+                        "a label cannot contain an escaped `.`",
+                        "`.` always separates labels in a `dotted:` glob; use a plain glob to match a literal `.` anywhere",
                         at,
                     ));
                 }
@@ -482,10 +495,17 @@ fn parse_class(
 }
 
 fn check_class_char(c: char, at: usize, syntax: &Syntax) -> Result<(), PatternError> {
-    if c == '/' && syntax.separator {
+    if c == '/' && syntax.separator == Some('/') {
         return Err(PatternError::new(
             "a character class cannot contain `/`",
             "a class matches one character within a segment; `/` separates segments",
+            at,
+        ));
+    }
+    if c == '.' && syntax.separator == Some('.') {
+        return Err(PatternError::new(
+            "a character class cannot contain `.`",
+            "a class matches one character within a label; `.` separates labels",
             at,
         ));
     }
@@ -524,7 +544,7 @@ mod tests {
     }
 
     const VALUE: Syntax = Syntax {
-        separator: false,
+        separator: None,
         percent: false,
         check_literal: any,
     };

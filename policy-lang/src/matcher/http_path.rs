@@ -52,7 +52,7 @@ fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
 }
 
 const SYNTAX: Syntax = Syntax {
-    separator: true,
+    separator: Some('/'),
     percent: true,
     check_literal,
 };

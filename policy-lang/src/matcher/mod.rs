@@ -12,6 +12,7 @@
 
 pub mod binary;
 pub mod canon;
+pub mod dotted;
 mod error;
 mod glob;
 pub mod host;
@@ -26,6 +27,7 @@ mod serde_str;
 
 pub use binary::BinaryGlob;
 pub use canon::{CanonError, CanonicalTarget, canonicalize_path};
+pub use dotted::DottedGlob;
 pub use error::PatternError;
 pub use host::{HostPattern, normalize_host};
 pub use http_path::HttpPathGlob;
@@ -33,4 +35,4 @@ pub use method::{Method, MethodSet};
 pub use net::{
     AddrClass, AddrSet, PortSet, canonical_ip, classify_addr, internal_ranges, is_metadata_host,
 };
-pub use query::{QueryMatcher, ValueGlob, parse_query_string};
+pub use query::{DOTTED_PREFIX, QueryMatcher, ValueGlob, parse_query_string};

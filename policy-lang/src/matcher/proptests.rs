@@ -11,8 +11,8 @@ use regex_automata::meta::Regex;
 
 use super::net::{self, AddrClass};
 use super::{
-    AddrSet, BinaryGlob, HostPattern, HttpPathGlob, PortSet, ValueGlob, canonicalize_path,
-    classify_addr,
+    AddrSet, BinaryGlob, DottedGlob, HostPattern, HttpPathGlob, PortSet, ValueGlob,
+    canonicalize_path, classify_addr,
 };
 
 /// What the agreement check needs from a pattern kind.
@@ -41,7 +41,7 @@ macro_rules! pattern {
         }
     )*};
 }
-pattern!(HttpPathGlob, BinaryGlob, HostPattern, ValueGlob);
+pattern!(HttpPathGlob, BinaryGlob, HostPattern, ValueGlob, DottedGlob);
 
 fn agree<P: Pattern>(pattern: &str, inputs: &[String]) -> Result<(), TestCaseError> {
     let Some(p) = P::parse(pattern) else {
@@ -160,6 +160,29 @@ const VALUE_PIECES: &[&str] = &[
 ];
 const VALUE_INPUT: &[&str] = &["a", "b", "/", "*", ".", "é", "\n", ""];
 
+/// Dotted globs: labels of glob pieces (`**` among them), joined by `.`,
+/// sometimes with an empty label.
+fn dotted_pattern() -> impl Strategy<Value = String> {
+    let label = prop_oneof![
+        1 => Just("**".to_owned()),
+        1 => Just(String::new()),
+        5 => prop::collection::vec(
+            prop::sample::select(&["a", "b", "*", "?", "[ab]", "[!a]", "/", "\\*", "é"][..]),
+            1..4,
+        )
+        .prop_map(|v| v.concat()),
+    ];
+    prop::collection::vec(label, 1..5).prop_map(|v| v.join("."))
+}
+
+/// Plain and dotted value globs mixed, as a query matcher holds them.
+fn value_pattern() -> impl Strategy<Value = String> {
+    prop_oneof![
+        joined(VALUE_PIECES, 7),
+        dotted_pattern().prop_map(|p| format!("dotted:{p}")),
+    ]
+}
+
 /// Guards against vacuous proptests: most generated patterns must parse and
 /// a fair share of generated inputs must match.
 fn coverage<P: Pattern>(
@@ -193,7 +216,11 @@ fn proptest_generators_are_not_vacuous() {
     coverage::<BinaryGlob>(path_pattern(false), path_inputs());
     coverage::<HostPattern>(host_pattern(), host_inputs());
     coverage::<ValueGlob>(
-        joined(VALUE_PIECES, 6),
+        value_pattern(),
+        prop::collection::vec(joined(VALUE_INPUT, 6), 32),
+    );
+    coverage::<DottedGlob>(
+        dotted_pattern(),
         prop::collection::vec(joined(VALUE_INPUT, 6), 32),
     );
 }
@@ -218,10 +245,32 @@ proptest! {
 
     #[test]
     fn value_regex_agrees(
-        pattern in joined(VALUE_PIECES, 7),
+        pattern in value_pattern(),
         inputs in prop::collection::vec(joined(VALUE_INPUT, 8), 32),
     ) {
         agree::<ValueGlob>(&pattern, &inputs)?;
+    }
+
+    #[test]
+    fn dotted_regex_agrees(
+        pattern in dotted_pattern(),
+        inputs in prop::collection::vec(joined(VALUE_INPUT, 8), 32),
+    ) {
+        agree::<DottedGlob>(&pattern, &inputs)?;
+    }
+
+    /// A dotted glob agrees with the plain glob of the same text on values
+    /// without `.`, where the two kinds cannot differ.
+    #[test]
+    fn dotted_and_plain_agree_without_dots(
+        pattern in dotted_pattern().prop_filter("one label", |p| !p.contains('.')),
+        inputs in prop::collection::vec(joined(&["a", "b", "/", "*", "é", ""], 6), 16),
+    ) {
+        if let (Ok(d), Ok(p)) = (DottedGlob::parse(&pattern), ValueGlob::parse(&pattern)) {
+            for input in &inputs {
+                prop_assert_eq!(d.matches(input), p.matches(input), "`{}` on `{}`", pattern, input);
+            }
+        }
     }
 
     #[test]

@@ -7,16 +7,30 @@
 
 use std::fmt;
 
+use super::dotted::DottedGlob;
 use super::error::PatternError;
 use super::glob::{self, Item, Scope, Syntax, Tok};
 
-/// A glob over one whole decoded query value: `*` any run of characters
-/// (including `/`), `?` one character, `[...]` classes, `\` escapes.
+/// A pattern for one whole decoded query value.
+///
+/// Plain: `*` any run of characters (including `/` and `.`), `?` one
+/// character, `[...]` classes, `\` escapes. Written `dotted:GLOB`: a
+/// [`DottedGlob`], whose wildcards never cross a `.` (OpenShell's meaning).
+/// A plain glob whose text starts with `dotted:` is written `\dotted:...`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ValueGlob {
     text: String,
-    toks: Vec<Tok>,
+    kind: Kind,
 }
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Kind {
+    Plain(Vec<Tok>),
+    Dotted(DottedGlob),
+}
+
+/// Marks a value pattern as a [`DottedGlob`].
+pub const DOTTED_PREFIX: &str = "dotted:";
 
 fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
     if c == '\0' {
@@ -30,14 +44,25 @@ fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
 }
 
 const SYNTAX: Syntax = Syntax {
-    separator: false,
+    separator: None,
     percent: false,
     check_literal,
 };
 
 impl ValueGlob {
-    /// Parses a value pattern such as `main`, `v1.*` or `[0-9]*`.
+    /// Parses a value pattern such as `main`, `v1.*`, `[0-9]*` or
+    /// `dotted:1.*`.
     pub fn parse(text: &str) -> Result<Self, PatternError> {
+        if let Some(rest) = text.strip_prefix(DOTTED_PREFIX) {
+            let dotted = DottedGlob::parse(rest).map_err(|mut e| {
+                e.offset += DOTTED_PREFIX.len();
+                e
+            })?;
+            return Ok(Self {
+                text: format!("{DOTTED_PREFIX}{dotted}"),
+                kind: Kind::Dotted(dotted),
+            });
+        }
         let mut toks: Vec<Tok> = Vec::new();
         for (_, item) in glob::tokenize(text, &SYNTAX)? {
             if let Item::Tok(tok) = item {
@@ -49,29 +74,71 @@ impl ValueGlob {
         }
         let mut canonical = String::new();
         glob::write_tokens(&mut canonical, &toks);
+        if canonical.starts_with(DOTTED_PREFIX) {
+            canonical.insert(0, '\\');
+        }
         Ok(Self {
             text: canonical,
-            toks,
+            kind: Kind::Plain(toks),
         })
     }
 
     /// Whether a decoded value matches.
     pub fn matches(&self, value: &str) -> bool {
-        glob::match_tokens(&self.toks, value, Scope::Anything, |_| true)
+        match &self.kind {
+            Kind::Plain(toks) => glob::match_tokens(toks, value, Scope::Anything, |_| true),
+            Kind::Dotted(d) => d.matches(value),
+        }
     }
 
     /// A regex (regex-automata syntax) for exactly the values `matches`
     /// accepts, to be used as a full match (`^(?:...)$`).
     pub fn to_regex(&self) -> String {
-        let mut out = String::from("(?:");
-        glob::write_regex(&mut out, &self.toks, Scope::Anything);
-        out.push(')');
-        out
+        match &self.kind {
+            Kind::Plain(toks) => {
+                let mut out = String::from("(?:");
+                glob::write_regex(&mut out, toks, Scope::Anything);
+                out.push(')');
+                out
+            }
+            Kind::Dotted(d) => d.to_regex(),
+        }
     }
 
     /// A concrete value the pattern matches, for witnesses.
     pub fn example(&self) -> String {
-        glob::example(&self.toks, Scope::Anything, "x")
+        match &self.kind {
+            Kind::Plain(toks) => glob::example(toks, Scope::Anything, "x"),
+            Kind::Dotted(d) => d.example(),
+        }
+    }
+
+    /// Values for a witness search: the example, and variants with each
+    /// wildcard empty or covering a `.`, which is where a plain and a
+    /// dotted glob of the same text disagree. Not all of them match.
+    pub fn examples(&self) -> Vec<String> {
+        let mut out = vec![self.example()];
+        match &self.kind {
+            Kind::Plain(toks) => {
+                for star in ["", "x.x"] {
+                    out.push(glob::example(toks, Scope::Anything, star));
+                }
+            }
+            Kind::Dotted(d) => {
+                out.push(d.example_with("", None));
+                out.push(d.example_with("x.x", Some("x.x")));
+            }
+        }
+        out.dedup();
+        out
+    }
+
+    /// The dotted glob, when this is one.
+    pub fn dotted(&self) -> Option<&DottedGlob> {
+        match &self.kind {
+            Kind::Dotted(d) => Some(d),
+            Kind::Plain(_) => None,
+        }
     }
 
     /// The canonical pattern text.

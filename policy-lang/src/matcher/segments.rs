@@ -138,17 +138,17 @@ fn split_input(input: &str, kind: PathKind) -> Option<Vec<&str>> {
     Some(rest.split('/').collect())
 }
 
-fn seg_matches(toks: &[Tok], segment: &str) -> bool {
-    glob::match_tokens(toks, segment, Scope::Segment, |_| true)
+/// Whether `input` matches.
+pub(crate) fn matches(segs: &[Seg], input: &str, kind: PathKind) -> bool {
+    split_input(input, kind).is_some_and(|parts| match_parts(segs, &parts, Scope::Segment))
 }
 
-/// Whether `input` matches. Greedy with one backtrack point per `**`, which
-/// is exact because `**` absorbs any run of segments and every other pattern
-/// segment matches exactly one input segment.
-pub(crate) fn matches(segs: &[Seg], input: &str, kind: PathKind) -> bool {
-    let Some(parts) = split_input(input, kind) else {
-        return false;
-    };
+/// Whether a list of parts (segments, or the labels of a dotted value)
+/// matches, wildcards covering characters of `scope`. Greedy with one
+/// backtrack point per `**`, which is exact because `**` absorbs any run of
+/// parts and every other pattern part matches exactly one input part.
+pub(crate) fn match_parts(segs: &[Seg], parts: &[&str], scope: Scope) -> bool {
+    let part_matches = |toks: &[Tok], part: &str| glob::match_tokens(toks, part, scope, |_| true);
     let (mut p, mut i) = (0, 0);
     let mut resume: Option<(usize, usize)> = None;
     while let Some(part) = parts.get(i) {
@@ -157,7 +157,7 @@ pub(crate) fn matches(segs: &[Seg], input: &str, kind: PathKind) -> bool {
                 resume = Some((p, i));
                 p += 1;
             }
-            Some(Seg::Glob(toks)) if seg_matches(toks, part) => {
+            Some(Seg::Glob(toks)) if part_matches(toks, part) => {
                 p += 1;
                 i += 1;
             }

@@ -95,6 +95,7 @@ const QUERIES: &[&str] = &[
     " ?state=open|closed",
     " ?page=[0-9]*",
     " ?ref=refs/heads/*",
+    " ?v=dotted:1.*",
 ];
 const PRESETS: &[&str] = &["read-only", "read-write", "full"];
 
@@ -294,6 +295,8 @@ const REQ_QUERIES: &[&str] = &[
     "?state=closed&page=2",
     "?page=2&page=x",
     "?ref=refs%2Fheads%2Fmain",
+    "?v=1.2",
+    "?v=1.2.3",
 ];
 
 /// A random request.
