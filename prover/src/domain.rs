@@ -17,6 +17,7 @@ use policy_lang::matcher::{
 
 use crate::error::ProverError;
 use crate::region::AddrCell;
+use crate::strings::validity::Rule;
 use crate::strings::{DimSpec, Partition, PatternKind, PatternSet, universe};
 
 /// Host names that reach a metadata endpoint (as in the matcher module).
@@ -127,7 +128,9 @@ impl Domain {
             .collect()
     }
 
-    pub fn build(bundles: &[&Bundle], extra: &Extra) -> Result<Domain, ProverError> {
+    /// `budget`: product states the witness search of each string signature
+    /// may enter ([`crate::strings::search::BUDGET`]).
+    pub fn build(bundles: &[&Bundle], extra: &Extra, budget: usize) -> Result<Domain, ProverError> {
         let encoded_slash = bundles
             .iter()
             .any(|b| b.enforcement.l7.iter().any(|e| e.encoded_slash));
@@ -237,6 +240,8 @@ impl Domain {
             &DimSpec {
                 universe: universe::binaries(),
                 valid: universe::is_resolved_binary,
+                rule: Rule::Binary,
+                budget,
             },
         )?;
         let t_bins = t.elapsed();
@@ -245,6 +250,8 @@ impl Domain {
             &DimSpec {
                 universe: universe::hosts(),
                 valid: universe::is_normal_host,
+                rule: Rule::Any,
+                budget,
             },
         )?;
         let t_hosts = t.elapsed();
@@ -253,6 +260,8 @@ impl Domain {
             &DimSpec {
                 universe: universe::http_paths(),
                 valid: path_valid,
+                rule: Rule::HttpPath { encoded_slash },
+                budget,
             },
         )?;
         if timing {

@@ -34,6 +34,9 @@ pub struct Options {
     /// Regions counted per query before giving up counting.
     pub max_regions: usize,
     pub print_smt: bool,
+    /// Steps the witness search may take per string signature; an atom it
+    /// gives up on is kept without a witness (see `strings::search`).
+    pub string_search_budget: usize,
 }
 
 impl Default for Options {
@@ -45,6 +48,7 @@ impl Default for Options {
             max_findings: 20,
             max_regions: 200,
             print_smt: false,
+            string_search_budget: crate::strings::search::BUDGET,
         }
     }
 }
@@ -137,8 +141,10 @@ fn binary_facts(dom: &Domain, reg: &Registry) -> BinaryFacts {
     let mut f = BinaryFacts::default();
     for (i, a) in dom.bins.atoms.iter().enumerate() {
         let i = u32::try_from(i).unwrap_or(u32::MAX);
-        let facts = if a.exact {
-            reg.facts(&a.witness)
+        let facts = if a.exact
+            && let Some(w) = &a.witness
+        {
+            reg.facts(w)
         } else {
             crate::registry::Facts::unknown()
         };
@@ -167,7 +173,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     let deadline = started + Duration::from_millis(opts.timeout_ms);
     let bundles: Vec<&Bundle> = std::iter::once(new).chain(old).collect();
     let timing = std::env::var_os("PROVER_TIMING").is_some();
-    let dom = Domain::build(&bundles, &extra(&bundles, opts))?;
+    let dom = Domain::build(&bundles, &extra(&bundles, opts), opts.string_search_budget)?;
     if timing {
         eprintln!("prover: domain {:?}", started.elapsed());
     }
@@ -271,14 +277,36 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
                 t.elapsed()
             );
         }
-        let detailed = found.len().min(opts.max_findings);
-        for f in found.iter().take(detailed) {
-            report.findings.push(cx.finding(q, &f.region, &f.point));
+        // A region none of whose points can be shown as a concrete request
+        // is neither a finding nor nothing: it makes the verdict
+        // inconclusive.
+        let mut shown = Vec::new();
+        for f in found.iter().take(opts.max_findings) {
+            match cx.finding(q, &f.region, &f.point) {
+                Ok(finding) => shown.push(finding),
+                Err(why) => {
+                    report
+                        .inconclusive
+                        .get_or_insert(format!("`{}` may hold, but {why}", q.category));
+                }
+            }
         }
-        if found.len() > detailed || outcome == Outcome::Capped {
+        report.findings.extend(shown);
+        let mut counted = 0;
+        for f in found.iter().skip(opts.max_findings) {
+            if witness::region_showable(&dom, &f.region) {
+                counted += 1;
+            } else {
+                report.inconclusive.get_or_insert(format!(
+                    "`{}` may hold in a region where no concrete string was found",
+                    q.category
+                ));
+            }
+        }
+        if counted > 0 || outcome == Outcome::Capped {
             report.omitted.push(Omitted {
                 category: q.category,
-                count: found.len() - detailed,
+                count: counted,
                 at_least: outcome == Outcome::Capped,
             });
         }
@@ -327,8 +355,11 @@ impl Cx<'_> {
         (n, o, n.meta)
     }
 
-    fn finding(&self, q: &Query, r: &Region, x: &Point) -> Finding {
+    fn finding(&self, q: &Query, r: &Region, x: &Point) -> Result<Finding, String> {
         let p = witness::choose(self.dom, self.defs, &q.f, r, x);
+        if let Some(why) = witness::unshowable(self.dom, &p) {
+            return Err(why);
+        }
         let req = witness::request(self.dom, &p);
         let (nobs, oobs, meta) = self.observe(&req);
         let verified = query::holds(q.category, q.variant, &nobs, oobs.as_ref(), meta);
@@ -350,7 +381,7 @@ impl Cx<'_> {
         let w = Witness::of(&req);
         let message = self.message(q, &w, &nd, &region, &nobs);
         let (suppressed, acceptance) = self.suppression(q.category, r);
-        Finding {
+        Ok(Finding {
             category: q.category,
             message,
             witness: w,
@@ -362,7 +393,7 @@ impl Cx<'_> {
             region,
             verified,
             code: q.category.code(),
-        }
+        })
     }
 
     fn old_context(&self, q: &Query, _od: &policy_lang::eval::Decision, text: String) -> String {
@@ -638,6 +669,12 @@ impl Cx<'_> {
             let mut region = full_region(dom);
             region.bins = bins;
             let p = witness::choose(dom, self.defs, &q, &region, &x);
+            if let Some(why) = witness::unshowable(dom, &p) {
+                report
+                    .inconclusive
+                    .get_or_insert(format!("`secret_exposure` may hold, but {why}"));
+                continue;
+            }
             let req = witness::request(dom, &p);
             let (nobs, oobs, _) = self.observe(&req);
             let nd = self.n.eval.eval(&req);

@@ -165,8 +165,10 @@ fn atom_name(part: &Partition, atom: u32, other: &str) -> String {
     let Some(a) = part.atom(atom) else {
         return String::new();
     };
-    if a.exact {
-        return a.witness.clone();
+    if a.exact
+        && let Some(w) = &a.witness
+    {
+        return w.clone();
     }
     a.sig
         .iter()
