@@ -360,8 +360,8 @@ impl Cx<'_> {
         if let Some(why) = witness::unshowable(self.dom, &p) {
             return Err(why);
         }
-        let req = witness::request(self.dom, &p);
-        let (nobs, oobs, meta) = self.observe(&req);
+        let full = witness::request(self.dom, &p);
+        let (req, (nobs, oobs, meta)) = self.witness_form(q, full);
         let verified = query::holds(q.category, q.variant, &nobs, oobs.as_ref(), meta);
         let nd = self.n.eval.eval(&req);
         let new_rule = nd.rule.as_ref().map(Loc::of);
@@ -394,6 +394,36 @@ impl Cx<'_> {
             verified,
             code: q.category.code(),
         })
+    }
+
+    /// The form a witness is shown in: a connection (binary, destination,
+    /// port) when the widening is at the connection level, that is, for
+    /// `l7_bypass_credentialed`, and for any other category when NEW relays
+    /// the connection uninspected and the connection alone shows the
+    /// widening; else the full request.
+    fn witness_form(
+        &self,
+        q: &Query,
+        full: policy_lang::eval::Request,
+    ) -> (
+        policy_lang::eval::Request,
+        (Observed, Option<Observed>, bool),
+    ) {
+        let obs = self.observe(&full);
+        let conn = policy_lang::eval::Request {
+            http: None,
+            ..full.clone()
+        };
+        let cobs = self.observe(&conn);
+        let connection_level = q.category == Category::L7BypassCredentialed
+            || (cobs.0.conn
+                && (cobs.0.bypass || !cobs.0.inspected)
+                && query::holds(q.category, q.variant, &cobs.0, cobs.1.as_ref(), cobs.2));
+        if connection_level {
+            (conn, cobs)
+        } else {
+            (full, obs)
+        }
     }
 
     fn old_context(&self, q: &Query, _od: &policy_lang::eval::Decision, text: String) -> String {
