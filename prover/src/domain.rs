@@ -55,6 +55,11 @@ pub struct Domain {
     /// SHA-256 pins by index; index 0 is "a digest no rule pins".
     pub shas: Vec<Option<String>>,
     pub queries: Vec<QueryMatcher>,
+    /// Per query key, every combination of its conditions some single
+    /// value matches (indices into `queries`, sorted), with such a value:
+    /// the exact basis for deciding which readings a query string can
+    /// give (see `witness::realize_key`).
+    pub query_values: std::collections::BTreeMap<String, Vec<(Vec<usize>, String)>>,
     /// Port classes: elementary port intervals grouped by which port sets
     /// hold them (every formula treats a class alike).
     pub port_classes: Vec<Vec<(u16, u16)>>,
@@ -279,6 +284,7 @@ impl Domain {
             shas: std::iter::once(None)
                 .chain(shas.into_iter().map(Some))
                 .collect(),
+            query_values: query_values(&queries)?,
             queries: queries.into_iter().collect(),
             port_classes: port_classes(&ports),
             addr_classes,
@@ -287,6 +293,49 @@ impl Domain {
             encoded_slash,
         })
     }
+}
+
+/// The value signatures of each query key: a DFA over the key's value
+/// patterns (values are decoded strings without NUL), explored like a
+/// string dimension.
+fn query_values(
+    queries: &BTreeSet<QueryMatcher>,
+) -> Result<std::collections::BTreeMap<String, Vec<(Vec<usize>, String)>>, ProverError> {
+    let mut out = std::collections::BTreeMap::new();
+    let list: Vec<&QueryMatcher> = queries.iter().collect();
+    let mut keys: Vec<&str> = list.iter().map(|q| q.key.as_str()).collect();
+    keys.dedup();
+    for key in keys {
+        // DFA patterns: 0 is the universe, then (condition, alternative).
+        let mut regexes = vec!["(?s:[^\\x00])*".to_owned()];
+        let mut owner: Vec<usize> = Vec::new();
+        for (i, q) in list.iter().enumerate().filter(|(_, q)| q.key == key) {
+            for alt in &q.any {
+                regexes.push(format!("(?:{})", alt.to_regex()));
+                owner.push(i);
+            }
+        }
+        let dfa = crate::strings::dfa::MultiDfa::build(&regexes, true)?;
+        let explored = dfa.explore(&|sig: &[u32]| sig.first() == Some(&0));
+        let mut sigs: Vec<(Vec<usize>, String)> = Vec::new();
+        for (sig, info) in explored {
+            let mut conds: Vec<usize> = sig
+                .iter()
+                .filter_map(|&p| usize::try_from(p).ok()?.checked_sub(1))
+                .filter_map(|p| owner.get(p).copied())
+                .collect();
+            conds.sort_unstable();
+            conds.dedup();
+            let Some(sample) = info.samples.first() else {
+                continue;
+            };
+            if !sigs.iter().any(|(c, _)| *c == conds) {
+                sigs.push((conds, sample.clone()));
+            }
+        }
+        out.insert(key.to_owned(), sigs);
+    }
+    Ok(out)
 }
 
 pub fn binary_key(g: &BinaryGlob) -> String {

@@ -160,7 +160,39 @@ fn binary_facts(dom: &Domain, reg: &Registry) -> BinaryFacts {
 
 /// `diff --prove`: what `new` allows with a credential that `old` did not.
 pub fn diff(old: &Bundle, new: &Bundle, opts: &Options) -> Result<Report, ProverError> {
+    if !opts.print_smt && old.digest == new.digest && old.enforcement == new.enforcement {
+        return Ok(identical(opts));
+    }
     run(Some(old), new, opts)
+}
+
+/// Two bundles with the same enforcement tables decide every request
+/// alike: nothing is new, and no solver is needed.
+fn identical(opts: &Options) -> Report {
+    let started = Instant::now();
+    let mut report = Report {
+        verdict: Verdict::NoNewAccess,
+        findings: Vec::new(),
+        omitted: Vec::new(),
+        inconclusive: None,
+        notes: Vec::new(),
+        smt: None,
+        stats: Stats::default(),
+    };
+    note_unknown_acceptances(opts, &mut report);
+    report.stats.millis = started.elapsed().as_millis();
+    report
+}
+
+fn note_unknown_acceptances(opts: &Options, report: &mut Report) {
+    for a in &opts.accepted {
+        if a.category.is_none() {
+            report.notes.push(format!(
+                "accepted risk `{}` names no category this prover reports; it suppresses nothing",
+                a.query
+            ));
+        }
+    }
 }
 
 /// `check`: the risks of one policy on its own.
@@ -318,14 +350,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         }
     }
     cx.secret_exposure(&search, &mut report);
-    for a in &opts.accepted {
-        if a.category.is_none() {
-            report.notes.push(format!(
-                "accepted risk `{}` names no category this prover reports; it suppresses nothing",
-                a.query
-            ));
-        }
-    }
+    note_unknown_acceptances(opts, &mut report);
     let widened = report.findings.iter().any(|f| !f.suppressed)
         || report.omitted.iter().any(|o| o.count > 0 || o.at_least);
     report.verdict = if widened {

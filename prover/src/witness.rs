@@ -74,17 +74,38 @@ fn realize_key(dom: &Domain, key: &str, qs: &[usize], p: &Point) -> Option<Vec<(
             }
         }
     }
-    for i in 0..n {
-        for j in i..n {
-            for k in j..n {
-                let (a, b, c) = (candidates.get(i)?, candidates.get(j)?, candidates.get(k)?);
-                if let Some(p) = ok(&[a, b, c]) {
-                    return Some(p);
-                }
-            }
-        }
+    // Beyond the quick tries, decide exactly. A set of values gives
+    // condition i "every value matches" iff i is in every value's
+    // signature, and "some value matches" iff i is in some value's: the
+    // readings (A, D) are possible iff the signatures S with A ⊆ S ⊆ D,
+    // all used together, meet in A and join to D.
+    let all_want: Vec<(usize, bool, bool)> = want.clone();
+    let sigs = dom.query_values.get(key)?;
+    let fits: Vec<&(Vec<usize>, String)> = sigs
+        .iter()
+        .filter(|(sig, _)| {
+            all_want.iter().all(|&(q, a, d)| {
+                let has = sig.contains(&q);
+                (!a || has) && (d || !has)
+            })
+        })
+        .collect();
+    let meets = all_want
+        .iter()
+        .all(|&(q, a, _)| a || fits.iter().any(|(sig, _)| !sig.contains(&q)));
+    let joins = all_want
+        .iter()
+        .all(|&(q, _, d)| !d || fits.iter().any(|(sig, _)| sig.contains(&q)));
+    if fits.is_empty() || !meets || !joins {
+        return None;
     }
-    None
+    let values: Vec<&String> = fits.iter().map(|(_, v)| v).collect();
+    Some(
+        values
+            .iter()
+            .map(|v| (key.to_owned(), (*v).clone()))
+            .collect(),
+    )
 }
 
 /// A query string giving every condition the point's reading.
@@ -97,7 +118,10 @@ pub fn query_params(dom: &Domain, p: &Point) -> Option<Vec<(String, String)>> {
 }
 
 /// When no query string gives the point's readings, a formula excluding
-/// that combination for the key that fails.
+/// that combination for the key that fails. `realize_key` decides this
+/// exactly (from the value signatures of the key), so a blocked
+/// combination is one no query string has, never one an example search
+/// missed.
 pub fn unrealizable(dom: &Domain, p: &Point) -> Option<F> {
     for (key, qs) in groups(dom) {
         if realize_key(dom, key, &qs, p).is_none() {
