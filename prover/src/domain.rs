@@ -351,6 +351,11 @@ pub fn path_key(p: &HttpPathGlob) -> String {
 }
 
 fn add_binary(set: &mut PatternSet, g: &BinaryGlob) {
+    // `?` and classes match one character, and the matcher writes a
+    // non-ASCII literal as a code point escape: both need a UTF-8 automaton.
+    if g.as_str().contains(['?', '[']) || !g.as_str().is_ascii() {
+        set.needs_chars();
+    }
     let kind = match g.exact() {
         Some(e) => PatternKind::Exact(e.to_owned()),
         None => PatternKind::Glob {

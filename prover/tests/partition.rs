@@ -164,6 +164,9 @@ fn binaries(pats: &[&str], budget: usize) -> (Partition, Vec<BinaryGlob>) {
     let mut set = PatternSet::default();
     let bs: Vec<BinaryGlob> = pats.iter().map(|p| BinaryGlob::parse(p).unwrap()).collect();
     for b in &bs {
+        if b.as_str().contains(['?', '[']) || !b.as_str().is_ascii() {
+            set.needs_chars();
+        }
         let kind = match b.exact() {
             Some(e) => PatternKind::Exact(e.to_owned()),
             None => PatternKind::Glob {
@@ -192,6 +195,35 @@ fn deeper_binaries_are_an_atom_with_a_witness() {
         .unwrap_or_else(|| panic!("no atom for `/usr/bin/*/**` alone: {:#?}", p.atoms));
     assert_eq!(w(deeper), "/usr/bin/x/x");
     assert_eq!(deeper.size, Size::Infinite);
+}
+
+/// Binary automata read bytes unless a pattern needs characters; both
+/// readings classify valid paths alike.
+#[test]
+fn binary_atoms_bytes_and_characters() {
+    for pats in [
+        &["/usr/bin/*", "/usr/bin/*/**", "/opt/**"][..],
+        &["/usr/bin/?", "/usr/bin/*", "/usr/bin/é*"][..],
+    ] {
+        let (p, bs) = binaries(pats, search::BUDGET);
+        check_witnesses(&p, &|k, s| bs[k as usize].matches(s), bs.len());
+        for s in [
+            "/usr/bin/é",
+            "/usr/bin/éa",
+            "/usr/bin/a/é",
+            "/opt/é/x",
+            "/usr/bin/\u{10348}",
+        ] {
+            let atom = p.classify(s).map(|a| &p.atoms[a as usize]);
+            for (k, b) in bs.iter().enumerate() {
+                assert_eq!(
+                    atom.is_some_and(|a| a.sig.contains(&(k as u32))),
+                    b.matches(s),
+                    "{s} against {b}"
+                );
+            }
+        }
+    }
 }
 
 /// An atom whose search gives up is kept without a witness (never

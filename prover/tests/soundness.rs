@@ -137,5 +137,5 @@ fn no_widening_shown_by_eval_is_missed() {
 #[test]
 #[ignore = "long: run with --ignored"]
 fn no_widening_shown_by_eval_is_missed_long() {
-    soundness(1_000_000, 200_000);
+    soundness(1_000_000, 50_000);
 }

@@ -97,16 +97,31 @@ pub fn options(
     })
 }
 
+/// Whether two paths hold the same bytes (then NEW need not be compiled:
+/// it is the same bundle).
+fn same_file(a: &Path, b: &Path) -> bool {
+    a.extension() == b.extension()
+        && matches!((std::fs::read(a), std::fs::read(b)), (Ok(x), Ok(y)) if x == y)
+}
+
 pub fn run(args: &Args) -> u8 {
+    let timing = std::env::var_os("PROVER_TIMING").is_some();
+    let t0 = std::time::Instant::now();
     let creds = args.credentials.credentials.as_deref();
     let old = match bundle(&args.old, creds) {
         Ok(b) => b,
         Err(code) => return code,
     };
-    let new = match bundle(&args.new, creds) {
-        Ok(b) => b,
-        Err(code) => return code,
+    let t_old = t0.elapsed();
+    let new = if same_file(&args.old, &args.new) {
+        old.clone()
+    } else {
+        match bundle(&args.new, creds) {
+            Ok(b) => b,
+            Err(code) => return code,
+        }
     };
+    let t_new = t0.elapsed();
     let mut opts = match options(
         args.registry.as_deref(),
         args.accepted_risks.as_deref(),
@@ -116,6 +131,7 @@ pub fn run(args: &Args) -> u8 {
         Err(e) => return super::input_error(&e),
     };
     opts.print_smt = args.print_smt;
+    let t_opts = t0.elapsed();
     let report = match prover::diff(&old, &new, &opts) {
         Ok(r) => r,
         Err(e) => {
@@ -123,6 +139,14 @@ pub fn run(args: &Args) -> u8 {
             return EXIT_INCONCLUSIVE;
         }
     };
+    if timing {
+        eprintln!(
+            "diff: compile old {t_old:?}, new {:?}, registry {:?}, prove {:?}",
+            t_new - t_old,
+            t_opts - t_new,
+            t0.elapsed() - t_opts
+        );
+    }
     if let Some(smt) = &report.smt {
         eprintln!("{smt}");
     }

@@ -86,6 +86,9 @@ pub struct PatternSet {
     keys: Vec<String>,
     kinds: Vec<PatternKind>,
     index: HashMap<String, u32>,
+    /// Some pattern matches single characters (`?`, a class), so a
+    /// dimension of Unicode strings needs its automaton to read UTF-8.
+    chars: bool,
 }
 
 impl PatternSet {
@@ -108,6 +111,15 @@ impl PatternSet {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
+
+    /// Notes that a pattern matches single characters or names non-ASCII
+    /// ones. Without such a pattern, every regex of a Unicode dimension is
+    /// ASCII literals, `[^/]*` and `.*`, which match the same valid UTF-8
+    /// strings read as bytes as read as characters; the byte automaton is
+    /// much smaller, and the witness search keeps witnesses valid UTF-8.
+    pub fn needs_chars(&mut self) {
+        self.chars = true;
+    }
 }
 
 /// What the partition needs from a dimension's own spelling rules.
@@ -125,8 +137,14 @@ pub struct DimSpec {
 
 impl Partition {
     pub fn build(set: PatternSet, spec: &DimSpec) -> Result<Self, ProverError> {
-        let PatternSet { keys, kinds, index } = set;
+        let PatternSet {
+            keys,
+            kinds,
+            index,
+            chars,
+        } = set;
         let uni = &spec.universe;
+        let unicode = uni.unicode && chars;
         // DFA patterns: the universe, its rejections, then unique wildcard
         // regexes.
         let mut regexes: Vec<String> = vec![uni.accept.clone()];
@@ -142,7 +160,7 @@ impl Partition {
                 PatternKind::Exact(s) => exact_strings.entry(s.as_str()).or_default().push(i),
                 PatternKind::Glob { regex, example } => {
                     let id = *regex_id.entry(regex.as_str()).or_insert_with(|| {
-                        regexes.push(fit_regex(regex, uni.unicode));
+                        regexes.push(fit_regex(regex, unicode));
                         wild.push(Vec::new());
                         wild.len() - 1
                     });
@@ -154,7 +172,7 @@ impl Partition {
             }
         }
         let t0 = std::time::Instant::now();
-        let dfa = MultiDfa::build(&regexes, uni.unicode)?;
+        let dfa = MultiDfa::build(&regexes, unicode)?;
         let validity = Validity::of(spec.rule);
         let t_build = t0.elapsed();
         let in_universe = |sig: &[u32]| {
