@@ -29,6 +29,10 @@ pub const METADATA_HOSTS: &[&str] = &[
     "instance-data.ec2.internal",
 ];
 
+/// Per query key: each set of conditions (indices into `Domain::queries`)
+/// some single value matches, with such a value.
+pub type QueryValues = std::collections::BTreeMap<String, Vec<(Vec<usize>, String)>>;
+
 /// Key of the path predicate "contains an encoded slash".
 pub const ENCODED_SLASH_KEY: &str = "<contains %2F>";
 
@@ -59,7 +63,7 @@ pub struct Domain {
     /// value matches (indices into `queries`, sorted), with such a value:
     /// the exact basis for deciding which readings a query string can
     /// give (see `witness::realize_key`).
-    pub query_values: std::collections::BTreeMap<String, Vec<(Vec<usize>, String)>>,
+    pub query_values: QueryValues,
     /// Port classes: elementary port intervals grouped by which port sets
     /// hold them (every formula treats a class alike).
     pub port_classes: Vec<Vec<(u16, u16)>>,
@@ -298,9 +302,7 @@ impl Domain {
 /// The value signatures of each query key: a DFA over the key's value
 /// patterns (values are decoded strings without NUL), explored like a
 /// string dimension.
-fn query_values(
-    queries: &BTreeSet<QueryMatcher>,
-) -> Result<std::collections::BTreeMap<String, Vec<(Vec<usize>, String)>>, ProverError> {
+fn query_values(queries: &BTreeSet<QueryMatcher>) -> Result<QueryValues, ProverError> {
     let mut out = std::collections::BTreeMap::new();
     let list: Vec<&QueryMatcher> = queries.iter().collect();
     let mut keys: Vec<&str> = list.iter().map(|q| q.key.as_str()).collect();

@@ -19,7 +19,7 @@ use crate::query::{self, Category, Query, Variant};
 use crate::region::Region;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
-use crate::smt::Smt;
+use crate::smt::LazySmt;
 use crate::solve::{Outcome, Search};
 use crate::witness::{self, Observed};
 
@@ -245,11 +245,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
             queries.len()
         );
     }
-    let mut smt = Smt::new(&dom, deadline);
-    if timing {
-        eprintln!("prover: smt {:?}", started.elapsed());
-    }
-    smt.define(&defs);
+    let smt = LazySmt::new(&dom, &defs, deadline);
     let mut report = Report {
         verdict: Verdict::NoNewAccess,
         findings: Vec::new(),
@@ -266,6 +262,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         },
     };
     if opts.print_smt {
+        let smt = smt.get();
         let mut text = smt.to_smt2();
         for q in &queries {
             text.push_str(&format!(
@@ -648,18 +645,30 @@ impl Cx<'_> {
         let dom = self.dom;
         let facts = binary_facts(dom, &self.opts.registry);
         let nsand = Sandbox::of(self.n.bundle);
-        let smt = search.smt;
-        let sends = |m: &Model, bin: u32| -> Option<bool> {
-            let f = and([m.allow.clone(), lit(Lit::Bin(ids(vec![bin])))]);
+        let full = full_region(dom);
+        // A point where `f` holds: the finite-domain search first, Z3 when
+        // it gives up. `Err` when neither can tell.
+        let model_of = |f: &F| -> Result<Option<Point>, ()> {
+            let g = and([f.clone(), search.destination()]);
+            match crate::fd::find(dom, self.defs, &g, &full, crate::fd::BUDGET) {
+                crate::fd::Outcome::Sat(x) => return Ok(Some(x)),
+                crate::fd::Outcome::Unsat => return Ok(None),
+                crate::fd::Outcome::GaveUp => {}
+            }
+            let smt = search.smt.get();
             smt.push();
-            smt.assert(smt.translate(&f));
+            smt.assert(smt.translate(f));
             let r = match smt.check() {
-                z3::SatResult::Sat => Some(true),
-                z3::SatResult::Unsat => Some(false),
-                z3::SatResult::Unknown => None,
+                z3::SatResult::Sat => smt.model().map(|m| Some(smt.point(&m))).ok_or(()),
+                z3::SatResult::Unsat => Ok(None),
+                z3::SatResult::Unknown => Err(()),
             };
             smt.pop();
             r
+        };
+        let sends = |m: &Model, bin: u32| -> Option<bool> {
+            let f = and([m.allow.clone(), lit(Lit::Bin(ids(vec![bin])))]);
+            model_of(&f).ok().map(|x| x.is_some())
         };
         let mut n_cache: Vec<Option<Option<bool>>> = vec![None; dom.bins.len()];
         let mut o_cache: Vec<Option<Option<bool>>> = vec![None; dom.bins.len()];
@@ -712,15 +721,7 @@ impl Cx<'_> {
                 continue;
             }
             let q = and([self.n.model.allow.clone(), lit(Lit::Bin(ids(bins.clone())))]);
-            smt.push();
-            smt.assert(smt.translate(&q));
-            let model = match smt.check() {
-                z3::SatResult::Sat => smt.model(),
-                _ => None,
-            };
-            smt.pop();
-            let Some(model) = model else { continue };
-            let x = smt.point(&model);
+            let Ok(Some(x)) = model_of(&q) else { continue };
             let mut region = full_region(dom);
             region.bins = bins;
             let p = witness::choose(dom, self.defs, &q, &region, &x);

@@ -7,6 +7,7 @@ use prover::strings::validity::{Rule, Validity};
 use prover::strings::{Atom, DimSpec, Partition, PatternKind, PatternSet, Size, universe};
 
 /// The witness of an atom; every atom of these tests must have one.
+#[expect(clippy::panic, reason = "test helper")]
 fn w(a: &Atom) -> &str {
     a.witness
         .as_deref()
@@ -265,13 +266,13 @@ fn search_finds_proves_empty_or_says_unknown() {
     // `/?` and not `/[!.]`: only `/.`, not canonical — proved empty.
     let dfa = re(&["/?", "/[!.]"]);
     assert_eq!(
-        search::witness(&dfa, &[0, 1], &v, 1, &none, &canon, search::BUDGET),
+        search::witness(&dfa, &[0, 1], v, 1, &none, &canon, search::BUDGET),
         Outcome::Empty
     );
     // `/*` and not `/[!.]*`: `/.x` is canonical.
     let dfa = re(&["/*", "/[!.]*"]);
     assert_eq!(
-        search::witness(&dfa, &[0, 1], &v, 1, &none, &canon, search::BUDGET),
+        search::witness(&dfa, &[0, 1], v, 1, &none, &canon, search::BUDGET),
         Outcome::Found("/.x".to_owned())
     );
     // Named strings are skipped, and when they are all there is, the atom
@@ -279,23 +280,23 @@ fn search_finds_proves_empty_or_says_unknown() {
     let dfa = re(&["/[ab]"]);
     let named = |s: &str| s == "/a" || s == "/b";
     assert_eq!(
-        search::witness(&dfa, &[0, 1], &v, 3, &named, &canon, search::BUDGET),
+        search::witness(&dfa, &[0, 1], v, 3, &named, &canon, search::BUDGET),
         Outcome::Empty
     );
     let named = |s: &str| s == "/a";
     assert_eq!(
-        search::witness(&dfa, &[0, 1], &v, 2, &named, &canon, search::BUDGET),
+        search::witness(&dfa, &[0, 1], v, 2, &named, &canon, search::BUDGET),
         Outcome::Found("/b".to_owned())
     );
     // Out of budget: unknown, not empty.
     assert!(matches!(
-        search::witness(&dfa, &[0, 1], &v, 1, &none, &canon, 2),
+        search::witness(&dfa, &[0, 1], v, 1, &none, &canon, 2),
         Outcome::Unknown(_)
     ));
     // A predicate stricter than the automaton: unknown, not empty.
     let strict = |_: &str| false;
     assert!(matches!(
-        search::witness(&dfa, &[0, 1], &v, 1, &none, &strict, search::BUDGET),
+        search::witness(&dfa, &[0, 1], v, 1, &none, &strict, search::BUDGET),
         Outcome::Unknown(_)
     ));
 }

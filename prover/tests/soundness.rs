@@ -61,6 +61,7 @@ struct Tally {
     inconclusive: AtomicUsize,
 }
 
+#[expect(clippy::expect_used, reason = "a failure should stop the test")]
 fn run_pair(seed: u64, tally: &Tally) {
     let mut rng = Rng::new(seed);
     let old = Spec::random(&mut rng);

@@ -2,6 +2,13 @@
 //! widenings once dropped, atoms without an example, and witnesses that
 //! replay through the reference evaluator exactly as printed.
 
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests: a failure should stop the test"
+)]
+
 mod support;
 
 use policy_lang::eval::{Evaluator, RouteKind, Verdict as EvalVerdict};

@@ -252,7 +252,7 @@ impl Partition {
                 match search::witness(
                     &dfa,
                     &dsig,
-                    &validity,
+                    validity,
                     k,
                     &is_exact,
                     &|c| (spec.valid)(c),

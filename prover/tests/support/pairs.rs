@@ -9,6 +9,11 @@ use policy_lang::eval::{HttpRequest, Request};
 
 use super::generate::Rng;
 
+/// One of a list of static strings.
+fn pick(rng: &mut Rng, xs: &[&'static str]) -> &'static str {
+    xs[rng.below(xs.len())]
+}
+
 /// One piece of a segment or label pattern, and how to instantiate it.
 #[derive(Debug, Clone, Copy)]
 enum Piece {
@@ -37,10 +42,10 @@ impl Piece {
     fn concrete(self, rng: &mut Rng) -> &'static str {
         match self {
             Piece::Lit(s) => s,
-            Piece::Star => *rng.pick(&["", "a", "b", "x", "ab", "xa"]),
-            Piece::One => *rng.pick(&["a", "b", "x"]),
-            Piece::AB => *rng.pick(&["a", "b"]),
-            Piece::NotA => *rng.pick(&["b", "x"]),
+            Piece::Star => pick(rng, &["", "a", "b", "x", "ab", "xa"]),
+            Piece::One => pick(rng, &["a", "b", "x"]),
+            Piece::AB => pick(rng, &["a", "b"]),
+            Piece::NotA => pick(rng, &["b", "x"]),
         }
     }
 }
@@ -140,7 +145,7 @@ impl PathPat {
             }
         }
         if rng.chance(15) {
-            out.push_str(*rng.pick(&["/x", "/a", "/a/b"]));
+            out.push_str(pick(rng, &["/x", "/a", "/a/b"]));
         }
         if self.trailing || out.is_empty() {
             out.push('/');
@@ -259,9 +264,9 @@ const QUERIES: &[&str] = &["", "", "", " ?q=a*", " ?state=open|closed"];
 fn rule(rng: &mut Rng, deny: bool) -> Rule {
     Rule {
         deny,
-        methods: *rng.pick(METHODS),
+        methods: pick(rng, METHODS),
         path: PathPat::random(rng, "", true),
-        query: *rng.pick(QUERIES),
+        query: pick(rng, QUERIES),
     }
 }
 
@@ -281,7 +286,7 @@ fn endpoint(rng: &mut Rng) -> Endpoint {
             .map(|_| PathPat::random(rng, "/usr/bin", false))
             .collect(),
         host: HostPat::random(rng),
-        ports: *rng.pick(PORTS),
+        ports: pick(rng, PORTS),
         http,
     }
 }
