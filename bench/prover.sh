@@ -26,6 +26,9 @@ median_ms() { # runs a command 21 times, prints the median wall time in ms
 }
 echo "typical, widened (github-readwrite minus a deny rule): $(median_ms $bin diff --prove "$out/old.policy" "$out/new.policy" --format json) median of 21"
 echo "typical, unchanged (claude-code): $(median_ms $bin diff --prove "$out/claude.policy" "$out/claude.policy" --format json) median of 21"
+# A change that adds a deny rule: nothing new, every question unsatisfiable.
+sed 's#^    deny DELETE /repos/\*/\*$#    deny DELETE /repos/*/*\n    deny * /repos/*/*/keys/**#' policies/github-readwrite.policy >"$out/narrowed.policy"
+echo "typical, narrowed (github-readwrite plus a deny rule, no finding): $(median_ms $bin diff --prove "$out/old.policy" "$out/narrowed.policy" --format json) median of 21"
 # The same policy in two files with different layout: not byte-identical,
 # the same digest.
 sed 's/^  /    /' policies/claude-code.policy >"$out/claude-indented.policy"
@@ -63,6 +66,7 @@ print(", ".join(f"{k} {statistics.median(float(r[k]) for r in rows):.2f} ms" for
 '
 }
 echo "in process, typical widened pair: $(phases "$out/old.policy" "$out/new.policy")"
+echo "in process, typical narrowed pair: $(phases "$out/old.policy" "$out/narrowed.policy")"
 echo "  (domain and setup are cumulative from the start of prove: setup includes domain, models and Z3)"
 
 # Large: 1,000 endpoints × 50 binaries, one widening buried inside.

@@ -13,7 +13,7 @@
 //!
 //! The search is exact: `Sat` comes with a point on which the formula is
 //! then evaluated concretely, and `Unsat` means every cell was ruled out.
-//! It gives up after a budget of search nodes; the caller then asks Z3.
+//! It gives up after a budget of work; the caller then asks Z3.
 
 use crate::domain::Domain;
 use crate::formula::{Defs, F, Lit, Point, dim};
@@ -28,8 +28,11 @@ pub enum Outcome {
     GaveUp,
 }
 
-/// Search nodes one search may visit.
-pub const BUDGET: usize = 20_000;
+/// Work one search may do, counted in definition evaluations (each search
+/// node re-evaluates the definitions that depend on the dimension it
+/// assigns): a few milliseconds at most, so that on a large problem the
+/// search gives up quickly and Z3 takes over.
+pub const BUDGET: usize = 400_000;
 
 /// Dimensions in branching order; query conditions follow as bits 8...
 const ORDER: [u32; 7] = [
@@ -186,7 +189,7 @@ impl Ctx<'_> {
     }
 
     fn dfs(&mut self, p: &mut Point, known: u64, defs: &[V3]) -> Option<bool> {
-        self.nodes += 1;
+        self.nodes += 1 + defs.len();
         if self.nodes > self.budget {
             return None;
         }

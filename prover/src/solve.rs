@@ -265,9 +265,13 @@ impl Search<'_> {
         }
         // A valid region is settled without Z3; a counterexample comes from
         // Z3, whose choice the shrinking heuristics are tuned to.
-        let f = and([not(q.clone()), self.destination()]);
-        if fd::find(self.dom, self.defs, &f, r, fd::BUDGET) == fd::Outcome::Unsat {
-            return Ok(None);
+        // Only on small problems: on a large one Z3 is created anyway and
+        // the search would mostly give up.
+        if self.defs.items.len() <= SMALL_DEFS {
+            let f = and([not(q.clone()), self.destination()]);
+            if fd::find(self.dom, self.defs, &f, r, fd::BUDGET) == fd::Outcome::Unsat {
+                return Ok(None);
+            }
         }
         self.counterexample_z3(q, r)
     }
@@ -376,6 +380,10 @@ impl Search<'_> {
         out
     }
 }
+
+/// Problems with at most this many definitions try the finite-domain
+/// search before Z3 for region checks.
+const SMALL_DEFS: usize = 200;
 
 /// Regions with at most this many cells are checked by enumeration.
 const ENUMERATE: usize = 4096;

@@ -17,6 +17,7 @@ use policy_lang::bundle::Bundle;
 use policy_lang::eval::{Evaluator, Request, Verdict as EvalVerdict};
 use policy_lang::matcher::normalize_host;
 use prover::Verdict;
+use prover::strings::universe::is_resolved_binary;
 use support::generate::Rng;
 use support::pairs::Spec;
 
@@ -41,7 +42,9 @@ fn credential_host(b: &Bundle, req: &Request) -> bool {
 /// The first request that shows NEW widening credentialed reach, if any.
 fn widening(old: &Bundle, new: &Bundle, reqs: &[Request]) -> Option<(Request, String)> {
     let (eo, en) = (Evaluator::new(old.clone()), Evaluator::new(new.clone()));
-    for r in reqs {
+    // The kernel names an executable by its resolved path: `/usr/bin//x`
+    // is no request enforcement meets (eval would still match it).
+    for r in reqs.iter().filter(|r| is_resolved_binary(&r.binary)) {
         let (o, n) = (eo.eval(r), en.eval(r));
         let credentialed = n.credential.is_some() || credential_host(new, r);
         if let_through(&n) && credentialed && !let_through(&o) {
