@@ -64,8 +64,25 @@ struct Tally {
     inconclusive: AtomicUsize,
 }
 
+/// Compiles policy text from a file in `dir` (one directory per thread,
+/// rewritten for every pair, rather than one per policy).
+#[expect(
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a failure should stop the test"
+)]
+fn compile_in(dir: &std::path::Path, name: &str, text: &str) -> Bundle {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write policy");
+    let (checked, bundle) = policy_lang::load::compile_file(&path, None).expect("load policy");
+    bundle.unwrap_or_else(|| {
+        let errors: Vec<&String> = checked.diagnostics.iter().map(|d| &d.message).collect();
+        panic!("policy does not compile: {errors:#?}\n{text}")
+    })
+}
+
 #[expect(clippy::expect_used, reason = "a failure should stop the test")]
-fn run_pair(seed: u64, tally: &Tally) {
+fn run_pair(dir: &std::path::Path, opts: &prover::Options, seed: u64, tally: &Tally) {
     let mut rng = Rng::new(seed);
     let old = Spec::random(&mut rng);
     let new = if rng.chance(80) {
@@ -83,13 +100,16 @@ fn run_pair(seed: u64, tally: &Tally) {
             }
         })
         .collect();
-    let (ob, nb) = (support::compile(&old_text), support::compile(&new_text));
+    let (ob, nb) = (
+        compile_in(dir, "old.policy", &old_text),
+        compile_in(dir, "new.policy", &new_text),
+    );
     tally.pairs.fetch_add(1, Ordering::Relaxed);
     let Some((req, why)) = widening(&ob, &nb, &reqs) else {
         return;
     };
     tally.flips.fetch_add(1, Ordering::Relaxed);
-    let r = prover::diff(&ob, &nb, &support::opts()).expect("prover runs");
+    let r = prover::diff(&ob, &nb, opts).expect("prover runs");
     if r.verdict == Verdict::Inconclusive {
         tally.inconclusive.fetch_add(1, Ordering::Relaxed);
     }
@@ -109,11 +129,15 @@ fn soundness(first_seed: u64, pairs: u64) {
         for t in 0..threads {
             let tally = &tally;
             s.spawn(move || {
+                let dir = support::scratch();
+                // The embedded registry is parsed once per thread.
+                let opts = support::opts();
                 let mut seed = first_seed + t;
                 while seed < first_seed + pairs {
-                    run_pair(seed, tally);
+                    run_pair(&dir, &opts, seed, tally);
                     seed += threads;
                 }
+                let _ = std::fs::remove_dir_all(&dir);
             });
         }
     });
