@@ -26,6 +26,48 @@ median_ms() { # runs a command 21 times, prints the median wall time in ms
 }
 echo "typical, widened (github-readwrite minus a deny rule): $(median_ms $bin diff --prove "$out/old.policy" "$out/new.policy" --format json) median of 21"
 echo "typical, unchanged (claude-code): $(median_ms $bin diff --prove "$out/claude.policy" "$out/claude.policy" --format json) median of 21"
+# A change that adds a deny rule: nothing new, every question unsatisfiable.
+sed 's#^    deny DELETE /repos/\*/\*$#    deny DELETE /repos/*/*\n    deny * /repos/*/*/keys/**#' policies/github-readwrite.policy >"$out/narrowed.policy"
+echo "typical, narrowed (github-readwrite plus a deny rule, no finding): $(median_ms $bin diff --prove "$out/old.policy" "$out/narrowed.policy" --format json) median of 21"
+# The same policy in two files with different layout: not byte-identical,
+# the same digest.
+sed 's/^  /    /' policies/claude-code.policy >"$out/claude-indented.policy"
+echo "typical, same digest, different text (claude-code reindented): $(median_ms $bin diff --prove "$out/claude.policy" "$out/claude-indented.policy" --format json) median of 21"
+echo "process start alone (--version): $(median_ms $bin --version) median of 21"
+
+# Where the time of the typical widened pair goes, inside the process
+# (PROVER_TIMING=1; median of 21 of each phase).
+phases() {
+  for _ in $(seq 21); do
+    PROVER_TIMING=1 $bin diff --prove "$@" --format json 2>&1 >/dev/null | python3 -c '
+import re, sys
+units = {"ns": 1e-6, "µs": 1e-3, "us": 1e-3, "ms": 1.0, "s": 1000.0}
+def ms(t):
+    m = re.match(r"([0-9.]+)(ns|µs|us|ms|s)$", t)
+    return float(m.group(1)) * units[m.group(2)] if m else 0.0
+out = {}
+for line in sys.stdin:
+    m = re.match(r"diff: compile old (\S+), new (\S+), registry (\S+), prove (\S+)", line)
+    if m:
+        out.update(compile_old=ms(m.group(1)), compile_new=ms(m.group(2)), registry=ms(m.group(3)), prove=ms(m.group(4)))
+    m = re.match(r"prover: domain (\S+)", line)
+    if m:
+        out["domain"] = ms(m.group(1))
+    m = re.match(r"prover: setup (\S+)", line)
+    if m:
+        out["setup"] = ms(m.group(1))
+print(" ".join(f"{k}={v:.3f}" for k, v in out.items()))
+'
+  done | python3 -c '
+import sys, statistics
+rows = [dict(kv.split("=") for kv in l.split()) for l in sys.stdin if l.strip()]
+keys = rows[0].keys() if rows else []
+print(", ".join(f"{k} {statistics.median(float(r[k]) for r in rows):.2f} ms" for k in keys))
+'
+}
+echo "in process, typical widened pair: $(phases "$out/old.policy" "$out/new.policy")"
+echo "in process, typical narrowed pair: $(phases "$out/old.policy" "$out/narrowed.policy")"
+echo "  (domain and setup are cumulative from the start of prove: setup includes domain, models and Z3)"
 
 # Large: 1,000 endpoints × 50 binaries, one widening buried inside.
 host=$(python3 bench/prover_gen.py "$out/large" 1000 50)

@@ -17,6 +17,7 @@ use policy_lang::matcher::{
 
 use crate::error::ProverError;
 use crate::region::AddrCell;
+use crate::strings::validity::Rule;
 use crate::strings::{DimSpec, Partition, PatternKind, PatternSet, universe};
 
 /// Host names that reach a metadata endpoint (as in the matcher module).
@@ -27,6 +28,10 @@ pub const METADATA_HOSTS: &[&str] = &[
     "instance-data",
     "instance-data.ec2.internal",
 ];
+
+/// Per query key: each set of conditions (indices into `Domain::queries`)
+/// some single value matches, with such a value.
+pub type QueryValues = std::collections::BTreeMap<String, Vec<(Vec<usize>, String)>>;
 
 /// Key of the path predicate "contains an encoded slash".
 pub const ENCODED_SLASH_KEY: &str = "<contains %2F>";
@@ -54,6 +59,11 @@ pub struct Domain {
     /// SHA-256 pins by index; index 0 is "a digest no rule pins".
     pub shas: Vec<Option<String>>,
     pub queries: Vec<QueryMatcher>,
+    /// Per query key, every combination of its conditions some single
+    /// value matches (indices into `queries`, sorted), with such a value:
+    /// the exact basis for deciding which readings a query string can
+    /// give (see `witness::realize_key`).
+    pub query_values: QueryValues,
     /// Port classes: elementary port intervals grouped by which port sets
     /// hold them (every formula treats a class alike).
     pub port_classes: Vec<Vec<(u16, u16)>>,
@@ -127,7 +137,9 @@ impl Domain {
             .collect()
     }
 
-    pub fn build(bundles: &[&Bundle], extra: &Extra) -> Result<Domain, ProverError> {
+    /// `budget`: product states the witness search of each string signature
+    /// may enter ([`crate::strings::search::BUDGET`]).
+    pub fn build(bundles: &[&Bundle], extra: &Extra, budget: usize) -> Result<Domain, ProverError> {
         let encoded_slash = bundles
             .iter()
             .any(|b| b.enforcement.l7.iter().any(|e| e.encoded_slash));
@@ -237,6 +249,8 @@ impl Domain {
             &DimSpec {
                 universe: universe::binaries(),
                 valid: universe::is_resolved_binary,
+                rule: Rule::Binary,
+                budget,
             },
         )?;
         let t_bins = t.elapsed();
@@ -245,6 +259,8 @@ impl Domain {
             &DimSpec {
                 universe: universe::hosts(),
                 valid: universe::is_normal_host,
+                rule: Rule::Any,
+                budget,
             },
         )?;
         let t_hosts = t.elapsed();
@@ -253,6 +269,8 @@ impl Domain {
             &DimSpec {
                 universe: universe::http_paths(),
                 valid: path_valid,
+                rule: Rule::HttpPath { encoded_slash },
+                budget,
             },
         )?;
         if timing {
@@ -270,6 +288,7 @@ impl Domain {
             shas: std::iter::once(None)
                 .chain(shas.into_iter().map(Some))
                 .collect(),
+            query_values: query_values(&queries)?,
             queries: queries.into_iter().collect(),
             port_classes: port_classes(&ports),
             addr_classes,
@@ -278,6 +297,47 @@ impl Domain {
             encoded_slash,
         })
     }
+}
+
+/// The value signatures of each query key: a DFA over the key's value
+/// patterns (values are decoded strings without NUL), explored like a
+/// string dimension.
+fn query_values(queries: &BTreeSet<QueryMatcher>) -> Result<QueryValues, ProverError> {
+    let mut out = std::collections::BTreeMap::new();
+    let list: Vec<&QueryMatcher> = queries.iter().collect();
+    let mut keys: Vec<&str> = list.iter().map(|q| q.key.as_str()).collect();
+    keys.dedup();
+    for key in keys {
+        // DFA patterns: 0 is the universe, then (condition, alternative).
+        let mut regexes = vec!["(?s:[^\\x00])*".to_owned()];
+        let mut owner: Vec<usize> = Vec::new();
+        for (i, q) in list.iter().enumerate().filter(|(_, q)| q.key == key) {
+            for alt in &q.any {
+                regexes.push(format!("(?:{})", alt.to_regex()));
+                owner.push(i);
+            }
+        }
+        let dfa = crate::strings::dfa::MultiDfa::build(&regexes, true)?;
+        let explored = dfa.explore(&|sig: &[u32]| sig.first() == Some(&0));
+        let mut sigs: Vec<(Vec<usize>, String)> = Vec::new();
+        for (sig, info) in explored {
+            let mut conds: Vec<usize> = sig
+                .iter()
+                .filter_map(|&p| usize::try_from(p).ok()?.checked_sub(1))
+                .filter_map(|p| owner.get(p).copied())
+                .collect();
+            conds.sort_unstable();
+            conds.dedup();
+            let Some(sample) = info.samples.first() else {
+                continue;
+            };
+            if !sigs.iter().any(|(c, _)| *c == conds) {
+                sigs.push((conds, sample.clone()));
+            }
+        }
+        out.insert(key.to_owned(), sigs);
+    }
+    Ok(out)
 }
 
 pub fn binary_key(g: &BinaryGlob) -> String {
@@ -293,6 +353,11 @@ pub fn path_key(p: &HttpPathGlob) -> String {
 }
 
 fn add_binary(set: &mut PatternSet, g: &BinaryGlob) {
+    // `?` and classes match one character, and the matcher writes a
+    // non-ASCII literal as a code point escape: both need a UTF-8 automaton.
+    if g.as_str().contains(['?', '[']) || !g.as_str().is_ascii() {
+        set.needs_chars();
+    }
     let kind = match g.exact() {
         Some(e) => PatternKind::Exact(e.to_owned()),
         None => PatternKind::Glob {

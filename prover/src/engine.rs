@@ -19,7 +19,7 @@ use crate::query::{self, Category, Query, Variant};
 use crate::region::Region;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
-use crate::smt::Smt;
+use crate::smt::LazySmt;
 use crate::solve::{Outcome, Search};
 use crate::witness::{self, Observed};
 
@@ -34,6 +34,9 @@ pub struct Options {
     /// Regions counted per query before giving up counting.
     pub max_regions: usize,
     pub print_smt: bool,
+    /// Steps the witness search may take per string signature; an atom it
+    /// gives up on is kept without a witness (see `strings::search`).
+    pub string_search_budget: usize,
 }
 
 impl Default for Options {
@@ -45,6 +48,7 @@ impl Default for Options {
             max_findings: 20,
             max_regions: 200,
             print_smt: false,
+            string_search_budget: crate::strings::search::BUDGET,
         }
     }
 }
@@ -137,8 +141,10 @@ fn binary_facts(dom: &Domain, reg: &Registry) -> BinaryFacts {
     let mut f = BinaryFacts::default();
     for (i, a) in dom.bins.atoms.iter().enumerate() {
         let i = u32::try_from(i).unwrap_or(u32::MAX);
-        let facts = if a.exact {
-            reg.facts(&a.witness)
+        let facts = if a.exact
+            && let Some(w) = &a.witness
+        {
+            reg.facts(w)
         } else {
             crate::registry::Facts::unknown()
         };
@@ -154,7 +160,39 @@ fn binary_facts(dom: &Domain, reg: &Registry) -> BinaryFacts {
 
 /// `diff --prove`: what `new` allows with a credential that `old` did not.
 pub fn diff(old: &Bundle, new: &Bundle, opts: &Options) -> Result<Report, ProverError> {
+    if !opts.print_smt && old.digest == new.digest && old.enforcement == new.enforcement {
+        return Ok(identical(opts));
+    }
     run(Some(old), new, opts)
+}
+
+/// Two bundles with the same enforcement tables decide every request
+/// alike: nothing is new, and no solver is needed.
+fn identical(opts: &Options) -> Report {
+    let started = Instant::now();
+    let mut report = Report {
+        verdict: Verdict::NoNewAccess,
+        findings: Vec::new(),
+        omitted: Vec::new(),
+        inconclusive: None,
+        notes: Vec::new(),
+        smt: None,
+        stats: Stats::default(),
+    };
+    note_unknown_acceptances(opts, &mut report);
+    report.stats.millis = started.elapsed().as_millis();
+    report
+}
+
+fn note_unknown_acceptances(opts: &Options, report: &mut Report) {
+    for a in &opts.accepted {
+        if a.category.is_none() {
+            report.notes.push(format!(
+                "accepted risk `{}` names no category this prover reports; it suppresses nothing",
+                a.query
+            ));
+        }
+    }
 }
 
 /// `check`: the risks of one policy on its own.
@@ -167,7 +205,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     let deadline = started + Duration::from_millis(opts.timeout_ms);
     let bundles: Vec<&Bundle> = std::iter::once(new).chain(old).collect();
     let timing = std::env::var_os("PROVER_TIMING").is_some();
-    let dom = Domain::build(&bundles, &extra(&bundles, opts))?;
+    let dom = Domain::build(&bundles, &extra(&bundles, opts), opts.string_search_budget)?;
     if timing {
         eprintln!("prover: domain {:?}", started.elapsed());
     }
@@ -207,11 +245,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
             queries.len()
         );
     }
-    let mut smt = Smt::new(&dom, deadline);
-    if timing {
-        eprintln!("prover: smt {:?}", started.elapsed());
-    }
-    smt.define(&defs);
+    let smt = LazySmt::new(&dom, &defs, deadline);
     let mut report = Report {
         verdict: Verdict::NoNewAccess,
         findings: Vec::new(),
@@ -228,6 +262,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         },
     };
     if opts.print_smt {
+        let smt = smt.get();
         let mut text = smt.to_smt2();
         for q in &queries {
             text.push_str(&format!(
@@ -271,14 +306,36 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
                 t.elapsed()
             );
         }
-        let detailed = found.len().min(opts.max_findings);
-        for f in found.iter().take(detailed) {
-            report.findings.push(cx.finding(q, &f.region, &f.point));
+        // A region none of whose points can be shown as a concrete request
+        // is neither a finding nor nothing: it makes the verdict
+        // inconclusive.
+        let mut shown = Vec::new();
+        for f in found.iter().take(opts.max_findings) {
+            match cx.finding(q, &f.region, &f.point) {
+                Ok(finding) => shown.push(finding),
+                Err(why) => {
+                    report
+                        .inconclusive
+                        .get_or_insert(format!("`{}` may hold, but {why}", q.category));
+                }
+            }
         }
-        if found.len() > detailed || outcome == Outcome::Capped {
+        report.findings.extend(shown);
+        let mut counted = 0;
+        for f in found.iter().skip(opts.max_findings) {
+            if witness::region_showable(&dom, &f.region) {
+                counted += 1;
+            } else {
+                report.inconclusive.get_or_insert(format!(
+                    "`{}` may hold in a region where no concrete string was found",
+                    q.category
+                ));
+            }
+        }
+        if counted > 0 || outcome == Outcome::Capped {
             report.omitted.push(Omitted {
                 category: q.category,
-                count: found.len() - detailed,
+                count: counted,
                 at_least: outcome == Outcome::Capped,
             });
         }
@@ -290,14 +347,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         }
     }
     cx.secret_exposure(&search, &mut report);
-    for a in &opts.accepted {
-        if a.category.is_none() {
-            report.notes.push(format!(
-                "accepted risk `{}` names no category this prover reports; it suppresses nothing",
-                a.query
-            ));
-        }
-    }
+    note_unknown_acceptances(opts, &mut report);
     let widened = report.findings.iter().any(|f| !f.suppressed)
         || report.omitted.iter().any(|o| o.count > 0 || o.at_least);
     report.verdict = if widened {
@@ -327,10 +377,13 @@ impl Cx<'_> {
         (n, o, n.meta)
     }
 
-    fn finding(&self, q: &Query, r: &Region, x: &Point) -> Finding {
+    fn finding(&self, q: &Query, r: &Region, x: &Point) -> Result<Finding, String> {
         let p = witness::choose(self.dom, self.defs, &q.f, r, x);
-        let req = witness::request(self.dom, &p);
-        let (nobs, oobs, meta) = self.observe(&req);
+        if let Some(why) = witness::unshowable(self.dom, &p) {
+            return Err(why);
+        }
+        let full = witness::request(self.dom, &p);
+        let (req, (nobs, oobs, meta)) = self.witness_form(q, full);
         let verified = query::holds(q.category, q.variant, &nobs, oobs.as_ref(), meta);
         let nd = self.n.eval.eval(&req);
         let new_rule = nd.rule.as_ref().map(Loc::of);
@@ -350,7 +403,7 @@ impl Cx<'_> {
         let w = Witness::of(&req);
         let message = self.message(q, &w, &nd, &region, &nobs);
         let (suppressed, acceptance) = self.suppression(q.category, r);
-        Finding {
+        Ok(Finding {
             category: q.category,
             message,
             witness: w,
@@ -362,6 +415,36 @@ impl Cx<'_> {
             region,
             verified,
             code: q.category.code(),
+        })
+    }
+
+    /// The form a witness is shown in: a connection (binary, destination,
+    /// port) when the widening is at the connection level, that is, for
+    /// `l7_bypass_credentialed`, and for any other category when NEW relays
+    /// the connection uninspected and the connection alone shows the
+    /// widening; else the full request.
+    fn witness_form(
+        &self,
+        q: &Query,
+        full: policy_lang::eval::Request,
+    ) -> (
+        policy_lang::eval::Request,
+        (Observed, Option<Observed>, bool),
+    ) {
+        let obs = self.observe(&full);
+        let conn = policy_lang::eval::Request {
+            http: None,
+            ..full.clone()
+        };
+        let cobs = self.observe(&conn);
+        let connection_level = q.category == Category::L7BypassCredentialed
+            || (cobs.0.conn
+                && (cobs.0.bypass || !cobs.0.inspected)
+                && query::holds(q.category, q.variant, &cobs.0, cobs.1.as_ref(), cobs.2));
+        if connection_level {
+            (conn, cobs)
+        } else {
+            (full, obs)
         }
     }
 
@@ -562,18 +645,30 @@ impl Cx<'_> {
         let dom = self.dom;
         let facts = binary_facts(dom, &self.opts.registry);
         let nsand = Sandbox::of(self.n.bundle);
-        let smt = search.smt;
-        let sends = |m: &Model, bin: u32| -> Option<bool> {
-            let f = and([m.allow.clone(), lit(Lit::Bin(ids(vec![bin])))]);
+        let full = full_region(dom);
+        // A point where `f` holds: the finite-domain search first, Z3 when
+        // it gives up. `Err` when neither can tell.
+        let model_of = |f: &F| -> Result<Option<Point>, ()> {
+            let g = and([f.clone(), search.destination()]);
+            match crate::fd::find(dom, self.defs, &g, &full, crate::fd::BUDGET) {
+                crate::fd::Outcome::Sat(x) => return Ok(Some(x)),
+                crate::fd::Outcome::Unsat => return Ok(None),
+                crate::fd::Outcome::GaveUp => {}
+            }
+            let smt = search.smt.get();
             smt.push();
-            smt.assert(smt.translate(&f));
+            smt.assert(smt.translate(f));
             let r = match smt.check() {
-                z3::SatResult::Sat => Some(true),
-                z3::SatResult::Unsat => Some(false),
-                z3::SatResult::Unknown => None,
+                z3::SatResult::Sat => smt.model().map(|m| Some(smt.point(&m))).ok_or(()),
+                z3::SatResult::Unsat => Ok(None),
+                z3::SatResult::Unknown => Err(()),
             };
             smt.pop();
             r
+        };
+        let sends = |m: &Model, bin: u32| -> Option<bool> {
+            let f = and([m.allow.clone(), lit(Lit::Bin(ids(vec![bin])))]);
+            model_of(&f).ok().map(|x| x.is_some())
         };
         let mut n_cache: Vec<Option<Option<bool>>> = vec![None; dom.bins.len()];
         let mut o_cache: Vec<Option<Option<bool>>> = vec![None; dom.bins.len()];
@@ -626,18 +721,16 @@ impl Cx<'_> {
                 continue;
             }
             let q = and([self.n.model.allow.clone(), lit(Lit::Bin(ids(bins.clone())))]);
-            smt.push();
-            smt.assert(smt.translate(&q));
-            let model = match smt.check() {
-                z3::SatResult::Sat => smt.model(),
-                _ => None,
-            };
-            smt.pop();
-            let Some(model) = model else { continue };
-            let x = smt.point(&model);
+            let Ok(Some(x)) = model_of(&q) else { continue };
             let mut region = full_region(dom);
             region.bins = bins;
             let p = witness::choose(dom, self.defs, &q, &region, &x);
+            if let Some(why) = witness::unshowable(dom, &p) {
+                report
+                    .inconclusive
+                    .get_or_insert(format!("`secret_exposure` may hold, but {why}"));
+                continue;
+            }
             let req = witness::request(dom, &p);
             let (nobs, oobs, _) = self.observe(&req);
             let nd = self.n.eval.eval(&req);

@@ -39,15 +39,20 @@ impl std::fmt::Display for Loc {
     }
 }
 
-/// The concrete request of a finding.
+/// The concrete request of a finding. A *connection* witness (no method,
+/// no path) stands for a widening at the connection level, such as a
+/// route the proxy does not inspect: any request on it passes, and naming
+/// one would suggest the L7 rules decide it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Witness {
     pub binary: String,
     /// The host name, or the address when the destination has no name.
     pub host: String,
     pub port: u16,
-    pub method: String,
-    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,14 +63,15 @@ pub struct Witness {
 
 impl Witness {
     pub fn of(req: &Request) -> Witness {
-        let (method, target) = req
-            .http
-            .as_ref()
-            .map(|h| (h.method.clone(), h.target.clone()))
-            .unwrap_or_else(|| ("GET".to_owned(), "/".to_owned()));
-        let (path, query) = match target.split_once('?') {
-            Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
-            None => (target, None),
+        let (method, path, query) = match &req.http {
+            None => (None, None, None),
+            Some(h) => {
+                let (path, query) = match h.target.split_once('?') {
+                    Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+                    None => (h.target.clone(), None),
+                };
+                (Some(h.method.clone()), Some(path), query)
+            }
         };
         let address = req.addr.map(|a| a.to_string());
         Witness {
@@ -84,8 +90,27 @@ impl Witness {
         }
     }
 
-    /// `METHOD https://host:port/path?query` for one-line reports.
+    /// Whether this is a connection witness (no request on it).
+    pub fn is_connection(&self) -> bool {
+        self.method.is_none()
+    }
+
+    /// `METHOD https://host:port/path?query` for one-line reports;
+    /// `connection to host:port` for a connection witness.
     pub fn url(&self) -> String {
+        let (Some(method), Some(path)) = (&self.method, &self.path) else {
+            let host = if self.host.contains(':') {
+                format!("[{}]", self.host)
+            } else {
+                self.host.clone()
+            };
+            let via = self
+                .address
+                .as_ref()
+                .map(|a| format!(" (address {a})"))
+                .unwrap_or_default();
+            return format!("connection to {host}:{}{via}", self.port);
+        };
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
@@ -102,7 +127,7 @@ impl Witness {
             .as_ref()
             .map(|q| format!("?{q}"))
             .unwrap_or_default();
-        format!("{} {scheme}://{host}{port}{}{q}", self.method, self.path)
+        format!("{method} {scheme}://{host}{port}{path}{q}")
     }
 }
 
@@ -165,8 +190,10 @@ fn atom_name(part: &Partition, atom: u32, other: &str) -> String {
     let Some(a) = part.atom(atom) else {
         return String::new();
     };
-    if a.exact {
-        return a.witness.clone();
+    if a.exact
+        && let Some(w) = &a.witness
+    {
+        return w.clone();
     }
     a.sig
         .iter()

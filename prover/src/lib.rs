@@ -17,6 +17,7 @@ pub mod accepted;
 pub mod domain;
 pub mod engine;
 pub mod error;
+pub mod fd;
 pub mod finding;
 pub mod formula;
 pub mod model;

@@ -36,7 +36,7 @@ pub struct Answer {
 
 impl Oracle {
     pub fn new(b: &Bundle) -> Result<Oracle, ProverError> {
-        let dom = Domain::build(&[b], &Extra::default())?;
+        let dom = Domain::build(&[b], &Extra::default(), crate::strings::search::BUDGET)?;
         let mut defs = Defs::default();
         let model = model::build(
             "p",

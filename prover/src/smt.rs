@@ -133,6 +133,44 @@ fn ranges(v: &BV, runs: &[(u32, u32)]) -> Bool {
     }
 }
 
+/// A solver created on first use: a Z3 context costs milliseconds, and
+/// most small problems are settled by the finite-domain search
+/// ([`crate::fd`]) without one.
+pub struct LazySmt<'a> {
+    dom: &'a Domain,
+    defs: &'a Defs,
+    deadline: Instant,
+    cell: std::cell::OnceCell<Smt>,
+}
+
+impl<'a> LazySmt<'a> {
+    pub fn new(dom: &'a Domain, defs: &'a Defs, deadline: Instant) -> Self {
+        LazySmt {
+            dom,
+            defs,
+            deadline,
+            cell: std::cell::OnceCell::new(),
+        }
+    }
+
+    pub fn get(&self) -> &Smt {
+        self.cell.get_or_init(|| {
+            let t = Instant::now();
+            let mut smt = Smt::new(self.dom, self.deadline);
+            smt.define(self.defs);
+            if std::env::var_os("PROVER_TIMING").is_some() {
+                eprintln!("prover:   z3 created {:?}", t.elapsed());
+            }
+            smt
+        })
+    }
+
+    /// Whether Z3 was needed at all.
+    pub fn created(&self) -> bool {
+        self.cell.get().is_some()
+    }
+}
+
 /// A solver over one domain, with definitions asserted.
 ///
 /// A check first runs on the incremental solver with a short budget; when

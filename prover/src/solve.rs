@@ -13,15 +13,16 @@
 use z3::SatResult;
 
 use crate::domain::Domain;
-use crate::formula::{Defs, F, Point, and, dim, not};
+use crate::fd;
+use crate::formula::{Defs, F, Lit, Point, and, dim, ids, lit, not, or};
 use crate::region::{QUERY_VALUES, Region, apply_addr, first_port, query_value};
-use crate::smt::Smt;
+use crate::smt::LazySmt;
 use crate::witness;
 
 pub struct Search<'a> {
     pub dom: &'a Domain,
     pub defs: &'a Defs,
-    pub smt: &'a Smt,
+    pub smt: &'a LazySmt<'a>,
     /// Query-string readings found impossible, blocked for every query.
     pub learned: Vec<F>,
 }
@@ -44,8 +45,58 @@ pub enum Outcome {
 
 impl Search<'_> {
     /// Enumerates the regions where `q` holds, at most `cap` of them.
+    ///
+    /// Most queries of a typical change have no solution at all; the
+    /// finite-domain search proves that without creating a Z3 context. When
+    /// it finds a point (or gives up), the regions are enumerated with Z3
+    /// as before: Z3's models generalize into the same few large regions
+    /// the reports are written around.
     pub fn regions(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
-        let smt = self.smt;
+        if self.fd_unsat(q) {
+            return (Vec::new(), Outcome::Complete);
+        }
+        self.regions_z3(q, cap)
+    }
+
+    /// What every point must satisfy besides the query (Z3 has it among
+    /// its domain constraints): a host name, an address, or both.
+    pub fn destination(&self) -> F {
+        or([
+            not(lit(Lit::Host(ids(vec![self.dom.host_none()])))),
+            lit(Lit::HasAddr),
+        ])
+    }
+
+    /// Whether the finite-domain search proves `q` (with the learned
+    /// blocks) has no solution.
+    fn fd_unsat(&self, q: &F) -> bool {
+        let dom = self.dom;
+        let mut parts = vec![q.clone(), self.destination()];
+        parts.extend(self.learned.iter().cloned());
+        let t = std::time::Instant::now();
+        let outcome = fd::find(
+            dom,
+            self.defs,
+            &and(parts),
+            &crate::engine::full_region(dom),
+            fd::BUDGET,
+        );
+        if std::env::var_os("PROVER_TIMING").is_some() {
+            eprintln!(
+                "prover:   fd {} {:?}",
+                match &outcome {
+                    fd::Outcome::Sat(_) => "sat",
+                    fd::Outcome::Unsat => "unsat",
+                    fd::Outcome::GaveUp => "gave up",
+                },
+                t.elapsed()
+            );
+        }
+        outcome == fd::Outcome::Unsat
+    }
+
+    fn regions_z3(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
+        let smt = self.smt.get();
         // The query's blocked regions live in this scope; the query itself
         // is asserted only around each solve, so region checks can ask for
         // its negation.
@@ -53,18 +104,18 @@ impl Search<'_> {
         for l in &self.learned {
             smt.assert(smt.translate(l));
         }
-        let qz = self.smt.translate(q);
+        let qz = smt.translate(q);
         let mut found: Vec<Found> = Vec::new();
         let outcome = loop {
             smt.push();
             smt.assert(qz.clone());
             let t = std::time::Instant::now();
-            let result = self.smt.check();
+            let result = smt.check();
             if std::env::var_os("PROVER_TIMING").is_some() {
                 eprintln!("prover:   solve {result:?} {:?}", t.elapsed());
             }
             let x = match result {
-                SatResult::Sat => self.smt.model().map(|m| self.smt.point(&m)),
+                SatResult::Sat => smt.model().map(|m| smt.point(&m)),
                 _ => None,
             };
             let why = smt.reason_unknown();
@@ -212,6 +263,16 @@ impl Search<'_> {
         if size.is_some_and(|n| n <= ENUMERATE) {
             return Ok(self.enumerate(q, r, base, x));
         }
+        // A valid region is settled without Z3; a counterexample comes from
+        // Z3, whose choice the shrinking heuristics are tuned to.
+        // Only on small problems: on a large one Z3 is created anyway and
+        // the search would mostly give up.
+        if self.defs.items.len() <= SMALL_DEFS {
+            let f = and([not(q.clone()), self.destination()]);
+            if fd::find(self.dom, self.defs, &f, r, fd::BUDGET) == fd::Outcome::Unsat {
+                return Ok(None);
+            }
+        }
         self.counterexample_z3(q, r)
     }
 
@@ -292,11 +353,11 @@ impl Search<'_> {
     }
 
     fn counterexample_z3(&self, q: &F, r: &Region) -> Result<Option<Point>, ()> {
-        let smt = self.smt;
+        let smt = self.smt.get();
         smt.push();
         smt.assert(smt.translate(&and([r.formula(self.dom), not(q.clone())])));
         let t = std::time::Instant::now();
-        let res = self.smt.check();
+        let res = smt.check();
         if std::env::var_os("PROVER_TIMING").is_some() {
             eprintln!(
                 "prover:   region check {:?} {:?} (bins {} hosts {} addrs {} ports {} methods {} paths {})",
@@ -312,13 +373,17 @@ impl Search<'_> {
         }
         let out = match res {
             SatResult::Unsat => Ok(None),
-            SatResult::Sat => self.smt.model().map(|m| Some(self.smt.point(&m))).ok_or(()),
+            SatResult::Sat => smt.model().map(|m| Some(smt.point(&m))).ok_or(()),
             SatResult::Unknown => Err(()),
         };
         smt.pop();
         out
     }
 }
+
+/// Problems with at most this many definitions try the finite-domain
+/// search before Z3 for region checks.
+const SMALL_DEFS: usize = 200;
 
 /// Regions with at most this many cells are checked by enumeration.
 const ENUMERATE: usize = 4096;

@@ -74,17 +74,38 @@ fn realize_key(dom: &Domain, key: &str, qs: &[usize], p: &Point) -> Option<Vec<(
             }
         }
     }
-    for i in 0..n {
-        for j in i..n {
-            for k in j..n {
-                let (a, b, c) = (candidates.get(i)?, candidates.get(j)?, candidates.get(k)?);
-                if let Some(p) = ok(&[a, b, c]) {
-                    return Some(p);
-                }
-            }
-        }
+    // Beyond the quick tries, decide exactly. A set of values gives
+    // condition i "every value matches" iff i is in every value's
+    // signature, and "some value matches" iff i is in some value's: the
+    // readings (A, D) are possible iff the signatures S with A ⊆ S ⊆ D,
+    // all used together, meet in A and join to D.
+    let all_want: Vec<(usize, bool, bool)> = want.clone();
+    let sigs = dom.query_values.get(key)?;
+    let fits: Vec<&(Vec<usize>, String)> = sigs
+        .iter()
+        .filter(|(sig, _)| {
+            all_want.iter().all(|&(q, a, d)| {
+                let has = sig.contains(&q);
+                (!a || has) && (d || !has)
+            })
+        })
+        .collect();
+    let meets = all_want
+        .iter()
+        .all(|&(q, a, _)| a || fits.iter().any(|(sig, _)| !sig.contains(&q)));
+    let joins = all_want
+        .iter()
+        .all(|&(q, _, d)| !d || fits.iter().any(|(sig, _)| sig.contains(&q)));
+    if fits.is_empty() || !meets || !joins {
+        return None;
     }
-    None
+    let values: Vec<&String> = fits.iter().map(|(_, v)| v).collect();
+    Some(
+        values
+            .iter()
+            .map(|v| (key.to_owned(), (*v).clone()))
+            .collect(),
+    )
 }
 
 /// A query string giving every condition the point's reading.
@@ -97,7 +118,10 @@ pub fn query_params(dom: &Domain, p: &Point) -> Option<Vec<(String, String)>> {
 }
 
 /// When no query string gives the point's readings, a formula excluding
-/// that combination for the key that fails.
+/// that combination for the key that fails. `realize_key` decides this
+/// exactly (from the value signatures of the key), so a blocked
+/// combination is one no query string has, never one an example search
+/// missed.
 pub fn unrealizable(dom: &Domain, p: &Point) -> Option<F> {
     for (key, qs) in groups(dom) {
         if realize_key(dom, key, &qs, p).is_none() {
@@ -144,7 +168,9 @@ pub fn query_string(params: &[(String, String)]) -> Option<String> {
 /// The concrete request a point stands for.
 pub fn request(dom: &Domain, p: &Point) -> Request {
     let text = |part: &crate::strings::Partition, id: u32| {
-        part.atom(id).map(|a| a.witness.clone()).unwrap_or_default()
+        part.atom(id)
+            .and_then(|a| a.witness.clone())
+            .unwrap_or_default()
     };
     let mut target = text(&dom.paths, p.path);
     if let Some(q) = query_params(dom, p).as_deref().and_then(query_string) {
@@ -174,17 +200,68 @@ pub fn request(dom: &Domain, p: &Point) -> Request {
     }
 }
 
+/// Why a point cannot be shown as a concrete request: one of its string
+/// atoms has no witness (see `strings::search`). `None` when it can.
+pub fn unshowable(dom: &Domain, p: &Point) -> Option<String> {
+    let lacking = |part: &crate::strings::Partition, id: u32, what: &str| {
+        let a = part.atom(id)?;
+        if a.is_witnessed() {
+            return None;
+        }
+        let pats: Vec<&str> = a.sig.iter().map(|&k| part.name(k)).collect();
+        Some(format!(
+            "no concrete {what} was found among the strings matching exactly {} ({})",
+            if pats.is_empty() {
+                "no pattern".to_owned()
+            } else {
+                pats.iter()
+                    .map(|p| format!("`{p}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+            a.unwitnessed.as_deref().unwrap_or("no reason recorded")
+        ))
+    };
+    lacking(&dom.bins, p.bin, "executable path")
+        .or_else(|| {
+            (p.host != dom.host_none())
+                .then(|| lacking(&dom.hosts, p.host, "host name"))
+                .flatten()
+        })
+        .or_else(|| lacking(&dom.paths, p.path, "request path"))
+}
+
+/// Whether every string dimension of a region has an atom with a witness
+/// (a region not detailed is counted only then).
+pub fn region_showable(dom: &Domain, r: &Region) -> bool {
+    let any = |part: &crate::strings::Partition, set: &[u32], none: Option<u32>| {
+        set.iter().any(|&a| {
+            Some(a) == none || part.atom(a).is_some_and(crate::strings::Atom::is_witnessed)
+        })
+    };
+    any(&dom.bins, &r.bins, None)
+        && any(&dom.hosts, &r.hosts, Some(dom.host_none()))
+        && any(&dom.paths, &r.paths, None)
+}
+
 /// A realistic point of the region where the query holds: a host name
 /// without an address, an exact host or binary, `GET` or `POST`, port 443,
 /// a short path, no query string, no pin, whenever the region allows.
+/// Atoms with a witness come first; the result still lacks one (see
+/// [`unshowable`]) only when the region offers no other.
 pub fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point {
-    let good = |p: &Point| {
+    let fits = |p: &Point| {
         (p.has_addr || p.host != dom.host_none())
             && r.contains(p, dom)
             && p.eval(q, &defs.values(p))
             && query_params(dom, p).is_some()
     };
     let mut best = x.clone();
+    if unshowable(dom, &best).is_some() {
+        best = showable_start(dom, r, &best, &fits);
+    }
+    let showable = unshowable(dom, &best).is_none();
+    let good = |p: &Point| fits(p) && (!showable || unshowable(dom, p).is_none());
     let try_each = |best: &mut Point, cands: Vec<Point>| {
         if let Some(c) = cands.into_iter().find(|c| good(c)) {
             *best = c;
@@ -203,7 +280,7 @@ pub fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point 
         (
             (h == dom.host_none()) != by_address,
             !a.is_some_and(|a| a.exact),
-            a.map_or(0, |a| a.witness.len()),
+            a.map_or(usize::MAX, |a| a.witness_len()),
         )
     });
     let c: Vec<Point> = hosts
@@ -223,7 +300,7 @@ pub fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point 
         let a = dom.bins.atom(b);
         (
             !a.is_some_and(|a| a.exact),
-            a.map_or(0, |a| a.witness.len()),
+            a.map_or(usize::MAX, |a| a.witness_len()),
         )
     });
     let c: Vec<Point> = bins
@@ -253,7 +330,7 @@ pub fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point 
         .collect();
     try_each(&mut best, c);
     let mut paths = r.paths.clone();
-    paths.sort_by_key(|&p| dom.paths.atom(p).map_or(0, |a| a.witness.len()));
+    paths.sort_by_key(|&p| dom.paths.atom(p).map_or(usize::MAX, |a| a.witness_len()));
     let c: Vec<Point> = paths
         .iter()
         .map(|&p| Point {
@@ -281,6 +358,58 @@ pub fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point 
         ..best.clone()
     };
     try_each(&mut best, vec![quiet]);
+    best
+}
+
+/// Swaps each unwitnessed atom of `x` for a witnessed one of the region,
+/// dimension by dimension, as long as the point stays one where the query
+/// holds.
+fn showable_start(dom: &Domain, r: &Region, x: &Point, fits: &dyn Fn(&Point) -> bool) -> Point {
+    let mut best = x.clone();
+    let witnessed = |part: &crate::strings::Partition, id: u32| {
+        part.atom(id)
+            .is_some_and(crate::strings::Atom::is_witnessed)
+    };
+    if !witnessed(&dom.bins, best.bin)
+        && let Some(p) = r
+            .bins
+            .iter()
+            .filter(|&&b| witnessed(&dom.bins, b))
+            .map(|&b| Point {
+                bin: b,
+                ..best.clone()
+            })
+            .find(|p| fits(p))
+    {
+        best = p;
+    }
+    if best.host != dom.host_none()
+        && !witnessed(&dom.hosts, best.host)
+        && let Some(p) = r
+            .hosts
+            .iter()
+            .filter(|&&h| h == dom.host_none() || witnessed(&dom.hosts, h))
+            .map(|&h| Point {
+                host: h,
+                ..best.clone()
+            })
+            .find(|p| fits(p))
+    {
+        best = p;
+    }
+    if !witnessed(&dom.paths, best.path)
+        && let Some(p) = r
+            .paths
+            .iter()
+            .filter(|&&a| witnessed(&dom.paths, a))
+            .map(|&a| Point {
+                path: a,
+                ..best.clone()
+            })
+            .find(|p| fits(p))
+    {
+        best = p;
+    }
     best
 }
 

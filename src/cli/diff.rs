@@ -127,7 +127,16 @@ pub fn options(
     })
 }
 
+/// Whether two paths hold the same bytes (then NEW need not be compiled:
+/// it is the same bundle).
+fn same_file(a: &Path, b: &Path) -> bool {
+    a.extension() == b.extension()
+        && matches!((std::fs::read(a), std::fs::read(b)), (Ok(x), Ok(y)) if x == y)
+}
+
 pub fn run(args: &Args) -> u8 {
+    let timing = std::env::var_os("PROVER_TIMING").is_some();
+    let t0 = std::time::Instant::now();
     let creds = args.credentials.credentials.as_deref();
     let failed = |f: Failure, code: u8| {
         print_failure(&f, args.format, "error", None);
@@ -137,10 +146,16 @@ pub fn run(args: &Args) -> u8 {
         Ok(b) => b,
         Err(f) => return failed(f, EXIT_INPUT),
     };
-    let new = match bundle(&args.new, creds) {
-        Ok(b) => b,
-        Err(f) => return failed(f, EXIT_INPUT),
+    let t_old = t0.elapsed();
+    let new = if same_file(&args.old, &args.new) {
+        old.clone()
+    } else {
+        match bundle(&args.new, creds) {
+            Ok(b) => b,
+            Err(f) => return failed(f, EXIT_INPUT),
+        }
     };
+    let t_new = t0.elapsed();
     let mut opts = match options(
         args.registry.as_deref(),
         args.accepted_risks.as_deref(),
@@ -150,6 +165,7 @@ pub fn run(args: &Args) -> u8 {
         Err(e) => return failed(Failure::error(None, e.to_string()), EXIT_INPUT),
     };
     opts.print_smt = args.print_smt;
+    let t_opts = t0.elapsed();
     let report = match prover::diff(&old, &new, &opts) {
         Ok(r) => r,
         Err(e) => {
@@ -163,6 +179,14 @@ pub fn run(args: &Args) -> u8 {
             return EXIT_INCONCLUSIVE;
         }
     };
+    if timing {
+        eprintln!(
+            "diff: compile old {t_old:?}, new {:?}, registry {:?}, prove {:?}",
+            t_new - t_old,
+            t_opts - t_new,
+            t0.elapsed() - t_opts
+        );
+    }
     if let Some(smt) = &report.smt {
         eprintln!("{smt}");
     }

@@ -161,50 +161,22 @@ impl MultiDfa {
         out
     }
 
-    /// Up to `limit` strings with signature `sig`, shortest first, for when
-    /// the first samples are all excluded (named elsewhere as exact
-    /// strings).
-    pub fn enumerate(
-        &self,
-        sig: &[u32],
-        limit: usize,
-        avoid: &dyn Fn(&str) -> bool,
-    ) -> Option<String> {
-        let classes = ClassInfo::of(&self.dfa);
-        let mut queue: VecDeque<(StateID, Vec<u8>)> = VecDeque::new();
-        queue.push_back((self.start, Vec::new()));
-        // Each DFA state is expanded a few times only: strings reaching the
-        // same state match alike from there on, and differ only in whether
-        // their prefix is one enforcement can meet.
-        let mut visits: HashMap<StateID, u8> = HashMap::new();
-        let mut budget = limit.saturating_mul(64).max(2048);
-        while let Some((state, bytes)) = queue.pop_front() {
-            budget = budget.checked_sub(1)?;
-            let seen = visits.entry(state).or_insert(0);
-            if *seen >= 4 {
-                continue;
-            }
-            *seen += 1;
-            if self.eoi_signature(state) == sig
-                && let Ok(s) = String::from_utf8(bytes.clone())
-                && !avoid(&s)
-            {
-                return Some(s);
-            }
-            if bytes.len() > 80 {
-                continue;
-            }
-            for &(_, rep) in &classes.order {
-                let next = self.dfa.next_state(state, rep);
-                if self.dfa.is_dead_state(next) {
-                    continue;
-                }
-                let mut b = bytes.clone();
-                b.push(rep);
-                queue.push_back((next, b));
-            }
-        }
-        None
+    pub(crate) fn start(&self) -> StateID {
+        self.start
+    }
+
+    pub(crate) fn next(&self, state: StateID, byte: u8) -> Option<StateID> {
+        let next = self.dfa.next_state(state, byte);
+        (!self.dfa.is_dead_state(next)).then_some(next)
+    }
+
+    pub(crate) fn state_signature(&self, state: StateID) -> Signature {
+        self.eoi_signature(state)
+    }
+
+    /// The DFA's byte class of each byte.
+    pub(crate) fn byte_class(&self, byte: u8) -> u8 {
+        self.dfa.byte_classes().get(byte)
     }
 
     fn graph(&self) -> Graph {
@@ -258,7 +230,7 @@ struct ClassInfo {
 }
 
 /// Rank of a byte as a witness character: lower is nicer.
-fn niceness(b: u8) -> u32 {
+pub(crate) fn niceness(b: u8) -> u32 {
     match b {
         b'x' => 0,
         b'a'..=b'z' => 1 + u32::from(b - b'a'),

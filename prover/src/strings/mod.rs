@@ -11,13 +11,16 @@
 //! signature, and its size.
 
 pub mod dfa;
+pub mod search;
 pub mod universe;
+pub mod validity;
 
 use std::collections::{BTreeMap, HashMap};
 
 pub use dfa::Size;
 use dfa::{MultiDfa, Signature};
 use universe::Universe;
+use validity::{Rule, Validity};
 
 use crate::error::ProverError;
 
@@ -33,13 +36,32 @@ pub enum PatternKind {
 /// One atomic class of strings.
 #[derive(Debug, Clone)]
 pub struct Atom {
-    pub witness: String,
+    /// A string of the atom enforcement can meet. `None` when the witness
+    /// search could neither find one nor prove there is none: the atom is
+    /// kept, and a finding that can only be shown with it is reported as
+    /// inconclusive rather than dropped.
+    pub witness: Option<String>,
+    /// Why no witness was found, when none was.
+    pub unwitnessed: Option<String>,
     pub size: Size,
     /// A single string named exactly by some pattern.
     pub exact: bool,
     /// The patterns (indices into the partition's pattern list) whose
     /// strings include this atom.
     pub sig: Vec<u32>,
+}
+
+impl Atom {
+    /// Whether the atom has a concrete string to show.
+    pub fn is_witnessed(&self) -> bool {
+        self.witness.is_some()
+    }
+
+    /// Length of the witness, for preferring short ones; unwitnessed atoms
+    /// sort last.
+    pub fn witness_len(&self) -> usize {
+        self.witness.as_ref().map_or(usize::MAX, String::len)
+    }
 }
 
 /// The atoms of one dimension.
@@ -64,6 +86,9 @@ pub struct PatternSet {
     keys: Vec<String>,
     kinds: Vec<PatternKind>,
     index: HashMap<String, u32>,
+    /// Some pattern matches single characters (`?`, a class), so a
+    /// dimension of Unicode strings needs its automaton to read UTF-8.
+    chars: bool,
 }
 
 impl PatternSet {
@@ -86,6 +111,15 @@ impl PatternSet {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
+
+    /// Notes that a pattern matches single characters or names non-ASCII
+    /// ones. Without such a pattern, every regex of a Unicode dimension is
+    /// ASCII literals, `[^/]*` and `.*`, which match the same valid UTF-8
+    /// strings read as bytes as read as characters; the byte automaton is
+    /// much smaller, and the witness search keeps witnesses valid UTF-8.
+    pub fn needs_chars(&mut self) {
+        self.chars = true;
+    }
 }
 
 /// What the partition needs from a dimension's own spelling rules.
@@ -93,12 +127,24 @@ pub struct DimSpec {
     pub universe: Universe,
     /// Whether a witness candidate is a string enforcement can meet.
     pub valid: fn(&str) -> bool,
+    /// The same rule as an automaton, for the witness search.
+    pub rule: Rule,
+    /// Product states the witness search may enter per signature
+    /// ([`search::BUDGET`]; smaller only to test what happens when it
+    /// gives up).
+    pub budget: usize,
 }
 
 impl Partition {
     pub fn build(set: PatternSet, spec: &DimSpec) -> Result<Self, ProverError> {
-        let PatternSet { keys, kinds, index } = set;
+        let PatternSet {
+            keys,
+            kinds,
+            index,
+            chars,
+        } = set;
         let uni = &spec.universe;
+        let unicode = uni.unicode && chars;
         // DFA patterns: the universe, its rejections, then unique wildcard
         // regexes.
         let mut regexes: Vec<String> = vec![uni.accept.clone()];
@@ -114,7 +160,7 @@ impl Partition {
                 PatternKind::Exact(s) => exact_strings.entry(s.as_str()).or_default().push(i),
                 PatternKind::Glob { regex, example } => {
                     let id = *regex_id.entry(regex.as_str()).or_insert_with(|| {
-                        regexes.push(fit_regex(regex, uni.unicode));
+                        regexes.push(fit_regex(regex, unicode));
                         wild.push(Vec::new());
                         wild.len() - 1
                     });
@@ -126,7 +172,8 @@ impl Partition {
             }
         }
         let t0 = std::time::Instant::now();
-        let dfa = MultiDfa::build(&regexes, uni.unicode)?;
+        let dfa = MultiDfa::build(&regexes, unicode)?;
+        let validity = Validity::of(spec.rule);
         let t_build = t0.elapsed();
         let in_universe = |sig: &[u32]| {
             sig.first() == Some(&0)
@@ -167,7 +214,8 @@ impl Partition {
                 u32::try_from(atoms.len()).unwrap_or(u32::MAX),
             );
             atoms.push(Atom {
-                witness: (*s).to_owned(),
+                witness: Some((*s).to_owned()),
+                unwitnessed: None,
                 size: Size::Finite(1),
                 exact: true,
                 sig,
@@ -195,21 +243,33 @@ impl Partition {
                 .filter(|c| !is_exact(c) && (spec.valid)(c))
                 .find(|c| dfa.signature(c) == dsig)
                 .map(str::to_owned);
+            let mut unwitnessed = None;
             if witness.is_none() {
                 enumerated += 1;
-                witness = dfa.enumerate(&dsig, exact_atoms.len() + 2, &|c| {
-                    is_exact(c) || !(spec.valid)(c)
-                });
+                let k = usize::try_from(named)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(1);
+                match search::witness(
+                    &dfa,
+                    &dsig,
+                    validity,
+                    k,
+                    &is_exact,
+                    &|c| (spec.valid)(c),
+                    spec.budget,
+                ) {
+                    search::Outcome::Found(w) => witness = Some(w),
+                    // Every string of this signature is named exactly, or
+                    // not one enforcement can meet: nothing is left.
+                    search::Outcome::Empty => continue,
+                    search::Outcome::Unknown(why) => unwitnessed = Some(why),
+                }
             }
-            let Some(witness) = witness else {
-                // Every string of this signature is named exactly (or not
-                // one enforcement can meet): nothing is left for the atom.
-                continue;
-            };
             let sig = to_patterns(&dsig);
             sig_atoms.insert(dsig, u32::try_from(atoms.len()).unwrap_or(u32::MAX));
             atoms.push(Atom {
                 witness,
+                unwitnessed,
                 size,
                 exact: false,
                 sig,

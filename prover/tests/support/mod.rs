@@ -9,6 +9,7 @@
 )]
 
 pub mod generate;
+pub mod pairs;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -77,5 +78,39 @@ pub fn categories(r: &prover::Report) -> Vec<&'static str> {
 pub fn assert_verified(r: &prover::Report) {
     for f in &r.findings {
         assert!(f.verified, "witness does not replay: {f:#?}");
+    }
+}
+
+/// The request a witness stands for, exactly as printed: a connection
+/// witness (no method) replays as a connection without a request.
+pub fn replay(w: &prover::Witness) -> policy_lang::eval::Request {
+    let addr = w
+        .address
+        .as_deref()
+        .or_else(|| {
+            w.host
+                .parse::<std::net::IpAddr>()
+                .is_ok()
+                .then_some(w.host.as_str())
+        })
+        .map(|a| a.parse().unwrap());
+    let host = (w.host.parse::<std::net::IpAddr>().is_err()).then(|| w.host.clone());
+    policy_lang::eval::Request {
+        binary: w.binary.clone(),
+        sha256: w.sha256.clone(),
+        host,
+        addr,
+        port: w.port,
+        http: w.method.as_ref().map(|m| policy_lang::eval::HttpRequest {
+            method: m.clone(),
+            target: format!(
+                "{}{}",
+                w.path.as_deref().unwrap_or("/"),
+                w.query
+                    .as_ref()
+                    .map(|q| format!("?{q}"))
+                    .unwrap_or_default()
+            ),
+        }),
     }
 }

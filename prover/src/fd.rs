@@ -1,0 +1,271 @@
+//! A finite-domain search in Rust, tried before Z3.
+//!
+//! Every dimension of the model is finite once strings are atoms,
+//! addresses and ports classes, and query conditions their three readings,
+//! and every formula is constant on such a cell. A small pair of policies
+//! has few cells where anything happens, so a depth-first search that
+//! evaluates the formula in three-valued logic on partial assignments
+//! (unassigned dimensions unknown) settles a typical query in microseconds,
+//! where creating a Z3 context alone takes milliseconds. It branches only
+//! on dimensions the still-undecided part of the formula mentions: a
+//! dimension it does not mention cannot change the outcome, so any value
+//! of it will do.
+//!
+//! The search is exact: `Sat` comes with a point on which the formula is
+//! then evaluated concretely, and `Unsat` means every cell was ruled out.
+//! It gives up after a budget of work; the caller then asks Z3.
+
+use crate::domain::Domain;
+use crate::formula::{Defs, F, Lit, Point, dim};
+use crate::region::{QUERY_VALUES, Region, apply_addr, first_port};
+
+/// Outcome of one search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Sat(Point),
+    Unsat,
+    /// Over budget (or too many query conditions to track): ask Z3.
+    GaveUp,
+}
+
+/// Work one search may do, counted in definition evaluations (each search
+/// node re-evaluates the definitions that depend on the dimension it
+/// assigns): a few milliseconds at most, so that on a large problem the
+/// search gives up quickly and Z3 takes over.
+pub const BUDGET: usize = 400_000;
+
+/// Dimensions in branching order; query conditions follow as bits 8...
+const ORDER: [u32; 7] = [
+    dim::BIN,
+    dim::HOST,
+    dim::PORT,
+    dim::ADDR,
+    dim::SHA,
+    dim::METHOD,
+    dim::PATH,
+];
+const QUERY_BIT0: u32 = 8;
+const MAX_QUERIES: usize = 56;
+
+/// Three-valued value and the unknown dimensions it depends on.
+type V3 = (Option<bool>, u64);
+
+struct Ctx<'a> {
+    dom: &'a Domain,
+    defs: &'a Defs,
+    within: &'a Region,
+    f: &'a F,
+    nodes: usize,
+    budget: usize,
+}
+
+fn bit_of(l: &Lit, defs: &[V3]) -> Result<u64, V3> {
+    Ok(match l {
+        Lit::Bin(_) => u64::from(dim::BIN),
+        Lit::Sha(_) => u64::from(dim::SHA),
+        Lit::Host(_) => u64::from(dim::HOST),
+        Lit::HasAddr | Lit::V6 | Lit::A4(..) | Lit::A6(..) | Lit::AddrClass(..) => {
+            u64::from(dim::ADDR)
+        }
+        Lit::Port(..) => u64::from(dim::PORT),
+        Lit::Method(_) => u64::from(dim::METHOD),
+        Lit::Path(_) => u64::from(dim::PATH),
+        Lit::QAllow(q) | Lit::QDeny(q) => 1u64 << (QUERY_BIT0 + q),
+        Lit::Def(d) => return Err(defs.get(*d as usize).copied().unwrap_or((None, 0))),
+    })
+}
+
+fn eval3(f: &F, p: &Point, known: u64, defs: &[V3]) -> V3 {
+    match f {
+        F::Const(b) => (Some(*b), 0),
+        F::Lit(l) => match bit_of(l, defs) {
+            Err(v) => v,
+            Ok(bit) if known & bit != 0 => (Some(p.lit(l, &[])), 0),
+            Ok(bit) => (None, bit),
+        },
+        F::Not(inner) => {
+            let (v, m) = eval3(inner, p, known, defs);
+            (v.map(|b| !b), m)
+        }
+        F::And(parts) => junction(parts, p, known, defs, false),
+        F::Or(parts) => junction(parts, p, known, defs, true),
+    }
+}
+
+/// `And` (`short` false) or `Or` (`short` true): a part equal to `short`
+/// decides; otherwise unknown parts leave it unknown.
+fn junction(parts: &[F], p: &Point, known: u64, defs: &[V3], short: bool) -> V3 {
+    let mut mask = 0u64;
+    let mut unknown = false;
+    for x in parts {
+        match eval3(x, p, known, defs) {
+            (Some(b), _) if b == short => return (Some(short), 0),
+            (Some(_), _) => {}
+            (None, m) => {
+                unknown = true;
+                mask |= m;
+            }
+        }
+    }
+    if unknown {
+        (None, mask)
+    } else {
+        (Some(!short), 0)
+    }
+}
+
+impl Ctx<'_> {
+    fn defs3(&self, p: &Point, known: u64, prev: &[V3], dirty: u64) -> Vec<V3> {
+        let mut out: Vec<V3> = Vec::with_capacity(self.defs.items.len());
+        for (i, d) in self.defs.items.iter().enumerate() {
+            let depends = u64::from(d.mask & 0xff) & dirty != 0
+                || (d.mask & dim::QUERY != 0 && dirty >> QUERY_BIT0 != 0);
+            let v = match prev.get(i) {
+                Some(&old) if !depends => old,
+                _ => eval3(&d.body, p, known, &out),
+            };
+            out.push(v);
+        }
+        out
+    }
+
+    fn values(&self, bit: u64) -> Vec<u32> {
+        let r = self.within;
+        let q = bit.trailing_zeros().checked_sub(QUERY_BIT0);
+        if let Some(q) = q {
+            return r
+                .queries
+                .get(q as usize)
+                .map(|v| v.iter().map(|&x| u32::from(x)).collect())
+                .unwrap_or_default();
+        }
+        let b = u32::try_from(bit).unwrap_or(0);
+        match b {
+            dim::BIN => r.bins.clone(),
+            dim::HOST => r.hosts.clone(),
+            dim::PORT => r.ports.clone(),
+            dim::ADDR => r.addrs.clone(),
+            dim::SHA => r.shas.clone(),
+            dim::METHOD => r.methods.clone(),
+            dim::PATH => r.paths.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn set(&self, p: &mut Point, bit: u64, v: u32) {
+        if let Some(q) = bit.trailing_zeros().checked_sub(QUERY_BIT0) {
+            if let Some(&(a, d)) = QUERY_VALUES.get(v as usize) {
+                if let Some(x) = p.qa.get_mut(q as usize) {
+                    *x = a;
+                }
+                if let Some(x) = p.qd.get_mut(q as usize) {
+                    *x = d;
+                }
+            }
+            return;
+        }
+        match u32::try_from(bit).unwrap_or(0) {
+            dim::BIN => p.bin = v,
+            dim::HOST => p.host = v,
+            dim::PORT => p.port = first_port(self.dom, v),
+            dim::ADDR => apply_addr(self.dom, v, p),
+            dim::SHA => p.sha = v,
+            dim::METHOD => p.method = v,
+            dim::PATH => p.path = v,
+            _ => {}
+        }
+    }
+
+    /// The next dimension to branch on: the first of `mask` in branching
+    /// order.
+    fn pick(mask: u64) -> Option<u64> {
+        ORDER
+            .iter()
+            .map(|&d| u64::from(d))
+            .find(|&d| mask & d != 0)
+            .or_else(|| {
+                (mask >> QUERY_BIT0 != 0).then(|| 1u64 << mask.trailing_zeros().max(QUERY_BIT0))
+            })
+    }
+
+    fn dfs(&mut self, p: &mut Point, known: u64, defs: &[V3]) -> Option<bool> {
+        self.nodes += 1 + defs.len();
+        if self.nodes > self.budget {
+            return None;
+        }
+        let (v, mask) = eval3(self.f, p, known, defs);
+        match v {
+            Some(b) => Some(b),
+            None => {
+                let bit = Self::pick(mask & !known)?;
+                for val in self.values(bit) {
+                    self.set(p, bit, val);
+                    let next = self.defs3(p, known | bit, defs, bit);
+                    match self.dfs(p, known | bit, &next) {
+                        Some(true) => return Some(true),
+                        Some(false) => {}
+                        None => return None,
+                    }
+                }
+                Some(false)
+            }
+        }
+    }
+}
+
+/// Looks for a point of `within` where `f` holds. `f` must include every
+/// constraint the point must meet (see `Search`).
+pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) -> Outcome {
+    if dom.queries.len() > MAX_QUERIES {
+        return Outcome::GaveUp;
+    }
+    // Start every dimension at the region's first value, so dimensions
+    // never branched on hold a value of the region.
+    let nq = dom.queries.len();
+    let mut p = Point {
+        bin: 0,
+        sha: 0,
+        host: 0,
+        has_addr: false,
+        v6: false,
+        a4: 0,
+        a6: 0,
+        port: 1,
+        method: 0,
+        path: 0,
+        qa: vec![false; nq],
+        qd: vec![false; nq],
+    };
+    let mut cx = Ctx {
+        dom,
+        defs,
+        within,
+        f,
+        nodes: 0,
+        budget,
+    };
+    let all: Vec<u64> = ORDER
+        .iter()
+        .map(|&d| u64::from(d))
+        .chain((0..nq).map(|q| 1u64 << (QUERY_BIT0 as usize + q)))
+        .collect();
+    for &bit in &all {
+        let Some(&first) = cx.values(bit).first() else {
+            return Outcome::Unsat;
+        };
+        cx.set(&mut p, bit, first);
+    }
+    let defs3 = cx.defs3(&p, 0, &[], u64::MAX);
+    match cx.dfs(&mut p, 0, &defs3) {
+        None => Outcome::GaveUp,
+        Some(false) => Outcome::Unsat,
+        Some(true) => {
+            // The concrete check guards the three-valued reasoning.
+            if within.contains(&p, dom) && p.eval(f, &defs.values(&p)) {
+                Outcome::Sat(p)
+            } else {
+                Outcome::GaveUp
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Finding a witness for a signature, or proving there is none.
+//!
+//! Breadth-first search over the product of the multi-pattern DFA and the
+//! dimension's [`Validity`] automaton, walking byte classes of both, in
+//! which each product state is entered at most `k` times, `k` being one
+//! more than the number of strings of the signature that patterns name
+//! exactly (those belong to atoms of their own and cannot be the witness).
+//! This enumerates, for every product state, its `k` shortest class paths;
+//! at a target state up to `k` spellings of each path are tried. So:
+//!
+//! - if some valid string of the signature is named by no exact pattern,
+//!   the search meets it: either its own class path is walked (and has
+//!   more than `k - 1` spellings, or all of them are tried), or `k` other
+//!   paths reached its state first, whose spellings cannot all be among
+//!   the `k - 1` named strings; and
+//! - if the search runs out of states without meeting one, and the
+//!   dimension's own predicate agreed with the automaton on every string
+//!   the search met, the atom holds no string enforcement can meet: it is
+//!   *proved* empty.
+//!
+//! Anything else (the state budget runs out, or the predicate refused a
+//! string the automaton accepted) is *unknown*, never "empty": the caller
+//! keeps the atom without a witness, and a finding that would need it makes
+//! the verdict inconclusive.
+
+use std::collections::{HashMap, VecDeque};
+
+use regex_automata::util::primitives::StateID;
+
+use super::dfa::{MultiDfa, niceness};
+use super::validity::{DEAD, Validity};
+
+/// What the search found for one signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Found(String),
+    /// No string of the signature is valid and unnamed.
+    Empty,
+    /// The search could not decide; why.
+    Unknown(String),
+}
+
+/// Product states the search may enter before giving up.
+pub const BUDGET: usize = 200_000;
+
+/// Bytes grouped by how both automata treat them: each class's members,
+/// nicest first, and the classes by their nicest member. Strings that
+/// differ only within classes reach the same product state, so the search
+/// walks classes and spells a class path with its members only when it
+/// needs a string no exact pattern names.
+fn joint_classes(dfa: &MultiDfa, v: &Validity) -> Vec<Vec<u8>> {
+    let mut classes: HashMap<(u8, Vec<u16>), Vec<u8>> = HashMap::new();
+    for b in 0..=255u8 {
+        let column: Vec<u16> = (0..v.states())
+            .map(|q| v.step(u16::try_from(q).unwrap_or(DEAD), b))
+            .collect();
+        classes
+            .entry((dfa.byte_class(b), column))
+            .or_default()
+            .push(b);
+    }
+    let mut out: Vec<Vec<u8>> = classes.into_values().collect();
+    for c in &mut out {
+        c.sort_by_key(|&b| niceness(b));
+    }
+    out.sort_by_key(|c| c.first().map_or(u32::MAX, |&b| niceness(b)));
+    out
+}
+
+/// Up to `k` distinct strings along one class path (an odometer over the
+/// classes' members, last position fastest).
+fn spellings(path: &[&[u8]], k: usize) -> Vec<Vec<u8>> {
+    let mut digits = vec![0usize; path.len()];
+    let mut out = Vec::new();
+    while out.len() < k {
+        out.push(
+            path.iter()
+                .zip(&digits)
+                .filter_map(|(c, &d)| c.get(d).copied())
+                .collect(),
+        );
+        let mut i = path.len();
+        loop {
+            let Some(j) = i.checked_sub(1) else {
+                return out;
+            };
+            i = j;
+            let (Some(d), Some(c)) = (digits.get_mut(i), path.get(i)) else {
+                return out;
+            };
+            *d += 1;
+            if *d < c.len() {
+                break;
+            }
+            *d = 0;
+        }
+    }
+    out
+}
+
+/// Searches for a string with DFA signature `sig` that the validity
+/// automaton and `check` accept and `named` does not; `k` bounds the visits
+/// per product state (one more than the named strings of the signature).
+pub fn witness(
+    dfa: &MultiDfa,
+    sig: &[u32],
+    v: &Validity,
+    k: usize,
+    named: &dyn Fn(&str) -> bool,
+    check: &dyn Fn(&str) -> bool,
+    budget: usize,
+) -> Outcome {
+    let classes = joint_classes(dfa, v);
+    let mut target: HashMap<StateID, bool> = HashMap::new();
+    // Arena of (parent, class) for the class paths in the queue.
+    let mut arena: Vec<(u32, u16)> = vec![(u32::MAX, 0)];
+    let mut entered: HashMap<(StateID, u16), usize> = HashMap::new();
+    let mut queue: VecDeque<(StateID, u16, u32)> = VecDeque::new();
+    queue.push_back((dfa.start(), v.start(), 0));
+    entered.insert((dfa.start(), v.start()), 1);
+    let mut refused: Option<String> = None;
+    while let Some((d, q, node)) = queue.pop_front() {
+        let is_target = *target
+            .entry(d)
+            .or_insert_with(|| dfa.state_signature(d) == sig);
+        if is_target && v.accepts(q) {
+            let path: Vec<&[u8]> = class_path(&arena, node)
+                .iter()
+                .filter_map(|&c| classes.get(usize::from(c)).map(Vec::as_slice))
+                .collect();
+            // Fewer than `k` spellings are all named only if the path has
+            // no more strings than that.
+            for s in spellings(&path, k) {
+                match String::from_utf8(s) {
+                    Ok(s) if named(&s) => {}
+                    Ok(s) if check(&s) && dfa.signature(&s) == sig => return Outcome::Found(s),
+                    Ok(s) => {
+                        refused.get_or_insert(s);
+                    }
+                    Err(e) => {
+                        refused.get_or_insert(String::from_utf8_lossy(e.as_bytes()).into_owned());
+                    }
+                }
+            }
+        }
+        for (ci, class) in classes.iter().enumerate() {
+            let Some(&b) = class.first() else { continue };
+            let Some(nd) = dfa.next(d, b) else { continue };
+            let nq = v.step(q, b);
+            if nq == DEAD {
+                continue;
+            }
+            let count = entered.entry((nd, nq)).or_insert(0);
+            if *count >= k {
+                continue;
+            }
+            *count += 1;
+            if arena.len() >= budget {
+                return Outcome::Unknown(format!(
+                    "the search for an example string gave up after {budget} steps"
+                ));
+            }
+            let id = u32::try_from(arena.len()).unwrap_or(u32::MAX);
+            arena.push((node, u16::try_from(ci).unwrap_or(u16::MAX)));
+            queue.push_back((nd, nq, id));
+        }
+    }
+    match refused {
+        None => Outcome::Empty,
+        Some(s) => Outcome::Unknown(format!(
+            "`{}` has the right patterns but is not a string enforcement meets, and no other was found",
+            s.escape_debug()
+        )),
+    }
+}
+
+fn class_path(arena: &[(u32, u16)], mut node: u32) -> Vec<u16> {
+    let mut out = Vec::new();
+    while let Some(&(parent, c)) = arena.get(node as usize) {
+        if parent == u32::MAX {
+            break;
+        }
+        out.push(c);
+        node = parent;
+    }
+    out.reverse();
+    out
+}
