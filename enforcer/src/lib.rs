@@ -46,6 +46,7 @@ mod msg;
 mod netns;
 mod notify;
 mod process;
+mod procfs;
 mod seccomp;
 mod sockaddr;
 mod spawn;
