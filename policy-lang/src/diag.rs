@@ -193,6 +193,7 @@ codes! {
     W0107 = (Warning, "redundant filesystem rule");
     W0108 = (Warning, "broad binary pattern");
     W0109 = (Warning, "L7 rules not enforced");
+    W0130 = (Warning, "workload runs as root");
     W0701 = (Warning, "OpenShell default made explicit");
     W0702 = (Warning, "OpenShell construct translated");
     W0703 = (Warning, "OpenShell policy group without effect");
