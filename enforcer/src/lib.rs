@@ -51,7 +51,7 @@ mod seccomp;
 mod sockaddr;
 mod spawn;
 
-pub use emulate::{connect_on, same_namespace, socket_netns, with_credentials};
+pub use emulate::{connect_on, listen_on, same_namespace, socket_netns, with_credentials};
 pub use errno::Errno;
 pub use identity::{ExePath, FileKey, Fingerprint, FingerprintCache, exe_path, sha256_file};
 pub use landlock::{

@@ -485,7 +485,9 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
 /// The calls that can name a destination: `connect`; `sendto` with a
 /// non-null address long enough to be an IP one (a null address is plain
 /// `send`; glibc's 12-byte netlink address stays untrapped); `sendmsg` and
-/// `sendmmsg`, whose addresses sit in memory the filter cannot read.
+/// `sendmmsg`, whose addresses sit in memory the filter cannot read; and
+/// `listen`, which binds an unbound IP socket to an ephemeral port on every
+/// address without the bind check Landlock makes on `bind`.
 pub fn notify_list() -> Vec<TrappedSyscall> {
     let trap = |syscall: &str, when: Vec<ArgCondition>| TrappedSyscall {
         syscall: syscall.to_string(),
@@ -493,6 +495,7 @@ pub fn notify_list() -> Vec<TrappedSyscall> {
     };
     vec![
         trap("connect", Vec::new()),
+        trap("listen", Vec::new()),
         trap("sendmmsg", Vec::new()),
         trap("sendmsg", Vec::new()),
         trap(

@@ -14,6 +14,7 @@
 pub mod decide;
 
 mod connect;
+mod listen;
 mod send;
 mod upstream;
 
@@ -162,6 +163,7 @@ pub fn serve(broker: &Arc<Broker>, listener: OwnedFd) {
         };
         match notif.call() {
             Some(TrappedCall::Connect) => connect::handle(broker, call),
+            Some(TrappedCall::Listen) => listen::handle(broker, &call),
             Some(send) => send::handle(broker, &call, send),
             None => call.fail(libc::ENOSYS),
         }

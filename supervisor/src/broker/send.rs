@@ -31,7 +31,7 @@ pub(super) fn handle(broker: &Arc<Broker>, call: &Call, kind: TrappedCall) {
         TrappedCall::Sendto => ("sendto", 3),
         TrappedCall::Sendmsg => ("sendmsg", 2),
         TrappedCall::Sendmmsg => ("sendmmsg", 3),
-        TrappedCall::Connect => return call.fail(libc::EINVAL),
+        TrappedCall::Connect | TrappedCall::Listen => return call.fail(libc::EINVAL),
     };
     if matches!(broker.mode, NetMode::Shared { .. }) {
         return shared(broker, call, kind, name);
@@ -251,7 +251,7 @@ fn read_destinations(call: &Call, kind: TrappedCall) -> Result<Vec<Option<SockAd
         }
         TrappedCall::Sendmsg => enforcer::read_msghdr_name(tid, call.arg(1)).map(|a| vec![a]),
         TrappedCall::Sendmmsg => enforcer::read_mmsghdr_names(tid, call.arg(1), call.arg(2)),
-        TrappedCall::Connect => Ok(Vec::new()),
+        TrappedCall::Connect | TrappedCall::Listen => Ok(Vec::new()),
     };
     result.map_err(|e| e.errno())
 }
