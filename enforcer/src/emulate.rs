@@ -74,3 +74,12 @@ where
         }
     })
 }
+
+/// `listen(sock, backlog)`, on a socket the caller holds: a trapped
+/// `listen` performed on the workload's own socket once it is known to be
+/// harmless (the fd number may name another socket by now; this one is
+/// the socket that was checked).
+pub fn listen_on(sock: BorrowedFd<'_>, backlog: i32) -> Result<(), Errno> {
+    // SAFETY: listen takes no pointer; the fd is live for the call.
+    check_int(unsafe { libc::listen(sock.as_raw_fd(), backlog) }).map(drop)
+}

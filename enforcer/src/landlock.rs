@@ -17,6 +17,7 @@
 //! while the supervisor must print exactly what was dropped, and hard mode
 //! must refuse instead.
 
+use std::ffi::CString;
 use std::fmt;
 use std::fs::File;
 use std::io;
@@ -383,6 +384,17 @@ pub enum LandlockError {
         #[source]
         source: io::Error,
     },
+    /// See the `procfs` module: the path resolved in the supervisor.
+    #[error(
+        "`{}` resolves to `{}`, one process's entries in /proc (through `self`, `thread-self`, `net` or `mounts`, the supervisor's: its network namespace, command line and mounts), never the workload's own: a path rule cannot name each process's own entries; remove the rule",
+        .path.display(), .resolved.display()
+    )]
+    ProcessEntry { path: PathBuf, resolved: PathBuf },
+    #[error(
+        "`{}` goes through a magic link of /proc (`root`, `cwd`, `exe`, `fd`, `ns`...), which leads out of /proc to whatever it points at; name that path instead",
+        .path.display()
+    )]
+    MagicLink { path: PathBuf },
     #[error("cannot create the landlock ruleset")]
     CreateRuleset(#[source] io::Error),
     #[error("cannot add the landlock rule for `{}`", .path.display())]
@@ -451,7 +463,17 @@ pub fn kernel_abi() -> Result<u8, LandlockError> {
 pub struct PreparedRuleset {
     /// `None` only in best-effort mode on a kernel without Landlock.
     fd: Option<OwnedFd>,
+    /// Rules on the workload's own `/proc` entries, opened by the child.
+    own: Vec<OwnRule>,
     report: ApplyReport,
+}
+
+/// A rule under `/proc/self` (or a link into it) that the child opens: in
+/// the parent it would name the supervisor's entries (see `procfs`).
+#[derive(Debug)]
+struct OwnRule {
+    path: CString,
+    access: u64,
 }
 
 impl PreparedRuleset {
@@ -466,15 +488,82 @@ impl PreparedRuleset {
     /// may run in a child forked from a multi-threaded parent. The kernel
     /// requires `no_new_privs` (or `CAP_SYS_ADMIN`) first. A no-op when the
     /// report says Landlock is unavailable.
+    ///
+    /// Before that it adds the rules on the workload's own `/proc` entries:
+    /// opened here, `/proc/self` is the caller's (the workload's, after
+    /// `exec`). Magic links (`/proc/self/root`, `fd/*`, `cwd`, `exe`, `ns/*`)
+    /// are refused (`ELOOP`): they lead out of `/proc`. A path this process
+    /// lacks grants nothing and is skipped, as in the parent.
     pub fn restrict_self(&self) -> Result<(), Errno> {
         let Some(fd) = &self.fd else {
             return Ok(());
         };
+        for rule in &self.own {
+            add_own_rule(fd, rule)?;
+        }
         // SAFETY: the fd is a live Landlock ruleset fd owned by `self`; flags
         // 0 is valid on every ABI. No memory is passed.
         let ret = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0_u32) };
         check(ret).map(drop)
     }
+}
+
+/// Async-signal-safe: syscalls on memory prepared before `fork`.
+fn add_own_rule(ruleset: &OwnedFd, rule: &OwnRule) -> Result<(), Errno> {
+    let ret = open_no_magiclinks(&rule.path);
+    let path_fd = match ret {
+        Ok(fd) => fd,
+        Err(Errno(libc::ENOENT | libc::ENOTDIR)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let attr = PathBeneathAttr {
+        allowed_access: rule.access,
+        parent_fd: path_fd,
+    };
+    // SAFETY: `attr` is a live path-beneath attribute; both fds are live.
+    let added = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            RULE_PATH_BENEATH,
+            &raw const attr,
+            0_u32,
+        )
+    };
+    // SAFETY: `path_fd` was opened above and is closed once.
+    unsafe { libc::close(path_fd) };
+    check(added).map(drop)
+}
+
+/// `struct open_how` (libc's is non-exhaustive).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// `openat2(AT_FDCWD, path, O_PATH | O_CLOEXEC, RESOLVE_NO_MAGICLINKS)`.
+/// Async-signal-safe: one syscall, no allocation.
+fn open_no_magiclinks(path: &std::ffi::CStr) -> Result<i32, Errno> {
+    let how = OpenHow {
+        flags: u64::from((libc::O_PATH | libc::O_CLOEXEC).unsigned_abs()),
+        mode: 0,
+        resolve: libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: the path is NUL-terminated and `how` is a live open_how whose
+    // size is passed alongside; the kernel only reads them.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            &raw const how,
+            size_of::<OpenHow>(),
+        )
+    };
+    let fd = check(ret)?;
+    i32::try_from(fd).map_err(|_| Errno(libc::EBADF))
 }
 
 /// A rule whose path is open and whose rights fit this kernel.
@@ -510,7 +599,11 @@ pub fn prepare(spec: &LandlockSpec) -> Result<PreparedRuleset, LandlockError> {
     }
     if abi == 0 {
         report.downgrades.push(Downgrade::Unavailable);
-        return Ok(PreparedRuleset { fd: None, report });
+        return Ok(PreparedRuleset {
+            fd: None,
+            own: Vec::new(),
+            report,
+        });
     }
     let unrestricted = FsAccess::ALL
         .difference(supported)
@@ -521,7 +614,7 @@ pub fn prepare(spec: &LandlockSpec) -> Result<PreparedRuleset, LandlockError> {
         });
     }
 
-    let rules = open_rules(spec, supported, &mut report.downgrades)?;
+    let (rules, own) = open_rules(spec, supported, &mut report.downgrades)?;
     let (handled_net, scoped) = net_and_scope(spec, abi, &mut report.downgrades);
     if hard {
         let refused: Vec<Downgrade> = report
@@ -572,18 +665,22 @@ pub fn prepare(spec: &LandlockSpec) -> Result<PreparedRuleset, LandlockError> {
     }
     Ok(PreparedRuleset {
         fd: Some(ruleset),
+        own,
         report,
     })
 }
 
 /// Opens every rule's path and trims its rights to what the kernel and the
-/// file type allow, recording each trim.
+/// file type allow, recording each trim. Rules on the opener's own `/proc`
+/// entries come back apart, for the child to open (the file type is the
+/// same in both processes).
 fn open_rules<'a>(
     spec: &'a LandlockSpec,
     supported: FsAccess,
     downgrades: &mut Vec<Downgrade>,
-) -> Result<Vec<OpenRule<'a>>, LandlockError> {
+) -> Result<(Vec<OpenRule<'a>>, Vec<OwnRule>), LandlockError> {
     let mut rules = Vec::with_capacity(spec.fs.len());
+    let mut own = Vec::new();
     for rule in &spec.fs {
         let unsupported = rule.access.difference(supported);
         if !unsupported.is_empty() {
@@ -600,6 +697,11 @@ fn open_rules<'a>(
                 });
                 continue;
             }
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(LandlockError::MagicLink {
+                    path: rule.path.clone(),
+                });
+            }
             Err(source) => {
                 return Err(LandlockError::OpenPath {
                     path: rule.path.clone(),
@@ -607,6 +709,23 @@ fn open_rules<'a>(
                 });
             }
         };
+        let own_link = crate::procfs::is_own_link(&rule.path);
+        match crate::procfs::process_entry(&file) {
+            Ok(_) if own_link => {}
+            Ok(None) => {}
+            Ok(Some(resolved)) => {
+                return Err(LandlockError::ProcessEntry {
+                    path: rule.path.clone(),
+                    resolved,
+                });
+            }
+            Err(source) => {
+                return Err(LandlockError::OpenPath {
+                    path: rule.path.clone(),
+                    source,
+                });
+            }
+        }
         let is_dir = file
             .metadata()
             .map_err(|source| LandlockError::OpenPath {
@@ -625,7 +744,21 @@ fn open_rules<'a>(
             }
             access = access.intersection(FsAccess::FILE);
         }
-        if !access.is_empty() {
+        if access.is_empty() {
+            continue;
+        }
+        if own_link {
+            let path = CString::new(rule.path.as_os_str().as_encoded_bytes()).map_err(|_| {
+                LandlockError::OpenPath {
+                    path: rule.path.clone(),
+                    source: io::Error::from_raw_os_error(libc::EINVAL),
+                }
+            })?;
+            own.push(OwnRule {
+                path,
+                access: access.bits(),
+            });
+        } else {
             rules.push(OpenRule {
                 path: &rule.path,
                 fd: file.into(),
@@ -633,7 +766,7 @@ fn open_rules<'a>(
             });
         }
     }
-    Ok(rules)
+    Ok((rules, own))
 }
 
 /// The handled network rights and scopes this kernel can take.
@@ -664,12 +797,15 @@ fn net_and_scope(spec: &LandlockSpec, abi: u8, downgrades: &mut Vec<Downgrade>) 
     (handled_net, scoped)
 }
 
+/// `O_PATH`, refusing magic links (`/proc/<pid>/root`, `cwd`, `exe`,
+/// `fd/*`, `ns/*`): a rule through one would name whatever the link leads
+/// to (`/`, for `root`), not what its path says.
 fn open_path(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-        .open(path)
+    let path = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fd = open_no_magiclinks(&path).map_err(io::Error::from)?;
+    // SAFETY: the kernel just returned this fd and nothing else owns it.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 fn create_ruleset(attr: &RulesetAttr) -> io::Result<OwnedFd> {

@@ -48,12 +48,13 @@ mod msg;
 mod netns;
 mod notify;
 mod process;
+mod procfs;
 mod seccomp;
 mod sockaddr;
 mod spawn;
 
 pub use access::may_write;
-pub use emulate::{connect_on, same_namespace, socket_netns, with_credentials};
+pub use emulate::{connect_on, listen_on, same_namespace, socket_netns, with_credentials};
 pub use errno::Errno;
 pub use identity::{
     ExePath, FileKey, Fingerprint, FingerprintCache, exe_path, resolve_links, sha256_file,

@@ -53,6 +53,9 @@ pub enum TrappedCall {
     Sendto,
     Sendmsg,
     Sendmmsg,
+    /// `listen`: on an unbound IP socket it binds an ephemeral port on
+    /// every address, which Landlock's bind check never sees.
+    Listen,
 }
 
 impl Notif {
@@ -67,6 +70,7 @@ impl Notif {
             libc::SYS_sendto => Some(TrappedCall::Sendto),
             libc::SYS_sendmsg => Some(TrappedCall::Sendmsg),
             libc::SYS_sendmmsg => Some(TrappedCall::Sendmmsg),
+            libc::SYS_listen => Some(TrappedCall::Listen),
             _ => None,
         }
     }

@@ -181,8 +181,7 @@ fn add(
     action: ScmpAction,
     conds: &[ArgCond],
 ) -> Result<(), SeccompError> {
-    let syscall =
-        ScmpSyscall::from_name(name).map_err(|_| SeccompError::UnknownSyscall(name.to_owned()))?;
+    let syscall = resolve(name)?;
     let conds: Vec<ScmpArgCompare> = conds
         .iter()
         .map(|c| {
@@ -205,6 +204,26 @@ fn add(
     result.map(drop).map_err(|source| SeccompError::AddRule {
         syscall: name.to_owned(),
         source,
+    })
+}
+
+/// x86_64 numbers of syscalls newer than the libseccomp on Debian 12
+/// (2.5.4), which cannot resolve their names. A kernel that has them runs
+/// them for any caller, so a deny rule must not depend on the library's
+/// table: without these, "deny `setxattrat`" could not even be written.
+const NEWER_THAN_LIBSECCOMP: &[(&str, i32)] = &[
+    ("setxattrat", 463),
+    ("removexattrat", 466),
+    ("file_setattr", 469),
+];
+
+fn resolve(name: &str) -> Result<ScmpSyscall, SeccompError> {
+    ScmpSyscall::from_name(name).or_else(|_| {
+        NEWER_THAN_LIBSECCOMP
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, nr)| ScmpSyscall::from_raw_syscall(*nr))
+            .ok_or_else(|| SeccompError::UnknownSyscall(name.to_owned()))
     })
 }
 

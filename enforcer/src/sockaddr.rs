@@ -26,8 +26,14 @@ pub(crate) const UIO_MAXIOV: u64 = 1024;
 /// caller canonicalises before matching policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SockAddr {
-    /// `AF_UNSPEC`: on `connect`, dissolves the association.
-    Unspec,
+    /// `AF_UNSPEC`: on `connect`, dissolves the association. The kernel's
+    /// IPv4 UDP (and L2TP) send path does not look at the family beyond
+    /// "AF_INET or AF_UNSPEC" and sends to the `sockaddr_in` fields anyway,
+    /// so the same bytes read as one are kept (`None` when shorter than a
+    /// `sockaddr_in`); see [`SockAddr::sent_on`].
+    Unspec {
+        inet: Option<SocketAddrV4>,
+    },
     Inet(SocketAddrV4),
     Inet6(SocketAddrV6),
     Unix(UnixAddr),
@@ -216,8 +222,12 @@ impl SockAddr {
         let family = |f: i32| u16::try_from(f).unwrap_or_default().to_ne_bytes();
         let mut out = Vec::with_capacity(SOCKADDR_IN6_LEN);
         match self {
-            Self::Unspec => {
+            Self::Unspec { inet } => {
                 out.extend_from_slice(&family(libc::AF_UNSPEC));
+                if let Some(a) = inet {
+                    out.extend_from_slice(&a.port().to_be_bytes());
+                    out.extend_from_slice(&a.ip().octets());
+                }
                 out.resize(SOCKADDR_IN_LEN, 0);
             }
             Self::Inet(a) => {
@@ -256,6 +266,50 @@ impl SockAddr {
     }
 }
 
+impl SockAddr {
+    /// Where the kernel sends data that names this address on a socket of
+    /// family `domain` and type `sock_type` (`SO_DOMAIN`, `SO_TYPE`), which
+    /// is not always what the family field says:
+    ///
+    /// - IPv4 (UDP, L2TP): `AF_UNSPEC` is read as `AF_INET`
+    ///   (`udp_sendmsg` checks only "AF_INET or AF_UNSPEC");
+    /// - IPv6 (UDP): an `AF_INET` address is sent over IPv4, `AF_UNSPEC`
+    ///   means no address (`udpv6_sendmsg`);
+    /// - stream sockets ignore the address (`MSG_FASTOPEN` aside, which the
+    ///   caller refuses before);
+    /// - unix sockets take only unix addresses.
+    ///
+    /// `Ok(None)`: the socket's peer is used. `Err(errno)`: the kernel
+    /// refuses the call with that errno (or an address family a decision
+    /// cannot be made on), so the caller answers it without running it.
+    /// Other domains (netlink) get the address back unchanged.
+    pub fn sent_on(&self, domain: i32, sock_type: i32) -> Result<Option<Self>, i32> {
+        let inet = matches!(domain, libc::AF_INET | libc::AF_INET6);
+        if inet && sock_type == libc::SOCK_STREAM {
+            return Ok(None);
+        }
+        match (domain, self) {
+            (libc::AF_INET, Self::Inet(_)) | (libc::AF_INET6, Self::Inet(_) | Self::Inet6(_)) => {
+                Ok(Some(self.clone()))
+            }
+            (libc::AF_INET, Self::Unspec { inet: Some(a) }) => Ok(Some(Self::Inet(*a))),
+            (libc::AF_INET, Self::Unspec { inet: None }) => Err(libc::EINVAL),
+            (libc::AF_INET6, Self::Unspec { .. }) => Ok(None),
+            (libc::AF_INET | libc::AF_INET6, _) => Err(libc::EAFNOSUPPORT),
+            (libc::AF_UNIX, Self::Unix(_)) => Ok(Some(self.clone())),
+            (libc::AF_UNIX, _) => Err(libc::EINVAL),
+            _ => Ok(Some(self.clone())),
+        }
+    }
+}
+
+/// The `sockaddr_in` fields of `bytes` (at least 16 bytes long).
+fn inet_fields(bytes: &[u8]) -> SocketAddrV4 {
+    let mut ip = [0_u8; 4];
+    ip.copy_from_slice(bytes.get(4..8).unwrap_or(&[0; 4]));
+    SocketAddrV4::new(Ipv4Addr::from(ip), u16_be_at(bytes, 2))
+}
+
 /// Parses address bytes as the kernel's protocol handlers would check them.
 pub fn parse_sockaddr(bytes: &[u8]) -> Result<SockAddr, SockAddrError> {
     let Some((family, rest)) = bytes.split_first_chunk::<2>() else {
@@ -278,15 +332,12 @@ pub fn parse_sockaddr(bytes: &[u8]) -> Result<SockAddr, SockAddrError> {
         }
     };
     match i32::from(family) {
-        libc::AF_UNSPEC => Ok(SockAddr::Unspec),
+        libc::AF_UNSPEC => Ok(SockAddr::Unspec {
+            inet: (bytes.len() >= SOCKADDR_IN_LEN).then(|| inet_fields(bytes)),
+        }),
         libc::AF_INET => {
             need(SOCKADDR_IN_LEN)?;
-            let mut ip = [0_u8; 4];
-            ip.copy_from_slice(bytes.get(4..8).unwrap_or(&[0; 4]));
-            Ok(SockAddr::Inet(SocketAddrV4::new(
-                Ipv4Addr::from(ip),
-                u16_be_at(bytes, 2),
-            )))
+            Ok(SockAddr::Inet(inet_fields(bytes)))
         }
         libc::AF_INET6 => {
             need(SOCKADDR_IN6_MIN)?;
@@ -381,7 +432,10 @@ mod tests {
             parse_sockaddr(&fam).unwrap(),
             SockAddr::Unix(UnixAddr::Unnamed)
         );
-        assert_eq!(parse_sockaddr(&[0, 0]).unwrap(), SockAddr::Unspec);
+        assert_eq!(
+            parse_sockaddr(&[0, 0]).unwrap(),
+            SockAddr::Unspec { inet: None }
+        );
         assert!(parse_sockaddr(&[1]).is_err());
     }
 
@@ -389,7 +443,9 @@ mod tests {
     fn encode_is_the_inverse_of_parse() {
         let v6 = SocketAddrV6::new("fe80::1".parse().unwrap(), 443, 7, 3);
         for addr in [
-            SockAddr::Unspec,
+            SockAddr::Unspec {
+                inet: Some("10.1.2.3:53".parse().unwrap()),
+            },
             SockAddr::Inet("10.1.2.3:8080".parse().unwrap()),
             SockAddr::Inet6(v6),
             SockAddr::Unix(UnixAddr::Pathname(b"/run/x.sock".to_vec())),
@@ -398,6 +454,25 @@ mod tests {
         ] {
             assert_eq!(parse_sockaddr(&addr.encode()).unwrap(), addr);
         }
+    }
+
+    #[test]
+    fn an_unspec_address_is_read_as_the_sockets_family_would() {
+        let mut b = inet(4242, [192, 0, 2, 7]);
+        b[..2].copy_from_slice(&(libc::AF_UNSPEC as u16).to_ne_bytes());
+        let addr = parse_sockaddr(&b).unwrap();
+        let v4 = SockAddr::Inet("192.0.2.7:4242".parse().unwrap());
+        let (udp, tcp) = (libc::SOCK_DGRAM, libc::SOCK_STREAM);
+        assert_eq!(addr.sent_on(libc::AF_INET, udp), Ok(Some(v4.clone())));
+        assert_eq!(addr.sent_on(libc::AF_INET6, udp), Ok(None));
+        assert_eq!(addr.sent_on(libc::AF_INET, tcp), Ok(None));
+        assert_eq!(addr.sent_on(libc::AF_UNIX, udp), Err(libc::EINVAL));
+        let short = parse_sockaddr(&b[..8]).unwrap();
+        assert_eq!(short.sent_on(libc::AF_INET, udp), Err(libc::EINVAL));
+        // An IPv6 UDP socket sends an AF_INET address over IPv4.
+        assert_eq!(v4.sent_on(libc::AF_INET6, udp), Ok(Some(v4.clone())));
+        let v6 = SockAddr::Inet6("[::1]:53".parse().unwrap());
+        assert_eq!(v6.sent_on(libc::AF_INET, udp), Err(libc::EAFNOSUPPORT));
     }
 
     #[test]

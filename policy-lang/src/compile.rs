@@ -369,6 +369,16 @@ const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541c;
 /// The shortest address that can name an IP destination (`sockaddr_in`).
 const SOCKADDR_IN_LEN: u64 = 16;
+const S_ISUID: u64 = 0o4000;
+const S_ISGID: u64 = 0o2000;
+const O_CREAT: u64 = 0o100;
+/// `__O_TMPFILE`, the bit `O_TMPFILE` adds to `O_DIRECTORY`.
+const O_TMPFILE_BIT: u64 = 0o20_000_000;
+/// `FS_IOC_SETFLAGS` (and its 32-bit twin) and `FS_IOC_FSSETXATTR`: inode
+/// flags (`chattr`), another piece of metadata Landlock does not mediate.
+const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
+const FS_IOC32_SETFLAGS: u64 = 0x4004_6602;
+const FS_IOC_FSSETXATTR: u64 = 0x401c_5820;
 
 fn cond(arg: u8, op: ArgOp, value: u64) -> ArgCondition {
     ArgCondition { arg, op, value }
@@ -507,7 +517,14 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
             ),
         ],
     ));
-    for request in [TIOCSTI, TIOCLINUX] {
+    metadata_rules(&mut list);
+    for request in [
+        TIOCSTI,
+        TIOCLINUX,
+        FS_IOC_SETFLAGS,
+        FS_IOC32_SETFLAGS,
+        FS_IOC_FSSETXATTR,
+    ] {
         list.push(rule(
             "ioctl",
             "EPERM",
@@ -518,10 +535,81 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
     list
 }
 
+/// File metadata is outside Landlock (up to ABI 7) for every path, granted
+/// or not; see `docs/threat-model.md` ("File metadata"). Refused
+/// everywhere, because refusing only outside the writable paths would need
+/// a path decision per call, and a path decided and then used is a race:
+///
+/// - owner and group (`*chown*`): without `CAP_CHOWN` only a group change
+///   among the workload's own groups was ever possible;
+/// - extended attributes (`*setxattr*`, `*removexattr*`, including the
+///   `*at` forms of Linux 6.13 that libseccomp 2.5 does not name: the
+///   enforcer knows their numbers), which hold ACLs and capabilities:
+///   `EOPNOTSUPP`, what tools like `cp -a` take for "no xattrs here";
+/// - setuid and setgid bits, set by `chmod` or given at creation
+///   (`open`/`openat`/`creat` with `O_CREAT` or `O_TMPFILE`, `mknod`):
+///   a setuid file the sandbox leaves behind is a privilege for whoever
+///   runs it on the host. `openat2` carries its mode in memory the filter
+///   cannot read: `ENOSYS`, and callers fall back to `openat`;
+/// - inode flags (`file_setattr`, the `FS_IOC_*SETFLAGS`/`FSSETXATTR`
+///   ioctls).
+///
+/// Plain mode bits and times stay allowed: the kernel lets only the
+/// file's owner change them, and a workload runs as uid 0 only when its
+/// policy says `run_as user root` (the supervisor then refuses these too).
+fn metadata_rules(list: &mut Vec<DeniedSyscall>) {
+    let rule = |syscall: &str, errno: &str, when: Vec<ArgCondition>| DeniedSyscall {
+        syscall: syscall.to_string(),
+        errno: errno.to_string(),
+        when,
+    };
+    for s in ["chown", "fchown", "lchown", "fchownat", "file_setattr"] {
+        list.push(rule(s, "EPERM", Vec::new()));
+    }
+    for s in [
+        "setxattr",
+        "lsetxattr",
+        "fsetxattr",
+        "setxattrat",
+        "removexattr",
+        "lremovexattr",
+        "fremovexattr",
+        "removexattrat",
+    ] {
+        list.push(rule(s, "EOPNOTSUPP", Vec::new()));
+    }
+    list.push(rule("openat2", "ENOSYS", Vec::new()));
+    let has = |arg: u8, bit: u64| cond(arg, ArgOp::MaskedEq(bit), bit);
+    for bit in [S_ISUID, S_ISGID] {
+        for (syscall, mode_arg) in [
+            ("chmod", 1),
+            ("fchmod", 1),
+            ("fchmodat", 2),
+            ("fchmodat2", 2),
+            ("creat", 1),
+            ("mknod", 1),
+            ("mknodat", 2),
+        ] {
+            list.push(rule(syscall, "EPERM", vec![has(mode_arg, bit)]));
+        }
+        for (syscall, flags_arg, mode_arg) in [("open", 1, 2), ("openat", 2, 3)] {
+            for create in [O_CREAT, O_TMPFILE_BIT] {
+                list.push(rule(
+                    syscall,
+                    "EPERM",
+                    vec![has(flags_arg, create), has(mode_arg, bit)],
+                ));
+            }
+        }
+    }
+}
+
 /// The calls that can name a destination: `connect`; `sendto` with a
 /// non-null address long enough to be an IP one (a null address is plain
 /// `send`; glibc's 12-byte netlink address stays untrapped); `sendmsg` and
-/// `sendmmsg`, whose addresses sit in memory the filter cannot read.
+/// `sendmmsg`, whose addresses sit in memory the filter cannot read; and
+/// `listen`, which binds an unbound IP socket to an ephemeral port on every
+/// address without the bind check Landlock makes on `bind`.
 pub fn notify_list() -> Vec<TrappedSyscall> {
     let trap = |syscall: &str, when: Vec<ArgCondition>| TrappedSyscall {
         syscall: syscall.to_string(),
@@ -529,6 +617,7 @@ pub fn notify_list() -> Vec<TrappedSyscall> {
     };
     vec![
         trap("connect", Vec::new()),
+        trap("listen", Vec::new()),
         trap("sendmmsg", Vec::new()),
         trap("sendmsg", Vec::new()),
         trap(

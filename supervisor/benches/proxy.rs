@@ -219,7 +219,7 @@ fn bench() {
         .display()
         .to_string();
     let body = format!(
-        "  landlock hard min_abi 4\n{SYSTEM}  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{} http read-only {{\n    deny GET /denied\n  }}\n",
+        "  landlock hard min_abi 4\n{SYSTEM}  run_as user root\n  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{} http read-only {{\n    deny GET /denied\n  }}\n",
         up.tls_port
     );
     let bundle = common::bundle(&dir, "proxy", &body);

@@ -114,7 +114,9 @@ fn connect_latency(net: &TestNet, dir: &Dir) -> (f64, f64) {
 /// A policy with 2,000 endpoint rules over 200 binaries (the shape of
 /// policy-lang's benchmark policy).
 fn large_policy_body() -> String {
-    let mut p = format!("  landlock hard min_abi 4\n{SYSTEM}  fs write workdir\n");
+    let mut p = format!(
+        "  landlock hard min_abi 4\n{SYSTEM}  fs write workdir\n  run_as user nobody group nogroup\n"
+    );
     for s in 0..40 {
         let members: Vec<String> = (0..5).map(|b| format!("/opt/tool{s}/bin/cmd{b}")).collect();
         let _ = writeln!(p, "  binaries set{s} = {}", members.join(" "));

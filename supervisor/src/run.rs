@@ -126,8 +126,6 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
             note(&format!("landlock: {d}"));
         }
     }
-    let filter = enforcer::build(&tables::filter_spec(&bundle.enforcement.seccomp)?)
-        .map_err(LaunchError::Seccomp)?;
     let can_switch = has_cap(caps, CAP_SETUID) && has_cap(caps, CAP_SETGID);
     let identity = workload::identity(&bundle, can_switch)?;
     let landlock_on = !ruleset
@@ -151,6 +149,14 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         );
     }
     let bundle_path = guard_bundle(&args.bundle, &writable, args.watch)?;
+    let mut filter_spec = tables::filter_spec(&bundle.enforcement.seccomp)?;
+    if identity.as_ref().is_some_and(|i| i.uid == 0) {
+        note(
+            "the workload runs as root (`run_as user root`): it may not change file modes or times (chmod, utime*), which uid 0 could do on any host file",
+        );
+        filter_spec.deny.extend(tables::root_metadata_rules());
+    }
+    let filter = enforcer::build(&filter_spec).map_err(LaunchError::Seccomp)?;
     let placeholders = Arc::new(Placeholders::default());
     let mut given: Vec<(String, std::ffi::OsString)> = WORKLOAD_VARS
         .iter()

@@ -155,6 +155,33 @@ pub fn filter_spec(table: &SeccompTable) -> Result<FilterSpec, LaunchError> {
     })
 }
 
+/// Extra rules for a workload that runs as uid 0, which the policy asked
+/// for by name (`run_as user root`). The bundle's deny list refuses setuid
+/// bits, owners, extended attributes and inode flags for every workload;
+/// plain modes and times stay with the file's owner, and uid 0 owns most of
+/// the host. Refusing them everywhere for root is the price of not making
+/// a path decision per call (see `docs/threat-model.md`, "File metadata").
+#[must_use]
+pub fn root_metadata_rules() -> Vec<DenyRule> {
+    [
+        "chmod",
+        "fchmod",
+        "fchmodat",
+        "fchmodat2",
+        "utime",
+        "utimes",
+        "futimesat",
+        "utimensat",
+    ]
+    .into_iter()
+    .map(|s| DenyRule {
+        syscall: s.to_owned(),
+        errno: libc::EPERM,
+        arg_conditions: Vec::new(),
+    })
+    .collect()
+}
+
 fn conditions(when: &[bundle::ArgCondition]) -> Result<Vec<ArgCond>, LaunchError> {
     when.iter()
         .map(|c| {

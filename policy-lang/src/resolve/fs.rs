@@ -186,6 +186,14 @@ fn check_path(file: &SourceFile, span: Span, p: &str, diags: &mut Diagnostics) -
         );
         return None;
     }
+    if let Some((at, why)) = proc_problem(trimmed) {
+        diags.push(
+            Diagnostic::new(codes::E0401, file, span, format!("`{p}` cannot be a Landlock rule"))
+                .label(format!("`{at}` {why}"))
+                .help("`/proc/self` (and `thread-self`, `net`, `mounts`) names the workload's own entries; a literal pid names another process's, and a magic link leads out of /proc: remove the rule, or name the path the link points to"),
+        );
+        return None;
+    }
     Some(if trimmed.is_empty() {
         "/".to_string()
     } else {
@@ -193,9 +201,58 @@ fn check_path(file: &SourceFile, span: Span, p: &str, diags: &mut Diagnostics) -
     })
 }
 
+/// A `/proc` path no rule may name: one process's entries by pid (the
+/// supervisor opens rule paths, but a pid is nobody in the sandbox), or a
+/// magic link under a process's entries (`root`, `cwd`, `exe`, `fd`,
+/// `map_files`, `ns`), which names what it points at, not a path.
+fn proc_problem(path: &str) -> Option<(String, &'static str)> {
+    let rest = path.strip_prefix("/proc/")?;
+    let mut parts = rest.split('/');
+    let first = parts.next()?;
+    if !first.is_empty() && first.bytes().all(|b| b.is_ascii_digit()) {
+        return Some((format!("/proc/{first}"), "is one process, by pid"));
+    }
+    if !matches!(first, "self" | "thread-self") {
+        return None;
+    }
+    let mut entry = parts.next()?;
+    if entry == "task" {
+        entry = parts.nth(1)?;
+    }
+    matches!(entry, "root" | "cwd" | "exe" | "fd" | "map_files" | "ns")
+        .then(|| (entry.to_owned(), "is a magic link"))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::is_within;
+    use super::{is_within, proc_problem};
+
+    #[test]
+    fn proc_paths_by_pid_and_magic_links_are_refused() {
+        for p in [
+            "/proc/1234",
+            "/proc/1234/net",
+            "/proc/self/root",
+            "/proc/self/fd",
+            "/proc/thread-self/cwd",
+            "/proc/self/task/7/exe",
+            "/proc/self/ns/net",
+        ] {
+            assert!(proc_problem(p).is_some(), "{p}");
+        }
+        for p in [
+            "/proc",
+            "/proc/self",
+            "/proc/self/net/tcp",
+            "/proc/self/status",
+            "/proc/thread-self",
+            "/proc/net",
+            "/proc/sys",
+            "/proc/selfish/root",
+        ] {
+            assert_eq!(proc_problem(p), None, "{p}");
+        }
+    }
 
     #[test]
     fn within() {

@@ -229,6 +229,13 @@ impl Resolver {
                         user: user.as_ref().map(|u| u.node.clone()),
                         group: group.as_ref().map(|g| g.node.clone()),
                     };
+                    if ra.user.as_deref().is_some_and(|u| u == "root" || u == "0") {
+                        self.diags.push(
+                            Diagnostic::new(codes::W0130, file, span, "the workload runs as root (uid 0)")
+                                .label("uid 0 owns most of the host's files and the sockets of its root daemons")
+                                .help("without capabilities it still reaches root-owned pathname unix sockets (Landlock does not mediate them) and may not change file modes or times at all (the supervisor refuses them); run it as a dedicated user unless it must be root"),
+                        );
+                    }
                     if let Some((_, (pf, ps))) = &self.run_as {
                         let d = twice(file, span, pf, *ps, "run_as");
                         self.diags.push(d);

@@ -55,9 +55,9 @@ pub(super) fn handle(broker: &Arc<Broker>, call: Call) {
         SockAddr::Inet(a) => ip_connect(broker, call, fd, sock, info, a.into(), binary),
         SockAddr::Inet6(a) => ip_connect(broker, call, fd, sock, info, a.into(), binary),
         SockAddr::Unix(u) => unix_connect(broker, &call, sock, u),
-        SockAddr::Unspec => {
+        unspec @ SockAddr::Unspec { .. } => {
             if in_sandbox(broker, &sock) {
-                perform(broker, call, sock, SockAddr::Unspec);
+                perform(broker, call, sock, unspec);
             } else {
                 broker.deny(
                     &call,
@@ -292,7 +292,7 @@ fn perform(broker: &Arc<Broker>, call: Call, sock: OwnedFd, addr: SockAddr) {
 
 /// Whether `sock` was created in the sandbox's namespace (not one the
 /// supervisor installed, nor one passed in from outside).
-fn in_sandbox(broker: &Broker, sock: &OwnedFd) -> bool {
+pub(super) fn in_sandbox(broker: &Broker, sock: &OwnedFd) -> bool {
     let Some(netns) = broker.isolated_netns() else {
         return false;
     };

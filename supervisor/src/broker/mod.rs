@@ -15,6 +15,7 @@ pub mod aliases;
 pub mod decide;
 
 mod connect;
+mod listen;
 mod send;
 mod upstream;
 
@@ -163,6 +164,7 @@ pub fn serve(broker: &Arc<Broker>, listener: OwnedFd) {
         };
         match notif.call() {
             Some(TrappedCall::Connect) => connect::handle(broker, call),
+            Some(TrappedCall::Listen) => listen::handle(broker, &call),
             Some(send) => send::handle(broker, &call, send),
             None => call.fail(libc::ENOSYS),
         }

@@ -16,11 +16,13 @@
 //! `docs/threat-model.md`.
 
 use std::net::IpAddr;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use enforcer::{SockAddr, TrappedCall};
 use policy_lang::matcher::canonical_ip;
 
+use super::connect::in_sandbox;
 use super::{Broker, Call, NetMode};
 use crate::denylog::NetEvent;
 
@@ -29,7 +31,7 @@ pub(super) fn handle(broker: &Arc<Broker>, call: &Call, kind: TrappedCall) {
         TrappedCall::Sendto => ("sendto", 3),
         TrappedCall::Sendmsg => ("sendmsg", 2),
         TrappedCall::Sendmmsg => ("sendmmsg", 3),
-        TrappedCall::Connect => return call.fail(libc::EINVAL),
+        TrappedCall::Connect | TrappedCall::Listen => return call.fail(libc::EINVAL),
     };
     if matches!(broker.mode, NetMode::Shared { .. }) {
         return shared(broker, call, kind, name);
@@ -51,14 +53,18 @@ pub(super) fn handle(broker: &Arc<Broker>, call: &Call, kind: TrappedCall) {
         Ok(d) => d,
         Err(errno) => return call.fail(errno),
     };
+    let destinations = match sent_destinations(broker, call, destinations) {
+        Ok(d) => d,
+        Err(errno) => return call.fail(errno),
+    };
     if !call.still_valid() {
         return;
     }
-    for dst in destinations.iter().flatten() {
+    for (dst, sandbox_socket) in &destinations {
         let (ip, port) = match dst {
             SockAddr::Inet(a) => (IpAddr::V4(*a.ip()), a.port()),
             SockAddr::Inet6(a) => (IpAddr::V6(*a.ip()), a.port()),
-            SockAddr::Unix(_) | SockAddr::Unspec => continue,
+            SockAddr::Unix(_) | SockAddr::Unspec { .. } => continue,
             SockAddr::Other { family, .. } => {
                 let family = format!("family {family}");
                 return broker.deny(
@@ -74,20 +80,25 @@ pub(super) fn handle(broker: &Arc<Broker>, call: &Call, kind: TrappedCall) {
             }
         };
         let ip = canonical_ip(ip);
-        if !ip.is_loopback() {
-            return broker.deny(
-                call,
-                libc::EACCES,
-                NetEvent {
-                    syscall: name,
-                    protocol: "udp",
-                    ip: Some(ip),
-                    port: Some(port),
-                    reason: "datagrams leave the sandbox only as DNS through its stub",
-                    ..NetEvent::default()
-                },
-            );
-        }
+        let reason = if !sandbox_socket {
+            "the socket was not created in the sandbox's network namespace (passed in by another process): a datagram to an address on it would leave the sandbox"
+        } else if !ip.is_loopback() {
+            "datagrams leave the sandbox only as DNS through its stub"
+        } else {
+            continue;
+        };
+        return broker.deny(
+            call,
+            libc::EACCES,
+            NetEvent {
+                syscall: name,
+                protocol: "udp",
+                ip: Some(ip),
+                port: Some(port),
+                reason,
+                ..NetEvent::default()
+            },
+        );
     }
     let _ = enforcer::respond_continue_unchecked(&*call.listener, call.notif.id);
 }
@@ -116,6 +127,7 @@ fn shared(broker: &Arc<Broker>, call: &Call, kind: TrappedCall, name: &str) {
         let (ip, port) = match enforcer::read_sockaddr(call.tid(), call.arg(4), call.arg(5)) {
             Ok(SockAddr::Inet(a)) => (Some(IpAddr::V4(*a.ip())), Some(a.port())),
             Ok(SockAddr::Inet6(a)) => (Some(canonical_ip(IpAddr::V6(*a.ip()))), Some(a.port())),
+            Ok(SockAddr::Unspec { inet: Some(a) }) => (Some(IpAddr::V4(*a.ip())), Some(a.port())),
             Ok(_) => (None, None),
             Err(e) => return call.fail(e.errno()),
         };
@@ -204,6 +216,33 @@ const PAYLOAD_LIMIT: usize = 256 * 1024;
 const SHARED_SENDTO: &str = "without a network namespace of its own (--netns none) a send to an address cannot be let through; connect the socket instead";
 const SHARED_SENDMSG: &str = "without a network namespace of its own (--netns none) sendmsg works only on connected sockets, without an address or ancillary data";
 
+/// The destinations as the kernel will use them on the socket the call
+/// names ([`SockAddr::sent_on`]): an `AF_UNSPEC` address on an IPv4
+/// socket is an IPv4 destination, whatever its family field says. Each
+/// comes with whether the socket is the sandbox's own. Sends that name
+/// nothing or only unix addresses need no look at the socket.
+fn sent_destinations(
+    broker: &Broker,
+    call: &Call,
+    destinations: Vec<Option<SockAddr>>,
+) -> Result<Vec<(SockAddr, bool)>, i32> {
+    let named: Vec<SockAddr> = destinations.into_iter().flatten().collect();
+    if named.iter().all(|d| matches!(d, SockAddr::Unix(_))) {
+        return Ok(named.into_iter().map(|d| (d, true)).collect());
+    }
+    let sock = enforcer::take_fd_from(call.tid(), call.int_arg(0))
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::EBADF))?;
+    let info = enforcer::socket_info(sock.as_fd()).map_err(|_| libc::ENOTSOCK)?;
+    let own = in_sandbox(broker, &sock);
+    let mut sent = Vec::with_capacity(named.len());
+    for dst in &named {
+        if let Some(d) = dst.sent_on(info.domain, info.sock_type)? {
+            sent.push((d, own));
+        }
+    }
+    Ok(sent)
+}
+
 fn read_destinations(call: &Call, kind: TrappedCall) -> Result<Vec<Option<SockAddr>>, i32> {
     let tid = call.tid();
     let result = match kind {
@@ -212,7 +251,7 @@ fn read_destinations(call: &Call, kind: TrappedCall) -> Result<Vec<Option<SockAd
         }
         TrappedCall::Sendmsg => enforcer::read_msghdr_name(tid, call.arg(1)).map(|a| vec![a]),
         TrappedCall::Sendmmsg => enforcer::read_mmsghdr_names(tid, call.arg(1), call.arg(2)),
-        TrappedCall::Connect => Ok(Vec::new()),
+        TrappedCall::Connect | TrappedCall::Listen => Ok(Vec::new()),
     };
     result.map_err(|e| e.errno())
 }
