@@ -197,6 +197,7 @@ codes! {
     W0109 = (Warning, "L7 rules not enforced");
     W0110 = (Warning, "unpinned binary in a writable tree");
     W0130 = (Warning, "workload runs as root");
+    W0131 = (Warning, "no run_as user");
     W0701 = (Warning, "OpenShell default made explicit");
     W0702 = (Warning, "OpenShell construct translated");
     W0703 = (Warning, "OpenShell policy group without effect");

@@ -8,10 +8,24 @@ mod planted;
 
 use std::collections::HashMap;
 
+use crate::ast::Document;
 use crate::diag::{Diagnostic, Diagnostics, codes};
 use crate::ir::{BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, TlsMode};
 use crate::matcher::HostPattern;
 use crate::resolve::Resolved;
+
+/// W0131 on the policy's header: without a user the workload keeps the
+/// supervisor's, which is root wherever the supervisor runs as root.
+pub fn no_run_as_user(main: &Document, r: &Resolved) -> Option<Diagnostic> {
+    if r.policy.run_as.as_ref().is_some_and(|ra| ra.user.is_some()) {
+        return None;
+    }
+    Some(
+        Diagnostic::new(codes::W0131, &main.file, main.name.span, "the policy names no `run_as` user")
+            .label("under a supervisor running as root, the workload runs as root (uid 0)")
+            .help("uid 0 without capabilities still reaches the pathname unix sockets of root daemons (Landlock does not mediate them); add `run_as user NAME group NAME` (`process.run_as_user` in OpenShell YAML) with a dedicated user"),
+    )
+}
 
 pub fn lint(r: &Resolved) -> Diagnostics {
     let mut d = Diagnostics::default();

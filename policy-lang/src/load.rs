@@ -180,6 +180,14 @@ pub fn check_loaded(loaded: Loaded) -> Checked {
         // its errors; they come once the errors are fixed.
         if !diagnostics.has_errors() {
             diagnostics.extend(lint::lint(&resolved));
+            if let Some(d) = loaded
+                .docs
+                .first()
+                .filter(|_| !is_fragment)
+                .and_then(|main| lint::no_run_as_user(main, &resolved))
+            {
+                diagnostics.push(d);
+            }
         }
         Some(resolved)
     };

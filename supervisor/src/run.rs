@@ -151,9 +151,14 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
     let bundle_path = guard_bundle(&args.bundle, &writable, args.watch)?;
     let mut filter_spec = tables::filter_spec(&bundle.enforcement.seccomp)?;
     if identity.as_ref().is_some_and(|i| i.uid == 0) {
-        note(
-            "the workload runs as root (`run_as user root`): it may not change file modes or times (chmod, utime*), which uid 0 could do on any host file",
-        );
+        let why = if bundle.enforcement.process.user.is_none() {
+            "the policy names no `run_as` user and the supervisor runs as root"
+        } else {
+            "`run_as user root`"
+        };
+        note(&format!(
+            "the workload runs as root ({why}): it may not change file modes or times (chmod, utime*), which uid 0 could do on any host file; it still reaches the pathname sockets root may use (see docs/threat-model.md), so name a dedicated user with `run_as`"
+        ));
         filter_spec.deny.extend(tables::root_metadata_rules());
     }
     let filter = enforcer::build(&filter_spec).map_err(LaunchError::Seccomp)?;

@@ -23,8 +23,6 @@ pub struct Identity {
     pub name: String,
 }
 
-const IMPLICIT_ROOT: &str = "the policy names no `run_as` user, so the workload would run as root (uid 0, without capabilities), which owns most of the host's files and the sockets of its root daemons: add `run_as user NAME` with a dedicated user, or `run_as user root` to run it as root on purpose";
-
 /// The supervisor's own effective ids, from `/proc/self/status`.
 #[must_use]
 pub fn own_ids() -> (libc::uid_t, libc::gid_t) {
@@ -43,19 +41,22 @@ pub fn own_ids() -> (libc::uid_t, libc::gid_t) {
 /// workload keeps the supervisor's user. `can_switch`: the supervisor holds
 /// `CAP_SETUID` and `CAP_SETGID`.
 ///
-/// A workload runs as uid 0 only when the policy names that user itself
-/// (`run_as user root`): even without capabilities, uid 0 owns most of the
-/// host's files (their modes and times are the owner's to change) and the
-/// sockets of its root daemons, which Landlock does not mediate. A root
-/// supervisor with a policy that names no user, or only a group, refuses.
+/// A policy without a user keeps the supervisor's, root included: OpenShell
+/// policies leave the user to whatever starts them, so refusing would
+/// refuse them. Such a root workload is returned as an identity all the
+/// same, so the launch applies the root restrictions to it (and `check`
+/// warns, W0131).
 pub fn identity(bundle: &Bundle, can_switch: bool) -> Result<Option<Identity>, LaunchError> {
     let process = &bundle.enforcement.process;
     let (own_uid, own_gid) = own_ids();
-    if process.user.is_none() && own_uid == 0 {
-        return Err(LaunchError::Usage(IMPLICIT_ROOT.into()));
-    }
     if process.user.is_none() && process.group.is_none() {
-        return Ok(None);
+        // Under a root supervisor the workload is uid 0 either way; naming
+        // it makes the launch apply what it applies to every root workload.
+        return Ok((own_uid == 0).then(|| Identity {
+            uid: 0,
+            gid: own_gid,
+            name: "root".into(),
+        }));
     }
     let lookup = |e: enforcer::LookupError| LaunchError::Usage(format!("run_as: {e}"));
     let (uid, mut gid, name) = match &process.user {
