@@ -25,21 +25,10 @@ pub struct DottedGlob {
     labels: Vec<Seg>,
 }
 
-fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
-    if c == '\0' {
-        return Err(PatternError::new(
-            "NUL in a query value pattern",
-            "query strings containing NUL are rejected before matching; remove it",
-            at,
-        ));
-    }
-    Ok(())
-}
-
 const SYNTAX: Syntax = Syntax {
     separator: Some('.'),
     percent: false,
-    check_literal,
+    check_literal: super::query::check_literal,
 };
 
 /// Zero or more labels, each after a `.`.

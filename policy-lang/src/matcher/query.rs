@@ -32,7 +32,8 @@ enum Kind {
 /// Marks a value pattern as a [`DottedGlob`].
 pub const DOTTED_PREFIX: &str = "dotted:";
 
-fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
+/// Shared with [`DottedGlob`], whose values are query values too.
+pub(super) fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
     if c == '\0' {
         return Err(PatternError::new(
             "NUL in a query value pattern",
