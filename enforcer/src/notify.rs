@@ -58,6 +58,46 @@ pub enum TrappedCall {
     Listen,
 }
 
+impl TrappedCall {
+    /// Every call the supervisor answers. A bundle's notify list must name
+    /// only these: a trapped call nobody answers fails at run time with
+    /// `ENOSYS`, so the supervisor refuses such a bundle at load.
+    pub const ALL: [TrappedCall; 5] = [
+        TrappedCall::Connect,
+        TrappedCall::Sendto,
+        TrappedCall::Sendmsg,
+        TrappedCall::Sendmmsg,
+        TrappedCall::Listen,
+    ];
+
+    /// The name the bundle's notify list uses.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            TrappedCall::Connect => "connect",
+            TrappedCall::Sendto => "sendto",
+            TrappedCall::Sendmsg => "sendmsg",
+            TrappedCall::Sendmmsg => "sendmmsg",
+            TrappedCall::Listen => "listen",
+        }
+    }
+
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<TrappedCall> {
+        TrappedCall::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    fn number(self) -> i64 {
+        match self {
+            TrappedCall::Connect => libc::SYS_connect,
+            TrappedCall::Sendto => libc::SYS_sendto,
+            TrappedCall::Sendmsg => libc::SYS_sendmsg,
+            TrappedCall::Sendmmsg => libc::SYS_sendmmsg,
+            TrappedCall::Listen => libc::SYS_listen,
+        }
+    }
+}
+
 impl Notif {
     /// Which trapped call this is, if it is one the product traps.
     #[must_use]
@@ -65,14 +105,8 @@ impl Notif {
         if self.arch != AUDIT_ARCH_X86_64 {
             return None;
         }
-        match i64::from(self.syscall_nr) {
-            libc::SYS_connect => Some(TrappedCall::Connect),
-            libc::SYS_sendto => Some(TrappedCall::Sendto),
-            libc::SYS_sendmsg => Some(TrappedCall::Sendmsg),
-            libc::SYS_sendmmsg => Some(TrappedCall::Sendmmsg),
-            libc::SYS_listen => Some(TrappedCall::Listen),
-            _ => None,
-        }
+        let nr = i64::from(self.syscall_nr);
+        TrappedCall::ALL.into_iter().find(|c| c.number() == nr)
     }
 }
 

@@ -609,7 +609,9 @@ fn metadata_rules(list: &mut Vec<DeniedSyscall>) {
 /// `send`; glibc's 12-byte netlink address stays untrapped); `sendmsg` and
 /// `sendmmsg`, whose addresses sit in memory the filter cannot read; and
 /// `listen`, which binds an unbound IP socket to an ephemeral port on every
-/// address without the bind check Landlock makes on `bind`.
+/// address without the bind check Landlock makes on `bind`. The enforcer's
+/// `TrappedCall::ALL` is what the supervisor answers; a supervisor test holds
+/// the two equal, and the supervisor refuses a bundle that traps anything else.
 pub fn notify_list() -> Vec<TrappedSyscall> {
     let trap = |syscall: &str, when: Vec<ArgCondition>| TrappedSyscall {
         syscall: syscall.to_string(),

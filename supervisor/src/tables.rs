@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use enforcer::{ArgCond, ArgOp, Compat, DenyRule, Errno, FilterSpec, FsAccess, FsRule, NotifyRule};
+use enforcer::{
+    ArgCond, ArgOp, Compat, DenyRule, Errno, FilterSpec, FsAccess, FsRule, NotifyRule, TrappedCall,
+};
 use policy_lang::bundle::{self, Bundle, LandlockTable, RightsAtAbi, SeccompTable};
 use policy_lang::ir::LandlockMode;
 
@@ -137,6 +139,12 @@ pub fn filter_spec(table: &SeccompTable) -> Result<FilterSpec, LaunchError> {
         .notify
         .iter()
         .map(|n| {
+            if TrappedCall::from_name(&n.syscall).is_none() {
+                return Err(LaunchError::Unenforceable(format!(
+                    "the bundle traps `{}`, which this supervisor does not answer: compile the policy with the matching openshell-policy",
+                    n.syscall
+                )));
+            }
             Ok(NotifyRule {
                 syscall: n.syscall.clone(),
                 arg_conditions: conditions(&n.when)?,
@@ -246,6 +254,16 @@ mod tests {
     }
 
     #[test]
+    fn the_broker_answers_exactly_the_calls_the_compiler_traps() {
+        let trapped: std::collections::BTreeSet<String> = policy_lang::compile::notify_list()
+            .into_iter()
+            .map(|t| t.syscall)
+            .collect();
+        let answered = TrappedCall::ALL.map(|c| c.name().to_owned());
+        assert_eq!(trapped, answered.into_iter().collect());
+    }
+
+    #[test]
     fn the_filter_comes_from_the_bundle_tables() {
         let b = bundle();
         let spec = filter_spec(&b.enforcement.seccomp).unwrap();
@@ -254,6 +272,9 @@ mod tests {
         assert!(enforcer::build(&spec).is_ok());
         let mut table = b.enforcement.seccomp.clone();
         table.deny[0].errno = "EWHATEVER".into();
+        assert!(filter_spec(&table).is_err());
+        let mut table = b.enforcement.seccomp.clone();
+        table.notify[0].syscall = "accept4".into();
         assert!(filter_spec(&table).is_err());
     }
 }
