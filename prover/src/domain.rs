@@ -11,23 +11,14 @@ use policy_lang::bundle::Bundle;
 use policy_lang::ir::Dest;
 use policy_lang::matcher::method::STANDARD_METHODS;
 use policy_lang::matcher::{
-    AddrSet, BinaryGlob, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher,
-    internal_ranges,
+    AddrSet, BinaryGlob, HostPattern, HttpPathGlob, METADATA_HOSTS, MethodSet, PortSet,
+    QueryMatcher, internal_ranges,
 };
 
 use crate::error::ProverError;
 use crate::region::AddrCell;
 use crate::strings::validity::Rule;
 use crate::strings::{DimSpec, Partition, PatternKind, PatternSet, universe};
-
-/// Host names that reach a metadata endpoint (as in the matcher module).
-pub const METADATA_HOSTS: &[&str] = &[
-    "metadata",
-    "metadata.google.internal",
-    "metadata.goog",
-    "instance-data",
-    "instance-data.ec2.internal",
-];
 
 /// Per query key: each set of conditions (indices into `Domain::queries`)
 /// some single value matches, with such a value.

@@ -20,10 +20,11 @@ use policy_lang::bundle::{Bundle, Via};
 use policy_lang::ir::{Dest, Enforcement};
 use policy_lang::matcher::{AddrSet, internal_ranges};
 
-use crate::domain::{self, Domain, ENCODED_SLASH_KEY, METADATA_HOSTS};
+use crate::domain::{self, Domain, ENCODED_SLASH_KEY};
 use crate::formula::Defs;
 use crate::formula::{F, FALSE, Lit, and, ids, lit, not, or};
 use crate::sandbox::Sandbox;
+use policy_lang::matcher::METADATA_HOSTS;
 
 /// The formulas of one bundle.
 #[derive(Debug, Clone)]

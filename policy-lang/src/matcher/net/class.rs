@@ -140,7 +140,7 @@ pub fn internal_ranges() -> AddrSet {
 /// Host names that resolve to an instance-metadata endpoint from inside a
 /// cloud VM. Conservative on purpose: names that are public (such as
 /// `metadata.azure.com`) are not listed.
-const METADATA_HOSTS: &[&str] = &[
+pub const METADATA_HOSTS: &[&str] = &[
     "metadata",                   // GCP short name
     "metadata.google.internal",   // GCP
     "metadata.goog",              // GCP

@@ -8,7 +8,7 @@ mod ports;
 use std::net::IpAddr;
 
 pub use addr::AddrSet;
-pub use class::{AddrClass, classify_addr, internal_ranges, is_metadata_host};
+pub use class::{AddrClass, METADATA_HOSTS, classify_addr, internal_ranges, is_metadata_host};
 pub use intervals::to_blocks as cidr_blocks;
 pub use ports::PortSet;
 
