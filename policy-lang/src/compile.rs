@@ -5,6 +5,12 @@
 //! the same thing rule for rule (reordered, renamed binary sets, one rule
 //! split into two) therefore produce the same enforcement bytes and digest.
 
+use crate::linux::{
+    AF_NETLINK, AF_PACKET, CLONE_NEWTIME, FS_IOC_FSSETXATTR, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS,
+    NAMESPACE_FLAGS, NETLINK_ROUTE, O_CREAT, O_TMPFILE_BIT, S_ISGID, S_ISUID,
+    SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_SET_MODE_FILTER, SOCK_PACKET, SOCK_RAW,
+    SOCK_TYPE_MASK, SOCKADDR_IN_LEN, TIOCLINUX, TIOCSTI,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bundle::*;
@@ -337,48 +343,8 @@ fn landlock_rights(r: FsRights) -> Vec<RightsAtAbi> {
         .collect()
 }
 
-const CLONE_NEWNS: u64 = 0x0002_0000;
-const CLONE_NEWCGROUP: u64 = 0x0200_0000;
-const CLONE_NEWUTS: u64 = 0x0400_0000;
-const CLONE_NEWIPC: u64 = 0x0800_0000;
-const CLONE_NEWUSER: u64 = 0x1000_0000;
-const CLONE_NEWPID: u64 = 0x2000_0000;
-const CLONE_NEWNET: u64 = 0x4000_0000;
-/// Only meaningful to `unshare`: in `clone` these bits carry the exit signal.
-const CLONE_NEWTIME: u64 = 0x0000_0080;
-const NAMESPACE_FLAGS: [u64; 7] = [
-    CLONE_NEWNS,
-    CLONE_NEWCGROUP,
-    CLONE_NEWUTS,
-    CLONE_NEWIPC,
-    CLONE_NEWUSER,
-    CLONE_NEWPID,
-    CLONE_NEWNET,
-];
+/// The low 32 bits: an `int` argument, whatever the caller left above it.
 const INT: u64 = 0xffff_ffff;
-const AF_NETLINK: u64 = 16;
-const AF_PACKET: u64 = 17;
-const NETLINK_ROUTE: u64 = 0;
-const SOCK_TYPE_MASK: u64 = 0xf;
-const SOCK_RAW: u64 = 3;
-/// `SOCK_PACKET`, which the kernel quietly turns into a packet socket.
-const SOCK_PACKET: u64 = 10;
-const SECCOMP_SET_MODE_FILTER: u64 = 1;
-const SECCOMP_FILTER_FLAG_NEW_LISTENER: u64 = 8;
-const TIOCSTI: u64 = 0x5412;
-const TIOCLINUX: u64 = 0x541c;
-/// The shortest address that can name an IP destination (`sockaddr_in`).
-const SOCKADDR_IN_LEN: u64 = 16;
-const S_ISUID: u64 = 0o4000;
-const S_ISGID: u64 = 0o2000;
-const O_CREAT: u64 = 0o100;
-/// `__O_TMPFILE`, the bit `O_TMPFILE` adds to `O_DIRECTORY`.
-const O_TMPFILE_BIT: u64 = 0o20_000_000;
-/// `FS_IOC_SETFLAGS` (and its 32-bit twin) and `FS_IOC_FSSETXATTR`: inode
-/// flags (`chattr`), another piece of metadata Landlock does not mediate.
-const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
-const FS_IOC32_SETFLAGS: u64 = 0x4004_6602;
-const FS_IOC_FSSETXATTR: u64 = 0x401c_5820;
 
 fn cond(arg: u8, op: ArgOp, value: u64) -> ArgCondition {
     ArgCondition { arg, op, value }

@@ -10,6 +10,7 @@ pub mod fmt;
 pub mod import;
 pub mod ir;
 pub mod lint;
+mod linux;
 pub mod load;
 pub mod matcher;
 pub mod parser;
