@@ -5,15 +5,6 @@
 use crate::domain::Domain;
 use crate::formula::{F, Lit, Point, T, and, ids, lit, not, or};
 
-/// The formula of one address cell.
-pub fn cell_formula(c: AddrCell) -> F {
-    match c {
-        AddrCell::None => not(lit(Lit::HasAddr)),
-        AddrCell::V4(lo, hi) => lit(Lit::A4(lo, hi)),
-        AddrCell::V6(lo, hi) => lit(Lit::A6(lo, hi)),
-    }
-}
-
 /// A value of the address dimension: no address, or an elementary cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum AddrCell {

@@ -37,11 +37,6 @@ impl Method {
         &self.0
     }
 
-    /// Whether this is one of the methods RFC 9110 defines.
-    pub fn is_standard(&self) -> bool {
-        STANDARD_METHODS.contains(&self.0.as_str())
-    }
-
     /// A regex for this method (uppercase input).
     pub fn to_regex(&self) -> String {
         // Method characters are `[A-Z0-9_-]`; only `-` is a regex meta
@@ -161,10 +156,6 @@ impl MethodSet {
             Self::Any => true,
             Self::Only(set) => set.contains(&method),
         }
-    }
-
-    pub fn is_any(&self) -> bool {
-        matches!(self, Self::Any)
     }
 
     pub fn union(&self, other: &Self) -> Self {

@@ -34,10 +34,6 @@ impl Size {
             _ => Size::Infinite,
         }
     }
-
-    pub fn is_infinite(self) -> bool {
-        self == Size::Infinite
-    }
 }
 
 impl std::fmt::Display for Size {

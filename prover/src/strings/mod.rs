@@ -73,9 +73,6 @@ pub struct Partition {
     keys: HashMap<String, u32>,
     names: Vec<String>,
     dfa: MultiDfa,
-    n_reject: usize,
-    /// DFA pattern id (after the universe ones) → pattern indices.
-    wild: Vec<Vec<u32>>,
     exact_atoms: HashMap<String, u32>,
     sig_atoms: HashMap<Signature, u32>,
 }
@@ -298,8 +295,6 @@ impl Partition {
             keys: index,
             names: keys,
             dfa,
-            n_reject,
-            wild,
             exact_atoms,
             sig_atoms,
         })
@@ -316,10 +311,6 @@ impl Partition {
     /// The key (canonical text) of a pattern.
     pub fn name(&self, pattern: u32) -> &str {
         self.names.get(pattern as usize).map_or("", String::as_str)
-    }
-
-    pub fn pattern_index(&self, key: &str) -> Option<u32> {
-        self.keys.get(key).copied()
     }
 
     /// The atom a string belongs to; `None` outside the universe.
@@ -341,11 +332,6 @@ impl Partition {
 
     pub fn atom(&self, id: u32) -> Option<&Atom> {
         self.atoms.get(id as usize)
-    }
-
-    /// Number of wildcard regexes in the automaton (for statistics).
-    pub fn automaton_patterns(&self) -> usize {
-        self.wild.len() + self.n_reject + 1
     }
 }
 

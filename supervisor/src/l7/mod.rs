@@ -318,15 +318,6 @@ impl Proxy {
         }
         closed
     }
-
-    /// Connections being served now.
-    #[must_use]
-    pub fn open_connections(&self) -> usize {
-        self.live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
 }
 
 impl ProxyHandoff for Proxy {
