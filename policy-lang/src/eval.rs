@@ -11,7 +11,8 @@ use crate::bundle::{Bundle, L7Endpoint, Route, Via};
 use crate::ir::{Dest, Enforcement, Origin};
 use crate::matcher::net::is_metadata_host;
 use crate::matcher::{
-    AddrClass, canonical_ip, canonicalize_path, classify_addr, normalize_host, parse_query_string,
+    AddrClass, CanonicalTarget, canonical_ip, canonicalize_path, classify_addr, normalize_host,
+    parse_query_string,
 };
 
 /// One connection attempt, optionally with the HTTP request sent on it.
@@ -60,6 +61,11 @@ pub struct Decision {
     pub rule: Option<Origin>,
     pub credential: Option<String>,
     pub reason: String,
+    /// The request target as the rules saw it: what the proxy forwards, so
+    /// that what was checked is what the server gets. `None` when no
+    /// inspected endpoint could read the target (or for a connection).
+    #[serde(skip)]
+    pub target: Option<CanonicalTarget>,
 }
 
 /// The outcome of the connection-level check, which the supervisor acts on.
@@ -348,6 +354,7 @@ impl Evaluator {
                 rule: None,
                 credential: None,
                 reason: conn.reason,
+                target: None,
             };
         }
         let first_origin = self.connection_rule(&conn);
@@ -358,6 +365,7 @@ impl Evaluator {
                 rule: first_origin,
                 credential: None,
                 reason: conn.reason,
+                target: None,
             };
         }
         let Some(http) = &req.http else {
@@ -367,6 +375,7 @@ impl Evaluator {
                 rule: first_origin,
                 credential: None,
                 reason: conn.reason,
+                target: None,
             };
         };
         self.decide_request(&conn, req.host.as_deref(), &http.method, &http.target)
@@ -387,6 +396,9 @@ impl Evaluator {
         let mut participating: Vec<(u32, Enforcement)> = Vec::new();
         let mut canon_error = None;
         let mut canonical_path = None;
+        // Endpoints differ only in whether `%2F` is allowed, so every one
+        // that reads the target reads it the same way.
+        let mut canonical_target = None;
         for &e in &conn.l7 {
             let Some(ep) = tables.l7.get(e as usize) else {
                 continue;
@@ -398,6 +410,7 @@ impl Evaluator {
                     continue;
                 }
             };
+            canonical_target.get_or_insert_with(|| canon.clone());
             if ep.path.as_ref().is_some_and(|p| !p.matches(&canon.path)) {
                 continue;
             }
@@ -465,6 +478,7 @@ impl Evaluator {
             rule,
             credential,
             reason,
+            target: canonical_target.clone(),
         };
         if participating.is_empty() {
             let reason = match canon_error {

@@ -124,11 +124,19 @@ fn killing_the_supervisor_kills_the_workload() {
         std::thread::sleep(Duration::from_millis(10));
     };
     // `ip netns exec` execs the supervisor: the child is the supervisor.
-    assert!(
+    // The pid file is written just before bash execs `sleep`.
+    let is_sleep = || {
         std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
             .unwrap()
             .starts_with("sleep")
-    );
+    };
+    while !is_sleep() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the workload never became `sleep`"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     let gone = (0..500).any(|_| {

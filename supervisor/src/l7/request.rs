@@ -31,7 +31,7 @@ use hyper::header::{
 use hyper::{Method, Request, Response, StatusCode};
 use policy_lang::eval::Verdict;
 use policy_lang::ir::Injection;
-use policy_lang::matcher::{canonicalize_path, normalize_host};
+use policy_lang::matcher::normalize_host;
 
 use super::conn::{ConnState, UpstreamHop};
 use super::forward::{self, Injected};
@@ -140,18 +140,10 @@ fn check(
         req.method().as_str(),
         target,
     );
-    let encoded_slash = decision.l7.iter().any(|&e| {
-        active
-            .bundle()
-            .enforcement
-            .l7
-            .get(e as usize)
-            .is_some_and(|ep| ep.encoded_slash)
-    });
-    let canon = canonicalize_path(target, encoded_slash);
-    let path = canon
+    let path = d
+        .target
         .as_ref()
-        .map_or_else(|_| target.to_owned(), |c| c.path.clone());
+        .map_or_else(|| target.to_owned(), |c| c.path.clone());
     let rule = d.rule.as_ref().map(policy_lang::ir::Origin::blame).or(rule);
     let refuse = |code: &'static str, reason: String| {
         Refusal::new(StatusCode::FORBIDDEN, code, reason)
@@ -196,13 +188,14 @@ fn check(
             &d.reason,
         );
     }
-    let canon = canon.map_err(|e| {
-        Refusal::new(
+    // A target no endpoint could read was refused above, by the decision.
+    let Some(canon) = d.target else {
+        return Err(Refusal::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
-            format!("request target `{target}` refused: {e}"),
-        )
-    })?;
+            format!("request target `{target}` refused"),
+        ));
+    };
     let query = match canon
         .query
         .as_deref()
