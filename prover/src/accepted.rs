@@ -10,7 +10,10 @@
 
 use std::path::Path;
 
-use policy_lang::matcher::{AddrSet, BinaryGlob, HostPattern, HttpPathGlob, Method, PortSet};
+use policy_lang::matcher::{
+    AddrSet, BinaryGlob, EndpointTextError, HostPattern, HttpPathGlob, Method, PortSet,
+    split_endpoint,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ProverError;
@@ -123,17 +126,18 @@ fn civil_from_days(z: i64) -> (i32, u32, u32) {
 fn parse_endpoint(path: &str, text: &str) -> Result<(DestScope, Option<PortSet>), ProverError> {
     let text = text.trim();
     // `[v6]:port`, `host:port`, `cidr:port`, or without a port.
-    let (dest, port) = if let Some(rest) = text.strip_prefix('[') {
-        match rest.split_once(']') {
-            Some((d, p)) => (d, p.strip_prefix(':')),
-            None => return Err(err(path, format!("unclosed `[` in endpoint `{text}`"))),
-        }
-    } else if text.matches(':').count() == 1 {
-        let (d, p) = text.split_once(':').unwrap_or((text, ""));
-        (d, Some(p))
-    } else {
-        (text, None)
-    };
+    let parts = split_endpoint(text, false).map_err(|e| {
+        err(
+            path,
+            match e {
+                EndpointTextError::UnclosedBracket => format!("unclosed `[` in endpoint `{text}`"),
+                EndpointTextError::NoPort | EndpointTextError::UnbracketedV6 => {
+                    format!("endpoint `{text}`: write `host`, `host:port` or `[v6]:port`")
+                }
+            },
+        )
+    })?;
+    let (dest, port) = (parts.host, parts.ports.map(|(p, _)| p));
     let ports = port
         .map(|p| PortSet::parse(p).map_err(|e| err(path, e.message)))
         .transpose()?;

@@ -33,7 +33,7 @@ pub use host::{HostPattern, normalize_host};
 pub use http_path::HttpPathGlob;
 pub use method::{Method, MethodSet};
 pub use net::{
-    AddrClass, AddrSet, METADATA_HOSTS, PortSet, canonical_ip, classify_addr, internal_ranges,
-    is_metadata_host,
+    AddrClass, AddrSet, EndpointText, EndpointTextError, METADATA_HOSTS, PortSet, canonical_ip,
+    classify_addr, internal_ranges, is_metadata_host, split_endpoint,
 };
 pub use query::{DOTTED_PREFIX, QueryMatcher, ValueGlob, parse_query_string};

@@ -8,8 +8,8 @@ use crate::ir::{
     BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, HttpEndpoint, L7Rule, TlsMode,
 };
 use crate::matcher::{
-    AddrSet, BinaryGlob, HostPattern, HttpPathGlob, MethodSet, PatternError, PortSet, QueryMatcher,
-    ValueGlob,
+    AddrSet, BinaryGlob, EndpointTextError, HostPattern, HttpPathGlob, MethodSet, PatternError,
+    PortSet, QueryMatcher, ValueGlob, split_endpoint,
 };
 use crate::source::{Node, SourceFile, Span};
 
@@ -377,53 +377,33 @@ fn perr(message: String, help: &str, offset: usize) -> PatternError {
 pub(crate) fn parse_endpoint(
     text: &str,
 ) -> Result<(Dest, PortSet), (crate::diag::Code, PatternError)> {
-    let (host, host_off, ports, ports_off) = if let Some(rest) = text.strip_prefix('[') {
-        let Some(close) = rest.find(']') else {
-            return Err((
-                codes::E0309,
-                perr(
-                    format!("`{text}` has no closing `]`"),
-                    "write IPv6 destinations as `[2001:db8::1]:443`",
-                    0,
-                ),
-            ));
+    let parts = split_endpoint(text, true).map_err(|e| {
+        let (message, help, offset) = match e {
+            EndpointTextError::UnclosedBracket => (
+                format!("`{text}` has no closing `]`"),
+                "write IPv6 destinations as `[2001:db8::1]:443`",
+                0,
+            ),
+            EndpointTextError::NoPort if text.starts_with('[') => (
+                format!("endpoint `{text}` has no port"),
+                "add the port after the address: `[2001:db8::1]:443`",
+                text.len(),
+            ),
+            EndpointTextError::NoPort => (
+                format!("endpoint `{text}` has no port"),
+                "write `host:port`, `host:80,443` or `host:8000-8100`",
+                text.len().saturating_sub(1),
+            ),
+            EndpointTextError::UnbracketedV6 => (
+                format!("`{text}`: an IPv6 address must be in brackets"),
+                "write `[2001:db8::1]:443`",
+                0,
+            ),
         };
-        let inner = rest.get(..close).unwrap_or("");
-        let after = rest.get(close + 1..).unwrap_or("");
-        let Some(ports) = after.strip_prefix(':') else {
-            return Err((
-                codes::E0309,
-                perr(
-                    format!("endpoint `{text}` has no port"),
-                    "add the port after the address: `[2001:db8::1]:443`",
-                    text.len(),
-                ),
-            ));
-        };
-        (inner, 1, ports, close + 3)
-    } else {
-        let Some((host, ports)) = text.rsplit_once(':') else {
-            return Err((
-                codes::E0309,
-                perr(
-                    format!("endpoint `{text}` has no port"),
-                    "write `host:port`, `host:80,443` or `host:8000-8100`",
-                    text.len().saturating_sub(1),
-                ),
-            ));
-        };
-        if host.contains(':') {
-            return Err((
-                codes::E0309,
-                perr(
-                    format!("`{text}`: an IPv6 address must be in brackets"),
-                    "write `[2001:db8::1]:443`",
-                    0,
-                ),
-            ));
-        }
-        (host, 0, ports, host.len() + 1)
-    };
+        (codes::E0309, perr(message, help, offset))
+    })?;
+    let (host, host_off) = (parts.host, parts.host_offset);
+    let (ports, ports_off) = parts.ports.unwrap_or(("", text.len()));
     let ports = PortSet::parse(ports).map_err(|mut e| {
         e.offset += ports_off;
         (codes::E0304, e)
@@ -446,7 +426,7 @@ pub(crate) fn parse_endpoint(
         h.split('.')
             .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_digit()))
     });
-    let dest = if host_off == 1 || host.contains('/') || looks_v4 {
+    let dest = if parts.bracketed || host.contains('/') || looks_v4 {
         if looks_v4 && !host.contains('/') && host.parse::<Ipv4Addr>().is_err() {
             return Err((
                 codes::E0305,

@@ -2,6 +2,7 @@
 
 mod addr;
 mod class;
+mod endpoint;
 mod intervals;
 mod ports;
 
@@ -9,6 +10,7 @@ use std::net::IpAddr;
 
 pub use addr::AddrSet;
 pub use class::{AddrClass, METADATA_HOSTS, classify_addr, internal_ranges, is_metadata_host};
+pub use endpoint::{EndpointText, EndpointTextError, split_endpoint};
 pub use intervals::to_blocks as cidr_blocks;
 pub use ports::PortSet;
 
