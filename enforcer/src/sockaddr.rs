@@ -498,6 +498,7 @@ mod tests {
         let mut name = inet(53, [127, 0, 0, 1]);
         name.resize(200, 0);
         let read = |namelen: u32| {
+            // SAFETY: `msghdr` is plain data; all-zero is a valid value.
             let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
             hdr.msg_name = name.as_ptr().cast_mut().cast();
             hdr.msg_namelen = namelen;
