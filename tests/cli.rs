@@ -1,30 +1,12 @@
 //! End-to-end tests of the `openshell-policy` command: exit codes, output
 //! shapes, and the promises CI pipelines rely on.
-#![expect(
-    clippy::unwrap_used,
-    clippy::panic,
-    reason = "test helpers fail loudly"
-)]
+#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
+
+mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_openshell-policy"))
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().unwrap()
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
-}
+use common::{code, json, run};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("osp-cli-{}", std::process::id()));

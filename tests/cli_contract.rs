@@ -2,40 +2,14 @@
 //! on every exit (input and usage errors included), a closed stdout never
 //! crashes a command, inconclusive risk questions exit 3, no failure is
 //! silent, and blame names the rule written for the request.
-#![expect(
-    clippy::unwrap_used,
-    clippy::panic,
-    reason = "test helpers fail loudly"
-)]
+#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
+
+mod common;
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_openshell-policy"))
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().unwrap()
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {:?}\nstderr: {}",
-            text(&o.stdout),
-            text(&o.stderr)
-        )
-    })
-}
+use common::{bin, code, json, run, text};
 
 fn tmp(name: &str, content: &str) -> String {
     let d = std::env::temp_dir().join(format!("osp-contract-{}", std::process::id()));
