@@ -40,6 +40,7 @@ pub mod dns;
 pub mod error;
 pub mod l7;
 pub mod lifecycle;
+mod notes;
 pub mod policy;
 pub mod reload;
 pub mod run;

@@ -34,8 +34,8 @@ use crate::credentials::Placeholders;
 use crate::denylog::DenyLog;
 use crate::dns::DnsPolicy;
 use crate::l7::Proxy;
+use crate::notes::note;
 use crate::policy::{Active, Policy, Swap};
-use crate::run::note;
 use crate::tables;
 use crate::writable::Writable;
 

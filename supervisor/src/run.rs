@@ -27,6 +27,7 @@ use crate::error::LaunchError;
 use crate::l7::trust::{TrustFile, WORKLOAD_VARS};
 use crate::l7::{self, Proxy};
 use crate::lifecycle::{self, Outcome};
+use crate::notes::note;
 use crate::policy::{Active, Policy, Swap};
 use crate::reload::Reloader;
 use crate::stdio::{self, Transcript};
@@ -44,10 +45,6 @@ const CAP_SETGID: u32 = 6;
 const CAP_SETUID: u32 = 7;
 const CAP_SETPCAP: u32 = 8;
 const CAP_SYS_ADMIN: u32 = 21;
-
-pub(crate) fn note(text: &str) {
-    eprintln!("openshell-supervisor: {text}");
-}
 
 /// Runs the workload; the return value is the exit status to exit with.
 #[must_use]

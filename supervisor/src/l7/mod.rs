@@ -248,7 +248,7 @@ impl Proxy {
                     Ok(config) => {
                         let _ = serving.client.set(config);
                     }
-                    Err(e) => crate::run::note(&format!(
+                    Err(e) => crate::notes::note(&format!(
                         "{e}: every inspected HTTPS request will fail with 502"
                     )),
                 }
