@@ -3,7 +3,7 @@
 //!
 //! The DNS stub records every answer it gives; `--resolve HOST=IP` entries
 //! are recorded up front and also mark `IP` as *named by the operator* for
-//! `HOST` (see [`crate::broker::decide`]). Entries live as long as the
+//! `HOST` (see [`crate::decide`]). Entries live as long as the
 //! sandbox: programs keep addresses far longer than a record's TTL (Java
 //! caches forever), and an address once given for an allowed name stays
 //! the one the workload was told. The table is bounded; the oldest address

@@ -17,13 +17,14 @@ use enforcer::{ChildSpec, Credentials, ExitStatus, FsAccess, FsRule, SpawnError}
 
 use crate::attribution::Attribution;
 use crate::broker::aliases::Aliases;
-use crate::broker::decide::Decider;
 use crate::broker::{self, Broker, Creds, NetMode};
 use crate::cli::{NetnsMode, RunArgs};
 use crate::credentials::Placeholders;
+use crate::decide::Decider;
 use crate::denylog::DenyLog;
 use crate::dns::{self, Answerer, DnsPolicy, StubSockets};
 use crate::error::LaunchError;
+use crate::handoff::ProxyHandoff;
 use crate::l7::trust::{TrustFile, WORKLOAD_VARS};
 use crate::l7::{self, Proxy};
 use crate::lifecycle::{self, Outcome};
@@ -331,7 +332,7 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         log,
         mode: net_mode,
         creds,
-        proxy: Some(Arc::clone(&proxy) as Arc<dyn l7::ProxyHandoff>),
+        proxy: Some(Arc::clone(&proxy) as Arc<dyn ProxyHandoff>),
         runtime: runtime.handle().clone(),
     });
     std::thread::Builder::new()
@@ -342,7 +343,7 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         let who = identity.map_or_else(|| format!("uid {}", own.0), |i| i.name);
         note(&format!(
             "L7 proxy on {} (CA, --upstream-ca and trust file before the fork: {:.2} ms; system roots load on its thread)",
-            l7::ProxyHandoff::listener(&*proxy),
+            ProxyHandoff::listener(&*proxy),
             proxy_setup.as_secs_f64() * 1000.0
         ));
         note(&format!(

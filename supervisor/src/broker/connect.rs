@@ -25,9 +25,9 @@ use std::sync::Arc;
 use enforcer::{SockAddr, SocketInfo, UnixAddr};
 use policy_lang::matcher::canonical_ip;
 
-use super::decide::Binary;
 use super::upstream::{self, Target};
 use super::{Broker, Call, NetMode};
+use crate::decide::Binary;
 use crate::denylog::NetEvent;
 
 /// Unix `sun_path` capacity, NUL included.

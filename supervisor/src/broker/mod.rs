@@ -12,7 +12,6 @@
 //! namespace) and why it is safe there and nowhere else.
 
 pub mod aliases;
-pub mod decide;
 
 mod connect;
 mod listen;
@@ -22,16 +21,12 @@ mod upstream;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::Duration;
 
 use enforcer::{ListenerEvent, Notif, TrappedCall};
 
+use crate::decide::Decider;
 use crate::denylog::{DenyLog, NetEvent, tgid_of};
-use crate::l7::ProxyHandoff;
-use decide::Decider;
-
-/// How long the broker waits for an upstream connection to be established.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::handoff::ProxyHandoff;
 
 /// Where the workload's sockets live.
 #[derive(Debug)]

@@ -24,10 +24,10 @@ use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
 
-use super::decide::{Binary, Decision};
-use super::{Broker, CONNECT_TIMEOUT, Call};
+use super::{Broker, Call};
+use crate::decide::{Binary, Decision};
 use crate::denylog::{NetEvent, tgid_of};
-use crate::l7::{ProxiedConnection, RELAYED_AS_L4};
+use crate::handoff::{CONNECT_TIMEOUT, ProxiedConnection, RELAYED_AS_L4};
 use enforcer::SocketInfo;
 
 /// Where the brokered connection goes.

@@ -28,7 +28,7 @@ use tokio_rustls::LazyConfigAcceptor;
 
 use super::ca::LeafName;
 use super::{ProxiedConnection, Proxy, dst_ip};
-use crate::broker::decide::Decision;
+use crate::decide::Decision;
 use crate::policy::Active;
 
 /// The first byte of a TLS handshake record.
@@ -84,7 +84,7 @@ impl ConnState {
         let mut current = Current {
             decision: meta.decision.clone(),
             host: meta.host.clone(),
-            rule: crate::broker::decide::rule_of(&active.eval, &meta.decision),
+            rule: crate::decide::rule_of(&active.eval, &meta.decision),
             generation: active.generation,
             revoked: None,
         };

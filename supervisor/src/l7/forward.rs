@@ -29,8 +29,8 @@ use super::conn::{ConnState, UpstreamHop};
 use super::forms::SecretForms;
 use super::respond::{BoxError, ProxyBody, Refusal, RequestInfo};
 use super::scrub::{self, Scrub};
-use crate::broker::CONNECT_TIMEOUT;
 use crate::credentials::Secret;
+use crate::handoff::CONNECT_TIMEOUT;
 use http_body_util::BodyExt as _;
 
 /// A secret the request carries upstream; the response is scrubbed of it.

@@ -55,42 +55,15 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use policy_lang::eval::ConnectionDecision;
 use policy_lang::matcher::canonical_ip;
 use rustls::ClientConfig;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::broker::decide::{Binary, Decider};
+use crate::decide::Decider;
 use crate::denylog::{DenyLog, NetEvent};
+use crate::handoff::{ProxiedConnection, ProxyHandoff};
 use crate::policy::Policy;
-
-/// What the proxy needs to know about one brokered connection.
-#[derive(Debug, Clone)]
-pub struct ProxiedConnection {
-    /// Where the workload asked to connect (as it wrote it).
-    pub original_dst: SocketAddr,
-    /// The name the connection was attributed to (DNS stub or `--resolve`).
-    pub host: Option<String>,
-    pub binary: Binary,
-    /// The calling process and thread.
-    pub pid: u32,
-    pub tid: u32,
-    /// Routes and L7 endpoint indices (`decision.l7`) into the bundle; the
-    /// proxy passes it to `Evaluator::decide_request`.
-    pub decision: ConnectionDecision,
-}
-
-/// The proxy as the broker sees it.
-pub trait ProxyHandoff: Send + Sync + fmt::Debug {
-    /// The proxy's listener, in the supervisor's network namespace.
-    fn listener(&self) -> SocketAddr;
-    /// A connection from `from` (the broker's bound local address) is about
-    /// to arrive.
-    fn expect(&self, from: SocketAddr, conn: ProxiedConnection);
-    /// The broker gave up on the connection from `from`.
-    fn cancel(&self, from: SocketAddr);
-}
 
 /// Pending connections by the broker's local address: what a proxy's
 /// accept loop consults. Addresses are compared in one form (an
@@ -123,10 +96,6 @@ impl ConnectionRegistry {
         }
     }
 }
-
-/// The note logged for an inspected route while there is no proxy.
-pub const RELAYED_AS_L4: &str =
-    "HTTP route relayed as L4 without inspection: the L7 proxy is not available yet";
 
 /// Why the proxy could not be set up. The command never runs.
 #[derive(Debug, thiserror::Error)]

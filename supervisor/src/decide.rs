@@ -8,7 +8,7 @@
 //!   some identity pins one. A binary deleted since its exec is refused: its
 //!   path no longer says which file it was. A binary the policy names
 //!   through a symbolic link is decided under that name too
-//!   ([`super::aliases`]).
+//!   ([`crate::broker::aliases`]).
 //! - **Its code**: once a connection is allowed, the files the process has
 //!   mapped executable ([`Decider::foreign_code`]). A library the workload
 //!   could have written (`LD_PRELOAD`, `LD_AUDIT`, `dlopen`, ctypes) runs
