@@ -201,4 +201,13 @@ codes! {
     W0701 = (Warning, "OpenShell default made explicit");
     W0702 = (Warning, "OpenShell construct translated");
     W0703 = (Warning, "OpenShell policy group without effect");
+    // The prover's findings, as `check --prove` reports them; each is one
+    // of `prover::Category`.
+    R0101 = (Warning, "new reach to a credentialed destination");
+    R0102 = (Warning, "new method or path on a credentialed destination");
+    R0103 = (Warning, "credentialed destination reachable without inspection");
+    R0104 = (Warning, "audit mode lets denied credentialed requests through");
+    R0105 = (Warning, "reach to link-local or cloud metadata destinations");
+    R0106 = (Warning, "sandbox-held secret readable by a binary that can send it");
+    R0107 = (Warning, "network rule names a binary the workload can plant");
 }

@@ -414,7 +414,7 @@ impl Cx<'_> {
             acceptance,
             region,
             verified,
-            code: q.category.code(),
+            code: q.category.code().id,
         })
     }
 
@@ -769,7 +769,7 @@ impl Cx<'_> {
                 acceptance,
                 region: summary,
                 verified: nobs.allow && (!old_has || oobs.is_none_or(|o| !o.allow)),
-                code: Category::SecretExposure.code(),
+                code: Category::SecretExposure.code().id,
             });
         }
     }

@@ -2,6 +2,7 @@
 //! formulas over the new and old bundles' models, and the same questions
 //! asked of the reference evaluator for replay.
 
+use policy_lang::diag::{Code, codes};
 use serde::Serialize;
 
 use crate::formula::{F, and, not};
@@ -48,35 +49,21 @@ impl Category {
         Category::ALL.into_iter().find(|c| c.name() == s)
     }
 
-    /// The `check` diagnostic code for this category.
-    pub fn code(self) -> &'static str {
+    /// The category's code in the one registry of diagnostic codes.
+    pub fn code(self) -> Code {
         match self {
-            Category::CredentialReachExpansion => "R0101",
-            Category::CapabilityExpansion => "R0102",
-            Category::L7BypassCredentialed => "R0103",
-            Category::EnforcementDowngrade => "R0104",
-            Category::MetadataReach => "R0105",
-            Category::SecretExposure => "R0106",
-            Category::WritableBinaryIdentity => "R0107",
+            Category::CredentialReachExpansion => codes::R0101,
+            Category::CapabilityExpansion => codes::R0102,
+            Category::L7BypassCredentialed => codes::R0103,
+            Category::EnforcementDowngrade => codes::R0104,
+            Category::MetadataReach => codes::R0105,
+            Category::SecretExposure => codes::R0106,
+            Category::WritableBinaryIdentity => codes::R0107,
         }
     }
 
     pub fn summary(self) -> &'static str {
-        match self {
-            Category::CredentialReachExpansion => "new reach to a credentialed destination",
-            Category::CapabilityExpansion => "new method or path on a credentialed destination",
-            Category::L7BypassCredentialed => {
-                "credentialed destination reachable without inspection"
-            }
-            Category::EnforcementDowngrade => {
-                "audit mode lets denied credentialed requests through"
-            }
-            Category::MetadataReach => "reach to link-local or cloud metadata destinations",
-            Category::SecretExposure => "sandbox-held secret readable by a binary that can send it",
-            Category::WritableBinaryIdentity => {
-                "network rule names a binary the workload can plant"
-            }
-        }
+        self.code().summary
     }
 }
 

@@ -233,7 +233,7 @@ fn sarif_rules() -> Vec<Value> {
                 "name": c.name(),
                 "shortDescription": { "text": c.summary() },
                 "defaultConfiguration": { "level": "error" },
-                "properties": { "code": c.code() },
+                "properties": { "code": c.code().id },
             })
         })
         .collect()
@@ -280,7 +280,7 @@ pub fn diagnostics(
     report: &Report,
     sources: &[policy_lang::source::SourceFile],
 ) -> Vec<policy_lang::diag::Diagnostic> {
-    use policy_lang::diag::{Code, Diagnostic, Severity};
+    use policy_lang::diag::Diagnostic;
     use policy_lang::source::Span;
     let mut out = Vec::new();
     for f in report.findings.iter().filter(|f| !f.suppressed) {
@@ -301,11 +301,7 @@ pub fn diagnostics(
         let col = loc.column.saturating_sub(1) as usize;
         let start = line_start + line_text.char_indices().nth(col).map_or(0, |(i, _)| i);
         let end = (line_start + line_text.len()).max(start);
-        let code = Code {
-            id: f.category.code(),
-            severity: Severity::Warning,
-            summary: f.category.summary(),
-        };
+        let code = f.category.code();
         let message = format!("{}: {}", f.category, f.message);
         let help = format!(
             "witness: {} from `{}`; narrow the rule, or record the risk in an accepted-risks file (`diff --prove --accepted-risks`)",
