@@ -2,8 +2,7 @@ use std::path::PathBuf;
 
 use policy_lang::load;
 
-use super::diff::EXIT_INCONCLUSIVE;
-use super::{CredentialsArg, DiagFormat, EXIT_FINDINGS, EXIT_INPUT, EXIT_OK};
+use super::{CredentialsArg, DiagFormat, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INPUT, EXIT_OK};
 use crate::report::{self, FileReport, InputError};
 
 #[derive(clap::Args, Debug)]

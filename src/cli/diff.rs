@@ -8,12 +8,11 @@ use policy_lang::bundle::Bundle;
 use policy_lang::load;
 use prover::{Options, Registry, Verdict};
 
-use super::{CredentialsArg, EXIT_FINDINGS, EXIT_INPUT, EXIT_OK};
+use super::{CredentialsArg, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INPUT, EXIT_OK};
 use crate::output::outln;
 use crate::report::{self, Failure, FileReport, InputError, findings::FindingsFormat};
 
 /// Exit code for an inconclusive proof (solver timeout or unknown).
-pub const EXIT_INCONCLUSIVE: u8 = 3;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -12,9 +12,13 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub use crate::report::DiagFormat;
+
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_FINDINGS: u8 = 1;
 pub const EXIT_INPUT: u8 = 2;
+/// A question the prover could not answer in time.
+pub const EXIT_INCONCLUSIVE: u8 = 3;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -43,14 +47,6 @@ enum Command {
     Import(import::Args),
     /// Prove whether a policy change widens credentialed reach (`--prove`).
     Diff(diff::Args),
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DiagFormat {
-    Human,
-    Json,
-    Github,
-    Sarif,
 }
 
 /// Shared `--credentials` option: an OpenShell credentials file.

@@ -10,12 +10,20 @@ use crate::output::outln;
 use policy_lang::diag::{Diagnostic, Severity};
 use serde_json::json;
 
-use crate::cli::DiagFormat;
 pub use failure::{Failure, InputError};
 
 pub struct FileReport {
     pub path: String,
     pub diagnostics: Vec<Diagnostic>,
+}
+
+/// How diagnostics are printed: for people, or for a CI step to parse.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiagFormat {
+    Human,
+    Json,
+    Github,
+    Sarif,
 }
 
 pub fn print_diagnostics(reports: &[FileReport], format: DiagFormat) {
