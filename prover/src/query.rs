@@ -90,101 +90,167 @@ pub enum Variant {
     NewlyAttached,
 }
 
+/// What a question is stated over: formulas when the solver is asked, and
+/// `bool` when a witness is replayed through the reference evaluator. Each
+/// category is written once, in [`question`], for both.
+pub trait Logic: Clone {
+    fn all<const N: usize>(parts: [Self; N]) -> Self;
+    fn negate(self) -> Self;
+}
+
+impl Logic for F {
+    fn all<const N: usize>(parts: [F; N]) -> F {
+        and(parts)
+    }
+    fn negate(self) -> F {
+        not(self)
+    }
+}
+
+impl Logic for bool {
+    fn all<const N: usize>(parts: [bool; N]) -> bool {
+        parts.into_iter().all(|b| b)
+    }
+    fn negate(self) -> bool {
+        !self
+    }
+}
+
+/// One policy's facts about a request, as the questions read them.
+#[derive(Debug, Clone)]
+pub struct Facts<L> {
+    pub conn: L,
+    pub allow: L,
+    pub audit: L,
+    pub scope: L,
+    pub credentialed: L,
+    pub bypass: L,
+    pub plantable: L,
+}
+
+impl Facts<F> {
+    fn of(m: &Model) -> Self {
+        Facts {
+            conn: m.conn.clone(),
+            allow: m.allow.clone(),
+            audit: m.audit.clone(),
+            scope: m.scope.clone(),
+            credentialed: m.credentialed.clone(),
+            bypass: m.bypass.clone(),
+            plantable: m.plantable.clone(),
+        }
+    }
+}
+
+impl Facts<bool> {
+    fn of(o: &Observed) -> Self {
+        Facts {
+            conn: o.conn,
+            allow: o.allow,
+            audit: o.audit,
+            scope: o.scope(),
+            credentialed: o.credentialed(),
+            bypass: o.bypass,
+            plantable: o.plantable,
+        }
+    }
+}
+
+/// The question a category asks of a request: of the new policy `n`
+/// against the old one `o` (`diff --prove`), or of one policy on its own
+/// (`check`, `o` is `None`). `None` when the category asks nothing there.
+pub fn question<L: Logic>(
+    category: Category,
+    variant: Variant,
+    n: &Facts<L>,
+    o: Option<&Facts<L>>,
+    meta: &L,
+) -> Option<L> {
+    let n = n.clone();
+    let Some(o) = o.cloned() else {
+        return match category {
+            Category::L7BypassCredentialed => Some(L::all([n.bypass, n.scope])),
+            Category::EnforcementDowngrade => Some(L::all([n.audit, n.scope])),
+            Category::MetadataReach => Some(L::all([n.allow, meta.clone()])),
+            Category::WritableBinaryIdentity => Some(L::all([n.plantable, n.allow])),
+            Category::SecretExposure => Some(n.allow),
+            Category::CredentialReachExpansion | Category::CapabilityExpansion => None,
+        };
+    };
+    Some(match (category, variant) {
+        (Category::CredentialReachExpansion, Variant::Main) => {
+            L::all([n.allow, n.scope, o.conn.negate()])
+        }
+        (Category::CredentialReachExpansion, Variant::NewlyAttached) => {
+            L::all([n.credentialed, o.allow, o.credentialed.negate()])
+        }
+        (Category::CapabilityExpansion, _) => {
+            L::all([o.conn, n.scope, n.allow, n.audit.negate(), o.allow.negate()])
+        }
+        (Category::EnforcementDowngrade, _) => L::all([o.conn, n.scope, n.audit, o.allow.negate()]),
+        (Category::L7BypassCredentialed, _) => {
+            L::all([n.bypass, n.scope, L::all([o.bypass, o.scope]).negate()])
+        }
+        (Category::MetadataReach, _) => L::all([n.allow, meta.clone(), o.allow.negate()]),
+        (Category::WritableBinaryIdentity, _) => L::all([
+            n.plantable,
+            n.allow,
+            L::all([o.plantable, o.allow]).negate(),
+        ]),
+        (Category::SecretExposure, _) => n.allow,
+    })
+}
+
+/// The questions of `diff --prove`, in the order they are reported (the
+/// secret-exposure question is asked apart, of the new policy alone).
+const DIFF: [(Category, Variant); 7] = [
+    (Category::CredentialReachExpansion, Variant::Main),
+    (Category::CredentialReachExpansion, Variant::NewlyAttached),
+    (Category::CapabilityExpansion, Variant::Main),
+    (Category::EnforcementDowngrade, Variant::Main),
+    (Category::L7BypassCredentialed, Variant::Main),
+    (Category::MetadataReach, Variant::Main),
+    (Category::WritableBinaryIdentity, Variant::Main),
+];
+
+/// The questions of `check`: risks of one policy on its own.
+const SINGLE: [Category; 4] = [
+    Category::L7BypassCredentialed,
+    Category::EnforcementDowngrade,
+    Category::MetadataReach,
+    Category::WritableBinaryIdentity,
+];
+
 /// The queries of `diff --prove`: what the new policy allows that the old
 /// one did not.
 pub fn diff(n: &Model, o: &Model, meta: &F) -> Vec<Query> {
-    let q = |category, variant, f| Query {
-        category,
-        variant,
-        f,
-    };
-    vec![
-        q(
-            Category::CredentialReachExpansion,
-            Variant::Main,
-            and([n.allow.clone(), n.scope.clone(), not(o.conn.clone())]),
-        ),
-        q(
-            Category::CredentialReachExpansion,
-            Variant::NewlyAttached,
-            and([
-                n.credentialed.clone(),
-                o.allow.clone(),
-                not(o.credentialed.clone()),
-            ]),
-        ),
-        q(
-            Category::CapabilityExpansion,
-            Variant::Main,
-            and([
-                o.conn.clone(),
-                n.scope.clone(),
-                n.allow.clone(),
-                not(n.audit.clone()),
-                not(o.allow.clone()),
-            ]),
-        ),
-        q(
-            Category::EnforcementDowngrade,
-            Variant::Main,
-            and([
-                o.conn.clone(),
-                n.scope.clone(),
-                n.audit.clone(),
-                not(o.allow.clone()),
-            ]),
-        ),
-        q(
-            Category::L7BypassCredentialed,
-            Variant::Main,
-            and([
-                n.bypass.clone(),
-                n.scope.clone(),
-                not(and([o.bypass.clone(), o.scope.clone()])),
-            ]),
-        ),
-        q(
-            Category::MetadataReach,
-            Variant::Main,
-            and([n.allow.clone(), meta.clone(), not(o.allow.clone())]),
-        ),
-        q(
-            Category::WritableBinaryIdentity,
-            Variant::Main,
-            and([
-                n.plantable.clone(),
-                n.allow.clone(),
-                not(and([o.plantable.clone(), o.allow.clone()])),
-            ]),
-        ),
-    ]
+    let (n, o) = (Facts::<F>::of(n), Facts::<F>::of(o));
+    DIFF.into_iter()
+        .filter_map(|(category, variant)| {
+            let f = question(category, variant, &n, Some(&o), meta)?;
+            Some(Query {
+                category,
+                variant,
+                f,
+            })
+        })
+        .collect()
 }
 
 /// The queries of `check`: risks of one policy on its own.
 pub fn single(n: &Model, meta: &F) -> Vec<Query> {
-    let q = |category, f| Query {
-        category,
-        variant: Variant::Main,
-        f,
-    };
-    vec![
-        q(
-            Category::L7BypassCredentialed,
-            and([n.bypass.clone(), n.scope.clone()]),
-        ),
-        q(
-            Category::EnforcementDowngrade,
-            and([n.audit.clone(), n.scope.clone()]),
-        ),
-        q(
-            Category::MetadataReach,
-            and([n.allow.clone(), meta.clone()]),
-        ),
-        q(
-            Category::WritableBinaryIdentity,
-            and([n.plantable.clone(), n.allow.clone()]),
-        ),
-    ]
+    let n = Facts::<F>::of(n);
+    SINGLE
+        .into_iter()
+        .filter_map(|category| {
+            let f = question(category, Variant::Main, &n, None, meta)?;
+            Some(Query {
+                category,
+                variant: Variant::Main,
+                f,
+            })
+        })
+        .collect()
 }
 
 /// The same question asked of the reference evaluator's observations of
@@ -196,30 +262,6 @@ pub fn holds(
     o: Option<&Observed>,
     meta: bool,
 ) -> bool {
-    let Some(o) = o else {
-        return match category {
-            Category::L7BypassCredentialed => n.bypass && n.scope(),
-            Category::EnforcementDowngrade => n.audit && n.scope(),
-            Category::MetadataReach => n.allow && meta,
-            Category::WritableBinaryIdentity => n.plantable && n.allow,
-            Category::SecretExposure => n.allow,
-            Category::CredentialReachExpansion | Category::CapabilityExpansion => false,
-        };
-    };
-    match (category, variant) {
-        (Category::CredentialReachExpansion, Variant::Main) => n.allow && n.scope() && !o.conn,
-        (Category::CredentialReachExpansion, Variant::NewlyAttached) => {
-            n.credentialed() && o.allow && !o.credentialed()
-        }
-        (Category::CapabilityExpansion, _) => {
-            o.conn && n.scope() && n.allow && !n.audit && !o.allow
-        }
-        (Category::EnforcementDowngrade, _) => o.conn && n.scope() && n.audit && !o.allow,
-        (Category::L7BypassCredentialed, _) => n.bypass && n.scope() && !(o.bypass && o.scope()),
-        (Category::MetadataReach, _) => n.allow && meta && !o.allow,
-        (Category::WritableBinaryIdentity, _) => {
-            n.plantable && n.allow && !(o.plantable && o.allow)
-        }
-        (Category::SecretExposure, _) => n.allow,
-    }
+    let o = o.map(Facts::<bool>::of);
+    question(category, variant, &Facts::<bool>::of(n), o.as_ref(), &meta).unwrap_or(false)
 }
