@@ -16,7 +16,7 @@ use policy_lang::matcher::{
 };
 
 use crate::error::ProverError;
-use crate::region::AddrCell;
+use crate::formula::AddrCell;
 use crate::strings::validity::Rule;
 use crate::strings::{DimSpec, Partition, PatternKind, PatternSet, universe};
 

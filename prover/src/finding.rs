@@ -7,8 +7,9 @@ use serde::Serialize;
 
 use crate::accepted::AcceptanceNote;
 use crate::domain::Domain;
+use crate::formula::AddrCell;
 use crate::query::Category;
-use crate::region::{AddrCell, Region};
+use crate::region::Region;
 use crate::strings::{Partition, Size};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

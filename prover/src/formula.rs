@@ -44,7 +44,7 @@ pub enum Lit {
     Def(u32),
     /// The address lies in one of these address classes (the cells are
     /// what Rust evaluation checks; Z3 uses the class variable).
-    AddrClass(Ids, Rc<[crate::region::AddrCell]>),
+    AddrClass(Ids, Rc<[AddrCell]>),
 }
 
 #[derive(Debug, Clone)]
@@ -255,5 +255,64 @@ impl Defs {
             out.push(v);
         }
         out
+    }
+}
+
+/// A value of the address dimension: no address, or an elementary cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AddrCell {
+    None,
+    V4(u32, u32),
+    V6(u128, u128),
+}
+
+impl AddrCell {
+    /// The cell's first address.
+    pub fn first_ip(self) -> Option<std::net::IpAddr> {
+        match self {
+            AddrCell::None => None,
+            AddrCell::V4(lo, _) => Some(std::net::IpAddr::V4(lo.into())),
+            AddrCell::V6(lo, _) => Some(std::net::IpAddr::V6(lo.into())),
+        }
+    }
+
+    /// Puts this cell's first address into a point.
+    pub fn apply(self, p: &mut Point) {
+        match self {
+            AddrCell::None => {
+                p.has_addr = false;
+                p.v6 = false;
+                p.a4 = 0;
+                p.a6 = 0;
+            }
+            AddrCell::V4(lo, _) => {
+                p.has_addr = true;
+                p.v6 = false;
+                p.a4 = lo;
+                p.a6 = 0;
+            }
+            AddrCell::V6(lo, _) => {
+                p.has_addr = true;
+                p.v6 = true;
+                p.a4 = 0;
+                p.a6 = lo;
+            }
+        }
+    }
+
+    pub fn count(self) -> u128 {
+        match self {
+            AddrCell::None => 0,
+            AddrCell::V4(lo, hi) => u128::from(hi - lo) + 1,
+            AddrCell::V6(lo, hi) => (hi - lo).saturating_add(1),
+        }
+    }
+
+    pub fn contains(self, p: &Point) -> bool {
+        match self {
+            AddrCell::None => !p.has_addr,
+            AddrCell::V4(lo, hi) => p.has_addr && !p.v6 && lo <= p.a4 && p.a4 <= hi,
+            AddrCell::V6(lo, hi) => p.has_addr && p.v6 && lo <= p.a6 && p.a6 <= hi,
+        }
     }
 }

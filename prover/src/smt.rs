@@ -181,7 +181,7 @@ impl<'a> LazySmt<'a> {
 /// predictable once blocking clauses pile up.
 pub struct Smt {
     pub vars: Vars,
-    classes: Vec<Vec<crate::region::AddrCell>>,
+    classes: Vec<Vec<crate::formula::AddrCell>>,
     base: Vec<Bool>,
     stack: RefCell<Vec<Vec<Bool>>>,
     /// The incremental solver, tried first with a short budget.

@@ -9,8 +9,9 @@ use policy_lang::eval::{Evaluator, HttpRequest, Request, Verdict};
 use policy_lang::matcher::{is_metadata_host, normalize_host};
 
 use crate::domain::{self, Domain};
+use crate::formula::AddrCell;
 use crate::formula::{Defs, F, Lit, Point, and, lit, not};
-use crate::region::{AddrCell, Region};
+use crate::region::Region;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
 
