@@ -351,7 +351,7 @@ impl Partition {
 
 /// The matcher writes regexes for Unicode mode; in byte mode its
 /// "matches nothing" class must be spelled with bytes.
-fn fit_regex(regex: &str, unicode: bool) -> String {
+pub(crate) fn fit_regex(regex: &str, unicode: bool) -> String {
     let re = format!("(?:{regex})");
     if unicode {
         re
