@@ -27,7 +27,7 @@ use std::collections::{HashMap, VecDeque};
 
 use regex_automata::util::primitives::StateID;
 
-use super::dfa::{MultiDfa, niceness};
+use super::dfa::{MultiDfa, niceness, set_grow};
 use super::validity::{DEAD, Validity};
 
 /// What the search found for one signature.
@@ -141,19 +141,29 @@ pub fn witnesses(
         .collect();
     let mut pending = first.iter().enumerate().filter(|&(i, &f)| i == f).count();
     let classes = joint_classes(dfa, v);
-    // The target a DFA state's signature is, if any.
-    let mut target: HashMap<StateID, Option<usize>> = HashMap::new();
+    // Per DFA state (by index): the target its signature is, plus one;
+    // 0 for none, `usize::MAX` not yet looked at.
+    let mut target: Vec<usize> = Vec::new();
     // Arena of (parent, class) for the class paths in the queue.
     let mut arena: Vec<(u32, u16)> = vec![(u32::MAX, 0)];
-    let mut entered: HashMap<(StateID, u16), usize> = HashMap::new();
+    // Visits per product state, at `dfa index * validity states + q`.
+    let vstates = v.states().max(1);
+    let slot = |d: StateID, q: u16| dfa.index(d) * vstates + usize::from(q);
+    let mut entered: Vec<usize> = Vec::new();
     let mut queue: VecDeque<(StateID, u16, u32)> = VecDeque::new();
     queue.push_back((dfa.start(), v.start(), 0));
-    entered.insert((dfa.start(), v.start()), 1);
+    set_grow(&mut entered, slot(dfa.start(), v.start()), 1);
     'walk: while let Some((d, q, node)) = queue.pop_front() {
-        let t = *target.entry(d).or_insert_with(|| {
-            let sig = dfa.state_signature(d);
-            sigs.iter().position(|s| *s == sig.as_slice())
-        });
+        let di = dfa.index(d);
+        let t = match target.get(di) {
+            Some(&t) if t != usize::MAX => t.checked_sub(1),
+            _ => {
+                let sig = dfa.state_signature(d);
+                let t = sigs.iter().position(|s| *s == sig.as_slice());
+                set_grow(&mut target, di, t.map_or(0, |t| t + 1));
+                t
+            }
+        };
         if let Some(t) = t
             && v.accepts(q)
             && out.get(t).is_some_and(Option::is_none)
@@ -198,11 +208,15 @@ pub fn witnesses(
             if nq == DEAD {
                 continue;
             }
-            let count = entered.entry((nd, nq)).or_insert(0);
-            if *count >= k {
+            let at = slot(nd, nq);
+            let count = match entered.get(at) {
+                Some(&c) if c != usize::MAX => c,
+                _ => 0,
+            };
+            if count >= k {
                 continue;
             }
-            *count += 1;
+            set_grow(&mut entered, at, count + 1);
             if arena.len() >= budget {
                 let why = format!("the search for an example string gave up after {budget} steps");
                 let out = out
