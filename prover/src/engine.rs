@@ -362,6 +362,9 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         Verdict::NoNewAccess
     };
     report.stats.millis = started.elapsed().as_millis();
+    if timing {
+        eprintln!("prover: answered {:?}", started.elapsed());
+    }
     Ok(report)
 }
 
