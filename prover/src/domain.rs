@@ -243,58 +243,43 @@ impl Domain {
             |s| universe::is_canonical_path(s, false)
         };
         let timing = std::env::var_os("PROVER_TIMING").is_some();
-        // The path atoms, usually the largest automaton, are built on a
-        // thread of their own while this one builds the others: the
-        // dimensions are independent, and a second core halves the wait.
-        let ((bins_part, t_bins), (hosts_part, t_hosts), (paths_part, t_paths), values) =
-            std::thread::scope(|s| {
-                let paths = s.spawn(move || {
-                    timed(|| {
-                        Partition::build(
-                            paths,
-                            &DimSpec {
-                                universe: universe::http_paths(),
-                                valid: path_valid,
-                                rule: Rule::HttpPath { encoded_slash },
-                                budget,
-                            },
-                        )
-                    })
-                });
-                let bins = timed(|| {
-                    Partition::build(
-                        bins,
-                        &DimSpec {
-                            universe: universe::binaries(),
-                            valid: universe::is_resolved_binary,
-                            rule: Rule::Binary,
-                            budget,
-                        },
-                    )
-                });
-                let hosts = timed(|| {
-                    Partition::build(
-                        hosts,
-                        &DimSpec {
-                            universe: universe::hosts(),
-                            valid: universe::is_normal_host,
-                            rule: Rule::Any,
-                            budget,
-                        },
-                    )
-                });
-                let values = query_values(&queries);
-                let paths = paths
-                    .join()
-                    .unwrap_or_else(|e| std::panic::resume_unwind(e));
-                (bins, hosts, paths, values)
-            });
+        let t = std::time::Instant::now();
+        let bins_part = Partition::build(
+            bins,
+            &DimSpec {
+                universe: universe::binaries(),
+                valid: universe::is_resolved_binary,
+                rule: Rule::Binary,
+                budget,
+            },
+        )?;
+        let t_bins = t.elapsed();
+        let hosts_part = Partition::build(
+            hosts,
+            &DimSpec {
+                universe: universe::hosts(),
+                valid: universe::is_normal_host,
+                rule: Rule::Any,
+                budget,
+            },
+        )?;
+        let t_hosts = t.elapsed();
+        let paths_part = Partition::build(
+            paths,
+            &DimSpec {
+                universe: universe::http_paths(),
+                valid: path_valid,
+                rule: Rule::HttpPath { encoded_slash },
+                budget,
+            },
+        )?;
         if timing {
             eprintln!(
-                "prover: partitions: binaries {t_bins:?}, hosts {t_hosts:?}, paths {t_paths:?} (in parallel with the others)",
+                "prover: partitions: binaries {t_bins:?}, hosts {:?}, paths {:?}",
+                t_hosts - t_bins,
+                t.elapsed() - t_hosts
             );
         }
-        let (bins_part, hosts_part, paths_part) = (bins_part?, hosts_part?, paths_part?);
         Ok(Domain {
             bins: bins_part,
             hosts: hosts_part,
@@ -303,7 +288,7 @@ impl Domain {
             shas: std::iter::once(None)
                 .chain(shas.into_iter().map(Some))
                 .collect(),
-            query_values: values?,
+            query_values: query_values(&queries)?,
             queries: queries.into_iter().collect(),
             port_classes: port_classes(&ports),
             addr_classes,
@@ -572,11 +557,4 @@ fn addr_cells(sets: &[AddrSet], v6: bool) -> Vec<(u128, u128)> {
         .into_iter()
         .filter(|&(lo, hi)| !(v6 && lo >= MAPPED_V6.0 && hi <= MAPPED_V6.1))
         .collect()
-}
-
-/// A result and how long it took.
-fn timed<T>(f: impl FnOnce() -> T) -> (T, std::time::Duration) {
-    let t = std::time::Instant::now();
-    let out = f();
-    (out, t.elapsed())
 }
