@@ -50,9 +50,15 @@ for line in sys.stdin:
     m = re.match(r"diff: compile old (\S+), new (\S+), registry (\S+), prove (\S+)", line)
     if m:
         out.update(compile_old=ms(m.group(1)), compile_new=ms(m.group(2)), registry=ms(m.group(3)), prove=ms(m.group(4)))
+    m = re.match(r"prover: partitions: binaries (\S+), hosts (\S+), paths (\S+)", line)
+    if m:
+        out.update(binaries=ms(m.group(1)), hosts=ms(m.group(2)), paths=ms(m.group(3)))
     m = re.match(r"prover: domain (\S+)", line)
     if m:
         out["domain"] = ms(m.group(1))
+    m = re.match(r"prover: .* regions in (\S+) \(", line)
+    if m:
+        out["questions"] = out.get("questions", 0.0) + ms(m.group(1))
     m = re.match(r"prover: setup (\S+)", line)
     if m:
         out["setup"] = ms(m.group(1))
@@ -67,7 +73,9 @@ print(", ".join(f"{k} {statistics.median(float(r[k]) for r in rows):.2f} ms" for
 }
 echo "in process, typical widened pair: $(phases "$out/old.policy" "$out/new.policy")"
 echo "in process, typical narrowed pair: $(phases "$out/old.policy" "$out/narrowed.policy")"
-echo "  (domain and setup are cumulative from the start of prove: setup includes domain, models and Z3)"
+echo "  (domain and setup are cumulative from the start of prove: setup includes domain and models;"
+echo "   binaries, hosts and paths are the string atoms inside domain; questions is the sum of every"
+echo "   question's search, Z3 included when one needs it)"
 
 # Large: 1,000 endpoints × 50 binaries, one widening buried inside.
 host=$(python3 bench/prover_gen.py "$out/large" 1000 50)

@@ -299,16 +299,25 @@ fn query_values(queries: &BTreeSet<QueryMatcher>) -> Result<QueryValues, ProverE
     let mut keys: Vec<&str> = list.iter().map(|q| q.key.as_str()).collect();
     keys.dedup();
     for key in keys {
+        // As in a string dimension (`PatternSet::needs_chars`): unless a
+        // pattern matches single characters or names non-ASCII ones, a byte
+        // automaton reads valid UTF-8 values exactly as a character one
+        // does, with a fraction of the states, and its samples are ASCII.
+        let chars = list.iter().filter(|q| q.key == key).any(|q| {
+            q.any
+                .iter()
+                .any(|alt| alt.as_str().contains(['?', '[']) || !alt.as_str().is_ascii())
+        });
         // DFA patterns: 0 is the universe, then (condition, alternative).
         let mut regexes = vec!["(?s:[^\\x00])*".to_owned()];
         let mut owner: Vec<usize> = Vec::new();
         for (i, q) in list.iter().enumerate().filter(|(_, q)| q.key == key) {
             for alt in &q.any {
-                regexes.push(format!("(?:{})", alt.to_regex()));
+                regexes.push(crate::strings::fit_regex(&alt.to_regex(), chars));
                 owner.push(i);
             }
         }
-        let dfa = crate::strings::dfa::MultiDfa::build(&regexes, true)?;
+        let dfa = crate::strings::dfa::MultiDfa::build(&regexes, chars)?;
         let explored = dfa.explore(&|sig: &[u32]| sig.first() == Some(&0));
         let mut sigs: Vec<(Vec<usize>, String)> = Vec::new();
         for (sig, info) in explored {

@@ -346,7 +346,11 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
             ));
         }
     }
+    let t = Instant::now();
     cx.secret_exposure(&search, &mut report);
+    if timing {
+        eprintln!("prover: secret_exposure {:?}", t.elapsed());
+    }
     note_unknown_acceptances(opts, &mut report);
     let widened = report.findings.iter().any(|f| !f.suppressed)
         || report.omitted.iter().any(|o| o.count > 0 || o.at_least);
@@ -358,6 +362,9 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         Verdict::NoNewAccess
     };
     report.stats.millis = started.elapsed().as_millis();
+    if timing {
+        eprintln!("prover: answered {:?}", started.elapsed());
+    }
     Ok(report)
 }
 

@@ -57,6 +57,109 @@ struct Ctx<'a> {
     f: &'a F,
     nodes: usize,
     budget: usize,
+    /// Per set dimension, the class of each value (see [`Classes`]).
+    classes: Classes,
+}
+
+/// Values of a dimension that no literal of the formula or the definitions
+/// tells apart: they are members of exactly the same literal sets. The
+/// formula sees a dimension only through its literals, so a subtree proved
+/// empty under one value is empty under every value of its class, and the
+/// search skips them. The first point found is the one it found before:
+/// only subtrees without one are skipped.
+#[derive(Default)]
+struct Classes {
+    bins: Vec<u32>,
+    shas: Vec<u32>,
+    hosts: Vec<u32>,
+    methods: Vec<u32>,
+    paths: Vec<u32>,
+}
+
+/// The literal sets of each set dimension.
+#[derive(Default)]
+struct Sets<'f> {
+    bins: Vec<&'f [u32]>,
+    shas: Vec<u32>,
+    hosts: Vec<&'f [u32]>,
+    methods: Vec<&'f [u32]>,
+    paths: Vec<&'f [u32]>,
+}
+
+fn collect<'f>(f: &'f F, s: &mut Sets<'f>) {
+    match f {
+        F::Const(_) => {}
+        F::Lit(l) => match l {
+            Lit::Bin(x) => s.bins.push(x),
+            Lit::Sha(k) => s.shas.push(*k),
+            Lit::Host(x) => s.hosts.push(x),
+            Lit::Method(x) => s.methods.push(x),
+            Lit::Path(x) => s.paths.push(x),
+            _ => {}
+        },
+        F::Not(inner) => collect(inner, s),
+        F::And(v) | F::Or(v) => {
+            for x in v {
+                collect(x, s);
+            }
+        }
+    }
+}
+
+/// Class ids of the values `0..n` by their membership in `sets`, in time
+/// linear in the sets' sizes.
+fn classes_of(n: usize, sets: &mut Vec<&[u32]>) -> Vec<u32> {
+    sets.sort_unstable();
+    sets.dedup();
+    let mut member_of: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (i, set) in sets.iter().enumerate() {
+        let i = u32::try_from(i).unwrap_or(u32::MAX);
+        for &v in set.iter() {
+            if let Some(m) = member_of.get_mut(v as usize) {
+                m.push(i);
+            }
+        }
+    }
+    let mut ids: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
+    member_of
+        .into_iter()
+        .map(|key| {
+            let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+            *ids.entry(key).or_insert(next)
+        })
+        .collect()
+}
+
+impl Classes {
+    fn of(dom: &Domain, defs: &Defs, f: &F) -> Classes {
+        let mut s = Sets::default();
+        collect(f, &mut s);
+        for d in &defs.items {
+            collect(&d.body, &mut s);
+        }
+        let shas: Vec<[u32; 1]> = s.shas.iter().map(|&k| [k]).collect();
+        let mut sha_sets: Vec<&[u32]> = shas.iter().map(|k| &k[..]).collect();
+        Classes {
+            bins: classes_of(dom.bins.len(), &mut s.bins),
+            shas: classes_of(dom.shas.len(), &mut sha_sets),
+            hosts: classes_of(dom.hosts.len() + 1, &mut s.hosts),
+            methods: classes_of(dom.methods.len(), &mut s.methods),
+            paths: classes_of(dom.paths.len(), &mut s.paths),
+        }
+    }
+
+    /// The class of a value of a set dimension; `None` for the others.
+    fn of_value(&self, bit: u64, v: u32) -> Option<u32> {
+        let of = match u32::try_from(bit).unwrap_or(0) {
+            dim::BIN => &self.bins,
+            dim::SHA => &self.shas,
+            dim::HOST => &self.hosts,
+            dim::METHOD => &self.methods,
+            dim::PATH => &self.paths,
+            _ => return None,
+        };
+        of.get(v as usize).copied()
+    }
 }
 
 fn bit_of(l: &Lit, defs: &[V3]) -> Result<u64, V3> {
@@ -198,12 +301,17 @@ impl Ctx<'_> {
             Some(b) => Some(b),
             None => {
                 let bit = Self::pick(mask & !known)?;
+                let mut empty: Vec<u32> = Vec::new();
                 for val in self.values(bit) {
+                    let class = self.classes.of_value(bit, val);
+                    if class.is_some_and(|c| empty.contains(&c)) {
+                        continue;
+                    }
                     self.set(p, bit, val);
                     let next = self.defs3(p, known | bit, defs, bit);
                     match self.dfs(p, known | bit, &next) {
                         Some(true) => return Some(true),
-                        Some(false) => {}
+                        Some(false) => empty.extend(class),
                         None => return None,
                     }
                 }
@@ -243,6 +351,7 @@ pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) ->
         f,
         nodes: 0,
         budget,
+        classes: Classes::of(dom, defs, f),
     };
     let all: Vec<u64> = ORDER
         .iter()

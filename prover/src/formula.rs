@@ -215,7 +215,9 @@ impl Point {
             Lit::QAllow(q) => self.qa.get(*q as usize).copied().unwrap_or(false),
             Lit::QDeny(q) => self.qd.get(*q as usize).copied().unwrap_or(false),
             Lit::Def(d) => defs.get(*d as usize).copied().unwrap_or(false),
-            Lit::AddrClass(_, cells) => self.has_addr && cells.iter().any(|c| c.contains(self)),
+            // Class 0 is "no address" (its cell `AddrCell::None`), as Z3
+            // ties the class variable; a region may name it.
+            Lit::AddrClass(_, cells) => cells.iter().any(|c| c.contains(self)),
         }
     }
 

@@ -25,6 +25,7 @@ pub mod oracle;
 pub mod query;
 pub mod region;
 pub mod registry;
+mod registry_format;
 pub mod sandbox;
 pub mod smt;
 pub mod solve;

@@ -11,58 +11,20 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
-
 use crate::error::ProverError;
+use crate::registry_format;
 
-const EMBEDDED: &[(&str, &str)] = &[
-    (
-        "claude.yaml",
-        include_str!("../registry/binaries/claude.yaml"),
-    ),
-    ("curl.yaml", include_str!("../registry/binaries/curl.yaml")),
-    ("gh.yaml", include_str!("../registry/binaries/gh.yaml")),
-    ("git.yaml", include_str!("../registry/binaries/git.yaml")),
-    ("nc.yaml", include_str!("../registry/binaries/nc.yaml")),
-    ("node.yaml", include_str!("../registry/binaries/node.yaml")),
-    (
-        "python3.yaml",
-        include_str!("../registry/binaries/python3.yaml"),
-    ),
-    ("ssh.yaml", include_str!("../registry/binaries/ssh.yaml")),
-    ("wget.yaml", include_str!("../registry/binaries/wget.yaml")),
-];
-
-#[derive(Debug, Clone, Deserialize)]
-struct Protocol {
-    name: String,
-    #[serde(default)]
-    bypasses_l7: bool,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct Entry {
-    binary: String,
-    #[serde(default)]
-    description: String,
-    #[serde(default)]
-    protocols: Vec<Protocol>,
-    #[serde(default = "yes")]
-    can_exfiltrate: bool,
-    #[serde(default = "yes")]
+/// An embedded entry, as the build script writes it.
+struct Builtin {
+    binary: &'static str,
+    description: &'static str,
     can_construct_http: bool,
+    bypass_protocol: Option<&'static str>,
+    can_exfiltrate: bool,
 }
 
-fn yes() -> bool {
-    true
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum FileShape {
-    List { binaries: Vec<Entry> },
-    One(Entry),
-}
+// The embedded defaults, read from `registry/binaries/` by `build.rs`.
+include!(concat!(env!("OUT_DIR"), "/embedded_registry.rs"));
 
 /// What the registry says about one executable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,12 +60,21 @@ pub struct Registry {
 impl Registry {
     /// The embedded defaults.
     pub fn embedded() -> Registry {
-        let mut r = Registry::default();
-        for (name, text) in EMBEDDED {
-            // The embedded files are tested to parse.
-            let _ = r.add_text(name, text);
-        }
-        r
+        let binaries = EMBEDDED
+            .iter()
+            .map(|b| {
+                (
+                    b.binary.to_owned(),
+                    Facts {
+                        description: b.description.to_owned(),
+                        can_construct_http: b.can_construct_http,
+                        bypass_protocol: b.bypass_protocol.map(str::to_owned),
+                        can_exfiltrate: b.can_exfiltrate,
+                    },
+                )
+            })
+            .collect();
+        Registry { binaries }
     }
 
     /// Adds a user file, or every `.yaml`/`.yml` file of a directory.
@@ -145,32 +116,17 @@ impl Registry {
     }
 
     pub fn add_text(&mut self, name: &str, text: &str) -> Result<(), ProverError> {
-        let shape: FileShape = serde_yaml::from_str(text).map_err(|e| ProverError::Registry {
+        let entries = registry_format::parse(text).map_err(|message| ProverError::Registry {
             path: name.to_owned(),
-            message: e.to_string(),
+            message,
         })?;
-        let entries = match shape {
-            FileShape::List { binaries } => binaries,
-            FileShape::One(e) => vec![e],
-        };
         for e in entries {
-            if !e.binary.starts_with('/') {
-                return Err(ProverError::Registry {
-                    path: name.to_owned(),
-                    message: format!("`binary: {}` is not an absolute path", e.binary),
-                });
-            }
-            let bypass = e
-                .protocols
-                .iter()
-                .find(|p| p.bypasses_l7)
-                .map(|p| p.name.clone());
             self.binaries.insert(
                 e.binary,
                 Facts {
                     description: e.description,
                     can_construct_http: e.can_construct_http,
-                    bypass_protocol: bypass,
+                    bypass_protocol: e.bypass_protocol,
                     can_exfiltrate: e.can_exfiltrate,
                 },
             );
@@ -199,5 +155,21 @@ mod tests {
         assert!(!git.can_construct_http);
         assert!(r.facts("/usr/bin/curl").can_construct_http);
         assert_eq!(r.facts("/opt/unknown"), Facts::unknown());
+    }
+
+    #[test]
+    fn the_built_table_is_what_the_files_say() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("registry/binaries");
+        let mut files = 0;
+        let mut parsed = Registry::default();
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let f = f.unwrap().path();
+            if f.extension().is_some_and(|e| e == "yaml") {
+                files += 1;
+            }
+        }
+        parsed.add_path(&dir).unwrap();
+        assert_eq!(files, 9);
+        assert_eq!(parsed.binaries, Registry::embedded().binaries);
     }
 }

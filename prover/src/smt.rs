@@ -165,6 +165,11 @@ impl<'a> LazySmt<'a> {
         })
     }
 
+    /// When the solver budget runs out.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
     /// Whether Z3 was needed at all.
     pub fn created(&self) -> bool {
         self.cell.get().is_some()

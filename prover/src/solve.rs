@@ -47,13 +47,16 @@ impl Search<'_> {
     /// Enumerates the regions where `q` holds, at most `cap` of them.
     ///
     /// Most queries of a typical change have no solution at all; the
-    /// finite-domain search proves that without creating a Z3 context. When
-    /// it finds a point (or gives up), the regions are enumerated with Z3
-    /// as before: Z3's models generalize into the same few large regions
-    /// the reports are written around.
+    /// finite-domain search proves that without creating a Z3 context. On a
+    /// small problem it also finds the points that the regions are
+    /// generalized around, so a typical widening never pays for Z3's
+    /// start-up (tens of milliseconds, more than everything else). On a
+    /// large problem (where the search mostly gives up, and Z3's start-up
+    /// is small beside the rest), or when it gives up, the regions are
+    /// enumerated with Z3 as before.
     pub fn regions(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
-        if self.fd_unsat(q) {
-            return (Vec::new(), Outcome::Complete);
+        if let Some(done) = self.regions_fd(q, cap) {
+            return done;
         }
         self.regions_z3(q, cap)
     }
@@ -67,32 +70,59 @@ impl Search<'_> {
         ])
     }
 
-    /// Whether the finite-domain search proves `q` (with the learned
-    /// blocks) has no solution.
-    fn fd_unsat(&self, q: &F) -> bool {
+    /// The same enumeration as `regions_z3` with the finite-domain search
+    /// as the solver: each point it finds is generalized and blocked, until
+    /// it proves nothing is left. `None` when it gives up, or finds a point
+    /// of a large problem; the caller then starts over with Z3. Learned
+    /// blocks are kept either way: each is true of every query string.
+    fn regions_fd(&mut self, q: &F, cap: usize) -> Option<(Vec<Found>, Outcome)> {
         let dom = self.dom;
-        let mut parts = vec![q.clone(), self.destination()];
-        parts.extend(self.learned.iter().cloned());
-        let t = std::time::Instant::now();
-        let outcome = fd::find(
-            dom,
-            self.defs,
-            &and(parts),
-            &crate::engine::full_region(dom),
-            fd::BUDGET,
-        );
-        if std::env::var_os("PROVER_TIMING").is_some() {
-            eprintln!(
-                "prover:   fd {} {:?}",
-                match &outcome {
-                    fd::Outcome::Sat(_) => "sat",
-                    fd::Outcome::Unsat => "unsat",
-                    fd::Outcome::GaveUp => "gave up",
-                },
-                t.elapsed()
-            );
+        let full = crate::engine::full_region(dom);
+        let timing = std::env::var_os("PROVER_TIMING").is_some();
+        let mut found: Vec<Found> = Vec::new();
+        loop {
+            let mut parts = vec![q.clone(), self.destination()];
+            parts.extend(self.learned.iter().cloned());
+            parts.extend(found.iter().map(|f| not(f.region.formula(dom))));
+            let t = std::time::Instant::now();
+            let outcome = fd::find(dom, self.defs, &and(parts), &full, fd::BUDGET);
+            if timing {
+                eprintln!(
+                    "prover:   fd {} {:?}",
+                    match &outcome {
+                        fd::Outcome::Sat(_) => "sat",
+                        fd::Outcome::Unsat => "unsat",
+                        fd::Outcome::GaveUp => "gave up",
+                    },
+                    t.elapsed()
+                );
+            }
+            let x = match outcome {
+                fd::Outcome::Unsat => return Some((found, Outcome::Complete)),
+                fd::Outcome::GaveUp => return None,
+                fd::Outcome::Sat(_) if self.defs.items.len() > SMALL_DEFS => return None,
+                fd::Outcome::Sat(x) => x,
+            };
+            // Enumerating regions is solver work and shares its budget, as
+            // it does with Z3; proving a query has no solution is not.
+            if std::time::Instant::now() >= self.smt.deadline() {
+                return Some((found, Outcome::Inconclusive("timeout".to_owned())));
+            }
+            if let Some(block) = witness::unrealizable(dom, &x) {
+                self.learned.push(block);
+                continue;
+            }
+            if found.len() >= cap {
+                return Some((found, Outcome::Capped));
+            }
+            let prior: Vec<&Region> = found.iter().map(|f| &f.region).collect();
+            let t = std::time::Instant::now();
+            let region = self.generalize(q, &x, &prior);
+            if timing {
+                eprintln!("prover:   generalize {:?}", t.elapsed());
+            }
+            found.push(Found { point: x, region });
         }
-        outcome == fd::Outcome::Unsat
     }
 
     fn regions_z3(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {

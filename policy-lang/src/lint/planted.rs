@@ -11,7 +11,7 @@
 //! tree is enough). The working directory's rights are decided at launch
 //! and cannot be matched against a path here.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use regex_automata::dfa::{Automaton as _, StartKind, dense};
 use regex_automata::util::primitives::StateID;
@@ -31,6 +31,8 @@ pub(super) fn planted(r: &Resolved, d: &mut Diagnostics) {
         return;
     }
     let executable: Vec<&FsGrant> = p.fs.iter().filter(|g| g.rights.exec).collect();
+    let mut automata = Automata::default();
+    let mut reaches = |glob: &BinaryGlob, tree: &str| reaches_with(glob, tree, &mut automata);
     let mut seen: HashSet<&str> = HashSet::new();
     for (i, ep) in p.endpoints.iter().enumerate() {
         let Some((file, span)) = r.spans.endpoints.get(i) else {
@@ -80,8 +82,31 @@ pub(super) fn planted(r: &Resolved, d: &mut Diagnostics) {
     }
 }
 
-/// Whether `glob` matches `tree` or some path below it.
+/// The automaton of each glob, built once per policy: a policy names the
+/// same glob in many rules, and each is checked against every writable and
+/// executable tree (determinizing a glob costs far more than walking it).
+#[derive(Default)]
+struct Automata {
+    dfas: HashMap<String, Option<dense::DFA<Vec<u32>>>>,
+}
+
+impl Automata {
+    fn of(&mut self, glob: &BinaryGlob) -> Option<&dense::DFA<Vec<u32>>> {
+        self.dfas
+            .entry(glob.as_str().to_owned())
+            .or_insert_with(|| automaton(glob))
+            .as_ref()
+    }
+}
+
+/// [`reaches_with`] with automata of its own.
+#[cfg(test)]
 fn reaches(glob: &BinaryGlob, tree: &str) -> bool {
+    reaches_with(glob, tree, &mut Automata::default())
+}
+
+/// Whether `glob` matches `tree` or some path below it.
+fn reaches_with(glob: &BinaryGlob, tree: &str, automata: &mut Automata) -> bool {
     let tree = tree.trim_end_matches('/');
     let below =
         |path: &str| path == tree || path.strip_prefix(tree).is_some_and(|r| r.starts_with('/'));
@@ -91,7 +116,10 @@ fn reaches(glob: &BinaryGlob, tree: &str) -> bool {
     if glob.matches(tree) {
         return true;
     }
-    match continues_to_match(glob, &format!("{tree}/")) {
+    match automata
+        .of(glob)
+        .and_then(|dfa| continues_to_match(dfa, &format!("{tree}/")))
+    {
         Some(found) => found,
         // No automaton (never expected for a binary glob): judge by the
         // literal prefix, which over-approximates only for `**` patterns.
@@ -102,18 +130,22 @@ fn reaches(glob: &BinaryGlob, tree: &str) -> bool {
     }
 }
 
-/// Whether some string that starts with `prefix` matches `glob`: run the
-/// glob's DFA over the prefix, then search the states reachable from there
-/// for one that accepts.
-fn continues_to_match(glob: &BinaryGlob, prefix: &str) -> Option<bool> {
-    let dfa = dense::Builder::new()
+/// The glob's DFA; `None` if it cannot be built.
+fn automaton(glob: &BinaryGlob) -> Option<dense::DFA<Vec<u32>>> {
+    dense::Builder::new()
         .configure(
             dense::Config::new()
                 .match_kind(MatchKind::All)
                 .start_kind(StartKind::Anchored),
         )
         .build(&format!("^(?:{})$", glob.to_regex()))
-        .ok()?;
+        .ok()
+}
+
+/// Whether some string that starts with `prefix` matches the glob of
+/// `dfa`: run the DFA over the prefix, then search the states reachable
+/// from there for one that accepts. `None` if the DFA has no start state.
+fn continues_to_match(dfa: &dense::DFA<Vec<u32>>, prefix: &str) -> Option<bool> {
     let mut state = dfa
         .start_state(&start::Config::new().anchored(Anchored::Yes))
         .ok()?;

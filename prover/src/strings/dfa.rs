@@ -8,7 +8,7 @@
 //! reachable states therefore lists every signature that some string has,
 //! with a shortest string for each (the witness) and the number of strings.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use regex_automata::dfa::Automaton as _;
 use regex_automata::dfa::{StartKind, dense};
@@ -166,6 +166,12 @@ impl MultiDfa {
         (!self.dfa.is_dead_state(next)).then_some(next)
     }
 
+    /// A dense index of a state (state ids are premultiplied by the
+    /// stride), for tables indexed by state instead of hash maps.
+    pub(crate) fn index(&self, state: StateID) -> usize {
+        state.as_usize() >> self.dfa.stride2()
+    }
+
     pub(crate) fn state_signature(&self, state: StateID) -> Signature {
         self.eoi_signature(state)
     }
@@ -177,9 +183,10 @@ impl MultiDfa {
 
     fn graph(&self) -> Graph {
         let classes = ClassInfo::of(&self.dfa);
-        let mut index: HashMap<StateID, usize> = HashMap::new();
+        // Graph node of each DFA state (by `index`), `usize::MAX` if unseen.
+        let mut index: Vec<usize> = Vec::new();
         let mut g = Graph::default();
-        index.insert(self.start, 0);
+        set_grow(&mut index, self.index(self.start), 0);
         g.states.push(self.start);
         g.parent.push(None);
         g.edges.push(Vec::new());
@@ -194,11 +201,11 @@ impl MultiDfa {
                 if self.dfa.is_dead_state(next) {
                     continue;
                 }
-                let j = match index.get(&next) {
-                    Some(&j) => j,
-                    None => {
+                let j = match index.get(self.index(next)) {
+                    Some(&j) if j != usize::MAX => j,
+                    _ => {
                         let j = g.states.len();
-                        index.insert(next, j);
+                        set_grow(&mut index, self.index(next), j);
                         g.states.push(next);
                         g.parent.push(Some((i, rep)));
                         g.edges.push(Vec::new());
@@ -416,6 +423,14 @@ impl Graph {
         }
         out
     }
+}
+
+/// Sets `v[i]`, growing `v` with `usize::MAX` as needed.
+pub(crate) fn set_grow(v: &mut Vec<usize>, i: usize, x: usize) {
+    if v.len() <= i {
+        v.resize(i + 1, usize::MAX);
+    }
+    set(v, i, x);
 }
 
 fn set<T>(v: &mut [T], i: usize, x: T) {

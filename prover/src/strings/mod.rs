@@ -220,6 +220,9 @@ impl Partition {
         }
         let is_exact = |s: &str| exact_atoms.contains_key(s);
         let mut sig_atoms: HashMap<Signature, u32> = HashMap::new();
+        // Signatures with their size, the witness found among the examples
+        // and samples, and the visits per state a search would allow.
+        let mut found: Vec<(Signature, Size, Option<String>, usize)> = Vec::new();
         for (dsig, info) in explored {
             let named = exact_per_sig.get(&dsig).copied().unwrap_or(0);
             let size = match info.size {
@@ -236,31 +239,53 @@ impl Partition {
                 .flatten()
                 .copied()
                 .chain(info.samples.iter().map(String::as_str));
-            let mut witness = candidates
+            let witness = candidates
                 .filter(|c| !is_exact(c) && (spec.valid)(c))
                 .find(|c| dfa.signature(c) == dsig)
                 .map(str::to_owned);
+            let k = usize::try_from(named)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1);
+            found.push((dsig, size, witness, k));
+        }
+        // The signatures without a witness yet, one search per `k`.
+        let mut searched: HashMap<usize, search::Outcome> = HashMap::new();
+        let mut ks: Vec<usize> = found
+            .iter()
+            .filter(|f| f.2.is_none())
+            .map(|f| f.3)
+            .collect();
+        ks.sort_unstable();
+        ks.dedup();
+        for k in ks {
+            let at: Vec<usize> = (0..found.len())
+                .filter(|&i| found.get(i).is_some_and(|f| f.2.is_none() && f.3 == k))
+                .collect();
+            let sigs: Vec<&[u32]> = at
+                .iter()
+                .filter_map(|&i| found.get(i).map(|f| f.0.as_slice()))
+                .collect();
+            enumerated += sigs.len();
+            let outcomes = search::witnesses(
+                &dfa,
+                &sigs,
+                validity,
+                k,
+                &is_exact,
+                &|c| (spec.valid)(c),
+                spec.budget,
+            );
+            searched.extend(at.into_iter().zip(outcomes));
+        }
+        for (i, (dsig, size, mut witness, _)) in found.into_iter().enumerate() {
             let mut unwitnessed = None;
-            if witness.is_none() {
-                enumerated += 1;
-                let k = usize::try_from(named)
-                    .unwrap_or(usize::MAX)
-                    .saturating_add(1);
-                match search::witness(
-                    &dfa,
-                    &dsig,
-                    validity,
-                    k,
-                    &is_exact,
-                    &|c| (spec.valid)(c),
-                    spec.budget,
-                ) {
-                    search::Outcome::Found(w) => witness = Some(w),
-                    // Every string of this signature is named exactly, or
-                    // not one enforcement can meet: nothing is left.
-                    search::Outcome::Empty => continue,
-                    search::Outcome::Unknown(why) => unwitnessed = Some(why),
-                }
+            match searched.remove(&i) {
+                None => {}
+                Some(search::Outcome::Found(w)) => witness = Some(w),
+                // Every string of this signature is named exactly, or
+                // not one enforcement can meet: nothing is left.
+                Some(search::Outcome::Empty) => continue,
+                Some(search::Outcome::Unknown(why)) => unwitnessed = Some(why),
             }
             let sig = to_patterns(&dsig);
             sig_atoms.insert(dsig, u32::try_from(atoms.len()).unwrap_or(u32::MAX));
@@ -337,7 +362,7 @@ impl Partition {
 
 /// The matcher writes regexes for Unicode mode; in byte mode its
 /// "matches nothing" class must be spelled with bytes.
-fn fit_regex(regex: &str, unicode: bool) -> String {
+pub(crate) fn fit_regex(regex: &str, unicode: bool) -> String {
     let re = format!("(?:{regex})");
     if unicode {
         re

@@ -27,7 +27,7 @@ use std::collections::{HashMap, VecDeque};
 
 use regex_automata::util::primitives::StateID;
 
-use super::dfa::{MultiDfa, niceness};
+use super::dfa::{MultiDfa, niceness, set_grow};
 use super::validity::{DEAD, Validity};
 
 /// What the search found for one signature.
@@ -110,20 +110,65 @@ pub fn witness(
     check: &dyn Fn(&str) -> bool,
     budget: usize,
 ) -> Outcome {
+    witnesses(dfa, &[sig], v, k, named, check, budget)
+        .pop()
+        .unwrap_or_else(|| Outcome::Unknown("no search was made".to_owned()))
+}
+
+/// [`witness`] for several signatures with the same `k`, in one search.
+///
+/// The breadth-first walk does not depend on the target: the queue and the
+/// visit counts evolve alike whichever signature is sought, and the search
+/// for one signature is the walk up to the moment it is decided. Walking
+/// once for all of them therefore gives each the outcome (and the witness)
+/// its own search would, for the price of the longest.
+pub fn witnesses(
+    dfa: &MultiDfa,
+    sigs: &[&[u32]],
+    v: &Validity,
+    k: usize,
+    named: &dyn Fn(&str) -> bool,
+    check: &dyn Fn(&str) -> bool,
+    budget: usize,
+) -> Vec<Outcome> {
+    let mut out: Vec<Option<Outcome>> = vec![None; sigs.len()];
+    let mut refused: Vec<Option<String>> = vec![None; sigs.len()];
+    // A signature listed twice is searched once (at its first place).
+    let first: Vec<usize> = sigs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| sigs.iter().position(|x| x == s).unwrap_or(i))
+        .collect();
+    let mut pending = first.iter().enumerate().filter(|&(i, &f)| i == f).count();
     let classes = joint_classes(dfa, v);
-    let mut target: HashMap<StateID, bool> = HashMap::new();
+    // Per DFA state (by index): the target its signature is, plus one;
+    // 0 for none, `usize::MAX` not yet looked at.
+    let mut target: Vec<usize> = Vec::new();
     // Arena of (parent, class) for the class paths in the queue.
     let mut arena: Vec<(u32, u16)> = vec![(u32::MAX, 0)];
-    let mut entered: HashMap<(StateID, u16), usize> = HashMap::new();
+    // Visits per product state, at `dfa index * validity states + q`.
+    let vstates = v.states().max(1);
+    let slot = |d: StateID, q: u16| dfa.index(d) * vstates + usize::from(q);
+    let mut entered: Vec<usize> = Vec::new();
     let mut queue: VecDeque<(StateID, u16, u32)> = VecDeque::new();
     queue.push_back((dfa.start(), v.start(), 0));
-    entered.insert((dfa.start(), v.start()), 1);
-    let mut refused: Option<String> = None;
-    while let Some((d, q, node)) = queue.pop_front() {
-        let is_target = *target
-            .entry(d)
-            .or_insert_with(|| dfa.state_signature(d) == sig);
-        if is_target && v.accepts(q) {
+    set_grow(&mut entered, slot(dfa.start(), v.start()), 1);
+    'walk: while let Some((d, q, node)) = queue.pop_front() {
+        let di = dfa.index(d);
+        let t = match target.get(di) {
+            Some(&t) if t != usize::MAX => t.checked_sub(1),
+            _ => {
+                let sig = dfa.state_signature(d);
+                let t = sigs.iter().position(|s| *s == sig.as_slice());
+                set_grow(&mut target, di, t.map_or(0, |t| t + 1));
+                t
+            }
+        };
+        if let Some(t) = t
+            && v.accepts(q)
+            && out.get(t).is_some_and(Option::is_none)
+            && let Some(&sig) = sigs.get(t)
+        {
             let path: Vec<&[u8]> = class_path(&arena, node)
                 .iter()
                 .filter_map(|&c| classes.get(usize::from(c)).map(Vec::as_slice))
@@ -133,12 +178,25 @@ pub fn witness(
             for s in spellings(&path, k) {
                 match String::from_utf8(s) {
                     Ok(s) if named(&s) => {}
-                    Ok(s) if check(&s) && dfa.signature(&s) == sig => return Outcome::Found(s),
+                    Ok(s) if check(&s) && dfa.signature(&s) == sig => {
+                        if let Some(slot) = out.get_mut(t) {
+                            *slot = Some(Outcome::Found(s));
+                        }
+                        pending -= 1;
+                        if pending == 0 {
+                            break 'walk;
+                        }
+                        break;
+                    }
                     Ok(s) => {
-                        refused.get_or_insert(s);
+                        if let Some(r) = refused.get_mut(t) {
+                            r.get_or_insert(s);
+                        }
                     }
                     Err(e) => {
-                        refused.get_or_insert(String::from_utf8_lossy(e.as_bytes()).into_owned());
+                        if let Some(r) = refused.get_mut(t) {
+                            r.get_or_insert(String::from_utf8_lossy(e.as_bytes()).into_owned());
+                        }
                     }
                 }
             }
@@ -150,28 +208,55 @@ pub fn witness(
             if nq == DEAD {
                 continue;
             }
-            let count = entered.entry((nd, nq)).or_insert(0);
-            if *count >= k {
+            let at = slot(nd, nq);
+            let count = match entered.get(at) {
+                Some(&c) if c != usize::MAX => c,
+                _ => 0,
+            };
+            if count >= k {
                 continue;
             }
-            *count += 1;
+            set_grow(&mut entered, at, count + 1);
             if arena.len() >= budget {
-                return Outcome::Unknown(format!(
-                    "the search for an example string gave up after {budget} steps"
-                ));
+                let why = format!("the search for an example string gave up after {budget} steps");
+                let out = out
+                    .into_iter()
+                    .map(|o| o.unwrap_or_else(|| Outcome::Unknown(why.clone())))
+                    .collect();
+                return copy_firsts(out, &first);
             }
             let id = u32::try_from(arena.len()).unwrap_or(u32::MAX);
             arena.push((node, u16::try_from(ci).unwrap_or(u16::MAX)));
             queue.push_back((nd, nq, id));
         }
     }
-    match refused {
-        None => Outcome::Empty,
-        Some(s) => Outcome::Unknown(format!(
-            "`{}` has the right patterns but is not a string enforcement meets, and no other was found",
-            s.escape_debug()
-        )),
+    let out = out
+        .into_iter()
+        .zip(refused)
+        .map(|(o, r)| {
+            o.unwrap_or_else(|| match r {
+                None => Outcome::Empty,
+                Some(s) => Outcome::Unknown(format!(
+                    "`{}` has the right patterns but is not a string enforcement meets, and no other was found",
+                    s.escape_debug()
+                )),
+            })
+        })
+        .collect();
+    copy_firsts(out, &first)
+}
+
+/// Gives a repeated signature the outcome of its first place.
+fn copy_firsts(mut out: Vec<Outcome>, first: &[usize]) -> Vec<Outcome> {
+    for (i, &f) in first.iter().enumerate() {
+        if f != i
+            && let Some(o) = out.get(f).cloned()
+            && let Some(slot) = out.get_mut(i)
+        {
+            *slot = o;
+        }
     }
+    out
 }
 
 fn class_path(arena: &[(u32, u16)], mut node: u32) -> Vec<u16> {
