@@ -317,5 +317,8 @@ pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, TrustError> {
     serde_json::from_slice(bytes).map_err(|e| TrustError::Malformed(e.to_string()))
 }
 
+#[cfg(feature = "client")]
+pub mod client;
+
 #[cfg(test)]
 mod tests;
