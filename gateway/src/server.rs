@@ -386,8 +386,21 @@ impl Running {
     }
 }
 
-/// Opens the store, binds, and serves until the runtime ends.
+/// Opens the store, binds `config.listen`, and serves until the runtime
+/// ends.
 pub async fn start(config: Config) -> Result<Running, ServeError> {
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    start_on(config, listener).await
+}
+
+/// As [`start`], on a listener bound already (in another network
+/// namespace, say).
+pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, ServeError> {
     let tls = dir::server_tls(&config.dir)?;
     let key = dir::signing_key(&config.dir)?;
     let store = SqlStore::open(&config.db).await?;
@@ -415,12 +428,6 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     if let Some(url) = listen_url {
         crate::notify::listen(Arc::clone(&app), url).await?;
     }
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| ServeError::Listen {
-            addr: config.listen,
-            source,
-        })?;
     let addr = listener.local_addr().map_err(|source| ServeError::Listen {
         addr: config.listen,
         source,
