@@ -135,7 +135,15 @@ async fn store_proposal(
         && p.base_revision.is_some()
         && p.verdict.as_deref() == Some("no-new-access");
     if auto {
-        decide_approval(app, &p, "gateway", "auto").await?;
+        // Another change approved first: this one stays pending (its base
+        // moved) and a person re-proposes.
+        match decide_approval(app, &p, "gateway", "auto").await {
+            Ok(_)
+            | Err(ApiError {
+                code: "conflict", ..
+            }) => {}
+            Err(e) => return Err(e),
+        }
         p = app
             .store
             .proposal(id)
@@ -482,7 +490,7 @@ async fn bundle(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
         if let (Some(rev), Some(digest)) = (s.desired_revision, s.desired_digest.as_deref())
             && r.if_none_match.as_deref() != Some(digest)
         {
-            let row = app.store.revision(&s.policy, rev).await?.ok_or_else(|| {
+            let row = app.revision(&s.policy, rev).await?.ok_or_else(|| {
                 ApiError::not_found(format!("`{}` has no revision {rev}", s.policy))
             })?;
             let claims = Claims {
@@ -492,15 +500,19 @@ async fn bundle(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
                 revision: rev,
                 sandbox: id.clone(),
             };
-            let envelope = app.key.seal(claims, row.bundle);
+            let envelope = app.key.seal(claims, row.bundle.clone());
             let caller = r.caller()?.name.clone();
-            app.audit(entry(
+            // Written after the answer leaves: an approval answers every
+            // waiting supervisor at once, and their audit rows queue up on
+            // the chain's head.
+            let audit = entry(
                 &caller,
                 "deliver",
                 format!("sandbox:{id}"),
                 json!({ "policy": s.policy, "revision": rev, "digest": row.digest, "key_id": envelope.key_id }),
-            ))
-            .await;
+            );
+            let later = Arc::clone(app);
+            tokio::spawn(async move { later.audit(audit).await });
             let mut reply = Reply::ok(serde_json::to_value(&envelope).unwrap_or(Value::Null));
             reply.headers.push(("etag", format!("\"{}\"", row.digest)));
             return Ok(reply);

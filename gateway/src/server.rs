@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bundle_trust::SigningKey;
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full, Limited};
+use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
@@ -20,7 +20,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::audit::hex;
 use crate::dir;
-use crate::store::{AuditEntry, Role, SqlStore, Store, StoreError, TokenRow};
+use crate::store::{AuditEntry, RevisionRow, Role, SqlStore, Store, StoreError, TokenRow};
 
 /// The largest request body accepted (a policy and its credentials file).
 pub const BODY_LIMIT: usize = 1024 * 1024;
@@ -71,12 +71,44 @@ pub struct App {
     /// Bumped after every change that a waiting request may care about.
     pub changes: watch::Sender<u64>,
     pub registry: prover::Registry,
+    /// Revisions served lately (they never change once written).
+    pub revisions: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<RevisionRow>>>,
 }
 
 impl App {
     /// Wakes every long-poll in this process.
     pub fn changed(&self) {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A revision, from memory when it was served lately.
+    pub async fn revision(
+        &self,
+        policy: &str,
+        revision: i64,
+    ) -> Result<Option<Arc<RevisionRow>>, StoreError> {
+        let key = (policy.to_owned(), revision);
+        if let Some(r) = self
+            .revisions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(Some(Arc::clone(r)));
+        }
+        let Some(row) = self.store.revision(policy, revision).await? else {
+            return Ok(None);
+        };
+        let row = Arc::new(row);
+        let mut cache = self
+            .revisions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() >= 64 {
+            cache.clear();
+        }
+        cache.insert(key, Arc::clone(&row));
+        Ok(Some(row))
     }
 
     /// Appends an audit row; a failure to write it is reported, not fatal
@@ -294,6 +326,33 @@ fn respond(reply: Reply) -> Response<Full<Bytes>> {
     resp
 }
 
+/// Past the limit, a body is still read (and dropped) up to this size, so
+/// that the client reads the `413` instead of a broken connection.
+const DRAIN_LIMIT: usize = 16 * BODY_LIMIT;
+
+/// The body, or `Err` when it is larger than [`BODY_LIMIT`].
+async fn read_body(mut body: Incoming) -> Result<Bytes, ()> {
+    let mut kept = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { return Err(()) };
+        if let Ok(data) = frame.into_data() {
+            seen = seen.saturating_add(data.len());
+            if seen > DRAIN_LIMIT {
+                return Err(());
+            }
+            if seen <= BODY_LIMIT {
+                kept.extend_from_slice(&data);
+            }
+        }
+    }
+    if seen > BODY_LIMIT {
+        Err(())
+    } else {
+        Ok(Bytes::from(kept))
+    }
+}
+
 /// One request, from bytes to an answer. Never panics into hyper: every
 /// failure is a JSON error.
 async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -309,21 +368,7 @@ async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Full<Bytes>> 
         .get(hyper::header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().trim_matches('"').to_owned());
-    let too_long = req
-        .headers()
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        .is_some_and(|n| n > BODY_LIMIT);
-    let body = if too_long {
-        Err(())
-    } else {
-        Limited::new(req.into_body(), BODY_LIMIT)
-            .collect()
-            .await
-            .map(http_body_util::Collected::to_bytes)
-            .map_err(|_| ())
-    };
+    let body = read_body(req.into_body()).await;
     let Ok(body) = body else {
         let e = ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -424,6 +469,7 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
         prove_timeout: config.prove_timeout,
         changes,
         registry: prover::Registry::embedded(),
+        revisions: std::sync::Mutex::default(),
     });
     if let Some(url) = listen_url {
         crate::notify::listen(Arc::clone(&app), url).await?;

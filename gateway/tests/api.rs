@@ -640,7 +640,15 @@ both!(
                 .status,
             200
         );
-        let rows = send(&bob, "GET", "/v1/audit", None).await.json();
+        // A delivery's row is written just after the answer.
+        let mut rows = send(&bob, "GET", "/v1/audit", None).await.json();
+        for _ in 0..100 {
+            if rows.to_string().contains("\"deliver\"") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            rows = send(&bob, "GET", "/v1/audit", None).await.json();
+        }
         let actions: Vec<&str> = rows["rows"]
             .as_array()
             .unwrap()
