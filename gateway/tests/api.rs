@@ -170,6 +170,8 @@ both!(
         let p = propose(&alice, "agent", &broken).await;
         assert_eq!(p["state"], "invalid");
         assert_eq!(p["awaiting_approval"], false);
+        // What `openshell-policy check --format json agent.policy` prints.
+        insta::assert_json_snapshot!("invalid_proposal_diagnostics", p["diagnostics"]);
         let files = &p["diagnostics"]["files"];
         assert_eq!(files[0]["path"], "agent.policy");
         let d = &files[0]["diagnostics"][0];
