@@ -79,6 +79,24 @@ impl Diagnostic {
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
+
+    /// The diagnostic as `check --format json` prints it (one element of a
+    /// file's `diagnostics`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let (line, column) = self.line_col();
+        let (end_line, end_column) = self.file.line_col(self.span.end);
+        serde_json::json!({
+            "severity": self.severity,
+            "code": self.code.id,
+            "message": self.message,
+            "help": self.help,
+            "file": self.file.path(),
+            "line": line,
+            "column": column,
+            "end_line": end_line,
+            "end_column": end_column,
+        })
+    }
 }
 
 /// An ordered collection of diagnostics for one run.

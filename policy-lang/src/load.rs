@@ -61,7 +61,7 @@ pub fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError
     let main = read_source(path)?;
     let creds = credentials.map(read_source).transpose()?;
     let mut stack = Vec::new();
-    load_into(&mut loaded, main, &mut stack);
+    load_into(&mut loaded, main, &mut stack, true);
     if let Some(cf) = creds {
         let (doc, diags) = import::credentials_to_document(&cf);
         loaded.diagnostics.extend(diags);
@@ -71,14 +71,30 @@ pub fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError
     Ok(loaded)
 }
 
-fn load_into(loaded: &mut Loaded, file: SourceFile, stack: &mut Vec<PathBuf>) {
+/// Loads a policy held in memory (a gateway's upload, say): one
+/// self-contained file and an optional OpenShell credentials file. Nothing
+/// is read from disk, so an `include` is an error here.
+pub fn load_sources(main: SourceFile, credentials: Option<SourceFile>) -> Loaded {
+    let mut loaded = Loaded::default();
+    load_into(&mut loaded, main, &mut Vec::new(), false);
+    if let Some(cf) = credentials {
+        let (doc, diags) = import::credentials_to_document(&cf);
+        loaded.diagnostics.extend(diags);
+        loaded.sources.push(cf);
+        loaded.docs.extend(doc);
+    }
+    loaded
+}
+
+/// `includes`: whether `include` reads fragments from disk.
+fn load_into(loaded: &mut Loaded, file: SourceFile, stack: &mut Vec<PathBuf>, includes: bool) {
     let (doc, diags) = parse_source(&file);
     loaded.diagnostics.extend(diags);
     loaded.sources.push(file.clone());
     let Some(doc) = doc else { return };
     let here = PathBuf::from(file.path());
     stack.push(here.clone());
-    let includes: Vec<(String, Span)> = doc
+    let includes_of: Vec<(String, Span)> = doc
         .items
         .iter()
         .filter_map(|i| match &i.stmt.node {
@@ -87,7 +103,23 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, stack: &mut Vec<PathBuf>) {
         })
         .collect();
     loaded.docs.push(doc);
-    for (rel, span) in includes {
+    if !includes {
+        for (rel, span) in includes_of {
+            loaded.diagnostics.push(
+                Diagnostic::new(
+                    codes::E0103,
+                    &file,
+                    span,
+                    format!("cannot include `{rel}`: this policy was not read from disk"),
+                )
+                .label("no fragments here")
+                .help("submit one self-contained policy: paste the fragment's rules in place of the include"),
+            );
+        }
+        stack.pop();
+        return;
+    }
+    for (rel, span) in includes_of {
         let target = here.parent().unwrap_or(Path::new(".")).join(&rel);
         let canon = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
         let cyclic = stack
@@ -115,7 +147,7 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, stack: &mut Vec<PathBuf>) {
         match read_source(&target) {
             Ok(inc) => {
                 let before = loaded.docs.len();
-                load_into(loaded, inc, stack);
+                load_into(loaded, inc, stack, true);
                 if let Some(d) = loaded.docs.get(before)
                     && d.kind != DocKind::Fragment
                 {
@@ -204,7 +236,19 @@ pub fn compile_file(
     path: &Path,
     credentials: Option<&Path>,
 ) -> Result<(Checked, Option<Bundle>), LoadError> {
-    let mut checked = check(path, credentials)?;
+    Ok(compile_checked(check(path, credentials)?))
+}
+
+/// Compiles a policy that [`load_sources`] read, exactly as [`compile_file`]
+/// compiles one from disk.
+pub fn compile_sources(
+    main: SourceFile,
+    credentials: Option<SourceFile>,
+) -> (Checked, Option<Bundle>) {
+    compile_checked(check_loaded(load_sources(main, credentials)))
+}
+
+fn compile_checked(mut checked: Checked) -> (Checked, Option<Bundle>) {
     if checked.is_fragment
         && let Some(first) = checked.sources.first()
     {
@@ -222,5 +266,5 @@ pub fn compile_file(
         (Some(r), false) => Some(compile::compile(&r.policy)),
         _ => None,
     };
-    Ok((checked, bundle))
+    (checked, bundle)
 }

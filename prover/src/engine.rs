@@ -92,6 +92,34 @@ pub struct Report {
     pub stats: Stats,
 }
 
+impl Verdict {
+    /// The verdict's word in reports: `no-new-access`, `widened`,
+    /// `inconclusive`.
+    #[must_use]
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::NoNewAccess => "no-new-access",
+            Verdict::Widened => "widened",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+impl Report {
+    /// The report as `diff --prove --format json` prints it.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "verdict": self.verdict.word(),
+            "findings": self.findings,
+            "omitted": self.omitted,
+            "inconclusive": self.inconclusive,
+            "notes": self.notes,
+            "stats": self.stats,
+        })
+    }
+}
+
 struct Side<'a> {
     bundle: &'a Bundle,
     eval: Evaluator,

@@ -6,7 +6,7 @@
 use policy_lang::diag::Diagnostic;
 use serde_json::{Value, json};
 
-use super::{FileReport, diagnostic_json, github_escape, github_line, sarif};
+use super::{FileReport, github_escape, github_line, sarif};
 use crate::output::outln;
 
 /// Input that could not be used, with no source location of its own.
@@ -119,7 +119,7 @@ pub fn files_json(files: &[FileReport]) -> Value {
             .map(|r| {
                 json!({
                     "path": r.path,
-                    "diagnostics": r.diagnostics.iter().map(diagnostic_json).collect::<Vec<_>>(),
+                    "diagnostics": r.diagnostics.iter().map(Diagnostic::to_json).collect::<Vec<_>>(),
                 })
             })
             .collect(),

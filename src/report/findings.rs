@@ -23,34 +23,15 @@ pub struct Names {
     pub new: String,
 }
 
-fn verdict_word(v: Verdict) -> &'static str {
-    match v {
-        Verdict::NoNewAccess => "no-new-access",
-        Verdict::Widened => "widened",
-        Verdict::Inconclusive => "inconclusive",
-    }
-}
-
 pub fn print(report: &Report, format: FindingsFormat, names: &Names) {
     let out = match format {
         FindingsFormat::Human => human(report, names),
-        FindingsFormat::Json => json_doc(report).to_string(),
+        FindingsFormat::Json => report.to_json().to_string(),
         FindingsFormat::Sarif => sarif_doc(report, names).to_string(),
         FindingsFormat::Github => github(report, names),
         FindingsFormat::Markdown => markdown(report, names),
     };
     outln!("{}", out.trim_end());
-}
-
-pub fn json_doc(report: &Report) -> Value {
-    json!({
-        "verdict": verdict_word(report.verdict),
-        "findings": report.findings,
-        "omitted": report.omitted,
-        "inconclusive": report.inconclusive,
-        "notes": report.notes,
-        "stats": report.stats,
-    })
 }
 
 fn omitted_lines(report: &Report) -> Vec<String> {

@@ -95,22 +95,6 @@ pub fn print_check(
     }
 }
 
-pub fn diagnostic_json(d: &Diagnostic) -> serde_json::Value {
-    let (line, column) = d.line_col();
-    let (end_line, end_column) = d.file.line_col(d.span.end);
-    json!({
-        "severity": d.severity,
-        "code": d.code.id,
-        "message": d.message,
-        "help": d.help,
-        "file": d.file.path(),
-        "line": line,
-        "column": column,
-        "end_line": end_line,
-        "end_column": end_column,
-    })
-}
-
 /// Escape a value for a GitHub workflow command.
 pub fn github_escape(s: &str, property: bool) -> String {
     let mut out = s

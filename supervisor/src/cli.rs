@@ -35,8 +35,41 @@ pub enum NetnsMode {
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// The compiled bundle (`openshell-policy compile`).
-    #[arg(long, value_name = "BUNDLE")]
-    pub bundle: PathBuf,
+    #[arg(
+        long,
+        value_name = "BUNDLE",
+        required_unless_present = "gateway",
+        conflicts_with = "gateway"
+    )]
+    pub bundle: Option<PathBuf>,
+
+    /// Fetch the bundle from this gateway (`https://HOST:PORT`) instead:
+    /// verified before the launch (unreachable or refused: the command
+    /// never runs), then each approved revision is applied as it comes.
+    #[arg(
+        long,
+        value_name = "URL",
+        requires_all = ["sandbox", "token_file", "gateway_ca", "trust_key"],
+        conflicts_with = "watch"
+    )]
+    pub gateway: Option<String>,
+
+    /// The sandbox's id at the gateway.
+    #[arg(long, value_name = "ID", requires = "gateway")]
+    pub sandbox: Option<String>,
+
+    /// The sandbox's token (`openshell-gateway sandbox create`).
+    #[arg(long, value_name = "FILE", requires = "gateway")]
+    pub token_file: Option<PathBuf>,
+
+    /// The gateway's CA certificate.
+    #[arg(long, value_name = "FILE", requires = "gateway")]
+    pub gateway_ca: Option<PathBuf>,
+
+    /// The signing keys to trust (the gateway's `trust.keys`); read again
+    /// for every bundle, so a new key is trusted without a restart.
+    #[arg(long, value_name = "FILE", requires = "gateway")]
+    pub trust_key: Option<PathBuf>,
 
     /// The workload's working directory, and what `workdir` rules grant
     /// (default: the current directory).

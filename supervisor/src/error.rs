@@ -51,6 +51,15 @@ pub enum LaunchError {
     #[diagnostic(code(supervisor::usage))]
     Usage(String),
 
+    #[error("no verified bundle from the gateway: {0}")]
+    #[diagnostic(
+        code(supervisor::gateway),
+        help(
+            "the command runs only under a bundle signed by a trusted key; check the gateway URL, its CA, the sandbox token and the trust file"
+        )
+    )]
+    Gateway(String),
+
     #[error("`--watch` would reload `{}`, which the workload can change: {why}", .path.display())]
     #[diagnostic(
         code(supervisor::writable_bundle),

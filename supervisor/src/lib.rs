@@ -24,7 +24,7 @@
 //! decisions), [`dns`] (the stub), [`attribution`] (name ↔ address memory),
 //! [`denylog`] (OCSF JSON lines), [`l7`] (the proxy), [`credentials`]
 //! (secrets and placeholders), [`policy`] (the bundle in force, swappable),
-//! [`reload`] (hot reload), [`stdio`] (transcript), [`lifecycle`] (waiting
+//! [`reload`] (hot reload), [`gateway`] (bundles from the gateway), [`stdio`] (transcript), [`lifecycle`] (waiting
 //! and cleanup).
 //!
 //! `docs/supervisor.md` is the operator's guide, `docs/proxy.md` the
@@ -39,6 +39,7 @@ pub mod decide;
 pub mod denylog;
 pub mod dns;
 pub mod error;
+pub mod gateway;
 pub mod handoff;
 pub mod l7;
 pub mod lifecycle;

@@ -60,7 +60,13 @@ pub struct Reloader {
 /// What happened to a reload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Applied { digest: String, closed: usize },
+    /// In force; `fixed` names what waits for the next launch (Landlock,
+    /// syscall filter, user), if anything.
+    Applied {
+        digest: String,
+        closed: usize,
+        fixed: Option<String>,
+    },
     Unchanged,
     Refused(String),
 }
@@ -126,6 +132,17 @@ impl Reloader {
             }
             Err(e) => return self.refused(&shown, format!("reload failed: {e}")),
         };
+        self.apply_locked(bundle, &shown).await
+    }
+
+    /// Puts the network part of a verified `bundle` in force (the
+    /// gateway's, see [`crate::gateway`]); `shown` names where it came from.
+    pub async fn apply(&self, bundle: policy_lang::bundle::Bundle, shown: &str) -> Outcome {
+        let _one_at_a_time = self.busy.lock().await;
+        self.apply_locked(bundle, shown).await
+    }
+
+    async fn apply_locked(&self, bundle: policy_lang::bundle::Bundle, shown: &str) -> Outcome {
         let old = self.policy.current();
         if bundle.digest == old.bundle().digest {
             return Outcome::Unchanged;
@@ -149,7 +166,7 @@ impl Reloader {
         })
         .await;
         let Ok((active, dns, expanded)) = built else {
-            return self.refused(&shown, "reload failed while building the new policy".into());
+            return self.refused(shown, "reload failed while building the new policy".into());
         };
         for line in expanded {
             note(&line);
@@ -169,17 +186,23 @@ impl Reloader {
         let mut message = format!(
             "bundle reloaded ({digest}): network, L7 and credential rules in force; {closed} open connection(s) closed"
         );
-        if let Some(parts) = fixed {
+        if let Some(parts) = &fixed {
             message.push_str(&format!(
                 "; the new {parts} cannot change in a running sandbox and apply from the next launch"
             ));
         }
         note(&message);
-        self.log.reload(true, &shown, Some(&digest), &message);
-        Outcome::Applied { digest, closed }
+        self.log.reload(true, shown, Some(&digest), &message);
+        Outcome::Applied {
+            digest,
+            closed,
+            fixed,
+        }
     }
 
-    fn refused(&self, shown: &str, why: String) -> Outcome {
+    /// Records a refusal (a note and a deny-log line); the policy in force
+    /// stays.
+    pub fn refused(&self, shown: &str, why: String) -> Outcome {
         note(&why);
         self.log.reload(false, shown, None, &why);
         Outcome::Refused(why)

@@ -81,7 +81,26 @@ fn has_cap(caps: u64, cap: u32) -> bool {
 }
 
 fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
-    let bundle = tables::load_bundle(&args.bundle)?;
+    let gateway = crate::gateway::Gateway::from_args(args)?;
+    let (bundle, from_gateway) = match (&gateway, &args.bundle) {
+        (Some(g), _) => {
+            let verified = g.fetch_initial()?;
+            note(&format!(
+                "revision {} of `{}` from the gateway ({}), signed by key `{}`",
+                verified.claims.revision,
+                verified.claims.policy,
+                verified.bundle.digest,
+                verified.key_id
+            ));
+            (verified.bundle.clone(), Some(verified))
+        }
+        (None, Some(path)) => (tables::load_bundle(path)?, None),
+        (None, None) => {
+            return Err(LaunchError::Usage(
+                "`--bundle` or `--gateway` is needed".into(),
+            ));
+        }
+    };
     let caps = enforcer::effective_caps(std::process::id()).unwrap_or(0);
     let mode = match (args.netns, has_cap(caps, CAP_SYS_ADMIN)) {
         (Some(NetnsMode::New), false) => {
@@ -146,7 +165,10 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
             "without Landlock every file counts as writable by the workload: connects of programs that map shared libraries are refused (see docs/threat-model.md)",
         );
     }
-    let bundle_path = guard_bundle(&args.bundle, &writable, args.watch)?;
+    let bundle_path = match &args.bundle {
+        Some(path) => guard_bundle(path, &writable, args.watch)?,
+        None => PathBuf::from(args.gateway.as_deref().unwrap_or("gateway")),
+    };
     let mut filter_spec = tables::filter_spec(&bundle.enforcement.seccomp)?;
     if identity.as_ref().is_some_and(|i| i.uid == 0) {
         let why = if bundle.enforcement.process.user.is_none() {
@@ -324,9 +346,14 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         )
         .guarded(writable, root),
     );
-    reloader
-        .spawn(args.watch)
-        .map_err(LaunchError::io("watch for SIGHUP"))?;
+    match (gateway, &from_gateway) {
+        (Some(g), Some(first)) => g
+            .follow(Arc::clone(&reloader), first)
+            .map_err(LaunchError::io("watch for SIGHUP"))?,
+        _ => reloader
+            .spawn(args.watch)
+            .map_err(LaunchError::io("watch for SIGHUP"))?,
+    }
     let broker = Arc::new(Broker {
         decider,
         log,

@@ -1,0 +1,197 @@
+//! A small HTTPS client for the gateway's JSON API: one connection per
+//! request, TLS verified against the gateway's CA only, a bearer token.
+//! The supervisor and `openshell-gateway`'s client commands both use it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::Request;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::TlsConnector;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    #[error("`{0}` is not a gateway URL (`https://HOST:PORT`)")]
+    Url(String),
+    #[error("the gateway CA file is not valid: {0}")]
+    Ca(String),
+    #[error("cannot reach the gateway at `{url}`: {why}")]
+    Unreachable { url: String, why: String },
+    #[error("the gateway did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the request could not be sent: {0}")]
+    Request(String),
+}
+
+/// A response: status, the headers the API uses, the body.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub etag: Option<String>,
+    pub body: Bytes,
+}
+
+impl Response {
+    /// The body as JSON (`null` when it is not JSON).
+    #[must_use]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// The gateway's address, its CA and a token.
+#[derive(Clone)]
+pub struct Client {
+    host: String,
+    port: u16,
+    url: String,
+    token: String,
+    tls: TlsConnector,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("url", &self.url).finish()
+    }
+}
+
+impl Client {
+    /// `url` is `https://HOST:PORT`; `ca_pem` the gateway's CA certificate.
+    pub fn new(url: &str, ca_pem: &[u8], token: &str) -> Result<Self, ClientError> {
+        let rest = url
+            .strip_prefix("https://")
+            .ok_or_else(|| ClientError::Url(url.to_owned()))?
+            .trim_end_matches('/');
+        let (host, port) = rest
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+            .unwrap_or((rest, 443));
+        if host.is_empty() || host.contains('/') {
+            return Err(ClientError::Url(url.to_owned()));
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        let mut any = false;
+        for cert in CertificateDer::pem_slice_iter(ca_pem) {
+            let cert = cert.map_err(|e| ClientError::Ca(e.to_string()))?;
+            roots
+                .add(cert)
+                .map_err(|e| ClientError::Ca(e.to_string()))?;
+            any = true;
+        }
+        if !any {
+            return Err(ClientError::Ca("it holds no PEM certificate".into()));
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| ClientError::Ca(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Self {
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            port,
+            url: url.trim_end_matches('/').to_owned(),
+            token: token.trim().to_owned(),
+            tls: TlsConnector::from(Arc::new(config)),
+        })
+    }
+
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The same gateway with another token.
+    #[must_use]
+    pub fn with_token(&self, token: &str) -> Self {
+        let mut c = self.clone();
+        token.trim().clone_into(&mut c.token);
+        c
+    }
+
+    /// Sends one request; `body` is JSON when given. `headers` are extra
+    /// `(name, value)` pairs. The whole exchange is bounded by `timeout`.
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        headers: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        tokio::time::timeout(timeout, self.exchange(method, path, body, headers))
+            .await
+            .map_err(|_| ClientError::Timeout(timeout))?
+    }
+
+    async fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        headers: &[(&str, &str)],
+    ) -> Result<Response, ClientError> {
+        let unreachable = |why: String| ClientError::Unreachable {
+            url: self.url.clone(),
+            why,
+        };
+        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
+        let name = ServerName::try_from(self.host.clone())
+            .map_err(|e| ClientError::Url(format!("{}: {e}", self.url)))?;
+        let tls = self
+            .tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| unreachable(format!("TLS: {e}")))?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .map_err(|e| unreachable(e.to_string()))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", format!("{}:{}", self.host, self.port))
+            .header("authorization", format!("Bearer {}", self.token));
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req
+            .body(Full::new(bytes))
+            .map_err(|e| ClientError::Request(e.to_string()))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let etag = resp
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?
+            .to_bytes();
+        Ok(Response { status, etag, body })
+    }
+}

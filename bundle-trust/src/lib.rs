@@ -1,0 +1,324 @@
+//! The signed envelope in which the gateway delivers a bundle, and its
+//! verification.
+//!
+//! A supervisor trusts a bundle because of a signature and a digest, never
+//! because of the channel it came by. The gateway signs, with Ed25519, the
+//! canonical JSON of the claims `{digest, issued_at, policy, revision,
+//! sandbox}` (keys sorted, no spaces); the envelope carries the claims, the
+//! signing key's id, the signature and the bundle's exact bytes. The
+//! supervisor checks, in order: the key id is one it trusts, the signature
+//! holds, the claims name its own sandbox, the bundle's bytes verify (format
+//! version, digest of the content) and their digest is the one signed, and
+//! the revision is not older than the one it runs.
+//!
+//! Several keys may be trusted at once (a trust file lists them), so a
+//! gateway can start signing with a new key while supervisors still accept
+//! the old one: rotation without restarting anything.
+//!
+//! This crate holds no runtime and no database: the supervisor links it
+//! next to its own network code, the gateway next to its store.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use ed25519_dalek::{Signature, Signer as _, Verifier as _};
+use policy_lang::bundle::{Bundle, BundleError};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+/// What the signature covers. The fields are declared in sorted order, so
+/// their serialization is the canonical JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claims {
+    /// The bundle's digest, `sha256:<hex>`.
+    pub digest: String,
+    /// Seconds since the Unix epoch when the gateway signed.
+    pub issued_at: i64,
+    /// The policy's name in the gateway.
+    pub policy: String,
+    /// The policy's revision number (1, 2, ...; a rollback is a new one).
+    pub revision: i64,
+    /// The sandbox the envelope is for.
+    pub sandbox: String,
+}
+
+impl Claims {
+    /// The bytes that are signed: compact JSON with sorted keys.
+    #[must_use]
+    pub fn canonical(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// A bundle as the gateway delivers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    pub claims: Claims,
+    /// Which key signed (see [`key_id`]).
+    pub key_id: String,
+    /// The Ed25519 signature of [`Claims::canonical`], base64.
+    pub signature: String,
+    /// The bundle's bytes exactly as `openshell-policy compile` writes them.
+    pub bundle: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
+pub enum TrustError {
+    #[error("the envelope is not valid: {0}")]
+    Malformed(String),
+    #[error("the bundle is signed with key `{0}`, which is not trusted")]
+    UnknownKey(String),
+    #[error(
+        "the signature does not verify with key `{0}`: the envelope was modified or signed by another key"
+    )]
+    BadSignature(String),
+    #[error("the bundle is for sandbox `{found}`, not `{expected}`")]
+    WrongSandbox { expected: String, found: String },
+    #[error("the bundle does not verify: {0}")]
+    Bundle(String),
+    #[error("the signed digest is {signed}, but the bundle's is {actual}")]
+    DigestMismatch { signed: String, actual: String },
+    #[error("revision {offered} of `{policy}` is older than revision {applied}, which is in force")]
+    OlderRevision {
+        policy: String,
+        offered: i64,
+        applied: i64,
+    },
+    #[error("the trust file is not valid: line {line}: {why}")]
+    TrustFile { line: usize, why: String },
+    #[error("the signing key file is not valid: {0}")]
+    KeyFile(String),
+}
+
+/// A key's id: the first 16 hex digits of the SHA-256 of its public key.
+#[must_use]
+pub fn key_id(public: &ed25519_dalek::VerifyingKey) -> String {
+    let hash = Sha256::digest(public.as_bytes());
+    hash.iter()
+        .take(8)
+        .fold(String::with_capacity(16), |mut s, b| {
+            s.push_str(&format!("{b:02x}"));
+            s
+        })
+}
+
+/// The gateway's signing key.
+pub struct SigningKey {
+    id: String,
+    key: ed25519_dalek::SigningKey,
+}
+
+impl fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SigningKey").field("id", &self.id).finish()
+    }
+}
+
+impl SigningKey {
+    /// A key from 32 secret random bytes.
+    #[must_use]
+    pub fn from_seed(seed: &[u8; 32]) -> Self {
+        let key = ed25519_dalek::SigningKey::from_bytes(seed);
+        Self {
+            id: key_id(&key.verifying_key()),
+            key,
+        }
+    }
+
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The secret key file: `ed25519-secret <key id> <base64 seed>`.
+    #[must_use]
+    pub fn to_file(&self) -> String {
+        format!(
+            "ed25519-secret {} {}\n",
+            self.id,
+            B64.encode(self.key.to_bytes())
+        )
+    }
+
+    /// Reads what [`SigningKey::to_file`] wrote.
+    pub fn from_file(text: &str) -> Result<Self, TrustError> {
+        let mut words = text.split_whitespace();
+        let (Some("ed25519-secret"), Some(id), Some(seed), None) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
+            return Err(TrustError::KeyFile(
+                "expected `ed25519-secret <key id> <base64 seed>`".into(),
+            ));
+        };
+        let bytes = B64
+            .decode(seed)
+            .map_err(|e| TrustError::KeyFile(format!("the seed is not base64: {e}")))?;
+        let seed: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| TrustError::KeyFile("the seed is not 32 bytes".into()))?;
+        let key = Self::from_seed(&seed);
+        if key.id != id {
+            return Err(TrustError::KeyFile(format!(
+                "the file names key `{id}`, but its seed is key `{}`",
+                key.id
+            )));
+        }
+        Ok(key)
+    }
+
+    /// The trust-file line for this key's public half.
+    #[must_use]
+    pub fn trust_line(&self) -> String {
+        format!(
+            "{} ed25519:{}\n",
+            self.id,
+            B64.encode(self.key.verifying_key().as_bytes())
+        )
+    }
+
+    /// Signs `claims` over `bundle` (its exact bytes).
+    #[must_use]
+    pub fn seal(&self, claims: Claims, bundle: String) -> Envelope {
+        let signature = self.key.sign(&claims.canonical());
+        Envelope {
+            claims,
+            key_id: self.id.clone(),
+            signature: B64.encode(signature.to_bytes()),
+            bundle,
+        }
+    }
+}
+
+/// The public keys a supervisor accepts, by id.
+#[derive(Debug, Clone, Default)]
+pub struct TrustedKeys {
+    keys: Vec<(String, ed25519_dalek::VerifyingKey)>,
+}
+
+/// What a verified envelope holds.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    pub claims: Claims,
+    pub key_id: String,
+    pub bundle: Bundle,
+}
+
+impl TrustedKeys {
+    /// Reads a trust file: one `<key id> ed25519:<base64 public key>` per
+    /// line; blank lines and `#` comments are skipped.
+    pub fn parse(text: &str) -> Result<Self, TrustError> {
+        let mut keys = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let bad = |why: &str| TrustError::TrustFile {
+                line: n + 1,
+                why: why.to_owned(),
+            };
+            let mut words = line.split_whitespace();
+            let (Some(id), Some(key), None) = (words.next(), words.next(), words.next()) else {
+                return Err(bad("expected `<key id> ed25519:<base64 public key>`"));
+            };
+            let b64 = key
+                .strip_prefix("ed25519:")
+                .ok_or_else(|| bad("the key is not `ed25519:<base64>`"))?;
+            let bytes: [u8; 32] = B64
+                .decode(b64)
+                .ok()
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| bad("the key is not 32 bytes of base64"))?;
+            let public = ed25519_dalek::VerifyingKey::from_bytes(&bytes)
+                .map_err(|_| bad("the key is not an Ed25519 public key"))?;
+            if key_id(&public) != id {
+                return Err(bad(&format!(
+                    "the id `{id}` is not this key's (`{}`)",
+                    key_id(&public)
+                )));
+            }
+            keys.push((id.to_owned(), public));
+        }
+        if keys.is_empty() {
+            return Err(TrustError::TrustFile {
+                line: 0,
+                why: "it lists no key".into(),
+            });
+        }
+        Ok(Self { keys })
+    }
+
+    /// The ids of the trusted keys.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.keys.iter().map(|(id, _)| id.as_str())
+    }
+
+    /// Verifies `envelope` for `sandbox`, which runs revision `applied` of
+    /// its policy (if any): key, signature, sandbox, bundle, digest, and
+    /// that the revision is not older.
+    pub fn verify(
+        &self,
+        envelope: &Envelope,
+        sandbox: &str,
+        applied: Option<i64>,
+    ) -> Result<Verified, TrustError> {
+        let public = self
+            .keys
+            .iter()
+            .find(|(id, _)| *id == envelope.key_id)
+            .map(|(_, k)| k)
+            .ok_or_else(|| TrustError::UnknownKey(envelope.key_id.clone()))?;
+        let sig: [u8; 64] = B64
+            .decode(&envelope.signature)
+            .ok()
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| TrustError::BadSignature(envelope.key_id.clone()))?;
+        public
+            .verify(&envelope.claims.canonical(), &Signature::from_bytes(&sig))
+            .map_err(|_| TrustError::BadSignature(envelope.key_id.clone()))?;
+        let claims = &envelope.claims;
+        if claims.sandbox != sandbox {
+            return Err(TrustError::WrongSandbox {
+                expected: sandbox.to_owned(),
+                found: claims.sandbox.clone(),
+            });
+        }
+        let bundle = Bundle::from_slice(envelope.bundle.as_bytes())
+            .map_err(|e: BundleError| TrustError::Bundle(e.to_string()))?;
+        if bundle.digest != claims.digest {
+            return Err(TrustError::DigestMismatch {
+                signed: claims.digest.clone(),
+                actual: bundle.digest,
+            });
+        }
+        if let Some(applied) = applied
+            && claims.revision < applied
+        {
+            return Err(TrustError::OlderRevision {
+                policy: claims.policy.clone(),
+                offered: claims.revision,
+                applied,
+            });
+        }
+        Ok(Verified {
+            claims: claims.clone(),
+            key_id: envelope.key_id.clone(),
+            bundle,
+        })
+    }
+}
+
+/// Parses an envelope from the gateway's response body.
+pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, TrustError> {
+    serde_json::from_slice(bytes).map_err(|e| TrustError::Malformed(e.to_string()))
+}
+
+#[cfg(feature = "client")]
+pub mod client;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,646 @@
+//! The `/v1` JSON API: routes and handlers. `docs/gateway.md` is the
+//! reference, with examples.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bundle_trust::Claims;
+use hyper::{Method, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::propose::{self, Candidate};
+use crate::server::{ApiError, App, MAX_WAIT_SECS, Reply, Req, now, token_hash};
+use crate::store::{
+    Approval, AuditEntry, ProposalRow, ProposalState, Role, SandboxRow, StatusReport, TokenRow,
+};
+
+const PEOPLE: &[Role] = &[Role::Admin, Role::Author];
+const READERS: &[Role] = &[Role::Admin, Role::Author, Role::Reader];
+
+/// Dispatches on method and path.
+pub async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
+    let parts: Vec<&str> = r.path.trim_end_matches('/').split('/').skip(1).collect();
+    match (&r.method, parts.as_slice()) {
+        (&Method::POST, ["v1", "policies", name, "proposals"]) => propose(app, r, name).await,
+        (&Method::GET, ["v1", "policies", name, "revisions"]) => revisions(app, r, name).await,
+        (&Method::GET, ["v1", "policies", name, "revisions", rev]) => {
+            revision(app, r, name, rev).await
+        }
+        (&Method::POST, ["v1", "policies", name, "rollback"]) => rollback(app, r, name).await,
+        (&Method::GET, ["v1", "proposals"]) => proposals(app, r).await,
+        (&Method::GET, ["v1", "proposals", id]) => proposal(app, r, id).await,
+        (&Method::POST, ["v1", "proposals", id, "approve"]) => approve(app, r, id).await,
+        (&Method::POST, ["v1", "proposals", id, "reject"]) => reject(app, r, id).await,
+        (&Method::POST, ["v1", "sandboxes"]) => create_sandbox(app, r).await,
+        (&Method::GET, ["v1", "sandboxes", id]) => sandbox_status(app, r, id).await,
+        (&Method::GET, ["v1", "sandboxes", id, "bundle"]) => bundle(app, r, id).await,
+        (&Method::POST, ["v1", "sandboxes", id, "status"]) => report(app, r, id).await,
+        (&Method::POST, ["v1", "tokens"]) => create_token(app, r).await,
+        (&Method::GET, ["v1", "audit"]) => audit(app, r).await,
+        (&Method::GET, ["v1", "audit", "verify"]) => audit_verify(app, r).await,
+        _ => Err(ApiError::not_found(format!(
+            "no endpoint `{} {}`",
+            r.method, r.path
+        ))),
+    }
+}
+
+/// Policy and sandbox names: letters, digits, `.`, `_`, `-`, at most 64.
+fn name(kind: &str, text: &str) -> Result<String, ApiError> {
+    let ok = !text.is_empty()
+        && text.len() <= 64
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !text.starts_with('.');
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "`{text}` is not a {kind} name (letters, digits, `.`, `_`, `-`; at most 64)"
+        )))
+    }
+}
+
+fn number(kind: &str, text: &str) -> Result<i64, ApiError> {
+    text.parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| ApiError::bad_request(format!("`{text}` is not a {kind} number")))
+}
+
+fn wait(r: &Req) -> Result<Duration, ApiError> {
+    match r.query("wait") {
+        None => Ok(Duration::ZERO),
+        Some(s) => s
+            .parse::<u64>()
+            .map(|n| Duration::from_secs(n.min(MAX_WAIT_SECS)))
+            .map_err(|_| ApiError::bad_request(format!("`wait={s}` is not a number of seconds"))),
+    }
+}
+
+fn entry(actor: &str, action: &str, subject: String, detail: Value) -> AuditEntry {
+    AuditEntry {
+        at: now(),
+        actor: actor.to_owned(),
+        action: action.to_owned(),
+        subject,
+        detail,
+    }
+}
+
+fn proposal_json(p: &ProposalRow) -> Value {
+    let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
+    if let Some(obj) = v.as_object_mut() {
+        let needs_person = p.state == ProposalState::Pending;
+        obj.insert("awaiting_approval".into(), needs_person.into());
+    }
+    v
+}
+
+async fn propose(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiError> {
+    let caller = r.require(PEOPLE)?.clone();
+    let policy = name("policy", policy)?;
+    let candidate: Candidate = r.json()?;
+    let new = propose::evaluate(app, &policy, candidate, &caller.name, None).await?;
+    store_proposal(app, new, &caller.name).await
+}
+
+async fn store_proposal(
+    app: &Arc<App>,
+    new: crate::store::NewProposal,
+    actor: &str,
+) -> Result<Reply, ApiError> {
+    let detail = json!({
+        "policy": new.policy,
+        "state": new.state.word(),
+        "verdict": new.verdict,
+        "digest": new.digest,
+        "base_revision": new.base_revision,
+        "rollback_of": new.rollback_of,
+    });
+    let subject = format!("policy:{}", new.policy);
+    let id = app
+        .store
+        .insert_proposal(new, entry(actor, "propose", subject, detail))
+        .await?;
+    let mut p = app
+        .store
+        .proposal(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no proposal {id}")))?;
+    let auto = app.approval == crate::server::ApprovalMode::Auto
+        && p.state == ProposalState::Pending
+        && p.base_revision.is_some()
+        && p.verdict.as_deref() == Some("no-new-access");
+    if auto {
+        // Another change approved first: this one stays pending (its base
+        // moved) and a person re-proposes.
+        match decide_approval(app, &p, "gateway", "auto").await {
+            Ok(_)
+            | Err(ApiError {
+                code: "conflict", ..
+            }) => {}
+            Err(e) => return Err(e),
+        }
+        p = app
+            .store
+            .proposal(id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no proposal {id}")))?;
+    }
+    Ok(Reply::json(StatusCode::CREATED, proposal_json(&p)))
+}
+
+async fn decide_approval(
+    app: &Arc<App>,
+    p: &ProposalRow,
+    by: &str,
+    decision: &str,
+) -> Result<i64, ApiError> {
+    let key = Arc::clone(app);
+    let sign: crate::store::RevisionSigner =
+        Arc::new(move |policy: &str, revision: i64, digest: &str, at: i64| {
+            let claims = Claims {
+                digest: digest.to_owned(),
+                issued_at: at,
+                policy: policy.to_owned(),
+                revision,
+                sandbox: String::new(),
+            };
+            let sealed = key.key.seal(claims, String::new());
+            format!("{}:{}", sealed.key_id, sealed.signature)
+        });
+    let detail = json!({
+        "proposal": p.id,
+        "policy": p.policy,
+        "decision": decision,
+        "verdict": p.verdict,
+        "proposer": p.proposer,
+    });
+    let revision = app
+        .store
+        .approve(
+            Approval {
+                proposal: p.id,
+                version: p.version,
+                approved_by: by.to_owned(),
+                decision: decision.to_owned(),
+                sign,
+                now: now(),
+            },
+            entry(by, "approve", format!("policy:{}", p.policy), detail),
+        )
+        .await?;
+    app.changed();
+    Ok(revision)
+}
+
+async fn load_proposal(app: &Arc<App>, id: &str) -> Result<ProposalRow, ApiError> {
+    let id = number("proposal", id)?;
+    app.store
+        .proposal(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no proposal {id}")))
+}
+
+async fn proposals(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
+    r.require(READERS)?;
+    let policy = r.query("policy").map(|p| name("policy", p)).transpose()?;
+    let all = app.store.proposals(policy.as_deref()).await?;
+    let list: Vec<Value> = all
+        .iter()
+        .map(|p| {
+            json!({
+                "id": p.id, "policy": p.policy, "state": p.state, "verdict": p.verdict,
+                "proposer": p.proposer, "base_revision": p.base_revision,
+                "revision": p.revision, "created_at": p.created_at,
+            })
+        })
+        .collect();
+    Ok(Reply::ok(json!({ "proposals": list })))
+}
+
+async fn proposal(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    r.require(READERS)?;
+    Ok(Reply::ok(proposal_json(&load_proposal(app, id).await?)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {
+    review_token: String,
+}
+
+async fn approve(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    let caller = r.require(PEOPLE)?.clone();
+    let body: ApproveBody = r.json()?;
+    let p = load_proposal(app, id).await?;
+    if p.state != ProposalState::Pending {
+        return Err(ApiError::conflict(format!(
+            "proposal {} is {}, not pending",
+            p.id,
+            p.state.word()
+        )));
+    }
+    if p.proposer == caller.name {
+        return Err(ApiError::forbidden(format!(
+            "`{}` proposed this change and may not approve it: another person must",
+            caller.name
+        )));
+    }
+    if p.review_token.as_deref() != Some(body.review_token.as_str()) {
+        return Err(ApiError::conflict(format!(
+            "the review token is not proposal {}'s: review the proposal as it is now (`show {}`)",
+            p.id, p.id
+        )));
+    }
+    let active = app
+        .store
+        .policy(&p.policy)
+        .await?
+        .and_then(|x| x.active_revision);
+    if active != p.base_revision {
+        return Err(ApiError::conflict(format!(
+            "the active revision of `{}` moved since proposal {} was proved: re-propose",
+            p.policy, p.id
+        )));
+    }
+    let revision = decide_approval(app, &p, &caller.name, "manual").await?;
+    let p = load_proposal(app, &p.id.to_string()).await?;
+    let mut body = proposal_json(&p);
+    if let Some(obj) = body.as_object_mut() {
+        obj.insert("revision".into(), revision.into());
+    }
+    Ok(Reply::ok(body))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RejectBody {
+    reason: String,
+}
+
+async fn reject(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    let caller = r.require(PEOPLE)?.clone();
+    let body: RejectBody = r.json()?;
+    let p = load_proposal(app, id).await?;
+    if p.state != ProposalState::Pending {
+        return Err(ApiError::conflict(format!(
+            "proposal {} is {}, not pending",
+            p.id,
+            p.state.word()
+        )));
+    }
+    let detail = json!({ "proposal": p.id, "reason": body.reason });
+    app.store
+        .reject(
+            p.id,
+            p.version,
+            &caller.name,
+            &body.reason,
+            entry(
+                &caller.name,
+                "reject",
+                format!("policy:{}", p.policy),
+                detail,
+            ),
+        )
+        .await?;
+    Ok(Reply::ok(proposal_json(&load_proposal(app, id).await?)))
+}
+
+async fn revisions(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiError> {
+    r.require(READERS)?;
+    let policy = name("policy", policy)?;
+    let active = app.store.policy(&policy).await?;
+    let Some(active) = active else {
+        return Err(ApiError::not_found(format!("no policy `{policy}`")));
+    };
+    let list = app.store.revisions(&policy).await?;
+    Ok(Reply::ok(json!({
+        "policy": policy,
+        "active_revision": active.active_revision,
+        "revisions": list,
+    })))
+}
+
+async fn revision(app: &Arc<App>, r: &Req, policy: &str, rev: &str) -> Result<Reply, ApiError> {
+    r.require(READERS)?;
+    let policy = name("policy", policy)?;
+    let rev = number("revision", rev)?;
+    let row = app
+        .store
+        .revision(&policy, rev)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("`{policy}` has no revision {rev}")))?;
+    let mut v = serde_json::to_value(&row).unwrap_or(Value::Null);
+    if let Some(obj) = v.as_object_mut() {
+        let bundle: Value = serde_json::from_str(&row.bundle).unwrap_or(Value::Null);
+        obj.insert("bundle".into(), bundle);
+    }
+    Ok(Reply::ok(v))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RollbackBody {
+    revision: i64,
+}
+
+async fn rollback(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiError> {
+    let caller = r.require(PEOPLE)?.clone();
+    let policy = name("policy", policy)?;
+    let body: RollbackBody = r.json()?;
+    let old = app
+        .store
+        .revision(&policy, body.revision)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("`{policy}` has no revision {}", body.revision))
+        })?;
+    let candidate = Candidate {
+        source: old.source,
+        format: old.format,
+        credentials: old.credentials,
+    };
+    let new = propose::evaluate(app, &policy, candidate, &caller.name, Some(body.revision)).await?;
+    store_proposal(app, new, &caller.name).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxBody {
+    id: String,
+    policy: String,
+    #[serde(default)]
+    ttl_seconds: Option<u64>,
+}
+
+fn expiry(ttl: Option<u64>) -> Option<i64> {
+    ttl.map(|s| now().saturating_add(i64::try_from(s).unwrap_or(i64::MAX)))
+}
+
+async fn create_sandbox(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
+    let caller = r.require(&[Role::Admin])?.clone();
+    let body: SandboxBody = r.json()?;
+    let id = name("sandbox", &body.id)?;
+    let policy = name("policy", &body.policy)?;
+    let token = crate::dir::new_token();
+    let row = TokenRow {
+        hash: token_hash(&token),
+        name: format!("sandbox:{id}"),
+        role: Role::Sandbox,
+        sandbox: Some(id.clone()),
+        expires_at: expiry(body.ttl_seconds),
+    };
+    let detail = json!({ "policy": policy, "expires_at": row.expires_at });
+    app.store
+        .create_sandbox(
+            &id,
+            &policy,
+            row,
+            entry(
+                &caller.name,
+                "sandbox-create",
+                format!("sandbox:{id}"),
+                detail,
+            ),
+        )
+        .await?;
+    Ok(Reply::json(
+        StatusCode::CREATED,
+        json!({ "id": id, "policy": policy, "token": token }),
+    ))
+}
+
+/// The sandbox's own token, or (for reading) a person's.
+fn may_see_sandbox(r: &Req, id: &str, read: bool) -> Result<(), ApiError> {
+    let c = r.caller()?;
+    let own = c.role == Role::Sandbox && c.sandbox.as_deref() == Some(id);
+    let person = read && READERS.contains(&c.role);
+    if own || person || c.role == Role::Admin {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(format!(
+            "this token does not reach sandbox `{id}`"
+        )))
+    }
+}
+
+async fn load_sandbox(app: &Arc<App>, id: &str) -> Result<SandboxRow, ApiError> {
+    app.store
+        .sandbox(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no sandbox `{id}`")))
+}
+
+fn sandbox_json(s: &SandboxRow) -> Value {
+    let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert(
+            "relaunch_required".into(),
+            (s.result.as_deref() == Some("network_only")).into(),
+        );
+        obj.insert(
+            "in_sync".into(),
+            (s.desired_revision.is_some() && s.applied_revision == s.desired_revision).into(),
+        );
+    }
+    v
+}
+
+/// `GET /v1/sandboxes/{id}?revision=R&wait=S`: with `revision`, waits until
+/// the sandbox reports that revision applied (or the wait ends).
+async fn sandbox_status(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    let id = name("sandbox", id)?;
+    may_see_sandbox(r, &id, true)?;
+    let want = r
+        .query("revision")
+        .map(|s| number("revision", s))
+        .transpose()?;
+    let deadline = tokio::time::Instant::now() + wait(r)?;
+    let mut changes = app.changes.subscribe();
+    loop {
+        changes.borrow_and_update();
+        let s = load_sandbox(app, &id).await?;
+        let done = want.is_none_or(|w| {
+            s.applied_revision == Some(w)
+                && matches!(s.result.as_deref(), Some("applied" | "network_only"))
+        });
+        if done || tokio::time::Instant::now() >= deadline {
+            return Ok(Reply::ok(sandbox_json(&s)));
+        }
+        let _ = tokio::time::timeout_at(deadline, changes.changed()).await;
+    }
+}
+
+/// `GET /v1/sandboxes/{id}/bundle`: the signed envelope of the active
+/// revision, unless `If-None-Match` names its digest; then waits up to
+/// `wait` seconds for a newer one, and answers `304` if none came.
+async fn bundle(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    let id = name("sandbox", id)?;
+    may_see_sandbox(r, &id, false)?;
+    let deadline = tokio::time::Instant::now() + wait(r)?;
+    let mut changes = app.changes.subscribe();
+    loop {
+        changes.borrow_and_update();
+        let s = load_sandbox(app, &id).await?;
+        if let (Some(rev), Some(digest)) = (s.desired_revision, s.desired_digest.as_deref())
+            && r.if_none_match.as_deref() != Some(digest)
+        {
+            let row = app.revision(&s.policy, rev).await?.ok_or_else(|| {
+                ApiError::not_found(format!("`{}` has no revision {rev}", s.policy))
+            })?;
+            let claims = Claims {
+                digest: row.digest.clone(),
+                issued_at: now(),
+                policy: s.policy.clone(),
+                revision: rev,
+                sandbox: id.clone(),
+            };
+            let envelope = app.key.seal(claims, row.bundle.clone());
+            let caller = r.caller()?.name.clone();
+            // Written after the answer leaves: an approval answers every
+            // waiting supervisor at once, and their audit rows queue up on
+            // the chain's head.
+            let audit = entry(
+                &caller,
+                "deliver",
+                format!("sandbox:{id}"),
+                json!({ "policy": s.policy, "revision": rev, "digest": row.digest, "key_id": envelope.key_id }),
+            );
+            let later = Arc::clone(app);
+            tokio::spawn(async move { later.audit(audit).await });
+            let mut reply = Reply::ok(serde_json::to_value(&envelope).unwrap_or(Value::Null));
+            reply.headers.push(("etag", format!("\"{}\"", row.digest)));
+            return Ok(reply);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            if s.desired_revision.is_none() {
+                return Err(ApiError::not_found(format!(
+                    "policy `{}` of sandbox `{id}` has no approved revision yet",
+                    s.policy
+                )));
+            }
+            return Ok(Reply {
+                status: StatusCode::NOT_MODIFIED,
+                body: None,
+                headers: vec![(
+                    "etag",
+                    format!("\"{}\"", s.desired_digest.unwrap_or_default()),
+                )],
+            });
+        }
+        let _ = tokio::time::timeout_at(deadline, changes.changed()).await;
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusBody {
+    revision: i64,
+    digest: String,
+    result: String,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+async fn report(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    let id = name("sandbox", id)?;
+    may_see_sandbox(r, &id, false)?;
+    let caller = r.caller()?.name.clone();
+    let body: StatusBody = r.json()?;
+    if !matches!(body.result.as_str(), "applied" | "network_only" | "refused") {
+        return Err(ApiError::bad_request(format!(
+            "`{}` is not a result (`applied`, `network_only`, `refused`)",
+            body.result
+        )));
+    }
+    let s = load_sandbox(app, &id).await?;
+    let detail = json!({
+        "revision": body.revision, "digest": body.digest,
+        "result": body.result, "error": body.error,
+    });
+    // A refusal says what the supervisor was offered; what it runs stays.
+    let (revision, digest) = if body.result == "refused" {
+        (s.applied_revision, s.applied_digest.clone())
+    } else {
+        (Some(body.revision), Some(body.digest.clone()))
+    };
+    app.store
+        .report_status(
+            &id,
+            s.version,
+            StatusReport {
+                revision,
+                digest,
+                result: body.result.clone(),
+                error: body.error.clone(),
+                now: now(),
+            },
+            entry(&caller, "status", format!("sandbox:{id}"), detail),
+        )
+        .await?;
+    app.changed();
+    Ok(Reply::ok(sandbox_json(&load_sandbox(app, &id).await?)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenBody {
+    name: String,
+    role: Role,
+    #[serde(default)]
+    ttl_seconds: Option<u64>,
+}
+
+async fn create_token(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
+    let caller = r.require(&[Role::Admin])?.clone();
+    let body: TokenBody = r.json()?;
+    let who = name("token", &body.name)?;
+    if body.role == Role::Sandbox {
+        return Err(ApiError::bad_request(
+            "sandbox tokens come with their sandbox (`POST /v1/sandboxes`)",
+        ));
+    }
+    let token = crate::dir::new_token();
+    let row = TokenRow {
+        hash: token_hash(&token),
+        name: who.clone(),
+        role: body.role,
+        sandbox: None,
+        expires_at: expiry(body.ttl_seconds),
+    };
+    let detail = json!({ "name": who, "role": body.role, "expires_at": row.expires_at });
+    app.store
+        .create_token(
+            row,
+            entry(&caller.name, "token-create", format!("token:{who}"), detail),
+        )
+        .await?;
+    Ok(Reply::json(
+        StatusCode::CREATED,
+        json!({ "name": who, "role": body.role, "token": token }),
+    ))
+}
+
+async fn audit(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
+    r.require(READERS)?;
+    let rows = app.store.audit_rows().await?;
+    Ok(Reply::ok(json!({ "rows": rows })))
+}
+
+async fn audit_verify(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
+    r.require(READERS)?;
+    let rows = app.store.audit_rows().await?;
+    let (seq, hash) = app.store.audit_head().await?;
+    let problems = crate::audit::verify(&rows, (seq, &hash));
+    Ok(Reply::ok(json!({
+        "ok": problems.is_empty(),
+        "rows": rows.len(),
+        "head": { "seq": seq, "hash": hash },
+        "problems": problems,
+    })))
+}

@@ -1,0 +1,29 @@
+//! `openshell-gateway`: the control plane. A change to a policy is
+//! proposed, compiled (policy-lang) and proved against what is live
+//! (prover, in process), approved by a person (or automatically when the
+//! prover shows no new access), signed (Ed25519, see `bundle-trust`) and
+//! delivered by long-poll to every supervisor running that policy, which
+//! reports what it applied.
+//!
+//! ```text
+//! author ──propose──▶ api ──▶ propose (compile, prove, review token)
+//!                      │──▶ store (SQLite | PostgreSQL; compare-and-swap)
+//!                      │──▶ audit (hash chain)
+//! supervisor ◀─ bundle (long-poll, If-None-Match) ◀─ changes (watch; NOTIFY)
+//! supervisor ── status ──▶ api
+//! ```
+//!
+//! Modules: [`cli`] (the command line), [`dir`] (certificates, keys,
+//! tokens on disk), [`server`] (TLS, HTTP, authentication, errors),
+//! [`api`] (the `/v1` routes), [`propose`] (compile and prove),
+//! [`store`] (the database), [`audit`] (the hash chain), [`notify`]
+//! (Postgres `LISTEN`). `docs/gateway.md` is the operator's guide.
+
+pub mod api;
+pub mod audit;
+pub mod cli;
+pub mod dir;
+pub mod notify;
+pub mod propose;
+pub mod server;
+pub mod store;

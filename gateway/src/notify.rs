@@ -1,0 +1,35 @@
+//! Across gateway processes on one PostgreSQL: every approval and status
+//! report sends `NOTIFY` (see the store), and each process listens and
+//! wakes its own long-polls. A lost listening connection is opened again,
+//! and the waiters are woken then too, since a change may have been missed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+
+use crate::server::App;
+use crate::store::StoreError;
+use crate::store::sql::CHANNEL;
+
+/// Starts listening; returns once the first `LISTEN` is in place, so that
+/// no change committed after `start` returns can be missed.
+pub async fn listen(app: Arc<App>, url: String) -> Result<(), StoreError> {
+    let mut listener = PgListener::connect(&url).await?;
+    listener.listen(CHANNEL).await?;
+    tokio::spawn(async move {
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(_)) => app.changed(),
+                // The connection was lost; the next call reconnects.
+                Ok(None) => app.changed(),
+                Err(e) => {
+                    eprintln!("openshell-gateway: LISTEN {CHANNEL}: {e}; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    app.changed();
+                }
+            }
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,511 @@
+//! The HTTPS server: TLS (rustls, ring), HTTP/1.1 (hyper), a body-size
+//! limit, bearer-token authentication, JSON errors, and the change
+//! notifications that wake long-polls.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bundle_trust::SigningKey;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use serde_json::json;
+use sha2::{Digest as _, Sha256};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+use crate::audit::hex;
+use crate::dir;
+use crate::store::{AuditEntry, RevisionRow, Role, SqlStore, Store, StoreError, TokenRow};
+
+/// The largest request body accepted (a policy and its credentials file).
+pub const BODY_LIMIT: usize = 1024 * 1024;
+/// The longest a long-poll may wait.
+pub const MAX_WAIT_SECS: u64 = 300;
+
+/// Who approves.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalMode {
+    /// A person approves every change.
+    Manual,
+    /// Approved at once when the prover shows no new access; anything else
+    /// waits for a person.
+    Auto,
+}
+
+/// What `serve` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub dir: PathBuf,
+    pub listen: SocketAddr,
+    pub db: String,
+    pub approval: ApprovalMode,
+    pub prove_timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    #[error(transparent)]
+    Dir(#[from] dir::DirError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot listen on `{addr}`: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The shared state of one gateway process.
+pub struct App {
+    pub store: Arc<dyn Store>,
+    pub key: SigningKey,
+    pub approval: ApprovalMode,
+    pub prove_timeout: Duration,
+    /// Bumped after every change that a waiting request may care about.
+    pub changes: watch::Sender<u64>,
+    pub registry: prover::Registry,
+    /// Revisions served lately (they never change once written).
+    pub revisions: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<RevisionRow>>>,
+}
+
+impl App {
+    /// Wakes every long-poll in this process.
+    pub fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A revision, from memory when it was served lately.
+    pub async fn revision(
+        &self,
+        policy: &str,
+        revision: i64,
+    ) -> Result<Option<Arc<RevisionRow>>, StoreError> {
+        let key = (policy.to_owned(), revision);
+        if let Some(r) = self
+            .revisions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(Some(Arc::clone(r)));
+        }
+        let Some(row) = self.store.revision(policy, revision).await? else {
+            return Ok(None);
+        };
+        let row = Arc::new(row);
+        let mut cache = self
+            .revisions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() >= 64 {
+            cache.clear();
+        }
+        cache.insert(key, Arc::clone(&row));
+        Ok(Some(row))
+    }
+
+    /// Appends an audit row; a failure to write it is reported, not fatal
+    /// to the request that caused it.
+    pub async fn audit(&self, entry: AuditEntry) {
+        if let Err(e) = self.store.audit(entry).await {
+            eprintln!("openshell-gateway: cannot write an audit row: {e}");
+        }
+    }
+}
+
+/// Seconds since the Unix epoch.
+#[must_use]
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// SHA-256 hex of a token: what the tokens table holds.
+#[must_use]
+pub fn token_hash(token: &str) -> String {
+    hex(&Sha256::digest(token.trim().as_bytes()))
+}
+
+/// An error answer: status, a stable code and a sentence.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict(m) => ApiError::conflict(m),
+            StoreError::NotFound(m) => ApiError::not_found(m),
+            other => {
+                eprintln!("openshell-gateway: store: {other}");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    "the gateway's database did not answer; try again",
+                )
+            }
+        }
+    }
+}
+
+/// A response body and its status, plus extra headers.
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Option<serde_json::Value>,
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl Reply {
+    pub fn json(status: StatusCode, body: serde_json::Value) -> Self {
+        Self {
+            status,
+            body: Some(body),
+            headers: Vec::new(),
+        }
+    }
+    pub fn ok(body: serde_json::Value) -> Self {
+        Self::json(StatusCode::OK, body)
+    }
+}
+
+/// The authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub name: String,
+    pub role: Role,
+    pub sandbox: Option<String>,
+}
+
+/// A request, read whole (within the limit) and authenticated.
+pub struct Req {
+    pub method: hyper::Method,
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub if_none_match: Option<String>,
+    pub body: Bytes,
+    pub caller: Option<Caller>,
+}
+
+impl Req {
+    pub fn query(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON body as `T` (unknown fields refused).
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
+        if self.body.is_empty() {
+            return Err(ApiError::bad_request("the request needs a JSON body"));
+        }
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::bad_request(format!("the JSON body is not valid: {e}")))
+    }
+
+    /// The caller, or `401`.
+    pub fn caller(&self) -> Result<&Caller, ApiError> {
+        self.caller.as_ref().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a valid bearer token is needed (`Authorization: Bearer <token>`)",
+            )
+        })
+    }
+
+    /// The caller, when its role is one of `roles`; else `403`.
+    pub fn require(&self, roles: &[Role]) -> Result<&Caller, ApiError> {
+        let c = self.caller()?;
+        if roles.contains(&c.role) {
+            Ok(c)
+        } else {
+            Err(ApiError::forbidden(format!(
+                "a token with role `{}` may not do this",
+                c.role.word()
+            )))
+        }
+    }
+}
+
+fn parse_query(q: Option<&str>) -> Vec<(String, String)> {
+    q.unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (k.to_owned(), v.to_owned()),
+            None => (p.to_owned(), String::new()),
+        })
+        .collect()
+}
+
+async fn authenticate(app: &App, req: &Request<Incoming>) -> Result<Option<Caller>, ApiError> {
+    let Some(value) = req.headers().get(hyper::header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) else {
+        return Ok(None);
+    };
+    let Some(row): Option<TokenRow> = app.store.token(&token_hash(token)).await? else {
+        return Ok(None);
+    };
+    if row.expires_at.is_some_and(|t| t <= now()) {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "token_expired",
+            format!("the token `{}` has expired", row.name),
+        ));
+    }
+    Ok(Some(Caller {
+        name: row.name,
+        role: row.role,
+        sandbox: row.sandbox,
+    }))
+}
+
+fn error_body(e: &ApiError) -> serde_json::Value {
+    json!({ "error": { "status": e.status.as_u16(), "code": e.code, "message": e.message } })
+}
+
+fn respond(reply: Reply) -> Response<Full<Bytes>> {
+    let body = reply
+        .body
+        .map(|b| {
+            let mut v = serde_json::to_vec_pretty(&b).unwrap_or_default();
+            v.push(b'\n');
+            Bytes::from(v)
+        })
+        .unwrap_or_default();
+    let mut resp = Response::new(Full::new(body));
+    *resp.status_mut() = reply.status;
+    let headers = resp.headers_mut();
+    if reply.status != StatusCode::NOT_MODIFIED {
+        headers.insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+    }
+    for (k, v) in reply.headers {
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&v) {
+            headers.insert(k, v);
+        }
+    }
+    resp
+}
+
+/// Past the limit, a body is still read (and dropped) up to this size, so
+/// that the client reads the `413` instead of a broken connection.
+const DRAIN_LIMIT: usize = 16 * BODY_LIMIT;
+
+/// The body, or `Err` when it is larger than [`BODY_LIMIT`].
+async fn read_body(mut body: Incoming) -> Result<Bytes, ()> {
+    let mut kept = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { return Err(()) };
+        if let Ok(data) = frame.into_data() {
+            seen = seen.saturating_add(data.len());
+            if seen > DRAIN_LIMIT {
+                return Err(());
+            }
+            if seen <= BODY_LIMIT {
+                kept.extend_from_slice(&data);
+            }
+        }
+    }
+    if seen > BODY_LIMIT {
+        Err(())
+    } else {
+        Ok(Bytes::from(kept))
+    }
+}
+
+/// One request, from bytes to an answer. Never panics into hyper: every
+/// failure is a JSON error.
+async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let caller = match authenticate(&app, &req).await {
+        Ok(c) => c,
+        Err(e) => return refuse(&app, None, &method, &path, e).await,
+    };
+    let query = parse_query(req.uri().query());
+    let if_none_match = req
+        .headers()
+        .get(hyper::header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().trim_matches('"').to_owned());
+    let body = read_body(req.into_body()).await;
+    let Ok(body) = body else {
+        let e = ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the request body is larger than {BODY_LIMIT} bytes"),
+        );
+        return refuse(&app, caller.as_ref(), &method, &path, e).await;
+    };
+    let r = Req {
+        method: method.clone(),
+        path: path.clone(),
+        query,
+        if_none_match,
+        body,
+        caller: caller.clone(),
+    };
+    match crate::api::route(&app, &r).await {
+        Ok(reply) => respond(reply),
+        Err(e) => refuse(&app, caller.as_ref(), &method, &path, e).await,
+    }
+}
+
+/// Answers with an error; requests refused for who asked or for a lost
+/// race go to the audit log.
+async fn refuse(
+    app: &App,
+    caller: Option<&Caller>,
+    method: &hyper::Method,
+    path: &str,
+    e: ApiError,
+) -> Response<Full<Bytes>> {
+    let audited = matches!(
+        e.status,
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::CONFLICT
+    );
+    if audited {
+        app.audit(AuditEntry {
+            at: now(),
+            actor: caller.map_or_else(|| "anonymous".to_owned(), |c| c.name.clone()),
+            action: "refused".into(),
+            subject: format!("{method} {path}"),
+            detail: json!({ "status": e.status.as_u16(), "code": e.code, "message": e.message }),
+        })
+        .await;
+    }
+    respond(Reply::json(e.status, error_body(&e)))
+}
+
+/// A running gateway.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub app: Arc<App>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops accepting connections.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+/// Opens the store, binds `config.listen`, and serves until the runtime
+/// ends.
+pub async fn start(config: Config) -> Result<Running, ServeError> {
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    start_on(config, listener).await
+}
+
+/// As [`start`], on a listener bound already (in another network
+/// namespace, say).
+pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, ServeError> {
+    let tls = dir::server_tls(&config.dir)?;
+    let key = dir::signing_key(&config.dir)?;
+    let store = SqlStore::open(&config.db).await?;
+    store.migrate().await?;
+    let admin = dir::read_text(&dir::admin_token_path(&config.dir))?;
+    store
+        .ensure_token(TokenRow {
+            hash: token_hash(&admin),
+            name: "admin".into(),
+            role: Role::Admin,
+            sandbox: None,
+            expires_at: None,
+        })
+        .await?;
+    let listen_url = store.listen_url();
+    let (changes, _) = watch::channel(0u64);
+    let app = Arc::new(App {
+        store: Arc::new(store),
+        key,
+        approval: config.approval,
+        prove_timeout: config.prove_timeout,
+        changes,
+        registry: prover::Registry::embedded(),
+        revisions: std::sync::Mutex::default(),
+    });
+    if let Some(url) = listen_url {
+        crate::notify::listen(Arc::clone(&app), url).await?;
+    }
+    let addr = listener.local_addr().map_err(|source| ServeError::Listen {
+        addr: config.listen,
+        source,
+    })?;
+    let acceptor = TlsAcceptor::from(tls);
+    let served = Arc::clone(&app);
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            let acceptor = acceptor.clone();
+            let app = Arc::clone(&served);
+            tokio::spawn(async move {
+                let Ok(Ok(tls)) =
+                    tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
+                else {
+                    return;
+                };
+                let service = hyper::service::service_fn(move |req| {
+                    let app = Arc::clone(&app);
+                    async move { Ok::<_, std::convert::Infallible>(handle(app, req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .header_read_timeout(Duration::from_secs(10))
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    Ok(Running { addr, app, task })
+}

@@ -1,0 +1,326 @@
+//! Where the gateway keeps its state: one [`Store`] interface, two
+//! backends behind it (SQLite, one file in WAL mode, one process; and
+//! PostgreSQL, for several replicas). State lives in the database only, so a
+//! gateway process can die at any moment and another takes over.
+//!
+//! Every write is compare-and-swap: it names the version (or state) it read
+//! and changes nothing when another write came first; the caller then gets
+//! [`StoreError::Conflict`], which the API answers with `409`.
+
+pub(crate) mod sql;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+
+pub use sql::SqlStore;
+
+/// A store operation in flight.
+pub type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Another write changed what this one was based on.
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error(
+        "the database `{path}` is in use by another gateway process (lock `{lock}` is held): SQLite serves one process; use PostgreSQL for several replicas"
+    )]
+    Locked { path: String, lock: String },
+    #[error("`{0}` is not a database URL this gateway reads (`sqlite:PATH` or `postgres://...`)")]
+    Url(String),
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Roles a bearer token can have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Admin,
+    Author,
+    Reader,
+    /// Reaches only its own sandbox's bundle and status.
+    Sandbox,
+}
+
+impl Role {
+    #[must_use]
+    pub fn word(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Author => "author",
+            Role::Reader => "reader",
+            Role::Sandbox => "sandbox",
+        }
+    }
+
+    #[must_use]
+    pub fn parse(word: &str) -> Option<Role> {
+        match word {
+            "admin" => Some(Role::Admin),
+            "author" => Some(Role::Author),
+            "reader" => Some(Role::Reader),
+            "sandbox" => Some(Role::Sandbox),
+            _ => None,
+        }
+    }
+}
+
+/// A token as stored: its SHA-256, never the token.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenRow {
+    #[serde(skip)]
+    pub hash: String,
+    pub name: String,
+    pub role: Role,
+    pub sandbox: Option<String>,
+    pub expires_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyRow {
+    pub name: String,
+    pub active_revision: Option<i64>,
+    pub version: i64,
+}
+
+/// An approved, immutable revision of a policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct RevisionRow {
+    pub policy: String,
+    pub revision: i64,
+    pub format: String,
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<String>,
+    /// The bundle's bytes as `compile` writes them.
+    #[serde(skip)]
+    pub bundle: String,
+    pub digest: String,
+    /// The gateway's signature of the revision (sandbox `""`), key id first.
+    pub signature: String,
+    pub author: String,
+    pub approved_by: String,
+    pub proposal: i64,
+    pub created_at: i64,
+}
+
+/// What a proposal is waiting for, or what became of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProposalState {
+    /// Does not compile; nothing to approve.
+    Invalid,
+    Pending,
+    Approved,
+    Rejected,
+}
+
+impl ProposalState {
+    #[must_use]
+    pub fn word(self) -> &'static str {
+        match self {
+            ProposalState::Invalid => "invalid",
+            ProposalState::Pending => "pending",
+            ProposalState::Approved => "approved",
+            ProposalState::Rejected => "rejected",
+        }
+    }
+
+    #[must_use]
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "invalid" => Some(Self::Invalid),
+            "pending" => Some(Self::Pending),
+            "approved" => Some(Self::Approved),
+            "rejected" => Some(Self::Rejected),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProposalRow {
+    pub id: i64,
+    pub policy: String,
+    pub state: ProposalState,
+    /// The active revision when proposed (none for a first revision).
+    pub base_revision: Option<i64>,
+    pub base_digest: Option<String>,
+    pub format: String,
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<String>,
+    #[serde(skip)]
+    pub bundle: Option<String>,
+    pub digest: Option<String>,
+    /// `no-new-access`, `widened`, `inconclusive`, or none (invalid, or a
+    /// first revision).
+    pub verdict: Option<String>,
+    /// `diff --prove --format json` of base → candidate.
+    pub proof: Option<serde_json::Value>,
+    /// `check --format json` when the candidate does not compile.
+    pub diagnostics: Option<serde_json::Value>,
+    pub review_token: Option<String>,
+    pub proposer: String,
+    pub decided_by: Option<String>,
+    /// `manual` or `auto`.
+    pub decision: Option<String>,
+    pub reason: Option<String>,
+    /// The revision an approval made.
+    pub revision: Option<i64>,
+    /// The revision whose source a rollback proposes again.
+    pub rollback_of: Option<i64>,
+    pub created_at: i64,
+    pub version: i64,
+}
+
+/// A proposal to store.
+#[derive(Debug, Clone)]
+pub struct NewProposal {
+    pub policy: String,
+    pub state: ProposalState,
+    pub base_revision: Option<i64>,
+    pub base_digest: Option<String>,
+    pub format: String,
+    pub source: String,
+    pub credentials: Option<String>,
+    pub bundle: Option<String>,
+    pub digest: Option<String>,
+    pub verdict: Option<String>,
+    pub proof: Option<serde_json::Value>,
+    pub diagnostics: Option<serde_json::Value>,
+    pub review_token: Option<String>,
+    pub proposer: String,
+    pub rollback_of: Option<i64>,
+}
+
+/// Signs a new revision: `(policy, revision, digest, now)` to the stored
+/// signature text.
+pub type RevisionSigner = std::sync::Arc<dyn Fn(&str, i64, &str, i64) -> String + Send + Sync>;
+
+/// Approving a proposal: the version it was read at, and who.
+pub struct Approval {
+    pub proposal: i64,
+    pub version: i64,
+    pub approved_by: String,
+    /// `manual` or `auto`.
+    pub decision: String,
+    /// Signs the new revision (sandbox `""`).
+    pub sign: RevisionSigner,
+    pub now: i64,
+}
+
+/// A sandbox, what its policy wants it to run and what it says it runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct SandboxRow {
+    pub id: String,
+    pub policy: String,
+    /// The policy's active revision.
+    pub desired_revision: Option<i64>,
+    pub desired_digest: Option<String>,
+    pub applied_revision: Option<i64>,
+    pub applied_digest: Option<String>,
+    /// `applied`, `network_only` or `refused`.
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub reported_at: Option<i64>,
+    pub version: i64,
+}
+
+/// What a supervisor reports.
+#[derive(Debug, Clone)]
+pub struct StatusReport {
+    /// What the sandbox runs now (unchanged by a refusal).
+    pub revision: Option<i64>,
+    pub digest: Option<String>,
+    pub result: String,
+    pub error: Option<String>,
+    pub now: i64,
+}
+
+/// One audit row to append.
+#[derive(Debug, Clone)]
+pub struct AuditEntry {
+    pub at: i64,
+    pub actor: String,
+    pub action: String,
+    pub subject: String,
+    pub detail: serde_json::Value,
+}
+
+/// One audit row as stored, with its place in the hash chain.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditRow {
+    pub seq: i64,
+    pub at: i64,
+    pub actor: String,
+    pub action: String,
+    pub subject: String,
+    /// JSON text.
+    pub detail: String,
+    pub prev: String,
+    pub hash: String,
+}
+
+/// The gateway's state. One implementation per database family; the API
+/// sees only this.
+pub trait Store: Send + Sync {
+    /// Creates the tables if they are missing.
+    fn migrate(&self) -> Fut<'_, ()>;
+    /// Adds a token; a token with the same hash already there is a conflict.
+    fn create_token(&self, token: TokenRow, audit: AuditEntry) -> Fut<'_, ()>;
+    /// Adds a token unless it is already there (the admin token at start).
+    fn ensure_token(&self, token: TokenRow) -> Fut<'_, ()>;
+    fn token(&self, hash: &str) -> Fut<'_, Option<TokenRow>>;
+    fn policy(&self, name: &str) -> Fut<'_, Option<PolicyRow>>;
+    fn revision(&self, policy: &str, revision: i64) -> Fut<'_, Option<RevisionRow>>;
+    fn revisions(&self, policy: &str) -> Fut<'_, Vec<RevisionRow>>;
+    /// Stores a proposal (and its policy, when new); returns its id.
+    fn insert_proposal(&self, proposal: NewProposal, audit: AuditEntry) -> Fut<'_, i64>;
+    fn proposal(&self, id: i64) -> Fut<'_, Option<ProposalRow>>;
+    fn proposals(&self, policy: Option<&str>) -> Fut<'_, Vec<ProposalRow>>;
+    /// Approves a pending proposal whose base is still the active revision:
+    /// a new revision, the policy's active revision moved to it, the
+    /// proposal closed, all at once. Returns the new revision's number.
+    fn approve(&self, approval: Approval, audit: AuditEntry) -> Fut<'_, i64>;
+    fn reject(
+        &self,
+        proposal: i64,
+        version: i64,
+        by: &str,
+        reason: &str,
+        audit: AuditEntry,
+    ) -> Fut<'_, ()>;
+    fn create_sandbox(
+        &self,
+        id: &str,
+        policy: &str,
+        token: TokenRow,
+        audit: AuditEntry,
+    ) -> Fut<'_, ()>;
+    fn sandbox(&self, id: &str) -> Fut<'_, Option<SandboxRow>>;
+    /// Records what a supervisor applied, if the sandbox is still at
+    /// `version`.
+    fn report_status(
+        &self,
+        id: &str,
+        version: i64,
+        report: StatusReport,
+        audit: AuditEntry,
+    ) -> Fut<'_, ()>;
+    /// Appends an audit row on its own (refused requests, deliveries).
+    fn audit(&self, audit: AuditEntry) -> Fut<'_, ()>;
+    fn audit_rows(&self) -> Fut<'_, Vec<AuditRow>>;
+    /// The chain's head as last written: `(seq, hash)`.
+    fn audit_head(&self) -> Fut<'_, (i64, String)>;
+    /// Whether the backend tells other processes about changes (Postgres).
+    fn listen_url(&self) -> Option<String>;
+}

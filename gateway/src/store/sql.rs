@@ -1,0 +1,714 @@
+//! The SQL backends: SQLite and PostgreSQL through sqlx's runtime queries
+//! (nothing is checked against a database at build time). The statements
+//! are the same for both; the table definitions, the SQLite single-process
+//! lock and Postgres notifications differ.
+//!
+//! Compare-and-swap: every `UPDATE` names the version or state it read and
+//! the caller checks that it changed exactly one row. In Postgres a second
+//! writer waits on the row lock of the first and then finds the version
+//! moved; SQLite writes are serialized in this process (the only one, see
+//! the lock file).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{Any, AnyPool, Executor as _, Row as _, Transaction};
+
+use super::{
+    Approval, AuditEntry, AuditRow, Fut, NewProposal, PolicyRow, ProposalRow, ProposalState,
+    RevisionRow, Role, SandboxRow, StatusReport, Store, StoreError, TokenRow,
+};
+use crate::audit::{GENESIS, row_hash};
+
+/// The Postgres notification channel: a payload per change.
+pub const CHANNEL: &str = "openshell_gateway";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// A store in SQLite or PostgreSQL.
+#[derive(Debug)]
+pub struct SqlStore {
+    pool: AnyPool,
+    dialect: Dialect,
+    url: String,
+    /// SQLite: serializes writes (one process holds the file).
+    write: tokio::sync::Mutex<()>,
+    /// SQLite: the lock file, held for the life of the store.
+    _lock: Option<File>,
+}
+
+const TABLES: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS policies (name TEXT PRIMARY KEY, active_revision BIGINT, version BIGINT NOT NULL, created_at BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS revisions (policy TEXT NOT NULL, revision BIGINT NOT NULL, format TEXT NOT NULL, source TEXT NOT NULL, credentials TEXT, bundle TEXT NOT NULL, digest TEXT NOT NULL, signature TEXT NOT NULL, author TEXT NOT NULL, approved_by TEXT NOT NULL, proposal BIGINT NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (policy, revision))",
+    "CREATE TABLE IF NOT EXISTS proposals (id {ID}, policy TEXT NOT NULL, state TEXT NOT NULL, base_revision BIGINT, base_digest TEXT, format TEXT NOT NULL, source TEXT NOT NULL, credentials TEXT, bundle TEXT, digest TEXT, verdict TEXT, proof TEXT, diagnostics TEXT, review_token TEXT, proposer TEXT NOT NULL, decided_by TEXT, decision TEXT, reason TEXT, revision BIGINT, rollback_of BIGINT, created_at BIGINT NOT NULL, version BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sandboxes (id TEXT PRIMARY KEY, policy TEXT NOT NULL, applied_revision BIGINT, applied_digest TEXT, result TEXT, error TEXT, reported_at BIGINT, version BIGINT NOT NULL, created_at BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tokens (hash TEXT PRIMARY KEY, name TEXT NOT NULL, role TEXT NOT NULL, sandbox TEXT, expires_at BIGINT, created_at BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS audit (seq BIGINT PRIMARY KEY, at BIGINT NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, subject TEXT NOT NULL, detail TEXT NOT NULL, prev TEXT NOT NULL, hash TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS audit_head (id BIGINT PRIMARY KEY, seq BIGINT NOT NULL, hash TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS proposals_policy ON proposals (policy, id)",
+    "CREATE INDEX IF NOT EXISTS sandboxes_policy ON sandboxes (policy)",
+];
+
+const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version";
+const REVISION_COLUMNS: &str = "policy, revision, format, source, credentials, bundle, digest, signature, author, approved_by, proposal, created_at";
+
+fn conflict(e: sqlx::Error, what: &str) -> StoreError {
+    match &e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(what.into()),
+        _ => StoreError::Db(e),
+    }
+}
+
+fn json_text(v: Option<&serde_json::Value>) -> Option<String> {
+    v.map(serde_json::Value::to_string)
+}
+
+fn parse_json(text: Option<String>) -> Option<serde_json::Value> {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+}
+
+impl SqlStore {
+    /// Opens (and for SQLite creates) the database at `url`:
+    /// `sqlite:PATH` or `postgres://...`.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        if let Some(path) = url.strip_prefix("sqlite:") {
+            Self::open_sqlite(Path::new(path.trim_start_matches("//"))).await
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool = AnyPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(std::time::Duration::from_secs(10))
+                .connect(url)
+                .await?;
+            Ok(Self {
+                pool,
+                dialect: Dialect::Postgres,
+                url: url.to_owned(),
+                write: tokio::sync::Mutex::new(()),
+                _lock: None,
+            })
+        } else {
+            Err(StoreError::Url(url.to_owned()))
+        }
+    }
+
+    async fn open_sqlite(path: &Path) -> Result<Self, StoreError> {
+        let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StoreError::Io(format!("cannot open `{}`: {e}", lock_path.display())))?;
+        if lock.try_lock().is_err() {
+            return Err(StoreError::Locked {
+                path: path.display().to_string(),
+                lock: lock_path.display().to_string(),
+            });
+        }
+        let abs = std::path::absolute(path)
+            .map_err(|e| StoreError::Io(format!("cannot use `{}`: {e}", path.display())))?;
+        let url = format!("sqlite://{}?mode=rwc", abs.display());
+        let pool = AnyPoolOptions::new()
+            .max_connections(4)
+            .after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute("PRAGMA busy_timeout = 5000").await?;
+                    conn.execute("PRAGMA synchronous = NORMAL").await?;
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await?;
+        sqlx::query("PRAGMA journal_mode = WAL")
+            .fetch_all(&pool)
+            .await?;
+        Ok(Self {
+            pool,
+            dialect: Dialect::Sqlite,
+            url,
+            write: tokio::sync::Mutex::new(()),
+            _lock: Some(lock),
+        })
+    }
+
+    /// A write transaction (SQLite: after taking the write lock).
+    async fn begin(
+        &self,
+    ) -> Result<
+        (
+            Option<tokio::sync::MutexGuard<'_, ()>>,
+            Transaction<'static, Any>,
+        ),
+        StoreError,
+    > {
+        let guard = match self.dialect {
+            Dialect::Sqlite => Some(self.write.lock().await),
+            Dialect::Postgres => None,
+        };
+        let tx = self.pool.begin().await?;
+        Ok((guard, tx))
+    }
+
+    /// Tells other gateway processes that something changed (Postgres;
+    /// delivered when the transaction commits).
+    async fn notify(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        payload: &str,
+    ) -> Result<(), StoreError> {
+        if self.dialect == Dialect::Postgres {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CHANNEL)
+                .bind(payload)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Appends an audit row inside `tx`: the head's update takes its row lock,
+/// so concurrent appends queue up and the chain stays a line.
+async fn append(tx: &mut Transaction<'static, Any>, e: &AuditEntry) -> Result<(), StoreError> {
+    let row = sqlx::query("UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash")
+        .fetch_one(&mut **tx)
+        .await?;
+    let seq: i64 = row.try_get("seq")?;
+    let prev: String = row.try_get("hash")?;
+    let detail = e.detail.to_string();
+    let hash = row_hash(&prev, seq, e.at, &e.actor, &e.action, &e.subject, &detail);
+    sqlx::query("INSERT INTO audit (seq, at, actor, action, subject, detail, prev, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
+        .bind(seq)
+        .bind(e.at)
+        .bind(&e.actor)
+        .bind(&e.action)
+        .bind(&e.subject)
+        .bind(&detail)
+        .bind(&prev)
+        .bind(&hash)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1")
+        .bind(&hash)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+fn token_row(r: &AnyRow) -> Result<TokenRow, StoreError> {
+    let role: String = r.try_get("role")?;
+    Ok(TokenRow {
+        hash: r.try_get("hash")?,
+        name: r.try_get("name")?,
+        role: Role::parse(&role)
+            .ok_or_else(|| StoreError::Io(format!("unknown role `{role}` in the database")))?,
+        sandbox: r.try_get("sandbox")?,
+        expires_at: r.try_get("expires_at")?,
+    })
+}
+
+fn revision_row(r: &AnyRow) -> Result<RevisionRow, StoreError> {
+    Ok(RevisionRow {
+        policy: r.try_get("policy")?,
+        revision: r.try_get("revision")?,
+        format: r.try_get("format")?,
+        source: r.try_get("source")?,
+        credentials: r.try_get("credentials")?,
+        bundle: r.try_get("bundle")?,
+        digest: r.try_get("digest")?,
+        signature: r.try_get("signature")?,
+        author: r.try_get("author")?,
+        approved_by: r.try_get("approved_by")?,
+        proposal: r.try_get("proposal")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+fn proposal_row(r: &AnyRow) -> Result<ProposalRow, StoreError> {
+    let state: String = r.try_get("state")?;
+    Ok(ProposalRow {
+        id: r.try_get("id")?,
+        policy: r.try_get("policy")?,
+        state: ProposalState::parse(&state)
+            .ok_or_else(|| StoreError::Io(format!("unknown state `{state}` in the database")))?,
+        base_revision: r.try_get("base_revision")?,
+        base_digest: r.try_get("base_digest")?,
+        format: r.try_get("format")?,
+        source: r.try_get("source")?,
+        credentials: r.try_get("credentials")?,
+        bundle: r.try_get("bundle")?,
+        digest: r.try_get("digest")?,
+        verdict: r.try_get("verdict")?,
+        proof: parse_json(r.try_get("proof")?),
+        diagnostics: parse_json(r.try_get("diagnostics")?),
+        review_token: r.try_get("review_token")?,
+        proposer: r.try_get("proposer")?,
+        decided_by: r.try_get("decided_by")?,
+        decision: r.try_get("decision")?,
+        reason: r.try_get("reason")?,
+        revision: r.try_get("revision")?,
+        rollback_of: r.try_get("rollback_of")?,
+        created_at: r.try_get("created_at")?,
+        version: r.try_get("version")?,
+    })
+}
+
+fn sandbox_row(r: &AnyRow) -> Result<SandboxRow, StoreError> {
+    Ok(SandboxRow {
+        id: r.try_get("id")?,
+        policy: r.try_get("policy")?,
+        desired_revision: r.try_get("desired_revision")?,
+        desired_digest: r.try_get("desired_digest")?,
+        applied_revision: r.try_get("applied_revision")?,
+        applied_digest: r.try_get("applied_digest")?,
+        result: r.try_get("result")?,
+        error: r.try_get("error")?,
+        reported_at: r.try_get("reported_at")?,
+        version: r.try_get("version")?,
+    })
+}
+
+impl Store for SqlStore {
+    fn migrate(&self) -> Fut<'_, ()> {
+        Box::pin(async move {
+            let id = match self.dialect {
+                Dialect::Sqlite => "INTEGER PRIMARY KEY",
+                Dialect::Postgres => "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+            };
+            let (_guard, mut tx) = self.begin().await?;
+            if self.dialect == Dialect::Postgres {
+                // Two replicas starting together create the tables once.
+                sqlx::query("SELECT pg_advisory_xact_lock(7531903)")
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            for stmt in TABLES {
+                sqlx::query(&stmt.replace("{ID}", id))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query("INSERT INTO audit_head (id, seq, hash) VALUES (1, 0, $1) ON CONFLICT (id) DO NOTHING")
+                .bind(GENESIS)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn create_token(&self, token: TokenRow, audit: AuditEntry) -> Fut<'_, ()> {
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            sqlx::query("INSERT INTO tokens (hash, name, role, sandbox, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+                .bind(&token.hash)
+                .bind(&token.name)
+                .bind(token.role.word())
+                .bind(token.sandbox.clone())
+                .bind(token.expires_at)
+                .bind(audit.at)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| conflict(e, "that token exists already"))?;
+            append(&mut tx, &audit).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn ensure_token(&self, token: TokenRow) -> Fut<'_, ()> {
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            sqlx::query("INSERT INTO tokens (hash, name, role, sandbox, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT (hash) DO NOTHING")
+                .bind(&token.hash)
+                .bind(&token.name)
+                .bind(token.role.word())
+                .bind(token.sandbox.clone())
+                .bind(token.expires_at)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn token(&self, hash: &str) -> Fut<'_, Option<TokenRow>> {
+        let hash = hash.to_owned();
+        Box::pin(async move {
+            let row = sqlx::query(
+                "SELECT hash, name, role, sandbox, expires_at FROM tokens WHERE hash = $1",
+            )
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+            row.as_ref().map(token_row).transpose()
+        })
+    }
+
+    fn policy(&self, name: &str) -> Fut<'_, Option<PolicyRow>> {
+        let name = name.to_owned();
+        Box::pin(async move {
+            let row =
+                sqlx::query("SELECT name, active_revision, version FROM policies WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(&self.pool)
+                    .await?;
+            row.map(|r| {
+                Ok(PolicyRow {
+                    name: r.try_get("name")?,
+                    active_revision: r.try_get("active_revision")?,
+                    version: r.try_get("version")?,
+                })
+            })
+            .transpose()
+        })
+    }
+
+    fn revision(&self, policy: &str, revision: i64) -> Fut<'_, Option<RevisionRow>> {
+        let policy = policy.to_owned();
+        Box::pin(async move {
+            let row = sqlx::query(&format!(
+                "SELECT {REVISION_COLUMNS} FROM revisions WHERE policy = $1 AND revision = $2"
+            ))
+            .bind(policy)
+            .bind(revision)
+            .fetch_optional(&self.pool)
+            .await?;
+            row.as_ref().map(revision_row).transpose()
+        })
+    }
+
+    fn revisions(&self, policy: &str) -> Fut<'_, Vec<RevisionRow>> {
+        let policy = policy.to_owned();
+        Box::pin(async move {
+            let rows = sqlx::query(&format!(
+                "SELECT {REVISION_COLUMNS} FROM revisions WHERE policy = $1 ORDER BY revision"
+            ))
+            .bind(policy)
+            .fetch_all(&self.pool)
+            .await?;
+            rows.iter().map(revision_row).collect()
+        })
+    }
+
+    fn insert_proposal(&self, p: NewProposal, audit: AuditEntry) -> Fut<'_, i64> {
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            sqlx::query("INSERT INTO policies (name, active_revision, version, created_at) VALUES ($1, NULL, 0, $2) ON CONFLICT (name) DO NOTHING")
+                .bind(&p.policy)
+                .bind(audit.at)
+                .execute(&mut *tx)
+                .await?;
+            let row = sqlx::query("INSERT INTO proposals (policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, rollback_of, created_at, version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0) RETURNING id")
+                .bind(&p.policy)
+                .bind(p.state.word())
+                .bind(p.base_revision)
+                .bind(p.base_digest.clone())
+                .bind(&p.format)
+                .bind(&p.source)
+                .bind(p.credentials.clone())
+                .bind(p.bundle.clone())
+                .bind(p.digest.clone())
+                .bind(p.verdict.clone())
+                .bind(json_text(p.proof.as_ref()))
+                .bind(json_text(p.diagnostics.as_ref()))
+                .bind(p.review_token.clone())
+                .bind(&p.proposer)
+                .bind(p.rollback_of)
+                .bind(audit.at)
+                .fetch_one(&mut *tx)
+                .await?;
+            let id: i64 = row.try_get("id")?;
+            let mut audit = audit;
+            if let Some(obj) = audit.detail.as_object_mut() {
+                obj.insert("proposal".into(), id.into());
+            }
+            append(&mut tx, &audit).await?;
+            tx.commit().await?;
+            Ok(id)
+        })
+    }
+
+    fn proposal(&self, id: i64) -> Fut<'_, Option<ProposalRow>> {
+        Box::pin(async move {
+            let row = sqlx::query(&format!(
+                "SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE id = $1"
+            ))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+            row.as_ref().map(proposal_row).transpose()
+        })
+    }
+
+    fn proposals(&self, policy: Option<&str>) -> Fut<'_, Vec<ProposalRow>> {
+        let policy = policy.map(str::to_owned);
+        Box::pin(async move {
+            let rows = match policy {
+                Some(p) => {
+                    sqlx::query(&format!(
+                        "SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE policy = $1 ORDER BY id"
+                    ))
+                    .bind(p)
+                    .fetch_all(&self.pool)
+                    .await?
+                }
+                None => {
+                    sqlx::query(&format!(
+                        "SELECT {PROPOSAL_COLUMNS} FROM proposals ORDER BY id"
+                    ))
+                    .fetch_all(&self.pool)
+                    .await?
+                }
+            };
+            rows.iter().map(proposal_row).collect()
+        })
+    }
+
+    fn approve(&self, a: Approval, audit: AuditEntry) -> Fut<'_, i64> {
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            let row = sqlx::query(&format!(
+                "SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE id = $1"
+            ))
+            .bind(a.proposal)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("no proposal {}", a.proposal)))?;
+            let p = proposal_row(&row)?;
+            let (Some(bundle), Some(digest)) = (p.bundle.clone(), p.digest.clone()) else {
+                return Err(StoreError::Conflict(format!(
+                    "proposal {} has no bundle to approve",
+                    p.id
+                )));
+            };
+            // The proposal: still pending, still the version read.
+            let closed = sqlx::query("UPDATE proposals SET state = 'approved', decided_by = $1, decision = $2, version = version + 1 WHERE id = $3 AND version = $4 AND state = 'pending'")
+                .bind(&a.approved_by)
+                .bind(&a.decision)
+                .bind(a.proposal)
+                .bind(a.version)
+                .execute(&mut *tx)
+                .await?;
+            if closed.rows_affected() != 1 {
+                return Err(StoreError::Conflict(format!(
+                    "proposal {} was decided or changed by another request",
+                    a.proposal
+                )));
+            }
+            // The policy: still at the proposal's base.
+            let pol = sqlx::query("SELECT version FROM policies WHERE name = $1")
+                .bind(&p.policy)
+                .fetch_one(&mut *tx)
+                .await?;
+            let version: i64 = pol.try_get("version")?;
+            let max = sqlx::query(
+                "SELECT COALESCE(MAX(revision), 0) AS n FROM revisions WHERE policy = $1",
+            )
+            .bind(&p.policy)
+            .fetch_one(&mut *tx)
+            .await?;
+            let revision = max.try_get::<i64, _>("n")?.saturating_add(1);
+            let moved = sqlx::query("UPDATE policies SET active_revision = $1, version = version + 1 WHERE name = $2 AND version = $3 AND active_revision IS NOT DISTINCT FROM $4")
+                .bind(revision)
+                .bind(&p.policy)
+                .bind(version)
+                .bind(p.base_revision)
+                .execute(&mut *tx)
+                .await?;
+            if moved.rows_affected() != 1 {
+                return Err(StoreError::Conflict(format!(
+                    "the active revision of `{}` moved since proposal {} was proved: re-propose",
+                    p.policy, p.id
+                )));
+            }
+            let signature = (a.sign)(&p.policy, revision, &digest, a.now);
+            sqlx::query(&format!("INSERT INTO revisions ({REVISION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"))
+                .bind(&p.policy)
+                .bind(revision)
+                .bind(&p.format)
+                .bind(&p.source)
+                .bind(p.credentials.clone())
+                .bind(&bundle)
+                .bind(&digest)
+                .bind(&signature)
+                .bind(&p.proposer)
+                .bind(&a.approved_by)
+                .bind(p.id)
+                .bind(a.now)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| conflict(e, "another approval made this revision first"))?;
+            sqlx::query("UPDATE proposals SET revision = $1 WHERE id = $2")
+                .bind(revision)
+                .bind(p.id)
+                .execute(&mut *tx)
+                .await?;
+            let mut audit = audit;
+            if let Some(obj) = audit.detail.as_object_mut() {
+                obj.insert("revision".into(), revision.into());
+                obj.insert("digest".into(), digest.clone().into());
+            }
+            append(&mut tx, &audit).await?;
+            self.notify(&mut tx, &format!("policy:{}", p.policy))
+                .await?;
+            tx.commit().await?;
+            Ok(revision)
+        })
+    }
+
+    fn reject(
+        &self,
+        proposal: i64,
+        version: i64,
+        by: &str,
+        reason: &str,
+        audit: AuditEntry,
+    ) -> Fut<'_, ()> {
+        let (by, reason) = (by.to_owned(), reason.to_owned());
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            let done = sqlx::query("UPDATE proposals SET state = 'rejected', decided_by = $1, decision = 'manual', reason = $2, version = version + 1 WHERE id = $3 AND version = $4 AND state = 'pending'")
+                .bind(by)
+                .bind(reason)
+                .bind(proposal)
+                .bind(version)
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() != 1 {
+                return Err(StoreError::Conflict(format!(
+                    "proposal {proposal} was decided or changed by another request"
+                )));
+            }
+            append(&mut tx, &audit).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn create_sandbox(
+        &self,
+        id: &str,
+        policy: &str,
+        token: TokenRow,
+        audit: AuditEntry,
+    ) -> Fut<'_, ()> {
+        let (id, policy) = (id.to_owned(), policy.to_owned());
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            sqlx::query(
+                "INSERT INTO sandboxes (id, policy, version, created_at) VALUES ($1, $2, 0, $3)",
+            )
+            .bind(&id)
+            .bind(&policy)
+            .bind(audit.at)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| conflict(e, &format!("sandbox `{id}` exists already")))?;
+            sqlx::query("INSERT INTO tokens (hash, name, role, sandbox, expires_at, created_at) VALUES ($1, $2, 'sandbox', $3, $4, $5)")
+                .bind(&token.hash)
+                .bind(&token.name)
+                .bind(&id)
+                .bind(token.expires_at)
+                .bind(audit.at)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| conflict(e, "that token exists already"))?;
+            append(&mut tx, &audit).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn sandbox(&self, id: &str) -> Fut<'_, Option<SandboxRow>> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let row = sqlx::query("SELECT s.id, s.policy, p.active_revision AS desired_revision, r.digest AS desired_digest, s.applied_revision, s.applied_digest, s.result, s.error, s.reported_at, s.version FROM sandboxes s LEFT JOIN policies p ON p.name = s.policy LEFT JOIN revisions r ON r.policy = s.policy AND r.revision = p.active_revision WHERE s.id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+            row.as_ref().map(sandbox_row).transpose()
+        })
+    }
+
+    fn report_status(
+        &self,
+        id: &str,
+        version: i64,
+        report: StatusReport,
+        audit: AuditEntry,
+    ) -> Fut<'_, ()> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            let done = sqlx::query("UPDATE sandboxes SET applied_revision = $1, applied_digest = $2, result = $3, error = $4, reported_at = $5, version = version + 1 WHERE id = $6 AND version = $7")
+                .bind(report.revision)
+                .bind(report.digest.clone())
+                .bind(&report.result)
+                .bind(report.error.clone())
+                .bind(report.now)
+                .bind(&id)
+                .bind(version)
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() != 1 {
+                return Err(StoreError::Conflict(format!(
+                    "sandbox `{id}` changed since it was read: report again"
+                )));
+            }
+            append(&mut tx, &audit).await?;
+            self.notify(&mut tx, &format!("sandbox:{id}")).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn audit(&self, audit: AuditEntry) -> Fut<'_, ()> {
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            append(&mut tx, &audit).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn audit_rows(&self) -> Fut<'_, Vec<AuditRow>> {
+        Box::pin(async move {
+            let rows = sqlx::query("SELECT seq, at, actor, action, subject, detail, prev, hash FROM audit ORDER BY seq")
+                .fetch_all(&self.pool)
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(AuditRow {
+                        seq: r.try_get("seq")?,
+                        at: r.try_get("at")?,
+                        actor: r.try_get("actor")?,
+                        action: r.try_get("action")?,
+                        subject: r.try_get("subject")?,
+                        detail: r.try_get("detail")?,
+                        prev: r.try_get("prev")?,
+                        hash: r.try_get("hash")?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn audit_head(&self) -> Fut<'_, (i64, String)> {
+        Box::pin(async move {
+            let r = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1")
+                .fetch_one(&self.pool)
+                .await?;
+            Ok((r.try_get("seq")?, r.try_get("hash")?))
+        })
+    }
+
+    fn listen_url(&self) -> Option<String> {
+        (self.dialect == Dialect::Postgres).then(|| self.url.clone())
+    }
+}

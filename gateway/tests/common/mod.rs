@@ -1,0 +1,209 @@
+//! Shared pieces of the gateway's tests: a real gateway on 127.0.0.1:0
+//! over HTTPS, on SQLite (a temp dir) or PostgreSQL (a database of its own
+//! on the server `scripts/postgres-test-server` starts), and a real HTTPS
+//! client.
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use bundle_trust::client::{Client, Response};
+use gateway::server::{self, ApprovalMode, Config, Running};
+use serde_json::{Value, json};
+
+pub const T: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The test server's URL; the tests fail (never skip) without it.
+pub fn postgres_base() -> String {
+    std::env::var("OPENSHELL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "OPENSHELL_TEST_POSTGRES_URL is not set: start the test server with `export OPENSHELL_TEST_POSTGRES_URL=$(scripts/postgres-test-server)`"
+        )
+    })
+}
+
+/// A fresh database on the test server, for one test.
+pub async fn fresh_postgres() -> String {
+    use sqlx::Connection as _;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = postgres_base();
+    let name = format!(
+        "osp_gw_{}_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    let mut conn = sqlx::PgConnection::connect(&base)
+        .await
+        .unwrap_or_else(|e| panic!("the PostgreSQL test server at `{base}` is not reachable: {e}"));
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    format!("{prefix}/{name}")
+}
+
+pub struct Gw {
+    pub dir: tempfile::TempDir,
+    pub db: String,
+    pub running: Running,
+    pub url: String,
+    pub ca: Vec<u8>,
+    pub admin: Client,
+}
+
+impl Gw {
+    pub async fn start(backend: Backend, approval: ApprovalMode) -> Gw {
+        Self::start_with(backend, approval, Duration::from_secs(20)).await
+    }
+
+    pub async fn start_with(backend: Backend, approval: ApprovalMode, prove: Duration) -> Gw {
+        let dir = tempfile::tempdir().unwrap();
+        gateway::dir::init(dir.path(), &[]).unwrap();
+        let db = match backend {
+            Backend::Sqlite => format!("sqlite:{}", dir.path().join("gateway.db").display()),
+            Backend::Postgres => fresh_postgres().await,
+        };
+        let running = server::start(Config {
+            dir: dir.path().to_path_buf(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            db: db.clone(),
+            approval,
+            prove_timeout: prove,
+        })
+        .await
+        .unwrap();
+        let url = format!("https://127.0.0.1:{}", running.addr.port());
+        let ca = std::fs::read(dir.path().join("ca.pem")).unwrap();
+        let token = std::fs::read_to_string(dir.path().join("admin.token")).unwrap();
+        let admin = Client::new(&url, &ca, &token).unwrap();
+        Gw {
+            dir,
+            db,
+            running,
+            url,
+            ca,
+            admin,
+        }
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    pub fn trust(&self) -> bundle_trust::TrustedKeys {
+        bundle_trust::TrustedKeys::parse(&std::fs::read_to_string(self.path("trust.keys")).unwrap())
+            .unwrap()
+    }
+
+    /// A token of `role` named `name`.
+    pub async fn person(&self, name: &str, role: &str) -> Client {
+        let r = send(
+            &self.admin,
+            "POST",
+            "/v1/tokens",
+            Some(json!({"name": name, "role": role})),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{:?}", r.json());
+        self.admin.with_token(r.json()["token"].as_str().unwrap())
+    }
+
+    /// A sandbox running `policy`, and a client with its token.
+    pub async fn sandbox(&self, id: &str, policy: &str) -> Client {
+        let r = send(
+            &self.admin,
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"id": id, "policy": policy})),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{:?}", r.json());
+        self.admin.with_token(r.json()["token"].as_str().unwrap())
+    }
+}
+
+pub async fn send(c: &Client, method: &str, path: &str, body: Option<Value>) -> Response {
+    c.send(method, path, body.as_ref(), &[], T).await.unwrap()
+}
+
+/// Proposes `source` for `policy`; the proposal as stored.
+pub async fn propose(c: &Client, policy: &str, source: &str) -> Value {
+    let r = send(
+        c,
+        "POST",
+        &format!("/v1/policies/{policy}/proposals"),
+        Some(json!({"source": source})),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    r.json()
+}
+
+pub async fn approve(c: &Client, proposal: &Value) -> Response {
+    send(
+        c,
+        "POST",
+        &format!("/v1/proposals/{}/approve", proposal["id"]),
+        Some(json!({"review_token": proposal["review_token"]})),
+    )
+    .await
+}
+
+/// A policy with a credential: `curl` may read api.github.com with it and
+/// reach example.com.
+pub const BASE: &str = r#"policy "agent" {
+  credential github_pat {
+    secret env GITHUB_TOKEN
+    placeholder env GITHUB_TOKEN
+    inject replace
+    hosts api.github.com
+    methods GET HEAD
+  }
+  binaries agent = /usr/bin/curl
+  allow agent -> api.github.com:443 http read-only
+  allow agent -> example.com:443
+}
+"#;
+
+/// BASE where the credential may also write: a widening.
+pub fn wide() -> String {
+    BASE.replace("http read-only", "http read-write")
+}
+
+/// BASE without example.com: no new access.
+pub fn narrow() -> String {
+    BASE.lines()
+        .filter(|l| !l.contains("example.com"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// Runs one test body on each backend.
+#[macro_export]
+macro_rules! both {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                ($body)(Backend::Sqlite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                ($body)(Backend::Postgres).await;
+            }
+        }
+    };
+}

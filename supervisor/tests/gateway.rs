@@ -1,0 +1,534 @@
+//! The supervisor as a gateway client, end to end: a real gateway (in this
+//! test's network namespace, SQLite), the real supervisor binary, a
+//! loopback upstream, and a workload that tries the upstream at each step.
+// `cfg(test)` extends clippy.toml's test exemptions to the helpers below.
+#![cfg(test)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bundle_trust::client::{Client, Response};
+use common::{Dir, SYSTEM, TestNet, clients};
+use gateway::server::{self, ApprovalMode, Config};
+use serde_json::{Value, json};
+
+const T: Duration = Duration::from_secs(60);
+
+/// A gateway serving inside `net`, on its own runtime (dropping it is
+/// the gateway going down).
+struct Gw {
+    rt: Option<tokio::runtime::Runtime>,
+    dir: PathBuf,
+    addr: SocketAddr,
+}
+
+impl Gw {
+    fn start(net: &TestNet, dir: &Path, port: u16) -> Gw {
+        if !dir.join("ca.pem").exists() {
+            gateway::dir::init(dir, &[]).unwrap();
+        }
+        let listener = net.tcp(&format!("127.0.0.1:{port}"));
+        listener.set_nonblocking(true).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let config = Config {
+            dir: dir.to_path_buf(),
+            listen: listener.local_addr().unwrap(),
+            db: format!("sqlite:{}", dir.join("gateway.db").display()),
+            approval: ApprovalMode::Manual,
+            prove_timeout: Duration::from_secs(20),
+        };
+        let addr = config.listen;
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::from_std(listener).unwrap();
+            // Kept alive by the runtime's tasks.
+            let _running = server::start_on(config, l).await.unwrap();
+        });
+        Gw {
+            rt: Some(rt),
+            dir: dir.to_path_buf(),
+            addr,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.addr.port())
+    }
+
+    fn client(&self, token: &str) -> Client {
+        let ca = std::fs::read(self.dir.join("ca.pem")).unwrap();
+        Client::new(&self.url(), &ca, token).unwrap()
+    }
+
+    fn admin(&self) -> Client {
+        self.client(&std::fs::read_to_string(self.dir.join("admin.token")).unwrap())
+    }
+
+    /// Everything stops: listener, connections, waiting polls.
+    fn kill(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+impl Drop for Gw {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One request from inside `net` (where the gateway listens).
+fn call(net: &TestNet, c: &Client, method: &str, path: &str, body: Option<Value>) -> Response {
+    let ns = std::fs::File::open(format!("/run/netns/{}", net.name)).unwrap();
+    enforcer::in_netns(ns.as_fd(), || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(c.send(method, path, body.as_ref(), &[], T))
+    })
+    .unwrap()
+    .unwrap()
+}
+
+fn token(r: &Response) -> String {
+    assert!(r.status < 300, "{:?}", r.json());
+    r.json()["token"].as_str().unwrap().to_owned()
+}
+
+fn policy(port: u16, dir: &Path, allow_upstream: bool) -> String {
+    let allow = if allow_upstream {
+        format!("  allow clients -> local.test:{port}\n")
+    } else {
+        "  allow clients -> other.test:1\n".to_owned()
+    };
+    format!(
+        "policy \"agent\" {{\n  landlock hard min_abi 4\n{SYSTEM}  fs write {}\n  run_as user nobody group nogroup\n  binaries clients = {}\n{allow}}}\n",
+        dir.display(),
+        clients()
+    )
+}
+
+/// The workload: at each step, try the upstream, write the result, and
+/// wait for the test to say go.
+fn workload(dir: &Path, port: u16, steps: usize) -> String {
+    let d = dir.display();
+    let mut s = String::new();
+    for i in 1..=steps {
+        s.push_str(&format!(
+            "while [ ! -f {d}/go{i} ]; do sleep 0.05; done\n/usr/bin/curl -s --max-time 5 http://local.test:{port}/ > {d}/out{i} 2>&1; echo $? > {d}/rc{i}\n"
+        ));
+    }
+    s
+}
+
+/// Says go to step `i` and returns what the workload's request did.
+fn step(dir: &Path, i: usize) -> (String, String) {
+    std::fs::write(dir.join(format!("go{i}")), "").unwrap();
+    let rc = dir.join(format!("rc{i}"));
+    let start = Instant::now();
+    while std::fs::read_to_string(&rc).map_or(true, |s| s.trim().is_empty()) {
+        assert!(start.elapsed() < T, "step {i} never finished");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (
+        std::fs::read_to_string(rc).unwrap().trim().to_owned(),
+        std::fs::read_to_string(dir.join(format!("out{i}"))).unwrap(),
+    )
+}
+
+struct Setup {
+    net: TestNet,
+    dir: Dir,
+    gw: Gw,
+    port: u16,
+    alice: Client,
+    bob: Client,
+    sandbox_token: PathBuf,
+}
+
+fn setup() -> Setup {
+    let net = TestNet::new();
+    let dir = Dir::new();
+    let port = common::http_server(net.tcp("127.0.0.1:0")).port();
+    let gwdir = dir.join("gw");
+    let gw = Gw::start(&net, &gwdir, 0);
+    let admin = gw.admin();
+    let alice = gw.client(&token(&call(
+        &net,
+        &admin,
+        "POST",
+        "/v1/tokens",
+        Some(json!({"name": "alice", "role": "author"})),
+    )));
+    let bob = gw.client(&token(&call(
+        &net,
+        &admin,
+        "POST",
+        "/v1/tokens",
+        Some(json!({"name": "bob", "role": "author"})),
+    )));
+    let work = dir.mkdir("work");
+    let p = call(
+        &net,
+        &alice,
+        "POST",
+        "/v1/policies/agent/proposals",
+        Some(json!({"source": policy(port, &work, false)})),
+    )
+    .json();
+    assert_eq!(p["state"], "pending", "{p}");
+    let r = call(
+        &net,
+        &bob,
+        "POST",
+        &format!("/v1/proposals/{}/approve", p["id"]),
+        Some(json!({"review_token": p["review_token"]})),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    let sb = token(&call(
+        &net,
+        &admin,
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"id": "sb", "policy": "agent"})),
+    ));
+    let sandbox_token = dir.join("sandbox.token");
+    std::fs::write(&sandbox_token, sb).unwrap();
+    Setup {
+        net,
+        dir,
+        gw,
+        port,
+        alice,
+        bob,
+        sandbox_token,
+    }
+}
+
+impl Setup {
+    fn work(&self) -> PathBuf {
+        self.dir.join("work")
+    }
+
+    /// `openshell-supervisor run --gateway ...` with the workload, started.
+    fn run(&self, trust: &Path, script: &str) -> Child {
+        let script_path = self.work().join("workload.sh");
+        std::fs::write(&script_path, script).unwrap();
+        let url = self.gw.url();
+        let ca = self.gw.dir.join("ca.pem");
+        let work = self.work();
+        let args = [
+            "run",
+            "--gateway",
+            &url,
+            "--sandbox",
+            "sb",
+            "--token-file",
+            self.sandbox_token.to_str().unwrap(),
+            "--gateway-ca",
+            ca.to_str().unwrap(),
+            "--trust-key",
+            trust.to_str().unwrap(),
+            "--workdir",
+            work.to_str().unwrap(),
+            "--resolve",
+            "local.test=127.0.0.1",
+            "--",
+            "/usr/bin/bash",
+            script_path.to_str().unwrap(),
+        ];
+        let mut cmd: Command = self.net.supervisor(&args, None);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.dir.join("supervisor.err")).unwrap());
+        cmd.spawn().unwrap()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("supervisor.err")).unwrap_or_default()
+    }
+
+    fn sandbox(&self, query: &str) -> Value {
+        call(
+            &self.net,
+            &self.gw.admin(),
+            "GET",
+            &format!("/v1/sandboxes/sb{query}"),
+            None,
+        )
+        .json()
+    }
+
+    fn propose_and_approve(&self, allow: bool) -> Value {
+        let p = call(
+            &self.net,
+            &self.alice,
+            "POST",
+            "/v1/policies/agent/proposals",
+            Some(json!({"source": policy(self.port, &self.work(), allow)})),
+        )
+        .json();
+        let r = call(
+            &self.net,
+            &self.bob,
+            "POST",
+            &format!("/v1/proposals/{}/approve", p["id"]),
+            Some(json!({"review_token": p["review_token"]})),
+        );
+        assert_eq!(r.status, 200, "{:?}", r.json());
+        r.json()
+    }
+}
+
+fn wait_exit(child: &mut Child) -> i32 {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code().unwrap_or(-1);
+        }
+        if start.elapsed() > T {
+            let _ = child.kill();
+            panic!("the supervisor did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_widening_applies_only_once_approved_and_the_supervisor_says_so() {
+    let s = setup();
+    let trust = s.gw.dir.join("trust.keys");
+    let mut child = s.run(&trust, &workload(&s.work(), s.port, 3));
+    // Revision 1 allows no upstream.
+    let (rc, _) = step(&s.work(), 1);
+    assert_ne!(rc, "0", "revision 1 refuses the upstream: {}", s.stderr());
+    let status = s.sandbox("?revision=1&wait=20");
+    assert_eq!(status["applied_revision"], 1, "{status}");
+    assert_eq!(status["result"], "applied");
+    // Proposed, not approved: still refused.
+    let p = call(
+        &s.net,
+        &s.alice,
+        "POST",
+        "/v1/policies/agent/proposals",
+        Some(json!({"source": policy(s.port, &s.work(), true)})),
+    )
+    .json();
+    assert_eq!(p["state"], "pending", "{p}");
+    let (rc, _) = step(&s.work(), 2);
+    assert_ne!(rc, "0", "a pending proposal changes nothing");
+    // Approved: the supervisor reloads and acknowledges revision 2.
+    let r = call(
+        &s.net,
+        &s.bob,
+        "POST",
+        &format!("/v1/proposals/{}/approve", p["id"]),
+        Some(json!({"review_token": p["review_token"]})),
+    );
+    assert_eq!(r.json()["revision"], 2);
+    let status = s.sandbox("?revision=2&wait=30");
+    assert_eq!(status["applied_revision"], 2, "{status}\n{}", s.stderr());
+    // The new port is also a Landlock rule, which a running workload keeps:
+    // the network part is in force, the rest waits for a relaunch.
+    assert_eq!(status["result"], "network_only", "{status}");
+    assert_eq!(status["relaunch_required"], true);
+    assert_eq!(status["applied_digest"], p["digest"]);
+    let (rc, out) = step(&s.work(), 3);
+    assert_eq!((rc.as_str(), out.as_str()), ("0", "ok"), "{}", s.stderr());
+    assert_eq!(wait_exit(&mut child), 0, "{}", s.stderr());
+    assert!(s.stderr().contains("bundle reloaded"), "{}", s.stderr());
+}
+
+#[test]
+fn an_untrusted_key_or_an_unreachable_gateway_never_starts_the_workload() {
+    let s = setup();
+    let script = format!("touch {}/started\n", s.work().display());
+    // A trust file with another key only.
+    let other = s.dir.join("other.keys");
+    std::fs::write(
+        &other,
+        bundle_trust::SigningKey::from_seed(&[9; 32]).trust_line(),
+    )
+    .unwrap();
+    let mut child = s.run(&other, &script);
+    assert_eq!(wait_exit(&mut child), 125, "{}", s.stderr());
+    assert!(s.stderr().contains("not trusted"), "{}", s.stderr());
+    assert!(!s.work().join("started").exists());
+    // The gateway down.
+    let trust = s.gw.dir.join("trust.keys");
+    let mut s = s;
+    s.gw.kill();
+    let mut child = s.run(&trust, &script);
+    assert_eq!(wait_exit(&mut child), 125, "{}", s.stderr());
+    assert!(
+        s.stderr().contains("cannot reach the gateway"),
+        "{}",
+        s.stderr()
+    );
+    assert!(!s.work().join("started").exists());
+}
+
+#[test]
+fn tampered_rolled_back_or_unknown_key_revisions_are_refused_and_the_rules_stay() {
+    let mut s = setup();
+    // The supervisor's own copy of the trust file.
+    let trust = s.dir.join("trust.keys");
+    std::fs::copy(s.gw.dir.join("trust.keys"), &trust).unwrap();
+    let mut child = s.run(&trust, &workload(&s.work(), s.port, 4));
+    // Revision 2 allows the upstream.
+    s.propose_and_approve(true);
+    assert_eq!(
+        s.sandbox("?revision=2&wait=30")["applied_revision"],
+        2,
+        "{}",
+        s.stderr()
+    );
+    let (rc, _) = step(&s.work(), 1);
+    assert_eq!(rc, "0", "{}", s.stderr());
+    let db = format!("sqlite:{}", s.gw.dir.join("gateway.db").display());
+    let sql = |q: &str| {
+        let q = q.to_owned();
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                sqlx::any::install_default_drivers();
+                let pool = sqlx::AnyPool::connect(&db).await.unwrap();
+                sqlx::query(&q).execute(&pool).await.unwrap();
+                pool.close().await;
+            });
+        })
+        .join()
+        .unwrap();
+    };
+    // A revision 3 written into the database behind the gateway's back:
+    // revision 1's bundle with one byte changed. The gateway signs what it
+    // serves, but the bundle's digest no longer matches its content.
+    sql(
+        "INSERT INTO revisions (policy, revision, format, source, credentials, bundle, digest, signature, author, approved_by, proposal, created_at) SELECT policy, 3, format, source, credentials, replace(bundle, 'other.test', 'other.tesu'), digest, signature, author, approved_by, proposal, created_at FROM revisions WHERE revision = 1",
+    );
+    sql("UPDATE policies SET active_revision = 3");
+    let pid = child.id();
+    // No approval happened, so nothing woke the poll: SIGHUP asks again.
+    let _ = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status();
+    let start = Instant::now();
+    loop {
+        let st = s.sandbox("");
+        if st["result"] == "refused" {
+            assert_eq!(st["applied_revision"], 2, "{st}");
+            let e = st["error"].as_str().unwrap();
+            assert!(
+                e.contains("does not verify") && e.contains("digest"),
+                "{st}"
+            );
+            break;
+        }
+        assert!(start.elapsed() < T, "no report: {st}\n{}", s.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (rc, _) = step(&s.work(), 2);
+    assert_eq!(rc, "0", "the rules of revision 2 stay: {}", s.stderr());
+    // The gateway's database pointed back at revision 1 (a replay): older
+    // than what runs, refused.
+    sql("UPDATE policies SET active_revision = 1");
+    let _ = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status();
+    let start = Instant::now();
+    loop {
+        let st = s.sandbox("");
+        if st["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("older than revision 2"))
+        {
+            assert_eq!(st["applied_revision"], 2);
+            break;
+        }
+        assert!(
+            start.elapsed() < T,
+            "no refusal of the older revision: {st}\n{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A new signing key the supervisor does not trust yet signs revision 4.
+    sql("UPDATE policies SET active_revision = 2");
+    let gwdir = s.gw.dir.clone();
+    let new_id = gateway::dir::rotate_key(&gwdir).unwrap();
+    let port = s.gw.addr.port();
+    s.gw.kill();
+    s.gw = Gw::start(&s.net, &gwdir, port);
+    s.propose_and_approve(false);
+    let start = Instant::now();
+    loop {
+        let st = s.sandbox("");
+        if st["error"].as_str().is_some_and(|e| e.contains(&new_id)) {
+            assert_eq!(st["applied_revision"], 2, "{st}");
+            break;
+        }
+        assert!(
+            start.elapsed() < T,
+            "no refusal of the unknown key: {st}\n{}",
+            s.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (rc, _) = step(&s.work(), 3);
+    assert_eq!(rc, "0", "still revision 2's rules");
+    // Trusting the new key (no restart) and SIGHUP: revision 4 applies.
+    // Replaced whole (write, then rename), as an operator should.
+    let tmp = trust.with_extension("new");
+    std::fs::copy(gwdir.join("trust.keys"), &tmp).unwrap();
+    std::fs::rename(&tmp, &trust).unwrap();
+    let _ = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status();
+    let st = s.sandbox("?revision=4&wait=30");
+    assert_eq!(st["applied_revision"], 4, "{st}\n{}", s.stderr());
+    let (rc, _) = step(&s.work(), 4);
+    assert_ne!(rc, "0", "revision 4 refuses the upstream");
+    assert_eq!(wait_exit(&mut child), 0);
+}
+
+#[test]
+fn a_gateway_restart_mid_poll_loses_nothing_and_the_supervisor_resumes() {
+    let mut s = setup();
+    let trust = s.gw.dir.join("trust.keys");
+    let mut child = s.run(&trust, &workload(&s.work(), s.port, 2));
+    assert_eq!(s.sandbox("?revision=1&wait=20")["applied_revision"], 1);
+    // Down while the supervisor waits in a long-poll: its rules stay.
+    let port = s.gw.addr.port();
+    let gwdir = s.gw.dir.clone();
+    s.gw.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    let (rc, _) = step(&s.work(), 1);
+    assert_ne!(rc, "0", "revision 1's rules stay in force");
+    // Up again on the same address: an approval reaches the supervisor.
+    s.gw = Gw::start(&s.net, &gwdir, port);
+    s.propose_and_approve(true);
+    let st = s.sandbox("?revision=2&wait=40");
+    assert_eq!(st["applied_revision"], 2, "{st}\n{}", s.stderr());
+    let (rc, out) = step(&s.work(), 2);
+    assert_eq!((rc.as_str(), out.as_str()), ("0", "ok"));
+    assert_eq!(wait_exit(&mut child), 0);
+    assert!(
+        s.stderr().contains("the gateway is unreachable"),
+        "{}",
+        s.stderr()
+    );
+}
