@@ -332,6 +332,16 @@ both!(bad_input_gets_a_json_4xx, |b| async move {
             .await,
             400,
         ),
+        (
+            send(
+                &gw.admin,
+                "POST",
+                "/v1/tokens",
+                Some(json!({"name": "gateway", "role": "author"})),
+            )
+            .await,
+            400,
+        ),
     ];
     for (i, (r, want)) in cases.iter().enumerate() {
         assert_eq!(r.status, *want, "case {i}: {:?}", r.json());
