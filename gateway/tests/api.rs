@@ -158,6 +158,17 @@ both!(two_approvals_racing_exactly_one_wins, |b| async move {
         .json();
     assert_eq!(revs["revisions"].as_array().unwrap().len(), 3);
     assert_eq!(revs["active_revision"], 3);
+    // The losers' refusals and the winners' approvals were appended at the
+    // same time: the chain is still one line.
+    let audit = send(&bob, "GET", "/v1/audit/verify", None).await.json();
+    assert_eq!(audit["ok"], true, "{audit}");
+    assert_eq!(
+        audit["rows"].as_u64().unwrap(),
+        send(&bob, "GET", "/v1/audit", None).await.json()["rows"]
+            .as_array()
+            .unwrap()
+            .len() as u64
+    );
 });
 
 both!(
