@@ -722,6 +722,12 @@ both!(
             send(&bob, "GET", "/v1/audit/verify", None).await.json()["ok"],
             true
         );
+        // Revisions cannot be changed or deleted, even with the database's own
+        // tools.
+        for q in ["UPDATE revisions SET source = 'x'", "DELETE FROM revisions"] {
+            let e = sqlx::query(q).execute(&pool).await.unwrap_err();
+            assert!(e.to_string().contains("revisions are immutable"), "{e}");
+        }
         // Delete a row in the middle.
         sqlx::query("DELETE FROM audit WHERE seq = 2")
             .execute(&pool)
