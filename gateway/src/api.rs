@@ -16,6 +16,8 @@ use crate::store::{
 };
 
 const PEOPLE: &[Role] = &[Role::Admin, Role::Author];
+/// Who automatic approvals are recorded as; no token may carry the name.
+const AUTO_APPROVER: &str = "gateway";
 const READERS: &[Role] = &[Role::Admin, Role::Author, Role::Reader];
 
 /// Dispatches on method and path.
@@ -137,7 +139,7 @@ async fn store_proposal(
     if auto {
         // Another change approved first: this one stays pending (its base
         // moved) and a person re-proposes.
-        match decide_approval(app, &p, "gateway", "auto").await {
+        match decide_approval(app, &p, AUTO_APPROVER, "auto").await {
             Ok(_)
             | Err(ApiError {
                 code: "conflict", ..
@@ -600,6 +602,11 @@ async fn create_token(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     let caller = r.require(&[Role::Admin])?.clone();
     let body: TokenBody = r.json()?;
     let who = name("token", &body.name)?;
+    if who == AUTO_APPROVER {
+        return Err(ApiError::bad_request(format!(
+            "`{AUTO_APPROVER}` is the name automatic approvals are recorded under; choose another"
+        )));
+    }
     if body.role == Role::Sandbox {
         return Err(ApiError::bad_request(
             "sandbox tokens come with their sandbox (`POST /v1/sandboxes`)",
@@ -634,8 +641,12 @@ async fn audit(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
 
 async fn audit_verify(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     r.require(READERS)?;
-    let rows = app.store.audit_rows().await?;
+    // The head first: a row and the head move in one transaction, so every
+    // row up to the head read is there; rows appended after it are newer
+    // than this check.
     let (seq, hash) = app.store.audit_head().await?;
+    let mut rows = app.store.audit_rows().await?;
+    rows.retain(|r| r.seq <= seq);
     let problems = crate::audit::verify(&rows, (seq, &hash));
     Ok(Reply::ok(json!({
         "ok": problems.is_empty(),

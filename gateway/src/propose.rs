@@ -185,7 +185,16 @@ async fn prove(app: &Arc<App>, old: &str, new: Bundle) -> Value {
         registry: app.registry.clone(),
         ..prover::Options::default()
     };
-    let work = tokio::task::spawn_blocking(move || prover::diff(&old, &new, &opts));
+    // The permit lives as long as the proof, which may outlast the answer
+    // (it stops at the same budget, from its own clock).
+    let Ok(permit) = Arc::clone(&app.proving).acquire_owned().await else {
+        return inconclusive("the prover is shutting down");
+    };
+    let work = tokio::task::spawn_blocking(move || {
+        let report = prover::diff(&old, &new, &opts);
+        drop(permit);
+        report
+    });
     match tokio::time::timeout(budget, work).await {
         Ok(Ok(Ok(report))) => report.to_json(),
         Ok(Ok(Err(e))) => inconclusive(&e.to_string()),

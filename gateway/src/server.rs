@@ -71,6 +71,8 @@ pub struct App {
     /// Bumped after every change that a waiting request may care about.
     pub changes: watch::Sender<u64>,
     pub registry: prover::Registry,
+    /// Proofs running at once: at most one per CPU; more proposals wait.
+    pub proving: Arc<tokio::sync::Semaphore>,
     /// Revisions served lately (they never change once written).
     pub revisions: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<RevisionRow>>>,
 }
@@ -470,6 +472,9 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
         changes,
         registry: prover::Registry::embedded(),
         revisions: std::sync::Mutex::default(),
+        proving: Arc::new(tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        )),
     });
     if let Some(url) = listen_url {
         crate::notify::listen(Arc::clone(&app), url).await?;

@@ -158,6 +158,17 @@ both!(two_approvals_racing_exactly_one_wins, |b| async move {
         .json();
     assert_eq!(revs["revisions"].as_array().unwrap().len(), 3);
     assert_eq!(revs["active_revision"], 3);
+    // The losers' refusals and the winners' approvals were appended at the
+    // same time: the chain is still one line.
+    let audit = send(&bob, "GET", "/v1/audit/verify", None).await.json();
+    assert_eq!(audit["ok"], true, "{audit}");
+    assert_eq!(
+        audit["rows"].as_u64().unwrap(),
+        send(&bob, "GET", "/v1/audit", None).await.json()["rows"]
+            .as_array()
+            .unwrap()
+            .len() as u64
+    );
 });
 
 both!(
@@ -328,6 +339,16 @@ both!(bad_input_gets_a_json_4xx, |b| async move {
                 "POST",
                 "/v1/tokens",
                 Some(json!({"name": "x", "role": "root"})),
+            )
+            .await,
+            400,
+        ),
+        (
+            send(
+                &gw.admin,
+                "POST",
+                "/v1/tokens",
+                Some(json!({"name": "gateway", "role": "author"})),
             )
             .await,
             400,
@@ -701,6 +722,12 @@ both!(
             send(&bob, "GET", "/v1/audit/verify", None).await.json()["ok"],
             true
         );
+        // Revisions cannot be changed or deleted, even with the database's own
+        // tools.
+        for q in ["UPDATE revisions SET source = 'x'", "DELETE FROM revisions"] {
+            let e = sqlx::query(q).execute(&pool).await.unwrap_err();
+            assert!(e.to_string().contains("revisions are immutable"), "{e}");
+        }
         // Delete a row in the middle.
         sqlx::query("DELETE FROM audit WHERE seq = 2")
             .execute(&pool)

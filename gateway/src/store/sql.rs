@@ -54,6 +54,17 @@ const TABLES: &[&str] = &[
     "CREATE INDEX IF NOT EXISTS sandboxes_policy ON sandboxes (policy)",
 ];
 
+/// Revisions are immutable: the database itself refuses to change or
+/// delete one.
+const IMMUTABLE_SQLITE: &[&str] = &[
+    "CREATE TRIGGER IF NOT EXISTS revisions_no_update BEFORE UPDATE ON revisions BEGIN SELECT RAISE(ABORT, 'revisions are immutable'); END",
+    "CREATE TRIGGER IF NOT EXISTS revisions_no_delete BEFORE DELETE ON revisions BEGIN SELECT RAISE(ABORT, 'revisions are immutable'); END",
+];
+const IMMUTABLE_POSTGRES: &[&str] = &[
+    "CREATE OR REPLACE FUNCTION openshell_revisions_immutable() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'revisions are immutable'; END $$",
+    "CREATE OR REPLACE TRIGGER revisions_immutable BEFORE UPDATE OR DELETE ON revisions FOR EACH ROW EXECUTE FUNCTION openshell_revisions_immutable()",
+];
+
 const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version";
 const REVISION_COLUMNS: &str = "policy, revision, format, source, credentials, bundle, digest, signature, author, approved_by, proposal, created_at";
 
@@ -292,6 +303,13 @@ impl Store for SqlStore {
                 sqlx::query(&stmt.replace("{ID}", id))
                     .execute(&mut *tx)
                     .await?;
+            }
+            let immutable = match self.dialect {
+                Dialect::Sqlite => IMMUTABLE_SQLITE,
+                Dialect::Postgres => IMMUTABLE_POSTGRES,
+            };
+            for stmt in immutable {
+                sqlx::query(stmt).execute(&mut *tx).await?;
             }
             sqlx::query("INSERT INTO audit_head (id, seq, hash) VALUES (1, 0, $1) ON CONFLICT (id) DO NOTHING")
                 .bind(GENESIS)
