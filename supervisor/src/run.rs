@@ -81,6 +81,46 @@ fn has_cap(caps: u64, cap: u32) -> bool {
 }
 
 fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
+    let prepared = prepare(args)?;
+    let pending = spawn(&prepared)?;
+    serve(args, prepared, pending, started)
+}
+
+/// What `prepare` made before the fork: a failure there stops the launch
+/// before any process exists (docs/supervisor.md, step 2).
+struct Prepared {
+    gateway: Option<crate::gateway::Gateway>,
+    from_gateway: Option<bundle_trust::Verified>,
+    bundle: policy_lang::bundle::Bundle,
+    mode: NetnsMode,
+    caps: u64,
+    abi: u8,
+    proxy_parts: l7::Prepared,
+    trust: TrustFile,
+    proxy_setup: Duration,
+    ruleset: enforcer::PreparedRuleset,
+    identity: Option<workload::Identity>,
+    can_switch: bool,
+    own: (libc::uid_t, libc::gid_t),
+    writable: Arc<Writable>,
+    bundle_path: PathBuf,
+    filter: enforcer::PreparedFilter,
+    placeholders: Arc<Placeholders>,
+    program: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    cwd: CString,
+    log: Arc<DenyLog>,
+    attribution: Arc<Attribution>,
+    dns_policy: Arc<Swap<DnsPolicy>>,
+    resolv: Option<tempfile::TempDir>,
+    resolv_source: Option<CString>,
+    transcript: Option<Transcript>,
+}
+
+/// Everything before the fork: the bundle, Landlock and the filter, the
+/// proxy's CA and trust file, the workload's user, environment and program.
+fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     let gateway = crate::gateway::Gateway::from_args(args)?;
     let (bundle, from_gateway) = match (&gateway, &args.bundle) {
         (Some(g), _) => {
@@ -214,7 +254,6 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
     let dns_policy = Arc::new(Swap::new(DnsPolicy::from_table(
         &bundle.enforcement.seccomp,
     )));
-    let attribution_for_broker = Arc::clone(&attribution);
     let resolv = match mode {
         NetnsMode::New => private_resolv_conf()?,
         NetnsMode::None => None,
@@ -228,8 +267,54 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         .as_deref()
         .map(Transcript::start)
         .transpose()?;
-    let groups = identity.as_ref().map(|i| [i.gid]);
     let own = workload::own_ids();
+    Ok(Prepared {
+        gateway,
+        from_gateway,
+        bundle,
+        mode,
+        caps,
+        abi,
+        proxy_parts,
+        trust,
+        proxy_setup,
+        ruleset,
+        identity,
+        can_switch,
+        own,
+        writable,
+        bundle_path,
+        filter,
+        placeholders,
+        program,
+        argv,
+        envp,
+        cwd,
+        log,
+        attribution,
+        dns_policy,
+        resolv,
+        resolv_source,
+        transcript,
+    })
+}
+
+/// The fork: the child sets itself up and waits for its go.
+fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
+    let (mode, caps, can_switch, own) = (p.mode, p.caps, p.can_switch, p.own);
+    let Prepared {
+        identity,
+        resolv_source,
+        transcript,
+        cwd,
+        ruleset,
+        filter,
+        program,
+        argv,
+        envp,
+        ..
+    } = p;
+    let groups = identity.as_ref().map(|i| [i.gid]);
     let child_identity = identity
         .as_ref()
         .zip(groups.as_ref())
@@ -249,15 +334,46 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
         drop_bounding: has_cap(caps, CAP_SETPCAP),
         last_cap: enforcer::cap_last_cap().map_err(LaunchError::io("read cap_last_cap"))?,
         identity: child_identity.filter(|c| (c.uid, c.gid) != own || can_switch),
-        cwd: &cwd,
-        ruleset: &ruleset,
-        filter: &filter,
-        program: &program,
-        argv: &argv,
-        envp: &envp,
+        cwd,
+        ruleset,
+        filter,
+        program,
+        argv,
+        envp,
     };
     let _ = enforcer::set_child_subreaper();
-    let mut pending = enforcer::spawn(&spec).map_err(LaunchError::Spawn)?;
+    enforcer::spawn(&spec).map_err(LaunchError::Spawn)
+}
+
+/// After the fork: the runtime, the DNS stub, the go, the proxy, the broker
+/// and reloads, then waiting for the workload.
+fn serve(
+    args: &RunArgs,
+    p: Prepared,
+    mut pending: enforcer::Pending,
+    started: Instant,
+) -> Result<u8, LaunchError> {
+    let Prepared {
+        gateway,
+        from_gateway,
+        bundle,
+        mode,
+        abi,
+        proxy_parts,
+        trust,
+        proxy_setup,
+        identity,
+        own,
+        writable,
+        bundle_path,
+        placeholders,
+        log,
+        attribution,
+        dns_policy,
+        resolv,
+        transcript,
+        ..
+    } = p;
     let listener = pending
         .take_listener()
         .ok_or_else(|| LaunchError::Usage("the child did not hand over its listener".into()))?;
@@ -287,6 +403,7 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
             (mode, stub)
         }
     };
+    let attribution_for_broker = Arc::clone(&attribution);
     let answerer = Answerer {
         policy: Arc::clone(&dns_policy),
         attribution,
