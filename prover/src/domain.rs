@@ -19,6 +19,7 @@ use crate::error::ProverError;
 use crate::formula::AddrCell;
 use crate::strings::validity::Rule;
 use crate::strings::{DimSpec, Partition, PatternKind, PatternSet, universe};
+use crate::timing::Timings;
 
 /// Per query key: each set of conditions (indices into `Domain::queries`)
 /// some single value matches, with such a value.
@@ -130,7 +131,12 @@ impl Domain {
 
     /// `budget`: product states the witness search of each string signature
     /// may enter ([`crate::strings::search::BUDGET`]).
-    pub fn build(bundles: &[&Bundle], extra: &Extra, budget: usize) -> Result<Domain, ProverError> {
+    pub fn build(
+        bundles: &[&Bundle],
+        extra: &Extra,
+        budget: usize,
+        timings: &Timings,
+    ) -> Result<Domain, ProverError> {
         let encoded_slash = bundles
             .iter()
             .any(|b| b.enforcement.l7.iter().any(|e| e.encoded_slash));
@@ -233,7 +239,6 @@ impl Domain {
         } else {
             |s| universe::is_canonical_path(s, false)
         };
-        let timing = std::env::var_os("PROVER_TIMING").is_some();
         let t = std::time::Instant::now();
         let bins_part = Partition::build(
             bins,
@@ -264,13 +269,16 @@ impl Domain {
                 budget,
             },
         )?;
-        if timing {
-            eprintln!(
-                "prover: partitions: binaries {t_bins:?}, hosts {:?}, paths {:?}",
+        for part in [&bins_part, &hosts_part, &paths_part] {
+            timings.note(|| part.phases.clone());
+        }
+        timings.note(|| {
+            format!(
+                "partitions: binaries {t_bins:?}, hosts {:?}, paths {:?}",
                 t_hosts - t_bins,
                 t.elapsed() - t_hosts
-            );
-        }
+            )
+        });
         Ok(Domain {
             bins: bins_part,
             hosts: hosts_part,

@@ -21,6 +21,7 @@ use crate::registry::Registry;
 use crate::sandbox::Sandbox;
 use crate::smt::LazySmt;
 use crate::solve::{Outcome, Search};
+use crate::timing::Timings;
 use crate::witness::{self, Observed};
 
 #[derive(Debug, Clone)]
@@ -37,6 +38,8 @@ pub struct Options {
     /// Steps the witness search may take per string signature; an atom it
     /// gives up on is kept without a witness (see `strings::search`).
     pub string_search_budget: usize,
+    /// Record where the time goes (`Stats::phases`).
+    pub timings: bool,
 }
 
 impl Default for Options {
@@ -49,6 +52,7 @@ impl Default for Options {
             max_regions: 200,
             print_smt: false,
             string_search_budget: crate::strings::search::BUDGET,
+            timings: false,
         }
     }
 }
@@ -77,6 +81,9 @@ pub struct Stats {
     pub path_atoms: usize,
     pub definitions: usize,
     pub millis: u128,
+    /// With `Options::timings`: one line per phase, in order.
+    #[serde(skip)]
+    pub phases: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -232,11 +239,14 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     let started = Instant::now();
     let deadline = started + Duration::from_millis(opts.timeout_ms);
     let bundles: Vec<&Bundle> = std::iter::once(new).chain(old).collect();
-    let timing = std::env::var_os("PROVER_TIMING").is_some();
-    let dom = Domain::build(&bundles, &extra(&bundles, opts), opts.string_search_budget)?;
-    if timing {
-        eprintln!("prover: domain {:?}", started.elapsed());
-    }
+    let timings = Timings::new(opts.timings);
+    let dom = Domain::build(
+        &bundles,
+        &extra(&bundles, opts),
+        opts.string_search_budget,
+        &timings,
+    )?;
+    timings.note(|| format!("domain {:?}", started.elapsed()));
     let facts = binary_facts(&dom, &opts.registry);
     let mut defs = Defs::default();
     let nm = model::build("new", new, &dom, &facts, &Sandbox::of(new), &mut defs);
@@ -262,18 +272,18 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         Some(o) => query::diff(&n.model, &o.model, &meta),
         None => query::single(&n.model, &meta),
     };
-    if timing {
+    timings.note(|| {
         let open = queries
             .iter()
             .filter(|q| !matches!(q.f, F::Const(false)))
             .count();
-        eprintln!(
-            "prover: models {:?} ({open} of {} queries not false by construction)",
+        format!(
+            "models {:?} ({open} of {} queries not false by construction)",
             started.elapsed(),
             queries.len()
-        );
-    }
-    let smt = LazySmt::new(&dom, &defs, deadline);
+        )
+    });
+    let smt = LazySmt::new(&dom, &defs, deadline, &timings);
     let mut report = Report {
         verdict: Verdict::NoNewAccess,
         findings: Vec::new(),
@@ -287,6 +297,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
             path_atoms: dom.paths.len(),
             definitions: defs.items.len(),
             millis: 0,
+            phases: Vec::new(),
         },
     };
     if opts.print_smt {
@@ -314,26 +325,21 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         defs: &defs,
         smt: &smt,
         learned: Vec::new(),
+        timings: &timings,
     };
-    if timing {
-        eprintln!(
-            "prover: setup {:?} ({} defs)",
-            started.elapsed(),
-            defs.items.len()
-        );
-    }
+    timings.note(|| format!("setup {:?} ({} defs)", started.elapsed(), defs.items.len()));
     for q in &queries {
         let t = Instant::now();
         let (found, outcome) = search.regions(&q.f, opts.max_regions);
-        if timing {
-            eprintln!(
-                "prover: {} {:?}: {} regions in {:?} ({outcome:?})",
+        timings.note(|| {
+            format!(
+                "{} {:?}: {} regions in {:?} ({outcome:?})",
                 q.category,
                 q.variant,
                 found.len(),
                 t.elapsed()
-            );
-        }
+            )
+        });
         // A region none of whose points can be shown as a concrete request
         // is neither a finding nor nothing: it makes the verdict
         // inconclusive.
@@ -376,9 +382,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     }
     let t = Instant::now();
     cx.secret_exposure(&search, &mut report);
-    if timing {
-        eprintln!("prover: secret_exposure {:?}", t.elapsed());
-    }
+    timings.note(|| format!("secret_exposure {:?}", t.elapsed()));
     note_unknown_acceptances(opts, &mut report);
     let widened = report.findings.iter().any(|f| !f.suppressed)
         || report.omitted.iter().any(|o| o.count > 0 || o.at_least);
@@ -390,9 +394,10 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         Verdict::NoNewAccess
     };
     report.stats.millis = started.elapsed().as_millis();
-    if timing {
-        eprintln!("prover: answered {:?}", started.elapsed());
-    }
+    timings.note(|| format!("answered {:?}", started.elapsed()));
+    drop(search);
+    drop(smt);
+    report.stats.phases = timings.take();
     Ok(report)
 }
 

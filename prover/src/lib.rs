@@ -30,6 +30,7 @@ pub mod sandbox;
 pub mod smt;
 pub mod solve;
 pub mod strings;
+pub mod timing;
 pub mod witness;
 
 pub use engine::{Options, Report, Verdict, check, diff};

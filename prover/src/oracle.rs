@@ -36,7 +36,12 @@ pub struct Answer {
 
 impl Oracle {
     pub fn new(b: &Bundle) -> Result<Oracle, ProverError> {
-        let dom = Domain::build(&[b], &Extra::default(), crate::strings::search::BUDGET)?;
+        let dom = Domain::build(
+            &[b],
+            &Extra::default(),
+            crate::strings::search::BUDGET,
+            &crate::timing::Timings::default(),
+        )?;
         let mut defs = Defs::default();
         let model = model::build(
             "p",
@@ -46,7 +51,11 @@ impl Oracle {
             &Sandbox::of(b),
             &mut defs,
         );
-        let mut smt = Smt::new(&dom, Instant::now() + Duration::from_secs(3600));
+        let mut smt = Smt::new(
+            &dom,
+            Instant::now() + Duration::from_secs(3600),
+            &crate::timing::Timings::default(),
+        );
         smt.define(&defs);
         let packed = Smt::pack(&[
             smt.inline(&defs, &model.allow),

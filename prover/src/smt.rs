@@ -2,6 +2,7 @@
 //! as named constants, formulas translated, models read back as points.
 //! Strings never reach Z3: string dimensions are atom indices.
 
+use crate::timing::Timings;
 use std::cell::RefCell;
 use std::time::Instant;
 
@@ -140,14 +141,16 @@ pub struct LazySmt<'a> {
     dom: &'a Domain,
     defs: &'a Defs,
     deadline: Instant,
+    timings: &'a Timings,
     cell: std::cell::OnceCell<Smt>,
 }
 
 impl<'a> LazySmt<'a> {
-    pub fn new(dom: &'a Domain, defs: &'a Defs, deadline: Instant) -> Self {
+    pub fn new(dom: &'a Domain, defs: &'a Defs, deadline: Instant, timings: &'a Timings) -> Self {
         LazySmt {
             dom,
             defs,
+            timings,
             deadline,
             cell: std::cell::OnceCell::new(),
         }
@@ -156,11 +159,10 @@ impl<'a> LazySmt<'a> {
     pub fn get(&self) -> &Smt {
         self.cell.get_or_init(|| {
             let t = Instant::now();
-            let mut smt = Smt::new(self.dom, self.deadline);
+            let mut smt = Smt::new(self.dom, self.deadline, self.timings);
             smt.define(self.defs);
-            if std::env::var_os("PROVER_TIMING").is_some() {
-                eprintln!("prover:   z3 created {:?}", t.elapsed());
-            }
+            self.timings
+                .note(|| format!("  z3 created {:?}", t.elapsed()));
             smt
         })
     }
@@ -198,7 +200,7 @@ pub struct Smt {
 }
 
 impl Smt {
-    pub fn new(dom: &Domain, deadline: Instant) -> Smt {
+    pub fn new(dom: &Domain, deadline: Instant, timings: &Timings) -> Smt {
         let t = Instant::now();
         let nq = dom.queries.len();
         let vars = Vars {
@@ -228,9 +230,7 @@ impl Smt {
                 .map(|i| Bool::new_const(format!("q{i}.deny")))
                 .collect(),
         };
-        if std::env::var_os("PROVER_TIMING").is_some() {
-            eprintln!("prover:   z3 vars {:?}", t.elapsed());
-        }
+        timings.note(|| format!("  z3 vars {:?}", t.elapsed()));
         let below = |v: &BV, n: usize| v.bvult(bv(n as u128, v.get_size()));
         let mut domain = vec![
             below(&vars.bin, dom.bins.len()),
@@ -306,9 +306,7 @@ impl Smt {
             };
             domain.push(is_k.eq(&inside));
         }
-        if std::env::var_os("PROVER_TIMING").is_some() {
-            eprintln!("prover:   z3 domain {:?}", t.elapsed());
-        }
+        timings.note(|| format!("  z3 domain {:?}", t.elapsed()));
         for c in &domain {
             smt.inc.assert(c);
         }

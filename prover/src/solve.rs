@@ -17,6 +17,7 @@ use crate::fd;
 use crate::formula::{Defs, F, Lit, Point, and, dim, ids, lit, not, or};
 use crate::region::{QUERY_VALUES, Region, apply_addr, first_port, query_value};
 use crate::smt::LazySmt;
+use crate::timing::Timings;
 use crate::witness;
 
 pub struct Search<'a> {
@@ -25,6 +26,7 @@ pub struct Search<'a> {
     pub smt: &'a LazySmt<'a>,
     /// Query-string readings found impossible, blocked for every query.
     pub learned: Vec<F>,
+    pub timings: &'a Timings,
 }
 
 #[derive(Debug, Clone)]
@@ -78,7 +80,6 @@ impl Search<'_> {
     fn regions_fd(&mut self, q: &F, cap: usize) -> Option<(Vec<Found>, Outcome)> {
         let dom = self.dom;
         let full = crate::engine::full_region(dom);
-        let timing = std::env::var_os("PROVER_TIMING").is_some();
         let mut found: Vec<Found> = Vec::new();
         loop {
             let mut parts = vec![q.clone(), self.destination()];
@@ -86,17 +87,17 @@ impl Search<'_> {
             parts.extend(found.iter().map(|f| not(f.region.formula(dom))));
             let t = std::time::Instant::now();
             let outcome = fd::find(dom, self.defs, &and(parts), &full, fd::BUDGET);
-            if timing {
-                eprintln!(
-                    "prover:   fd {} {:?}",
+            self.timings.note(|| {
+                format!(
+                    "  fd {} {:?}",
                     match &outcome {
                         fd::Outcome::Sat(_) => "sat",
                         fd::Outcome::Unsat => "unsat",
                         fd::Outcome::GaveUp => "gave up",
                     },
                     t.elapsed()
-                );
-            }
+                )
+            });
             let x = match outcome {
                 fd::Outcome::Unsat => return Some((found, Outcome::Complete)),
                 fd::Outcome::GaveUp => return None,
@@ -118,9 +119,8 @@ impl Search<'_> {
             let prior: Vec<&Region> = found.iter().map(|f| &f.region).collect();
             let t = std::time::Instant::now();
             let region = self.generalize(q, &x, &prior);
-            if timing {
-                eprintln!("prover:   generalize {:?}", t.elapsed());
-            }
+            self.timings
+                .note(|| format!("  generalize {:?}", t.elapsed()));
             found.push(Found { point: x, region });
         }
     }
@@ -141,9 +141,8 @@ impl Search<'_> {
             smt.assert(qz.clone());
             let t = std::time::Instant::now();
             let result = smt.check();
-            if std::env::var_os("PROVER_TIMING").is_some() {
-                eprintln!("prover:   solve {result:?} {:?}", t.elapsed());
-            }
+            self.timings
+                .note(|| format!("  solve {result:?} {:?}", t.elapsed()));
             let x = match result {
                 SatResult::Sat => smt.model().map(|m| smt.point(&m)),
                 _ => None,
@@ -171,9 +170,8 @@ impl Search<'_> {
             let prior: Vec<&Region> = found.iter().map(|f| &f.region).collect();
             let t = std::time::Instant::now();
             let region = self.generalize(q, &x, &prior);
-            if std::env::var_os("PROVER_TIMING").is_some() {
-                eprintln!("prover:   generalize {:?}", t.elapsed());
-            }
+            self.timings
+                .note(|| format!("  generalize {:?}", t.elapsed()));
             smt.assert(smt.translate(&not(region.formula(self.dom))));
             found.push(Found { point: x, region });
         };
@@ -388,9 +386,9 @@ impl Search<'_> {
         smt.assert(smt.translate(&and([r.formula(self.dom), not(q.clone())])));
         let t = std::time::Instant::now();
         let res = smt.check();
-        if std::env::var_os("PROVER_TIMING").is_some() {
-            eprintln!(
-                "prover:   region check {:?} {:?} (bins {} hosts {} addrs {} ports {} methods {} paths {})",
+        self.timings.note(|| {
+            format!(
+                "  region check {:?} {:?} (bins {} hosts {} addrs {} ports {} methods {} paths {})",
                 res,
                 t.elapsed(),
                 r.bins.len(),
@@ -399,8 +397,8 @@ impl Search<'_> {
                 r.ports.len(),
                 r.methods.len(),
                 r.paths.len()
-            );
-        }
+            )
+        });
         let out = match res {
             SatResult::Unsat => Ok(None),
             SatResult::Sat => smt.model().map(|m| Some(smt.point(&m))).ok_or(()),

@@ -54,13 +54,16 @@ fn risk_warnings(checked: &load::Checked, opts: &prover::Options, path: &std::pa
     };
     let bundle = policy_lang::compile::compile(&resolved.policy);
     match prover::check(&bundle, opts) {
-        Ok(report) => Risks {
-            warnings: crate::report::findings::diagnostics(&report, &checked.sources),
-            inconclusive: report
-                .inconclusive
-                .as_ref()
-                .map(|why| format!("`{}`: {why}", path.display())),
-        },
+        Ok(report) => {
+            super::diff::print_phases(&report);
+            Risks {
+                warnings: crate::report::findings::diagnostics(&report, &checked.sources),
+                inconclusive: report
+                    .inconclusive
+                    .as_ref()
+                    .map(|why| format!("`{}`: {why}", path.display())),
+            }
+        }
         Err(e) => Risks {
             warnings: Vec::new(),
             inconclusive: Some(format!("`{}`: {e}", path.display())),

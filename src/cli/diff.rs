@@ -122,8 +122,17 @@ pub fn options(
         timeout_ms,
         registry: reg,
         accepted,
+        timings: std::env::var_os("PROVER_TIMING").is_some(),
         ..Options::default()
     })
+}
+
+/// The prover's phases, when `PROVER_TIMING` asked for them
+/// (`bench/prover.sh` reads these lines).
+pub fn print_phases(report: &prover::Report) {
+    for line in &report.stats.phases {
+        eprintln!("prover: {line}");
+    }
 }
 
 /// Whether two paths hold the same bytes (then NEW need not be compiled:
@@ -178,6 +187,7 @@ pub fn run(args: &Args) -> u8 {
             return EXIT_INCONCLUSIVE;
         }
     };
+    print_phases(&report);
     if timing {
         eprintln!(
             "diff: compile old {t_old:?}, new {:?}, registry {:?}, prove {:?}",

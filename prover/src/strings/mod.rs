@@ -75,6 +75,8 @@ pub struct Partition {
     dfa: MultiDfa,
     exact_atoms: HashMap<String, u32>,
     sig_atoms: HashMap<Signature, u32>,
+    /// Where building it took its time (a line of `Stats::phases`).
+    pub phases: String,
 }
 
 /// Collects the patterns of a dimension before the partition is built.
@@ -297,14 +299,12 @@ impl Partition {
                 sig,
             });
         }
-        if std::env::var_os("PROVER_TIMING").is_some() {
-            eprintln!(
-                "prover:   partition of {} patterns: build {t_build:?}, explore {:?}, witnesses {:?} ({enumerated} searched)",
-                keys.len(),
-                t_explore - t_build,
-                t0.elapsed() - t_explore
-            );
-        }
+        let phases = format!(
+            "  partition of {} patterns: build {t_build:?}, explore {:?}, witnesses {:?} ({enumerated} searched)",
+            keys.len(),
+            t_explore - t_build,
+            t0.elapsed() - t_explore
+        );
         let mut members: Vec<Vec<u32>> = vec![Vec::new(); keys.len()];
         let _ = &kinds;
         for (a, atom) in atoms.iter().enumerate() {
@@ -322,6 +322,7 @@ impl Partition {
             dfa,
             exact_atoms,
             sig_atoms,
+            phases,
         })
     }
 
