@@ -9,8 +9,8 @@ use hyper::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::app::{ApiError, App, MAX_WAIT_SECS, Reply, Req, now, token_hash};
 use crate::propose::{self, Candidate};
-use crate::server::{ApiError, App, MAX_WAIT_SECS, Reply, Req, now, token_hash};
 use crate::store::{
     Approval, AuditEntry, ProposalRow, ProposalState, Role, SandboxRow, StatusReport, TokenRow,
 };
@@ -132,7 +132,7 @@ async fn store_proposal(
         .proposal(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no proposal {id}")))?;
-    let auto = app.approval == crate::server::ApprovalMode::Auto
+    let auto = app.approval == crate::app::ApprovalMode::Auto
         && p.state == ProposalState::Pending
         && p.base_revision.is_some()
         && p.verdict.as_deref() == Some("no-new-access");

@@ -6,7 +6,19 @@
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
-use crate::store::AuditRow;
+/// One audit row as stored, with its place in the hash chain.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditRow {
+    pub seq: i64,
+    pub at: i64,
+    pub actor: String,
+    pub action: String,
+    pub subject: String,
+    /// JSON text.
+    pub detail: String,
+    pub prev: String,
+    pub hash: String,
+}
 
 /// The `prev` of the first row.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";

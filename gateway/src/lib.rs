@@ -20,6 +20,7 @@
 //! (Postgres `LISTEN`). `docs/gateway.md` is the operator's guide.
 
 pub mod api;
+pub mod app;
 pub mod audit;
 pub mod cli;
 pub mod dir;

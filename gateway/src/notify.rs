@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sqlx::postgres::PgListener;
 
-use crate::server::App;
+use crate::app::App;
 use crate::store::StoreError;
 use crate::store::sql::CHANNEL;
 

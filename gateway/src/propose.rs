@@ -10,8 +10,8 @@ use policy_lang::source::SourceFile;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
+use crate::app::{ApiError, App};
 use crate::audit::hex;
-use crate::server::{ApiError, App};
 use crate::store::{NewProposal, ProposalState};
 
 /// What a proposer sends.

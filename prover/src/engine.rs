@@ -685,7 +685,7 @@ impl Cx<'_> {
         let dom = self.dom;
         let facts = binary_facts(dom, &self.opts.registry);
         let nsand = Sandbox::of(self.n.bundle);
-        let full = full_region(dom);
+        let full = Region::full(dom);
         // A point where `f` holds: the finite-domain search first, Z3 when
         // it gives up. `Err` when neither can tell.
         let model_of = |f: &F| -> Result<Option<Point>, ()> {
@@ -762,7 +762,7 @@ impl Cx<'_> {
             }
             let q = and([self.n.model.allow.clone(), lit(Lit::Bin(ids(bins.clone())))]);
             let Ok(Some(x)) = model_of(&q) else { continue };
-            let mut region = full_region(dom);
+            let mut region = Region::full(dom);
             region.bins = bins;
             let p = witness::choose(dom, self.defs, &q, &region, &x);
             if let Some(why) = witness::unshowable(dom, &p) {
@@ -812,24 +812,5 @@ impl Cx<'_> {
                 code: Category::SecretExposure.code().id,
             });
         }
-    }
-}
-
-/// Every value in every dimension.
-pub fn full_region(dom: &Domain) -> Region {
-    let all = |n: usize| {
-        (0..n)
-            .filter_map(|i| u32::try_from(i).ok())
-            .collect::<Vec<_>>()
-    };
-    Region {
-        bins: all(dom.bins.len()),
-        shas: all(dom.shas.len()),
-        hosts: all(dom.hosts.len() + 1),
-        addrs: all(dom.addr_classes.len()),
-        ports: all(dom.port_classes.len()),
-        methods: all(dom.methods.len()),
-        paths: all(dom.paths.len()),
-        queries: vec![(0..3).collect(); dom.queries.len()],
     }
 }

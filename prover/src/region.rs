@@ -35,6 +35,25 @@ pub fn query_value(p: &Point, q: usize) -> u8 {
 }
 
 impl Region {
+    /// Every value in every dimension.
+    pub fn full(dom: &Domain) -> Region {
+        let all = |n: usize| {
+            (0..n)
+                .filter_map(|i| u32::try_from(i).ok())
+                .collect::<Vec<_>>()
+        };
+        Region {
+            bins: all(dom.bins.len()),
+            shas: all(dom.shas.len()),
+            hosts: all(dom.hosts.len() + 1),
+            addrs: all(dom.addr_classes.len()),
+            ports: all(dom.port_classes.len()),
+            methods: all(dom.methods.len()),
+            paths: all(dom.paths.len()),
+            queries: vec![(0..3).collect(); dom.queries.len()],
+        }
+    }
+
     /// The elementary cell of a point.
     pub fn cell(p: &Point, dom: &Domain) -> Region {
         Region {

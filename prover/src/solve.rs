@@ -79,7 +79,7 @@ impl Search<'_> {
     /// blocks are kept either way: each is true of every query string.
     fn regions_fd(&mut self, q: &F, cap: usize) -> Option<(Vec<Found>, Outcome)> {
         let dom = self.dom;
-        let full = crate::engine::full_region(dom);
+        let full = Region::full(dom);
         let mut found: Vec<Found> = Vec::new();
         loop {
             let mut parts = vec![q.clone(), self.destination()];

@@ -9,6 +9,7 @@
 
 pub(crate) mod sql;
 
+pub use crate::audit::AuditRow;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -254,20 +255,6 @@ pub struct AuditEntry {
     pub action: String,
     pub subject: String,
     pub detail: serde_json::Value,
-}
-
-/// One audit row as stored, with its place in the hash chain.
-#[derive(Debug, Clone, Serialize)]
-pub struct AuditRow {
-    pub seq: i64,
-    pub at: i64,
-    pub actor: String,
-    pub action: String,
-    pub subject: String,
-    /// JSON text.
-    pub detail: String,
-    pub prev: String,
-    pub hash: String,
 }
 
 /// The gateway's state. One implementation per database family; the API

@@ -12,6 +12,8 @@
 use super::rego_glob::{self, GTok};
 use crate::matcher::HttpPathGlob;
 
+// Callers find every pattern translation here; `query_glob` only borrows
+// this module's helpers, so the re-export is the one edge back.
 pub use super::query_glob::query_value;
 
 /// The most patterns one alternation may expand into.

@@ -25,10 +25,23 @@ pub struct DottedGlob {
     labels: Vec<Seg>,
 }
 
+/// Refuses a NUL in a query value pattern; plain query value globs
+/// ([`super::query`]) use it too.
+pub(super) fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
+    if c == '\0' {
+        return Err(PatternError::new(
+            "NUL in a query value pattern",
+            "query strings containing NUL are rejected before matching; remove it",
+            at,
+        ));
+    }
+    Ok(())
+}
+
 const SYNTAX: Syntax = Syntax {
     separator: Some('.'),
     percent: false,
-    check_literal: super::query::check_literal,
+    check_literal,
 };
 
 /// Zero or more labels, each after a `.`.

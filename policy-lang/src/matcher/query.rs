@@ -32,22 +32,10 @@ enum Kind {
 /// Marks a value pattern as a [`DottedGlob`].
 pub const DOTTED_PREFIX: &str = "dotted:";
 
-/// Shared with [`DottedGlob`], whose values are query values too.
-pub(super) fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
-    if c == '\0' {
-        return Err(PatternError::new(
-            "NUL in a query value pattern",
-            "query strings containing NUL are rejected before matching; remove it",
-            at,
-        ));
-    }
-    Ok(())
-}
-
 const SYNTAX: Syntax = Syntax {
     separator: None,
     percent: false,
-    check_literal,
+    check_literal: super::dotted::check_literal,
 };
 
 impl ValueGlob {

@@ -26,7 +26,7 @@ use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-use super::SetupError;
+use super::setup::SetupError;
 
 /// Leaf certificates kept at most.
 pub const LEAF_CACHE: usize = 1024;

@@ -25,10 +25,10 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use super::conn::{ConnState, UpstreamHop};
 use super::forms::SecretForms;
 use super::respond::{BoxError, ProxyBody, Refusal, RequestInfo};
 use super::scrub::{self, Scrub};
+use super::state::{ConnState, UpstreamHop};
 use crate::credentials::Secret;
 use crate::handoff::CONNECT_TIMEOUT;
 use http_body_util::BodyExt as _;

@@ -47,11 +47,13 @@ mod overrides;
 mod request;
 mod respond;
 mod scrub;
+mod setup;
+mod state;
 
+pub use setup::SetupError;
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -97,26 +99,6 @@ impl ConnectionRegistry {
     }
 }
 
-/// Why the proxy could not be set up. The command never runs.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SetupError {
-    #[error("cannot make the sandbox's certificate authority: {0}")]
-    Ca(#[source] rcgen::Error),
-    #[error("cannot configure TLS: {0}")]
-    Tls(#[source] rustls::Error),
-    #[error("cannot use a root certificate: {0}")]
-    Webpki(#[source] rustls::Error),
-    #[error("cannot use `{}` as an upstream CA: {why}", .path.display())]
-    UpstreamCa { path: PathBuf, why: String },
-    #[error(
-        "no trusted root certificate found on this machine (install `ca-certificates`, or pass `--upstream-ca`)"
-    )]
-    NoRoots,
-    #[error("cannot listen for proxied connections: {0}")]
-    Listen(#[source] std::io::Error),
-}
-
 /// The crypto provider of every TLS configuration here: ring, explicitly,
 /// so no process-wide default is ever consulted.
 #[must_use]
@@ -155,7 +137,7 @@ impl Prepared {
 
 /// A connection being served, as a reload sees it.
 struct Live {
-    state: Arc<conn::ConnState>,
+    state: Arc<state::ConnState>,
     close: Option<oneshot::Sender<()>>,
 }
 
@@ -231,7 +213,7 @@ impl Proxy {
         self.decider.policy()
     }
 
-    fn register(&self, state: Arc<conn::ConnState>) -> (u64, oneshot::Receiver<()>) {
+    fn register(&self, state: Arc<state::ConnState>) -> (u64, oneshot::Receiver<()>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.live

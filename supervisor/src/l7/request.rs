@@ -33,10 +33,10 @@ use policy_lang::eval::Verdict;
 use policy_lang::ir::Injection;
 use policy_lang::matcher::normalize_host;
 
-use super::conn::{ConnState, UpstreamHop};
 use super::forward::{self, Injected};
 use super::overrides;
 use super::respond::{ProxyBody, Refusal, RequestInfo};
+use super::state::{ConnState, UpstreamHop};
 use crate::credentials::{Credential, CredentialSet};
 use crate::policy::Active;
 

@@ -31,7 +31,7 @@ use hyper::header::{CACHE_CONTROL, CONNECTION, CONTENT_TYPE, HeaderValue};
 use hyper::{Response, StatusCode};
 use serde_json::json;
 
-use super::conn::ConnState;
+use super::state::ConnState;
 use crate::denylog::{HttpEvent, NetEvent};
 
 /// A concrete error type: a boxed `dyn Error` here trips rustc's `Send`

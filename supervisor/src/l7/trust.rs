@@ -29,7 +29,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 
-use super::SetupError;
+use super::setup::SetupError;
 
 /// The variables that name the trust file, for the clients that read them:
 /// OpenSSL (and Python's `ssl`), requests, Node, git, curl.
