@@ -235,9 +235,8 @@ struct ApproveBody {
     review_token: String,
 }
 
-async fn approve(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
-    let caller = r.require(PEOPLE)?.clone();
-    let body: ApproveBody = r.json()?;
+/// A proposal a person may still approve or reject; `409` otherwise.
+async fn pending_proposal(app: &Arc<App>, id: &str) -> Result<ProposalRow, ApiError> {
     let p = load_proposal(app, id).await?;
     if p.state != ProposalState::Pending {
         return Err(ApiError::conflict(format!(
@@ -246,6 +245,13 @@ async fn approve(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
             p.state.word()
         )));
     }
+    Ok(p)
+}
+
+async fn approve(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    let caller = r.require(PEOPLE)?.clone();
+    let body: ApproveBody = r.json()?;
+    let p = pending_proposal(app, id).await?;
     if p.proposer == caller.name {
         return Err(ApiError::forbidden(format!(
             "`{}` proposed this change and may not approve it: another person must",
@@ -287,14 +293,7 @@ struct RejectBody {
 async fn reject(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
     let caller = r.require(PEOPLE)?.clone();
     let body: RejectBody = r.json()?;
-    let p = load_proposal(app, id).await?;
-    if p.state != ProposalState::Pending {
-        return Err(ApiError::conflict(format!(
-            "proposal {} is {}, not pending",
-            p.id,
-            p.state.word()
-        )));
-    }
+    let p = pending_proposal(app, id).await?;
     let detail = json!({ "proposal": p.id, "reason": body.reason });
     app.store
         .reject(

@@ -485,10 +485,7 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                 },
         } => {
             let client = connect(&conn)?;
-            let mut body = json!({ "id": name, "policy": policy });
-            if let (Some(t), Some(obj)) = (ttl, body.as_object_mut()) {
-                obj.insert("ttl_seconds".into(), t.into());
-            }
+            let body = with_ttl(json!({ "id": name, "policy": policy }), ttl);
             print_json(&call(&client, "POST", "/v1/sandboxes", Some(&body), TIMEOUT).await?);
             Ok(0)
         }
@@ -502,10 +499,7 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                 },
         } => {
             let client = connect(&conn)?;
-            let mut body = json!({ "name": name, "role": role });
-            if let (Some(t), Some(obj)) = (ttl, body.as_object_mut()) {
-                obj.insert("ttl_seconds".into(), t.into());
-            }
+            let body = with_ttl(json!({ "name": name, "role": role }), ttl);
             print_json(&call(&client, "POST", "/v1/tokens", Some(&body), TIMEOUT).await?);
             Ok(0)
         }
@@ -680,4 +674,12 @@ pub fn render(p: &Value, format: ShowFormat) -> String {
         );
     }
     out
+}
+
+/// A creation request, with the token's lifetime when one was given.
+fn with_ttl(mut body: serde_json::Value, ttl: Option<u64>) -> serde_json::Value {
+    if let (Some(t), Some(obj)) = (ttl, body.as_object_mut()) {
+        obj.insert("ttl_seconds".into(), t.into());
+    }
+    body
 }
