@@ -12,8 +12,6 @@ use super::{CredentialsArg, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INPUT, EXIT_O
 use crate::output::outln;
 use crate::report::{self, Failure, FileReport, InputError, findings::FindingsFormat};
 
-/// Exit code for an inconclusive proof (solver timeout or unknown).
-
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Prove with the SMT solver (the only mode; accepted for clarity in CI
