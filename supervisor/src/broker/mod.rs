@@ -111,9 +111,10 @@ impl Call {
 }
 
 impl Broker {
-    /// Refuses the call with `errno` and writes one deny-log line.
+    /// Writes one deny-log line, then refuses the call with `errno`. The
+    /// line comes first: once the call returns, the workload may exit and
+    /// the supervisor with it, and the caller is still there to be named.
     pub(crate) fn deny(&self, call: &Call, errno: i32, event: NetEvent<'_>) {
-        call.fail(errno);
         let binary = match event.binary {
             Some(_) => None,
             None => self.decider.identify(call.tid()).ok(),
@@ -125,6 +126,7 @@ impl Broker {
             binary: event.binary.or(binary.as_ref().map(|b| b.path.as_str())),
             ..event
         });
+        call.fail(errno);
     }
 
     pub(crate) fn isolated_netns(&self) -> Option<&OwnedFd> {
