@@ -28,6 +28,7 @@
 //! Directives are not evaluated: a root field under `@skip(if: true)`
 //! still counts, which can only report more than the server runs.
 
+mod cache;
 mod document;
 mod envelope;
 mod json;
@@ -37,8 +38,9 @@ mod ws;
 
 pub use crate::matcher::OperationType;
 use crate::matcher::PatternError;
+pub use cache::DocumentCache;
 pub use envelope::check_content_type;
-pub use ws::{WsMessage, classify_ws_text, classify_ws_text_with_limit};
+pub use ws::{WsMessage, classify_ws_text};
 
 /// Body bytes buffered for inspection unless the endpoint says otherwise;
 /// OpenShell's `graphql_max_body_bytes` default.
@@ -184,33 +186,14 @@ pub enum GraphqlError {
 /// of them, within [`DEFAULT_BODY_LIMIT`]. A batch gives one operation per
 /// item, in order; one bad item fails the whole batch.
 pub fn ops_from_post(body: &[u8]) -> Result<Vec<GraphqlOp>, GraphqlError> {
-    ops_from_post_with_limit(body, DEFAULT_BODY_LIMIT)
-}
-
-/// [`ops_from_post`] for an endpoint with its own body limit.
-pub fn ops_from_post_with_limit(body: &[u8], limit: usize) -> Result<Vec<GraphqlOp>, GraphqlError> {
-    check_len(body.len(), limit)?;
-    if body.is_empty() {
-        return Err(GraphqlError::EmptyBody);
-    }
-    let value = json::parse_strict(body)?;
-    match value {
-        serde_json::Value::Array(items) => {
-            if items.is_empty() {
-                return Err(GraphqlError::EmptyBatch);
-            }
-            items.iter().map(envelope::op_from_object).collect()
-        }
-        value => Ok(vec![envelope::op_from_object(&value)?]),
-    }
+    post(body, DEFAULT_BODY_LIMIT, None)
 }
 
 /// Reads a GraphQL-over-HTTP GET query string (without `?`, still
 /// percent-encoded): `query`, `operationName`, `variables`, `extensions`,
 /// or a saved-query id.
 pub fn ops_from_query_string(query: &str) -> Result<GraphqlOp, GraphqlError> {
-    check_len(query.len(), DEFAULT_BODY_LIMIT)?;
-    envelope::op_from_query_string(query)
+    query_string(query, DEFAULT_BODY_LIMIT, None)
 }
 
 /// Reads one document and selects its operation as a server does:
@@ -228,6 +211,91 @@ pub fn op_from_document(
         root_fields: selected.root_fields,
         persisted_hash: None,
     })
+}
+
+/// The reader a proxy keeps per endpoint: the endpoint's body limit
+/// (`graphql_max_body_bytes`) and a cache of analysed documents. It
+/// answers exactly what the free functions answer.
+pub struct GraphqlReader {
+    limit: usize,
+    cache: DocumentCache,
+}
+
+impl GraphqlReader {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            cache: DocumentCache::default(),
+        }
+    }
+
+    /// [`ops_from_post`] within this reader's limit.
+    pub fn ops_from_post(&self, body: &[u8]) -> Result<Vec<GraphqlOp>, GraphqlError> {
+        post(body, self.limit, Some(&self.cache))
+    }
+
+    /// [`ops_from_query_string`] within this reader's limit.
+    pub fn ops_from_query_string(&self, query: &str) -> Result<GraphqlOp, GraphqlError> {
+        query_string(query, self.limit, Some(&self.cache))
+    }
+
+    /// [`classify_ws_text`] within this reader's limit.
+    pub fn classify_ws_text(&self, text: &str) -> Result<WsMessage, GraphqlError> {
+        ws::classify(text, self.limit, Some(&self.cache))
+    }
+
+    pub fn cache(&self) -> &DocumentCache {
+        &self.cache
+    }
+}
+
+impl Default for GraphqlReader {
+    fn default() -> Self {
+        Self::new(DEFAULT_BODY_LIMIT)
+    }
+}
+
+fn post(
+    body: &[u8],
+    limit: usize,
+    cache: Option<&DocumentCache>,
+) -> Result<Vec<GraphqlOp>, GraphqlError> {
+    check_len(body.len(), limit)?;
+    if body.is_empty() {
+        return Err(GraphqlError::EmptyBody);
+    }
+    match json::parse_strict(body)? {
+        serde_json::Value::Array(items) => {
+            if items.is_empty() {
+                return Err(GraphqlError::EmptyBatch);
+            }
+            items
+                .iter()
+                .map(|item| envelope::op_from_object(item, cache))
+                .collect()
+        }
+        value => Ok(vec![envelope::op_from_object(&value, cache)?]),
+    }
+}
+
+fn query_string(
+    query: &str,
+    limit: usize,
+    cache: Option<&DocumentCache>,
+) -> Result<GraphqlOp, GraphqlError> {
+    check_len(query.len(), limit)?;
+    envelope::op_from_query_string(query, cache)
+}
+
+fn analyze(
+    cache: Option<&DocumentCache>,
+    document: &str,
+    operation_name: Option<&str>,
+) -> Result<document::Selected, GraphqlError> {
+    match cache {
+        Some(cache) => cache.analyze(document, operation_name),
+        None => document::analyze(document, operation_name),
+    }
 }
 
 fn check_len(len: usize, limit: usize) -> Result<(), GraphqlError> {

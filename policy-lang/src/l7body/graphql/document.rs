@@ -25,7 +25,7 @@ const RECURSION_LIMIT: usize = 64;
 const TOKEN_LIMIT: usize = 65_536;
 
 /// The selected operation of a document.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Selected {
     pub(super) kind: OperationType,
     pub(super) name: Option<String>,

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{GraphqlError, GraphqlOp, document, json};
+use super::{DocumentCache, GraphqlError, GraphqlOp, analyze, json};
 use crate::matcher::parse_query_string;
 
 /// Saved-query ids OpenShell recognises (Relay-style stored documents).
@@ -24,7 +24,10 @@ struct Request {
 
 /// Reads one request object (a POST body, a batch item, or the payload of
 /// a WebSocket operation message).
-pub(super) fn op_from_object(value: &Value) -> Result<GraphqlOp, GraphqlError> {
+pub(super) fn op_from_object(
+    value: &Value,
+    cache: Option<&DocumentCache>,
+) -> Result<GraphqlOp, GraphqlError> {
     let Value::Object(members) = value else {
         return Err(GraphqlError::NotAnObject);
     };
@@ -49,12 +52,15 @@ pub(super) fn op_from_object(value: &Value) -> Result<GraphqlOp, GraphqlError> {
             }
         }
     }
-    request.into_op()
+    request.into_op(cache)
 }
 
 /// Reads a GET query string. Empty values count as absent, as in
 /// OpenShell; every parameter may appear once.
-pub(super) fn op_from_query_string(raw: &str) -> Result<GraphqlOp, GraphqlError> {
+pub(super) fn op_from_query_string(
+    raw: &str,
+    cache: Option<&DocumentCache>,
+) -> Result<GraphqlOp, GraphqlError> {
     let params = parse_query_string(raw).map_err(GraphqlError::QueryString)?;
     let mut seen: Vec<&str> = Vec::new();
     let mut request = Request::default();
@@ -83,7 +89,7 @@ pub(super) fn op_from_query_string(raw: &str) -> Result<GraphqlOp, GraphqlError>
             }
         }
     }
-    request.into_op()
+    request.into_op(cache)
 }
 
 impl Request {
@@ -98,7 +104,7 @@ impl Request {
         Ok(())
     }
 
-    fn into_op(self) -> Result<GraphqlOp, GraphqlError> {
+    fn into_op(self, cache: Option<&DocumentCache>) -> Result<GraphqlOp, GraphqlError> {
         let name = self.operation_name.filter(|n| !n.is_empty());
         // A blank document is no document: Apollo-style servers then look
         // the hash up, others refuse the request.
@@ -109,7 +115,7 @@ impl Request {
                 if let Some(hash) = &hash {
                     check_hash(&document, hash)?;
                 }
-                let selected = document::analyze(&document, name.as_deref())?;
+                let selected = analyze(cache, &document, name.as_deref())?;
                 Ok(GraphqlOp::Parsed {
                     kind: selected.kind,
                     name: selected.name,

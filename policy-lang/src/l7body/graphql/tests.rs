@@ -628,8 +628,16 @@ fn the_body_limit_is_checked_first() {
             limit: DEFAULT_BODY_LIMIT
         })
     );
-    assert!(ops_from_post_with_limit(br#"{"query":"{ viewer }"}"#, 10).is_err());
-    assert!(ops_from_post_with_limit(br#"{"query":"{ viewer }"}"#, 100).is_ok());
+    assert!(
+        GraphqlReader::new(10)
+            .ops_from_post(br#"{"query":"{ viewer }"}"#)
+            .is_err()
+    );
+    assert!(
+        GraphqlReader::new(100)
+            .ops_from_post(br#"{"query":"{ viewer }"}"#)
+            .is_ok()
+    );
 }
 
 // --- documents -------------------------------------------------------------
@@ -755,7 +763,7 @@ fn many_fragments_expand_in_linear_time() {
 fn a_token_flood_is_refused() {
     let body = json!({"query": format!("{{ {} }}", "a ".repeat(40_000))}).to_string();
     let got = bounded("token flood", || {
-        ops_from_post_with_limit(body.as_bytes(), 1 << 20)
+        GraphqlReader::new(1 << 20).ops_from_post(body.as_bytes())
     });
     assert!(
         matches!(&got, Err(GraphqlError::MalformedDocument { message, .. }) if message.contains("token limit")),
@@ -934,4 +942,62 @@ fn ops_serialize_for_the_deny_log() {
     };
     assert_eq!(persisted.kind(), None);
     assert!(persisted.root_fields().is_empty());
+}
+
+// --- the per-endpoint reader and its cache ---------------------------------
+
+#[test]
+fn a_cached_answer_is_the_answer_for_the_same_input() {
+    let reader = GraphqlReader::default();
+    let doc = "query A { viewer } mutation B { deleteRepository }";
+    let bodies = [
+        json!({"query": doc, "operationName": "A"}),
+        json!({"query": doc, "operationName": "B"}),
+        json!({"query": doc}),
+        json!({"query": "{ ...F }"}),
+        json!([{"query": doc, "operationName": "B"}, {"query": "{ viewer }"}]),
+    ];
+    for round in 0..3 {
+        for body in &bodies {
+            let bytes = body.to_string().into_bytes();
+            assert_eq!(
+                reader.ops_from_post(&bytes),
+                ops_from_post(&bytes),
+                "round {round}: {body}"
+            );
+        }
+    }
+    // One entry per (document, operation name) pair.
+    assert_eq!(reader.cache().len(), 5);
+    let ws =
+        json!({"id": "1", "type": "subscribe", "payload": {"query": doc, "operationName": "B"}});
+    assert_eq!(
+        reader.classify_ws_text(&ws.to_string()),
+        Ok(WsMessage::Operation(parsed(
+            Mutation,
+            Some("B"),
+            &["deleteRepository"]
+        )))
+    );
+    assert_eq!(
+        reader.ops_from_query_string("query=%7B+viewer+%7D"),
+        Ok(parsed(Query, None, &["viewer"]))
+    );
+}
+
+#[test]
+fn the_cache_stays_within_its_size() {
+    let cache = DocumentCache::new(64);
+    for i in 0..100 {
+        let doc = format!("{{ field{i} }}");
+        let selected = cache.analyze(&doc, None).unwrap();
+        assert_eq!(selected.root_fields, vec![format!("field{i}")]);
+        // Every document here is at least 10 bytes.
+        assert!(cache.len() <= 64 / 10, "{}", cache.len());
+    }
+    // A document larger than the whole cache is analysed, not kept.
+    let big = format!("{{ {} }}", "a".repeat(100));
+    assert!(cache.analyze(&big, None).is_ok());
+    assert!(cache.lookup(&big, None).is_none());
+    assert!(!cache.is_empty());
 }

@@ -3,7 +3,9 @@
 
 use serde_json::Value;
 
-use super::{DEFAULT_BODY_LIMIT, GraphqlError, GraphqlOp, check_len, envelope, json};
+use super::{
+    DEFAULT_BODY_LIMIT, DocumentCache, GraphqlError, GraphqlOp, check_len, envelope, json,
+};
 
 /// What one client text message is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,17 +32,20 @@ const LIFECYCLE: [&str; 6] = [
 ];
 
 /// Classifies a client text message within [`DEFAULT_BODY_LIMIT`].
-pub fn classify_ws_text(text: &str) -> Result<WsMessage, GraphqlError> {
-    classify_ws_text_with_limit(text, DEFAULT_BODY_LIMIT)
-}
-
-/// [`classify_ws_text`] with the endpoint's own limit.
 ///
 /// The whole message is read strictly (no duplicate member anywhere, so
 /// not two `type`s either). An operation message may hold only `type`,
 /// `id` and `payload`, and its payload is read like a POST body object:
 /// one request, never a batch.
-pub fn classify_ws_text_with_limit(text: &str, limit: usize) -> Result<WsMessage, GraphqlError> {
+pub fn classify_ws_text(text: &str) -> Result<WsMessage, GraphqlError> {
+    classify(text, DEFAULT_BODY_LIMIT, None)
+}
+
+pub(super) fn classify(
+    text: &str,
+    limit: usize,
+    cache: Option<&DocumentCache>,
+) -> Result<WsMessage, GraphqlError> {
     check_len(text.len(), limit)?;
     let value = json::parse_strict(text.as_bytes())?;
     let Value::Object(members) = &value else {
@@ -71,9 +76,9 @@ pub fn classify_ws_text_with_limit(text: &str, limit: usize) -> Result<WsMessage
         });
     }
     match members.get("payload") {
-        Some(payload @ Value::Object(_)) => {
-            Ok(WsMessage::Operation(envelope::op_from_object(payload)?))
-        }
+        Some(payload @ Value::Object(_)) => Ok(WsMessage::Operation(envelope::op_from_object(
+            payload, cache,
+        )?)),
         _ => Err(GraphqlError::WsMissingPayload {
             message_type: message_type.clone(),
         }),
