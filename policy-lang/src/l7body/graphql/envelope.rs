@@ -46,8 +46,16 @@ pub(super) fn op_from_object(
                 let Some(&member) = SAVED_ID_MEMBERS.iter().find(|m| **m == other) else {
                     return Err(GraphqlError::UnknownMember { key: key.clone() });
                 };
-                if let Some(id) = string_or_null(value, member)? {
-                    request.set_saved_id(member, id)?;
+                // An empty id names nothing a registry can vouch for.
+                match string_or_null(value, member)? {
+                    Some(id) if id.is_empty() => {
+                        return Err(GraphqlError::WrongType {
+                            member,
+                            expected: "a non-empty string or null",
+                        });
+                    }
+                    Some(id) => request.set_saved_id(member, id)?,
+                    None => {}
                 }
             }
         }

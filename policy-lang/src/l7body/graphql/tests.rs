@@ -404,6 +404,15 @@ fn saved_query_ids_are_persisted_and_never_mixed() {
         one(&json!({"id": "q1", "extensions": {"persistedQuery": {"sha256Hash": "abc"}}})),
         Err(GraphqlError::SeveralPersistedIds { .. })
     ));
+    // Found by fuzzing: an empty id named a persisted query with no name.
+    assert_eq!(
+        one(&json!({"id": ""})),
+        Err(GraphqlError::WrongType {
+            member: "id",
+            expected: "a non-empty string or null"
+        })
+    );
+    assert_eq!(one(&json!({"queryId": null})), Err(GraphqlError::NoQuery));
 }
 
 #[test]
