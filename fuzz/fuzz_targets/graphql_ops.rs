@@ -18,7 +18,9 @@ fn is_name(s: &str) -> bool {
 
 fn check(op: &GraphqlOp) {
     match op {
-        GraphqlOp::Parsed { name, root_fields, .. } => {
+        GraphqlOp::Parsed {
+            name, root_fields, ..
+        } => {
             assert!(!root_fields.is_empty(), "{op:?}");
             assert!(root_fields.windows(2).all(|w| w[0] < w[1]), "{op:?}");
             assert!(root_fields.iter().all(|f| is_name(f)), "{op:?}");
@@ -63,14 +65,27 @@ fuzz_target!(|data: &[u8]| {
     }
     let body = serde_json::json!({ "query": text }).to_string();
     if body.len() <= DEFAULT_BODY_LIMIT {
-        assert_eq!(ops_from_post(body.as_bytes()), Ok(vec![op.clone()]), "POST of {text:?}");
+        assert_eq!(
+            ops_from_post(body.as_bytes()),
+            Ok(vec![op.clone()]),
+            "POST of {text:?}"
+        );
     }
     let get = format!("query={}", percent_encode(text));
     if get.len() <= DEFAULT_BODY_LIMIT {
-        assert_eq!(ops_from_query_string(&get), Ok(op.clone()), "GET of {text:?}");
+        assert_eq!(
+            ops_from_query_string(&get),
+            Ok(op.clone()),
+            "GET of {text:?}"
+        );
     }
-    let ws = serde_json::json!({"id": "1", "type": "subscribe", "payload": {"query": text}}).to_string();
+    let ws =
+        serde_json::json!({"id": "1", "type": "subscribe", "payload": {"query": text}}).to_string();
     if ws.len() <= DEFAULT_BODY_LIMIT {
-        assert_eq!(classify_ws_text(&ws), Ok(WsMessage::Operation(op)), "WebSocket of {text:?}");
+        assert_eq!(
+            classify_ws_text(&ws),
+            Ok(WsMessage::Operation(op)),
+            "WebSocket of {text:?}"
+        );
     }
 });
