@@ -11,8 +11,8 @@ use regex_automata::meta::Regex;
 
 use super::net::{self, AddrClass};
 use super::{
-    AddrSet, BinaryGlob, DottedGlob, HostPattern, HttpPathGlob, PortSet, ValueGlob,
-    canonicalize_path, classify_addr,
+    AddrSet, BinaryGlob, DottedGlob, GraphqlNameGlob, HostPattern, HttpPathGlob, OperationTypeSet,
+    PortSet, ValueGlob, canonicalize_path, classify_addr,
 };
 
 /// What the agreement check needs from a pattern kind.
@@ -41,7 +41,31 @@ macro_rules! pattern {
         }
     )*};
 }
-pattern!(HttpPathGlob, BinaryGlob, HostPattern, ValueGlob, DottedGlob);
+pattern!(
+    HttpPathGlob,
+    BinaryGlob,
+    HostPattern,
+    ValueGlob,
+    DottedGlob,
+    GraphqlNameGlob
+);
+
+impl Pattern for OperationTypeSet {
+    fn parse(text: &str) -> Option<Self> {
+        Self::parse(text).ok()
+    }
+    fn matches(&self, input: &str) -> bool {
+        Self::matches(self, input)
+    }
+    fn to_regex(&self) -> String {
+        Self::to_regex(self)
+    }
+    fn example(&self) -> String {
+        Self::example(self)
+            .map(|t| t.to_string())
+            .unwrap_or_default()
+    }
+}
 
 fn agree<P: Pattern>(pattern: &str, inputs: &[String]) -> Result<(), TestCaseError> {
     let Some(p) = P::parse(pattern) else {
@@ -183,6 +207,62 @@ fn value_pattern() -> impl Strategy<Value = String> {
     ]
 }
 
+/// GraphQL name globs: name characters, wildcards, classes (one of no name
+/// character), escapes and characters no name holds (refused).
+fn name_pattern() -> impl Strategy<Value = String> {
+    let piece = prop::sample::select(
+        &[
+            "a", "b", "a", "B", "_", "1", "*", "**", "?", "[ab]", "[!a]", "[a-c_]", "[.]", "\\a",
+            ".", "-",
+        ][..],
+    );
+    prop::collection::vec(piece, 1..5).prop_map(|v| v.concat())
+}
+
+/// Names and near names: empty, a leading digit, characters no name holds.
+fn name_inputs() -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec(
+        joined(&["a", "b", "B", "_", "1", "c", ".", "-", "é"], 6),
+        32,
+    )
+}
+
+fn operation_type_pattern() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop::sample::select(
+            &[
+                "query",
+                "Mutation",
+                "subscription",
+                "*",
+                "QUERY",
+                "query",
+                "update",
+            ][..],
+        ),
+        1..3,
+    )
+    .prop_map(|v| v.join(", "))
+}
+
+fn operation_type_inputs() -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec(
+        prop::sample::select(
+            &[
+                "query",
+                "mutation",
+                "subscription",
+                "Query",
+                "",
+                "*",
+                "querymutation",
+            ][..],
+        )
+        .prop_map(str::to_owned),
+        8,
+    )
+}
+
 /// Guards against vacuous proptests: most generated patterns must parse and
 /// a fair share of generated inputs must match.
 fn coverage<P: Pattern>(
@@ -223,6 +303,8 @@ fn proptest_generators_are_not_vacuous() {
         dotted_pattern(),
         prop::collection::vec(joined(VALUE_INPUT, 6), 32),
     );
+    coverage::<GraphqlNameGlob>(name_pattern(), name_inputs());
+    coverage::<OperationTypeSet>(operation_type_pattern(), operation_type_inputs());
 }
 
 proptest! {
@@ -257,6 +339,30 @@ proptest! {
         inputs in prop::collection::vec(joined(VALUE_INPUT, 8), 32),
     ) {
         agree::<DottedGlob>(&pattern, &inputs)?;
+    }
+
+    #[test]
+    fn graphql_name_regex_agrees(pattern in name_pattern(), inputs in name_inputs()) {
+        agree::<GraphqlNameGlob>(&pattern, &inputs)?;
+    }
+
+    #[test]
+    fn operation_type_regex_agrees(pattern in operation_type_pattern(), inputs in operation_type_inputs()) {
+        agree::<OperationTypeSet>(&pattern, &inputs)?;
+    }
+
+    /// On names, a name glob means what the plain value glob of the same
+    /// text means: the name restriction only refuses what no name holds.
+    #[test]
+    fn graphql_name_and_value_glob_agree_on_names(
+        pattern in name_pattern(),
+        inputs in prop::collection::vec(joined(&["a", "b", "B", "_", "1"], 6), 16),
+    ) {
+        if let (Ok(n), Ok(v)) = (GraphqlNameGlob::parse(&pattern), ValueGlob::parse(&pattern)) {
+            for input in &inputs {
+                prop_assert_eq!(n.matches(input), v.matches(input), "`{}` on `{}`", pattern, input);
+            }
+        }
     }
 
     /// A dotted glob agrees with the plain glob of the same text on values

@@ -1,0 +1,203 @@
+//! GraphQL request analysis on a realistic GitHub GraphQL POST body of about
+//! 2 KiB: `ops_from_post` alone (every request parsed), the proxy's
+//! `GraphqlReader` once the document is cached, each with the rule matching
+//! a proxy does after it (operation type, name glob, every root field
+//! against a list of field globs), and the phases of a parse.
+//! Run: `cargo bench -p policy-lang --bench graphql`.
+#![expect(clippy::expect_used, reason = "a benchmark stops at the first failure")]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use policy_lang::l7body::graphql::{GraphqlOp, GraphqlReader, check_content_type, ops_from_post};
+use policy_lang::matcher::{GraphqlNameGlob, OperationTypeSet};
+
+/// The kind of query `gh pr list` sends: variables, fragments, aliases,
+/// nested connections.
+const DOCUMENT: &str = r"query PullRequestList($owner: String!, $repo: String!, $limit: Int!, $endCursor: String, $state: [PullRequestState!] = [OPEN]) {
+  repository(owner: $owner, name: $repo) {
+    pullRequests(first: $limit, after: $endCursor, states: $state, orderBy: {field: CREATED_AT, direction: DESC}) {
+      totalCount
+      nodes {
+        ...PullRequestFields
+        reviewDecision
+        statusCheckRollup: commits(last: 1) {
+          nodes {
+            commit {
+              statusCheckRollup {
+                state
+                contexts(first: 100) {
+                  nodes {
+                    __typename
+                    ... on StatusContext { context state targetUrl }
+                    ... on CheckRun { name status conclusion detailsUrl }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+      pageInfo { hasNextPage endCursor }
+    }
+  }
+  viewer { login }
+  rateLimit { limit cost remaining resetAt }
+}
+
+fragment PullRequestFields on PullRequest {
+  number
+  title
+  state
+  url
+  isDraft
+  createdAt
+  updatedAt
+  headRefName
+  baseRefName
+  headRepositoryOwner { login }
+  author { login ... on User { name } }
+  labels(first: 20) { nodes { name color } totalCount }
+  assignees(first: 20) { nodes { login name } totalCount }
+  reviewRequests(first: 20) { nodes { requestedReviewer { ... on User { login } ... on Team { slug } } } }
+  milestone { title number }
+  reactionGroups { content users { totalCount } }
+  comments(last: 3) { totalCount nodes { author { login } body createdAt } }
+  additions
+  deletions
+  changedFiles
+}";
+
+fn body() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "query": DOCUMENT,
+        "operationName": "PullRequestList",
+        "variables": {"owner": "cli", "repo": "cli", "limit": 30, "endCursor": null},
+    }))
+    .expect("serializes")
+}
+
+struct Rule {
+    types: OperationTypeSet,
+    name: Option<GraphqlNameGlob>,
+    fields: Vec<GraphqlNameGlob>,
+}
+
+/// Allow-rule semantics: every root field matches one of the rule's globs.
+fn allowed(rules: &[Rule], op: &GraphqlOp) -> bool {
+    rules.iter().any(|r| {
+        op.kind().is_some_and(|k| r.types.contains(k))
+            && r.name
+                .as_ref()
+                .is_none_or(|g| g.matches_operation_name(op.name()))
+            && op
+                .root_fields()
+                .iter()
+                .all(|f| r.fields.iter().any(|g| g.matches(f)))
+    })
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn main() {
+    let body = body();
+    let glob = |s: &str| GraphqlNameGlob::parse(s).expect("glob");
+    let rules = vec![
+        Rule {
+            types: OperationTypeSet::parse("mutation").expect("types"),
+            name: Some(glob("Issue*")),
+            fields: vec![glob("createIssue"), glob("updateIssue")],
+        },
+        Rule {
+            types: OperationTypeSet::read_only(),
+            name: None,
+            fields: vec![
+                glob("viewer"),
+                glob("repository"),
+                glob("rateLimit"),
+                glob("search*"),
+            ],
+        },
+    ];
+    let ops = ops_from_post(&body).expect("analyses");
+    assert!(ops.iter().all(|op| allowed(&rules, op)), "{ops:?}");
+    println!(
+        "body {} bytes, {:?}",
+        body.len(),
+        ops.first().map(GraphqlOp::root_fields)
+    );
+
+    let reader = GraphqlReader::default();
+    let runs = 20_000;
+    let mut analyse = Vec::with_capacity(runs);
+    let mut whole = Vec::with_capacity(runs);
+    let mut cached = Vec::with_capacity(runs);
+    let mut cached_whole = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        let ops = ops_from_post(black_box(&body));
+        analyse.push(t.elapsed());
+        black_box(ops.expect("analyses"));
+
+        let t = Instant::now();
+        let verdict = check_content_type(black_box(Some("application/json")))
+            .and_then(|()| ops_from_post(black_box(&body)))
+            .is_ok_and(|ops| ops.iter().all(|op| allowed(black_box(&rules), op)));
+        whole.push(t.elapsed());
+        assert!(black_box(verdict));
+
+        let t = Instant::now();
+        let ops = reader.ops_from_post(black_box(&body));
+        cached.push(t.elapsed());
+        black_box(ops.expect("analyses"));
+
+        let t = Instant::now();
+        let verdict = check_content_type(black_box(Some("application/json")))
+            .and_then(|()| reader.ops_from_post(black_box(&body)))
+            .is_ok_and(|ops| ops.iter().all(|op| allowed(black_box(&rules), op)));
+        cached_whole.push(t.elapsed());
+        assert!(black_box(verdict));
+    }
+    let phase = |f: &dyn Fn()| {
+        let mut times = Vec::with_capacity(runs / 4);
+        for _ in 0..runs / 4 {
+            let t = Instant::now();
+            f();
+            times.push(t.elapsed());
+        }
+        median(times)
+    };
+    println!(
+        "phases: JSON (serde_json::Value) {:?}, document (op_from_document) {:?}, apollo-parser alone {:?}",
+        phase(&|| {
+            black_box(serde_json::from_slice::<serde_json::Value>(black_box(&body)).ok());
+        }),
+        phase(&|| {
+            black_box(
+                policy_lang::l7body::graphql::op_from_document(black_box(DOCUMENT), None).ok(),
+            );
+        }),
+        phase(&|| {
+            black_box(apollo_parser::Parser::new(black_box(DOCUMENT)).parse());
+        }),
+    );
+    println!(
+        "ops_from_post: median {:?} over {runs} runs",
+        median(analyse)
+    );
+    println!(
+        "content type + ops_from_post + rule match: median {:?} over {runs} runs",
+        median(whole)
+    );
+    println!(
+        "GraphqlReader::ops_from_post, document cached: median {:?} over {runs} runs",
+        median(cached)
+    );
+    println!(
+        "content type + cached reader + rule match: median {:?} over {runs} runs",
+        median(cached_whole)
+    );
+}

@@ -1,0 +1,306 @@
+//! Which GraphQL operation a request asks the server to run, for
+//! `protocol graphql` endpoints and GraphQL-over-WebSocket.
+//!
+//! The answer is what GraphQL allow and deny rules match: the operation
+//! type, the operation name, and the root fields (field names, never
+//! aliases, after expanding fragment spreads and inline fragments at the
+//! root), or only a persisted-query hash when no document was sent.
+//!
+//! It follows OpenShell's runtime (its `l7/graphql.rs` and the WebSocket
+//! classifier), which parses documents with `apollo-parser` too, and is
+//! stricter wherever OpenShell is lax, because a request whose reading is
+//! ambiguous must not pass on the milder reading:
+//!
+//! - duplicate JSON members anywhere in the request are refused (OpenShell's
+//!   JSON reader keeps the last one; a server may keep the first);
+//! - unknown request members and GET parameters are refused, since a server
+//!   may take the document from a member the analysis never read;
+//! - a document sent with a saved-query id, or with both a hash and an id,
+//!   is refused: which one a server runs is up to the server;
+//! - an APQ request (document and `sha256Hash`) must carry the document's
+//!   own hash, so a server that trusts the hash runs the analysed document;
+//! - two operations with one name, an anonymous operation beside others,
+//!   two fragments with one name, an undefined fragment and a fragment cycle
+//!   on the root selection are refused (OpenShell picks one, or skips);
+//! - type-system definitions in a request document are refused;
+//! - an invalid `extensions` parameter in a GET is refused, not ignored.
+//!
+//! Directives are not evaluated: a root field under `@skip(if: true)`
+//! still counts, which can only report more than the server runs.
+
+mod cache;
+mod document;
+mod envelope;
+mod json;
+#[cfg(test)]
+mod tests;
+mod ws;
+
+pub use crate::matcher::OperationType;
+use crate::matcher::PatternError;
+pub use cache::DocumentCache;
+pub use envelope::check_content_type;
+pub use ws::{WsMessage, classify_ws_text};
+
+/// Body bytes buffered for inspection unless the endpoint says otherwise;
+/// OpenShell's `graphql_max_body_bytes` default.
+pub const DEFAULT_BODY_LIMIT: usize = 65536;
+
+/// What one GraphQL request asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(tag = "form", rename_all = "snake_case")]
+pub enum GraphqlOp {
+    /// A document was sent: the selected operation, with root fields after
+    /// fragment expansion (field names, not aliases), deduplicated, sorted.
+    Parsed {
+        kind: OperationType,
+        name: Option<String>,
+        root_fields: Vec<String>,
+        /// The APQ hash sent along, checked to be the document's own.
+        persisted_hash: Option<String>,
+    },
+    /// Only a persisted-query hash (or saved-query id) was sent: what runs
+    /// is whatever the server stored under it, so only a trusted registry
+    /// can say what it is.
+    Persisted { hash: String, name: Option<String> },
+}
+
+impl GraphqlOp {
+    /// The operation type, when a document says it.
+    pub fn kind(&self) -> Option<OperationType> {
+        match self {
+            Self::Parsed { kind, .. } => Some(*kind),
+            Self::Persisted { .. } => None,
+        }
+    }
+
+    /// The operation name: the selected operation's own name for a document,
+    /// the request's `operationName` for a hash-only request.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Self::Parsed { name, .. } | Self::Persisted { name, .. } => name.as_deref(),
+        }
+    }
+
+    /// The root fields; none for a hash-only request.
+    pub fn root_fields(&self) -> &[String] {
+        match self {
+            Self::Parsed { root_fields, .. } => root_fields,
+            Self::Persisted { .. } => &[],
+        }
+    }
+}
+
+/// Why a request cannot be read exactly. The proxy denies every one of
+/// them; the messages go to the deny log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GraphqlError {
+    #[error("GraphQL request of {len} bytes is over the {limit}-byte inspection limit")]
+    TooLarge { len: usize, limit: usize },
+    #[error("GraphQL request body is empty")]
+    EmptyBody,
+    #[error("GraphQL request starts with a byte order mark")]
+    ByteOrderMark,
+    #[error("GraphQL request is not UTF-8 (byte {offset})")]
+    InvalidUtf8 { offset: usize },
+    #[error("malformed JSON at line {line}, column {column}: {message}")]
+    MalformedJson {
+        message: String,
+        line: usize,
+        column: usize,
+    },
+    #[error("duplicate JSON member `{key}` at line {line}, column {column}")]
+    DuplicateKey {
+        key: String,
+        line: usize,
+        column: usize,
+    },
+    #[error("JSON nested deeper than {limit} levels at line {line}, column {column}")]
+    TooDeep {
+        limit: usize,
+        line: usize,
+        column: usize,
+    },
+    #[error("GraphQL request must be a JSON object or a batch (array) of objects")]
+    NotAnObject,
+    #[error("GraphQL batch is empty")]
+    EmptyBatch,
+    #[error("unknown GraphQL request member `{key}`")]
+    UnknownMember { key: String },
+    #[error("GraphQL request member `{member}` must be {expected}")]
+    WrongType {
+        member: &'static str,
+        expected: &'static str,
+    },
+    #[error("malformed query string: {0}")]
+    QueryString(PatternError),
+    #[error("GraphQL GET parameter `{key}` appears more than once")]
+    DuplicateParam { key: String },
+    #[error("unsupported GraphQL request Content-Type `{content_type}`")]
+    UnsupportedContentType { content_type: String },
+    #[error("GraphQL request has neither a document nor a persisted-query hash or id")]
+    NoQuery,
+    #[error("GraphQL request names a persisted query twice: `{first}` and `{second}`")]
+    SeveralPersistedIds {
+        first: &'static str,
+        second: &'static str,
+    },
+    #[error("GraphQL request sends both a document and a saved-query id `{member}`")]
+    DocumentAndSavedId { member: &'static str },
+    #[error("persisted-query hash `{hash}` is not the SHA-256 of the document sent")]
+    HashMismatch { hash: String },
+    #[error("malformed GraphQL document at line {line}, column {column}: {message}")]
+    MalformedDocument {
+        message: String,
+        line: usize,
+        column: usize,
+    },
+    #[error("GraphQL request document holds a type-system definition")]
+    NotExecutable,
+    #[error("GraphQL document has no operation")]
+    NoOperation,
+    #[error("GraphQL document has {count} operations and no `operationName` picks one")]
+    AmbiguousOperation { count: usize },
+    #[error("`operationName` `{name}` names no operation in the document")]
+    UnknownOperationName { name: String },
+    #[error("GraphQL document has two operations named `{name}`")]
+    DuplicateOperationName { name: String },
+    #[error("an anonymous GraphQL operation must be the only operation in its document")]
+    AnonymousNotAlone,
+    #[error("GraphQL document defines fragment `{name}` twice")]
+    DuplicateFragment { name: String },
+    #[error("GraphQL fragment `{name}` is not defined")]
+    UnknownFragment { name: String },
+    #[error("GraphQL fragment `{name}` spreads itself")]
+    FragmentCycle { name: String },
+    #[error("GraphQL-over-WebSocket message has no string `type`")]
+    WsMissingType,
+    #[error("GraphQL-over-WebSocket `{message_type}` message needs a non-empty string `id`")]
+    WsMissingId { message_type: String },
+    #[error("GraphQL-over-WebSocket `{message_type}` message needs an object `payload`")]
+    WsMissingPayload { message_type: String },
+}
+
+/// Reads a GraphQL-over-HTTP POST body, a JSON request object or a batch
+/// of them, within [`DEFAULT_BODY_LIMIT`]. A batch gives one operation per
+/// item, in order; one bad item fails the whole batch.
+pub fn ops_from_post(body: &[u8]) -> Result<Vec<GraphqlOp>, GraphqlError> {
+    post(body, DEFAULT_BODY_LIMIT, None)
+}
+
+/// Reads a GraphQL-over-HTTP GET query string (without `?`, still
+/// percent-encoded): `query`, `operationName`, `variables`, `extensions`,
+/// or a saved-query id.
+pub fn ops_from_query_string(query: &str) -> Result<GraphqlOp, GraphqlError> {
+    query_string(query, DEFAULT_BODY_LIMIT, None)
+}
+
+/// Reads one document and selects its operation as a server does:
+/// `operation_name` when given (an empty name counts as none), else the
+/// only operation.
+pub fn op_from_document(
+    document: &str,
+    operation_name: Option<&str>,
+) -> Result<GraphqlOp, GraphqlError> {
+    check_len(document.len(), DEFAULT_BODY_LIMIT)?;
+    let selected = document::analyze(document, operation_name.filter(|n| !n.is_empty()))?;
+    Ok(GraphqlOp::Parsed {
+        kind: selected.kind,
+        name: selected.name,
+        root_fields: selected.root_fields,
+        persisted_hash: None,
+    })
+}
+
+/// The reader a proxy keeps per endpoint: the endpoint's body limit
+/// (`graphql_max_body_bytes`) and a cache of analysed documents. It
+/// answers exactly what the free functions answer.
+pub struct GraphqlReader {
+    limit: usize,
+    cache: DocumentCache,
+}
+
+impl GraphqlReader {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            cache: DocumentCache::default(),
+        }
+    }
+
+    /// [`ops_from_post`] within this reader's limit.
+    pub fn ops_from_post(&self, body: &[u8]) -> Result<Vec<GraphqlOp>, GraphqlError> {
+        post(body, self.limit, Some(&self.cache))
+    }
+
+    /// [`ops_from_query_string`] within this reader's limit.
+    pub fn ops_from_query_string(&self, query: &str) -> Result<GraphqlOp, GraphqlError> {
+        query_string(query, self.limit, Some(&self.cache))
+    }
+
+    /// [`classify_ws_text`] within this reader's limit.
+    pub fn classify_ws_text(&self, text: &str) -> Result<WsMessage, GraphqlError> {
+        ws::classify(text, self.limit, Some(&self.cache))
+    }
+
+    pub fn cache(&self) -> &DocumentCache {
+        &self.cache
+    }
+}
+
+impl Default for GraphqlReader {
+    fn default() -> Self {
+        Self::new(DEFAULT_BODY_LIMIT)
+    }
+}
+
+fn post(
+    body: &[u8],
+    limit: usize,
+    cache: Option<&DocumentCache>,
+) -> Result<Vec<GraphqlOp>, GraphqlError> {
+    check_len(body.len(), limit)?;
+    if body.is_empty() {
+        return Err(GraphqlError::EmptyBody);
+    }
+    match json::parse_strict(body)? {
+        serde_json::Value::Array(items) => {
+            if items.is_empty() {
+                return Err(GraphqlError::EmptyBatch);
+            }
+            items
+                .iter()
+                .map(|item| envelope::op_from_object(item, cache))
+                .collect()
+        }
+        value => Ok(vec![envelope::op_from_object(&value, cache)?]),
+    }
+}
+
+fn query_string(
+    query: &str,
+    limit: usize,
+    cache: Option<&DocumentCache>,
+) -> Result<GraphqlOp, GraphqlError> {
+    check_len(query.len(), limit)?;
+    envelope::op_from_query_string(query, cache)
+}
+
+fn analyze(
+    cache: Option<&DocumentCache>,
+    document: &str,
+    operation_name: Option<&str>,
+) -> Result<document::Selected, GraphqlError> {
+    match cache {
+        Some(cache) => cache.analyze(document, operation_name),
+        None => document::analyze(document, operation_name),
+    }
+}
+
+fn check_len(len: usize, limit: usize) -> Result<(), GraphqlError> {
+    if len > limit {
+        return Err(GraphqlError::TooLarge { len, limit });
+    }
+    Ok(())
+}

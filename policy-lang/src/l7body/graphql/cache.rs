@@ -1,0 +1,98 @@
+//! Analyses of documents seen before.
+//!
+//! Parsing dominates the cost of a request: `apollo-parser` builds a
+//! lossless syntax tree, tens of microseconds for a 2 KiB query, while the
+//! JSON around it takes two. Agents send the same few documents again and
+//! again (every `gh pr list` is the same text with other variables), so the
+//! proxy keeps the answers. The key is the exact document text and
+//! operation name, so a hit is the answer for the very same input; the
+//! map's hasher is std's keyed SipHash, so no client can aim collisions.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use super::GraphqlError;
+use super::document::{self, Selected};
+
+type Answer = Result<Selected, GraphqlError>;
+
+/// The answers for one document text, by operation name.
+type ByName = Vec<(Option<Box<str>>, Answer)>;
+
+/// Answers per document text, then per operation name (almost always one).
+#[derive(Default)]
+struct Entries {
+    by_document: HashMap<Box<str>, ByName>,
+    bytes: usize,
+}
+
+/// A bounded, thread-safe cache of document analyses. Share one per
+/// endpoint (or per proxy); the lock is held for a lookup or an insert,
+/// never while parsing.
+pub struct DocumentCache {
+    entries: Mutex<Entries>,
+    max_bytes: usize,
+}
+
+impl DocumentCache {
+    /// A cache holding documents of at most `max_bytes` in total. When an
+    /// insert would pass that, the cache starts over: simple, and no
+    /// sequence of requests can make it grow.
+    pub fn new(max_bytes: usize) -> Self {
+        Self {
+            entries: Mutex::new(Entries::default()),
+            max_bytes,
+        }
+    }
+
+    pub(super) fn analyze(&self, text: &str, operation_name: Option<&str>) -> Answer {
+        if let Some(answer) = self.lookup(text, operation_name) {
+            return answer;
+        }
+        let answer = document::analyze(text, operation_name);
+        let size = text.len() + operation_name.map_or(0, str::len);
+        if size <= self.max_bytes {
+            let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            if entries.bytes + size > self.max_bytes {
+                *entries = Entries::default();
+            }
+            let answers = entries.by_document.entry(text.into()).or_default();
+            // Another thread may have analysed the same document meanwhile.
+            if !answers
+                .iter()
+                .any(|(name, _)| name.as_deref() == operation_name)
+            {
+                answers.push((operation_name.map(Into::into), answer.clone()));
+                entries.bytes += size;
+            }
+        }
+        answer
+    }
+
+    pub(super) fn lookup(&self, text: &str, operation_name: Option<&str>) -> Option<Answer> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries
+            .by_document
+            .get(text)?
+            .iter()
+            .find(|(name, _)| name.as_deref() == operation_name)
+            .map(|(_, answer)| answer.clone())
+    }
+
+    /// Documents held, for tests and metrics.
+    pub fn len(&self) -> usize {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.by_document.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Default for DocumentCache {
+    /// Room for a few hundred typical documents.
+    fn default() -> Self {
+        Self::new(1 << 20)
+    }
+}
