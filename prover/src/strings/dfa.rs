@@ -1,14 +1,18 @@
-//! One multi-pattern DFA per string dimension, and what we read off it.
+//! One multi-pattern automaton per string dimension, and what we read off it.
 //!
-//! regex-automata determinizes the union of every wildcard pattern of a
-//! dimension (with `MatchKind::All`, anchored, full match at end of input),
-//! which is exactly the product automaton of the patterns: a state records
-//! how far every pattern has got. The patterns a string matches (its
-//! *signature*) are the match set of the state it ends in. Walking the
-//! reachable states therefore lists every signature that some string has,
-//! with a shortest string for each (the witness) and the number of strings.
+//! The automaton is the product of one DFA per pattern (each anchored, full
+//! match at end of input), explored from the start: a state records how far
+//! every pattern still alive has got. The patterns a string matches (its
+//! *signature*) are those whose DFA accepts where the string ends. Walking
+//! the reachable states therefore lists every signature that some string
+//! has, with a shortest string for each (the witness) and the number of
+//! strings. Determinizing the union of the patterns' NFAs gives the same
+//! states, but costs an epsilon closure over every pattern's NFA states per
+//! transition; stepping each pattern's own small DFA costs one table lookup
+//! per pattern still alive, which on the small policies most diffs compare
+//! is most of the prover's time saved.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use regex_automata::dfa::Automaton as _;
 use regex_automata::dfa::{StartKind, dense};
@@ -57,92 +61,196 @@ pub struct SigInfo {
     pub size: Size,
 }
 
-/// A DFA over a dimension's wildcard patterns and its universe.
+/// A state of the product automaton (an index into its tables).
+pub(crate) type State = u32;
+
+/// No pattern can match any more.
+const DEAD: State = State::MAX;
+
+/// The product automaton over a dimension's patterns and its universe.
 pub struct MultiDfa {
-    dfa: dense::DFA<Vec<u32>>,
-    start: StateID,
+    /// The joint byte class of each byte: bytes no pattern tells apart.
+    class: [u8; 256],
+    classes: usize,
+    /// `classes` entries per state: the next state, or [`DEAD`].
+    trans: Vec<State>,
+    /// Per state, the patterns that match if the input ends there.
+    accepts: Vec<Signature>,
 }
 
 impl std::fmt::Debug for MultiDfa {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MultiDfa")
-            .field("bytes", &self.dfa.memory_usage())
+            .field("states", &self.accepts.len())
+            .field("classes", &self.classes)
             .finish()
     }
 }
 
-/// Memory the determinizer may use for one dimension.
+/// Memory the exploration may use for one dimension: every product state
+/// holds a (pattern, state) pair per pattern still alive.
 const SIZE_LIMIT: usize = 96 << 20;
+
+/// A live pattern and where its DFA is.
+type Part = (u32, StateID);
+
+fn pattern_dfa(
+    pattern: &str,
+    unicode: bool,
+) -> Result<(dense::DFA<Vec<u32>>, StateID), ProverError> {
+    let dfa = dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .match_kind(MatchKind::All)
+                .start_kind(StartKind::Anchored)
+                .minimize(false)
+                .accelerate(false)
+                .specialize_start_states(false)
+                .determinize_size_limit(Some(SIZE_LIMIT))
+                .dfa_size_limit(Some(SIZE_LIMIT)),
+        )
+        .syntax(
+            regex_automata::util::syntax::Config::new()
+                .unicode(unicode)
+                .utf8(unicode),
+        )
+        .thompson(
+            thompson::Config::new()
+                .which_captures(WhichCaptures::None)
+                .shrink(false),
+        )
+        .build(pattern)
+        .map_err(|e| ProverError::Automaton(e.to_string()))?;
+    let start = dfa
+        .start_state(&start::Config::new().anchored(Anchored::Yes))
+        .map_err(|e| ProverError::Automaton(e.to_string()))?;
+    Ok((dfa, start))
+}
 
 impl MultiDfa {
     pub fn build(patterns: &[String], unicode: bool) -> Result<Self, ProverError> {
-        let dfa = dense::Builder::new()
-            .configure(
-                dense::Config::new()
-                    .match_kind(MatchKind::All)
-                    .start_kind(StartKind::Anchored)
-                    .minimize(false)
-                    .accelerate(false)
-                    .specialize_start_states(false)
-                    .determinize_size_limit(Some(SIZE_LIMIT))
-                    .dfa_size_limit(Some(SIZE_LIMIT)),
-            )
-            .syntax(
-                regex_automata::util::syntax::Config::new()
-                    .unicode(unicode)
-                    .utf8(unicode),
-            )
-            .thompson(
-                thompson::Config::new()
-                    .which_captures(WhichCaptures::None)
-                    .shrink(false),
-            )
-            .build_many(patterns)
-            .map_err(|e| ProverError::Automaton(e.to_string()))?;
-        let start = dfa
-            .start_state(&start::Config::new().anchored(Anchored::Yes))
-            .map_err(|e| ProverError::Automaton(e.to_string()))?;
-        Ok(Self { dfa, start })
+        let parts = patterns
+            .iter()
+            .map(|p| pattern_dfa(p, unicode))
+            .collect::<Result<Vec<_>, _>>()?;
+        // Joint classes: bytes every pattern's DFA puts in the same class.
+        let mut class = [0u8; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        let mut seen: HashMap<Vec<u8>, u8> = HashMap::new();
+        for b in 0..=255u8 {
+            let key: Vec<u8> = parts.iter().map(|(d, _)| d.byte_classes().get(b)).collect();
+            let next = u8::try_from(reps.len()).unwrap_or(u8::MAX);
+            let c = *seen.entry(key).or_insert_with(|| {
+                reps.push(b);
+                next
+            });
+            if let Some(slot) = class.get_mut(usize::from(b)) {
+                *slot = c;
+            }
+        }
+        let accepts_of = |live: &[Part]| -> Signature {
+            live.iter()
+                .filter(|&&(p, s)| {
+                    parts
+                        .get(p as usize)
+                        .is_some_and(|(d, _)| d.is_match_state(d.next_eoi_state(s)))
+                })
+                .map(|&(p, _)| p)
+                .collect()
+        };
+        let start: Vec<Part> = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, (d, s))| !d.is_dead_state(*s))
+            .map(|(p, (_, s))| (u32::try_from(p).unwrap_or(u32::MAX), *s))
+            .collect();
+        // States waiting for their row of transitions, in id order (rows of
+        // `trans` are filled in the same order).
+        let mut pending: VecDeque<Vec<Part>> = VecDeque::new();
+        let mut count: usize = 1;
+        let mut index: HashMap<Vec<Part>, State> = HashMap::new();
+        let mut trans: Vec<State> = Vec::new();
+        let mut accepts: Vec<Signature> = Vec::new();
+        let mut memory = 0usize;
+        accepts.push(accepts_of(&start));
+        index.insert(start.clone(), 0);
+        pending.push_back(start);
+        let mut next: Vec<Part> = Vec::new();
+        while let Some(live) = pending.pop_front() {
+            for &rep in &reps {
+                next.clear();
+                for &(p, s) in &live {
+                    if let Some((d, _)) = parts.get(p as usize) {
+                        let n = d.next_state(s, rep);
+                        if !d.is_dead_state(n) {
+                            next.push((p, n));
+                        }
+                    }
+                }
+                if next.is_empty() {
+                    trans.push(DEAD);
+                    continue;
+                }
+                let id = match index.get(&next) {
+                    Some(&id) => id,
+                    None => {
+                        let id = State::try_from(count)
+                            .ok()
+                            .filter(|&id| id != DEAD)
+                            .ok_or_else(|| ProverError::Automaton("too many states".into()))?;
+                        count += 1;
+                        memory += next.len() * std::mem::size_of::<Part>() * 2 + 64;
+                        if memory > SIZE_LIMIT {
+                            return Err(ProverError::Automaton(format!(
+                                "the product of {} patterns exceeds {} MiB",
+                                patterns.len(),
+                                SIZE_LIMIT >> 20
+                            )));
+                        }
+                        accepts.push(accepts_of(&next));
+                        index.insert(next.clone(), id);
+                        pending.push_back(next.clone());
+                        id
+                    }
+                };
+                trans.push(id);
+            }
+        }
+        Ok(Self {
+            class,
+            classes: reps.len(),
+            trans,
+            accepts,
+        })
     }
 
     /// The signature of a string (the patterns it fully matches).
     pub fn signature(&self, s: &str) -> Signature {
-        let mut state = self.start;
+        let mut state = self.start();
         for &b in s.as_bytes() {
-            state = self.dfa.next_state(state, b);
-            if self.dfa.is_dead_state(state) {
-                return Vec::new();
+            match self.next(state, b) {
+                Some(n) => state = n,
+                None => return Vec::new(),
             }
         }
-        self.eoi_signature(state)
-    }
-
-    fn eoi_signature(&self, state: StateID) -> Signature {
-        let eoi = self.dfa.next_eoi_state(state);
-        if !self.dfa.is_match_state(eoi) {
-            return Vec::new();
-        }
-        let mut sig: Vec<u32> = (0..self.dfa.match_len(eoi))
-            .map(|i| self.dfa.match_pattern(eoi, i).as_u32())
-            .collect();
-        sig.sort_unstable();
-        sig.dedup();
-        sig
+        self.state_signature(state)
     }
 
     /// Every signature some string reaches, with samples and sizes. Only
     /// signatures accepted by `keep` are reported.
     pub fn explore(&self, keep: &dyn Fn(&[u32]) -> bool) -> BTreeMap<Signature, SigInfo> {
         let g = self.graph();
-        let sigs: Vec<Signature> = g.states.iter().map(|&s| self.eoi_signature(s)).collect();
         let counts = g.counts();
         let mut out: BTreeMap<Signature, SigInfo> = BTreeMap::new();
-        for (i, sig) in sigs.into_iter().enumerate() {
-            if sig.is_empty() || !keep(&sig) {
+        for (i, &state) in g.states.iter().enumerate() {
+            let Some(sig) = self.accepts.get(state as usize) else {
+                continue;
+            };
+            if sig.is_empty() || !keep(sig) {
                 continue;
             }
             let size = counts.get(i).copied().unwrap_or(Size::Infinite);
-            let entry = out.entry(sig).or_insert_with(|| SigInfo {
+            let entry = out.entry(sig.clone()).or_insert_with(|| SigInfo {
                 samples: Vec::new(),
                 size: Size::Finite(0),
             });
@@ -157,37 +265,41 @@ impl MultiDfa {
         out
     }
 
-    pub(crate) fn start(&self) -> StateID {
-        self.start
+    pub(crate) fn start(&self) -> State {
+        0
     }
 
-    pub(crate) fn next(&self, state: StateID, byte: u8) -> Option<StateID> {
-        let next = self.dfa.next_state(state, byte);
-        (!self.dfa.is_dead_state(next)).then_some(next)
+    pub(crate) fn next(&self, state: State, byte: u8) -> Option<State> {
+        let at = (state as usize)
+            .checked_mul(self.classes)?
+            .checked_add(usize::from(self.byte_class(byte)))?;
+        self.trans.get(at).copied().filter(|&n| n != DEAD)
     }
 
-    /// A dense index of a state (state ids are premultiplied by the
-    /// stride), for tables indexed by state instead of hash maps.
-    pub(crate) fn index(&self, state: StateID) -> usize {
-        state.as_usize() >> self.dfa.stride2()
+    /// A dense index of a state, for tables indexed by state.
+    pub(crate) fn index(&self, state: State) -> usize {
+        state as usize
     }
 
-    pub(crate) fn state_signature(&self, state: StateID) -> Signature {
-        self.eoi_signature(state)
+    pub(crate) fn state_signature(&self, state: State) -> Signature {
+        self.accepts
+            .get(state as usize)
+            .cloned()
+            .unwrap_or_default()
     }
 
-    /// The DFA's byte class of each byte.
+    /// The joint byte class of each byte.
     pub(crate) fn byte_class(&self, byte: u8) -> u8 {
-        self.dfa.byte_classes().get(byte)
+        self.class.get(usize::from(byte)).copied().unwrap_or(0)
     }
 
     fn graph(&self) -> Graph {
-        let classes = ClassInfo::of(&self.dfa);
+        let classes = ClassInfo::of(self);
         // Graph node of each DFA state (by `index`), `usize::MAX` if unseen.
         let mut index: Vec<usize> = Vec::new();
         let mut g = Graph::default();
-        set_grow(&mut index, self.index(self.start), 0);
-        g.states.push(self.start);
+        set_grow(&mut index, self.index(self.start()), 0);
+        g.states.push(self.start());
         g.parent.push(None);
         g.edges.push(Vec::new());
         let mut queue = VecDeque::from([0usize]);
@@ -197,10 +309,9 @@ impl MultiDfa {
             };
             let mut edges = Vec::new();
             for &(class, rep) in &classes.order {
-                let next = self.dfa.next_state(state, rep);
-                if self.dfa.is_dead_state(next) {
+                let Some(next) = self.next(state, rep) else {
                     continue;
-                }
+                };
                 let j = match index.get(self.index(next)) {
                     Some(&j) if j != usize::MAX => j,
                     _ => {
@@ -249,13 +360,12 @@ pub(crate) fn niceness(b: u8) -> u32 {
 }
 
 impl ClassInfo {
-    fn of(dfa: &dense::DFA<Vec<u32>>) -> Self {
-        let classes = dfa.byte_classes();
-        let n = classes.alphabet_len();
+    fn of(dfa: &MultiDfa) -> Self {
+        let n = dfa.classes;
         let mut best: Vec<Option<u8>> = vec![None; n];
         let mut size = vec![0u128; n];
         for b in 0..=255u8 {
-            let c = usize::from(classes.get(b));
+            let c = usize::from(dfa.byte_class(b));
             if let Some(s) = size.get_mut(c) {
                 *s += 1;
             }
@@ -279,7 +389,7 @@ impl ClassInfo {
 /// The reachable part of a DFA, as a graph with edge multiplicities.
 #[derive(Default)]
 struct Graph {
-    states: Vec<StateID>,
+    states: Vec<State>,
     /// BFS parent and the byte taken, for shortest strings.
     parent: Vec<Option<(usize, u8)>>,
     edges: Vec<Vec<(usize, u128)>>,

@@ -25,7 +25,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use regex_automata::util::primitives::StateID;
+use super::dfa::State;
 
 use super::dfa::{MultiDfa, niceness, set_grow};
 use super::validity::{DEAD, Validity};
@@ -148,9 +148,9 @@ pub fn witnesses(
     let mut arena: Vec<(u32, u16)> = vec![(u32::MAX, 0)];
     // Visits per product state, at `dfa index * validity states + q`.
     let vstates = v.states().max(1);
-    let slot = |d: StateID, q: u16| dfa.index(d) * vstates + usize::from(q);
+    let slot = |d: State, q: u16| dfa.index(d) * vstates + usize::from(q);
     let mut entered: Vec<usize> = Vec::new();
-    let mut queue: VecDeque<(StateID, u16, u32)> = VecDeque::new();
+    let mut queue: VecDeque<(State, u16, u32)> = VecDeque::new();
     queue.push_back((dfa.start(), v.start(), 0));
     set_grow(&mut entered, slot(dfa.start(), v.start()), 1);
     'walk: while let Some((d, q, node)) = queue.pop_front() {
