@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use policy_lang::bundle::Bundle;
+use policy_lang::bundle::{Bundle, L7Endpoint};
 use policy_lang::eval::Evaluator;
 use policy_lang::matcher::BinaryGlob;
 use serde::Serialize;
@@ -384,6 +384,15 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     cx.secret_exposure(&search, &mut report);
     timings.note(|| format!("secret_exposure {:?}", t.elapsed()));
     note_unknown_acceptances(opts, &mut report);
+    if let Some(why) = unmodelled_calls(old, new) {
+        report.notes.push(why.clone());
+        // A single policy's risk questions ask whether something can
+        // happen: allowing more than enforcement does only adds answers.
+        // A diff's "nothing new" would need OLD's calls exactly.
+        if old.is_some() {
+            report.inconclusive.get_or_insert(why);
+        }
+    }
     let widened = report.findings.iter().any(|f| !f.suppressed)
         || report.omitted.iter().any(|o| o.count > 0 || o.at_least);
     report.verdict = if widened {
@@ -399,6 +408,32 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     drop(smt);
     report.stats.phases = timings.take();
     Ok(report)
+}
+
+/// What the prover cannot see when JSON-RPC or MCP endpoints are involved:
+/// their rules judge the calls in request bodies, which the model does not
+/// represent (it takes such an endpoint to allow every request, so
+/// widenings at the connection and HTTP level are still found). Of a diff,
+/// only a change that leaves every network table as it was (a filesystem
+/// or process change) is certified.
+fn unmodelled_calls(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
+    let rpc = |b: &Bundle| b.enforcement.l7.iter().any(L7Endpoint::reads_body);
+    if !rpc(new) && !old.is_some_and(rpc) {
+        return None;
+    }
+    let network_unchanged = old.is_some_and(|o| {
+        let (o, n) = (&o.enforcement, &new.enforcement);
+        o.seccomp == n.seccomp
+            && o.l7 == n.l7
+            && o.credentials == n.credentials
+            && o.secrets == n.secrets
+    });
+    (!network_unchanged).then(|| {
+        "JSON-RPC and MCP rules judge the calls in request bodies, which the prover does \
+         not model yet: it treats such an endpoint as allowing every request it sees, so \
+         a change to the network rules of a policy that has one is not certified"
+            .to_owned()
+    })
 }
 
 struct Cx<'a> {

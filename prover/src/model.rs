@@ -213,8 +213,16 @@ pub fn build(
                 .chain(qs))
             }))
         };
-        deny_parts.push(and([p.clone(), rules(&ep.deny, true)]));
-        allow_parts.push(and([p.clone(), rules(&ep.allow, false)]));
+        if ep.reads_body() {
+            // JSON-RPC and MCP rules judge the calls in the body, which the
+            // model does not have: such an endpoint is taken to allow every
+            // request it sees, and the engine does not certify a change
+            // that involves one (see `engine::unmodelled_calls`).
+            allow_parts.push(p.clone());
+        } else {
+            deny_parts.push(and([p.clone(), rules(&ep.deny, true)]));
+            allow_parts.push(and([p.clone(), rules(&ep.allow, false)]));
+        }
         part.push((p, ep.enforcement == Enforcement::Enforce));
     }
     let inspected = defs.define(format!("{prefix}.inspected"), or(inl7_all));
