@@ -151,12 +151,12 @@ fn compile_explain_and_bundle_integrity() {
     let future = tmp("future.bundle");
     std::fs::write(
         &future,
-        bytes.replacen("\"format_version\":1", "\"format_version\":2", 1),
+        bytes.replacen("\"format_version\":2", "\"format_version\":3", 1),
     )
     .unwrap();
     let f = run(&["explain", future.to_str().unwrap()]);
     assert_eq!(code(&f), 2);
-    assert!(String::from_utf8_lossy(&f.stderr).contains("format version 2"));
+    assert!(String::from_utf8_lossy(&f.stderr).contains("format version 3"));
 
     // A policy with errors writes nothing.
     let broken = tmp("broken2.policy");

@@ -14,10 +14,17 @@ use sha2::{Digest as _, Sha256};
 use crate::ir::{
     BinaryRef, Dest, Enforcement, Injection, LandlockMode, Origin, SecretSource, TlsMode,
 };
-use crate::matcher::{AddrSet, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher};
+use crate::matcher::{
+    AddrSet, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher, RpcMethod, ToolSet,
+};
 
-/// The bundle format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The bundle format this build writes. Version 2 added JSON-RPC and MCP
+/// endpoints; every new field has a default that means what version 1
+/// meant, so version 1 bundles are still read.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest bundle format this build reads.
+pub const MIN_FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -172,8 +179,118 @@ pub struct L7Endpoint {
     pub tls: TlsMode,
     pub path: Option<HttpPathGlob>,
     pub encoded_slash: bool,
+    /// REST rules (`http` endpoints only).
     pub allow: Vec<L7Matcher>,
     pub deny: Vec<L7Matcher>,
+    /// What the request bodies carry. Fields that only JSON-RPC and MCP
+    /// use are left out of a REST endpoint's JSON, so REST bundles keep
+    /// their digests.
+    #[serde(default, skip_serializing_if = "L7Protocol::is_rest")]
+    pub protocol: L7Protocol,
+    /// Bytes of body read for inspection; `None` is
+    /// [`crate::l7body::jsonrpc::DEFAULT_BODY_LIMIT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_limit: Option<u64>,
+    /// MCP: `tools/call` tool names must match `^[A-Za-z0-9_.-]{1,128}$`.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub strict_tool_names: bool,
+    /// MCP: the allow-all method profile (`all_mcp_methods`). Every call is
+    /// allowed at the method layer, except that `tools/call` is left to the
+    /// tool rules when an `rpc_allow` rule names tools; `rpc_deny` applies.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub all_mcp_methods: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpc_allow: Vec<RpcMatcher>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpc_deny: Vec<RpcMatcher>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl L7Endpoint {
+    /// Whether rules judge the request body, so the proxy must read it.
+    pub fn reads_body(&self) -> bool {
+        self.protocol != L7Protocol::Rest
+    }
+
+    /// The body limit in effect, in bytes.
+    pub fn effective_body_limit(&self) -> usize {
+        self.body_limit
+            .map_or(crate::l7body::jsonrpc::DEFAULT_BODY_LIMIT, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            })
+    }
+
+    /// MCP with an `rpc_allow` rule that names tools: `tools/call` is then
+    /// allowed by tool rules only, never by the method profile.
+    pub fn tools_narrowed(&self) -> bool {
+        self.rpc_allow.iter().any(|r| r.tools.is_some())
+    }
+}
+
+/// The protocol an L7 endpoint inspects.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum L7Protocol {
+    /// HTTP method, path and query.
+    #[default]
+    Rest,
+    /// Generic JSON-RPC 2.0 over HTTP POST: methods only.
+    JsonRpc,
+    /// MCP Streamable HTTP: methods, and tools of `tools/call`.
+    Mcp,
+}
+
+impl L7Protocol {
+    #[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+    pub fn is_rest(&self) -> bool {
+        *self == Self::Rest
+    }
+
+    /// The word policies use for it.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Self::Rest => "http",
+            Self::JsonRpc => "json-rpc",
+            Self::Mcp => "mcp",
+        }
+    }
+}
+
+/// One JSON-RPC rule: calls whose method matches and, when `tools` is set,
+/// whose tool (`params.name` of an MCP `tools/call`) matches too. A call
+/// without a tool never matches a rule with `tools`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RpcMatcher {
+    pub methods: RpcMethod,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolSet>,
+}
+
+impl RpcMatcher {
+    /// Whether a call matches.
+    pub fn matches(&self, method: &str, tool: Option<&str>) -> bool {
+        self.methods.matches(method)
+            && match &self.tools {
+                None => true,
+                Some(set) => tool.is_some_and(|t| set.matches(t)),
+            }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -238,6 +355,18 @@ pub struct L7Provenance {
     /// Parallel to `deny`, as `allow_within`.
     #[serde(default)]
     pub deny_within: Vec<Vec<u32>>,
+    /// Parallel to the endpoint's `rpc_allow`, as `allow`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpc_allow: Vec<Vec<Origin>>,
+    /// Parallel to the endpoint's `rpc_deny`, as `deny`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpc_deny: Vec<Vec<Origin>>,
+    /// Parallel to `rpc_allow`, as `allow_within`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpc_allow_within: Vec<Vec<u32>>,
+    /// Parallel to `rpc_deny`, as `allow_within`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpc_deny_within: Vec<Vec<u32>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -245,7 +374,9 @@ pub struct L7Provenance {
 pub enum BundleError {
     #[error("the bundle is not valid JSON: {0}")]
     Json(String),
-    #[error("the bundle has format version {found}; this build reads version {FORMAT_VERSION}")]
+    #[error(
+        "the bundle has format version {found}; this build reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION}"
+    )]
     UnknownVersion { found: u64 },
     #[error("the bundle has no `format_version`")]
     MissingVersion,
@@ -310,7 +441,8 @@ impl Bundle {
             .map(serde_json::Value::as_u64)
         {
             None => return Err(BundleError::MissingVersion),
-            Some(Some(v)) if v == u64::from(FORMAT_VERSION) => {}
+            Some(Some(v))
+                if (u64::from(MIN_FORMAT_VERSION)..=u64::from(FORMAT_VERSION)).contains(&v) => {}
             Some(Some(v)) => return Err(BundleError::UnknownVersion { found: v }),
             Some(None) => {
                 return Err(BundleError::Schema(
@@ -321,8 +453,7 @@ impl Bundle {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw<'a> {
-            #[serde(rename = "format_version")]
-            _format_version: u32,
+            format_version: u32,
             digest: String,
             #[serde(borrow)]
             enforcement: &'a serde_json::value::RawValue,
@@ -346,7 +477,7 @@ impl Bundle {
         let provenance: Provenance = serde_json::from_str(raw.provenance.get())
             .map_err(|e| BundleError::Schema(e.to_string()))?;
         Ok(Bundle {
-            format_version: FORMAT_VERSION,
+            format_version: raw.format_version,
             digest: raw.digest,
             enforcement,
             provenance,

@@ -150,6 +150,12 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
             encoded_slash: h.encoded_slash,
             allow,
             deny,
+            protocol: L7Protocol::Rest,
+            body_limit: None,
+            strict_tool_names: true,
+            all_mcp_methods: false,
+            rpc_allow: Vec::new(),
+            rpc_deny: Vec::new(),
         };
         let entry = by_content
             .entry(key.clone())
@@ -159,6 +165,7 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
                 deny: vec![Vec::new(); deny_prov.len()],
                 allow_within: vec![Vec::new(); allow_prov.len()],
                 deny_within: vec![Vec::new(); deny_prov.len()],
+                ..L7Provenance::default()
             });
         let within = u32::try_from(entry.endpoint.len()).unwrap_or(u32::MAX);
         entry.endpoint.push(ep.origin.clone());

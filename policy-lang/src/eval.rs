@@ -7,8 +7,9 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::bundle::{Bundle, L7Endpoint, Route, Via};
+use crate::bundle::{Bundle, L7Endpoint, L7Protocol, Route, Via};
 use crate::ir::{Dest, Enforcement, Origin};
+use crate::l7body::jsonrpc::{RpcBody, RpcCall, RpcDialect, parse_rpc_body};
 use crate::matcher::net::is_metadata_host;
 use crate::matcher::{
     AddrClass, CanonicalTarget, canonical_ip, canonicalize_path, classify_addr, normalize_host,
@@ -66,6 +67,22 @@ pub struct Decision {
     /// inspected endpoint could read the target (or for a connection).
     #[serde(skip)]
     pub target: Option<CanonicalTarget>,
+    /// The JSON-RPC calls a body carried, for the log; `None` when no body
+    /// was judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc: Option<RpcNote>,
+}
+
+/// What a judged JSON-RPC body held, and which call the decision is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RpcNote {
+    pub calls: Vec<RpcCall>,
+    /// Index in `calls` of the call that was denied or matched no allow
+    /// rule (for an allow: the call whose rule is blamed).
+    pub call: Option<usize>,
+    pub batch: bool,
+    /// Response frames the client sent (MCP relays them).
+    pub responses: usize,
 }
 
 /// The outcome of the connection-level check, which the supervisor acts on.
@@ -340,6 +357,13 @@ impl Evaluator {
 
     /// The full decision for one request.
     pub fn eval(&self, req: &Request) -> Decision {
+        self.eval_with_body(req, None)
+    }
+
+    /// The full decision for one request whose body was read: `body` goes
+    /// to [`Self::decide_body`] when the request reaches an endpoint that
+    /// judges bodies.
+    pub fn eval_with_body(&self, req: &Request, body: Option<&[u8]>) -> Decision {
         let conn = self.decide_connection(
             &req.binary,
             req.sha256.as_deref(),
@@ -355,6 +379,7 @@ impl Evaluator {
                 credential: None,
                 reason: conn.reason,
                 target: None,
+                rpc: None,
             };
         }
         let first_origin = self.connection_rule(&conn);
@@ -366,6 +391,7 @@ impl Evaluator {
                 credential: None,
                 reason: conn.reason,
                 target: None,
+                rpc: None,
             };
         }
         let Some(http) = &req.http else {
@@ -376,12 +402,38 @@ impl Evaluator {
                 credential: None,
                 reason: conn.reason,
                 target: None,
+                rpc: None,
             };
         };
-        self.decide_request(&conn, req.host.as_deref(), &http.method, &http.target)
+        match body {
+            Some(body) => {
+                self.decide_body(&conn, req.host.as_deref(), &http.method, &http.target, body)
+            }
+            None => self.decide_request(&conn, req.host.as_deref(), &http.method, &http.target),
+        }
     }
 
-    /// Check one HTTP request on a connection the proxy received.
+    /// Some(limit) when a request to `target` on this connection must have
+    /// its body read (up to `limit` bytes) and judged by `decide_body`;
+    /// None for REST-only. With several body-judging endpoints on the
+    /// path, the smallest limit: a longer body is refused by one of them.
+    pub fn body_limit(&self, conn: &ConnectionDecision, target: &str) -> Option<usize> {
+        let tables = &self.bundle.enforcement;
+        conn.l7
+            .iter()
+            .filter_map(|&e| tables.l7.get(e as usize))
+            .filter(|ep| ep.reads_body())
+            .filter(|ep| {
+                canonicalize_path(target, ep.encoded_slash)
+                    .is_ok_and(|c| ep.path.as_ref().is_none_or(|p| p.matches(&c.path)))
+            })
+            .map(L7Endpoint::effective_body_limit)
+            .min()
+    }
+
+    /// Check one HTTP request on a connection the proxy received. An
+    /// endpoint that judges bodies reads this as a request with an empty
+    /// body: only MCP's receive-stream GET passes.
     pub fn decide_request(
         &self,
         conn: &ConnectionDecision,
@@ -389,10 +441,48 @@ impl Evaluator {
         method: &str,
         target: &str,
     ) -> Decision {
+        self.judge(conn, host, method, target, None)
+    }
+
+    /// Judges a request whose body was read: HTTP method/target as in
+    /// `decide_request`, then every JSON-RPC call of the body by the
+    /// endpoint's RPC rules (deny wins; a batch with one denied call is
+    /// denied whole). Same Decision type, same audit semantics, same blame
+    /// (rule origin), credential chosen as today.
+    ///
+    /// A body over the endpoint's limit, one that does not parse, and (on a
+    /// `json-rpc` endpoint) one with a response frame are denied even in
+    /// audit mode, as OpenShell does. Calls travel in POST bodies; on an
+    /// MCP endpoint a GET with an empty body is Streamable HTTP's receive
+    /// stream and is allowed (the proxy should pass such a GET here only
+    /// when its `Accept` names `text/event-stream`, see
+    /// [`crate::l7body::jsonrpc::accepts_event_stream`]). Any other method
+    /// matches no rule.
+    pub fn decide_body(
+        &self,
+        conn: &ConnectionDecision,
+        host: Option<&str>,
+        method: &str,
+        target: &str,
+        body: &[u8],
+    ) -> Decision {
+        self.judge(conn, host, method, target, Some(body))
+    }
+
+    fn judge(
+        &self,
+        conn: &ConnectionDecision,
+        host: Option<&str>,
+        method: &str,
+        target: &str,
+        body: Option<&[u8]>,
+    ) -> Decision {
         let method = method.to_ascii_uppercase();
         let tables = &self.bundle.enforcement;
-        let mut denied_by: Option<(u32, usize, Enforcement)> = None;
-        let mut allowed_by: Option<(u32, usize)> = None;
+        let mut denied_by: Option<(u32, Rule, Enforcement, String, Option<RpcNote>)> = None;
+        let mut allowed_by: Option<(u32, Option<Rule>, String, Option<RpcNote>)> = None;
+        let mut refused: Option<(u32, String, Option<RpcNote>)> = None;
+        let mut unmatched: Option<(String, Option<RpcNote>)> = None;
         let mut participating: Vec<(u32, Enforcement)> = Vec::new();
         let mut canon_error = None;
         let mut canonical_path = None;
@@ -423,27 +513,48 @@ impl Evaluator {
                 }
             };
             participating.push((e, ep.enforcement));
-            if denied_by.is_none()
-                && let Some(i) = find_rule(ep, &method, &canon.path, &params, true)
-            {
-                denied_by = Some((e, i, ep.enforcement));
-            }
-            if allowed_by.is_none()
-                && let Some(i) = find_rule(ep, &method, &canon.path, &params, false)
-            {
-                allowed_by = Some((e, i));
+            if ep.reads_body() {
+                let what = format!("{method} {}", canon.path);
+                match judge_rpc(ep, &method, &what, body.unwrap_or_default()) {
+                    RpcOutcome::Refused(why, note) => {
+                        refused.get_or_insert((e, why, note));
+                    }
+                    RpcOutcome::Denied(i, why, note) => {
+                        denied_by.get_or_insert((e, Rule::Rpc(i), ep.enforcement, why, note));
+                    }
+                    RpcOutcome::Allowed(i, why, note) => {
+                        allowed_by.get_or_insert((e, i.map(Rule::Rpc), why, note));
+                    }
+                    RpcOutcome::NoMatch(why, note) => {
+                        unmatched.get_or_insert((why, note));
+                    }
+                }
+            } else {
+                if denied_by.is_none()
+                    && let Some(i) = find_rule(ep, &method, &canon.path, &params, true)
+                {
+                    let why = format!("{method} {} matches a deny rule", canon.path);
+                    denied_by = Some((e, Rule::Rest(i), ep.enforcement, why, None));
+                }
+                if allowed_by.is_none()
+                    && let Some(i) = find_rule(ep, &method, &canon.path, &params, false)
+                {
+                    let why = format!("{method} {} matches an allow rule", canon.path);
+                    allowed_by = Some((e, Some(Rule::Rest(i)), why, None));
+                }
             }
             canonical_path.get_or_insert(canon.path);
         }
         let prov = &self.bundle.provenance.l7;
         // An endpoint's rules are shared by every policy rule with the same
         // content; blame names one written for this binary and destination.
-        let rule_origin = |e: u32, i: usize, deny: bool| {
+        let rule_origin = |e: u32, rule: Rule, deny: bool| {
             let p = prov.get(e as usize)?;
-            let (origins, within) = if deny {
-                (p.deny.get(i)?, p.deny_within.get(i))
-            } else {
-                (p.allow.get(i)?, p.allow_within.get(i))
+            let (origins, within) = match (rule, deny) {
+                (Rule::Rest(i), true) => (p.deny.get(i)?, p.deny_within.get(i)),
+                (Rule::Rest(i), false) => (p.allow.get(i)?, p.allow_within.get(i)),
+                (Rule::Rpc(i), true) => (p.rpc_deny.get(i)?, p.rpc_deny_within.get(i)),
+                (Rule::Rpc(i), false) => (p.rpc_allow.get(i)?, p.rpc_allow_within.get(i)),
             };
             let granted = self.l7_grants(conn, e);
             let applies = |k: usize| {
@@ -472,14 +583,18 @@ impl Evaluator {
         let all_audit = !participating.is_empty()
             && participating.iter().all(|(_, m)| *m == Enforcement::Audit);
         let credential = self.credential_for(host, &method, canonical_path.as_deref());
-        let mk = |decision, rule, reason: String, credential: Option<String>| Decision {
-            decision,
-            route: Some(RouteKind::L7),
-            rule,
-            credential,
-            reason,
-            target: canonical_target.clone(),
-        };
+        let mk =
+            |decision, rule, reason: String, credential: Option<String>, rpc: Option<RpcNote>| {
+                Decision {
+                    decision,
+                    route: Some(RouteKind::L7),
+                    rule,
+                    credential,
+                    reason,
+                    target: canonical_target.clone(),
+                    rpc,
+                }
+            };
         if participating.is_empty() {
             let reason = match canon_error {
                 Some(e) => format!("request target `{target}` refused: {e}"),
@@ -490,44 +605,52 @@ impl Evaluator {
                 conn.l7.first().and_then(|e| endpoint_origin(*e)),
                 reason,
                 None,
+                None,
             );
         }
-        if let Some((e, i, mode)) = denied_by {
+        // Refused bodies are denied whatever the enforcement mode: the
+        // rules could not see what the server would.
+        if let Some((e, why, note)) = refused {
+            return mk(Verdict::Deny, endpoint_origin(e), why, None, note);
+        }
+        if let Some((e, rule, mode, why, note)) = denied_by {
             let verdict = if mode == Enforcement::Audit && all_audit {
                 Verdict::Audit
             } else {
                 Verdict::Deny
             };
-            let reason = format!("{method} {path} matches a deny rule");
             let cred = if verdict == Verdict::Audit {
                 credential
             } else {
                 None
             };
-            return mk(verdict, rule_origin(e, i, true), reason, cred);
+            return mk(verdict, rule_origin(e, rule, true), why, cred, note);
         }
-        if let Some((e, i)) = allowed_by {
-            return mk(
-                Verdict::Allow,
-                rule_origin(e, i, false),
-                format!("{method} {path} matches an allow rule"),
-                credential,
-            );
+        if let Some((e, rule, why, note)) = allowed_by {
+            let origin = match rule {
+                Some(rule) => rule_origin(e, rule, false),
+                None => endpoint_origin(e),
+            };
+            return mk(Verdict::Allow, origin, why, credential, note);
         }
         let first = participating.first().map(|(e, _)| *e);
+        let (why, note) =
+            unmatched.unwrap_or_else(|| (format!("{method} {path} matches no allow rule"), None));
         if all_audit {
             return mk(
                 Verdict::Audit,
                 first.and_then(endpoint_origin),
-                format!("{method} {path} matches no allow rule; the endpoint is in audit mode"),
+                format!("{why}; the endpoint is in audit mode"),
                 credential,
+                note,
             );
         }
         mk(
             Verdict::Deny,
             first.and_then(endpoint_origin),
-            format!("{method} {path} matches no allow rule"),
+            why,
             None,
+            note,
         )
     }
 
@@ -554,6 +677,136 @@ impl Evaluator {
             })
             .map(|c| c.name.clone())
     }
+}
+
+/// Which rule list of an endpoint a rule index points into.
+#[derive(Debug, Clone, Copy)]
+enum Rule {
+    Rest(usize),
+    Rpc(usize),
+}
+
+/// One body-judging endpoint's verdict on a request. Each carries the
+/// reason and what the body held.
+enum RpcOutcome {
+    /// Denied whatever the enforcement mode.
+    Refused(String, Option<RpcNote>),
+    /// A call matches this `rpc_deny` rule.
+    Denied(usize, String, Option<RpcNote>),
+    /// Every call is allowed; the rule that allowed the first call (`None`
+    /// when no rule was needed: the method profile, the receive stream,
+    /// response frames).
+    Allowed(Option<usize>, String, Option<RpcNote>),
+    NoMatch(String, Option<RpcNote>),
+}
+
+fn describe(call: &RpcCall, index: usize, body: &RpcBody) -> String {
+    let kind = if call.notification {
+        "notification"
+    } else {
+        "call"
+    };
+    let mut out = if body.batch {
+        format!(
+            "batch item {} of {}: {kind} `{}`",
+            index + 1,
+            body.calls.len() + body.responses,
+            call.method
+        )
+    } else {
+        format!("{kind} `{}`", call.method)
+    };
+    if let Some(tool) = &call.tool {
+        out.push_str(&format!(" (tool `{tool}`)"));
+    }
+    out
+}
+
+fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> RpcOutcome {
+    let limit = ep.effective_body_limit();
+    if body.len() > limit {
+        return RpcOutcome::Refused(
+            format!(
+                "{what}: the body has {} bytes, over the endpoint's limit of {limit}",
+                body.len()
+            ),
+            None,
+        );
+    }
+    let dialect = match ep.protocol {
+        L7Protocol::Mcp => RpcDialect::Mcp,
+        _ => RpcDialect::JsonRpc,
+    };
+    if dialect == RpcDialect::Mcp && method == "GET" && body.is_empty() {
+        return RpcOutcome::Allowed(None, format!("{what} opens the MCP receive stream"), None);
+    }
+    let parsed = match parse_rpc_body(body, dialect, ep.strict_tool_names) {
+        Ok(parsed) => parsed,
+        Err(err) => {
+            return RpcOutcome::Refused(format!("{what}: JSON-RPC body refused: {err}"), None);
+        }
+    };
+    let note = |call: Option<usize>| {
+        Some(RpcNote {
+            calls: parsed.calls.clone(),
+            call,
+            batch: parsed.batch,
+            responses: parsed.responses,
+        })
+    };
+    if dialect == RpcDialect::JsonRpc && parsed.responses > 0 {
+        return RpcOutcome::Refused(
+            format!("{what}: JSON-RPC response frames are not permitted from client to server"),
+            note(None),
+        );
+    }
+    if method != "POST" {
+        return RpcOutcome::NoMatch(
+            format!("{what}: JSON-RPC calls are only judged in POST requests"),
+            note(None),
+        );
+    }
+    for (k, call) in parsed.calls.iter().enumerate() {
+        if let Some(i) = ep
+            .rpc_deny
+            .iter()
+            .position(|r| r.matches(&call.method, call.tool.as_deref()))
+        {
+            return RpcOutcome::Denied(
+                i,
+                format!("{what}: {} matches a deny rule", describe(call, k, &parsed)),
+                note(Some(k)),
+            );
+        }
+    }
+    let mut first_rule = None;
+    for (k, call) in parsed.calls.iter().enumerate() {
+        let rule = ep
+            .rpc_allow
+            .iter()
+            .position(|r| r.matches(&call.method, call.tool.as_deref()));
+        let by_profile = ep.all_mcp_methods
+            && !call.method.is_empty()
+            && (call.method != crate::matcher::TOOLS_CALL || !ep.tools_narrowed());
+        if rule.is_none() && !by_profile {
+            return RpcOutcome::NoMatch(
+                format!(
+                    "{what}: {} matches no allow rule",
+                    describe(call, k, &parsed)
+                ),
+                note(Some(k)),
+            );
+        }
+        if k == 0 {
+            first_rule = rule;
+        }
+    }
+    let why = match parsed.calls.as_slice() {
+        [] => format!("{what}: response frames to the server's requests are relayed"),
+        [call] => format!("{what}: {} is allowed", describe(call, 0, &parsed)),
+        calls => format!("{what}: all {} calls of the batch are allowed", calls.len()),
+    };
+    RpcOutcome::Allowed(first_rule, why, note(parsed.calls.first().map(|_| 0)))
 }
 
 fn find_rule(

@@ -9,6 +9,7 @@ pub mod eval;
 pub mod fmt;
 pub mod import;
 pub mod ir;
+pub mod l7body;
 pub mod lint;
 mod linux;
 pub mod load;

@@ -44,7 +44,7 @@ fn a_bad_bundle_is_refused_and_the_command_never_runs() {
         ("garbage", "garbage\n".to_owned()),
         (
             "version",
-            good.replacen("\"format_version\":1", "\"format_version\":99", 1),
+            good.replacen("\"format_version\":2", "\"format_version\":99", 1),
         ),
         ("digest", good.replacen("nobody", "root", 1)),
     ];

@@ -162,6 +162,14 @@ impl DottedGlob {
     }
 
     /// The canonical pattern text (without the `dotted:` prefix).
+    /// Whether the glob has no wildcard: it matches one value only.
+    pub fn is_literal(&self) -> bool {
+        self.labels.iter().all(|l| match l {
+            Seg::Any => false,
+            Seg::Glob(toks) => toks.iter().all(|t| matches!(t, Tok::Lit(_))),
+        })
+    }
+
     pub fn as_str(&self) -> &str {
         &self.text
     }

@@ -22,8 +22,10 @@ pub mod net;
 #[cfg(test)]
 mod proptests;
 pub mod query;
+pub mod rpc_method;
 mod segments;
 mod serde_str;
+pub mod tool;
 
 pub use binary::BinaryGlob;
 pub use canon::{CanonError, CanonicalTarget, canonicalize_path};
@@ -37,3 +39,5 @@ pub use net::{
     classify_addr, internal_ranges, is_metadata_host, split_endpoint,
 };
 pub use query::{DOTTED_PREFIX, QueryMatcher, ValueGlob, parse_query_string};
+pub use rpc_method::{RpcMethod, TOOLS_CALL};
+pub use tool::ToolSet;

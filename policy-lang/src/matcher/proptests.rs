@@ -11,8 +11,8 @@ use regex_automata::meta::Regex;
 
 use super::net::{self, AddrClass};
 use super::{
-    AddrSet, BinaryGlob, DottedGlob, HostPattern, HttpPathGlob, PortSet, ValueGlob,
-    canonicalize_path, classify_addr,
+    AddrSet, BinaryGlob, DottedGlob, HostPattern, HttpPathGlob, PortSet, RpcMethod, ToolSet,
+    ValueGlob, canonicalize_path, classify_addr,
 };
 
 /// What the agreement check needs from a pattern kind.
@@ -41,7 +41,15 @@ macro_rules! pattern {
         }
     )*};
 }
-pattern!(HttpPathGlob, BinaryGlob, HostPattern, ValueGlob, DottedGlob);
+pattern!(
+    HttpPathGlob,
+    BinaryGlob,
+    HostPattern,
+    ValueGlob,
+    DottedGlob,
+    RpcMethod,
+    ToolSet
+);
 
 fn agree<P: Pattern>(pattern: &str, inputs: &[String]) -> Result<(), TestCaseError> {
     let Some(p) = P::parse(pattern) else {
@@ -183,6 +191,40 @@ fn value_pattern() -> impl Strategy<Value = String> {
     ]
 }
 
+/// RPC method patterns: `*`, exact names and `tools/` globs (plain and
+/// dotted), with a few refused ones mixed in.
+fn rpc_method_pattern() -> impl Strategy<Value = String> {
+    prop_oneof![
+        1 => Just("*".to_owned()),
+        2 => joined(&["a", "b", ".", "/", "tools", "é"], 4).prop_filter("non-empty", |s| !s.is_empty()),
+        4 => joined(&["a", "c", "*", "?", "[ab]", ".", "/"], 4).prop_map(|g| format!("tools/{g}")),
+        2 => joined(&["a", "*", "?", "."], 4).prop_map(|g| format!("dotted:tools/{g}")),
+        1 => joined(&["a", "*"], 3).prop_map(|g| format!("resources/{g}")),
+    ]
+}
+
+fn rpc_method_inputs() -> impl Strategy<Value = Vec<String>> {
+    let method = (
+        prop::sample::select(&["tools/", "", "tools", "a", "resources/"][..]),
+        joined(&["a", "b", "c", ".", "/", "é", "call"], 4),
+    )
+        .prop_map(|(p, rest)| format!("{p}{rest}"));
+    prop::collection::vec(method, 32)
+}
+
+/// Tool sets: one to three value globs separated by spaces.
+fn tool_pattern() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            3 => joined(&["a", "b", "_", "*", "?", "[ab]", "."], 4),
+            1 => joined(&["a", "*", "."], 3).prop_map(|g| format!("dotted:{g}")),
+        ]
+        .prop_filter("non-empty", |s| !s.is_empty()),
+        1..4,
+    )
+    .prop_map(|v| v.join(" "))
+}
+
 /// Guards against vacuous proptests: most generated patterns must parse and
 /// a fair share of generated inputs must match.
 fn coverage<P: Pattern>(
@@ -223,6 +265,11 @@ fn proptest_generators_are_not_vacuous() {
         dotted_pattern(),
         prop::collection::vec(joined(VALUE_INPUT, 6), 32),
     );
+    coverage::<RpcMethod>(rpc_method_pattern(), rpc_method_inputs());
+    coverage::<ToolSet>(
+        tool_pattern(),
+        prop::collection::vec(joined(&["a", "b", "_", "."], 4), 32),
+    );
 }
 
 proptest! {
@@ -249,6 +296,19 @@ proptest! {
         inputs in prop::collection::vec(joined(VALUE_INPUT, 8), 32),
     ) {
         agree::<ValueGlob>(&pattern, &inputs)?;
+    }
+
+    #[test]
+    fn rpc_method_regex_agrees(pattern in rpc_method_pattern(), inputs in rpc_method_inputs()) {
+        agree::<RpcMethod>(&pattern, &inputs)?;
+    }
+
+    #[test]
+    fn tool_regex_agrees(
+        pattern in tool_pattern(),
+        inputs in prop::collection::vec(joined(&["a", "b", "_", ".", "é", "*"], 5), 32),
+    ) {
+        agree::<ToolSet>(&pattern, &inputs)?;
     }
 
     #[test]

@@ -130,6 +130,14 @@ impl ValueGlob {
         }
     }
 
+    /// Whether the pattern has no wildcard or class: it matches one value.
+    pub fn is_literal(&self) -> bool {
+        match &self.kind {
+            Kind::Plain(toks) => toks.iter().all(|t| matches!(t, Tok::Lit(_))),
+            Kind::Dotted(d) => d.is_literal(),
+        }
+    }
+
     /// The canonical pattern text.
     pub fn as_str(&self) -> &str {
         &self.text
