@@ -708,9 +708,9 @@ fn describe(call: &RpcCall, index: usize, body: &RpcBody) -> String {
     };
     let mut out = if body.batch {
         format!(
-            "batch item {} of {}: {kind} `{}`",
+            "batch call {} of {}: {kind} `{}`",
             index + 1,
-            body.calls.len() + body.responses,
+            body.calls.len(),
             call.method
         )
     } else {

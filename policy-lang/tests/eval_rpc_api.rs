@@ -92,13 +92,30 @@ fn mcp_rules_allow_deny_and_batches() {
     );
     let d = decide(&ev, "POST", &batch);
     assert_eq!(d.decision, Verdict::Deny);
-    assert!(d.reason.contains("batch item 2 of 2"), "{}", d.reason);
+    assert!(d.reason.contains("batch call 2 of 2"), "{}", d.reason);
     // MCP relays response frames; GET with no body is the receive stream.
     assert_eq!(
         decide(&ev, "POST", r#"{"jsonrpc":"2.0","id":7,"result":{}}"#).decision,
         Verdict::Allow
     );
     assert_eq!(decide(&ev, "GET", "").decision, Verdict::Allow);
+    // Notifications are judged like requests.
+    let note = decide(
+        &ev,
+        "POST",
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(note.decision, Verdict::Deny);
+    assert!(
+        note.reason
+            .contains("notification `notifications/initialized`"),
+        "{}",
+        note.reason
+    );
+    // Strict tool names are checked before any rule.
+    let loose = decide(&ev, "POST", &call("tools/call", Some("search web")));
+    assert_eq!(loose.decision, Verdict::Deny);
+    assert!(loose.reason.contains("does not match"), "{}", loose.reason);
     assert_eq!(decide(&ev, "DELETE", "").decision, Verdict::Deny);
     assert_eq!(
         decide(&ev, "GET", &call("initialize", None)).decision,
