@@ -9,7 +9,11 @@
 //! 2. throughput with 8 concurrent keep-alive clients for 5 s, through the
 //!    proxy vs direct;
 //! 3. the supervisor's RSS with 1,000 open proxied connections (each has
-//!    made one request, so each also holds its upstream connection).
+//!    made one request, so each also holds its upstream connection);
+//! 4. added latency of a POST whose body the proxy reads and judges
+//!    (JSON-RPC, MCP `tools/call`) against a REST POST of the same size,
+//!    whose body streams through unread: median of 2,000 on one keep-alive
+//!    connection each, at two body sizes.
 //!
 //! The client is this program itself (`proxy client ...`), a tokio +
 //! hyper + rustls client, so both paths pay the same client costs.
@@ -37,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty};
+use http_body_util::{BodyExt as _, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
@@ -66,8 +70,9 @@ fn main() {
 // ---------------------------------------------------------------- client
 
 /// `client MODE PORT ARG [CAFILE]`: MODE `latency PATH`, `throughput`,
-/// `hold N`. Connects to 127.0.0.1:PORT with SNI `api.test`, trusting the
-/// system roots (`SSL_CERT_FILE` in the sandbox) and CAFILE.
+/// `hold N`, `post HOST,PATH,BYTES`. Connects to 127.0.0.1:PORT with SNI
+/// `api.test` (`post`: HOST), trusting the system roots (`SSL_CERT_FILE`
+/// in the sandbox) and CAFILE.
 fn client(args: &[String]) {
     let mode = args[0].clone();
     let port: u16 = args[1].parse().unwrap();
@@ -81,6 +86,23 @@ fn client(args: &[String]) {
     rt.block_on(async move {
         let config = client_config(ca.as_deref());
         match mode.as_str() {
+            "post" => {
+                let mut parts = arg.split(',');
+                let (host, path) = (parts.next().unwrap(), parts.next().unwrap());
+                let bytes: usize = parts.next().unwrap().parse().unwrap();
+                let body = Bytes::from(rpc_body(bytes));
+                let mut s = connect_to(&config, port, host).await;
+                let mut ts = Vec::with_capacity(REQUESTS);
+                for i in 0..WARMUP + REQUESTS {
+                    let t = Instant::now();
+                    let status = post(&mut s, host, path, body.clone()).await;
+                    assert_eq!(status, 200, "POST {host}{path}");
+                    if i >= WARMUP {
+                        ts.push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                }
+                println!("{}", median(ts));
+            }
             "latency" => {
                 let mut s = connect(&config, port).await;
                 let mut ts = Vec::with_capacity(REQUESTS);
@@ -152,13 +174,21 @@ fn client_config(ca: Option<&str>) -> Arc<rustls::ClientConfig> {
     Arc::new(config)
 }
 
-async fn connect(config: &Arc<rustls::ClientConfig>, port: u16) -> SendRequest<Empty<Bytes>> {
+async fn connect(config: &Arc<rustls::ClientConfig>, port: u16) -> SendRequest<Full<Bytes>> {
+    connect_to(config, port, HOST).await
+}
+
+async fn connect_to(
+    config: &Arc<rustls::ClientConfig>,
+    port: u16,
+    host: &str,
+) -> SendRequest<Full<Bytes>> {
     let tcp = tokio::net::TcpStream::connect((IpAddr::from([127, 0, 0, 1]), port))
         .await
         .unwrap();
     tcp.set_nodelay(true).unwrap();
     let tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
-        .connect(ServerName::try_from(HOST).unwrap(), tcp)
+        .connect(ServerName::try_from(host.to_owned()).unwrap(), tcp)
         .await
         .unwrap();
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
@@ -172,7 +202,7 @@ async fn connect(config: &Arc<rustls::ClientConfig>, port: u16) -> SendRequest<E
 
 /// A GET; under `/cred` it carries the workload's `TOKEN` (the
 /// credential's placeholder in the sandbox) as a bearer token.
-async fn get(s: &mut SendRequest<Empty<Bytes>>, path: &str) -> u16 {
+async fn get(s: &mut SendRequest<Full<Bytes>>, path: &str) -> u16 {
     s.ready().await.unwrap();
     let mut req = hyper::Request::get(path).header(hyper::header::HOST, HOST);
     if path.starts_with("/cred")
@@ -180,11 +210,36 @@ async fn get(s: &mut SendRequest<Empty<Bytes>>, path: &str) -> u16 {
     {
         req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
     }
-    let req = req.body(Empty::new()).unwrap();
+    let req = req.body(Full::new(Bytes::new())).unwrap();
     let resp = s.send_request(req).await.unwrap();
     let status = resp.status().as_u16();
     resp.into_body().collect().await.unwrap();
     status
+}
+
+/// A POST of `body` as `application/json`.
+async fn post(s: &mut SendRequest<Full<Bytes>>, host: &str, path: &str, body: Bytes) -> u16 {
+    s.ready().await.unwrap();
+    let req = hyper::Request::post(path)
+        .header(hyper::header::HOST, host)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .header(hyper::header::CONTENT_LENGTH, body.len())
+        .body(Full::new(body))
+        .unwrap();
+    let resp = s.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    resp.into_body().collect().await.unwrap();
+    status
+}
+
+/// An MCP `tools/call` of the `search` tool, its argument padded so the
+/// body is exactly `bytes` long: what every endpoint of the POST figures
+/// is sent (REST ignores its shape, JSON-RPC and MCP judge it).
+fn rpc_body(bytes: usize) -> Vec<u8> {
+    let head = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"q":""#;
+    let tail = r#""}}}"#;
+    let pad = bytes - head.len() - tail.len();
+    format!("{head}{}{tail}", "a".repeat(pad)).into_bytes()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -209,7 +264,7 @@ fn bench() {
         net.tcp("127.0.0.1:0"),
         net.tcp("127.0.0.1:0"),
         dir.path(),
-        &[HOST],
+        &[HOST, "rest.test", "rpc.test", "mcp.test"],
         None,
     );
     let me = exe(std::env::current_exe().unwrap().to_str().unwrap());
@@ -219,10 +274,10 @@ fn bench() {
         .display()
         .to_string();
     let body = format!(
-        "  landlock hard min_abi 4\n{SYSTEM}  run_as user root\n  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{} http read-only {{\n    deny GET /denied\n  }}\n",
-        up.tls_port
+        "  landlock hard min_abi 4\n{SYSTEM}  run_as user root\n  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{port} http read-only {{\n    deny GET /denied\n  }}\n  allow {me} -> rest.test:{port} http {{\n    allow POST /rest\n  }}\n  allow {me} -> rpc.test:{port} json-rpc {{\n    allow rpc tools/call\n  }}\n  allow {me} -> mcp.test:{port} mcp {{\n    path /mcp\n    allow rpc tools/call tool search\n  }}\n",
+        port = up.tls_port
     );
-    let bundle = common::bundle(&dir, "proxy", &body);
+    let bundle = common::rpc_bundle(&dir, "proxy", &body);
     let s = Setup {
         net,
         dir,
@@ -278,6 +333,10 @@ fn bench() {
     }
     let (tp_direct, tp_proxy) = (median(tps_direct.clone()), median(tps_proxy.clone()));
     let (rss_idle, rss_held) = memory(&s);
+    let posts: Vec<(usize, [f64; 4])> = POST_SIZES
+        .iter()
+        .map(|&bytes| (bytes, post_latencies(&s, bytes, &direct, &proxied)))
+        .collect();
     println!("| figure | target | measured |");
     println!("|---|---|---|");
     println!(
@@ -299,6 +358,43 @@ fn bench() {
         rss_idle as f64 / 1024.0,
         rss_held as f64 / 1024.0
     );
+    for (bytes, [direct, rest, rpc, mcp]) in posts {
+        let (rest, rpc, mcp) = (rest - direct, rpc - direct, mcp - direct);
+        println!(
+            "| added median latency of a {bytes}-byte POST, body read and judged vs streamed (direct {direct:.1} µs; added: REST {rest:.1} µs, JSON-RPC {rpc:.1} µs, MCP `tools/call` {mcp:.1} µs) | JSON-RPC, MCP ≤ 1.5 × REST | **{:.2} ×, {:.2} ×** |",
+            rpc / rest,
+            mcp / rest
+        );
+    }
+}
+
+/// Body sizes of the POST figures: a typical `tools/call`, and half the
+/// default body limit.
+const POST_SIZES: [usize; 2] = [256, 32_768];
+
+/// Median POST latency, µs, of a `bytes`-byte body: direct, and through
+/// the proxy to a REST, a JSON-RPC and an MCP endpoint. Medians of
+/// `ROUNDS` rounds, the four alternating.
+fn post_latencies(
+    s: &Setup,
+    bytes: usize,
+    direct: &dyn Fn(&str, &str) -> f64,
+    proxied: &dyn Fn(&str, &str) -> f64,
+) -> [f64; 4] {
+    let targets = [
+        ("rest.test", "/rest"),
+        ("rpc.test", "/rpc"),
+        ("mcp.test", "/mcp"),
+    ];
+    let mut runs: [Vec<f64>; 4] = Default::default();
+    for _ in 0..ROUNDS {
+        runs[0].push(direct("post", &format!("rest.test,/rest,{bytes}")));
+        for (k, (host, path)) in targets.iter().enumerate() {
+            runs[k + 1].push(proxied("post", &format!("{host},{path},{bytes}")));
+        }
+        s.up.seen.lock().unwrap().clear();
+    }
+    runs.map(median)
 }
 
 fn supervised(s: &Setup, cmd: &[&str]) -> Command {
@@ -310,6 +406,12 @@ fn supervised(s: &Setup, cmd: &[&str]) -> Command {
         s.dir.path().to_str().unwrap(),
         "--resolve",
         "api.test=127.0.0.1",
+        "--resolve",
+        "rest.test=127.0.0.1",
+        "--resolve",
+        "rpc.test=127.0.0.1",
+        "--resolve",
+        "mcp.test=127.0.0.1",
         "--upstream-ca",
         s.up.ca_file.to_str().unwrap(),
         "--log",

@@ -53,6 +53,10 @@ pub struct HttpEvent<'a> {
     /// The machine-readable code (`policy_denied`, `credential_not_bound`,
     /// `host_mismatch`...), as in the response body.
     pub error: Option<&'a str>,
+    /// On a JSON-RPC or MCP endpoint: the call the decision is about (its
+    /// method, and the tool of a `tools/call`).
+    pub rpc_method: Option<&'a str>,
+    pub rpc_tool: Option<&'a str>,
 }
 
 /// Where the lines go, and which policy they are about.
@@ -163,6 +167,12 @@ impl DenyLog {
             if let Some(unmapped) = obj.get_mut("unmapped").and_then(Value::as_object_mut) {
                 unmapped.insert("error".into(), json!(e.error));
                 unmapped.insert("audit".into(), json!(e.audit));
+                if let Some(m) = e.rpc_method {
+                    unmapped.insert("rpc_method".into(), json!(m));
+                }
+                if let Some(t) = e.rpc_tool {
+                    unmapped.insert("rpc_tool".into(), json!(t));
+                }
             }
         }
         self.write(event);

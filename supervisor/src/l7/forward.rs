@@ -14,7 +14,6 @@
 
 use std::io;
 
-use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{
     CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, HeaderMap, HeaderName, TRANSFER_ENCODING,
@@ -25,6 +24,7 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
+use super::body::UpstreamBody;
 use super::forms::SecretForms;
 use super::respond::{BoxError, ProxyBody, Refusal, RequestInfo};
 use super::scrub::{self, Scrub};
@@ -73,7 +73,7 @@ pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// Sends `req` upstream and relays the response.
 pub(super) async fn send(
     st: &ConnState,
-    req: Request<Incoming>,
+    req: Request<UpstreamBody>,
     injected: Option<Injected>,
     info: &RequestInfo<'_>,
 ) -> Response<ProxyBody> {
@@ -155,7 +155,7 @@ fn unreadable_coding(headers: &HeaderMap) -> Option<String> {
 }
 
 /// A new upstream connection for `st`.
-async fn connect(st: &ConnState) -> Result<SendRequest<Incoming>, String> {
+async fn connect(st: &ConnState) -> Result<SendRequest<UpstreamBody>, String> {
     let dst = std::net::SocketAddr::new(st.ip, st.meta.original_dst.port());
     let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(dst))
         .await
@@ -182,7 +182,7 @@ async fn connect(st: &ConnState) -> Result<SendRequest<Incoming>, String> {
     handshake(tls).await.map_err(|e| e.to_string())
 }
 
-async fn handshake<S>(io: S) -> io::Result<SendRequest<Incoming>>
+async fn handshake<S>(io: S) -> io::Result<SendRequest<UpstreamBody>>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {

@@ -10,7 +10,9 @@
 //!                                                       └─ no:  plain HTTP
 //!           hyper HTTP/1.1, keep-alive ─▶ request::handle, per request:
 //!             CONNECT / upgrades refused · Host vs SNI vs destination ·
-//!             Evaluator::decide_request (canonical path, deny wins, audit) ·
+//!             Evaluator::decide_request (canonical path, deny wins, audit),
+//!             or for JSON-RPC / MCP: body read up to its limit (413), then
+//!             Evaluator::decide_body, the bytes judged forwarded ·
 //!             placeholders (credential_not_bound) · override headers dropped ·
 //!             injection (TLS hops only) ·
 //!             forward the canonical target ─▶ upstream (TLS verified, or plain)
@@ -32,7 +34,8 @@
 //!
 //! Modules: [`ca`] (the sandbox CA and leaf cache), [`trust`] (the
 //! workload's trust file, the upstream roots), `conn` (one client
-//! connection), `request` (the checks), `forward` (upstream and
+//! connection), `request` (the checks), `body` (bodies read to be
+//! judged), `forward` (upstream and
 //! responses), `respond` (what the proxy itself answers), `forms` (the
 //! shapes an echoed secret takes), `scrub` (secrets out of responses),
 //! `overrides` (headers that would make a server act on another request). `docs/proxy.md` is the operator's view.
@@ -40,6 +43,7 @@
 pub mod ca;
 pub mod trust;
 
+mod body;
 mod conn;
 mod forms;
 mod forward;

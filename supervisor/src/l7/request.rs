@@ -13,26 +13,35 @@
 //! 3. The connection is decided again if a reload happened since.
 //! 4. `Evaluator::decide_request`: canonical path, method, query, deny
 //!    wins, audit only when every applicable endpoint audits, and the
-//!    credential whose binding covers host, method and path.
+//!    credential whose binding covers host, method and path. When
+//!    `Evaluator::body_limit` says the target is a JSON-RPC or MCP
+//!    endpoint's, the body is read first (`body`: up to the limit, else
+//!    `413`) and `Evaluator::decide_body` judges it; the request then
+//!    carries exactly the bytes judged. REST bodies are never read.
 //! 5. Placeholders: a request carrying the placeholder of a credential that
 //!    is not the one bound to it is refused (`credential_not_bound`), in
-//!    audit mode too; a placeholder in the request target is never
-//!    replaced, so it is refused as well.
+//!    audit mode too; a placeholder in the request target, or in a judged
+//!    body, is never replaced, so it is refused as well.
 //! 6. Deny → `403 policy_denied`; audit → logged, then forwarded.
 //! 7. Override headers and `_method` parameters are removed (`overrides`),
 //!    the credential is injected (only onto a TLS hop, else
 //!    `credential_not_bound`), and the request goes upstream with the
 //!    **canonical** target: what was checked is what the server gets.
 
+use bytes::Bytes;
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{
-    ACCEPT_ENCODING, CONNECTION, HOST, HeaderMap, HeaderValue, IF_RANGE, RANGE, UPGRADE,
+    ACCEPT, ACCEPT_ENCODING, CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, EXPECT, HOST, HeaderMap,
+    HeaderValue, IF_RANGE, RANGE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 use hyper::{Method, Request, Response, StatusCode};
-use policy_lang::eval::Verdict;
+use policy_lang::eval::{ConnectionDecision, Decision, Verdict};
 use policy_lang::ir::Injection;
+use policy_lang::l7body::jsonrpc::accepts_event_stream;
 use policy_lang::matcher::normalize_host;
 
+use super::body::{self, UpstreamBody};
 use super::forward::{self, Injected};
 use super::overrides;
 use super::respond::{ProxyBody, Refusal, RequestInfo};
@@ -61,8 +70,44 @@ pub(super) async fn handle(st: &ConnState, req: Request<Incoming>) -> Response<P
         path: &target,
         host: st.meta.host.as_deref(),
         rule: None,
+        rpc: None,
     };
-    match check(st, &active, &req, &target) {
+    let scope = match scope(st, &active, &req) {
+        Ok(s) => s,
+        Err(refusal) => return refusal.respond(st, &info),
+    };
+    // REST endpoints are decided on the head alone and their bodies stream
+    // through; an RPC endpoint's body is read and judged first.
+    let (req, d, judged) = match active.eval.body_limit(&scope.decision, &target) {
+        None => {
+            let d = active.eval.decide_request(
+                &scope.decision,
+                scope.cred_host.as_deref(),
+                &method,
+                &target,
+            );
+            (req.map(UpstreamBody::Streamed), d, None)
+        }
+        Some(limit) => match judge_body(&active, &scope, req, &target, limit).await {
+            Ok(judged) => judged,
+            Err(refusal) => return refusal.respond(st, &info),
+        },
+    };
+    let call = d
+        .rpc
+        .as_ref()
+        .and_then(|n| n.call.and_then(|i| n.calls.get(i)))
+        .cloned();
+    info.rpc = call.as_ref();
+    match check(
+        st,
+        &active,
+        req.headers(),
+        scope,
+        d,
+        judged.as_deref(),
+        &info,
+    ) {
         Err(refusal) => refusal.respond(st, &info),
         Ok(checked) => {
             let path = checked.path.clone();
@@ -75,6 +120,116 @@ pub(super) async fn handle(st: &ConnState, req: Request<Incoming>) -> Response<P
             }
         }
     }
+}
+
+/// Where a request is decided: the connection's decision, or the one for
+/// the other name it addresses, and the name credentials bind against.
+#[derive(Debug)]
+struct Scope {
+    decision: ConnectionDecision,
+    /// `None`: an address rule, or a request addressed by IP.
+    cred_host: Option<String>,
+    rule: Option<String>,
+    named: NamedHost,
+}
+
+/// Reads the body of a request to an RPC endpoint (up to `limit` bytes)
+/// and judges it; the request then carries exactly the bytes judged.
+async fn judge_body(
+    active: &Active,
+    scope: &Scope,
+    req: Request<Incoming>,
+    target: &str,
+    limit: usize,
+) -> Result<(Request<UpstreamBody>, Decision, Option<Bytes>), Refusal> {
+    let (mut parts, incoming) = req.into_parts();
+    if let Some(coding) = content_coding(&parts.headers) {
+        return Err(Refusal::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "body_not_inspectable",
+            format!(
+                "the body is `{coding}`-coded; the proxy judges JSON-RPC bodies only as plain text"
+            ),
+        ));
+    }
+    // With no body, a GET is MCP Streamable HTTP's receive stream only
+    // when it asks for one; anything else it could be is not an RPC call.
+    if parts.method == Method::GET
+        && !parts
+            .headers
+            .get_all(ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(accepts_event_stream)
+    {
+        return Err(Refusal::new(
+            StatusCode::FORBIDDEN,
+            "policy_denied",
+            "a GET to a JSON-RPC or MCP endpoint is only the MCP event stream; its Accept must name text/event-stream",
+        ));
+    }
+    let expect_continue = parts
+        .headers
+        .get(EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let framed =
+        parts.headers.contains_key(CONTENT_LENGTH) || parts.headers.contains_key(TRANSFER_ENCODING);
+    let bytes = body::read(incoming, limit, expect_continue)
+        .await
+        .map_err(|e| match e {
+            body::ReadError::TooLarge { limit, declared } => Refusal::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                match declared {
+                    Some(n) => format!(
+                        "the request body ({n} bytes) is over this endpoint's limit of {limit} bytes; nothing was forwarded"
+                    ),
+                    None => format!(
+                        "the request body is over this endpoint's limit of {limit} bytes; nothing was forwarded"
+                    ),
+                },
+            )
+            .closing(),
+            body::ReadError::Broken(why) => Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("the request body could not be read: {why}"),
+            )
+            .closing(),
+        })?;
+    let d = active.eval.decide_body(
+        &scope.decision,
+        scope.cred_host.as_deref(),
+        parts.method.as_str(),
+        target,
+        &bytes,
+    );
+    // The body goes upstream as one block of known length: no transfer
+    // coding, no trailers, no expectation (hyper answered it already).
+    parts.headers.remove(EXPECT);
+    parts.headers.remove(TRANSFER_ENCODING);
+    parts.headers.remove(TRAILER);
+    if framed || !bytes.is_empty() {
+        parts
+            .headers
+            .insert(CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+    } else {
+        parts.headers.remove(CONTENT_LENGTH);
+    }
+    let req = Request::from_parts(parts, UpstreamBody::Checked(Full::new(bytes.clone())));
+    Ok((req, d, Some(bytes)))
+}
+
+/// A content coding other than `identity` on a request body: its bytes
+/// are not the text a JSON-RPC reading would judge, while the server may
+/// decode them into something else.
+fn content_coding(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(|c| String::from_utf8_lossy(c).trim().to_ascii_lowercase())
+        .find(|c| !c.is_empty() && c != "identity")
 }
 
 /// What the checks established about a request that may go on.
@@ -91,12 +246,8 @@ struct Checked {
     credential: Option<String>,
 }
 
-fn check(
-    st: &ConnState,
-    active: &Active,
-    req: &Request<Incoming>,
-    target: &str,
-) -> Result<Checked, Refusal> {
+/// Steps 1 to 3: what the request may be decided against.
+fn scope<B>(st: &ConnState, active: &Active, req: &Request<B>) -> Result<Scope, Refusal> {
     if req.method() == Method::CONNECT {
         return Err(Refusal::new(
             StatusCode::FORBIDDEN,
@@ -134,12 +285,32 @@ fn check(
             }
         },
     };
-    let d = active.eval.decide_request(
-        &decision,
-        cred_host.as_deref(),
-        req.method().as_str(),
-        target,
-    );
+    Ok(Scope {
+        decision,
+        cred_host,
+        rule,
+        named,
+    })
+}
+
+/// Steps 5 to 7 on the decision `d`: what is forwarded, if anything.
+/// `judged`: the body, when it was read and judged.
+fn check(
+    st: &ConnState,
+    active: &Active,
+    headers: &HeaderMap,
+    scope: Scope,
+    d: Decision,
+    judged: Option<&[u8]>,
+    info: &RequestInfo<'_>,
+) -> Result<Checked, Refusal> {
+    let Scope {
+        cred_host,
+        rule,
+        named,
+        ..
+    } = scope;
+    let target = info.path;
     let path = d
         .target
         .as_ref()
@@ -153,13 +324,13 @@ fn check(
     if d.decision == Verdict::Deny {
         return Err(refuse("policy_denied", d.reason));
     }
-    for name in found_placeholders(&active.credentials, req.headers(), target) {
+    for name in found_placeholders(&active.credentials, headers, target) {
         if d.credential.as_deref() != Some(name) {
             return Err(refuse(
                 "credential_not_bound",
                 format!(
                     "the request carries the placeholder of credential `{name}`, which is not bound to {} {} on `{}`",
-                    req.method(),
+                    info.method,
                     path,
                     cred_host.as_deref().unwrap_or(&named.name)
                 ),
@@ -177,13 +348,21 @@ fn check(
                 .into(),
         ));
     }
+    if judged.is_some_and(|b| !active.credentials.placeholders_in(b).is_empty()) {
+        return Err(refuse(
+            "credential_not_bound",
+            "a credential placeholder in a request body is never replaced; send it in a header"
+                .into(),
+        ));
+    }
     if d.decision == Verdict::Audit {
         st.log_audit(
             &RequestInfo {
-                method: req.method().as_str(),
+                method: info.method,
                 path: &path,
                 host: cred_host.as_deref().or(Some(&named.name)),
                 rule: rule.as_deref(),
+                rpc: info.rpc,
             },
             &d.reason,
         );
@@ -231,7 +410,7 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 
 /// The host the request names, checked against the absolute-form target,
 /// the SNI, the destination port and address.
-fn named_host(st: &ConnState, req: &Request<Incoming>) -> Result<NamedHost, Refusal> {
+fn named_host<B>(st: &ConnState, req: &Request<B>) -> Result<NamedHost, Refusal> {
     let mismatch =
         |reason: String| Refusal::new(StatusCode::MISDIRECTED_REQUEST, "host_mismatch", reason);
     let bad = |reason: String| Refusal::new(StatusCode::BAD_REQUEST, "bad_request", reason);
@@ -354,10 +533,10 @@ fn found_placeholders<'a>(
 fn prepare(
     st: &ConnState,
     active: &Active,
-    req: Request<Incoming>,
+    req: Request<UpstreamBody>,
     checked: &Checked,
     info: &RequestInfo<'_>,
-) -> Result<(Request<Incoming>, Option<Injected>), Refusal> {
+) -> Result<(Request<UpstreamBody>, Option<Injected>), Refusal> {
     let (mut parts, body) = req.into_parts();
     parts.uri = checked.forward_target.parse().map_err(|_| {
         Refusal::new(

@@ -16,6 +16,8 @@
 //! | `connection_revoked` | 403 | a reload no longer allows the connection (then it is closed) |
 //! | `credential_unavailable` | 503 | the supervisor could not read the secret |
 //! | `bad_request` | 400 | no usable host or target |
+//! | `body_too_large` | 413 | a JSON-RPC or MCP body over the endpoint's limit (then closed) |
+//! | `body_not_inspectable` | 415 | a JSON-RPC or MCP body with a content coding |
 //! | `upstream_error` | 502 | the destination cannot be reached, or its certificate does not verify |
 //! | `response_not_scrubbable` | 502 | a coded response to a request that carried a secret |
 //!
@@ -29,6 +31,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, Full};
 use hyper::header::{CACHE_CONTROL, CONNECTION, CONTENT_TYPE, HeaderValue};
 use hyper::{Response, StatusCode};
+use policy_lang::l7body::jsonrpc::RpcCall;
 use serde_json::json;
 
 use super::state::ConnState;
@@ -51,6 +54,9 @@ pub(super) struct RequestInfo<'a> {
     pub path: &'a str,
     pub host: Option<&'a str>,
     pub rule: Option<&'a str>,
+    /// The JSON-RPC call the decision is about, on an endpoint that
+    /// judges bodies.
+    pub rpc: Option<&'a RpcCall>,
 }
 
 /// A request the proxy answers itself.
@@ -181,6 +187,8 @@ impl ConnState {
             path: info.path,
             scheme: if self.tls { "https" } else { "http" },
             error: code,
+            rpc_method: info.rpc.map(|c| c.method.as_str()),
+            rpc_tool: info.rpc.and_then(|c| c.tool.as_deref()),
         });
     }
 }

@@ -6,10 +6,10 @@
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use policy_lang::eval::ConnectionDecision;
 
+use super::body::UpstreamBody;
 use super::{ProxiedConnection, Proxy, dst_ip};
 use crate::decide::Decision;
 use crate::policy::Active;
@@ -50,7 +50,7 @@ pub(super) struct ConnState {
     pub current: Mutex<Current>,
     /// The upstream connection, made for the first forwarded request and
     /// kept alive for the next ones.
-    pub upstream: Mutex<Option<SendRequest<Incoming>>>,
+    pub upstream: Mutex<Option<SendRequest<UpstreamBody>>>,
 }
 
 impl ConnState {
@@ -156,7 +156,7 @@ impl ConnState {
     }
 
     /// The upstream connection, if one is open and usable.
-    pub fn take_upstream(&self) -> Option<SendRequest<Incoming>> {
+    pub fn take_upstream(&self) -> Option<SendRequest<UpstreamBody>> {
         self.upstream
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -164,7 +164,7 @@ impl ConnState {
             .filter(|s| !s.is_closed())
     }
 
-    pub fn put_upstream(&self, sender: SendRequest<Incoming>) {
+    pub fn put_upstream(&self, sender: SendRequest<UpstreamBody>) {
         *self.upstream.lock().unwrap_or_else(PoisonError::into_inner) = Some(sender);
     }
 }

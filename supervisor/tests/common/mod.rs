@@ -289,3 +289,94 @@ pub fn read_all(mut r: impl Read) -> String {
     let _ = r.read_to_string(&mut s);
     s
 }
+
+/// Compiles a policy whose `json-rpc` and `mcp` endpoints are written in
+/// the language's syntax. Until the grammar reads them, each such endpoint
+/// is compiled as an `http` endpoint holding a marker rule, and the
+/// bundle's endpoint is then given the RPC rules the block states.
+pub fn rpc_bundle(dir: &Dir, name: &str, body: &str) -> PathBuf {
+    use policy_lang::bundle::{Bundle, L7Protocol};
+    let mut text = String::new();
+    // protocol, body limit, allow rules, deny rules
+    type Block = (
+        L7Protocol,
+        Option<u64>,
+        Vec<serde_json::Value>,
+        Vec<serde_json::Value>,
+    );
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut inside = false;
+    for line in body.lines() {
+        let t = line.trim();
+        let protocol = if t.ends_with(" json-rpc {") || t.ends_with(" json-rpc audit {") {
+            Some(L7Protocol::JsonRpc)
+        } else if t.ends_with(" mcp {") || t.ends_with(" mcp audit {") {
+            Some(L7Protocol::Mcp)
+        } else {
+            None
+        };
+        if let Some(p) = protocol {
+            let head = line
+                .replace(" json-rpc ", " http ")
+                .replace(" mcp ", " http ");
+            text.push_str(&format!(
+                "{head}\n    allow POST /rpc-marker-{}\n",
+                blocks.len()
+            ));
+            blocks.push((p, None, Vec::new(), Vec::new()));
+            inside = true;
+            continue;
+        }
+        if inside {
+            let words: Vec<&str> = t.split_whitespace().collect();
+            let block = blocks.last_mut().unwrap();
+            match words.as_slice() {
+                ["}"] => inside = false,
+                ["body_limit", n] => {
+                    block.1 = Some(n.parse().unwrap());
+                    continue;
+                }
+                [verb @ ("allow" | "deny"), "rpc", rest @ ..] => {
+                    let list = if *verb == "allow" {
+                        &mut block.2
+                    } else {
+                        &mut block.3
+                    };
+                    match rest {
+                        [method, "tool", tools @ ..] => {
+                            list.push(serde_json::json!({"methods": method, "tools": tools}));
+                        }
+                        methods => {
+                            for m in methods {
+                                list.push(serde_json::json!({"methods": m}));
+                            }
+                        }
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        text.push_str(line);
+        text.push('\n');
+    }
+    let out = bundle(dir, name, &text);
+    let mut bundle = Bundle::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    for ep in &mut bundle.enforcement.l7 {
+        let json = serde_json::to_string(&*ep).unwrap();
+        let Some(k) = (0..blocks.len()).find(|k| json.contains(&format!("/rpc-marker-{k}\"")))
+        else {
+            continue;
+        };
+        let (protocol, limit, allow, deny) = &blocks[k];
+        ep.protocol = *protocol;
+        ep.body_limit = *limit;
+        ep.allow.clear();
+        ep.deny.clear();
+        ep.rpc_allow = serde_json::from_value(serde_json::Value::Array(allow.clone())).unwrap();
+        ep.rpc_deny = serde_json::from_value(serde_json::Value::Array(deny.clone())).unwrap();
+    }
+    let bundle = Bundle::new(bundle.enforcement, bundle.provenance);
+    std::fs::write(&out, bundle.to_bytes()).unwrap();
+    out
+}

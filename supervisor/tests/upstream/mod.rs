@@ -33,6 +33,8 @@ pub struct Seen {
     pub target: String,
     pub headers: Vec<(String, String)>,
     pub tls: bool,
+    /// The body, as received (chunked framing undone).
+    pub body: Vec<u8>,
     /// The method and target the request is acted on as, by a backend
     /// that honours override headers and `_method` parameters.
     pub effective: (String, String),
@@ -83,6 +85,20 @@ pub fn certificates(names: &[&str]) -> (String, Vec<u8>, Vec<u8>) {
         .signed_by(&key, &issuer)
         .unwrap();
     (ca_cert.pem(), leaf.der().to_vec(), key.serialize_der())
+}
+
+/// PEM text of `der` (for servers that read files: uvicorn).
+pub fn pem(label: &str, der: &[u8]) -> String {
+    let b64 = base64(der);
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+        lines.join("\n")
+    )
 }
 
 /// Serves `tls` and `plain` (listeners already bound where the test wants
@@ -239,14 +255,20 @@ async fn answer(
         })
         .collect();
     let method = req.method().to_string();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes().to_vec())
+        .unwrap_or_default();
     seen.lock().unwrap().push(Seen {
         method: method.clone(),
         target: target.clone(),
         headers: headers.clone(),
         tls,
+        body,
         effective: effective(&method, &target, &headers),
     });
-    let _ = req.into_body().collect().await;
     if let (Some(root), Some(rel)) = (files, target.strip_prefix("/git/")) {
         let rel = rel.split('?').next().unwrap_or_default();
         return match std::fs::read(root.join(rel)) {
