@@ -165,6 +165,22 @@ pub enum Protocol {
     L4,
     Tcp,
     Http,
+    /// MCP Streamable HTTP: rules judge each call's method and tool.
+    Mcp,
+    /// Generic JSON-RPC over HTTP: rules judge each call's method.
+    JsonRpc,
+}
+
+impl Protocol {
+    /// Whether the endpoint's rules are `rpc` rules on request bodies.
+    pub fn is_rpc(self) -> bool {
+        matches!(self, Protocol::Mcp | Protocol::JsonRpc)
+    }
+
+    /// Whether requests pass the L7 proxy (REST or JSON-RPC rules).
+    pub fn is_l7(self) -> bool {
+        self == Protocol::Http || self.is_rpc()
+    }
 }
 
 #[derive(
@@ -204,6 +220,12 @@ pub enum EndpointOption {
     EncodedSlash,
     /// The author accepts that a credential reaches this endpoint uninspected.
     UninspectedCredentials,
+    /// MCP: the allow-all method profile (OpenShell's
+    /// `mcp.allow_all_known_mcp_methods`).
+    AllMcpMethods,
+    /// MCP: tool names need not follow the recommended pattern (OpenShell's
+    /// `mcp.strict_tool_names: false`).
+    LooseToolNames,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,7 +258,16 @@ pub enum EndpointStmt {
         paths: Vec<Node<String>>,
         query: Vec<Node<String>>,
     },
+    /// `allow|deny rpc METHOD... [tool GLOB...]` on a JSON-RPC or MCP
+    /// endpoint; `tools` is empty when the rule names no tool.
+    Rpc {
+        action: Node<RuleAction>,
+        methods: Vec<Node<String>>,
+        tools: Vec<Node<String>>,
+    },
     Path(Node<String>),
     Addresses(Vec<Node<String>>),
+    /// Bytes of request body read for JSON-RPC and MCP inspection.
+    BodyLimit(Node<u64>),
     Invalid(String),
 }

@@ -143,6 +143,8 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
         }
         let (allow, allow_prov) = merge_rules(&h.allow);
         let (deny, deny_prov) = merge_rules(&h.deny);
+        let (rpc_allow, rpc_allow_prov) = merge_rpc_rules(&h.rpc_allow);
+        let (rpc_deny, rpc_deny_prov) = merge_rpc_rules(&h.rpc_deny);
         let key = L7Endpoint {
             enforcement: h.enforcement,
             tls: h.tls,
@@ -150,12 +152,12 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
             encoded_slash: h.encoded_slash,
             allow,
             deny,
-            protocol: L7Protocol::Rest,
-            body_limit: None,
-            strict_tool_names: true,
-            all_mcp_methods: false,
-            rpc_allow: Vec::new(),
-            rpc_deny: Vec::new(),
+            protocol: h.protocol,
+            body_limit: h.body_limit,
+            strict_tool_names: h.strict_tool_names,
+            all_mcp_methods: h.all_mcp_methods,
+            rpc_allow,
+            rpc_deny,
         };
         let entry = by_content
             .entry(key.clone())
@@ -165,28 +167,32 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
                 deny: vec![Vec::new(); deny_prov.len()],
                 allow_within: vec![Vec::new(); allow_prov.len()],
                 deny_within: vec![Vec::new(); deny_prov.len()],
-                ..L7Provenance::default()
+                rpc_allow: vec![Vec::new(); rpc_allow_prov.len()],
+                rpc_deny: vec![Vec::new(); rpc_deny_prov.len()],
+                rpc_allow_within: vec![Vec::new(); rpc_allow_prov.len()],
+                rpc_deny_within: vec![Vec::new(); rpc_deny_prov.len()],
             });
         let within = u32::try_from(entry.endpoint.len()).unwrap_or(u32::MAX);
         entry.endpoint.push(ep.origin.clone());
-        for ((slot, at), origins) in entry
-            .allow
-            .iter_mut()
-            .zip(entry.allow_within.iter_mut())
-            .zip(allow_prov)
-        {
-            at.extend(std::iter::repeat_n(within, origins.len()));
-            slot.extend(origins);
-        }
-        for ((slot, at), origins) in entry
-            .deny
-            .iter_mut()
-            .zip(entry.deny_within.iter_mut())
-            .zip(deny_prov)
-        {
-            at.extend(std::iter::repeat_n(within, origins.len()));
-            slot.extend(origins);
-        }
+        append_origins(
+            &mut entry.allow,
+            &mut entry.allow_within,
+            allow_prov,
+            within,
+        );
+        append_origins(&mut entry.deny, &mut entry.deny_within, deny_prov, within);
+        append_origins(
+            &mut entry.rpc_allow,
+            &mut entry.rpc_allow_within,
+            rpc_allow_prov,
+            within,
+        );
+        append_origins(
+            &mut entry.rpc_deny,
+            &mut entry.rpc_deny_within,
+            rpc_deny_prov,
+            within,
+        );
         keys.push(Some(key));
     }
     let index: BTreeMap<&L7Endpoint, u32> = by_content
@@ -200,6 +206,34 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
         .collect();
     let (table, prov): (Vec<_>, Vec<_>) = by_content.into_iter().unzip();
     (table, prov, ids)
+}
+
+/// Add one IR endpoint's rule origins to the provenance lists of the
+/// merged endpoint, noting which of its writings they came from.
+fn append_origins(
+    slots: &mut [Vec<Origin>],
+    within: &mut [Vec<u32>],
+    origins: Vec<Vec<Origin>>,
+    at: u32,
+) {
+    for ((slot, w), origins) in slots.iter_mut().zip(within.iter_mut()).zip(origins) {
+        w.extend(std::iter::repeat_n(at, origins.len()));
+        slot.extend(origins);
+    }
+}
+
+fn merge_rpc_rules(rules: &[ir::RpcRule]) -> (Vec<RpcMatcher>, Vec<Vec<Origin>>) {
+    let mut merged: BTreeMap<RpcMatcher, Vec<Origin>> = BTreeMap::new();
+    for r in rules {
+        merged
+            .entry(RpcMatcher {
+                methods: r.methods.clone(),
+                tools: r.tools.clone(),
+            })
+            .or_default()
+            .push(r.origin.clone());
+    }
+    merged.into_iter().unzip()
 }
 
 fn merge_rules(rules: &[ir::L7Rule]) -> (Vec<L7Matcher>, Vec<Vec<Origin>>) {

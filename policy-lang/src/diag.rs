@@ -190,6 +190,8 @@ codes! {
     E0307 = (Error, "invalid query matcher");
     E0308 = (Error, "invalid SHA-256 pin");
     E0309 = (Error, "invalid endpoint");
+    E0310 = (Error, "invalid JSON-RPC method");
+    E0311 = (Error, "invalid MCP tool pattern");
     E0401 = (Error, "filesystem rule Landlock cannot enforce");
     E0402 = (Error, "filesystem path must be absolute");
     E0403 = (Error, "unsupported Landlock ABI");
@@ -197,6 +199,8 @@ codes! {
     E0501 = (Error, "option not valid for this protocol");
     E0502 = (Error, "conflicting endpoint options");
     E0503 = (Error, "endpoint allows nothing");
+    E0504 = (Error, "JSON-RPC or MCP rules that do not fit together");
+    E0505 = (Error, "body limit out of range");
     E0601 = (Error, "incomplete credential");
     E0602 = (Error, "invalid credential setting");
     E0701 = (Error, "unreadable YAML");

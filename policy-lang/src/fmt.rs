@@ -228,6 +228,8 @@ fn option_text(o: EndpointOption) -> &'static str {
         EndpointOption::Protocol(Protocol::Http) => "http",
         EndpointOption::Protocol(Protocol::Tcp) => "tcp",
         EndpointOption::Protocol(Protocol::L4) => "l4",
+        EndpointOption::Protocol(Protocol::Mcp) => "mcp",
+        EndpointOption::Protocol(Protocol::JsonRpc) => "json-rpc",
         EndpointOption::Tls(TlsMode::Auto) => "tls auto",
         EndpointOption::Tls(TlsMode::Skip) => "tls skip",
         EndpointOption::Enforcement(Enforcement::Enforce) => "enforce",
@@ -237,6 +239,17 @@ fn option_text(o: EndpointOption) -> &'static str {
         EndpointOption::Access(Access::Full) => "full",
         EndpointOption::EncodedSlash => "encoded_slash",
         EndpointOption::UninspectedCredentials => "uninspected_credentials",
+        EndpointOption::AllMcpMethods => "all_mcp_methods",
+        EndpointOption::LooseToolNames => "loose_tool_names",
+    }
+}
+
+/// A method named `tool` would read as the start of the tool list.
+fn rpc_token(v: &str) -> String {
+    if v == "tool" {
+        quote_always(v)
+    } else {
+        token(v)
     }
 }
 
@@ -291,6 +304,30 @@ fn allow(out: &mut String, a: &Allow, comment: Option<&str>) {
                     out.push(' ');
                     out.push_str(&q.node);
                 }
+            }
+            EndpointStmt::Rpc {
+                action,
+                methods,
+                tools,
+            } => {
+                out.push_str(match action.node {
+                    RuleAction::Allow => "allow rpc",
+                    RuleAction::Deny => "deny rpc",
+                });
+                for m in methods {
+                    out.push(' ');
+                    out.push_str(&rpc_token(&m.node));
+                }
+                if !tools.is_empty() {
+                    out.push_str(" tool");
+                    for t in tools {
+                        out.push(' ');
+                        out.push_str(&token(&t.node));
+                    }
+                }
+            }
+            EndpointStmt::BodyLimit(n) => {
+                let _ = write!(out, "body_limit {}", n.node);
             }
             EndpointStmt::Path(p) => {
                 let _ = write!(out, "path {}", token(&p.node));

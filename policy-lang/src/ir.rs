@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::bundle::L7Protocol;
 use crate::matcher::{
-    AddrSet, BinaryGlob, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher,
+    AddrSet, BinaryGlob, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher, RpcMethod,
+    ToolSet,
 };
 
 pub use crate::ast::{Enforcement, LandlockMode, TlsMode};
@@ -175,6 +177,22 @@ pub struct HttpEndpoint {
     pub allow: Vec<L7Rule>,
     pub deny: Vec<L7Rule>,
     pub encoded_slash: bool,
+    /// REST endpoints use `allow`/`deny`; JSON-RPC and MCP endpoints use
+    /// the `rpc_*` rules and the settings below.
+    pub protocol: L7Protocol,
+    pub body_limit: Option<u64>,
+    pub strict_tool_names: bool,
+    pub all_mcp_methods: bool,
+    pub rpc_allow: Vec<RpcRule>,
+    pub rpc_deny: Vec<RpcRule>,
+}
+
+/// One call pattern of a JSON-RPC or MCP endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcRule {
+    pub methods: RpcMethod,
+    pub tools: Option<ToolSet>,
+    pub origin: Origin,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -64,12 +64,13 @@ pub fn lint(r: &Resolved) -> Diagnostics {
             .unwrap_or_default();
         match &ep.kind {
             EndpointKind::Http(h) => {
-                if h.tls == TlsMode::Skip && (!h.allow.is_empty() || !h.deny.is_empty()) {
+                let has_rules = !h.allow.is_empty() || !h.deny.is_empty() || !h.protocol.is_rest();
+                if h.tls == TlsMode::Skip && has_rules {
                     d.push(
                         Diagnostic::new(codes::W0109, file, *span, "`tls skip` relays this endpoint without inspection: its L7 rules are not enforced")
                             .help("remove `tls skip` so the proxy can apply the rules, or remove the rules"),
                     );
-                } else if h.tls == TlsMode::Auto && h.allow.is_empty() {
+                } else if h.tls == TlsMode::Auto && h.protocol.is_rest() && h.allow.is_empty() {
                     d.push(
                         Diagnostic::new(codes::W0105, file, *span, "this inspected endpoint allows no request")
                             .help("add `allow` rules or an access preset (`read-only`, `read-write`, `full`)"),

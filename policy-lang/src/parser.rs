@@ -577,6 +577,60 @@ impl Walker {
                     _ => EndpointStmt::Invalid(text),
                 }
             }
+            Rule::rpc_rule => {
+                let mut action = None;
+                let mut methods = Vec::new();
+                let mut tools = Vec::new();
+                for p in pair.into_inner() {
+                    match p.as_rule() {
+                        Rule::l7_action => {
+                            let a = if p.as_str() == "deny" {
+                                RuleAction::Deny
+                            } else {
+                                RuleAction::Allow
+                            };
+                            action = Some(Node::new(a, span_of(&p)));
+                        }
+                        Rule::rpc_method | Rule::rpc_tool => {
+                            let into = if p.as_rule() == Rule::rpc_method {
+                                &mut methods
+                            } else {
+                                &mut tools
+                            };
+                            if let Some(v) = p.into_inner().next() {
+                                into.push(self.value(v));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                match action {
+                    Some(action) if !methods.is_empty() => EndpointStmt::Rpc {
+                        action,
+                        methods,
+                        tools,
+                    },
+                    _ => EndpointStmt::Invalid(text),
+                }
+            }
+            Rule::body_limit_stmt => match pair.into_inner().find(|p| p.as_rule() == Rule::int) {
+                Some(p) => match p.as_str().parse::<u64>() {
+                    Ok(v) => EndpointStmt::BodyLimit(Node::new(v, span_of(&p))),
+                    Err(_) => {
+                        self.diags.push(
+                            Diagnostic::new(
+                                codes::E0104,
+                                &self.file,
+                                span_of(&p),
+                                "number is too large",
+                            )
+                            .help("write the body limit in bytes, at most 16777216 (16 MiB)"),
+                        );
+                        EndpointStmt::Invalid(text)
+                    }
+                },
+                None => EndpointStmt::Invalid(text),
+            },
             Rule::path_stmt => match pair
                 .into_inner()
                 .find(|p| matches!(p.as_rule(), Rule::string | Rule::word))
@@ -697,7 +751,7 @@ impl Walker {
             message
         };
         let help = if code == codes::E0101 {
-            let all = "statements are: include, landlock, run_as, fs, binaries, credential, secret, allow (inside an endpoint block: allow, deny, path, addresses; inside a credential block: secret, placeholder, inject, hosts, methods, paths)";
+            let all = "statements are: include, landlock, run_as, fs, binaries, credential, secret, allow (inside an endpoint block: allow, deny, path, addresses, body_limit; inside a credential block: secret, placeholder, inject, hosts, methods, paths)";
             match closest_statement(first_word(full)) {
                 Some(k) => format!("did you mean `{k}`? {all}"),
                 None => all.to_string(),
@@ -725,6 +779,8 @@ fn endpoint_option(pair: &Pair<'_, Rule>) -> Option<EndpointOption> {
         Rule::protocol_opt => EndpointOption::Protocol(match text {
             "http" => Protocol::Http,
             "tcp" => Protocol::Tcp,
+            "mcp" => Protocol::Mcp,
+            "json-rpc" => Protocol::JsonRpc,
             _ => Protocol::L4,
         }),
         Rule::enforcement_opt => EndpointOption::Enforcement(if text == "audit" {
@@ -742,13 +798,12 @@ fn endpoint_option(pair: &Pair<'_, Rule>) -> Option<EndpointOption> {
         } else {
             TlsMode::Auto
         }),
-        Rule::flag_opt => {
-            if text == "encoded_slash" {
-                EndpointOption::EncodedSlash
-            } else {
-                EndpointOption::UninspectedCredentials
-            }
-        }
+        Rule::flag_opt => match text {
+            "encoded_slash" => EndpointOption::EncodedSlash,
+            "all_mcp_methods" => EndpointOption::AllMcpMethods,
+            "loose_tool_names" => EndpointOption::LooseToolNames,
+            _ => EndpointOption::UninspectedCredentials,
+        },
         _ => return None,
     })
 }
@@ -917,6 +972,11 @@ fn describe_rule(rule: Rule) -> &'static str {
         Rule::k_deny => "`deny`",
         Rule::k_path => "`path`",
         Rule::k_addresses => "`addresses`",
+        Rule::k_rpc => "`rpc`",
+        Rule::k_tool => "`tool`",
+        Rule::k_body_limit => "`body_limit`",
+        Rule::rpc_method => "a JSON-RPC method",
+        Rule::rpc_tool => "a tool name or glob",
         Rule::landlock_mode => "`best_effort` or `hard`",
         Rule::fs_kind => "`read`, `write`, `exec` or `deny`",
         Rule::protocol_opt
@@ -948,11 +1008,17 @@ fn help_for(rules: &[Rule]) -> String {
                 | Rule::flag_opt
         )
     }) {
-        return "endpoint options are: http, tcp, l4, enforce, audit, read-only, read-write, full, tls auto, tls skip, encoded_slash, uninspected_credentials; a block starts with `{` at the end of the line".to_string();
+        return "endpoint options are: http, mcp, json-rpc, tcp, l4, enforce, audit, read-only, read-write, full, tls auto, tls skip, encoded_slash, uninspected_credentials, all_mcp_methods, loose_tool_names; a block starts with `{` at the end of the line".to_string();
     }
     if rules.contains(&Rule::doc_kind) {
         return "a file holds one `policy \"name\" { ... }` or `fragment \"name\" { ... }`"
             .to_string();
+    }
+    if rules.contains(&Rule::rpc_method)
+        || rules.contains(&Rule::rpc_tool)
+        || rules.contains(&Rule::k_tool)
+    {
+        return "an rpc rule reads `allow|deny rpc METHOD... [tool GLOB...]`".to_string();
     }
     if rules.contains(&Rule::method)
         || rules.contains(&Rule::query)

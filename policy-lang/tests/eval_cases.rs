@@ -31,6 +31,8 @@ struct Case {
     #[serde(default, deserialize_with = "some")]
     credential: Option<Option<String>>,
     rule_line: Option<u32>,
+    /// A request body (JSON-RPC or MCP endpoints judge it).
+    body: Option<String>,
 }
 
 /// Distinguish an absent field (don't check) from `null` (must be null).
@@ -96,7 +98,7 @@ fn eval_cases() {
         let ev = Evaluator::new(bundle);
         for (i, c) in file.cases.iter().enumerate() {
             total += 1;
-            let d = ev.eval(&request(c));
+            let d = ev.eval_with_body(&request(c), c.body.as_deref().map(str::as_bytes));
             let ctx = format!(
                 "{} case {} ({:?}): {d:?}",
                 path.display(),

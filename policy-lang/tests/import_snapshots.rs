@@ -237,3 +237,59 @@ fn imported_dotted_globs_round_trip_through_the_formatter_and_the_bundle() {
     let loaded = Bundle::from_slice(&bytes).unwrap();
     assert_eq!(loaded.digest, bundle.digest);
 }
+
+const MCP: &str = r#"version: 1
+network_policies:
+  tools:
+    name: tools
+    binaries: [{ path: /usr/bin/agent }]
+    endpoints:
+      - host: mcp.example.com
+        port: 443
+        path: /mcp
+        protocol: mcp
+        enforcement: enforce
+        mcp:
+          max_body_bytes: 131072
+        rules:
+          - allow: { method: initialize }
+          - allow: { method: notifications/initialized }
+          - allow:
+              method: tools/call
+              tool: search_web
+          - allow:
+              method: tools/call
+              tool: { any: ["github.*", read_file] }
+          - allow:
+              method: tools/call
+              params: { name: list_issues }
+        deny_rules:
+          - { method: tools/call, tool: send_email }
+      - host: open.example.com
+        port: 443
+        protocol: mcp
+        enforcement: enforce
+        mcp:
+          allow_all_known_mcp_methods: true
+          strict_tool_names: false
+        deny_rules:
+          - { tool: delete_repo }
+      - host: rpc.example.com
+        port: 443
+        protocol: json-rpc
+        enforcement: enforce
+        json_rpc:
+          max_body_bytes: 4096
+        rules:
+          - allow: { method: reports.search }
+        deny_rules:
+          - { method: "*" }
+"#;
+
+/// MCP and JSON-RPC endpoints import with OpenShell's meaning: tool globs
+/// stop at a `.` (`dotted:`), a method-less tool rule of the allow-all
+/// profile is a `tools/call` rule, and the body limits carry over.
+#[test]
+fn mcp_and_json_rpc_endpoints() {
+    insta::assert_snapshot!("mcp", import_text("mcp.yaml", MCP, false));
+}

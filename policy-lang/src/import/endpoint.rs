@@ -12,10 +12,10 @@ use crate::ast::{
 use crate::diag::codes;
 use crate::source::{Node, Span};
 
-use super::l7;
 use super::patterns::{self, PathKind, Translated};
 use super::yaml::YNode;
 use super::{Cx, item, key};
+use super::{l7, rpc};
 
 /// Endpoint fields OpenShell accepts that we refuse unless left at their
 /// default (`false`, empty, `0`).
@@ -52,8 +52,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "signing_region",
         "request signing (such as AWS SigV4) is not supported",
     ),
-    ("json_rpc", "JSON-RPC inspection is not supported"),
-    ("mcp", "MCP inspection is not supported"),
 ];
 
 #[derive(Default)]
@@ -73,6 +71,8 @@ struct Fields<'n> {
     allowed_ips: Vec<Node<String>>,
     encoded_slash: Option<Span>,
     uninspected: Option<Span>,
+    mcp: Option<&'n YNode>,
+    json_rpc: Option<&'n YNode>,
 }
 
 pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<Item<Stmt>> {
@@ -87,20 +87,22 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
         None | Some("") => Protocol::L4,
         Some("rest") => Protocol::Http,
         Some("tcp") => Protocol::Tcp,
+        Some("mcp") => Protocol::Mcp,
+        Some("json-rpc") => Protocol::JsonRpc,
         Some(other) => {
             let span = f.protocol.as_ref().map_or(ep.span, |p| p.span);
-            if matches!(other, "json-rpc" | "mcp" | "graphql" | "websocket" | "sql") {
+            if matches!(other, "graphql" | "websocket" | "sql") {
                 cx.push(
                     codes::E0702,
                     span,
                     format!("unsupported field value `protocol: {other}`"),
-                    "only `rest` (inspected HTTP), `tcp` and plain L4 endpoints can be imported",
+                    "only `rest` (inspected HTTP), `mcp`, `json-rpc`, `tcp` and plain L4 endpoints can be imported",
                 );
             } else {
                 cx.invalid(
                     span,
                     format!("unknown protocol `{other}`"),
-                    "OpenShell protocols are `rest`, `tcp`, or none for plain L4",
+                    "OpenShell protocols are `rest`, `mcp`, `json-rpc`, `tcp`, or none for plain L4",
                 );
             }
             return Vec::new();
@@ -108,9 +110,10 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
     };
     let mut options = Vec::new();
     let mut body = Vec::new();
-    if proto == Protocol::Http {
+    let mut all_mcp_methods = false;
+    if proto.is_l7() {
         options.push(Node::new(
-            EndpointOption::Protocol(Protocol::Http),
+            EndpointOption::Protocol(proto),
             f.protocol.as_ref().map_or(ep.span, |p| p.span),
         ));
         if !http_options(cx, ep, &f, &mut options) {
@@ -153,6 +156,10 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
                 }
             }
         }
+        match rpc_options(cx, &f, proto, &mut options, &mut body) {
+            Some(all) => all_mcp_methods = all,
+            None => return Vec::new(),
+        }
     } else {
         if proto == Protocol::Tcp {
             options.push(Node::new(
@@ -166,7 +173,14 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
         options.push(Node::new(EndpointOption::UninspectedCredentials, s));
     }
     let mut rules = Vec::new();
-    if proto == Protocol::Http {
+    if proto.is_rpc() {
+        if let Some(r) = f.rules {
+            rules.extend(rpc::rules(cx, r, RuleAction::Allow, proto, all_mcp_methods));
+        }
+        if let Some(r) = f.deny_rules {
+            rules.extend(rpc::rules(cx, r, RuleAction::Deny, proto, all_mcp_methods));
+        }
+    } else if proto == Protocol::Http {
         if let Some(r) = f.rules {
             rules.extend(l7::rules(cx, r, RuleAction::Allow));
         }
@@ -231,6 +245,8 @@ fn fields<'n>(cx: &mut Cx<'_>, ep: &'n YNode) -> Option<Fields<'n>> {
             "access" => f.access = cx.string(v, "`access`"),
             "rules" => f.rules = Some(v),
             "deny_rules" => f.deny_rules = Some(v),
+            "mcp" => f.mcp = Some(v),
+            "json_rpc" => f.json_rpc = Some(v),
             "allowed_ips" => f.allowed_ips = cx.strings(v, "`allowed_ips`"),
             "allow_encoded_slash" => {
                 f.encoded_slash = cx.bool(v, "`allow_encoded_slash`").then_some(v.span)
@@ -309,6 +325,88 @@ fn ports(cx: &mut Cx<'_>, ep: &YNode, f: &Fields<'_>) -> Option<String> {
         }
     }
     Some(out.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
+}
+
+/// `mcp.*` and `json_rpc.*`: flags and the body limit of an MCP or
+/// JSON-RPC endpoint. Returns whether the MCP allow-all profile is on, or
+/// None on an error that drops the endpoint.
+fn rpc_options(
+    cx: &mut Cx<'_>,
+    f: &Fields<'_>,
+    proto: Protocol,
+    options: &mut Vec<Node<EndpointOption>>,
+    body: &mut Vec<Item<EndpointStmt>>,
+) -> Option<bool> {
+    let mut ok = true;
+    let mut all = false;
+    if proto.is_rpc()
+        && let Some(a) = &f.access
+    {
+        cx.invalid(
+            a.span,
+            format!("`access: {}` is not valid on `protocol: {}`", a.node, if proto == Protocol::Mcp { "mcp" } else { "json-rpc" }),
+            "OpenShell rejects access presets on MCP and JSON-RPC endpoints; write explicit `rules`",
+        );
+        ok = false;
+    }
+    for (name, node, wanted) in [
+        ("mcp", f.mcp, Protocol::Mcp),
+        ("json_rpc", f.json_rpc, Protocol::JsonRpc),
+    ] {
+        let Some(node) = node else { continue };
+        if proto != wanted {
+            if !is_default(node) {
+                cx.invalid(
+                    node.span,
+                    format!(
+                        "`{name}` options on an endpoint that is not `protocol: {}`",
+                        if wanted == Protocol::Mcp {
+                            "mcp"
+                        } else {
+                            "json-rpc"
+                        }
+                    ),
+                    "OpenShell rejects them; remove the field or change the protocol",
+                );
+                ok = false;
+            }
+            continue;
+        }
+        for (k, v) in cx.map(node, &format!("`{name}`")) {
+            match key(k) {
+                "max_body_bytes" => match v.as_u64() {
+                    Some(n) => body.push(stmt_item(
+                        EndpointStmt::BodyLimit(Node::new(n, v.span)),
+                        v.span,
+                    )),
+                    None => {
+                        cx.invalid(
+                            v.span,
+                            "`max_body_bytes` must be a whole number of bytes",
+                            "write a number such as `65536`",
+                        );
+                        ok = false;
+                    }
+                },
+                "strict_tool_names" if wanted == Protocol::Mcp => {
+                    if !v.is_null() && !cx.bool(v, "`strict_tool_names`") {
+                        options.push(Node::new(EndpointOption::LooseToolNames, v.span));
+                    }
+                }
+                "allow_all_known_mcp_methods" if wanted == Protocol::Mcp => {
+                    if cx.bool(v, "`allow_all_known_mcp_methods`") {
+                        all = true;
+                        options.push(Node::new(EndpointOption::AllMcpMethods, v.span));
+                    }
+                }
+                _ => {
+                    cx.unsupported(k, &format!("`{name}`"), "see docs/openshell-import.md for the MCP and JSON-RPC fields that can be imported");
+                    ok = false;
+                }
+            }
+        }
+    }
+    ok.then_some(all)
 }
 
 /// Options of an inspected (`protocol: rest`) endpoint. False on an error

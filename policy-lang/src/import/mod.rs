@@ -21,6 +21,7 @@ pub mod patterns;
 mod policy;
 mod query_glob;
 pub mod rego_glob;
+mod rpc;
 pub mod yaml;
 
 use std::path::Path;

@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 use crate::ast::{self, Access, EndpointOption, EndpointStmt, Protocol, RuleAction};
 use crate::diag::{Diagnostic, codes};
 use crate::ir::{
-    BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, HttpEndpoint, L7Rule, TlsMode,
+    BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, HttpEndpoint, L7Protocol, L7Rule, TlsMode,
 };
 use crate::matcher::{
     AddrSet, BinaryGlob, EndpointTextError, HostPattern, HttpPathGlob, MethodSet, PatternError,
@@ -14,6 +14,9 @@ use crate::matcher::{
 use crate::source::{Node, SourceFile, Span};
 
 use super::{Resolver, origin, pattern_diag};
+
+mod rpc;
+use rpc::{MAX_BODY_LIMIT, RpcRules};
 
 pub(super) fn resolve(
     r: &mut Resolver,
@@ -42,6 +45,8 @@ pub(super) fn resolve(
     let mut tls: Option<Node<TlsMode>> = None;
     let mut encoded_slash = None;
     let mut uninspected = false;
+    let mut all_mcp_methods: Option<Span> = None;
+    let mut loose_tool_names: Option<Span> = None;
     for opt in &a.options {
         let conflict = match opt.node {
             EndpointOption::Protocol(p) => once(&mut protocol, Node::new(p, opt.span)),
@@ -54,6 +59,8 @@ pub(super) fn resolve(
                 uninspected = true;
                 was.then_some(())
             }
+            EndpointOption::AllMcpMethods => once(&mut all_mcp_methods, opt.span),
+            EndpointOption::LooseToolNames => once(&mut loose_tool_names, opt.span),
         };
         if conflict.is_some() {
             r.diags.push(
@@ -64,7 +71,7 @@ pub(super) fn resolve(
         }
     }
     let proto = protocol.as_ref().map_or(Protocol::L4, |p| p.node);
-    if proto != Protocol::Http {
+    if !proto.is_l7() {
         let http_only: [(Option<Span>, &str); 4] = [
             (enforcement.as_ref().map(|n| n.span), "enforcement modes"),
             (access.as_ref().map(|n| n.span), "access presets"),
@@ -77,12 +84,44 @@ pub(super) fn resolve(
             }
         }
     }
+    if proto.is_rpc()
+        && let Some(acc) = &access
+    {
+        r.diags.push(
+            protocol_diag(
+                file,
+                acc.span,
+                format!("access presets are not valid on {}", protocol_name(proto)),
+            )
+            .help("HTTP method and path presets cannot authorize JSON-RPC calls; write `allow rpc METHOD...` rules (or `all_mcp_methods` on an MCP endpoint)"),
+        );
+    }
+    for (s, what) in [
+        (all_mcp_methods, "`all_mcp_methods`"),
+        (loose_tool_names, "`loose_tool_names`"),
+    ] {
+        if let Some(s) = s.filter(|_| proto != Protocol::Mcp) {
+            r.diags.push(
+                protocol_diag(
+                    file,
+                    s,
+                    format!(
+                        "{what} needs the `mcp` protocol; this is {}",
+                        protocol_name(proto)
+                    ),
+                )
+                .label("needs `mcp`")
+                .help("add `mcp` to the rule's options, or remove the flag"),
+            );
+        }
+    }
 
     let mut allow = Vec::new();
     let mut deny = Vec::new();
     let mut path = None;
     let mut addresses: Option<AddrSet> = None;
-    if let Some(acc) = &access {
+    let mut rpc = RpcRules::default();
+    if let Some(acc) = access.as_ref().filter(|_| !proto.is_rpc()) {
         let methods = match acc.node {
             Access::ReadOnly => MethodSet::read_only(),
             Access::ReadWrite => MethodSet::read_write(),
@@ -106,6 +145,20 @@ pub(super) fn resolve(
                 paths,
                 query,
             } => {
+                if proto.is_rpc() {
+                    r.diags.push(
+                        protocol_diag(
+                            file,
+                            s,
+                            format!(
+                                "HTTP method and path rules are not valid on {}",
+                                protocol_name(proto)
+                            ),
+                        )
+                        .help("write `allow rpc METHOD... [tool GLOB...]` rules here, or make the endpoint `http`"),
+                    );
+                    continue;
+                }
                 if proto != Protocol::Http {
                     r.diags.push(http_only_diag(file, s, "L7 rules", proto));
                     continue;
@@ -116,8 +169,73 @@ pub(super) fn resolve(
                     RuleAction::Deny => deny.extend(rules),
                 }
             }
+            EndpointStmt::Rpc {
+                action,
+                methods,
+                tools,
+            } => {
+                if !proto.is_rpc() {
+                    r.diags.push(
+                        protocol_diag(
+                            file,
+                            s,
+                            format!(
+                                "`rpc` rules need the `mcp` or `json-rpc` protocol; this is {}",
+                                protocol_name(proto)
+                            ),
+                        )
+                        .label("needs `mcp` or `json-rpc`")
+                        .help("add `mcp` or `json-rpc` to the rule's options; an `http` endpoint takes `allow METHOD /path` rules"),
+                    );
+                    continue;
+                }
+                rpc.rule(r, file, s, &rule_name, proto, action.node, methods, tools);
+            }
+            EndpointStmt::BodyLimit(n) => {
+                if !proto.is_rpc() {
+                    r.diags.push(
+                        protocol_diag(
+                            file,
+                            s,
+                            format!(
+                                "`body_limit` needs the `mcp` or `json-rpc` protocol; this is {}",
+                                protocol_name(proto)
+                            ),
+                        )
+                        .label("needs `mcp` or `json-rpc`")
+                        .help(
+                            "only JSON-RPC and MCP endpoints read request bodies; remove the line",
+                        ),
+                    );
+                    continue;
+                }
+                if n.node == 0 || n.node > MAX_BODY_LIMIT {
+                    r.diags.push(
+                        Diagnostic::new(
+                            codes::E0505,
+                            file,
+                            n.span,
+                            format!("body limit {} is out of range", n.node),
+                        )
+                        .label("1 to 16777216")
+                        .help("give the bytes of request body to inspect, from 1 to 16777216 (16 MiB); without `body_limit` it is 65536"),
+                    );
+                } else if rpc.body_limit.is_some() {
+                    r.diags.push(
+                        Diagnostic::new(
+                            codes::E0102,
+                            file,
+                            s,
+                            "`body_limit` is given twice for this endpoint",
+                        )
+                        .help("keep one `body_limit` line"),
+                    );
+                } else {
+                    rpc.body_limit = Some(n.node);
+                }
+            }
             EndpointStmt::Path(p) => {
-                if proto != Protocol::Http {
+                if !proto.is_l7() {
                     r.diags.push(http_only_diag(file, s, "`path`", proto));
                     continue;
                 }
@@ -147,20 +265,41 @@ pub(super) fn resolve(
                 }
                 addresses = Some(set);
             }
-            EndpointStmt::Invalid(_) => {}
+            EndpointStmt::Invalid(_) => rpc.refused = true,
         }
     }
 
+    if proto.is_rpc() {
+        rpc.check(
+            r,
+            file,
+            a.endpoint.span,
+            proto,
+            all_mcp_methods.is_some(),
+            loose_tool_names.is_some(),
+        );
+    }
+    let l7_protocol = match proto {
+        Protocol::Mcp => L7Protocol::Mcp,
+        Protocol::JsonRpc => L7Protocol::JsonRpc,
+        _ => L7Protocol::Rest,
+    };
     let kind = match proto {
         Protocol::L4 => EndpointKind::L4,
         Protocol::Tcp => EndpointKind::Tcp,
-        Protocol::Http => EndpointKind::Http(HttpEndpoint {
+        Protocol::Http | Protocol::Mcp | Protocol::JsonRpc => EndpointKind::Http(HttpEndpoint {
             tls: tls.map_or(TlsMode::Auto, |t| t.node),
             enforcement: enforcement.map_or(Enforcement::Enforce, |e| e.node),
             path,
             allow,
             deny,
             encoded_slash: encoded_slash.is_some(),
+            protocol: l7_protocol,
+            body_limit: rpc.body_limit,
+            strict_tool_names: loose_tool_names.is_none(),
+            all_mcp_methods: all_mcp_methods.is_some(),
+            rpc_allow: rpc.allow.into_iter().map(|(_, rule)| rule).collect(),
+            rpc_deny: rpc.deny.into_iter().map(|(_, rule)| rule).collect(),
         }),
     };
     let binaries = binaries?;
@@ -195,11 +334,25 @@ fn once<T>(slot: &mut Option<T>, v: T) -> Option<()> {
     None
 }
 
-fn http_only_diag(file: &SourceFile, span: Span, what: &str, proto: Protocol) -> Diagnostic {
-    let p = match proto {
+/// `a JSON-RPC endpoint` and the like, for messages.
+fn protocol_name(proto: Protocol) -> &'static str {
+    match proto {
         Protocol::L4 => "an L4 (uninspected) endpoint",
         Protocol::Tcp => "a transparent `tcp` endpoint",
-        Protocol::Http => "this endpoint",
+        Protocol::Http => "an `http` endpoint",
+        Protocol::Mcp => "an `mcp` endpoint",
+        Protocol::JsonRpc => "a `json-rpc` endpoint",
+    }
+}
+
+fn protocol_diag(file: &SourceFile, span: Span, message: String) -> Diagnostic {
+    Diagnostic::new(codes::E0501, file, span, message)
+}
+
+fn http_only_diag(file: &SourceFile, span: Span, what: &str, proto: Protocol) -> Diagnostic {
+    let p = match proto {
+        Protocol::L4 | Protocol::Tcp => protocol_name(proto),
+        _ => "this endpoint",
     };
     Diagnostic::new(
         codes::E0501,

@@ -1,0 +1,88 @@
+//! JSON-RPC and MCP endpoints in the language: the formatter's canonical
+//! form, and that formatting never changes the bundle.
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly on bad fixtures"
+)]
+
+use policy_lang::bundle::L7Protocol;
+use policy_lang::source::SourceFile;
+use policy_lang::{fmt, load, parser};
+
+const MESSY: &str = "policy \"rpc\" {
+  allow   /usr/bin/agent ->  mcp.example.com:443 loose_tool_names   mcp all_mcp_methods {
+        deny   rpc tools/call   tool delete_now \"tool\"
+     body_limit   131072
+  }
+  allow /usr/bin/agent -> rpc.example.com:443   json-rpc {
+    allow rpc   reports.search \"tool\"   reports.get # both read
+  }
+}
+";
+
+const CANONICAL: &str = "policy \"rpc\" {
+  allow /usr/bin/agent -> mcp.example.com:443 mcp all_mcp_methods loose_tool_names {
+    deny rpc tools/call tool delete_now tool
+    body_limit 131072
+  }
+  allow /usr/bin/agent -> rpc.example.com:443 json-rpc {
+    allow rpc reports.search \"tool\" reports.get  # both read
+  }
+}
+";
+
+fn compile(name: &str, text: &str) -> policy_lang::bundle::Bundle {
+    let path = std::env::temp_dir().join(format!("osp-rpc-{}-{name}.policy", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let (checked, bundle) = load::compile_file(&path, None).unwrap();
+    let errors: Vec<_> = checked
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| d.message.clone())
+        .collect();
+    assert!(errors.is_empty(), "{name}: {errors:?}");
+    bundle.unwrap()
+}
+
+fn format(text: &str) -> String {
+    let (doc, diags) = parser::parse(&SourceFile::new("t.policy", text));
+    assert!(!diags.has_errors());
+    fmt::format_document(&doc.unwrap())
+}
+
+#[test]
+fn formatting_is_canonical_and_keeps_the_digest() {
+    let formatted = format(MESSY);
+    assert_eq!(formatted, CANONICAL);
+    assert_eq!(format(&formatted), formatted);
+    let before = compile("messy", MESSY);
+    let after = compile("canonical", &formatted);
+    assert_eq!(before.digest, after.digest);
+}
+
+#[test]
+fn endpoint_settings_reach_the_bundle() {
+    let b = compile("settings", CANONICAL);
+    let l7 = &b.enforcement.l7;
+    let mcp = l7.iter().find(|e| e.protocol == L7Protocol::Mcp).unwrap();
+    assert!(mcp.all_mcp_methods);
+    assert!(!mcp.strict_tool_names);
+    assert_eq!(mcp.body_limit, Some(131_072));
+    assert!(mcp.rpc_allow.is_empty());
+    let deny = mcp.rpc_deny.first().unwrap();
+    assert!(deny.matches("tools/call", Some("tool")));
+    assert!(deny.matches("tools/call", Some("delete_now")));
+    assert!(!deny.matches("tools/call", Some("delete_later")));
+    let rpc = l7
+        .iter()
+        .find(|e| e.protocol == L7Protocol::JsonRpc)
+        .unwrap();
+    let methods: Vec<String> = rpc
+        .rpc_allow
+        .iter()
+        .map(|r| r.methods.to_string())
+        .collect();
+    assert_eq!(methods, ["reports.get", "reports.search", "tool"]);
+    assert_eq!(rpc.body_limit, None);
+}
