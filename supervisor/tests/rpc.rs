@@ -72,7 +72,7 @@ impl Sandbox {
         let body = format!(
             "  landlock hard min_abi 4\n{SYSTEM}  fs exec {VENV}\n  fs write workdir\n  run_as user nobody group nogroup\n  binaries clients = {clients}\n{rules}"
         );
-        common::rpc_bundle(&self.bundles, name, &body)
+        common::bundle(&self.bundles, name, &body)
     }
 
     /// Runs `cmd` in the sandbox; its output and the deny log's lines.
@@ -780,7 +780,7 @@ fn a_real_mcp_client_lists_and_calls_an_allowed_tool_and_a_denied_one_never_reac
         "  landlock hard min_abi 4\n{SYSTEM}  fs exec {VENV}\n  fs write workdir\n  run_as user nobody group nogroup\n  binaries clients = {python}\n  allow clients -> mcp.test:{port} mcp {{\n    path /mcp\n    allow rpc initialize notifications/initialized tools/list\n    allow rpc tools/call tool search\n    deny rpc tools/call tool send_email\n  }}\n",
         port = server.port
     );
-    let bundle = common::rpc_bundle(&bundles, "mcp", &body);
+    let bundle = common::bundle(&bundles, "mcp", &body);
     let client = dir.join("mcp_client.py");
     std::fs::write(&client, MCP_CLIENT_PY).unwrap();
     let log = dir.join("deny.log");
