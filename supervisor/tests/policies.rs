@@ -19,7 +19,12 @@ const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../policies");
 
 /// The secrets the shipped policies' credentials read from the
 /// supervisor's environment; stand-ins, the upstream is local.
-const SECRETS: &[&str] = &["GITHUB_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
+const SECRETS: &[&str] = &[
+    "GITHUB_TOKEN",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "MCP_API_KEY",
+];
 
 /// Prints each request's HTTP status (or `error:...`), space-separated.
 const NODE_CLIENT: &str = r"
@@ -71,6 +76,9 @@ struct NetCase {
     plain_port: u16,
     allowed: (&'static str, &'static str),
     refused: (&'static str, &'static str),
+    /// JSON bodies of the allowed and the refused request (curl only), for
+    /// endpoints whose rules judge the body.
+    bodies: Option<(&'static str, &'static str)>,
 }
 
 const NET_CASES: &[NetCase] = &[
@@ -81,6 +89,7 @@ const NET_CASES: &[NetCase] = &[
         plain_port: 80,
         allowed: ("POST", "https://api.anthropic.com/v1/messages"),
         refused: ("GET", "https://api.anthropic.com/v1/files"),
+        bodies: None,
     },
     NetCase {
         policy: "codex",
@@ -89,6 +98,7 @@ const NET_CASES: &[NetCase] = &[
         plain_port: 80,
         allowed: ("POST", "https://api.openai.com/v1/responses"),
         refused: ("DELETE", "https://api.openai.com/v1/models"),
+        bodies: None,
     },
     NetCase {
         policy: "git-clone",
@@ -97,6 +107,7 @@ const NET_CASES: &[NetCase] = &[
         plain_port: 80,
         allowed: ("GET", "https://github.com/o/r"),
         refused: ("GET", "https://github.com/o/r/extra"),
+        bodies: None,
     },
     NetCase {
         policy: "github-readonly",
@@ -105,6 +116,7 @@ const NET_CASES: &[NetCase] = &[
         plain_port: 80,
         allowed: ("GET", "https://api.github.com/repos/o/r"),
         refused: ("POST", "https://api.github.com/repos/o/r/issues"),
+        bodies: None,
     },
     NetCase {
         policy: "github-readwrite",
@@ -113,6 +125,7 @@ const NET_CASES: &[NetCase] = &[
         plain_port: 80,
         allowed: ("POST", "https://api.github.com/repos/o/r/issues"),
         refused: ("PUT", "https://api.github.com/repos/o/r/rulesets/1"),
+        bodies: None,
     },
     NetCase {
         policy: "local-inference",
@@ -121,6 +134,19 @@ const NET_CASES: &[NetCase] = &[
         plain_port: 11434,
         allowed: ("POST", "http://127.0.0.1:11434/api/generate"),
         refused: ("DELETE", "http://127.0.0.1:11434/api/delete"),
+        bodies: None,
+    },
+    NetCase {
+        policy: "mcp-tools",
+        client: Client::Curl,
+        hosts: &["mcp.example.com"],
+        plain_port: 80,
+        allowed: ("POST", "https://mcp.example.com/mcp"),
+        refused: ("POST", "https://mcp.example.com/mcp"),
+        bodies: Some((
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"q":"x"}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"send_email","arguments":{}}}"#,
+        )),
     },
     NetCase {
         policy: "package-install",
@@ -129,6 +155,7 @@ const NET_CASES: &[NetCase] = &[
         plain_port: 80,
         allowed: ("GET", "https://pypi.org/simple/requests/"),
         refused: ("POST", "https://pypi.org/legacy/"),
+        bodies: None,
     },
 ];
 
@@ -232,13 +259,40 @@ fn a_command_that_is_not_found_exits_127() {
     assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
 }
 
-fn client_command(client: Client, requests: &[(&str, &str)]) -> Vec<String> {
+/// curl's arguments for one request, with its JSON body if it has one.
+fn curl_args(method: &str, url: &str, body: Option<&str>) -> Vec<String> {
+    let mut args: Vec<String> = vec!["-sS".into(), "-X".into(), method.into(), url.into()];
+    if let Some(body) = body {
+        args.extend([
+            "-H".into(),
+            "Content-Type: application/json".into(),
+            "--data-raw".into(),
+            body.into(),
+        ]);
+    }
+    args
+}
+
+fn client_command(
+    client: Client,
+    requests: &[(&str, &str)],
+    bodies: Option<(&str, &str)>,
+) -> Vec<String> {
     let json = serde_json::to_string(requests).unwrap();
     match client {
         Client::Curl => {
+            let bodies = bodies.map(|(a, r)| [a, r]);
             let script = requests
                 .iter()
-                .map(|(m, u)| format!("curl -sS -o /dev/null -w '%{{http_code}} ' -X {m} {u}"))
+                .enumerate()
+                .map(|(i, (m, u))| {
+                    let body = bodies.and_then(|b| b.get(i).copied());
+                    let args: Vec<String> = curl_args(m, u, body)
+                        .iter()
+                        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+                        .collect();
+                    format!("curl -o /dev/null -w '%{{http_code}} ' {}", args.join(" "))
+                })
                 .collect::<Vec<_>>()
                 .join("; ");
             vec!["/usr/bin/sh".into(), "-c".into(), script]
@@ -314,17 +368,30 @@ fn every_shipped_policy_with_network_rules_allows_its_own_and_refuses_others() {
             "--log".to_owned(),
             log.display().to_string(),
         ]);
-        let cmd = client_command(case.client, &[case.allowed, case.refused]);
+        let cmd = client_command(case.client, &[case.allowed, case.refused], case.bodies);
         let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
         let out = run(&net, &dir, &bundle, &extra, &cmd);
         let said = format!("{}{}", stdout(&out), stderr(&out));
-        let seen: Vec<(String, String)> = up
+        // Bodies are compared only where the rules judge them.
+        let (allowed_body, refused_body) = case.bodies.unwrap_or_default();
+        let seen: Vec<(String, String, Vec<u8>)> = up
             .seen()
             .into_iter()
-            .map(|s| (s.method, s.target))
+            .map(|s| {
+                let body = if case.bodies.is_some() {
+                    s.body
+                } else {
+                    Vec::new()
+                };
+                (s.method, s.target, body)
+            })
             .collect();
         let (allowed, refused) = (case.allowed, case.refused);
-        let want = (allowed.0.to_owned(), target(case.client, allowed.1));
+        let want = (
+            allowed.0.to_owned(),
+            target(case.client, allowed.1),
+            allowed_body.as_bytes().to_vec(),
+        );
         assert!(
             seen.contains(&want),
             "{n}: the allowed {} {} did not reach the upstream (it saw {seen:?})\n{said}",
@@ -333,7 +400,9 @@ fn every_shipped_policy_with_network_rules_allows_its_own_and_refuses_others() {
         );
         let refused_target = target(case.client, refused.1);
         assert!(
-            !seen.iter().any(|(_, t)| *t == refused_target),
+            !seen
+                .iter()
+                .any(|(_, t, b)| *t == refused_target && b == refused_body.as_bytes()),
             "{n}: the refused {} {} reached the upstream\n{said}",
             refused.0,
             refused.1
@@ -367,13 +436,10 @@ fn assert_refusal_names_the_rule(
     log_text: &str,
 ) {
     let (method, url) = case.refused;
-    let out = run(
-        net,
-        dir,
-        bundle,
-        extra,
-        &["/usr/bin/curl", "-sS", "-X", method, url],
-    );
+    let mut cmd = vec!["/usr/bin/curl".to_owned()];
+    cmd.extend(curl_args(method, url, case.bodies.map(|(_, r)| r)));
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let out = run(net, dir, bundle, extra, &cmd);
     let body: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| {
         panic!(
             "{}: 403 body is not JSON ({e}): {}",
