@@ -240,73 +240,43 @@ impl Domain {
             |s| universe::is_canonical_path(s, false)
         };
         let t = std::time::Instant::now();
-        let paths_spec = DimSpec {
-            universe: universe::http_paths(),
-            valid: path_valid,
-            rule: Rule::HttpPath { encoded_slash },
-            budget,
-        };
-        // The path partition is usually the largest; it is built on a
-        // thread of its own while this one builds the other two.
-        let mut paths = Some(paths);
-        let (bins_part, hosts_part, paths_done, t_bins, t_hosts) = std::thread::scope(|scope| {
-            let paths_job = std::thread::Builder::new()
-                .name("prover-paths".into())
-                .spawn_scoped(scope, || {
-                    let set = paths.take()?;
-                    let t = std::time::Instant::now();
-                    Some((Partition::build(set, &paths_spec), t.elapsed()))
-                });
-            let bins_part = Partition::build(
-                bins,
-                &DimSpec {
-                    universe: universe::binaries(),
-                    valid: universe::is_resolved_binary,
-                    rule: Rule::Binary,
-                    budget,
-                },
-            );
-            let t_bins = t.elapsed();
-            let hosts_part = Partition::build(
-                hosts,
-                &DimSpec {
-                    universe: universe::hosts(),
-                    valid: universe::is_normal_host,
-                    rule: Rule::Any,
-                    budget,
-                },
-            );
-            let t_hosts = t.elapsed() - t_bins;
-            let paths_done = match paths_job {
-                Ok(job) => job
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                Err(_) => None,
-            };
-            (bins_part, hosts_part, paths_done, t_bins, t_hosts)
-        });
-        // Without a thread to be had, the paths are built here.
-        let (paths_part, t_paths) = match (paths_done, paths.take()) {
-            (Some(done), _) => done,
-            (None, Some(set)) => {
-                let t = std::time::Instant::now();
-                (Partition::build(set, &paths_spec), t.elapsed())
-            }
-            (None, None) => (
-                Err(ProverError::Automaton(
-                    "the path partition was not built".into(),
-                )),
-                std::time::Duration::ZERO,
-            ),
-        };
-        let (bins_part, hosts_part, paths_part) = (bins_part?, hosts_part?, paths_part?);
+        let bins_part = Partition::build(
+            bins,
+            &DimSpec {
+                universe: universe::binaries(),
+                valid: universe::is_resolved_binary,
+                rule: Rule::Binary,
+                budget,
+            },
+        )?;
+        let t_bins = t.elapsed();
+        let hosts_part = Partition::build(
+            hosts,
+            &DimSpec {
+                universe: universe::hosts(),
+                valid: universe::is_normal_host,
+                rule: Rule::Any,
+                budget,
+            },
+        )?;
+        let t_hosts = t.elapsed();
+        let paths_part = Partition::build(
+            paths,
+            &DimSpec {
+                universe: universe::http_paths(),
+                valid: path_valid,
+                rule: Rule::HttpPath { encoded_slash },
+                budget,
+            },
+        )?;
         for part in [&bins_part, &hosts_part, &paths_part] {
             timings.note(|| part.phases.clone());
         }
         timings.note(|| {
             format!(
-                "partitions: binaries {t_bins:?}, hosts {t_hosts:?}, paths {t_paths:?} (in parallel), in all {:?}",
-                t.elapsed()
+                "partitions: binaries {t_bins:?}, hosts {:?}, paths {:?}",
+                t_hosts - t_bins,
+                t.elapsed() - t_hosts
             )
         });
         Ok(Domain {
