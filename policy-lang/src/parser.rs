@@ -553,14 +553,7 @@ impl Walker {
                 let mut query = Vec::new();
                 for p in pair.into_inner() {
                     match p.as_rule() {
-                        Rule::l7_action => {
-                            let a = if p.as_str() == "deny" {
-                                RuleAction::Deny
-                            } else {
-                                RuleAction::Allow
-                            };
-                            action = Some(Node::new(a, span_of(&p)));
-                        }
+                        Rule::l7_action => action = Some(rule_action(&p)),
                         Rule::method => methods.push(self.value(p)),
                         Rule::string | Rule::path_word => paths.push(self.value(p)),
                         Rule::query => query.push(self.value(p)),
@@ -583,14 +576,7 @@ impl Walker {
                 let mut tools = Vec::new();
                 for p in pair.into_inner() {
                     match p.as_rule() {
-                        Rule::l7_action => {
-                            let a = if p.as_str() == "deny" {
-                                RuleAction::Deny
-                            } else {
-                                RuleAction::Allow
-                            };
-                            action = Some(Node::new(a, span_of(&p)));
-                        }
+                        Rule::l7_action => action = Some(rule_action(&p)),
                         Rule::rpc_method | Rule::rpc_tool => {
                             let into = if p.as_rule() == Rule::rpc_method {
                                 &mut methods
@@ -1030,6 +1016,16 @@ fn help_for(rules: &[Rule]) -> String {
         return "close the block with `}` on a line of its own".to_string();
     }
     "see docs/language.md for the statement forms".to_string()
+}
+
+/// `allow` or `deny` at the head of an endpoint rule.
+fn rule_action(p: &Pair<'_, Rule>) -> Node<RuleAction> {
+    let a = if p.as_str() == "deny" {
+        RuleAction::Deny
+    } else {
+        RuleAction::Allow
+    };
+    Node::new(a, span_of(p))
 }
 
 #[cfg(test)]

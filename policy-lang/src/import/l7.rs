@@ -20,6 +20,22 @@ const OTHER_PROTOCOL_FIELDS: &[&str] = &[
 ];
 
 pub(super) fn rules(cx: &mut Cx<'_>, node: &YNode, action: RuleAction) -> Vec<Item<EndpointStmt>> {
+    let mut out = Vec::new();
+    for (body, span) in rule_bodies(cx, node, action, "{ method: GET, path: /x }") {
+        out.extend(rule(cx, body, span, action));
+    }
+    out
+}
+
+/// The rules of a `rules` (each under `allow:`) or `deny_rules` list, with
+/// the span of each entry; an allow entry without its `allow` mapping is
+/// reported and skipped. `example` is a rule's mapping, for the help.
+pub(super) fn rule_bodies<'n>(
+    cx: &mut Cx<'_>,
+    node: &'n YNode,
+    action: RuleAction,
+    example: &str,
+) -> Vec<(&'n YNode, Span)> {
     let what = match action {
         RuleAction::Allow => "`rules`",
         RuleAction::Deny => "`deny_rules`",
@@ -35,27 +51,25 @@ pub(super) fn rules(cx: &mut Cx<'_>, node: &YNode, action: RuleAction) -> Vec<It
                         _ => cx.unsupported(
                             k,
                             "a rule",
-                            "an allow rule is `- allow: { method: GET, path: /x }`",
+                            &format!("an allow rule is `- allow: {example}`"),
                         ),
                     }
                 }
-                match inner {
-                    Some(i) => i,
-                    None => {
-                        if r.entries().is_some() {
-                            cx.invalid(
-                                r.span,
-                                "a rule needs an `allow` mapping",
-                                "write `- allow: { method: GET, path: /x }`",
-                            );
-                        }
-                        continue;
+                let Some(i) = inner else {
+                    if r.entries().is_some() {
+                        cx.invalid(
+                            r.span,
+                            "a rule needs an `allow` mapping",
+                            format!("write `- allow: {example}`"),
+                        );
                     }
-                }
+                    continue;
+                };
+                i
             }
             RuleAction::Deny => r,
         };
-        out.extend(rule(cx, body, r.span, action));
+        out.push((body, r.span));
     }
     out
 }

@@ -20,43 +20,14 @@ pub(super) fn rules(
     proto: Protocol,
     all_mcp_methods: bool,
 ) -> Vec<Item<EndpointStmt>> {
-    let what = match action {
-        RuleAction::Allow => "`rules`",
-        RuleAction::Deny => "`deny_rules`",
-    };
     let mut out = Vec::new();
-    for r in cx.list(node, what) {
-        let body = match action {
-            RuleAction::Allow => {
-                let mut inner = None;
-                for (k, v) in cx.map(r, "a rule") {
-                    match key(k) {
-                        "allow" => inner = Some(v),
-                        _ => cx.unsupported(
-                            k,
-                            "a rule",
-                            "an allow rule is `- allow: { method: tools/call, tool: search }`",
-                        ),
-                    }
-                }
-                let Some(i) = inner else {
-                    if r.entries().is_some() {
-                        cx.invalid(
-                            r.span,
-                            "a rule needs an `allow` mapping",
-                            "write `- allow: { method: initialize }`",
-                        );
-                    }
-                    continue;
-                };
-                i
-            }
-            RuleAction::Deny => r,
-        };
+    for (body, span) in
+        super::l7::rule_bodies(cx, node, action, "{ method: tools/call, tool: search }")
+    {
         if let Some(stmt) = rule(cx, body, proto, all_mcp_methods, action) {
             out.push(Item {
                 trivia: Trivia::default(),
-                stmt: Node::new(stmt, r.span),
+                stmt: Node::new(stmt, span),
             });
         }
     }
