@@ -27,12 +27,7 @@ fn compile(binaries: &[&str]) -> Bundle {
     let text = format!(
         "version: 1\nfilesystem_policy:\n  read_only: [/usr]\nnetwork_policies:\n  mcp:\n    name: mcp\n    endpoints:\n      - host: mcp.example.com\n        port: 443\n        protocol: rest\n        enforcement: enforce\n        access: read-only\n    binaries:\n{bins}"
     );
-    let dir = scratch();
-    let (p, c) = (dir.join("p.yaml"), dir.join("creds.yaml"));
-    std::fs::write(&p, text).unwrap();
-    std::fs::write(&c, CREDS).unwrap();
-    let (_, bundle) = policy_lang::load::compile_file(&p, Some(&c)).unwrap();
-    bundle.expect("policy compiles")
+    compile_yaml_with_credentials(&text, CREDS)
 }
 
 /// The bundle with its one L7 endpoint turned into an MCP endpoint that

@@ -2,12 +2,7 @@
 //! widenings once dropped, atoms without an example, and witnesses that
 //! replay through the reference evaluator exactly as printed.
 
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "tests: a failure should stop the test"
-)]
+#![expect(clippy::panic, reason = "tests: a failure should stop the test")]
 
 mod support;
 
@@ -24,12 +19,7 @@ fn yaml(binary: &str) -> String {
 }
 
 fn compile_yaml(text: &str) -> policy_lang::bundle::Bundle {
-    let dir = scratch();
-    let (p, c) = (dir.join("p.yaml"), dir.join("creds.yaml"));
-    std::fs::write(&p, text).unwrap();
-    std::fs::write(&c, CREDS).unwrap();
-    let (_, bundle) = policy_lang::load::compile_file(&p, Some(&c)).unwrap();
-    bundle.expect("policy compiles")
+    compile_yaml_with_credentials(text, CREDS)
 }
 
 /// The finding's witness, replayed as printed: NEW lets it through with

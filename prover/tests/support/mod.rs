@@ -49,6 +49,16 @@ pub fn compile(text: &str) -> Bundle {
     compile_as(text, "policy")
 }
 
+/// Compiles OpenShell YAML with an OpenShell credentials file.
+pub fn compile_yaml_with_credentials(text: &str, credentials: &str) -> Bundle {
+    let dir = scratch();
+    let (p, c) = (dir.join("p.yaml"), dir.join("creds.yaml"));
+    std::fs::write(&p, text).unwrap();
+    std::fs::write(&c, credentials).unwrap();
+    let (_, bundle) = policy_lang::load::compile_file(&p, Some(&c)).unwrap();
+    bundle.unwrap_or_else(|| panic!("policy does not compile:\n{text}"))
+}
+
 /// Wraps statements into a policy with a standard filesystem.
 pub fn policy(body: &str) -> String {
     format!(
