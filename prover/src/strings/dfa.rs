@@ -12,15 +12,11 @@
 //! per pattern still alive, which on the small policies most diffs compare
 //! is most of the prover's time saved.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
-use regex_automata::dfa::Automaton as _;
-use regex_automata::dfa::{StartKind, dense};
-use regex_automata::nfa::thompson::{self, WhichCaptures};
-use regex_automata::util::primitives::StateID;
-use regex_automata::util::start;
-use regex_automata::{Anchored, MatchKind};
+use rustc_hash::FxHashMap;
 
+use super::pattern::{self, PatternDfa};
 use crate::error::ProverError;
 
 /// The number of strings in a set, when finite.
@@ -92,83 +88,50 @@ impl std::fmt::Debug for MultiDfa {
 const SIZE_LIMIT: usize = 96 << 20;
 
 /// A live pattern and where its DFA is.
-type Part = (u32, StateID);
-
-fn pattern_dfa(
-    pattern: &str,
-    unicode: bool,
-) -> Result<(dense::DFA<Vec<u32>>, StateID), ProverError> {
-    let dfa = dense::Builder::new()
-        .configure(
-            dense::Config::new()
-                .match_kind(MatchKind::All)
-                .start_kind(StartKind::Anchored)
-                .minimize(false)
-                .accelerate(false)
-                .specialize_start_states(false)
-                .determinize_size_limit(Some(SIZE_LIMIT))
-                .dfa_size_limit(Some(SIZE_LIMIT)),
-        )
-        .syntax(
-            regex_automata::util::syntax::Config::new()
-                .unicode(unicode)
-                .utf8(unicode),
-        )
-        .thompson(
-            thompson::Config::new()
-                .which_captures(WhichCaptures::None)
-                .shrink(false),
-        )
-        .build(pattern)
-        .map_err(|e| ProverError::Automaton(e.to_string()))?;
-    let start = dfa
-        .start_state(&start::Config::new().anchored(Anchored::Yes))
-        .map_err(|e| ProverError::Automaton(e.to_string()))?;
-    Ok((dfa, start))
-}
+type Part = (u32, u32);
 
 impl MultiDfa {
     pub fn build(patterns: &[String], unicode: bool) -> Result<Self, ProverError> {
         let parts = patterns
             .iter()
-            .map(|p| pattern_dfa(p, unicode))
+            .map(|p| PatternDfa::build(p, unicode, SIZE_LIMIT))
             .collect::<Result<Vec<_>, _>>()?;
-        // Joint classes: bytes every pattern's DFA puts in the same class.
+        // Joint classes: bytes every pattern's DFA puts in the same class,
+        // refined one pattern at a time.
         let mut class = [0u8; 256];
-        let mut reps: Vec<u8> = Vec::new();
-        let mut seen: HashMap<Vec<u8>, u8> = HashMap::new();
+        let mut classes = 1usize;
+        let mut refine: FxHashMap<(u8, u8), u8> = FxHashMap::default();
+        for d in &parts {
+            refine.clear();
+            for (b, slot) in (0..=255u8).zip(class.iter_mut()) {
+                let next = u8::try_from(refine.len()).unwrap_or(u8::MAX);
+                *slot = *refine.entry((*slot, d.class_of(b))).or_insert(next);
+            }
+            classes = refine.len().max(1);
+        }
+        let mut reps: Vec<u8> = Vec::with_capacity(classes);
         for b in 0..=255u8 {
-            let key: Vec<u8> = parts.iter().map(|(d, _)| d.byte_classes().get(b)).collect();
-            let next = u8::try_from(reps.len()).unwrap_or(u8::MAX);
-            let c = *seen.entry(key).or_insert_with(|| {
+            if usize::from(class.get(usize::from(b)).copied().unwrap_or(0)) == reps.len() {
                 reps.push(b);
-                next
-            });
-            if let Some(slot) = class.get_mut(usize::from(b)) {
-                *slot = c;
             }
         }
         let accepts_of = |live: &[Part]| -> Signature {
             live.iter()
-                .filter(|&&(p, s)| {
-                    parts
-                        .get(p as usize)
-                        .is_some_and(|(d, _)| d.is_match_state(d.next_eoi_state(s)))
-                })
+                .filter(|&&(p, s)| parts.get(p as usize).is_some_and(|d| d.accepts(s)))
                 .map(|&(p, _)| p)
                 .collect()
         };
         let start: Vec<Part> = parts
             .iter()
             .enumerate()
-            .filter(|(_, (d, s))| !d.is_dead_state(*s))
-            .map(|(p, (_, s))| (u32::try_from(p).unwrap_or(u32::MAX), *s))
+            .filter(|(_, d)| d.alive())
+            .map(|(p, _)| (u32::try_from(p).unwrap_or(u32::MAX), 0))
             .collect();
         // States waiting for their row of transitions, in id order (rows of
         // `trans` are filled in the same order).
         let mut pending: VecDeque<Vec<Part>> = VecDeque::new();
         let mut count: usize = 1;
-        let mut index: HashMap<Vec<Part>, State> = HashMap::new();
+        let mut index: FxHashMap<Vec<Part>, State> = FxHashMap::default();
         let mut trans: Vec<State> = Vec::new();
         let mut accepts: Vec<Signature> = Vec::new();
         let mut memory = 0usize;
@@ -180,9 +143,9 @@ impl MultiDfa {
             for &rep in &reps {
                 next.clear();
                 for &(p, s) in &live {
-                    if let Some((d, _)) = parts.get(p as usize) {
-                        let n = d.next_state(s, rep);
-                        if !d.is_dead_state(n) {
+                    if let Some(d) = parts.get(p as usize) {
+                        let n = d.next(s, rep);
+                        if n != pattern::DEAD {
                             next.push((p, n));
                         }
                     }
@@ -218,7 +181,7 @@ impl MultiDfa {
         }
         Ok(Self {
             class,
-            classes: reps.len(),
+            classes,
             trans,
             accepts,
         })

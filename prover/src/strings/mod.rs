@@ -11,6 +11,7 @@
 //! signature, and its size.
 
 pub mod dfa;
+mod pattern;
 pub mod search;
 pub mod universe;
 pub mod validity;
