@@ -121,8 +121,12 @@ struct Glushkov {
     follow: Vec<Positions>,
 }
 
-fn members(set: Positions) -> impl Iterator<Item = usize> {
-    (0..MAX_POSITIONS).filter(move |&i| set >> i & 1 == 1)
+fn members(mut set: Positions) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let p = set.trailing_zeros();
+        set &= set.wrapping_sub(1);
+        (p < Positions::BITS).then_some(p as usize)
+    })
 }
 
 fn has_byte(label: &[u64; 4], b: u8) -> bool {
@@ -267,16 +271,22 @@ fn glushkov(pattern: &str) -> Option<PatternDfa> {
         .ok()?;
     let mut g = Glushkov::default();
     let root = g.node(&hir)?;
-    // Bytes that every position reads alike form one class.
+    // Bytes that every position reads alike form one class. Positions
+    // with one label (every `[^/]`) are taken together.
+    let mut by_label: Vec<([u64; 4], Positions)> = Vec::new();
+    for (p, label) in g.labels.iter().enumerate() {
+        match by_label.iter_mut().find(|(l, _)| l == label) {
+            Some((_, set)) => *set |= 1 << p,
+            None => by_label.push((*label, 1 << p)),
+        }
+    }
     let mut masks: Vec<Positions> = Vec::new();
     let mut class = [0u8; 256];
     for b in 0..=255u8 {
-        let mask = g
-            .labels
+        let mask = by_label
             .iter()
-            .enumerate()
-            .filter(|(_, l)| has_byte(l, b))
-            .fold(0, |m, (p, _)| m | 1 << p);
+            .filter(|(l, _)| has_byte(l, b))
+            .fold(0, |m, (_, set)| m | set);
         let c = match masks.iter().position(|&m| m == mask) {
             Some(c) => c,
             None => {
