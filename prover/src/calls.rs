@@ -313,7 +313,9 @@ impl Calls {
     }
 
     fn tool_atoms(&self, g: &ValueGlob) -> &[u32] {
-        self.tools.as_ref().map_or(&[], |p| p.atoms_of(&glob_key(g)))
+        self.tools
+            .as_ref()
+            .map_or(&[], |p| p.atoms_of(&glob_key(g)))
     }
 
     fn strict_ok(&self, tool: u32) -> bool {
@@ -361,11 +363,8 @@ impl Calls {
         self.method_atoms(&r.methods).contains(&method)
             && match &r.tools {
                 None => true,
-                Some(set) => tool.is_some_and(|t| {
-                    set.globs()
-                        .iter()
-                        .any(|g| self.tool_atoms(g).contains(&t))
-                }),
+                Some(set) => tool
+                    .is_some_and(|t| set.globs().iter().any(|g| self.tool_atoms(g).contains(&t))),
             }
     }
 
@@ -435,7 +434,10 @@ impl Calls {
                 format!(r#"{{"jsonrpc":"2.0","method":{}}}"#, quote(TOOLS_CALL))
             }
             Shape::Call(m) => {
-                format!(r#"{{"jsonrpc":"2.0","id":1,"method":{}}}"#, quote(&method(m)?))
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":{}}}"#,
+                    quote(&method(m)?)
+                )
             }
             Shape::McpRefused(m) => format!(
                 r#"{{"jsonrpc":"2.0","id":null,"method":{}}}"#,
@@ -530,15 +532,13 @@ impl Calls {
         };
         let method = self.methods.as_ref()?.classify(&call.method)?;
         match parse_rpc_body(body, RpcDialect::Mcp, false) {
-            Err(_) => self
-                .find(Shape::McpRefused(method), size)
-                .or_else(|| {
-                    if self.tools.is_some() {
-                        self.find(Shape::Unreadable, 0)
-                    } else {
-                        self.find(Shape::Call(method), size)
-                    }
-                }),
+            Err(_) => self.find(Shape::McpRefused(method), size).or_else(|| {
+                if self.tools.is_some() {
+                    self.find(Shape::Unreadable, 0)
+                } else {
+                    self.find(Shape::Call(method), size)
+                }
+            }),
             Ok(mcp) => match mcp.calls.first().and_then(|c| c.tool.as_deref()) {
                 Some(tool) => match &self.tools {
                     Some(p) => self.find(Shape::Tool(p.classify(tool)?), size),

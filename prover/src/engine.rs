@@ -458,9 +458,7 @@ impl Cx<'_> {
     ) -> (Observed, Option<Observed>, bool) {
         let reg = &self.opts.registry;
         let n = witness::observe(&self.n.eval, req, body, reg);
-        let o = self
-            .o
-            .map(|o| witness::observe(&o.eval, req, body, reg));
+        let o = self.o.map(|o| witness::observe(&o.eval, req, body, reg));
         (n, o, n.meta)
     }
 

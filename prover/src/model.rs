@@ -386,10 +386,7 @@ fn rpc(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
         FALSE
     };
     Rpc {
-        refused: or([
-            call(calls.refused(ep)),
-            and([no_body, not(stream.clone())]),
-        ]),
+        refused: or([call(calls.refused(ep)), and([no_body, not(stream.clone())])]),
         deny: and([post.clone(), call(calls.matching(ep, &ep.rpc_deny))]),
         allow: or([stream, and([post.clone(), call(calls.allowed(ep))])]),
     }

@@ -353,9 +353,7 @@ impl Search<'_> {
 
     /// Whether `q` holds for every query reading of the region at `p`.
     fn queries_hold(&self, q: &F, r: &Region, p: &mut Point, outer: &[bool]) -> bool {
-        let vals = self
-            .defs
-            .values_from(p, outer, INNER);
+        let vals = self.defs.values_from(p, outer, INNER);
         if r.queries.iter().all(|v| v.len() == 1) {
             for (i, v) in r.queries.iter().enumerate() {
                 if let Some(&(a, d)) = v.first().and_then(|&k| QUERY_VALUES.get(usize::from(k))) {
@@ -370,9 +368,7 @@ impl Search<'_> {
 
     fn each_reading(&self, q: &F, r: &Region, p: &mut Point, i: usize, outer: &[bool]) -> bool {
         let Some(vs) = r.queries.get(i) else {
-            let vals = self
-                .defs
-                .values_from(p, outer, INNER);
+            let vals = self.defs.values_from(p, outer, INNER);
             return p.eval(q, &vals);
         };
         for &v in vs {

@@ -450,12 +450,7 @@ fn call_rank(dom: &Domain, c: u32) -> (u8, usize, usize) {
         Shape::Response => 4,
         Shape::Unreadable => 5,
     };
-    let len = dom
-        .calls
-        .message(c)
-        .ok()
-        .flatten()
-        .map_or(0, |m| m.len());
+    let len = dom.calls.message(c).ok().flatten().map_or(0, |m| m.len());
     (kind, v.size, len)
 }
 

@@ -52,7 +52,10 @@ fn assert_replays(f: &Finding, old: &Bundle, new: &Bundle) {
         let_through(&n) && n.credential.is_some(),
         "NEW does not let the witness through with the credential: {n:#?}\n{f:#?}"
     );
-    assert!(!let_through(&o), "OLD lets the witness through: {o:#?}\n{f:#?}");
+    assert!(
+        !let_through(&o),
+        "OLD lets the witness through: {o:#?}\n{f:#?}"
+    );
     assert!(f.verified, "{f:#?}");
 }
 
@@ -64,7 +67,9 @@ fn diff(old: &Bundle, new: &Bundle) -> Report {
 fn finding_with<'a>(r: &'a Report, method: &str, tool: Option<&str>) -> &'a Finding {
     r.findings
         .iter()
-        .find(|f| f.witness.rpc_method.as_deref() == Some(method) && f.witness.tool.as_deref() == tool)
+        .find(|f| {
+            f.witness.rpc_method.as_deref() == Some(method) && f.witness.tool.as_deref() == tool
+        })
         .unwrap_or_else(|| panic!("no finding for {method} {tool:?}: {:#?}", r.findings))
 }
 
@@ -81,7 +86,9 @@ fn a_new_mcp_tool_is_a_widening_with_a_witness_that_replays() {
         Some("--jsonrpc-method tools/call --tool send_email")
     );
     assert!(
-        f.witness.request_text().ends_with("--jsonrpc-method tools/call --tool send_email"),
+        f.witness
+            .request_text()
+            .ends_with("--jsonrpc-method tools/call --tool send_email"),
         "{}",
         f.witness.request_text()
     );
@@ -124,7 +131,9 @@ fn a_tool_moved_from_allow_to_deny_is_no_new_access() {
 
 #[test]
 fn an_identical_policy_is_no_new_access() {
-    let old = mcp("    allow rpc initialize tools/list\n    allow rpc tools/call tool search read_*\n    deny rpc tools/call tool read_secret");
+    let old = mcp(
+        "    allow rpc initialize tools/list\n    allow rpc tools/call tool search read_*\n    deny rpc tools/call tool read_secret",
+    );
     let r = diff(&old, &old.clone());
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
     // The same tables under another digest go through the whole model.
@@ -138,7 +147,10 @@ fn an_identical_policy_is_no_new_access() {
 #[test]
 fn loose_tool_names_let_names_outside_the_strict_pattern_through() {
     let old = mcp("    allow rpc tools/call tool search");
-    let new = endpoint("mcp loose_tool_names", "    allow rpc tools/call tool search");
+    let new = endpoint(
+        "mcp loose_tool_names",
+        "    allow rpc tools/call tool search",
+    );
     assert!(old.enforcement.l7[0].strict_tool_names);
     assert!(!new.enforcement.l7[0].strict_tool_names);
     // The allowed tool is the same: what is new is names the strict
@@ -146,7 +158,10 @@ fn loose_tool_names_let_names_outside_the_strict_pattern_through() {
     // tool there is none; with all methods allowed there is.
     let r = diff(&old, &new);
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
-    let old = endpoint("mcp all_mcp_methods", "    deny rpc tools/call tool send_email");
+    let old = endpoint(
+        "mcp all_mcp_methods",
+        "    deny rpc tools/call tool send_email",
+    );
     let new = endpoint(
         "mcp all_mcp_methods loose_tool_names",
         "    deny rpc tools/call tool send_email",
@@ -270,14 +285,22 @@ fn the_policy_shipped_for_mcp_is_certified_against_itself_and_a_new_tool_is_foun
     .unwrap();
     let dir = scratch();
     std::fs::create_dir_all(dir.join("fragments")).unwrap();
-    for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../policies/fragments")).unwrap() {
+    for f in std::fs::read_dir(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../policies/fragments"
+    ))
+    .unwrap()
+    {
         let f = f.unwrap();
         std::fs::copy(f.path(), dir.join("fragments").join(f.file_name())).unwrap();
     }
     let load = |name: &str, text: &str| {
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
-        policy_lang::load::compile_file(&path, None).unwrap().1.unwrap()
+        policy_lang::load::compile_file(&path, None)
+            .unwrap()
+            .1
+            .unwrap()
     };
     let old = load("old.policy", &text);
     let new = load(

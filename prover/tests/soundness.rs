@@ -79,10 +79,14 @@ fn widening(old: &Bundle, new: &Bundle, reqs: &[Probe]) -> Option<(Probe, String
             // by another of OLD's endpoints, pass alone) brings no new
             // call to the server: the model has single calls
             // (`prover::calls`). Its flip must show on one message alone.
-            if body.is_some_and(|b| singles(b).is_some_and(|ms| !ms.iter().any(|m| {
-                let (o, n) = (eo.eval_with_body(r, Some(m)), en.eval_with_body(r, Some(m)));
-                let_through(&n) && !let_through(&o)
-            }))) {
+            if body.is_some_and(|b| {
+                singles(b).is_some_and(|ms| {
+                    !ms.iter().any(|m| {
+                        let (o, n) = (eo.eval_with_body(r, Some(m)), en.eval_with_body(r, Some(m)));
+                        let_through(&n) && !let_through(&o)
+                    })
+                })
+            }) {
                 continue;
             }
             return Some((probe.clone(), format!("NEW {n:?}\nOLD {o:?}")));
