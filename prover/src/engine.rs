@@ -442,6 +442,10 @@ fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
     })
 }
 
+/// What the evaluator says of a witness in NEW and OLD, and whether its
+/// destination is a metadata one.
+type Observations = (Observed, Option<Observed>, bool);
+
 struct Cx<'a> {
     dom: &'a Domain,
     defs: &'a Defs,
@@ -451,11 +455,7 @@ struct Cx<'a> {
 }
 
 impl Cx<'_> {
-    fn observe(
-        &self,
-        req: &policy_lang::eval::Request,
-        body: Option<&[u8]>,
-    ) -> (Observed, Option<Observed>, bool) {
+    fn observe(&self, req: &policy_lang::eval::Request, body: Option<&[u8]>) -> Observations {
         let reg = &self.opts.registry;
         let n = witness::observe(&self.n.eval, req, body, reg);
         let o = self.o.map(|o| witness::observe(&o.eval, req, body, reg));
@@ -514,11 +514,7 @@ impl Cx<'_> {
         q: &Query,
         full: policy_lang::eval::Request,
         body: Option<Vec<u8>>,
-    ) -> (
-        policy_lang::eval::Request,
-        Option<Vec<u8>>,
-        (Observed, Option<Observed>, bool),
-    ) {
+    ) -> (policy_lang::eval::Request, Option<Vec<u8>>, Observations) {
         let obs = self.observe(&full, body.as_deref());
         let conn = policy_lang::eval::Request {
             http: None,

@@ -5,7 +5,7 @@
 
 #![expect(
     clippy::unwrap_used,
-    clippy::expect_used,
+    clippy::panic,
     reason = "tests: a failure should stop the test"
 )]
 

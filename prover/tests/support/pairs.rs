@@ -345,7 +345,7 @@ impl Spec {
             }
             2 => ep.host = HostPat::random(rng),
             3 => ep.ports = *rng.pick(PORTS),
-            4 | 5 | 6 if ep.rpc.is_some() => {
+            4..=6 if ep.rpc.is_some() => {
                 if let Some(r) = &mut ep.rpc {
                     r.mutate(rng);
                 }

@@ -213,8 +213,8 @@ fn concrete_tool(rng: &mut Rng, t: &str) -> String {
     let mut out = String::new();
     for c in t.chars() {
         match c {
-            '*' => out.push_str(*rng.pick::<&str>(&["", "x", "a.b", "q r"])),
-            '?' => out.push_str(*rng.pick::<&str>(&["z", "."])),
+            '*' => out.push_str(rng.pick::<&str>(&["", "x", "a.b", "q r"])),
+            '?' => out.push_str(rng.pick::<&str>(&["z", "."])),
             c => out.push(c),
         }
     }
