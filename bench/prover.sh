@@ -52,7 +52,7 @@ for line in sys.stdin:
     m = re.match(r"diff: compile old (\S+), new (\S+), registry (\S+), prove (\S+)", line)
     if m:
         out.update(compile_old=ms(m.group(1)), compile_new=ms(m.group(2)), registry=ms(m.group(3)), prove=ms(m.group(4)))
-    m = re.match(r"prover: partitions: binaries (\S+), hosts (\S+), paths (\S+)", line)
+    m = re.match(r"prover: partitions: binaries ([^,\s]+), hosts ([^,\s]+), paths ([^,\s]+)", line)
     if m:
         out.update(binaries=ms(m.group(1)), hosts=ms(m.group(2)), paths=ms(m.group(3)))
     m = re.match(r"prover: domain (\S+)", line)

@@ -15,6 +15,7 @@ use policy_lang::matcher::{
     QueryMatcher, internal_ranges,
 };
 
+use crate::calls::Calls;
 use crate::error::ProverError;
 use crate::formula::AddrCell;
 use crate::strings::validity::Rule;
@@ -66,6 +67,8 @@ pub struct Domain {
     pub addr_sets: Vec<AddrSet>,
     pub addr_sigs: Vec<Option<Vec<bool>>>,
     pub encoded_slash: bool,
+    /// The body values: the JSON-RPC call a request carries.
+    pub calls: Calls,
 }
 
 impl Domain {
@@ -269,14 +272,17 @@ impl Domain {
                 budget,
             },
         )?;
+        let t_paths = t.elapsed();
+        let calls = Calls::build(bundles, budget)?;
         for part in [&bins_part, &hosts_part, &paths_part] {
             timings.note(|| part.phases.clone());
         }
         timings.note(|| {
             format!(
-                "partitions: binaries {t_bins:?}, hosts {:?}, paths {:?}",
+                "partitions: binaries {t_bins:?}, hosts {:?}, paths {:?}, calls {:?}",
                 t_hosts - t_bins,
-                t.elapsed() - t_hosts
+                t_paths - t_hosts,
+                t.elapsed() - t_paths
             )
         });
         Ok(Domain {
@@ -294,6 +300,7 @@ impl Domain {
             addr_sets: addrs,
             addr_sigs,
             encoded_slash,
+            calls,
         })
     }
 }

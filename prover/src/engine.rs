@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use policy_lang::bundle::{Bundle, L7Endpoint};
+use policy_lang::bundle::Bundle;
 use policy_lang::eval::Evaluator;
 use policy_lang::matcher::BinaryGlob;
 use serde::Serialize;
@@ -384,11 +384,11 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     cx.secret_exposure(&search, &mut report);
     timings.note(|| format!("secret_exposure {:?}", t.elapsed()));
     note_unknown_acceptances(opts, &mut report);
-    if let Some(why) = unmodelled_calls(old, new) {
+    if let Some(why) = unmodelled_protocols(old, new) {
         report.notes.push(why.clone());
         // A single policy's risk questions ask whether something can
         // happen: allowing more than enforcement does only adds answers.
-        // A diff's "nothing new" would need OLD's calls exactly.
+        // A diff's "nothing new" would need OLD's decisions exactly.
         if old.is_some() {
             report.inconclusive.get_or_insert(why);
         }
@@ -410,17 +410,21 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     Ok(report)
 }
 
-/// What the prover cannot see when JSON-RPC or MCP endpoints are involved:
-/// their rules judge the calls in request bodies, which the model does not
-/// represent (it takes such an endpoint to allow every request, so
-/// widenings at the connection and HTTP level are still found). Of a diff,
-/// only a change that leaves every network table as it was (a filesystem
-/// or process change) is certified.
-fn unmodelled_calls(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
-    let rpc = |b: &Bundle| b.enforcement.l7.iter().any(L7Endpoint::reads_body);
-    if !rpc(new) && !old.is_some_and(rpc) {
-        return None;
-    }
+/// What the prover cannot see: endpoints of a protocol the model does not
+/// know (`calls::modelled`; REST, JSON-RPC and MCP are modelled) judge
+/// requests by something the model does not represent. It takes such an
+/// endpoint to allow every request, so widenings at the connection and
+/// HTTP level are still found; of a diff, only a change that leaves every
+/// network table as it was (a filesystem or process change) is certified.
+fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
+    let unknown = |b: &Bundle| {
+        b.enforcement
+            .l7
+            .iter()
+            .map(|e| e.protocol)
+            .find(|p| !crate::calls::modelled(*p))
+    };
+    let protocol = unknown(new).or_else(|| old.and_then(unknown))?;
     let network_unchanged = old.is_some_and(|o| {
         let (o, n) = (&o.enforcement, &new.enforcement);
         o.seccomp == n.seccomp
@@ -429,12 +433,18 @@ fn unmodelled_calls(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
             && o.secrets == n.secrets
     });
     (!network_unchanged).then(|| {
-        "JSON-RPC and MCP rules judge the calls in request bodies, which the prover does \
-         not model yet: it treats such an endpoint as allowing every request it sees, so \
-         a change to the network rules of a policy that has one is not certified"
-            .to_owned()
+        format!(
+            "`{}` endpoints judge request bodies in a way the prover does not model: it \
+             treats such an endpoint as allowing every request it sees, so a change to the \
+             network rules of a policy that has one is not certified",
+            protocol.keyword()
+        )
     })
 }
+
+/// What the evaluator says of a witness in NEW and OLD, and whether its
+/// destination is a metadata one.
+type Observations = (Observed, Option<Observed>, bool);
 
 struct Cx<'a> {
     dom: &'a Domain,
@@ -445,10 +455,10 @@ struct Cx<'a> {
 }
 
 impl Cx<'_> {
-    fn observe(&self, req: &policy_lang::eval::Request) -> (Observed, Option<Observed>, bool) {
+    fn observe(&self, req: &policy_lang::eval::Request, body: Option<&[u8]>) -> Observations {
         let reg = &self.opts.registry;
-        let n = witness::observe(&self.n.eval, req, reg);
-        let o = self.o.map(|o| witness::observe(&o.eval, req, reg));
+        let n = witness::observe(&self.n.eval, req, body, reg);
+        let o = self.o.map(|o| witness::observe(&o.eval, req, body, reg));
         (n, o, n.meta)
     }
 
@@ -458,13 +468,14 @@ impl Cx<'_> {
             return Err(why);
         }
         let full = witness::request(self.dom, &p);
-        let (req, (nobs, oobs, meta)) = self.witness_form(q, full);
+        let body = witness::body(self.dom, &p);
+        let (req, body, (nobs, oobs, meta)) = self.witness_form(q, full, body);
         let verified = query::holds(q.category, q.variant, &nobs, oobs.as_ref(), meta);
-        let nd = self.n.eval.eval(&req);
+        let nd = self.n.eval.eval_with_body(&req, body.as_deref());
         let new_rule = nd.rule.as_ref().map(Loc::of);
         let (old_reason, old_rule) = match self.o {
             Some(o) => {
-                let od = o.eval.eval(&req);
+                let od = o.eval.eval_with_body(&req, body.as_deref());
                 let conn = oobs.is_some_and(|x| x.conn);
                 let (mut text, at) = finding::old_reason(&od, conn);
                 if conn && od.decision != policy_lang::eval::Verdict::Deny {
@@ -475,7 +486,7 @@ impl Cx<'_> {
             None => (String::new(), None),
         };
         let region = finding::summarize(self.dom, r);
-        let w = Witness::of(&req);
+        let w = Witness::with_body(&req, body.as_deref());
         let message = self.message(q, &w, &nd, &region, &nobs);
         let (suppressed, acceptance) = self.suppression(q.category, r);
         Ok(Finding {
@@ -502,24 +513,22 @@ impl Cx<'_> {
         &self,
         q: &Query,
         full: policy_lang::eval::Request,
-    ) -> (
-        policy_lang::eval::Request,
-        (Observed, Option<Observed>, bool),
-    ) {
-        let obs = self.observe(&full);
+        body: Option<Vec<u8>>,
+    ) -> (policy_lang::eval::Request, Option<Vec<u8>>, Observations) {
+        let obs = self.observe(&full, body.as_deref());
         let conn = policy_lang::eval::Request {
             http: None,
             ..full.clone()
         };
-        let cobs = self.observe(&conn);
+        let cobs = self.observe(&conn, None);
         let connection_level = q.category == Category::L7BypassCredentialed
             || (cobs.0.conn
                 && (cobs.0.bypass || !cobs.0.inspected)
                 && query::holds(q.category, q.variant, &cobs.0, cobs.1.as_ref(), cobs.2));
         if connection_level {
-            (conn, cobs)
+            (conn, None, cobs)
         } else {
-            (full, obs)
+            (full, body, obs)
         }
     }
 
@@ -573,7 +582,7 @@ impl Cx<'_> {
     ) -> String {
         let cred = self.credential_named(w, nd);
         let dest = format!("{}:{}", w.host, w.port);
-        let req = w.url();
+        let req = w.request_text();
         let m = match (q.category, q.variant) {
             (Category::CredentialReachExpansion, Variant::NewlyAttached) => {
                 format!("{cred} is now attached to `{req}` from `{}`", w.binary)
@@ -807,12 +816,13 @@ impl Cx<'_> {
                 continue;
             }
             let req = witness::request(dom, &p);
-            let (nobs, oobs, _) = self.observe(&req);
-            let nd = self.n.eval.eval(&req);
+            let body = witness::body(dom, &p);
+            let (nobs, oobs, _) = self.observe(&req, body.as_deref());
+            let nd = self.n.eval.eval_with_body(&req, body.as_deref());
             let origin = self.n.bundle.provenance.secrets.get(i).map(Loc::of);
             let mut summary = finding::summarize(dom, &region);
             summary.text = format!("binaries {}", summary.binaries.join(", "));
-            let w = Witness::of(&req);
+            let w = Witness::with_body(&req, body.as_deref());
             let source = match &s.source {
                 policy_lang::ir::SecretSource::Env(v) => format!("environment variable `{v}`"),
                 policy_lang::ir::SecretSource::File(f) => {

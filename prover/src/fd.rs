@@ -35,7 +35,7 @@ pub enum Outcome {
 pub const BUDGET: usize = 400_000;
 
 /// Dimensions in branching order; query conditions follow as bits 8...
-const ORDER: [u32; 7] = [
+const ORDER: [u32; 8] = [
     dim::BIN,
     dim::HOST,
     dim::PORT,
@@ -43,9 +43,10 @@ const ORDER: [u32; 7] = [
     dim::SHA,
     dim::METHOD,
     dim::PATH,
+    dim::CALL,
 ];
-const QUERY_BIT0: u32 = 8;
-const MAX_QUERIES: usize = 56;
+const QUERY_BIT0: u32 = 9;
+const MAX_QUERIES: usize = 55;
 
 /// Three-valued value and the unknown dimensions it depends on.
 type V3 = (Option<bool>, u64);
@@ -74,6 +75,7 @@ struct Classes {
     hosts: Vec<u32>,
     methods: Vec<u32>,
     paths: Vec<u32>,
+    calls: Vec<u32>,
 }
 
 /// The literal sets of each set dimension.
@@ -84,6 +86,7 @@ struct Sets<'f> {
     hosts: Vec<&'f [u32]>,
     methods: Vec<&'f [u32]>,
     paths: Vec<&'f [u32]>,
+    calls: Vec<&'f [u32]>,
 }
 
 fn collect<'f>(f: &'f F, s: &mut Sets<'f>) {
@@ -95,6 +98,7 @@ fn collect<'f>(f: &'f F, s: &mut Sets<'f>) {
             Lit::Host(x) => s.hosts.push(x),
             Lit::Method(x) => s.methods.push(x),
             Lit::Path(x) => s.paths.push(x),
+            Lit::Call(x) => s.calls.push(x),
             _ => {}
         },
         F::Not(inner) => collect(inner, s),
@@ -145,6 +149,7 @@ impl Classes {
             hosts: classes_of(dom.hosts.len() + 1, &mut s.hosts),
             methods: classes_of(dom.methods.len(), &mut s.methods),
             paths: classes_of(dom.paths.len(), &mut s.paths),
+            calls: classes_of(dom.calls.len(), &mut s.calls),
         }
     }
 
@@ -156,6 +161,7 @@ impl Classes {
             dim::HOST => &self.hosts,
             dim::METHOD => &self.methods,
             dim::PATH => &self.paths,
+            dim::CALL => &self.calls,
             _ => return None,
         };
         of.get(v as usize).copied()
@@ -173,6 +179,7 @@ fn bit_of(l: &Lit, defs: &[V3]) -> Result<u64, V3> {
         Lit::Port(..) => u64::from(dim::PORT),
         Lit::Method(_) => u64::from(dim::METHOD),
         Lit::Path(_) => u64::from(dim::PATH),
+        Lit::Call(_) => u64::from(dim::CALL),
         Lit::QAllow(q) | Lit::QDeny(q) => 1u64 << (QUERY_BIT0 + q),
         Lit::Def(d) => return Err(defs.get(*d as usize).copied().unwrap_or((None, 0))),
     })
@@ -221,7 +228,7 @@ impl Ctx<'_> {
     fn defs3(&self, p: &Point, known: u64, prev: &[V3], dirty: u64) -> Vec<V3> {
         let mut out: Vec<V3> = Vec::with_capacity(self.defs.items.len());
         for (i, d) in self.defs.items.iter().enumerate() {
-            let depends = u64::from(d.mask & 0xff) & dirty != 0
+            let depends = u64::from(d.mask & !dim::QUERY) & dirty != 0
                 || (d.mask & dim::QUERY != 0 && dirty >> QUERY_BIT0 != 0);
             let v = match prev.get(i) {
                 Some(&old) if !depends => old,
@@ -251,6 +258,7 @@ impl Ctx<'_> {
             dim::SHA => r.shas.clone(),
             dim::METHOD => r.methods.clone(),
             dim::PATH => r.paths.clone(),
+            dim::CALL => r.calls.clone(),
             _ => Vec::new(),
         }
     }
@@ -275,6 +283,7 @@ impl Ctx<'_> {
             dim::SHA => p.sha = v,
             dim::METHOD => p.method = v,
             dim::PATH => p.path = v,
+            dim::CALL => p.call = v,
             _ => {}
         }
     }
@@ -341,6 +350,7 @@ pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) ->
         port: 1,
         method: 0,
         path: 0,
+        call: 0,
         qa: vec![false; nq],
         qd: vec![false; nq],
     };

@@ -60,6 +60,21 @@ pub struct Witness {
     pub query: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// The JSON-RPC method of the call in the body, when a JSON-RPC or
+    /// MCP endpoint judges the request by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_method: Option<String>,
+    /// The MCP tool of a `tools/call`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The JSON-RPC message the body holds, exactly (present whenever the
+    /// request has a body).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The body's length when the message is padded with spaces to it
+    /// (the difference lies in a body limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_size: Option<usize>,
 }
 
 impl Witness {
@@ -88,6 +103,84 @@ impl Witness {
             address: address.filter(|_| req.host.is_some()),
             query,
             sha256: req.sha256.clone(),
+            rpc_method: None,
+            tool: None,
+            body: None,
+            body_size: None,
+        }
+    }
+
+    /// The witness of a request with this body (`None`: no body).
+    pub fn with_body(req: &Request, body: Option<&[u8]>) -> Witness {
+        let mut w = Witness::of(req);
+        let Some(body) = body.filter(|_| req.http.is_some()) else {
+            return w;
+        };
+        let text = String::from_utf8_lossy(body);
+        let message = text.trim_end_matches(' ');
+        if message.len() != text.len() {
+            w.body_size = Some(body.len());
+        }
+        if let Ok(serde_json::Value::Object(o)) = serde_json::from_str(message) {
+            w.rpc_method = o
+                .get("method")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned);
+            w.tool = o
+                .get("params")
+                .and_then(|p| p.get("name"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned);
+        }
+        w.body = Some(message.to_owned());
+        w
+    }
+
+    /// The body bytes the witness stands for (`None`: no body).
+    pub fn body_bytes(&self) -> Option<Vec<u8>> {
+        let mut out = self.body.clone()?.into_bytes();
+        if let Some(n) = self.body_size {
+            out.resize(n, b' ');
+        }
+        Some(out)
+    }
+
+    /// The call as `eval` takes it: `--jsonrpc-method M [--tool T]`, and
+    /// the exact body when it is not the plain request those flags make
+    /// (a notification, a null id, a response frame, padding).
+    pub fn call_flags(&self) -> Option<String> {
+        let body = self.body.as_ref()?;
+        let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let Some(m) = &self.rpc_method else {
+            return Some(format!("with body `{body}`"));
+        };
+        let mut out = format!("--jsonrpc-method {}", shell_word(m));
+        let plain = match &self.tool {
+            Some(t) => {
+                out.push_str(&format!(" --tool {}", shell_word(t)));
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":{},"params":{{"name":{}}}}}"#,
+                    quote(m),
+                    quote(t)
+                )
+            }
+            None => format!(r#"{{"jsonrpc":"2.0","id":1,"method":{}}}"#, quote(m)),
+        };
+        if *body != plain || self.body_size.is_some() {
+            out.push_str(&format!(" (body `{body}`"));
+            if let Some(n) = self.body_size {
+                out.push_str(&format!(", padded with spaces to {n} bytes"));
+            }
+            out.push(')');
+        }
+        Some(out)
+    }
+
+    /// [`Self::url`] followed by the call, when there is one.
+    pub fn request_text(&self) -> String {
+        match self.call_flags() {
+            Some(c) => format!("{} {c}", self.url()),
+            None => self.url(),
         }
     }
 
@@ -132,6 +225,18 @@ impl Witness {
     }
 }
 
+/// A word as a shell reads it back: quoted unless plainly safe.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/_.-:@".contains(&b))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 /// How large a region is, per dimension.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RegionSummary {
@@ -148,6 +253,9 @@ pub struct RegionSummary {
     pub ports: String,
     pub methods: Vec<String>,
     pub paths: Vec<String>,
+    /// The JSON-RPC calls, when a JSON-RPC or MCP endpoint decides.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<String>,
     /// One line for people.
     pub text: String,
 }
@@ -333,6 +441,20 @@ pub fn summarize(dom: &Domain, r: &Region) -> RegionSummary {
     parts.push(format!("→ {} port {ports}", dest.join(" or ")));
     parts.push(format!("methods {}", methods.join(" ")));
     parts.push(format!("paths {}", listed(paths.clone(), 3)));
+    // Calls are named only when they decide: a region of every body value
+    // is one the body does not matter for.
+    let calls: Vec<String> = if r.calls.len() >= dom.calls.len() {
+        Vec::new()
+    } else {
+        r.calls.iter().map(|&c| dom.calls.describe(c)).collect()
+    };
+    if !calls.is_empty() {
+        let mut shown: Vec<String> = calls.iter().take(3).cloned().collect();
+        if calls.len() > 3 {
+            shown.push(format!("and {} more", calls.len() - 3));
+        }
+        parts.push(format!("body {}", shown.join(", ")));
+    }
     RegionSummary {
         binaries,
         hosts,
@@ -346,6 +468,7 @@ pub fn summarize(dom: &Domain, r: &Region) -> RegionSummary {
         ports,
         methods,
         paths,
+        calls,
         text: parts.join(", "),
     }
 }

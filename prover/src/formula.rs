@@ -4,7 +4,8 @@
 //!
 //! Variables: the binary atom, the SHA-256 pin index, the host atom (or
 //! "no host"), whether an address is known, its family and value (bv32 /
-//! bv128), the port (bv16), the method index, the path atom, and two
+//! bv128), the port (bv16), the method index, the path atom, the body
+//! value (the JSON-RPC call, `crate::calls`), and two
 //! booleans per query condition (its allow reading and its deny reading).
 //! Named sub-formulas ("definitions") are shared: each is a Z3 constant
 //! asserted equal to its body.
@@ -21,6 +22,8 @@ pub mod dim {
     pub const METHOD: u32 = 32;
     pub const PATH: u32 = 64;
     pub const QUERY: u32 = 128;
+    /// The JSON-RPC call in the body (`crate::calls`).
+    pub const CALL: u32 = 256;
 }
 
 /// A sorted set of atom indices.
@@ -39,6 +42,8 @@ pub enum Lit {
     Port(u16, u16),
     Method(Ids),
     Path(Ids),
+    /// The body value (index into `Calls::values`) is one of these.
+    Call(Ids),
     QAllow(u32),
     QDeny(u32),
     Def(u32),
@@ -67,7 +72,12 @@ pub fn ids(mut v: Vec<u32>) -> Ids {
 
 pub fn lit(l: Lit) -> F {
     match &l {
-        Lit::Bin(s) | Lit::Host(s) | Lit::Method(s) | Lit::Path(s) | Lit::AddrClass(s, _)
+        Lit::Bin(s)
+        | Lit::Host(s)
+        | Lit::Method(s)
+        | Lit::Path(s)
+        | Lit::Call(s)
+        | Lit::AddrClass(s, _)
             if s.is_empty() =>
         {
             FALSE
@@ -169,6 +179,7 @@ impl Defs {
                 Lit::Port(..) => dim::PORT,
                 Lit::Method(_) => dim::METHOD,
                 Lit::Path(_) => dim::PATH,
+                Lit::Call(_) => dim::CALL,
                 Lit::QAllow(_) | Lit::QDeny(_) => dim::QUERY,
                 Lit::Def(d) => self.items.get(*d as usize).map_or(0, |d| d.mask),
             },
@@ -191,6 +202,8 @@ pub struct Point {
     pub port: u16,
     pub method: u32,
     pub path: u32,
+    /// The body value (`Calls::values`); 0 is "no body".
+    pub call: u32,
     pub qa: Vec<bool>,
     pub qd: Vec<bool>,
 }
@@ -212,6 +225,7 @@ impl Point {
             Lit::Port(lo, hi) => *lo <= self.port && self.port <= *hi,
             Lit::Method(s) => member(s, self.method),
             Lit::Path(s) => member(s, self.path),
+            Lit::Call(s) => member(s, self.call),
             Lit::QAllow(q) => self.qa.get(*q as usize).copied().unwrap_or(false),
             Lit::QDeny(q) => self.qd.get(*q as usize).copied().unwrap_or(false),
             Lit::Def(d) => defs.get(*d as usize).copied().unwrap_or(false),

@@ -4,7 +4,8 @@
 //! and string patterns kept in automata. See `docs/prover.md`.
 //!
 //! Modules: [`strings`] splits host names, HTTP paths and executable paths
-//! into atoms; [`domain`] gathers every dimension's values from both
+//! into atoms; [`calls`] is the JSON-RPC call a request body carries;
+//! [`domain`] gathers every dimension's values from both
 //! bundles; [`formula`] is the formula DAG; [`model`] turns a bundle into
 //! formulas mirroring `policy_lang::eval`; [`query`] states the finding
 //! categories; [`smt`] talks to Z3; [`solve`] enumerates widened regions;
@@ -14,6 +15,7 @@
 //! answers single requests for the differential tests.
 
 pub mod accepted;
+pub mod calls;
 pub mod domain;
 pub mod engine;
 pub mod error;

@@ -11,12 +11,14 @@
 //! 4. otherwise the participating endpoints (route matched, `path`
 //!    restriction holds, no encoded slash unless allowed) decide: deny
 //!    wins across all of them, audit only when every one is in audit mode;
+//!    A JSON-RPC or MCP endpoint judges the call the body carries
+//!    (`crate::calls`): a body it cannot read is denied whatever the mode.
 //! 5. the proxy injects a credential when the request is let through and
 //!    some credential binding covers host, method and path.
 
 use std::collections::BTreeMap;
 
-use policy_lang::bundle::{Bundle, Via};
+use policy_lang::bundle::{Bundle, L7Endpoint, L7Protocol, Via};
 use policy_lang::ir::{Dest, Enforcement};
 use policy_lang::matcher::{AddrSet, internal_ranges};
 
@@ -168,6 +170,9 @@ pub fn build(
     let mut deny_parts = Vec::new();
     let mut allow_parts = Vec::new();
     let mut inl7_all = Vec::new();
+    let mut refused_parts = Vec::new();
+    let post = lit(Lit::Method(ids(vec![dom.method_index("POST")])));
+    let get = lit(Lit::Method(ids(vec![dom.method_index("GET")])));
     for (e, ep) in t.l7.iter().enumerate() {
         let via: Vec<F> = t
             .seccomp
@@ -213,12 +218,16 @@ pub fn build(
                 .chain(qs))
             }))
         };
-        if ep.reads_body() {
-            // JSON-RPC and MCP rules judge the calls in the body, which the
-            // model does not have: such an endpoint is taken to allow every
-            // request it sees, and the engine does not certify a change
-            // that involves one (see `engine::unmodelled_calls`).
+        if !crate::calls::modelled(ep.protocol) {
+            // A protocol the model does not know: the endpoint is taken to
+            // allow every request it sees, and the engine does not certify
+            // a change that involves one (`engine::unmodelled_protocols`).
             allow_parts.push(p.clone());
+        } else if crate::calls::reads_calls(ep) {
+            let c = rpc(dom, ep, &post, &get);
+            refused_parts.push(and([p.clone(), c.refused]));
+            deny_parts.push(and([p.clone(), c.deny]));
+            allow_parts.push(and([p.clone(), c.allow]));
         } else {
             deny_parts.push(and([p.clone(), rules(&ep.deny, true)]));
             allow_parts.push(and([p.clone(), rules(&ep.allow, false)]));
@@ -227,6 +236,9 @@ pub fn build(
     }
     let inspected = defs.define(format!("{prefix}.inspected"), or(inl7_all));
     let deny = defs.define(format!("{prefix}.deny"), or(deny_parts));
+    // A body some participating endpoint cannot read is denied whatever
+    // the others say and whatever the enforcement mode.
+    let readable = not(defs.define(format!("{prefix}.refused"), or(refused_parts)));
     let allow_rule = defs.define(format!("{prefix}.allow_rule"), or(allow_parts));
     let any_part = defs.define(
         format!("{prefix}.participating"),
@@ -245,6 +257,7 @@ pub fn build(
                 not(inspected.clone()),
                 and([
                     any_part.clone(),
+                    readable.clone(),
                     or([
                         all_audit.clone(),
                         and([not(deny.clone()), allow_rule.clone()]),
@@ -259,6 +272,7 @@ pub fn build(
             conn.clone(),
             inspected.clone(),
             any_part,
+            readable,
             all_audit,
             or([deny, not(allow_rule)]),
         ]),
@@ -343,6 +357,38 @@ pub fn build(
         credentialed,
         bypass,
         plantable,
+    }
+}
+
+/// How a call-reading endpoint judges a request, given that it
+/// participates: formulas over the HTTP method and the body value.
+struct Rpc {
+    /// The body is refused (denied whatever the mode).
+    refused: F,
+    /// A call matches a deny rule.
+    deny: F,
+    /// Allowed by a rule, the all-MCP-methods profile, the MCP receive
+    /// stream, or (MCP) a lone response frame.
+    allow: F,
+}
+
+/// Mirrors `judge_rpc` in `policy_lang::eval`: over the limit or
+/// unreadable → refused; MCP `GET` without a body → allowed; another
+/// method than `POST` → no rule; then deny rules, then allow rules.
+fn rpc(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
+    let calls = &dom.calls;
+    let call = |v: Vec<u32>| lit(Lit::Call(ids(v)));
+    let no_body = call(vec![0]);
+    let mcp = ep.protocol == L7Protocol::Mcp;
+    let stream = if mcp {
+        and([no_body.clone(), get.clone()])
+    } else {
+        FALSE
+    };
+    Rpc {
+        refused: or([call(calls.refused(ep)), and([no_body, not(stream.clone())])]),
+        deny: and([post.clone(), call(calls.matching(ep, &ep.rpc_deny))]),
+        allow: or([stream, and([post.clone(), call(calls.allowed(ep))])]),
     }
 }
 

@@ -71,10 +71,12 @@ impl Oracle {
         })
     }
 
-    /// The point a request stands for; `None` when its path cannot be
-    /// canonicalized or its query string decoded (the generator avoids
-    /// those: the model's path variable is a canonical path).
-    pub fn point(&self, req: &Request) -> Option<Point> {
+    /// The point a request with this body (`None`: no body) stands for;
+    /// `None` when its path cannot be canonicalized or its query string
+    /// decoded (the generator avoids those: the model's path variable is a
+    /// canonical path), or the body is a batch (the model has single
+    /// calls, see `crate::calls`).
+    pub fn point(&self, req: &Request, body: Option<&[u8]>) -> Option<Point> {
         let dom = &self.dom;
         let mut addr = req.addr.map(canonical_ip);
         let mut host = dom.host_none();
@@ -118,6 +120,7 @@ impl Oracle {
             port: req.port,
             method: dom.method_index(&method),
             path: dom.paths.classify(&canon.path)?,
+            call: dom.calls.classify(body)?,
             qa: dom.queries.iter().map(|q| q.allows(&params)).collect(),
             qd: dom.queries.iter().map(|q| q.denies(&params)).collect(),
         })
@@ -125,8 +128,8 @@ impl Oracle {
 
     /// Decided by Z3 at the request's point: the formulas with the
     /// point's values substituted, simplified to a constant.
-    pub fn decide(&self, req: &Request) -> Option<Answer> {
-        let p = self.point(req)?;
+    pub fn decide(&self, req: &Request, body: Option<&[u8]>) -> Option<Answer> {
+        let p = self.point(req, body)?;
         if !(p.has_addr || p.host != self.dom.host_none()) {
             return Some(Answer {
                 allowed: false,
@@ -144,8 +147,8 @@ impl Oracle {
 
     /// Decided by the solver (assert the point, check) — slower, used to
     /// check `decide` itself.
-    pub fn decide_by_solver(&self, req: &Request) -> Option<Answer> {
-        let p = self.point(req)?;
+    pub fn decide_by_solver(&self, req: &Request, body: Option<&[u8]>) -> Option<Answer> {
+        let p = self.point(req, body)?;
         if !(p.has_addr || p.host != self.dom.host_none()) {
             return Some(Answer {
                 allowed: false,
@@ -161,8 +164,8 @@ impl Oracle {
     }
 
     /// Decided by evaluating the formulas in Rust at the request's point.
-    pub fn decide_fast(&self, req: &Request) -> Option<Answer> {
-        let p = self.point(req)?;
+    pub fn decide_fast(&self, req: &Request, body: Option<&[u8]>) -> Option<Answer> {
+        let p = self.point(req, body)?;
         if !(p.has_addr || p.host != self.dom.host_none()) {
             return Some(Answer {
                 allowed: false,

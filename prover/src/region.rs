@@ -20,6 +20,8 @@ pub struct Region {
     pub ports: Vec<u32>,
     pub methods: Vec<u32>,
     pub paths: Vec<u32>,
+    /// Body values (indices into `Calls::values`).
+    pub calls: Vec<u32>,
     /// Per query condition, the readings (indices into `QUERY_VALUES`).
     pub queries: Vec<Vec<u8>>,
 }
@@ -50,6 +52,7 @@ impl Region {
             ports: all(dom.port_classes.len()),
             methods: all(dom.methods.len()),
             paths: all(dom.paths.len()),
+            calls: all(dom.calls.len()),
             queries: vec![(0..3).collect(); dom.queries.len()],
         }
     }
@@ -64,6 +67,7 @@ impl Region {
             ports: vec![dom.port_class_of(p.port)],
             methods: vec![p.method],
             paths: vec![p.path],
+            calls: vec![p.call],
             queries: (0..dom.queries.len())
                 .map(|q| vec![query_value(p, q)])
                 .collect(),
@@ -78,6 +82,7 @@ impl Region {
             && self.ports.contains(&dom.port_class_of(p.port))
             && self.methods.contains(&p.method)
             && self.paths.contains(&p.path)
+            && self.calls.contains(&p.call)
             && self
                 .queries
                 .iter()
@@ -135,6 +140,7 @@ impl Region {
             ports,
             set(&self.methods, dom.methods.len(), Lit::Method),
             set(&self.paths, dom.paths.len(), Lit::Path),
+            set(&self.calls, dom.calls.len(), Lit::Call),
         ]
         .into_iter()
         .chain(queries))

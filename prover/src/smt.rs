@@ -27,8 +27,8 @@ fn width(n: usize) -> u32 {
 
 pub struct Vars {
     /// Domain sizes of the finite variables: bin, sha, host, method, path,
-    /// address class.
-    pub sizes: [usize; 6],
+    /// address class, body value.
+    pub sizes: [usize; 7],
     pub bin: BV,
     pub sha: BV,
     pub host: BV,
@@ -42,6 +42,8 @@ pub struct Vars {
     pub acls: BV,
     pub method: BV,
     pub path: BV,
+    /// The body value (`crate::calls`).
+    pub call: BV,
     pub qa: Vec<Bool>,
     pub qd: Vec<Bool>,
 }
@@ -211,6 +213,7 @@ impl Smt {
                 dom.methods.len(),
                 dom.paths.len(),
                 dom.addr_classes.len(),
+                dom.calls.len(),
             ],
             bin: BV::new_const("bin", width(dom.bins.len())),
             sha: BV::new_const("sha", width(dom.shas.len())),
@@ -223,6 +226,7 @@ impl Smt {
             acls: BV::new_const("addr_class", width(dom.addr_classes.len())),
             method: BV::new_const("method", width(dom.methods.len())),
             path: BV::new_const("path", width(dom.paths.len())),
+            call: BV::new_const("call", width(dom.calls.len())),
             qa: (0..nq)
                 .map(|i| Bool::new_const(format!("q{i}.allow")))
                 .collect(),
@@ -238,6 +242,7 @@ impl Smt {
             below(&vars.host, dom.hosts.len() + 1),
             below(&vars.method, dom.methods.len()),
             below(&vars.path, dom.paths.len()),
+            below(&vars.call, dom.calls.len()),
             vars.port.bvuge(bv(1, 16)),
         ];
         // A destination is a host name, an address, or both.
@@ -402,6 +407,7 @@ impl Smt {
             Lit::Port(lo, hi) => in_range(&v.port, u128::from(*lo), u128::from(*hi)),
             Lit::Method(s) => in_ids(&v.method, s, v.sizes[3]),
             Lit::Path(s) => in_ids(&v.path, s, v.sizes[4]),
+            Lit::Call(s) => in_ids(&v.call, s, v.sizes[6]),
             Lit::QAllow(q) => {
                 v.qa.get(*q as usize)
                     .cloned()
@@ -484,6 +490,7 @@ impl Smt {
             port: u16::try_from(num(&v.port)).unwrap_or(0),
             method: small(&v.method),
             path: small(&v.path),
+            call: small(&v.call),
             qa: v.qa.iter().map(boolean).collect(),
             qd: v.qd.iter().map(boolean).collect(),
         }
@@ -507,6 +514,7 @@ impl Smt {
             v.port.eq(bv(u128::from(p.port), 16)),
             v.method.eq(bv(u128::from(p.method), v.method.get_size())),
             v.path.eq(bv(u128::from(p.path), v.path.get_size())),
+            v.call.eq(bv(u128::from(p.call), v.call.get_size())),
         ];
         for (x, &b) in v.qa.iter().zip(&p.qa) {
             out.push(if b { x.clone() } else { x.not() });
@@ -590,6 +598,7 @@ impl Smt {
             (&v.port, bv(u128::from(p.port), 16)),
             (&v.method, bv(u128::from(p.method), v.method.get_size())),
             (&v.path, bv(u128::from(p.path), v.path.get_size())),
+            (&v.call, bv(u128::from(p.call), v.call.get_size())),
             (&v.acls, bv(u128::from(self.class_of(p)), v.acls.get_size())),
         ];
         let pairs: Vec<(&BV, &BV)> = bvs.iter().map(|(a, b)| (*a, b)).collect();

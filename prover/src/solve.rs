@@ -215,6 +215,7 @@ impl Search<'_> {
             }),
             methods: star(dom.methods.len(), dim::METHOD, &|p, v| p.method = v),
             paths: star(dom.paths.len(), dim::PATH, &|p, v| p.path = v),
+            calls: star(dom.calls.len(), dim::CALL, &|p, v| p.call = v),
             queries: (0..dom.queries.len())
                 .map(|qi| {
                     (0..QUERY_VALUES.len())
@@ -244,6 +245,7 @@ impl Search<'_> {
         keep(&mut r.ports, &cell.ports);
         keep(&mut r.methods, &cell.methods);
         keep(&mut r.paths, &cell.paths);
+        keep(&mut r.calls, &cell.calls);
         for (mine, theirs) in r.queries.iter_mut().zip(&cell.queries) {
             keep(mine, theirs);
         }
@@ -284,6 +286,7 @@ impl Search<'_> {
             r.ports.len(),
             r.methods.len(),
             r.paths.len(),
+            r.calls.len(),
         ]
         .iter()
         .chain(r.queries.iter().map(Vec::len).collect::<Vec<_>>().iter())
@@ -329,11 +332,14 @@ impl Search<'_> {
                             );
                             for &m in &cells(&r.methods) {
                                 for &path in &cells(&r.paths) {
-                                    p.method = m;
-                                    p.path = path;
-                                    if !self.queries_hold(q, r, &mut p, &outer) {
-                                        found = Some(p.clone());
-                                        break 'outer;
+                                    for &call in &cells(&r.calls) {
+                                        p.method = m;
+                                        p.path = path;
+                                        p.call = call;
+                                        if !self.queries_hold(q, r, &mut p, &outer) {
+                                            found = Some(p.clone());
+                                            break 'outer;
+                                        }
                                     }
                                 }
                             }
@@ -347,9 +353,7 @@ impl Search<'_> {
 
     /// Whether `q` holds for every query reading of the region at `p`.
     fn queries_hold(&self, q: &F, r: &Region, p: &mut Point, outer: &[bool]) -> bool {
-        let vals = self
-            .defs
-            .values_from(p, outer, dim::METHOD | dim::PATH | dim::QUERY);
+        let vals = self.defs.values_from(p, outer, INNER);
         if r.queries.iter().all(|v| v.len() == 1) {
             for (i, v) in r.queries.iter().enumerate() {
                 if let Some(&(a, d)) = v.first().and_then(|&k| QUERY_VALUES.get(usize::from(k))) {
@@ -364,9 +368,7 @@ impl Search<'_> {
 
     fn each_reading(&self, q: &F, r: &Region, p: &mut Point, i: usize, outer: &[bool]) -> bool {
         let Some(vs) = r.queries.get(i) else {
-            let vals = self
-                .defs
-                .values_from(p, outer, dim::METHOD | dim::PATH | dim::QUERY);
+            let vals = self.defs.values_from(p, outer, INNER);
             return p.eval(q, &vals);
         };
         for &v in vs {
@@ -388,7 +390,7 @@ impl Search<'_> {
         let res = smt.check();
         self.timings.note(|| {
             format!(
-                "  region check {:?} {:?} (bins {} hosts {} addrs {} ports {} methods {} paths {})",
+                "  region check {:?} {:?} (bins {} hosts {} addrs {} ports {} methods {} paths {} calls {})",
                 res,
                 t.elapsed(),
                 r.bins.len(),
@@ -396,7 +398,8 @@ impl Search<'_> {
                 r.addrs.len(),
                 r.ports.len(),
                 r.methods.len(),
-                r.paths.len()
+                r.paths.len(),
+                r.calls.len()
             )
         });
         let out = match res {
@@ -408,6 +411,9 @@ impl Search<'_> {
         out
     }
 }
+
+/// The dimensions `enumerate` varies innermost.
+const INNER: u32 = dim::METHOD | dim::PATH | dim::CALL | dim::QUERY;
 
 /// Problems with at most this many definitions try the finite-domain
 /// search before Z3 for region checks.
@@ -449,6 +455,7 @@ fn revert(z: &mut Point, x: &Point, d: usize) {
         4 => z.port = x.port,
         5 => z.method = x.method,
         6 => z.path = x.path,
+        7 => z.call = x.call,
         _ => {
             z.qa.clone_from(&x.qa);
             z.qd.clone_from(&x.qd);
@@ -470,7 +477,7 @@ fn shrink(
     let ycell = Region::cell(y, dom);
     let xcell = Region::cell(x, dom);
     let mut best: Option<(usize, usize)> = None;
-    let dims: [(usize, bool); 7] = [
+    let dims: [(usize, bool); 8] = [
         (r.bins.len(), y.bin != x.bin),
         (r.shas.len(), y.sha != x.sha),
         (r.hosts.len(), y.host != x.host),
@@ -478,6 +485,7 @@ fn shrink(
         (r.ports.len(), ycell.ports != xcell.ports),
         (r.methods.len(), y.method != x.method),
         (r.paths.len(), y.path != x.path),
+        (r.calls.len(), y.call != x.call),
     ];
     for responsible in [true, false] {
         for (i, &(len, differs)) in dims.iter().enumerate() {
@@ -504,6 +512,7 @@ fn shrink(
         }
         Some(5) => r.methods.retain(|&v| v != y.method),
         Some(6) => r.paths.retain(|&v| v != y.path),
+        Some(7) => r.calls.retain(|&v| v != y.call),
         _ => match query_dim {
             Some(q) => {
                 let v = query_value(y, q);

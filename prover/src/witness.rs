@@ -201,8 +201,14 @@ pub fn request(dom: &Domain, p: &Point) -> Request {
     }
 }
 
+/// The body of the request a point stands for (`None`: no body).
+pub fn body(dom: &Domain, p: &Point) -> Option<Vec<u8>> {
+    dom.calls.body(p.call)
+}
+
 /// Why a point cannot be shown as a concrete request: one of its string
-/// atoms has no witness (see `strings::search`). `None` when it can.
+/// atoms has no witness (see `strings::search`), or its body cannot be
+/// written within its size class. `None` when it can.
 pub fn unshowable(dom: &Domain, p: &Point) -> Option<String> {
     let lacking = |part: &crate::strings::Partition, id: u32, what: &str| {
         let a = part.atom(id)?;
@@ -230,6 +236,7 @@ pub fn unshowable(dom: &Domain, p: &Point) -> Option<String> {
                 .flatten()
         })
         .or_else(|| lacking(&dom.paths, p.path, "request path"))
+        .or_else(|| dom.calls.unshowable(p.call))
 }
 
 /// Whether every string dimension of a region has an atom with a witness
@@ -243,6 +250,7 @@ pub fn region_showable(dom: &Domain, r: &Region) -> bool {
     any(&dom.bins, &r.bins, None)
         && any(&dom.hosts, &r.hosts, Some(dom.host_none()))
         && any(&dom.paths, &r.paths, None)
+        && r.calls.iter().any(|&c| dom.calls.unshowable(c).is_none())
 }
 
 /// A realistic point of the region where the query holds: a host name
@@ -340,6 +348,18 @@ pub fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point 
         })
         .collect();
     try_each(&mut best, c);
+    // No body when none is needed (every REST request); else a plain
+    // call, the shortest body first.
+    let mut calls = r.calls.clone();
+    calls.sort_by_key(|&c| call_rank(dom, c));
+    let c: Vec<Point> = calls
+        .iter()
+        .map(|&call| Point {
+            call,
+            ..best.clone()
+        })
+        .collect();
+    try_each(&mut best, c);
     let ports: Vec<u16> = [443u16, 80, 8443, 8080]
         .into_iter()
         .chain(r.port_cells(dom).iter().map(|&(lo, _)| lo))
@@ -414,6 +434,26 @@ fn showable_start(dom: &Domain, r: &Region, x: &Point, fits: &dyn Fn(&Point) -> 
     best
 }
 
+/// Preference among body values for a witness: no body, then a request
+/// naming a tool or a method, then the unusual shapes; smaller bodies
+/// first.
+fn call_rank(dom: &Domain, c: u32) -> (u8, usize, usize) {
+    use crate::calls::Shape;
+    let Some(v) = dom.calls.value(c) else {
+        return (u8::MAX, 0, 0);
+    };
+    let kind = match v.shape {
+        Shape::NoBody => 0,
+        Shape::Tool(_) => 1,
+        Shape::Call(_) => 2,
+        Shape::McpRefused(_) => 3,
+        Shape::Response => 4,
+        Shape::Unreadable => 5,
+    };
+    let len = dom.calls.message(c).ok().flatten().map_or(0, |m| m.len());
+    (kind, v.size, len)
+}
+
 fn nice_addr(cells: &[AddrCell], p: &Point) -> Vec<Point> {
     let mut out = Vec::new();
     for c in cells {
@@ -466,7 +506,13 @@ impl Observed {
     }
 }
 
-pub fn observe(ev: &Evaluator, req: &Request, registry: &Registry) -> Observed {
+/// What the evaluator says of a request with this body (`None`: no body).
+pub fn observe(
+    ev: &Evaluator,
+    req: &Request,
+    body: Option<&[u8]>,
+    registry: &Registry,
+) -> Observed {
     let b = ev.bundle();
     let t = &b.enforcement;
     let sandbox = Sandbox::of(b);
@@ -477,7 +523,7 @@ pub fn observe(ev: &Evaluator, req: &Request, registry: &Registry) -> Observed {
         req.addr,
         req.port,
     );
-    let d = ev.eval(req);
+    let d = ev.eval_with_body(req, body);
     let host = req.host.as_deref().and_then(|h| normalize_host(h).ok());
     let cred_host = host.as_deref().is_some_and(|h| {
         t.credentials

@@ -31,25 +31,36 @@ fn agree(seed: u64, policies: usize, per_policy: usize, how: How) -> usize {
         let eval = Evaluator::new(bundle);
         for _ in 0..per_policy {
             let req = generate::request(&mut rng);
-            let d = eval.eval(&req);
+            // A JSON-RPC or MCP call in half the requests (REST endpoints
+            // ignore it).
+            let body = if rng.chance(50) {
+                support::rpc::any_body(&mut rng)
+            } else {
+                None
+            };
+            let body = body.as_deref();
+            let d = eval.eval_with_body(&req, body);
             let want = (
                 matches!(d.decision, Verdict::Allow | Verdict::Audit),
                 d.decision == Verdict::Audit,
                 d.credential.is_some(),
             );
             let got = match how {
-                How::Simplify => oracle.decide(&req),
-                How::Solver => oracle.decide_by_solver(&req),
-                How::Rust => oracle.decide_fast(&req),
+                How::Simplify => oracle.decide(&req, body),
+                How::Solver => oracle.decide_by_solver(&req, body),
+                How::Rust => oracle.decide_fast(&req, body),
             };
             // Targets canonicalization refuses are outside the model (its
             // path variable is a canonical path); the generator makes few.
+            // Batches are too: the model has single calls (`prover::calls`
+            // says why that loses nothing).
             let Some(got) = got else { continue };
             assert_eq!(
                 (got.allowed, got.audited, got.credential),
                 want,
-                "policy #{i} (seed {}):\n{text}\nrequest: {req:#?}\neval: {d:#?}",
-                seed + i as u64
+                "policy #{i} (seed {}):\n{text}\nrequest: {req:#?}\nbody: {:?}\neval: {d:#?}",
+                seed + i as u64,
+                body.map(String::from_utf8_lossy),
             );
             compared += 1;
         }

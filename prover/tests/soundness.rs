@@ -6,8 +6,11 @@
 //! Pairs are small policies over patterns built like the matcher's own
 //! property tests build them (`support::pairs`); NEW is OLD with one edit,
 //! or an unrelated policy. Requests are drawn from both policies'
-//! patterns. The prover only runs on pairs where `eval` found such a
-//! request, which keeps 10,000 pairs within CI's budget.
+//! patterns, JSON-RPC and MCP calls from both policies' rules (with the
+//! bodies the evaluator tells apart: notifications, null ids, batches,
+//! response frames, unreadable bodies, bodies around the limits). The
+//! prover only runs on pairs where `eval` found such a request, which
+//! keeps 10,000 pairs within CI's budget.
 
 mod support;
 
@@ -39,19 +42,60 @@ fn credential_host(b: &Bundle, req: &Request) -> bool {
         .any(|c| c.hosts.iter().any(|p| p.matches(&h)))
 }
 
+/// The messages of a batch body, each alone and padded to the batch's
+/// length; `None` when the body is not a batch.
+fn singles(body: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let serde_json::Value::Array(items) = serde_json::from_slice(body).ok()? else {
+        return None;
+    };
+    Some(
+        items
+            .iter()
+            .map(|m| {
+                let mut one = serde_json::to_vec(m).unwrap_or_default();
+                if one.len() < body.len() {
+                    one.resize(body.len(), b' ');
+                }
+                one
+            })
+            .collect(),
+    )
+}
+
+/// A request and its body (`None`: no body).
+type Probe = (Request, Option<Vec<u8>>);
+
 /// The first request that shows NEW widening credentialed reach, if any.
-fn widening(old: &Bundle, new: &Bundle, reqs: &[Request]) -> Option<(Request, String)> {
+fn widening(old: &Bundle, new: &Bundle, reqs: &[Probe]) -> Option<(Probe, String)> {
     let (eo, en) = (Evaluator::new(old.clone()), Evaluator::new(new.clone()));
     // The kernel names an executable by its resolved path: `/usr/bin//x`
     // is no request enforcement meets (eval would still match it).
-    for r in reqs.iter().filter(|r| is_resolved_binary(&r.binary)) {
-        let (o, n) = (eo.eval(r), en.eval(r));
+    for probe in reqs.iter().filter(|(r, _)| is_resolved_binary(&r.binary)) {
+        let (r, body) = (&probe.0, probe.1.as_deref());
+        let (o, n) = (eo.eval_with_body(r, body), en.eval_with_body(r, body));
         let credentialed = n.credential.is_some() || credential_host(new, r);
         if let_through(&n) && credentialed && !let_through(&o) {
-            return Some((r.clone(), format!("NEW {n:?}\nOLD {o:?}")));
+            // A batch OLD refuses only as a whole (its calls, each allowed
+            // by another of OLD's endpoints, pass alone) brings no new
+            // call to the server: the model has single calls
+            // (`prover::calls`). Its flip must show on one message alone.
+            if body.is_some_and(|b| {
+                singles(b).is_some_and(|ms| {
+                    !ms.iter().any(|m| {
+                        let (o, n) = (eo.eval_with_body(r, Some(m)), en.eval_with_body(r, Some(m)));
+                        let_through(&n) && !let_through(&o)
+                    })
+                })
+            }) {
+                continue;
+            }
+            return Some((probe.clone(), format!("NEW {n:?}\nOLD {o:?}")));
         }
         if n.credential.is_some() && let_through(&o) && o.credential.is_none() {
-            return Some((r.clone(), format!("newly attached: NEW {n:?}\nOLD {o:?}")));
+            return Some((
+                probe.clone(),
+                format!("newly attached: NEW {n:?}\nOLD {o:?}"),
+            ));
         }
     }
     None
@@ -62,6 +106,8 @@ struct Tally {
     pairs: AtomicUsize,
     flips: AtomicUsize,
     inconclusive: AtomicUsize,
+    /// Flips shown by a request with a body (a JSON-RPC or MCP call).
+    with_body: AtomicUsize,
 }
 
 /// Compiles policy text from a file in `dir` (one directory per thread,
@@ -91,7 +137,7 @@ fn run_pair(dir: &std::path::Path, opts: &prover::Options, seed: u64, tally: &Ta
         Spec::random(&mut rng)
     };
     let (old_text, new_text) = (old.text(), new.text());
-    let reqs: Vec<Request> = (0..REQUESTS)
+    let reqs: Vec<Probe> = (0..REQUESTS)
         .map(|i| {
             if i % 2 == 0 {
                 new.request(&mut rng)
@@ -105,10 +151,14 @@ fn run_pair(dir: &std::path::Path, opts: &prover::Options, seed: u64, tally: &Ta
         compile_in(dir, "new.policy", &new_text),
     );
     tally.pairs.fetch_add(1, Ordering::Relaxed);
-    let Some((req, why)) = widening(&ob, &nb, &reqs) else {
+    let Some(((req, body), why)) = widening(&ob, &nb, &reqs) else {
         return;
     };
     tally.flips.fetch_add(1, Ordering::Relaxed);
+    if body.is_some() {
+        tally.with_body.fetch_add(1, Ordering::Relaxed);
+    }
+    let body = body.map(|b| String::from_utf8_lossy(&b).trim_end().to_owned());
     let r = prover::diff(&ob, &nb, opts).expect("prover runs");
     if r.verdict == Verdict::Inconclusive {
         tally.inconclusive.fetch_add(1, Ordering::Relaxed);
@@ -116,7 +166,7 @@ fn run_pair(dir: &std::path::Path, opts: &prover::Options, seed: u64, tally: &Ta
     assert_ne!(
         r.verdict,
         Verdict::NoNewAccess,
-        "seed {seed}: eval shows a widening the prover missed\nrequest {req:?}\n{why}\nOLD\n{old_text}\nNEW\n{new_text}"
+        "seed {seed}: eval shows a widening the prover missed\nrequest {req:?}\nbody {body:?}\n{why}\nOLD\n{old_text}\nNEW\n{new_text}"
     );
 }
 
@@ -141,12 +191,15 @@ fn soundness(first_seed: u64, pairs: u64) {
             });
         }
     });
-    let (n, flips, inc) = (
+    let (n, flips, inc, bodies) = (
         tally.pairs.load(Ordering::Relaxed),
         tally.flips.load(Ordering::Relaxed),
         tally.inconclusive.load(Ordering::Relaxed),
+        tally.with_body.load(Ordering::Relaxed),
     );
-    eprintln!("{n} pairs, {flips} with a widening shown by eval, {inc} of them inconclusive");
+    eprintln!(
+        "{n} pairs, {flips} with a widening shown by eval ({bodies} by a request with a body), {inc} of them inconclusive"
+    );
     assert_eq!(n as u64, pairs);
     // Not vacuous: a good share of pairs widen, and the prover settles
     // them.
@@ -155,6 +208,11 @@ fn soundness(first_seed: u64, pairs: u64) {
         "only {flips} of {pairs} pairs widen"
     );
     assert!(inc * 100 <= flips, "{inc} of {flips} inconclusive");
+    // JSON-RPC and MCP calls take part.
+    assert!(
+        bodies as u64 * 50 >= pairs,
+        "only {bodies} of {pairs} pairs widen by a call"
+    );
 }
 
 #[test]

@@ -94,7 +94,7 @@ fn human(report: &Report, names: &Names) -> String {
             f.category,
             f.code,
             f.message,
-            f.witness.url(),
+            f.witness.request_text(),
             f.witness.binary,
             rule_text(f)
         ));
@@ -144,7 +144,7 @@ fn markdown(report: &Report, names: &Names) -> String {
         out.push_str(&format!(
             "- {status} **`{}`** — `{}` from `{}` · allowed by `{}` · before: {}\n",
             f.category,
-            f.witness.url(),
+            f.witness.request_text(),
             f.witness.binary,
             rule_text(f),
             if f.old_reason.is_empty() {
@@ -181,7 +181,7 @@ fn github(report: &Report, names: &Names) -> String {
         let msg = format!(
             "{} — witness: {} from {} (before: {})",
             f.message,
-            f.witness.url(),
+            f.witness.request_text(),
             f.witness.binary,
             f.old_reason
         );
@@ -232,7 +232,7 @@ fn sarif_doc(report: &Report, names: &Names) -> Value {
             let mut r = json!({
                 "ruleId": f.category.name(),
                 "level": if f.suppressed { "note" } else { "error" },
-                "message": { "text": format!("{} (witness: {} from {}; before: {})", f.message, f.witness.url(), f.witness.binary, f.old_reason) },
+                "message": { "text": format!("{} (witness: {} from {}; before: {})", f.message, f.witness.request_text(), f.witness.binary, f.old_reason) },
                 "locations": [sarif::location(file, line, 1, line, 1)],
                 "properties": {
                     "witness": f.witness,
@@ -286,7 +286,7 @@ pub fn diagnostics(
         let message = format!("{}: {}", f.category, f.message);
         let help = format!(
             "witness: {} from `{}`; narrow the rule, or record the risk in an accepted-risks file (`diff --prove --accepted-risks`)",
-            f.witness.url(),
+            f.witness.request_text(),
             f.witness.binary
         );
         out.push(

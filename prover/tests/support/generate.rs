@@ -165,11 +165,18 @@ fn endpoint(rng: &mut Rng) -> String {
     let kind = if address_dest {
         *rng.pick(&["", "", "tcp", "http"])
     } else {
-        *rng.pick(&["", "tcp", "http", "http", "http", "http"])
+        *rng.pick(&["", "tcp", "http", "http", "http", "http", "rpc"])
     };
     let mut opts = Vec::new();
     let mut block = Vec::new();
-    if kind == "http" {
+    if kind == "rpc" {
+        let r = super::rpc::Rpc::random(rng);
+        opts.push(r.options().trim_start().to_owned());
+        block.extend(r.lines());
+        if rng.chance(15) {
+            block.push(format!("path {}", rng.pick(&["/repos/**", "/a/*", "/**"])));
+        }
+    } else if kind == "http" {
         opts.push("http".to_owned());
         if rng.chance(10) {
             opts.push("tls skip".to_owned());

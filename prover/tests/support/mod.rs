@@ -10,6 +10,7 @@
 
 pub mod generate;
 pub mod pairs;
+pub mod rpc;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -8,6 +8,7 @@
 use policy_lang::eval::{HttpRequest, Request};
 
 use super::generate::Rng;
+use super::rpc::{self, Rpc};
 
 /// One of a list of static strings.
 fn pick(rng: &mut Rng, xs: &[&'static str]) -> &'static str {
@@ -239,8 +240,10 @@ pub struct Endpoint {
     pub bins: Vec<PathPat>,
     pub host: HostPat,
     pub ports: &'static str,
-    /// `None`: L4; else the L7 rules.
+    /// `None` (and no `rpc`): L4; else the L7 rules.
     pub http: Option<Http>,
+    /// A JSON-RPC or MCP endpoint (then `http` is `None`).
+    pub rpc: Option<Rpc>,
 }
 
 #[derive(Debug, Clone)]
@@ -271,7 +274,8 @@ fn rule(rng: &mut Rng, deny: bool) -> Rule {
 }
 
 fn endpoint(rng: &mut Rng) -> Endpoint {
-    let http = if rng.chance(70) {
+    let rpc = rng.chance(20).then(|| Rpc::random(rng));
+    let http = if rpc.is_none() && rng.chance(70) {
         let audit = rng.chance(15);
         let mut rules: Vec<Rule> = (0..1 + rng.below(2)).map(|_| rule(rng, false)).collect();
         for _ in 0..rng.below(2) {
@@ -288,6 +292,7 @@ fn endpoint(rng: &mut Rng) -> Endpoint {
         host: HostPat::random(rng),
         ports: pick(rng, PORTS),
         http,
+        rpc,
     }
 }
 
@@ -340,9 +345,23 @@ impl Spec {
             }
             2 => ep.host = HostPat::random(rng),
             3 => ep.ports = *rng.pick(PORTS),
+            4..=6 if ep.rpc.is_some() => {
+                if let Some(r) = &mut ep.rpc {
+                    r.mutate(rng);
+                }
+            }
             4 => match &mut ep.http {
+                Some(_) if rng.chance(20) => {
+                    // A REST endpoint turned into a JSON-RPC or MCP one.
+                    ep.http = None;
+                    ep.rpc = Some(Rpc::random(rng));
+                }
                 Some(h) => h.audit = !h.audit,
-                None => ep.http = endpoint(rng).http,
+                None => {
+                    let other = endpoint(rng);
+                    ep.http = other.http;
+                    ep.rpc = other.rpc;
+                }
             },
             5 => match &mut ep.http {
                 Some(h) if h.rules.len() > 1 => {
@@ -400,6 +419,15 @@ impl Spec {
                 e.host.text(),
                 e.ports
             ));
+            if let Some(r) = &e.rpc {
+                out.push_str(&r.options());
+                out.push_str(" {\n");
+                for line in r.lines() {
+                    out.push_str(&format!("    {line}\n"));
+                }
+                out.push_str("  }\n");
+                continue;
+            }
             match &e.http {
                 None => out.push('\n'),
                 Some(h) => {
@@ -425,8 +453,9 @@ impl Spec {
         out
     }
 
-    /// A request built from this policy's patterns.
-    pub fn request(&self, rng: &mut Rng) -> Request {
+    /// A request built from this policy's patterns, with its body
+    /// (`None`: no body).
+    pub fn request(&self, rng: &mut Rng) -> (Request, Option<Vec<u8>>) {
         let e = &self.endpoints[rng.below(self.endpoints.len())];
         let bin = e.bins[rng.below(e.bins.len())].concrete(rng);
         let host = if rng.chance(20) && !self.creds.is_empty() {
@@ -436,6 +465,10 @@ impl Spec {
             e.host.concrete(rng)
         };
         let (method, path) = match &e.http {
+            _ if e.rpc.is_some() => (
+                *rng.pick(&["POST", "POST", "POST", "POST", "GET", "DELETE"]),
+                (*rng.pick(&["/", "/mcp"])).to_owned(),
+            ),
             Some(h) if !h.rules.is_empty() && rng.chance(85) => {
                 let r = &h.rules[rng.below(h.rules.len())];
                 let m = match r.methods {
@@ -451,7 +484,12 @@ impl Spec {
             ),
         };
         let query = *rng.pick(&["", "", "?q=ab", "?state=open", "?q=b&q=a"]);
-        Request {
+        let body = match &e.rpc {
+            Some(r) => r.body(rng),
+            None if rng.chance(10) => rpc::any_body(rng),
+            None => None,
+        };
+        let req = Request {
             binary: bin,
             sha256: None,
             host: Some(host),
@@ -461,6 +499,7 @@ impl Spec {
                 method: method.to_owned(),
                 target: format!("{path}{query}"),
             }),
-        }
+        };
+        (req, body)
     }
 }

@@ -1,0 +1,605 @@
+//! The JSON-RPC call a request body carries, as one finite dimension.
+//!
+//! JSON-RPC and MCP endpoints judge the calls in a request's body
+//! (`Evaluator::decide_body`). The model gives every request one body
+//! *value*: no body, a body no endpoint can read, a lone response frame,
+//! or one call (its method atom and, for MCP `tools/call`, its tool atom),
+//! each in one body-size class. Requests to REST endpoints keep "no body",
+//! the value their formulas never mention.
+//!
+//! # Why single calls suffice
+//!
+//! For one endpoint, `decide_body` refuses a body it cannot read (over the
+//! endpoint's limit, not JSON-RPC, a JSON-RPC response frame, and on MCP a
+//! bad id, a `tools/call` without a name, or a name failing the strict
+//! pattern), then denies it when *any* call matches a deny rule, reports
+//! "no allow rule" when any call matches no allow rule (nor the
+//! all-MCP-methods profile), and allows it only when *every* call is
+//! allowed. Notifications are judged like requests (the `id` is only
+//! checked), and response frames in an MCP batch are relayed without a
+//! rule. So a batch passes an endpoint iff each of its calls would pass
+//! alone in a body of the same size, and a batch one endpoint refuses to
+//! read holds a message that endpoint refuses alone too. Across the
+//! participating endpoints the verdict is: refused by one → denied;
+//! denied by one → denied (audited when all are in audit mode); allowed
+//! by one → allowed; else audited or denied by mode. Each of these reads
+//! one call at a time, so every message of a batch NEW lets through
+//! passes NEW alone (padded to the batch's size): the calls that can reach
+//! the upstream are exactly the single calls that pass, and a model of
+//! single calls loses no call NEW newly lets through. With one
+//! call-reading endpoint deciding, a batch OLD refuses holds a message OLD
+//! refuses alone, so the batch's flip shows on a single call too. With
+//! several, OLD may refuse a batch mixing calls that different endpoints
+//! allow while letting each through alone; such a batch brings no new call
+//! to the server, and is not reported.
+//!
+//! What a body is read as depends only on the endpoint's dialect and
+//! strictness, so the body values are the classes of single-message bodies
+//! that every body-reading endpoint of both bundles treats alike:
+//!
+//! - [`Shape::NoBody`]: refused, except a `GET` on MCP (the receive stream);
+//! - [`Shape::Unreadable`]: refused everywhere (also every body over the
+//!   largest limit);
+//! - [`Shape::Response`]: a response frame, relayed by MCP (in a `POST`),
+//!   refused by JSON-RPC;
+//! - [`Shape::Call`]: a call read as (method, no tool) everywhere: a
+//!   request with an id, or for `tools/call` a notification (MCP reads no
+//!   tool from a notification);
+//! - [`Shape::McpRefused`]: refused by MCP (`"id": null`), read as
+//!   (method, no tool) by JSON-RPC;
+//! - [`Shape::Tool`]: `tools/call` naming a tool: MCP reads the tool (and
+//!   refuses a name failing the strict pattern where that applies), JSON-RPC
+//!   reads no tool.
+//!
+//! and the body size matters only through the distinct limits: class *k*
+//! holds the sizes above limit *k−1* up to limit *k*.
+
+use policy_lang::bundle::{Bundle, L7Endpoint, L7Protocol, RpcMatcher};
+use policy_lang::l7body::jsonrpc::{RpcDialect, TOOL_NAME_MAX, parse_rpc_body};
+use policy_lang::matcher::{RpcMethod, TOOLS_CALL, ValueGlob};
+
+use crate::error::ProverError;
+use crate::strings::validity::Rule;
+use crate::strings::{DimSpec, Partition, PatternKind, PatternSet, universe::Universe};
+
+/// Key of the tool-name pattern a strict MCP endpoint requires.
+pub const STRICT_TOOL_KEY: &str = "<strict tool name>";
+
+/// Whether the model knows how an endpoint of this protocol decides. An
+/// endpoint of any other protocol is taken to allow every request that
+/// reaches it, and a diff involving one is not certified
+/// (`engine::unmodelled_protocols`): this is the one place that says which
+/// protocols are modelled.
+pub fn modelled(p: L7Protocol) -> bool {
+    matches!(p, L7Protocol::Rest | L7Protocol::JsonRpc | L7Protocol::Mcp)
+}
+
+/// Whether an endpoint judges JSON-RPC calls in the body.
+pub fn reads_calls(ep: &L7Endpoint) -> bool {
+    matches!(ep.protocol, L7Protocol::JsonRpc | L7Protocol::Mcp)
+}
+
+/// What a single-message body is, up to what endpoints can tell apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    NoBody,
+    Unreadable,
+    Response,
+    /// A method atom.
+    Call(u32),
+    /// A method atom.
+    McpRefused(u32),
+    /// A tool atom.
+    Tool(u32),
+}
+
+/// One value of the body dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallValue {
+    pub shape: Shape,
+    /// Size class: the body is longer than `limits[size - 1]` (or not
+    /// empty) and at most `limits[size]`.
+    pub size: usize,
+}
+
+/// How one endpoint reads a body value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// Refused, whatever the HTTP method.
+    Refused,
+    /// No body: MCP allows it in a `GET`; refused otherwise.
+    Empty,
+    /// Only a response frame: MCP relays it in a `POST`.
+    ResponseOnly,
+    /// One call: method atom and tool atom.
+    Call(u32, Option<u32>),
+}
+
+/// The body dimension.
+#[derive(Debug)]
+pub struct Calls {
+    /// Method atoms (`None` when no endpoint reads calls).
+    pub methods: Option<Partition>,
+    /// Tool-name atoms (`None` when no MCP endpoint names a tool or checks
+    /// names strictly).
+    pub tools: Option<Partition>,
+    /// Index 0 is always "no body".
+    pub values: Vec<CallValue>,
+    /// Distinct body limits of the call-reading endpoints, ascending.
+    pub limits: Vec<usize>,
+    /// The method atom of `tools/call`.
+    tools_call: Option<u32>,
+    /// The method atom of the empty method.
+    empty_method: Option<u32>,
+}
+
+fn method_key(m: &RpcMethod) -> String {
+    m.to_string()
+}
+
+fn glob_key(g: &ValueGlob) -> String {
+    g.as_str().to_owned()
+}
+
+/// Strings of any kind: what a JSON string can hold.
+fn any_string() -> Universe {
+    Universe {
+        accept: "(?s:.*)".to_owned(),
+        reject: Vec::new(),
+        unicode: true,
+    }
+}
+
+fn spec(budget: usize) -> DimSpec {
+    DimSpec {
+        universe: any_string(),
+        valid: |_| true,
+        rule: Rule::Any,
+        budget,
+    }
+}
+
+fn needs_chars(text: &str) -> bool {
+    text.contains(['?', '[']) || !text.is_ascii()
+}
+
+fn rules(ep: &L7Endpoint) -> impl Iterator<Item = &RpcMatcher> {
+    ep.rpc_allow.iter().chain(&ep.rpc_deny)
+}
+
+impl Calls {
+    /// No endpoint reads calls: the one value "no body".
+    pub fn none() -> Calls {
+        Calls {
+            methods: None,
+            tools: None,
+            values: vec![CallValue {
+                shape: Shape::NoBody,
+                size: 0,
+            }],
+            limits: Vec::new(),
+            tools_call: None,
+            empty_method: None,
+        }
+    }
+
+    pub fn build(bundles: &[&Bundle], budget: usize) -> Result<Calls, ProverError> {
+        let eps: Vec<&L7Endpoint> = bundles
+            .iter()
+            .flat_map(|b| b.enforcement.l7.iter())
+            .filter(|e| reads_calls(e))
+            .collect();
+        if eps.is_empty() {
+            return Ok(Calls::none());
+        }
+        let mcp = eps.iter().any(|e| e.protocol == L7Protocol::Mcp);
+        let json = eps.iter().any(|e| e.protocol == L7Protocol::JsonRpc);
+        let mut methods = PatternSet::default();
+        methods.add(TOOLS_CALL, PatternKind::Exact(TOOLS_CALL.to_owned()));
+        methods.add("", PatternKind::Exact(String::new()));
+        let mut tools = PatternSet::default();
+        for ep in &eps {
+            for r in rules(ep) {
+                let m = &r.methods;
+                let kind = match m {
+                    RpcMethod::Exact(name) => PatternKind::Exact(name.clone()),
+                    _ => PatternKind::Glob {
+                        regex: m.to_regex(),
+                        example: m.example(),
+                    },
+                };
+                if needs_chars(&m.to_string()) {
+                    methods.needs_chars();
+                }
+                methods.add(&method_key(m), kind);
+                if ep.protocol != L7Protocol::Mcp {
+                    continue;
+                }
+                for g in r.tools.iter().flat_map(|t| t.globs()) {
+                    let kind = if g.is_literal() {
+                        PatternKind::Exact(g.example())
+                    } else {
+                        PatternKind::Glob {
+                            regex: g.to_regex(),
+                            example: g.example(),
+                        }
+                    };
+                    if needs_chars(g.as_str()) {
+                        tools.needs_chars();
+                    }
+                    tools.add(&glob_key(g), kind);
+                }
+            }
+        }
+        let strict = eps
+            .iter()
+            .any(|e| e.protocol == L7Protocol::Mcp && e.strict_tool_names);
+        if strict {
+            tools.add(
+                STRICT_TOOL_KEY,
+                PatternKind::Glob {
+                    regex: format!("[A-Za-z0-9_.\\-]{{1,{TOOL_NAME_MAX}}}"),
+                    example: "x".to_owned(),
+                },
+            );
+        }
+        let methods = Partition::build(methods, &spec(budget))?;
+        // Without a tool pattern every name reads alike: one atom, from a
+        // partition of no patterns.
+        let tools = if mcp {
+            Some(Partition::build(tools, &spec(budget))?)
+        } else {
+            None
+        };
+        let mut limits: Vec<usize> = eps.iter().map(|e| e.effective_body_limit()).collect();
+        limits.sort_unstable();
+        limits.dedup();
+        let mut values = vec![
+            CallValue {
+                shape: Shape::NoBody,
+                size: 0,
+            },
+            CallValue {
+                shape: Shape::Unreadable,
+                size: 0,
+            },
+        ];
+        for size in 0..limits.len() {
+            let mut add = |shape| values.push(CallValue { shape, size });
+            if mcp {
+                add(Shape::Response);
+            }
+            for m in 0..methods.len() {
+                let m = u32::try_from(m).unwrap_or(u32::MAX);
+                add(Shape::Call(m));
+                // Only MCP refuses it: with no JSON-RPC endpoint it reads
+                // as unreadable, with no MCP endpoint as a call.
+                if mcp && json {
+                    add(Shape::McpRefused(m));
+                }
+            }
+            for t in 0..tools.as_ref().map_or(0, Partition::len) {
+                add(Shape::Tool(u32::try_from(t).unwrap_or(u32::MAX)));
+            }
+        }
+        let tools_call = methods.classify(TOOLS_CALL);
+        let empty_method = methods.classify("");
+        Ok(Calls {
+            methods: Some(methods),
+            tools,
+            values,
+            limits,
+            tools_call,
+            empty_method,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    pub fn value(&self, v: u32) -> Option<CallValue> {
+        self.values.get(v as usize).copied()
+    }
+
+    fn method_atoms(&self, m: &RpcMethod) -> &[u32] {
+        self.methods
+            .as_ref()
+            .map_or(&[], |p| p.atoms_of(&method_key(m)))
+    }
+
+    fn tool_atoms(&self, g: &ValueGlob) -> &[u32] {
+        self.tools
+            .as_ref()
+            .map_or(&[], |p| p.atoms_of(&glob_key(g)))
+    }
+
+    fn strict_ok(&self, tool: u32) -> bool {
+        self.tools
+            .as_ref()
+            .is_some_and(|p| p.atoms_of(STRICT_TOOL_KEY).contains(&tool))
+    }
+
+    fn read(&self, ep: &L7Endpoint, v: CallValue) -> Read {
+        let mcp = ep.protocol == L7Protocol::Mcp;
+        if v.shape == Shape::NoBody {
+            return Read::Empty;
+        }
+        if self
+            .limits
+            .get(v.size)
+            .is_none_or(|&l| l > ep.effective_body_limit())
+        {
+            return Read::Refused;
+        }
+        match v.shape {
+            Shape::NoBody => Read::Empty,
+            Shape::Unreadable => Read::Refused,
+            Shape::Response if mcp => Read::ResponseOnly,
+            Shape::Response => Read::Refused,
+            Shape::Call(m) => Read::Call(m, None),
+            Shape::McpRefused(_) if mcp => Read::Refused,
+            Shape::McpRefused(m) => Read::Call(m, None),
+            Shape::Tool(t) => {
+                let Some(tc) = self.tools_call else {
+                    return Read::Refused;
+                };
+                if !mcp {
+                    Read::Call(tc, None)
+                } else if ep.strict_tool_names && !self.strict_ok(t) {
+                    Read::Refused
+                } else {
+                    Read::Call(tc, Some(t))
+                }
+            }
+        }
+    }
+
+    fn matches(&self, r: &RpcMatcher, method: u32, tool: Option<u32>) -> bool {
+        self.method_atoms(&r.methods).contains(&method)
+            && match &r.tools {
+                None => true,
+                Some(set) => tool
+                    .is_some_and(|t| set.globs().iter().any(|g| self.tool_atoms(g).contains(&t))),
+            }
+    }
+
+    fn ids(&self, keep: impl Fn(CallValue) -> bool) -> Vec<u32> {
+        self.values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| keep(**v))
+            .filter_map(|(i, _)| u32::try_from(i).ok())
+            .collect()
+    }
+
+    /// Values the endpoint refuses whatever the HTTP method ("no body" is
+    /// not among them: it depends on the method).
+    pub fn refused(&self, ep: &L7Endpoint) -> Vec<u32> {
+        self.ids(|v| self.read(ep, v) == Read::Refused)
+    }
+
+    /// Values with a call matching one of `rules` as the endpoint reads it.
+    pub fn matching(&self, ep: &L7Endpoint, rules: &[RpcMatcher]) -> Vec<u32> {
+        self.ids(|v| match self.read(ep, v) {
+            Read::Call(m, t) => rules.iter().any(|r| self.matches(r, m, t)),
+            _ => false,
+        })
+    }
+
+    /// Values a `POST` lets through on the endpoint when no deny rule
+    /// matches: a call an allow rule or the all-MCP-methods profile
+    /// allows, or (MCP) a lone response frame.
+    pub fn allowed(&self, ep: &L7Endpoint) -> Vec<u32> {
+        self.ids(|v| match self.read(ep, v) {
+            Read::ResponseOnly => true,
+            Read::Call(m, t) => {
+                let profile = ep.all_mcp_methods
+                    && Some(m) != self.empty_method
+                    && (Some(m) != self.tools_call || !ep.tools_narrowed());
+                profile || ep.rpc_allow.iter().any(|r| self.matches(r, m, t))
+            }
+            _ => false,
+        })
+    }
+
+    fn method_text(&self, m: u32) -> Option<String> {
+        self.methods.as_ref()?.atom(m)?.witness.clone()
+    }
+
+    fn tool_text(&self, t: u32) -> Option<String> {
+        self.tools.as_ref()?.atom(t)?.witness.clone()
+    }
+
+    /// The body message of a value, unpadded; `Ok(None)` for no body;
+    /// `Err` with the reason when an atom has no concrete string.
+    pub fn message(&self, v: u32) -> Result<Option<String>, String> {
+        let Some(value) = self.value(v) else {
+            return Ok(None);
+        };
+        let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let method = |m: u32| {
+            self.method_text(m)
+                .ok_or_else(|| "no concrete JSON-RPC method was found for an atom".to_owned())
+        };
+        Ok(Some(match value.shape {
+            Shape::NoBody => return Ok(None),
+            Shape::Unreadable => "x".to_owned(),
+            Shape::Response => r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_owned(),
+            Shape::Call(m) if Some(m) == self.tools_call => {
+                format!(r#"{{"jsonrpc":"2.0","method":{}}}"#, quote(TOOLS_CALL))
+            }
+            Shape::Call(m) => {
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":{}}}"#,
+                    quote(&method(m)?)
+                )
+            }
+            Shape::McpRefused(m) => format!(
+                r#"{{"jsonrpc":"2.0","id":null,"method":{}}}"#,
+                quote(&method(m)?)
+            ),
+            Shape::Tool(t) => {
+                let tool = self
+                    .tool_text(t)
+                    .ok_or_else(|| "no concrete MCP tool name was found for an atom".to_owned())?;
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":{},"params":{{"name":{}}}}}"#,
+                    quote(TOOLS_CALL),
+                    quote(&tool)
+                )
+            }
+        }))
+    }
+
+    /// The body size a value's witness must have, when its message alone
+    /// is too short for its size class; `Err` when the message is too
+    /// long for it.
+    pub fn padded_len(&self, v: u32, message: &str) -> Result<Option<usize>, String> {
+        let Some(value) = self.value(v) else {
+            return Ok(None);
+        };
+        if matches!(value.shape, Shape::NoBody | Shape::Unreadable) {
+            return Ok(None);
+        }
+        let lo = match value.size {
+            0 => 0,
+            k => self.limits.get(k - 1).copied().unwrap_or(0),
+        };
+        let hi = self.limits.get(value.size).copied().unwrap_or(usize::MAX);
+        if message.len() > hi {
+            return Err(format!(
+                "the JSON-RPC message `{message}` is longer than the body limit of {hi} bytes"
+            ));
+        }
+        Ok((message.len() <= lo).then_some(lo + 1))
+    }
+
+    /// The whole body of a value's witness (the message, padded with
+    /// spaces to its size class); `None` for no body.
+    pub fn body(&self, v: u32) -> Option<Vec<u8>> {
+        let msg = self.message(v).ok()??;
+        let mut out = msg.clone().into_bytes();
+        if let Ok(Some(n)) = self.padded_len(v, &msg) {
+            out.resize(n, b' ');
+        }
+        Some(out)
+    }
+
+    /// Why a value cannot be shown as a concrete body; `None` when it can.
+    pub fn unshowable(&self, v: u32) -> Option<String> {
+        match self.message(v) {
+            Err(why) => Some(why),
+            Ok(None) => None,
+            Ok(Some(msg)) => self.padded_len(v, &msg).err(),
+        }
+    }
+
+    /// The JSON-RPC method and tool a value shows (for witnesses).
+    pub fn call_of(&self, v: u32) -> (Option<String>, Option<String>) {
+        match self.value(v).map(|x| x.shape) {
+            Some(Shape::Call(m) | Shape::McpRefused(m)) => (self.method_text(m), None),
+            Some(Shape::Tool(t)) => (Some(TOOLS_CALL.to_owned()), self.tool_text(t)),
+            _ => (None, None),
+        }
+    }
+
+    /// The value of a concrete body (`None`: no body): what every
+    /// endpoint reads it as. `None` for a batch, which the model
+    /// represents by its single messages.
+    pub fn classify(&self, body: Option<&[u8]>) -> Option<u32> {
+        let body = body.unwrap_or_default();
+        if body.is_empty() || self.methods.is_none() {
+            return Some(0);
+        }
+        let Some(size) = self.limits.iter().position(|&l| body.len() <= l) else {
+            return self.find(Shape::Unreadable, 0);
+        };
+        let Ok(generic) = parse_rpc_body(body, RpcDialect::JsonRpc, false) else {
+            return self.find(Shape::Unreadable, 0);
+        };
+        if generic.batch {
+            return None;
+        }
+        let Some(call) = generic.calls.first() else {
+            return self
+                .find(Shape::Response, size)
+                .or_else(|| self.find(Shape::Unreadable, 0));
+        };
+        let method = self.methods.as_ref()?.classify(&call.method)?;
+        match parse_rpc_body(body, RpcDialect::Mcp, false) {
+            Err(_) => self.find(Shape::McpRefused(method), size).or_else(|| {
+                if self.tools.is_some() {
+                    self.find(Shape::Unreadable, 0)
+                } else {
+                    self.find(Shape::Call(method), size)
+                }
+            }),
+            Ok(mcp) => match mcp.calls.first().and_then(|c| c.tool.as_deref()) {
+                Some(tool) => match &self.tools {
+                    Some(p) => self.find(Shape::Tool(p.classify(tool)?), size),
+                    None => self.find(Shape::Call(method), size),
+                },
+                None => self.find(Shape::Call(method), size),
+            },
+        }
+    }
+
+    fn find(&self, shape: Shape, size: usize) -> Option<u32> {
+        self.values
+            .iter()
+            .position(|v| *v == CallValue { shape, size })
+            .and_then(|i| u32::try_from(i).ok())
+    }
+
+    /// How a value reads in a region summary.
+    pub fn describe(&self, v: u32) -> String {
+        let Some(value) = self.value(v) else {
+            return String::new();
+        };
+        let size = if self.limits.len() > 1 {
+            let hi = self.limits.get(value.size).copied().unwrap_or(0);
+            format!(" (body up to {hi} bytes)")
+        } else {
+            String::new()
+        };
+        let name = |part: &Option<Partition>, a: u32| {
+            part.as_ref()
+                .and_then(|p| p.atom(a))
+                .map(|atom| match (&atom.witness, atom.exact) {
+                    (Some(w), true) => format!("`{w}`"),
+                    _ => {
+                        let pats: Vec<String> = atom
+                            .sig
+                            .iter()
+                            .filter_map(|&k| part.as_ref().map(|p| p.name(k)))
+                            .filter(|n| !n.starts_with('<'))
+                            .map(|n| format!("`{n}`"))
+                            .collect();
+                        if pats.is_empty() {
+                            "any other".to_owned()
+                        } else {
+                            format!("matching {}", pats.join(" "))
+                        }
+                    }
+                })
+                .unwrap_or_default()
+        };
+        let text = match value.shape {
+            Shape::NoBody => "no body".to_owned(),
+            Shape::Unreadable => "an unreadable body".to_owned(),
+            Shape::Response => "a response frame".to_owned(),
+            Shape::Call(m) if Some(m) == self.tools_call => {
+                "a `tools/call` notification".to_owned()
+            }
+            Shape::Call(m) => format!("call {}", name(&self.methods, m)),
+            Shape::McpRefused(m) => format!("call {} with a null id", name(&self.methods, m)),
+            Shape::Tool(t) => format!("tool {}", name(&self.tools, t)),
+        };
+        format!("{text}{size}")
+    }
+}
