@@ -2,7 +2,9 @@
 //! `bench/prover.sh`: both policies compiled from their files, then proved,
 //! in a loop in one process (the way an in-process harness calls a library),
 //! so process start and the first call's one-time costs are not counted.
-//! The first call is reported on its own line.
+//! The first call is reported on its own line; the runs are reported warm
+//! (the patterns' automata kept from the runs before, as in a process that
+//! proves change after change) and cold (every automaton built anew).
 //!
 //! `cargo bench -p prover --bench small_pairs` (files from `bench/prover.sh`,
 //! which writes them to `target/bench/prover/`).
@@ -100,16 +102,28 @@ fn main() {
         "first call in the process (widened): {:.2} ms",
         first.as_secs_f64() * 1e3
     );
-    for (name, a, b, verdict) in &pairs {
-        let cpu = cpu_time();
-        let times: Vec<Duration> = (0..RUNS).map(|_| once(a, b, *verdict)).collect();
-        let cpu = (cpu_time() - cpu) / u32::try_from(RUNS).unwrap_or(1);
-        let min = times.iter().min().copied().unwrap_or_default();
-        println!(
-            "{name}: median {:.2} ms, min {:.2} ms, CPU {:.2} ms per run ({RUNS} runs, compile both + prove)",
-            median(times).as_secs_f64() * 1e3,
-            min.as_secs_f64() * 1e3,
-            cpu.as_secs_f64() * 1e3
-        );
+    // Warm: the process has proved the pair before, and keeps the
+    // patterns' automata. Cold: every automaton is built anew each run.
+    for cold in [false, true] {
+        for (name, a, b, verdict) in &pairs {
+            let cpu = cpu_time();
+            let times: Vec<Duration> = (0..RUNS)
+                .map(|_| {
+                    if cold {
+                        prover::strings::forget_cached();
+                    }
+                    once(a, b, *verdict)
+                })
+                .collect();
+            let cpu = (cpu_time() - cpu) / u32::try_from(RUNS).unwrap_or(1);
+            let min = times.iter().min().copied().unwrap_or_default();
+            println!(
+                "{name}, {}: median {:.2} ms, min {:.2} ms, CPU {:.2} ms per run ({RUNS} runs, compile both + prove)",
+                if cold { "cold automata" } else { "warm" },
+                median(times).as_secs_f64() * 1e3,
+                min.as_secs_f64() * 1e3,
+                cpu.as_secs_f64() * 1e3
+            );
+        }
     }
 }

@@ -129,8 +129,17 @@ impl Report {
 
 struct Side<'a> {
     bundle: &'a Bundle,
-    eval: Evaluator,
+    /// Built on first use: only a finding is replayed through it, and a
+    /// diff without one should not pay for copying and indexing the bundle.
+    evaluator: std::cell::OnceCell<Evaluator>,
     model: Model,
+}
+
+impl Side<'_> {
+    fn eval(&self) -> &Evaluator {
+        self.evaluator
+            .get_or_init(|| Evaluator::new(self.bundle.clone()))
+    }
 }
 
 fn extra(bundles: &[&Bundle], opts: &Options) -> Extra {
@@ -260,12 +269,12 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     let meta = defs.define("metadata_destination", model::metadata_dest(&dom));
     let n = Side {
         bundle: nb,
-        eval: Evaluator::new(nb.clone()),
+        evaluator: std::cell::OnceCell::new(),
         model: nm,
     };
     let o = old_side.map(|(b, m)| Side {
         bundle: b,
-        eval: Evaluator::new(b.clone()),
+        evaluator: std::cell::OnceCell::new(),
         model: m,
     });
     let queries = match &o {
@@ -457,8 +466,8 @@ struct Cx<'a> {
 impl Cx<'_> {
     fn observe(&self, req: &policy_lang::eval::Request, body: Option<&[u8]>) -> Observations {
         let reg = &self.opts.registry;
-        let n = witness::observe(&self.n.eval, req, body, reg);
-        let o = self.o.map(|o| witness::observe(&o.eval, req, body, reg));
+        let n = witness::observe(self.n.eval(), req, body, reg);
+        let o = self.o.map(|o| witness::observe(o.eval(), req, body, reg));
         (n, o, n.meta)
     }
 
@@ -471,11 +480,11 @@ impl Cx<'_> {
         let body = witness::body(self.dom, &p);
         let (req, body, (nobs, oobs, meta)) = self.witness_form(q, full, body);
         let verified = query::holds(q.category, q.variant, &nobs, oobs.as_ref(), meta);
-        let nd = self.n.eval.eval_with_body(&req, body.as_deref());
+        let nd = self.n.eval().eval_with_body(&req, body.as_deref());
         let new_rule = nd.rule.as_ref().map(Loc::of);
         let (old_reason, old_rule) = match self.o {
             Some(o) => {
-                let od = o.eval.eval_with_body(&req, body.as_deref());
+                let od = o.eval().eval_with_body(&req, body.as_deref());
                 let conn = oobs.is_some_and(|x| x.conn);
                 let (mut text, at) = finding::old_reason(&od, conn);
                 if conn && od.decision != policy_lang::eval::Verdict::Deny {
@@ -818,7 +827,7 @@ impl Cx<'_> {
             let req = witness::request(dom, &p);
             let body = witness::body(dom, &p);
             let (nobs, oobs, _) = self.observe(&req, body.as_deref());
-            let nd = self.n.eval.eval_with_body(&req, body.as_deref());
+            let nd = self.n.eval().eval_with_body(&req, body.as_deref());
             let origin = self.n.bundle.provenance.secrets.get(i).map(Loc::of);
             let mut summary = finding::summarize(dom, &region);
             summary.text = format!("binaries {}", summary.binaries.join(", "));

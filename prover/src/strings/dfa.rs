@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use rustc_hash::FxHashMap;
 
-use super::pattern::{self, PatternDfa};
+use super::pattern;
 use crate::error::ProverError;
 
 /// The number of strings in a set, when finite.
@@ -94,7 +94,7 @@ impl MultiDfa {
     pub fn build(patterns: &[String], unicode: bool) -> Result<Self, ProverError> {
         let parts = patterns
             .iter()
-            .map(|p| PatternDfa::build(p, unicode, SIZE_LIMIT))
+            .map(|p| pattern::cached(p, unicode, SIZE_LIMIT))
             .collect::<Result<Vec<_>, _>>()?;
         // Joint classes: bytes every pattern's DFA puts in the same class,
         // refined one pattern at a time.

@@ -12,6 +12,8 @@
 
 pub mod dfa;
 mod pattern;
+
+pub use pattern::forget_cached;
 pub mod search;
 pub mod universe;
 pub mod validity;

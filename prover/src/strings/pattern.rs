@@ -17,9 +17,56 @@ use regex_automata::nfa::thompson::{self, WhichCaptures};
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 use regex_syntax::hir::{Class, Hir, HirKind};
-use rustc_hash::FxHashMap;
+use std::sync::{Arc, Mutex};
+
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use crate::error::ProverError;
+
+/// Patterns recur: the two sides of a diff share most of theirs, and a
+/// process that proves change after change (the gateway, a CI harness)
+/// meets the same globs again and again. A pattern's DFA depends on the
+/// regex alone, so it is kept: up to this many, then the cache starts over.
+const CACHED_PATTERNS: usize = 4096;
+
+/// Byte and character automata, by regex.
+type Cache = [FxHashMap<String, Arc<PatternDfa>>; 2];
+static CACHE: Mutex<Cache> = Mutex::new([
+    FxHashMap::with_hasher(FxBuildHasher),
+    FxHashMap::with_hasher(FxBuildHasher),
+]);
+
+/// The DFA of `pattern`, from the cache when it was built before.
+pub(crate) fn cached(
+    pattern: &str,
+    unicode: bool,
+    size_limit: usize,
+) -> Result<Arc<PatternDfa>, ProverError> {
+    let slot = usize::from(unicode);
+    if let Ok(cache) = CACHE.lock()
+        && let Some(dfa) = cache.get(slot).and_then(|m| m.get(pattern))
+    {
+        return Ok(Arc::clone(dfa));
+    }
+    let dfa = Arc::new(PatternDfa::build(pattern, unicode, size_limit)?);
+    if let Ok(mut cache) = CACHE.lock()
+        && let Some(map) = cache.get_mut(slot)
+    {
+        if map.len() >= CACHED_PATTERNS {
+            map.clear();
+        }
+        map.insert(pattern.to_owned(), Arc::clone(&dfa));
+    }
+    Ok(dfa)
+}
+
+/// Empties the cache, so the next proofs build every automaton anew (to
+/// measure them cold).
+pub fn forget_cached() {
+    if let Ok(mut cache) = CACHE.lock() {
+        cache.iter_mut().for_each(FxHashMap::clear);
+    }
+}
 
 /// No continuation: the pattern cannot match any longer string.
 pub(crate) const DEAD: u32 = u32::MAX;
