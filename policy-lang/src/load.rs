@@ -60,8 +60,7 @@ pub fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError
     let mut loaded = Loaded::default();
     let main = read_source(path)?;
     let creds = credentials.map(read_source).transpose()?;
-    let mut stack = Vec::new();
-    load_into(&mut loaded, main, &mut stack, true);
+    load_into(&mut loaded, main, &mut Included::default(), true);
     if let Some(cf) = creds {
         let (doc, diags) = import::credentials_to_document(&cf);
         loaded.diagnostics.extend(diags);
@@ -76,7 +75,7 @@ pub fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError
 /// is read from disk, so an `include` is an error here.
 pub fn load_sources(main: SourceFile, credentials: Option<SourceFile>) -> Loaded {
     let mut loaded = Loaded::default();
-    load_into(&mut loaded, main, &mut Vec::new(), false);
+    load_into(&mut loaded, main, &mut Included::default(), false);
     if let Some(cf) = credentials {
         let (doc, diags) = import::credentials_to_document(&cf);
         loaded.diagnostics.extend(diags);
@@ -86,14 +85,35 @@ pub fn load_sources(main: SourceFile, credentials: Option<SourceFile>) -> Loaded
     loaded
 }
 
+/// Files met while following includes, by canonical path (each resolved
+/// once: a policy with fragments would otherwise resolve every path of the
+/// stack again for each include).
+#[derive(Default)]
+struct Included {
+    /// The files being loaded, outermost first.
+    stack: Vec<PathBuf>,
+    /// Every file loaded so far.
+    loaded: Vec<PathBuf>,
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// `includes`: whether `include` reads fragments from disk.
-fn load_into(loaded: &mut Loaded, file: SourceFile, stack: &mut Vec<PathBuf>, includes: bool) {
+fn load_into(loaded: &mut Loaded, file: SourceFile, seen: &mut Included, includes: bool) {
     let (doc, diags) = parse_source(&file);
     loaded.diagnostics.extend(diags);
     loaded.sources.push(file.clone());
-    let Some(doc) = doc else { return };
     let here = PathBuf::from(file.path());
-    stack.push(here.clone());
+    let canon = if includes {
+        canonical(&here)
+    } else {
+        here.clone()
+    };
+    seen.loaded.push(canon.clone());
+    let Some(doc) = doc else { return };
+    seen.stack.push(canon);
     let includes_of: Vec<(String, Span)> = doc
         .items
         .iter()
@@ -116,15 +136,13 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, stack: &mut Vec<PathBuf>, in
                 .help("submit one self-contained policy: paste the fragment's rules in place of the include"),
             );
         }
-        stack.pop();
+        seen.stack.pop();
         return;
     }
     for (rel, span) in includes_of {
         let target = here.parent().unwrap_or(Path::new(".")).join(&rel);
-        let canon = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
-        let cyclic = stack
-            .iter()
-            .any(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()) == canon);
+        let canon = canonical(&target);
+        let cyclic = seen.stack.contains(&canon);
         if cyclic {
             loaded.diagnostics.push(
                 Diagnostic::new(
@@ -138,16 +156,13 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, stack: &mut Vec<PathBuf>, in
             );
             continue;
         }
-        let already = loaded.sources.iter().any(|s| {
-            std::fs::canonicalize(s.path()).unwrap_or_else(|_| PathBuf::from(s.path())) == canon
-        });
-        if already {
+        if seen.loaded.contains(&canon) {
             continue;
         }
         match read_source(&target) {
             Ok(inc) => {
                 let before = loaded.docs.len();
-                load_into(loaded, inc, stack, true);
+                load_into(loaded, inc, seen, true);
                 if let Some(d) = loaded.docs.get(before)
                     && d.kind != DocKind::Fragment
                 {
@@ -174,7 +189,7 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, stack: &mut Vec<PathBuf>, in
             ),
         }
     }
-    stack.pop();
+    seen.stack.pop();
 }
 
 /// The result of checking one policy.
