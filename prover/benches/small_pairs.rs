@@ -23,7 +23,14 @@ use policy_lang::bundle::Bundle;
 use policy_lang::load;
 use prover::{Options, Verdict};
 
-const RUNS: usize = 501;
+/// Runs per figure; `SMALL_PAIRS_RUNS` sets fewer (e.g. under callgrind,
+/// whose instruction counts do not vary with the machine's load).
+fn runs() -> usize {
+    std::env::var("SMALL_PAIRS_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(501)
+}
 
 fn compile(path: &Path) -> Bundle {
     match load::compile_file(path, None) {
@@ -104,10 +111,11 @@ fn main() {
     );
     // Warm: the process has proved the pair before, and keeps the
     // patterns' automata. Cold: every automaton is built anew each run.
+    let runs = runs();
     for cold in [false, true] {
         for (name, a, b, verdict) in &pairs {
             let cpu = cpu_time();
-            let times: Vec<Duration> = (0..RUNS)
+            let times: Vec<Duration> = (0..runs)
                 .map(|_| {
                     if cold {
                         prover::strings::forget_cached();
@@ -115,10 +123,10 @@ fn main() {
                     once(a, b, *verdict)
                 })
                 .collect();
-            let cpu = (cpu_time() - cpu) / u32::try_from(RUNS).unwrap_or(1);
+            let cpu = (cpu_time() - cpu) / u32::try_from(runs).unwrap_or(1);
             let min = times.iter().min().copied().unwrap_or_default();
             println!(
-                "{name}, {}: median {:.2} ms, min {:.2} ms, CPU {:.2} ms per run ({RUNS} runs, compile both + prove)",
+                "{name}, {}: median {:.2} ms, min {:.2} ms, CPU {:.2} ms per run ({runs} runs, compile both + prove)",
                 if cold { "cold automata" } else { "warm" },
                 median(times).as_secs_f64() * 1e3,
                 min.as_secs_f64() * 1e3,

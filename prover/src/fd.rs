@@ -60,6 +60,36 @@ struct Ctx<'a> {
     budget: usize,
     /// Per set dimension, the class of each value (see [`Classes`]).
     classes: Classes,
+    /// The definitions `f` refers to, directly or through others: the
+    /// search evaluates only these (a query names a few of the model's).
+    needed: Vec<bool>,
+}
+
+fn mark_defs(f: &F, needed: &mut [bool]) {
+    match f {
+        F::Const(_) => {}
+        F::Lit(Lit::Def(d)) => {
+            if let Some(n) = needed.get_mut(*d as usize) {
+                *n = true;
+            }
+        }
+        F::Lit(_) => {}
+        F::Not(inner) => mark_defs(inner, needed),
+        F::And(v) | F::Or(v) => v.iter().for_each(|x| mark_defs(x, needed)),
+    }
+}
+
+/// Which definitions `f` depends on. A definition refers only to earlier
+/// ones, so one pass from the last to the first finds them all.
+fn needed_defs(defs: &Defs, f: &F) -> Vec<bool> {
+    let mut needed = vec![false; defs.items.len()];
+    mark_defs(f, &mut needed);
+    for (i, d) in defs.items.iter().enumerate().rev() {
+        if needed.get(i) == Some(&true) {
+            mark_defs(&d.body, &mut needed);
+        }
+    }
+    needed
 }
 
 /// Values of a dimension that no literal of the formula or the definitions
@@ -135,10 +165,10 @@ fn classes_of(n: usize, sets: &mut Vec<&[u32]>) -> Vec<u32> {
 }
 
 impl Classes {
-    fn of(dom: &Domain, defs: &Defs, f: &F) -> Classes {
+    fn of(dom: &Domain, defs: &Defs, f: &F, needed: &[bool]) -> Classes {
         let mut s = Sets::default();
         collect(f, &mut s);
-        for d in &defs.items {
+        for (d, _) in defs.items.iter().zip(needed).filter(|(_, n)| **n) {
             collect(&d.body, &mut s);
         }
         let shas: Vec<[u32; 1]> = s.shas.iter().map(|&k| [k]).collect();
@@ -228,6 +258,11 @@ impl Ctx<'_> {
     fn defs3(&self, p: &Point, known: u64, prev: &[V3], dirty: u64) -> Vec<V3> {
         let mut out: Vec<V3> = Vec::with_capacity(self.defs.items.len());
         for (i, d) in self.defs.items.iter().enumerate() {
+            if self.needed.get(i) != Some(&true) {
+                // Never read: nothing needed refers to it.
+                out.push((None, 0));
+                continue;
+            }
             let depends = u64::from(d.mask & !dim::QUERY) & dirty != 0
                 || (d.mask & dim::QUERY != 0 && dirty >> QUERY_BIT0 != 0);
             let v = match prev.get(i) {
@@ -354,6 +389,7 @@ pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) ->
         qa: vec![false; nq],
         qd: vec![false; nq],
     };
+    let needed = needed_defs(defs, f);
     let mut cx = Ctx {
         dom,
         defs,
@@ -361,7 +397,8 @@ pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) ->
         f,
         nodes: 0,
         budget,
-        classes: Classes::of(dom, defs, f),
+        classes: Classes::of(dom, defs, f, &needed),
+        needed,
     };
     let all: Vec<u64> = ORDER
         .iter()
