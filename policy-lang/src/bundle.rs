@@ -391,8 +391,31 @@ pub enum BundleError {
 /// `sha256:<hex>` of the canonical (compact) JSON encoding of the
 /// enforcement content.
 pub fn digest_of(content: &Tables) -> String {
-    let bytes = serde_json::to_vec(content).unwrap_or_default();
-    format!("sha256:{}", hex(&Sha256::digest(&bytes)))
+    // Streamed into the hash: the encoding of a large policy need not be
+    // held (and regrown) in memory just to be hashed once.
+    let mut hashing = std::io::BufWriter::with_capacity(8192, HashWriter(Sha256::new()));
+    let digest = match serde_json::to_writer(&mut hashing, content) {
+        Ok(()) => hashing
+            .into_inner()
+            .map_or_else(|_| Sha256::digest([]), |w| w.0.finalize()),
+        // As the encoding of nothing, like a failed `to_vec` before.
+        Err(_) => Sha256::digest([]),
+    };
+    format!("sha256:{}", hex(&digest))
+}
+
+/// Feeds what is written to a SHA-256 state.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
