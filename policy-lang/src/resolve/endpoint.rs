@@ -300,6 +300,9 @@ pub(super) fn resolve(
             all_mcp_methods: all_mcp_methods.is_some(),
             rpc_allow: rpc.allow.into_iter().map(|(_, rule)| rule).collect(),
             rpc_deny: rpc.deny.into_iter().map(|(_, rule)| rule).collect(),
+            graphql_allow: Vec::new(),
+            graphql_deny: Vec::new(),
+            persisted: Vec::new(),
         }),
     };
     let binaries = binaries?;
