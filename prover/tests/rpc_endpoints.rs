@@ -318,3 +318,22 @@ fn the_policy_shipped_for_mcp_is_certified_against_itself_and_a_new_tool_is_foun
         assert_replays(f, &old, &new);
     }
 }
+
+/// GraphQL operations are not modelled yet: a new mutation must not be
+/// certified (the answer says why), while an unchanged policy still is.
+#[test]
+fn graphql_endpoints_are_never_certified_by_omission() {
+    let gql = |rules: &str| endpoint("graphql", &format!("    path /graphql\n{rules}"));
+    let old = gql("    allow graphql query");
+    let new = gql("    allow graphql query mutation");
+    let r = diff(&old, &new);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r:#?}");
+    assert!(
+        r.inconclusive
+            .as_deref()
+            .is_some_and(|w| w.contains("graphql")),
+        "{r:#?}"
+    );
+    let same = diff(&old, &gql("    allow graphql query"));
+    assert_eq!(same.verdict, Verdict::NoNewAccess, "{same:#?}");
+}
