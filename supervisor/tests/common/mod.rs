@@ -289,3 +289,79 @@ pub fn read_all(mut r: impl Read) -> String {
     let _ = r.read_to_string(&mut s);
     s
 }
+
+/// Compiles a policy whose `graphql` endpoints are written in the
+/// language's syntax, for as long as the grammar does not read them: each
+/// such endpoint is compiled as an `http` endpoint holding a marker rule,
+/// and the bundle's endpoint is then given the GraphQL rules the block
+/// states (`allow|deny graphql TYPES [name GLOB] [field NAME...]`).
+pub fn graphql_bundle(dir: &Dir, name: &str, body: &str) -> PathBuf {
+    use policy_lang::bundle::{Bundle, L7Protocol};
+    type Block = (Option<u64>, Vec<serde_json::Value>, Vec<serde_json::Value>);
+    let mut text = String::new();
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut inside = false;
+    for line in body.lines() {
+        let t = line.trim();
+        if t.ends_with(" graphql {") || t.ends_with(" graphql audit {") {
+            let head = line.replace(" graphql ", " http ");
+            text.push_str(&format!(
+                "{head}\n    allow POST /graphql-marker-{}\n",
+                blocks.len()
+            ));
+            blocks.push((None, Vec::new(), Vec::new()));
+            inside = true;
+            continue;
+        }
+        if inside {
+            let words: Vec<&str> = t.split_whitespace().collect();
+            let block = blocks.last_mut().unwrap();
+            match words.as_slice() {
+                ["}"] => inside = false,
+                ["body_limit", n] => {
+                    block.0 = Some(n.parse().unwrap());
+                    continue;
+                }
+                [verb @ ("allow" | "deny"), "graphql", types, rest @ ..] => {
+                    let mut rule = serde_json::json!({ "types": types });
+                    let mut rest = rest;
+                    if let ["name", glob, more @ ..] = rest {
+                        rule["name"] = serde_json::json!(glob);
+                        rest = more;
+                    }
+                    if let ["field", fields @ ..] = rest {
+                        rule["fields"] = serde_json::json!(fields);
+                    }
+                    if *verb == "allow" {
+                        block.1.push(rule);
+                    } else {
+                        block.2.push(rule);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        text.push_str(line);
+        text.push('\n');
+    }
+    let out = bundle(dir, name, &text);
+    let mut bundle = Bundle::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    for ep in &mut bundle.enforcement.l7 {
+        let json = serde_json::to_string(&*ep).unwrap();
+        let Some(k) = (0..blocks.len()).find(|k| json.contains(&format!("/graphql-marker-{k}\"")))
+        else {
+            continue;
+        };
+        let (limit, allow, deny) = &blocks[k];
+        ep.protocol = L7Protocol::Graphql;
+        ep.body_limit = *limit;
+        ep.allow.clear();
+        ep.deny.clear();
+        ep.graphql_allow = serde_json::from_value(serde_json::Value::Array(allow.clone())).unwrap();
+        ep.graphql_deny = serde_json::from_value(serde_json::Value::Array(deny.clone())).unwrap();
+    }
+    let bundle = Bundle::new(bundle.enforcement, bundle.provenance);
+    std::fs::write(&out, bundle.to_bytes()).unwrap();
+    out
+}

@@ -2,7 +2,8 @@
 (one keep-alive connection), then httpx alone for an event stream.
 
 argv: the endpoint's URL. One JSON line per step; a step that fails prints
-its error and the HTTP status, when there was one.
+its error and, when there was an HTTP response, its status, its
+`x-openshell-policy` header and its body.
 """
 import json, sys, time
 
@@ -22,7 +23,11 @@ def step(name, run):
     try:
         out(step=name, ok=True, result=run())
     except TransportServerError as e:
-        out(step=name, ok=False, status=e.code, error=str(e))
+        # The HTTP response the transport refused, when there was one.
+        resp = getattr(e.__cause__, "response", None)
+        out(step=name, ok=False, status=e.code, error=str(e),
+            policy=resp.headers.get("x-openshell-policy") if resp is not None else None,
+            body=resp.text if resp is not None else None)
     except Exception as e:
         out(step=name, ok=False, status=None, error=repr(e))
 

@@ -194,16 +194,20 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
+        self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self.close_connection = True
+
+        def chunk(data):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
         released.clear()
-        self.wfile.write(b'event: next\ndata: {"data":{"ticks":1}}\n\n')
-        self.wfile.flush()
+        chunk(b'event: next\ndata: {"data":{"ticks":1}}\n\n')
         got = released.wait(20)
-        self.wfile.write(b'event: next\ndata: {"data":{"ticks":2},"released":%s}\n\n'
-                         % (b"true" if got else b"false"))
-        self.wfile.write(b"event: complete\ndata:\n\n")
+        chunk(b'event: next\ndata: {"data":{"ticks":2},"released":%s}\n\n'
+              % (b"true" if got else b"false"))
+        chunk(b"event: complete\ndata:\n\n")
+        self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
     def record(self, seen):
