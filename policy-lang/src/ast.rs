@@ -169,6 +169,9 @@ pub enum Protocol {
     Mcp,
     /// Generic JSON-RPC over HTTP: rules judge each call's method.
     JsonRpc,
+    /// GraphQL over HTTP: rules judge each operation's type, name and
+    /// root fields.
+    Graphql,
 }
 
 impl Protocol {
@@ -177,9 +180,15 @@ impl Protocol {
         matches!(self, Protocol::Mcp | Protocol::JsonRpc)
     }
 
-    /// Whether requests pass the L7 proxy (REST or JSON-RPC rules).
+    /// Whether requests pass the L7 proxy (REST, JSON-RPC or GraphQL
+    /// rules).
     pub fn is_l7(self) -> bool {
-        self == Protocol::Http || self.is_rpc()
+        self == Protocol::Http || self.reads_body()
+    }
+
+    /// Whether the proxy reads request bodies for the rules.
+    pub fn reads_body(self) -> bool {
+        self.is_rpc() || self == Protocol::Graphql
     }
 }
 
@@ -264,6 +273,22 @@ pub enum EndpointStmt {
         action: Node<RuleAction>,
         methods: Vec<Node<String>>,
         tools: Vec<Node<String>>,
+    },
+    /// `allow|deny graphql TYPES... [name GLOB] [field GLOB...]` on a
+    /// GraphQL endpoint; `fields` is empty when the rule names none.
+    Graphql {
+        action: Node<RuleAction>,
+        types: Vec<Node<String>>,
+        name: Option<Node<String>>,
+        fields: Vec<Node<String>>,
+    },
+    /// `persisted ID TYPE [name NAME] [field NAME...]`: a registered
+    /// persisted query of a GraphQL endpoint.
+    Persisted {
+        id: Node<String>,
+        kind: Node<String>,
+        name: Option<Node<String>>,
+        fields: Vec<Node<String>>,
     },
     Path(Node<String>),
     Addresses(Vec<Node<String>>),

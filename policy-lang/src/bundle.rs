@@ -15,12 +15,16 @@ use crate::ir::{
     BinaryRef, Dest, Enforcement, Injection, LandlockMode, Origin, SecretSource, TlsMode,
 };
 use crate::matcher::{
-    AddrSet, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher, RpcMethod, ToolSet,
+    AddrSet, GraphqlNameGlob, HostPattern, HttpPathGlob, MethodSet, OperationType,
+    OperationTypeSet, PortSet, QueryMatcher, RpcMethod, ToolSet,
 };
 
 /// The bundle format this build writes. Version 2 added JSON-RPC and MCP
 /// endpoints; every new field has a default that means what version 1
-/// meant, so version 1 bundles are still read.
+/// meant, so version 1 bundles are still read. GraphQL endpoints came
+/// later within version 2: their fields are optional too, and a reader
+/// that does not know them refuses the bundle (an unknown `protocol`
+/// variant or field fails to deserialize) rather than misreading it.
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The oldest bundle format this build reads.
@@ -203,6 +207,18 @@ pub struct L7Endpoint {
     pub rpc_allow: Vec<RpcMatcher>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rpc_deny: Vec<RpcMatcher>,
+    /// GraphQL: every operation of a request must match one of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphql_allow: Vec<GraphqlRule>,
+    /// GraphQL: an operation matching one of these denies the request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphql_deny: Vec<GraphqlRule>,
+    /// GraphQL: the trusted persisted-query registry. A request that sends
+    /// only a hash or saved-query id runs whatever the server stored under
+    /// it, so it is judged as the operation registered here; an id not
+    /// registered is denied (empty = every hash-only request is denied).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub persisted_queries: Vec<PersistedQuery>,
 }
 
 fn yes() -> bool {
@@ -227,10 +243,17 @@ impl L7Endpoint {
 
     /// The body limit in effect, in bytes.
     pub fn effective_body_limit(&self) -> usize {
+        let default = match self.protocol {
+            L7Protocol::Graphql => crate::l7body::graphql::DEFAULT_BODY_LIMIT,
+            _ => crate::l7body::jsonrpc::DEFAULT_BODY_LIMIT,
+        };
         self.body_limit
-            .map_or(crate::l7body::jsonrpc::DEFAULT_BODY_LIMIT, |n| {
-                usize::try_from(n).unwrap_or(usize::MAX)
-            })
+            .map_or(default, |n| usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    /// The registered persisted query with this hash or saved-query id.
+    pub fn persisted_query(&self, id: &str) -> Option<&PersistedQuery> {
+        self.persisted_queries.iter().find(|q| q.id == id)
     }
 
     /// MCP with an `rpc_allow` rule that names tools: `tools/call` is then
@@ -253,6 +276,9 @@ pub enum L7Protocol {
     JsonRpc,
     /// MCP Streamable HTTP: methods, and tools of `tools/call`.
     Mcp,
+    /// GraphQL over HTTP (GET and POST): operation types, operation names
+    /// and root fields.
+    Graphql,
 }
 
 impl L7Protocol {
@@ -267,6 +293,7 @@ impl L7Protocol {
             Self::Rest => "http",
             Self::JsonRpc => "json-rpc",
             Self::Mcp => "mcp",
+            Self::Graphql => "graphql",
         }
     }
 }
@@ -291,6 +318,92 @@ impl RpcMatcher {
                 Some(set) => tool.is_some_and(|t| set.matches(t)),
             }
     }
+}
+
+/// One GraphQL rule. An allow rule matches an operation whose type is in
+/// `types`, whose name matches `name` (an anonymous operation is named
+/// `""`) and each of whose root fields matches one of `fields`; a deny rule
+/// matches when type and name match and any root field matches one of
+/// `fields`. `None` means any name, any fields.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphqlRule {
+    pub types: OperationTypeSet,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<GraphqlNameGlob>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<GraphqlNameGlob>>,
+}
+
+impl GraphqlRule {
+    /// Whether type and name match, fields aside.
+    pub fn type_and_name(&self, kind: OperationType, name: Option<&str>) -> bool {
+        self.types.contains(kind)
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|g| g.matches_operation_name(name))
+    }
+
+    /// As an allow rule: `fields` is `None` when the root fields are not
+    /// known (a registered persisted query that lists none), which only a
+    /// rule without field patterns admits. An operation without root
+    /// fields never meets a rule with field patterns, as in OpenShell.
+    pub fn allows(
+        &self,
+        kind: OperationType,
+        name: Option<&str>,
+        fields: Option<&[String]>,
+    ) -> bool {
+        self.type_and_name(kind, name)
+            && match (&self.fields, fields) {
+                (None, _) => true,
+                (Some(_), None) => false,
+                (Some(globs), Some(fields)) => {
+                    !fields.is_empty() && fields.iter().all(|f| globs.iter().any(|g| g.matches(f)))
+                }
+            }
+    }
+
+    /// As a deny rule: the first root field a field pattern matches, or
+    /// `Some(None)` when the rule matches without naming a field. Unknown
+    /// fields (`None`) may be any field, so every field pattern is taken
+    /// to match them: OpenShell lets such an operation pass field deny
+    /// rules, which a registry entry without `fields` must not buy.
+    pub fn denies<'a>(
+        &self,
+        kind: OperationType,
+        name: Option<&str>,
+        fields: Option<&'a [String]>,
+    ) -> Option<Option<&'a str>> {
+        if !self.type_and_name(kind, name) {
+            return None;
+        }
+        match (&self.fields, fields) {
+            (None, _) | (Some(_), None) => Some(None),
+            (Some(globs), Some(fields)) => fields
+                .iter()
+                .find(|f| globs.iter().any(|g| g.matches(f)))
+                .map(|f| Some(f.as_str())),
+        }
+    }
+}
+
+/// A registry entry: what the server runs for a hash-only request with this
+/// id. `name` and `fields` are GraphQL names, not patterns; `fields: None`
+/// means the root fields are not known.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PersistedQuery {
+    /// The `sha256Hash` of an automatic persisted query, or a saved-query
+    /// id (`id`, `documentId`, `queryId`), exactly as the client sends it.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: OperationType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -367,6 +480,18 @@ pub struct L7Provenance {
     /// Parallel to `rpc_deny`, as `allow_within`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rpc_deny_within: Vec<Vec<u32>>,
+    /// Parallel to the endpoint's `graphql_allow`, as `allow`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphql_allow: Vec<Vec<Origin>>,
+    /// Parallel to the endpoint's `graphql_deny`, as `deny`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphql_deny: Vec<Vec<Origin>>,
+    /// Parallel to `graphql_allow`, as `allow_within`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphql_allow_within: Vec<Vec<u32>>,
+    /// Parallel to `graphql_deny`, as `allow_within`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphql_deny_within: Vec<Vec<u32>>,
 }
 
 #[derive(Debug, thiserror::Error)]

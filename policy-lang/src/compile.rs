@@ -145,6 +145,8 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
         let (deny, deny_prov) = merge_rules(&h.deny);
         let (rpc_allow, rpc_allow_prov) = merge_rpc_rules(&h.rpc_allow);
         let (rpc_deny, rpc_deny_prov) = merge_rpc_rules(&h.rpc_deny);
+        let (graphql_allow, graphql_allow_prov) = merge_graphql_rules(&h.graphql_allow);
+        let (graphql_deny, graphql_deny_prov) = merge_graphql_rules(&h.graphql_deny);
         let key = L7Endpoint {
             enforcement: h.enforcement,
             tls: h.tls,
@@ -158,6 +160,9 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
             all_mcp_methods: h.all_mcp_methods,
             rpc_allow,
             rpc_deny,
+            graphql_allow,
+            graphql_deny,
+            persisted_queries: sorted(h.persisted.clone()),
         };
         let entry = by_content
             .entry(key.clone())
@@ -171,6 +176,10 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
                 rpc_deny: vec![Vec::new(); rpc_deny_prov.len()],
                 rpc_allow_within: vec![Vec::new(); rpc_allow_prov.len()],
                 rpc_deny_within: vec![Vec::new(); rpc_deny_prov.len()],
+                graphql_allow: vec![Vec::new(); graphql_allow_prov.len()],
+                graphql_deny: vec![Vec::new(); graphql_deny_prov.len()],
+                graphql_allow_within: vec![Vec::new(); graphql_allow_prov.len()],
+                graphql_deny_within: vec![Vec::new(); graphql_deny_prov.len()],
             });
         let within = u32::try_from(entry.endpoint.len()).unwrap_or(u32::MAX);
         entry.endpoint.push(ep.origin.clone());
@@ -191,6 +200,18 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
             &mut entry.rpc_deny,
             &mut entry.rpc_deny_within,
             rpc_deny_prov,
+            within,
+        );
+        append_origins(
+            &mut entry.graphql_allow,
+            &mut entry.graphql_allow_within,
+            graphql_allow_prov,
+            within,
+        );
+        append_origins(
+            &mut entry.graphql_deny,
+            &mut entry.graphql_deny_within,
+            graphql_deny_prov,
             within,
         );
         keys.push(Some(key));
@@ -230,6 +251,17 @@ fn merge_rpc_rules(rules: &[ir::RpcRule]) -> (Vec<RpcMatcher>, Vec<Vec<Origin>>)
                 methods: r.methods.clone(),
                 tools: r.tools.clone(),
             })
+            .or_default()
+            .push(r.origin.clone());
+    }
+    merged.into_iter().unzip()
+}
+
+fn merge_graphql_rules(rules: &[ir::GraphqlRule]) -> (Vec<GraphqlRule>, Vec<Vec<Origin>>) {
+    let mut merged: BTreeMap<GraphqlRule, Vec<Origin>> = BTreeMap::new();
+    for r in rules {
+        merged
+            .entry(r.rule.clone())
             .or_default()
             .push(r.origin.clone());
     }

@@ -192,6 +192,8 @@ codes! {
     E0309 = (Error, "invalid endpoint");
     E0310 = (Error, "invalid JSON-RPC method");
     E0311 = (Error, "invalid MCP tool pattern");
+    E0312 = (Error, "invalid GraphQL operation type");
+    E0313 = (Error, "invalid GraphQL name or pattern");
     E0401 = (Error, "filesystem rule Landlock cannot enforce");
     E0402 = (Error, "filesystem path must be absolute");
     E0403 = (Error, "unsupported Landlock ABI");
@@ -201,6 +203,7 @@ codes! {
     E0503 = (Error, "endpoint allows nothing");
     E0504 = (Error, "JSON-RPC or MCP rules that do not fit together");
     E0505 = (Error, "body limit out of range");
+    E0506 = (Error, "persisted query registered twice");
     E0601 = (Error, "incomplete credential");
     E0602 = (Error, "invalid credential setting");
     E0701 = (Error, "unreadable YAML");

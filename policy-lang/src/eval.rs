@@ -2,6 +2,10 @@
 //! rule?", answered from a bundle with the same matchers the supervisor and
 //! the proxy use. The prover is tested against it.
 
+mod graphql;
+
+pub use graphql::GraphqlNote;
+
 use std::collections::HashMap;
 use std::net::IpAddr;
 
@@ -9,6 +13,7 @@ use serde::Serialize;
 
 use crate::bundle::{Bundle, L7Endpoint, L7Protocol, Route, Via};
 use crate::ir::{Dest, Enforcement, Origin};
+use crate::l7body::graphql::DocumentCache;
 use crate::l7body::jsonrpc::{RpcBody, RpcCall, RpcDialect, parse_rpc_body};
 use crate::matcher::net::is_metadata_host;
 use crate::matcher::{
@@ -71,6 +76,10 @@ pub struct Decision {
     /// was judged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc: Option<RpcNote>,
+    /// The GraphQL operations a request carried, for the log; `None` when
+    /// no GraphQL endpoint judged the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graphql: Option<GraphqlNote>,
 }
 
 /// What a judged JSON-RPC body held, and which call the decision is about.
@@ -119,6 +128,12 @@ pub struct Evaluator {
     exact_binaries: HashMap<String, Vec<usize>>,
     glob_binaries: Vec<usize>,
     indexes: Vec<IdentityIndex>,
+    /// GraphQL document analyses, shared by every GraphQL endpoint of the
+    /// bundle. The evaluator owns it so that the proxy, which keeps one
+    /// evaluator per loaded bundle, gets the cache without managing it and
+    /// a new bundle starts with an empty one. Keyed by the exact document
+    /// text, so a hit is the analysis of the very same input.
+    graphql_cache: DocumentCache,
 }
 
 impl Evaluator {
@@ -156,6 +171,7 @@ impl Evaluator {
             exact_binaries,
             glob_binaries,
             indexes,
+            graphql_cache: DocumentCache::default(),
         }
     }
 
@@ -380,6 +396,7 @@ impl Evaluator {
                 reason: conn.reason,
                 target: None,
                 rpc: None,
+                graphql: None,
             };
         }
         let first_origin = self.connection_rule(&conn);
@@ -392,6 +409,7 @@ impl Evaluator {
                 reason: conn.reason,
                 target: None,
                 rpc: None,
+                graphql: None,
             };
         }
         let Some(http) = &req.http else {
@@ -403,6 +421,7 @@ impl Evaluator {
                 reason: conn.reason,
                 target: None,
                 rpc: None,
+                graphql: None,
             };
         };
         match body {
@@ -417,6 +436,11 @@ impl Evaluator {
     /// its body read (up to `limit` bytes) and judged by `decide_body`;
     /// None for REST-only. With several body-judging endpoints on the
     /// path, the smallest limit: a longer body is refused by one of them.
+    ///
+    /// A GraphQL endpoint answers Some for every method: its POSTs carry
+    /// the operation in the body, and a GET must have an empty body (the
+    /// operation is in the query string), which `decide_body` checks.
+    /// `decide_request` judges a GET the same way.
     pub fn body_limit(&self, conn: &ConnectionDecision, target: &str) -> Option<usize> {
         let tables = &self.bundle.enforcement;
         conn.l7
@@ -433,7 +457,8 @@ impl Evaluator {
 
     /// Check one HTTP request on a connection the proxy received. An
     /// endpoint that judges bodies reads this as a request with an empty
-    /// body: only MCP's receive-stream GET passes.
+    /// body: only MCP's receive-stream GET and a GraphQL GET (whose
+    /// operation is in the query string) can pass.
     pub fn decide_request(
         &self,
         conn: &ConnectionDecision,
@@ -458,6 +483,17 @@ impl Evaluator {
     /// when its `Accept` names `text/event-stream`, see
     /// [`crate::l7body::jsonrpc::accepts_event_stream`]). Any other method
     /// matches no rule.
+    ///
+    /// On a GraphQL endpoint, a POST body (one request object or a batch)
+    /// or a GET query string is read into operations, and every operation
+    /// is judged by the GraphQL rules: deny wins, an operation no allow
+    /// rule admits denies the request (the endpoint is authoritative for
+    /// its path), and a batch is allowed only when every operation is. A
+    /// hash-only request is judged as its registered operation and denied
+    /// when its id is not registered. Unreadable requests are denied even
+    /// in audit mode; see the `graphql` module for where this is stricter
+    /// than OpenShell. The proxy checks the `Content-Type` of a POST with
+    /// [`crate::l7body::graphql::check_content_type`] before calling this.
     pub fn decide_body(
         &self,
         conn: &ConnectionDecision,
@@ -479,10 +515,10 @@ impl Evaluator {
     ) -> Decision {
         let method = method.to_ascii_uppercase();
         let tables = &self.bundle.enforcement;
-        let mut denied_by: Option<(u32, Rule, Enforcement, String, Option<RpcNote>)> = None;
-        let mut allowed_by: Option<(u32, Option<Rule>, String, Option<RpcNote>)> = None;
-        let mut refused: Option<(u32, String, Option<RpcNote>)> = None;
-        let mut unmatched: Option<(String, Option<RpcNote>)> = None;
+        let mut denied_by: Option<(u32, Option<Rule>, Enforcement, String, Note)> = None;
+        let mut allowed_by: Option<(u32, Option<Rule>, String, Note)> = None;
+        let mut refused: Option<(u32, String, Note)> = None;
+        let mut unmatched: Option<(String, Note)> = None;
         let mut participating: Vec<(u32, Enforcement)> = Vec::new();
         let mut canon_error = None;
         let mut canonical_path = None;
@@ -515,17 +551,29 @@ impl Evaluator {
             participating.push((e, ep.enforcement));
             if ep.reads_body() {
                 let what = format!("{method} {}", canon.path);
-                match judge_rpc(ep, &method, &what, body.unwrap_or_default()) {
-                    RpcOutcome::Refused(why, note) => {
+                let body = body.unwrap_or_default();
+                let outcome = match ep.protocol {
+                    L7Protocol::Graphql => graphql::judge_graphql(
+                        ep,
+                        &method,
+                        canon.query.as_deref(),
+                        &what,
+                        body,
+                        &self.graphql_cache,
+                    ),
+                    _ => judge_rpc(ep, &method, &what, body),
+                };
+                match outcome {
+                    BodyOutcome::Refused(why, note) => {
                         refused.get_or_insert((e, why, note));
                     }
-                    RpcOutcome::Denied(i, why, note) => {
-                        denied_by.get_or_insert((e, Rule::Rpc(i), ep.enforcement, why, note));
+                    BodyOutcome::Denied(rule, why, note) => {
+                        denied_by.get_or_insert((e, rule, ep.enforcement, why, note));
                     }
-                    RpcOutcome::Allowed(i, why, note) => {
-                        allowed_by.get_or_insert((e, i.map(Rule::Rpc), why, note));
+                    BodyOutcome::Allowed(rule, why, note) => {
+                        allowed_by.get_or_insert((e, rule, why, note));
                     }
-                    RpcOutcome::NoMatch(why, note) => {
+                    BodyOutcome::NoMatch(why, note) => {
                         unmatched.get_or_insert((why, note));
                     }
                 }
@@ -534,13 +582,14 @@ impl Evaluator {
                     && let Some(i) = find_rule(ep, &method, &canon.path, &params, true)
                 {
                     let why = format!("{method} {} matches a deny rule", canon.path);
-                    denied_by = Some((e, Rule::Rest(i), ep.enforcement, why, None));
+                    denied_by =
+                        Some((e, Some(Rule::Rest(i)), ep.enforcement, why, Note::default()));
                 }
                 if allowed_by.is_none()
                     && let Some(i) = find_rule(ep, &method, &canon.path, &params, false)
                 {
                     let why = format!("{method} {} matches an allow rule", canon.path);
-                    allowed_by = Some((e, Some(Rule::Rest(i)), why, None));
+                    allowed_by = Some((e, Some(Rule::Rest(i)), why, Note::default()));
                 }
             }
             canonical_path.get_or_insert(canon.path);
@@ -555,6 +604,10 @@ impl Evaluator {
                 (Rule::Rest(i), false) => (p.allow.get(i)?, p.allow_within.get(i)),
                 (Rule::Rpc(i), true) => (p.rpc_deny.get(i)?, p.rpc_deny_within.get(i)),
                 (Rule::Rpc(i), false) => (p.rpc_allow.get(i)?, p.rpc_allow_within.get(i)),
+                (Rule::Graphql(i), true) => (p.graphql_deny.get(i)?, p.graphql_deny_within.get(i)),
+                (Rule::Graphql(i), false) => {
+                    (p.graphql_allow.get(i)?, p.graphql_allow_within.get(i))
+                }
             };
             let granted = self.l7_grants(conn, e);
             let applies = |k: usize| {
@@ -584,16 +637,15 @@ impl Evaluator {
             && participating.iter().all(|(_, m)| *m == Enforcement::Audit);
         let credential = self.credential_for(host, &method, canonical_path.as_deref());
         let mk =
-            |decision, rule, reason: String, credential: Option<String>, rpc: Option<RpcNote>| {
-                Decision {
-                    decision,
-                    route: Some(RouteKind::L7),
-                    rule,
-                    credential,
-                    reason,
-                    target: canonical_target.clone(),
-                    rpc,
-                }
+            |decision, rule, reason: String, credential: Option<String>, note: Note| Decision {
+                decision,
+                route: Some(RouteKind::L7),
+                rule,
+                credential,
+                reason,
+                target: canonical_target.clone(),
+                rpc: note.rpc,
+                graphql: note.graphql,
             };
         if participating.is_empty() {
             let reason = match canon_error {
@@ -605,7 +657,7 @@ impl Evaluator {
                 conn.l7.first().and_then(|e| endpoint_origin(*e)),
                 reason,
                 None,
-                None,
+                Note::default(),
             );
         }
         // Refused bodies are denied whatever the enforcement mode: the
@@ -624,7 +676,11 @@ impl Evaluator {
             } else {
                 None
             };
-            return mk(verdict, rule_origin(e, rule, true), why, cred, note);
+            let origin = match rule {
+                Some(rule) => rule_origin(e, rule, true),
+                None => endpoint_origin(e),
+            };
+            return mk(verdict, origin, why, cred, note);
         }
         if let Some((e, rule, why, note)) = allowed_by {
             let origin = match rule {
@@ -634,8 +690,12 @@ impl Evaluator {
             return mk(Verdict::Allow, origin, why, credential, note);
         }
         let first = participating.first().map(|(e, _)| *e);
-        let (why, note) =
-            unmatched.unwrap_or_else(|| (format!("{method} {path} matches no allow rule"), None));
+        let (why, note) = unmatched.unwrap_or_else(|| {
+            (
+                format!("{method} {path} matches no allow rule"),
+                Note::default(),
+            )
+        });
         if all_audit {
             return mk(
                 Verdict::Audit,
@@ -684,20 +744,38 @@ impl Evaluator {
 enum Rule {
     Rest(usize),
     Rpc(usize),
+    Graphql(usize),
+}
+
+/// What a judged body held, for the decision's log fields.
+#[derive(Debug, Clone, Default)]
+struct Note {
+    rpc: Option<RpcNote>,
+    graphql: Option<GraphqlNote>,
+}
+
+impl Note {
+    fn rpc(note: RpcNote) -> Self {
+        Self {
+            rpc: Some(note),
+            graphql: None,
+        }
+    }
 }
 
 /// One body-judging endpoint's verdict on a request. Each carries the
 /// reason and what the body held.
-enum RpcOutcome {
+enum BodyOutcome {
     /// Denied whatever the enforcement mode.
-    Refused(String, Option<RpcNote>),
-    /// A call matches this `rpc_deny` rule.
-    Denied(usize, String, Option<RpcNote>),
+    Refused(String, Note),
+    /// Denied by this rule, or (`None`) by a GraphQL endpoint no allow rule
+    /// of which admits an operation; audit mode lets it through.
+    Denied(Option<Rule>, String, Note),
     /// Every call is allowed; the rule that allowed the first call (`None`
     /// when no rule was needed: the method profile, the receive stream,
     /// response frames).
-    Allowed(Option<usize>, String, Option<RpcNote>),
-    NoMatch(String, Option<RpcNote>),
+    Allowed(Option<Rule>, String, Note),
+    NoMatch(String, Note),
 }
 
 fn describe(call: &RpcCall, index: usize, body: &RpcBody) -> String {
@@ -722,15 +800,15 @@ fn describe(call: &RpcCall, index: usize, body: &RpcBody) -> String {
     out
 }
 
-fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> RpcOutcome {
+fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> BodyOutcome {
     let limit = ep.effective_body_limit();
     if body.len() > limit {
-        return RpcOutcome::Refused(
+        return BodyOutcome::Refused(
             format!(
                 "{what}: the body has {} bytes, over the endpoint's limit of {limit}",
                 body.len()
             ),
-            None,
+            Note::default(),
         );
     }
     let dialect = match ep.protocol {
@@ -738,16 +816,23 @@ fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> RpcOutco
         _ => RpcDialect::JsonRpc,
     };
     if dialect == RpcDialect::Mcp && method == "GET" && body.is_empty() {
-        return RpcOutcome::Allowed(None, format!("{what} opens the MCP receive stream"), None);
+        return BodyOutcome::Allowed(
+            None,
+            format!("{what} opens the MCP receive stream"),
+            Note::default(),
+        );
     }
     let parsed = match parse_rpc_body(body, dialect, ep.strict_tool_names) {
         Ok(parsed) => parsed,
         Err(err) => {
-            return RpcOutcome::Refused(format!("{what}: JSON-RPC body refused: {err}"), None);
+            return BodyOutcome::Refused(
+                format!("{what}: JSON-RPC body refused: {err}"),
+                Note::default(),
+            );
         }
     };
     let note = |call: Option<usize>| {
-        Some(RpcNote {
+        Note::rpc(RpcNote {
             calls: parsed.calls.clone(),
             call,
             batch: parsed.batch,
@@ -755,13 +840,13 @@ fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> RpcOutco
         })
     };
     if dialect == RpcDialect::JsonRpc && parsed.responses > 0 {
-        return RpcOutcome::Refused(
+        return BodyOutcome::Refused(
             format!("{what}: JSON-RPC response frames are not permitted from client to server"),
             note(None),
         );
     }
     if method != "POST" {
-        return RpcOutcome::NoMatch(
+        return BodyOutcome::NoMatch(
             format!("{what}: JSON-RPC calls are only judged in POST requests"),
             note(None),
         );
@@ -772,8 +857,8 @@ fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> RpcOutco
             .iter()
             .position(|r| r.matches(&call.method, call.tool.as_deref()))
         {
-            return RpcOutcome::Denied(
-                i,
+            return BodyOutcome::Denied(
+                Some(Rule::Rpc(i)),
                 format!("{what}: {} matches a deny rule", describe(call, k, &parsed)),
                 note(Some(k)),
             );
@@ -789,7 +874,7 @@ fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> RpcOutco
             && !call.method.is_empty()
             && (call.method != crate::matcher::TOOLS_CALL || !ep.tools_narrowed());
         if rule.is_none() && !by_profile {
-            return RpcOutcome::NoMatch(
+            return BodyOutcome::NoMatch(
                 format!(
                     "{what}: {} matches no allow rule",
                     describe(call, k, &parsed)
@@ -798,7 +883,7 @@ fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> RpcOutco
             );
         }
         if k == 0 {
-            first_rule = rule;
+            first_rule = rule.map(Rule::Rpc);
         }
     }
     let why = match parsed.calls.as_slice() {
@@ -806,7 +891,7 @@ fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> RpcOutco
         [call] => format!("{what}: {} is allowed", describe(call, 0, &parsed)),
         calls => format!("{what}: all {} calls of the batch are allowed", calls.len()),
     };
-    RpcOutcome::Allowed(first_rule, why, note(parsed.calls.first().map(|_| 0)))
+    BodyOutcome::Allowed(first_rule, why, note(parsed.calls.first().map(|_| 0)))
 }
 
 fn find_rule(

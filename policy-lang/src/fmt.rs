@@ -230,6 +230,7 @@ fn option_text(o: EndpointOption) -> &'static str {
         EndpointOption::Protocol(Protocol::L4) => "l4",
         EndpointOption::Protocol(Protocol::Mcp) => "mcp",
         EndpointOption::Protocol(Protocol::JsonRpc) => "json-rpc",
+        EndpointOption::Protocol(Protocol::Graphql) => "graphql",
         EndpointOption::Tls(TlsMode::Auto) => "tls auto",
         EndpointOption::Tls(TlsMode::Skip) => "tls skip",
         EndpointOption::Enforcement(Enforcement::Enforce) => "enforce",
@@ -250,6 +251,25 @@ fn rpc_token(v: &str) -> String {
         quote_always(v)
     } else {
         token(v)
+    }
+}
+
+/// ` name N field F...` of a GraphQL rule or registry entry.
+fn graphql_tail(
+    out: &mut String,
+    name: Option<&crate::source::Node<String>>,
+    fields: &[crate::source::Node<String>],
+) {
+    if let Some(n) = name {
+        out.push_str(" name ");
+        out.push_str(&token(&n.node));
+    }
+    if !fields.is_empty() {
+        out.push_str(" field");
+        for f in fields {
+            out.push(' ');
+            out.push_str(&token(&f.node));
+        }
     }
 }
 
@@ -325,6 +345,36 @@ fn allow(out: &mut String, a: &Allow, comment: Option<&str>) {
                         out.push_str(&token(&t.node));
                     }
                 }
+            }
+            EndpointStmt::Graphql {
+                action,
+                types,
+                name,
+                fields,
+            } => {
+                out.push_str(match action.node {
+                    RuleAction::Allow => "allow graphql",
+                    RuleAction::Deny => "deny graphql",
+                });
+                for t in types {
+                    out.push(' ');
+                    out.push_str(&token(&t.node.to_ascii_lowercase()));
+                }
+                graphql_tail(out, name.as_ref(), fields);
+            }
+            EndpointStmt::Persisted {
+                id,
+                kind,
+                name,
+                fields,
+            } => {
+                let _ = write!(
+                    out,
+                    "persisted {} {}",
+                    token(&id.node),
+                    token(&kind.node.to_ascii_lowercase())
+                );
+                graphql_tail(out, name.as_ref(), fields);
             }
             EndpointStmt::BodyLimit(n) => {
                 let _ = write!(out, "body_limit {}", n.node);

@@ -152,6 +152,10 @@ pub struct Endpoint {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a policy has few endpoints; boxing would only add indirection"
+)]
 pub enum EndpointKind {
     /// A plain connection relayed by the supervisor.
     L4,
@@ -185,6 +189,17 @@ pub struct HttpEndpoint {
     pub all_mcp_methods: bool,
     pub rpc_allow: Vec<RpcRule>,
     pub rpc_deny: Vec<RpcRule>,
+    /// GraphQL endpoints: operation rules and the persisted-query registry.
+    pub graphql_allow: Vec<GraphqlRule>,
+    pub graphql_deny: Vec<GraphqlRule>,
+    pub persisted: Vec<crate::bundle::PersistedQuery>,
+}
+
+/// One operation pattern of a GraphQL endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphqlRule {
+    pub rule: crate::bundle::GraphqlRule,
+    pub origin: Origin,
 }
 
 /// One call pattern of a JSON-RPC or MCP endpoint.

@@ -599,6 +599,70 @@ impl Walker {
                     _ => EndpointStmt::Invalid(text),
                 }
             }
+            Rule::graphql_rule | Rule::persisted_stmt => {
+                let persisted = pair.as_rule() == Rule::persisted_stmt;
+                let whole = pair.clone();
+                let mut action = None;
+                let mut id = None;
+                let mut types = Vec::new();
+                let mut name = None;
+                let mut fields = Vec::new();
+                for p in pair.into_inner() {
+                    match p.as_rule() {
+                        Rule::l7_action => action = Some(rule_action(&p)),
+                        Rule::gql_id => id = p.into_inner().next().map(|v| self.value(v)),
+                        Rule::gql_type => {
+                            if let Some(v) = p.into_inner().next() {
+                                types.push(self.value(v));
+                            }
+                        }
+                        Rule::gql_name => {
+                            name = p
+                                .into_inner()
+                                .find(|v| matches!(v.as_rule(), Rule::string | Rule::word))
+                                .map(|v| self.value(v));
+                        }
+                        Rule::gql_fields => {
+                            for f in p.into_inner().filter(|f| f.as_rule() == Rule::gql_field) {
+                                if let Some(v) = f.into_inner().next() {
+                                    fields.push(self.value(v));
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                if !persisted && types.is_empty() {
+                    self.diags.push(
+                        Diagnostic::new(
+                            codes::E0312,
+                            &self.file,
+                            span_of(&whole),
+                            "a graphql rule needs an operation type",
+                        )
+                        .label("no operation type")
+                        .help("write `query`, `mutation`, `subscription` or `*` after `graphql`"),
+                    );
+                }
+                match (persisted, action, id, types.len()) {
+                    (false, Some(action), _, 1..) => EndpointStmt::Graphql {
+                        action,
+                        types,
+                        name,
+                        fields,
+                    },
+                    (true, _, Some(id), 1) => match types.pop() {
+                        Some(kind) => EndpointStmt::Persisted {
+                            id,
+                            kind,
+                            name,
+                            fields,
+                        },
+                        None => EndpointStmt::Invalid(text),
+                    },
+                    _ => EndpointStmt::Invalid(text),
+                }
+            }
             Rule::body_limit_stmt => match pair.into_inner().find(|p| p.as_rule() == Rule::int) {
                 Some(p) => match p.as_str().parse::<u64>() {
                     Ok(v) => EndpointStmt::BodyLimit(Node::new(v, span_of(&p))),
@@ -737,7 +801,7 @@ impl Walker {
             message
         };
         let help = if code == codes::E0101 {
-            let all = "statements are: include, landlock, run_as, fs, binaries, credential, secret, allow (inside an endpoint block: allow, deny, path, addresses, body_limit; inside a credential block: secret, placeholder, inject, hosts, methods, paths)";
+            let all = "statements are: include, landlock, run_as, fs, binaries, credential, secret, allow (inside an endpoint block: allow, deny, path, addresses, body_limit, persisted; inside a credential block: secret, placeholder, inject, hosts, methods, paths)";
             match closest_statement(first_word(full)) {
                 Some(k) => format!("did you mean `{k}`? {all}"),
                 None => all.to_string(),
@@ -767,6 +831,7 @@ fn endpoint_option(pair: &Pair<'_, Rule>) -> Option<EndpointOption> {
             "tcp" => Protocol::Tcp,
             "mcp" => Protocol::Mcp,
             "json-rpc" => Protocol::JsonRpc,
+            "graphql" => Protocol::Graphql,
             _ => Protocol::L4,
         }),
         Rule::enforcement_opt => EndpointOption::Enforcement(if text == "audit" {
@@ -961,6 +1026,15 @@ fn describe_rule(rule: Rule) -> &'static str {
         Rule::k_rpc => "`rpc`",
         Rule::k_tool => "`tool`",
         Rule::k_body_limit => "`body_limit`",
+        Rule::k_graphql => "`graphql`",
+        Rule::k_name => "`name`",
+        Rule::k_field => "`field`",
+        Rule::k_persisted => "`persisted`",
+        Rule::gql_type => "a GraphQL operation type (`query`, `mutation`, `subscription` or `*`)",
+        Rule::gql_name => "`name` and an operation-name glob",
+        Rule::gql_fields => "`field` and root-field globs",
+        Rule::gql_field => "a root-field glob",
+        Rule::gql_id => "a persisted-query hash or id",
         Rule::rpc_method => "a JSON-RPC method",
         Rule::rpc_tool => "a tool name or glob",
         Rule::landlock_mode => "`best_effort` or `hard`",
@@ -994,7 +1068,7 @@ fn help_for(rules: &[Rule]) -> String {
                 | Rule::flag_opt
         )
     }) {
-        return "endpoint options are: http, mcp, json-rpc, tcp, l4, enforce, audit, read-only, read-write, full, tls auto, tls skip, encoded_slash, uninspected_credentials, all_mcp_methods, loose_tool_names; a block starts with `{` at the end of the line".to_string();
+        return "endpoint options are: http, mcp, json-rpc, graphql, tcp, l4, enforce, audit, read-only, read-write, full, tls auto, tls skip, encoded_slash, uninspected_credentials, all_mcp_methods, loose_tool_names; a block starts with `{` at the end of the line".to_string();
     }
     if rules.contains(&Rule::doc_kind) {
         return "a file holds one `policy \"name\" { ... }` or `fragment \"name\" { ... }`"
@@ -1005,6 +1079,18 @@ fn help_for(rules: &[Rule]) -> String {
         || rules.contains(&Rule::k_tool)
     {
         return "an rpc rule reads `allow|deny rpc METHOD... [tool GLOB...]`".to_string();
+    }
+    if [
+        Rule::gql_type,
+        Rule::gql_name,
+        Rule::gql_fields,
+        Rule::gql_field,
+        Rule::gql_id,
+    ]
+    .iter()
+    .any(|g| rules.contains(g))
+    {
+        return "a graphql rule reads `allow|deny graphql TYPES... [name GLOB] [field GLOB...]`; a registry entry `persisted ID TYPE [name NAME] [field NAME...]`".to_string();
     }
     if rules.contains(&Rule::method)
         || rules.contains(&Rule::query)

@@ -31,8 +31,10 @@ struct Case {
     #[serde(default, deserialize_with = "some")]
     credential: Option<Option<String>>,
     rule_line: Option<u32>,
-    /// A request body (JSON-RPC or MCP endpoints judge it).
+    /// A request body (JSON-RPC, MCP and GraphQL endpoints judge it).
     body: Option<String>,
+    /// Text the decision's reason must contain.
+    reason: Option<String>,
 }
 
 /// Distinguish an absent field (don't check) from `null` (must be null).
@@ -121,6 +123,9 @@ fn eval_cases() {
             }
             if let Some(cred) = &c.credential {
                 assert_eq!(&d.credential, cred, "{ctx}");
+            }
+            if let Some(want) = &c.reason {
+                assert!(d.reason.contains(want.as_str()), "{ctx}");
             }
             if let Some(line) = c.rule_line {
                 assert_eq!(d.rule.as_ref().map(|o| o.line), Some(line), "{ctx}");

@@ -255,7 +255,7 @@ impl Default for GraphqlReader {
     }
 }
 
-fn post(
+pub(crate) fn post(
     body: &[u8],
     limit: usize,
     cache: Option<&DocumentCache>,
@@ -278,7 +278,7 @@ fn post(
     }
 }
 
-fn query_string(
+pub(crate) fn query_string(
     query: &str,
     limit: usize,
     cache: Option<&DocumentCache>,

@@ -8,14 +8,16 @@ use crate::ir::{
     BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, HttpEndpoint, L7Protocol, L7Rule, TlsMode,
 };
 use crate::matcher::{
-    AddrSet, BinaryGlob, EndpointTextError, HostPattern, HttpPathGlob, MethodSet, PatternError,
-    PortSet, QueryMatcher, ValueGlob, split_endpoint,
+    AddrSet, BinaryGlob, EndpointTextError, HostPattern, HttpPathGlob, MethodSet, OperationTypeSet,
+    PatternError, PortSet, QueryMatcher, ValueGlob, split_endpoint,
 };
 use crate::source::{Node, SourceFile, Span};
 
 use super::{Resolver, origin, pattern_diag};
 
+mod graphql;
 mod rpc;
+use graphql::GraphqlRules;
 use rpc::{MAX_BODY_LIMIT, RpcRules};
 
 pub(super) fn resolve(
@@ -121,7 +123,16 @@ pub(super) fn resolve(
     let mut path = None;
     let mut addresses: Option<AddrSet> = None;
     let mut rpc = RpcRules::default();
-    if let Some(acc) = access.as_ref().filter(|_| !proto.is_rpc()) {
+    let mut gql = GraphqlRules::default();
+    if let Some(acc) = access.as_ref().filter(|_| proto == Protocol::Graphql) {
+        let types = match acc.node {
+            Access::ReadOnly => OperationTypeSet::read_only(),
+            Access::ReadWrite => OperationTypeSet::read_write(),
+            Access::Full => OperationTypeSet::all(),
+        };
+        gql.preset(types, file, acc.span, &rule_name);
+    }
+    if let Some(acc) = access.as_ref().filter(|_| !proto.reads_body()) {
         let methods = match acc.node {
             Access::ReadOnly => MethodSet::read_only(),
             Access::ReadWrite => MethodSet::read_write(),
@@ -145,7 +156,12 @@ pub(super) fn resolve(
                 paths,
                 query,
             } => {
-                if proto.is_rpc() {
+                if proto.reads_body() {
+                    let help = if proto == Protocol::Graphql {
+                        "write `allow graphql TYPES... [name GLOB] [field GLOB...]` rules here; REST rules for other paths belong on an `http` endpoint beside it"
+                    } else {
+                        "write `allow rpc METHOD... [tool GLOB...]` rules here, or make the endpoint `http`"
+                    };
                     r.diags.push(
                         protocol_diag(
                             file,
@@ -155,7 +171,7 @@ pub(super) fn resolve(
                                 protocol_name(proto)
                             ),
                         )
-                        .help("write `allow rpc METHOD... [tool GLOB...]` rules here, or make the endpoint `http`"),
+                        .help(help),
                     );
                     continue;
                 }
@@ -191,20 +207,55 @@ pub(super) fn resolve(
                 }
                 rpc.rule(r, file, s, &rule_name, proto, action.node, methods, tools);
             }
+            EndpointStmt::Graphql {
+                action,
+                types,
+                name,
+                fields,
+            } => {
+                if proto != Protocol::Graphql {
+                    r.diags
+                        .push(needs_graphql(file, s, "`graphql` rules", proto));
+                    continue;
+                }
+                gql.rule(
+                    r,
+                    file,
+                    s,
+                    &rule_name,
+                    action.node,
+                    types,
+                    name.as_ref(),
+                    fields,
+                );
+            }
+            EndpointStmt::Persisted {
+                id,
+                kind,
+                name,
+                fields,
+            } => {
+                if proto != Protocol::Graphql {
+                    r.diags
+                        .push(needs_graphql(file, s, "`persisted` queries", proto));
+                    continue;
+                }
+                gql.persisted(r, file, id, kind, name.as_ref(), fields);
+            }
             EndpointStmt::BodyLimit(n) => {
-                if !proto.is_rpc() {
+                if !proto.reads_body() {
                     r.diags.push(
                         protocol_diag(
                             file,
                             s,
                             format!(
-                                "`body_limit` needs the `mcp` or `json-rpc` protocol; this is {}",
+                                "`body_limit` needs the `mcp`, `json-rpc` or `graphql` protocol; this is {}",
                                 protocol_name(proto)
                             ),
                         )
-                        .label("needs `mcp` or `json-rpc`")
+                        .label("needs `mcp`, `json-rpc` or `graphql`")
                         .help(
-                            "only JSON-RPC and MCP endpoints read request bodies; remove the line",
+                            "only JSON-RPC, MCP and GraphQL endpoints read request bodies; remove the line",
                         ),
                     );
                     continue;
@@ -265,10 +316,16 @@ pub(super) fn resolve(
                 }
                 addresses = Some(set);
             }
-            EndpointStmt::Invalid(_) => rpc.refused = true,
+            EndpointStmt::Invalid(_) => {
+                rpc.refused = true;
+                gql.refused = true;
+            }
         }
     }
 
+    if proto == Protocol::Graphql {
+        gql.check(r, file, a.endpoint.span);
+    }
     if proto.is_rpc() {
         rpc.check(
             r,
@@ -282,25 +339,31 @@ pub(super) fn resolve(
     let l7_protocol = match proto {
         Protocol::Mcp => L7Protocol::Mcp,
         Protocol::JsonRpc => L7Protocol::JsonRpc,
+        Protocol::Graphql => L7Protocol::Graphql,
         _ => L7Protocol::Rest,
     };
     let kind = match proto {
         Protocol::L4 => EndpointKind::L4,
         Protocol::Tcp => EndpointKind::Tcp,
-        Protocol::Http | Protocol::Mcp | Protocol::JsonRpc => EndpointKind::Http(HttpEndpoint {
-            tls: tls.map_or(TlsMode::Auto, |t| t.node),
-            enforcement: enforcement.map_or(Enforcement::Enforce, |e| e.node),
-            path,
-            allow,
-            deny,
-            encoded_slash: encoded_slash.is_some(),
-            protocol: l7_protocol,
-            body_limit: rpc.body_limit,
-            strict_tool_names: loose_tool_names.is_none(),
-            all_mcp_methods: all_mcp_methods.is_some(),
-            rpc_allow: rpc.allow.into_iter().map(|(_, rule)| rule).collect(),
-            rpc_deny: rpc.deny.into_iter().map(|(_, rule)| rule).collect(),
-        }),
+        Protocol::Http | Protocol::Mcp | Protocol::JsonRpc | Protocol::Graphql => {
+            EndpointKind::Http(HttpEndpoint {
+                tls: tls.map_or(TlsMode::Auto, |t| t.node),
+                enforcement: enforcement.map_or(Enforcement::Enforce, |e| e.node),
+                path,
+                allow,
+                deny,
+                encoded_slash: encoded_slash.is_some(),
+                protocol: l7_protocol,
+                body_limit: rpc.body_limit,
+                strict_tool_names: loose_tool_names.is_none(),
+                all_mcp_methods: all_mcp_methods.is_some(),
+                rpc_allow: rpc.allow.into_iter().map(|(_, rule)| rule).collect(),
+                rpc_deny: rpc.deny.into_iter().map(|(_, rule)| rule).collect(),
+                graphql_allow: gql.allow,
+                graphql_deny: gql.deny,
+                persisted: gql.persisted,
+            })
+        }
     };
     let binaries = binaries?;
     let (dest, ports) = dest?;
@@ -342,7 +405,23 @@ fn protocol_name(proto: Protocol) -> &'static str {
         Protocol::Http => "an `http` endpoint",
         Protocol::Mcp => "an `mcp` endpoint",
         Protocol::JsonRpc => "a `json-rpc` endpoint",
+        Protocol::Graphql => "a `graphql` endpoint",
     }
+}
+
+fn needs_graphql(file: &SourceFile, span: Span, what: &str, proto: Protocol) -> Diagnostic {
+    protocol_diag(
+        file,
+        span,
+        format!(
+            "{what} need the `graphql` protocol; this is {}",
+            protocol_name(proto)
+        ),
+    )
+    .label("needs `graphql`")
+    .help(
+        "add `graphql` to the rule's options; an `http` endpoint takes `allow METHOD /path` rules",
+    )
 }
 
 fn protocol_diag(file: &SourceFile, span: Span, message: String) -> Diagnostic {

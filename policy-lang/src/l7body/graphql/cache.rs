@@ -96,3 +96,12 @@ impl Default for DocumentCache {
         Self::new(1 << 20)
     }
 }
+
+impl std::fmt::Debug for DocumentCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DocumentCache")
+            .field("documents", &self.len())
+            .field("max_bytes", &self.max_bytes)
+            .finish()
+    }
+}
