@@ -312,7 +312,7 @@ fn bench() {
         "  landlock hard min_abi 4\n{SYSTEM}  run_as user root\n  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{port} http read-only {{\n    deny GET /denied\n  }}\n  allow {me} -> rest.test:{port} http {{\n    allow POST /rest\n  }}\n  allow {me} -> rpc.test:{port} json-rpc {{\n    allow rpc tools/call\n  }}\n  allow {me} -> mcp.test:{port} mcp {{\n    path /mcp\n    allow rpc tools/call tool search\n  }}\n  allow {me} -> gql.test:{port} graphql {{\n    path /graphql\n    allow graphql query field repository viewer\n    deny graphql mutation\n  }}\n",
         port = up.tls_port
     );
-    let bundle = common::graphql_bundle(&dir, "proxy", &body);
+    let bundle = common::bundle(&dir, "proxy", &body);
     let s = Setup {
         net,
         dir,

@@ -192,7 +192,7 @@ impl Sandbox {
         let body = format!(
             "  landlock hard min_abi 4\n{SYSTEM}  fs exec {VENV}\n  fs write workdir\n  run_as user nobody group nogroup\n  binaries clients = {clients}\n{rules}"
         );
-        common::graphql_bundle(&self.bundles, name, &body)
+        common::bundle(&self.bundles, name, &body)
     }
 
     /// Runs `cmd` in the sandbox; its output and the deny log's lines.
@@ -231,7 +231,8 @@ impl Sandbox {
 /// The GraphQL endpoint of these tests, in the language.
 fn rules(extra: &str) -> String {
     format!(
-        "  allow clients -> gql.test:PORT graphql {{\n    path /graphql\n    body_limit {LIMIT}\n    allow graphql query\n    allow graphql mutation name Issue* field createIssue addComment\n    deny graphql mutation field deleteRepository\n    deny graphql query field __schema __type\n{extra}  }}\n"
+        "  allow clients -> gql.test:PORT graphql {{\n    path /graphql\n    body_limit {LIMIT}\n    allow graphql query\n    allow graphql mutation name Issue* field createIssue addComment\n    deny graphql mutation field deleteRepository\n    deny graphql query field __schema __type\n    persisted {viewer_hash} query name Viewer field viewer\n{extra}  }}\n",
+        viewer_hash = sha256_hex(VIEWER)
     )
 }
 
@@ -549,6 +550,15 @@ fn attack_cases() -> Vec<Case> {
             "403",
             "policy_denied",
         ),
+        // Registered in the policy as the query it is on the server.
+        case("persisted-registered", hash_only(VIEWER), JSON, "200", "-"),
+        case(
+            "ct-graphql-expect",
+            DELETE,
+            "-H 'Content-Type: application/graphql' -H 'Expect: 100-continue' --data-binary @BODY",
+            "415",
+            "body_not_inspectable",
+        ),
         case(
             "put",
             doc(VIEWER),
@@ -654,6 +664,12 @@ fn curl_attacks_are_judged_as_the_server_would_read_them_and_refused_ones_never_
         .find(|x| x.body.contains(r#""operationName":"Viewer""#))
         .unwrap();
     assert_eq!(picked.executed, [("query".into(), "viewer".into())]);
+    // The registered hash ran the server's stored query, as registered.
+    let persisted = seen
+        .iter()
+        .find(|x| x.body.contains(&sha256_hex(VIEWER)))
+        .unwrap();
+    assert_eq!(persisted.executed, [("query".into(), "viewer".into())]);
     // One deny-log line per refusal; the policy refusals name what they
     // refused: the operation type, its name and the root field.
     let http = http_lines(&log);
@@ -673,6 +689,17 @@ fn curl_attacks_are_judged_as_the_server_would_read_them_and_refused_ones_never_
         serde_json::json!(["deleteRepository"])
     );
     assert_eq!(denied["http_request"]["url"]["path"], "/graphql");
+    let batch = line("batch operation 2 of 2");
+    assert_eq!(batch["unmapped"]["graphql_operation_name"], "IssueCleanup");
+    let unregistered = line(&sha256_hex(DELETE));
+    assert_eq!(
+        unregistered["unmapped"]["graphql_persisted_query"],
+        sha256_hex(DELETE)
+    );
+    assert_eq!(
+        unregistered["unmapped"]["graphql_operation_type"],
+        Value::Null
+    );
     let introspection = line("__schema");
     assert_eq!(
         introspection["unmapped"]["graphql_fields"],
