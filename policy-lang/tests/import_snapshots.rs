@@ -166,7 +166,7 @@ fn broken_inputs() {
         ),
         (
             "bad_endpoint",
-            "version: 1\nlandlock: { compatibility: best_effort }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com }\n      - { host: b.example.com, port: 443, protocol: graphql }\n      - { host: c.example.com, port: 443, protocol: rest, access: full, rules: [{ allow: { method: GET, path: /x } }] }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, websocket_credential_rewrite: true, frobnicate: 1 }\n      - { host: \"*\", port: 443 }\n      - { host: e.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{ allow: { method: GET, path: \"/a[!b]\" } }, { allow: { method: POST, path: api/x } }, { allow: { method: GET, path: /q, query: { v: \"v?\" } } }] }\n    binaries: [{ path: /usr/bin/curl }]\n",
+            "version: 1\nlandlock: { compatibility: best_effort }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com }\n      - { host: b.example.com, port: 443, protocol: websocket }\n      - { host: c.example.com, port: 443, protocol: rest, access: full, rules: [{ allow: { method: GET, path: /x } }] }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, websocket_credential_rewrite: true, frobnicate: 1 }\n      - { host: \"*\", port: 443 }\n      - { host: e.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{ allow: { method: GET, path: \"/a[!b]\" } }, { allow: { method: POST, path: api/x } }, { allow: { method: GET, path: /q, query: { v: \"v?\" } } }] }\n    binaries: [{ path: /usr/bin/curl }]\n",
         ),
         (
             "middlewares",
@@ -292,4 +292,46 @@ network_policies:
 #[test]
 fn mcp_and_json_rpc_endpoints() {
     insta::assert_snapshot!("mcp", import_text("mcp.yaml", MCP, false));
+}
+
+/// GraphQL endpoints import with OpenShell's meaning: operation rules, the
+/// registry (only under `persisted_queries: allow_registered`; otherwise
+/// it has no effect and is left out with a warning), the body limit and
+/// the GraphQL access presets; the policy written round-trips to the same
+/// bundle.
+#[test]
+fn graphql_endpoints() {
+    use policy_lang::{compile, parser};
+    let text = std::fs::read_to_string("tests/import/graphql.yaml").unwrap();
+    insta::assert_snapshot!("graphql", import_text("graphql.yaml", &text, false));
+    let (doc, diags) = import::yaml_to_document(&SourceFile::new("graphql.yaml", text));
+    assert!(!diags.has_errors(), "{}", render(&diags));
+    let doc = doc.unwrap();
+    let (resolved, _) = resolve::resolve(std::slice::from_ref(&doc));
+    let bundle = compile::compile(&resolved.policy);
+    let gh = bundle
+        .enforcement
+        .l7
+        .iter()
+        .find(|e| !e.persisted_queries.is_empty())
+        .unwrap();
+    assert_eq!(gh.persisted_queries.len(), 2);
+    assert_eq!(gh.body_limit, Some(131_072));
+    assert_eq!(gh.graphql_deny.len(), 2);
+    let written = format_document(&doc);
+    let (reparsed, parse_diags) = parser::parse(&SourceFile::new("g.policy", written));
+    assert!(!parse_diags.has_errors());
+    let (re_resolved, re_diags) = resolve::resolve(std::slice::from_ref(&reparsed.unwrap()));
+    assert!(!re_diags.has_errors());
+    assert_eq!(compile::compile(&re_resolved.policy).digest, bundle.digest);
+}
+
+/// What OpenShell rejects, or GraphQL settings that would mean nothing.
+#[test]
+fn graphql_refusals() {
+    let text = "version: 1\nnetwork_policies:\n  a:\n    binaries: [{ path: /usr/bin/curl }]\n    endpoints:\n      - { host: a.example.com, port: 443, protocol: graphql, enforcement: enforce, rules: [{ allow: { method: POST, path: /graphql } }] }\n      - { host: b.example.com, port: 443, protocol: graphql, enforcement: enforce, rules: [{ allow: { operation_name: Get } }] }\n      - { host: c.example.com, port: 443, protocol: graphql, enforcement: enforce, access: full, persisted_queries: sometimes }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, access: full, graphql_max_body_bytes: 1024 }\n      - { host: e.example.com, port: 443, protocol: graphql, enforcement: enforce, access: full, graphql_max_body_bytes: 0 }\n      - { host: f.example.com, port: 443, protocol: graphql, enforcement: enforce, rules: [{ allow: { operation_type: query, fields: [] } }] }\n      - { host: g.example.com, port: 443, protocol: websocket, enforcement: enforce, access: full }\n";
+    insta::assert_snapshot!(
+        "broken__graphql",
+        import_text("graphql-broken.yaml", text, false)
+    );
 }

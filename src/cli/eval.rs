@@ -35,9 +35,28 @@ pub struct Args {
     /// An HTTP(S) request URL.
     #[arg(long, value_name = "URL", conflicts_with_all = ["host", "port"])]
     url: Option<String>,
-    /// HTTP method for `--url`.
-    #[arg(long, default_value = "GET", requires = "url")]
-    method: String,
+    /// HTTP method for `--url` (default: GET, or POST when a body is given).
+    #[arg(long, requires = "url")]
+    method: Option<String>,
+    /// A GraphQL document, sent as the JSON body `{"query": ...}` of the
+    /// `--url` request and judged by the endpoint's GraphQL rules.
+    #[arg(long, value_name = "DOCUMENT", requires = "url")]
+    graphql: Option<String>,
+    /// The `operationName` sent with `--graphql`.
+    #[arg(long, value_name = "NAME", requires = "graphql")]
+    graphql_operation_name: Option<String>,
+    /// A raw request body for the `--url` request, from a file or `-` for
+    /// standard input.
+    #[arg(long, value_name = "FILE", requires = "url")]
+    body: Option<String>,
+    /// A JSON-RPC call for the `--url` request; given more than once, the
+    /// calls are sent as one batch.
+    #[arg(long = "jsonrpc-method", value_name = "METHOD", requires = "url")]
+    jsonrpc_methods: Vec<String>,
+    /// The MCP tool (`params.name`) of the `tools/call` calls of
+    /// `--jsonrpc-method`.
+    #[arg(long, value_name = "TOOL")]
+    tool: Option<String>,
     /// A connection's destination host name or IP address.
     #[arg(long, value_name = "HOST", requires = "port")]
     host: Option<String>,
@@ -66,13 +85,22 @@ pub fn run(args: &Args) -> u8 {
         addr: args.addr,
         ..Request::default()
     };
+    let body = match request_body(args) {
+        Ok(b) => b,
+        Err(e) => return failed(args.format, &Failure::error(None, e)),
+    };
     if let Some(url) = &args.url {
         match parse_url(url) {
             Ok((host, port, target)) => {
+                let default = if body.is_some() { "POST" } else { "GET" };
                 req.host = Some(host);
                 req.port = port;
                 req.http = Some(HttpRequest {
-                    method: args.method.to_ascii_uppercase(),
+                    method: args
+                        .method
+                        .as_deref()
+                        .unwrap_or(default)
+                        .to_ascii_uppercase(),
                     target,
                 });
             }
@@ -87,12 +115,95 @@ pub fn run(args: &Args) -> u8 {
         req.host = args.host.clone();
         req.port = args.port.unwrap_or(0);
     }
-    let decision = Evaluator::new(bundle).eval(&req);
+    let decision = Evaluator::new(bundle).eval_with_body(&req, body.as_deref());
     match args.format {
         Format::Json => outln!("{}", serde_json::to_string(&decision).unwrap_or_default()),
         Format::Human => print_human(&decision),
     }
     EXIT_OK
+}
+
+/// The request body the flags describe: `--graphql`, `--body` or
+/// `--jsonrpc-method`, at most one of them.
+fn request_body(args: &Args) -> Result<Option<Vec<u8>>, String> {
+    let given: Vec<&str> = [
+        ("--graphql", args.graphql.is_some()),
+        ("--body", args.body.is_some()),
+        ("--jsonrpc-method", !args.jsonrpc_methods.is_empty()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, set)| set.then_some(flag))
+    .collect();
+    if let (Some(flag), None) = (given.first(), &args.url) {
+        return Err(format!(
+            "`{flag}` gives the body of an HTTP request; add `--url` (`--host`/`--port` describe a connection only)"
+        ));
+    }
+    if let [first, second, ..] = given.as_slice() {
+        return Err(format!(
+            "`{first}` and `{second}` both give the request body; give one of them"
+        ));
+    }
+    if args.tool.is_some()
+        && !args
+            .jsonrpc_methods
+            .iter()
+            .any(|m| m == policy_lang::matcher::TOOLS_CALL)
+    {
+        return Err(
+            "`--tool` names the tool of a `tools/call` call; add `--jsonrpc-method tools/call`"
+                .to_string(),
+        );
+    }
+    if let Some(document) = &args.graphql {
+        let mut request = serde_json::Map::new();
+        request.insert("query".into(), document.as_str().into());
+        if let Some(name) = &args.graphql_operation_name {
+            request.insert("operationName".into(), name.as_str().into());
+        }
+        return Ok(Some(
+            serde_json::Value::Object(request).to_string().into_bytes(),
+        ));
+    }
+    if let Some(path) = &args.body {
+        let read = if path == "-" {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map(|_| bytes)
+        } else {
+            std::fs::read(path)
+        };
+        return read
+            .map(Some)
+            .map_err(|e| format!("cannot read the body from `{path}`: {e}"));
+    }
+    if args.jsonrpc_methods.is_empty() {
+        return Ok(None);
+    }
+    let calls: Vec<serde_json::Value> = args
+        .jsonrpc_methods
+        .iter()
+        .enumerate()
+        .map(|(i, method)| {
+            let mut call = serde_json::Map::new();
+            call.insert("jsonrpc".into(), "2.0".into());
+            call.insert("id".into(), (i + 1).into());
+            call.insert("method".into(), method.as_str().into());
+            if method == policy_lang::matcher::TOOLS_CALL
+                && let Some(tool) = &args.tool
+            {
+                call.insert(
+                    "params".into(),
+                    serde_json::json!({ "name": tool, "arguments": {} }),
+                );
+            }
+            serde_json::Value::Object(call)
+        })
+        .collect();
+    let body = match calls.as_slice() {
+        [one] => one.to_string(),
+        _ => serde_json::Value::Array(calls).to_string(),
+    };
+    Ok(Some(body.into_bytes()))
 }
 
 /// No decision: the reason in the requested format, exit 2.

@@ -15,7 +15,7 @@ use crate::source::{Node, Span};
 use super::patterns::{self, PathKind, Translated};
 use super::yaml::YNode;
 use super::{Cx, item, key};
-use super::{l7, rpc};
+use super::{graphql, l7, rpc};
 
 /// Endpoint fields OpenShell accepts that we refuse unless left at their
 /// default (`false`, empty, `0`).
@@ -27,18 +27,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "request_body_credential_rewrite",
         "credential rewriting inside request bodies is not supported",
-    ),
-    (
-        "persisted_queries",
-        "GraphQL persisted-query policy is not supported",
-    ),
-    (
-        "graphql_persisted_queries",
-        "GraphQL persisted-query policy is not supported",
-    ),
-    (
-        "graphql_max_body_bytes",
-        "GraphQL body limits are not supported",
     ),
     (
         "credential_signing",
@@ -73,6 +61,9 @@ struct Fields<'n> {
     uninspected: Option<Span>,
     mcp: Option<&'n YNode>,
     json_rpc: Option<&'n YNode>,
+    persisted_queries: Option<Node<String>>,
+    graphql_persisted_queries: Option<&'n YNode>,
+    graphql_max_body_bytes: Option<&'n YNode>,
 }
 
 pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<Item<Stmt>> {
@@ -89,20 +80,21 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
         Some("tcp") => Protocol::Tcp,
         Some("mcp") => Protocol::Mcp,
         Some("json-rpc") => Protocol::JsonRpc,
+        Some("graphql") => Protocol::Graphql,
         Some(other) => {
             let span = f.protocol.as_ref().map_or(ep.span, |p| p.span);
-            if matches!(other, "graphql" | "websocket" | "sql") {
+            if matches!(other, "websocket" | "sql") {
                 cx.push(
                     codes::E0702,
                     span,
                     format!("unsupported field value `protocol: {other}`"),
-                    "only `rest` (inspected HTTP), `mcp`, `json-rpc`, `tcp` and plain L4 endpoints can be imported",
+                    "only `rest` (inspected HTTP), `graphql`, `mcp`, `json-rpc`, `tcp` and plain L4 endpoints can be imported",
                 );
             } else {
                 cx.invalid(
                     span,
                     format!("unknown protocol `{other}`"),
-                    "OpenShell protocols are `rest`, `mcp`, `json-rpc`, `tcp`, or none for plain L4",
+                    "OpenShell protocols are `rest`, `graphql`, `mcp`, `json-rpc`, `tcp`, or none for plain L4",
                 );
             }
             return Vec::new();
@@ -160,6 +152,17 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
             Some(all) => all_mcp_methods = all,
             None => return Vec::new(),
         }
+        if proto == Protocol::Graphql
+            && !graphql::options(
+                cx,
+                f.persisted_queries.as_ref(),
+                f.graphql_persisted_queries,
+                f.graphql_max_body_bytes,
+                &mut body,
+            )
+        {
+            return Vec::new();
+        }
     } else {
         if proto == Protocol::Tcp {
             options.push(Node::new(
@@ -168,6 +171,9 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
             ));
         }
         ignored_without_http(cx, &f, proto);
+    }
+    if proto != Protocol::Graphql && !graphql_fields_absent(cx, &f) {
+        return Vec::new();
     }
     if let Some(s) = f.uninspected {
         options.push(Node::new(EndpointOption::UninspectedCredentials, s));
@@ -179,6 +185,13 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
         }
         if let Some(r) = f.deny_rules {
             rules.extend(rpc::rules(cx, r, RuleAction::Deny, proto, all_mcp_methods));
+        }
+    } else if proto == Protocol::Graphql {
+        if let Some(r) = f.rules {
+            rules.extend(graphql::rules(cx, r, RuleAction::Allow));
+        }
+        if let Some(r) = f.deny_rules {
+            rules.extend(graphql::rules(cx, r, RuleAction::Deny));
         }
     } else if proto == Protocol::Http {
         if let Some(r) = f.rules {
@@ -247,6 +260,9 @@ fn fields<'n>(cx: &mut Cx<'_>, ep: &'n YNode) -> Option<Fields<'n>> {
             "deny_rules" => f.deny_rules = Some(v),
             "mcp" => f.mcp = Some(v),
             "json_rpc" => f.json_rpc = Some(v),
+            "persisted_queries" => f.persisted_queries = cx.string(v, "`persisted_queries`"),
+            "graphql_persisted_queries" => f.graphql_persisted_queries = Some(v),
+            "graphql_max_body_bytes" => f.graphql_max_body_bytes = Some(v),
             "allowed_ips" => f.allowed_ips = cx.strings(v, "`allowed_ips`"),
             "allow_encoded_slash" => {
                 f.encoded_slash = cx.bool(v, "`allow_encoded_slash`").then_some(v.span)
@@ -273,6 +289,45 @@ fn fields<'n>(cx: &mut Cx<'_>, ep: &'n YNode) -> Option<Fields<'n>> {
         }
     }
     ok.then_some(f)
+}
+
+/// GraphQL fields on an endpoint that is not `protocol: graphql`. OpenShell
+/// ignores them there with a warning; they are refused here, since a
+/// policy that sets them means something its endpoint does not do.
+fn graphql_fields_absent(cx: &mut Cx<'_>, f: &Fields<'_>) -> bool {
+    let mut ok = true;
+    let set = [
+        (
+            "persisted_queries",
+            f.persisted_queries
+                .as_ref()
+                .filter(|m| !m.node.is_empty())
+                .map(|m| m.span),
+        ),
+        (
+            "graphql_persisted_queries",
+            f.graphql_persisted_queries
+                .filter(|v| !is_default(v))
+                .map(|v| v.span),
+        ),
+        (
+            "graphql_max_body_bytes",
+            f.graphql_max_body_bytes
+                .filter(|v| !is_default(v))
+                .map(|v| v.span),
+        ),
+    ];
+    for (name, span) in set {
+        if let Some(span) = span {
+            cx.invalid(
+                span,
+                format!("`{name}` on an endpoint that is not `protocol: graphql`"),
+                "OpenShell ignores it there; remove the field or make the endpoint `protocol: graphql`",
+            );
+            ok = false;
+        }
+    }
+    ok
 }
 
 /// `false`, empty, `0` or null: what OpenShell does when the field is absent.

@@ -16,6 +16,7 @@
 
 mod credentials;
 mod endpoint;
+mod graphql;
 mod l7;
 pub mod patterns;
 mod policy;

@@ -1,0 +1,257 @@
+//! `eval` with a request body: `--graphql`, `--body`, `--jsonrpc-method`
+//! and `--tool`, judged through the endpoints that read bodies, with the
+//! same JSON contract as every other `eval`.
+#![expect(clippy::unwrap_used, reason = "test harness")]
+
+mod common;
+
+use std::io::Write as _;
+use std::process::Stdio;
+
+use common::{bin, code, json, run};
+
+const POLICY: &str = "policy \"bodies\" {
+  allow /usr/bin/agent -> api.example.com:443 graphql {
+    path /graphql
+    allow graphql query
+    deny graphql mutation field deleteRepository
+  }
+  allow /usr/bin/agent -> mcp.example.com:443 mcp {
+    allow rpc initialize tools/list
+    allow rpc tools/call tool search_*
+  }
+}
+";
+
+fn policy() -> String {
+    let path = std::env::temp_dir().join(format!("osp-cli-bodies-{}.policy", std::process::id()));
+    std::fs::write(&path, POLICY).unwrap();
+    path.display().to_string()
+}
+
+fn eval(extra: &[&str]) -> std::process::Output {
+    let p = policy();
+    let mut args = vec![
+        "eval",
+        "--policy",
+        &p,
+        "--binary",
+        "/usr/bin/agent",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn contract(v: &serde_json::Value) {
+    for key in ["decision", "route", "rule", "credential", "reason"] {
+        assert!(v.get(key).is_some(), "missing `{key}`: {v}");
+    }
+}
+
+#[test]
+fn graphql_documents_are_posted_and_judged() {
+    let o = eval(&[
+        "--url",
+        "https://api.example.com/graphql",
+        "--graphql",
+        "query Q { viewer { login } }",
+    ]);
+    assert_eq!(code(&o), 0);
+    let v = json(&o);
+    contract(&v);
+    assert_eq!(v["decision"], "allow");
+    assert_eq!(v["route"], "l7");
+    assert_eq!(v["rule"]["line"], 4);
+    assert!(
+        v["reason"].as_str().unwrap().starts_with("POST /graphql"),
+        "{v}"
+    );
+
+    let o = eval(&[
+        "--url",
+        "https://api.example.com/graphql",
+        "--graphql",
+        "query A { viewer { login } } mutation B { deleteRepository(id: 1) { id } }",
+        "--graphql-operation-name",
+        "B",
+    ]);
+    let v = json(&o);
+    assert_eq!(v["decision"], "deny");
+    assert_eq!(v["rule"]["line"], 5);
+    assert!(
+        v["reason"].as_str().unwrap().contains("deleteRepository"),
+        "{v}"
+    );
+
+    // `--method` still decides: a GET with a body is refused.
+    let v = json(&eval(&[
+        "--url",
+        "https://api.example.com/graphql",
+        "--method",
+        "GET",
+        "--graphql",
+        "{ viewer { login } }",
+    ]));
+    assert_eq!(v["decision"], "deny");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("must not carry a body"),
+        "{v}"
+    );
+}
+
+#[test]
+fn raw_bodies_come_from_a_file_or_stdin() {
+    let path = std::env::temp_dir().join(format!("osp-cli-body-{}.json", std::process::id()));
+    std::fs::write(
+        &path,
+        r#"{"query":"mutation { deleteRepository(id: 1) { id } }"}"#,
+    )
+    .unwrap();
+    let v = json(&eval(&[
+        "--url",
+        "https://api.example.com/graphql",
+        "--body",
+        &path.display().to_string(),
+    ]));
+    assert_eq!(v["decision"], "deny");
+
+    let p = policy();
+    let mut child = bin()
+        .args([
+            "eval",
+            "--policy",
+            &p,
+            "--binary",
+            "/usr/bin/agent",
+            "--format",
+            "json",
+            "--url",
+            "https://mcp.example.com/mcp",
+            "--body",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(code(&o), 0);
+    let v = json(&o);
+    contract(&v);
+    assert_eq!(v["decision"], "allow");
+}
+
+#[test]
+fn jsonrpc_calls_and_batches() {
+    let url = "https://mcp.example.com/mcp";
+    let v = json(&eval(&["--url", url, "--jsonrpc-method", "initialize"]));
+    assert_eq!(v["decision"], "allow");
+    assert_eq!(v["rule"]["line"], 8);
+    let v = json(&eval(&[
+        "--url",
+        url,
+        "--jsonrpc-method",
+        "tools/call",
+        "--tool",
+        "search_web",
+    ]));
+    assert_eq!(v["decision"], "allow");
+    assert_eq!(v["rule"]["line"], 9);
+    let v = json(&eval(&[
+        "--url",
+        url,
+        "--jsonrpc-method",
+        "tools/call",
+        "--tool",
+        "delete_all",
+    ]));
+    assert_eq!(v["decision"], "deny");
+    // Repeated: one batch, denied whole when one call is.
+    let v = json(&eval(&[
+        "--url",
+        url,
+        "--jsonrpc-method",
+        "tools/list",
+        "--jsonrpc-method",
+        "tools/call",
+        "--tool",
+        "delete_all",
+    ]));
+    assert_eq!(v["decision"], "deny");
+    assert!(
+        v["reason"].as_str().unwrap().contains("batch call 2 of 2"),
+        "{v}"
+    );
+    // Without a body the MCP endpoint sees an empty GET: not a call.
+    let v = json(&eval(&["--url", url, "--method", "POST"]));
+    assert_eq!(v["decision"], "deny");
+}
+
+#[test]
+fn body_flags_refuse_what_does_not_fit() {
+    let url = "https://mcp.example.com/mcp";
+    let o = eval(&[
+        "--url",
+        url,
+        "--jsonrpc-method",
+        "tools/list",
+        "--tool",
+        "search_web",
+    ]);
+    assert_eq!(code(&o), 2);
+    let v = json(&o);
+    assert_eq!(v["decision"], "error");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("--jsonrpc-method tools/call"),
+        "{v}"
+    );
+
+    let o = eval(&["--url", url, "--graphql", "{ viewer }", "--body", "x.json"]);
+    assert_eq!(code(&o), 2);
+    let v = json(&o);
+    assert_eq!(v["decision"], "error");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("`--graphql` and `--body` both give the request body"),
+        "{v}"
+    );
+
+    let o = eval(&["--url", url, "--body", "/nonexistent/body.json"]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        json(&o)["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot read the body")
+    );
+
+    // A body needs a request: `--host`/`--port` is a connection only.
+    let o = eval(&[
+        "--host",
+        "api.example.com",
+        "--port",
+        "443",
+        "--graphql",
+        "{ viewer }",
+    ]);
+    assert_eq!(code(&o), 2);
+    // `--graphql-operation-name` needs `--graphql`.
+    let o = eval(&["--url", url, "--graphql-operation-name", "Q"]);
+    assert_eq!(code(&o), 2);
+}
