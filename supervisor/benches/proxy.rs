@@ -13,7 +13,10 @@
 //! 4. added latency of a POST whose body the proxy reads and judges
 //!    (JSON-RPC, MCP `tools/call`) against a REST POST of the same size,
 //!    whose body streams through unread: median of 2,000 on one keep-alive
-//!    connection each, at two body sizes.
+//!    connection each, at two body sizes;
+//! 5. the same for a GraphQL query (a document of that size, its
+//!    operation judged against the endpoint's rules) against a REST POST
+//!    of the same bytes, at three sizes.
 //!
 //! The client is this program itself (`proxy client ...`), a tokio +
 //! hyper + rustls client, so both paths pay the same client costs.
@@ -70,7 +73,7 @@ fn main() {
 // ---------------------------------------------------------------- client
 
 /// `client MODE PORT ARG [CAFILE]`: MODE `latency PATH`, `throughput`,
-/// `hold N`, `post HOST,PATH,BYTES`. Connects to 127.0.0.1:PORT with SNI
+/// `hold N`, `post HOST,PATH,BYTES,rpc|graphql`. Connects to 127.0.0.1:PORT with SNI
 /// `api.test` (`post`: HOST), trusting the system roots (`SSL_CERT_FILE`
 /// in the sandbox) and CAFILE.
 fn client(args: &[String]) {
@@ -90,7 +93,10 @@ fn client(args: &[String]) {
                 let mut parts = arg.split(',');
                 let (host, path) = (parts.next().unwrap(), parts.next().unwrap());
                 let bytes: usize = parts.next().unwrap().parse().unwrap();
-                let body = Bytes::from(rpc_body(bytes));
+                let body = Bytes::from(match parts.next() {
+                    Some("graphql") => graphql_body(bytes),
+                    _ => rpc_body(bytes),
+                });
                 let mut s = connect_to(&config, port, host).await;
                 let mut ts = Vec::with_capacity(REQUESTS);
                 for i in 0..WARMUP + REQUESTS {
@@ -242,6 +248,35 @@ fn rpc_body(bytes: usize) -> Vec<u8> {
     format!("{head}{}{tail}", "a".repeat(pad)).into_bytes()
 }
 
+/// A GraphQL POST body of exactly `bytes` bytes whose document is most of
+/// it: a named query selecting aliased root fields until the size is
+/// nearly reached, the rest a comment. What the GraphQL figure parses is a
+/// document of that size, not a short one with padding in its variables.
+fn graphql_body(bytes: usize) -> Vec<u8> {
+    let head = r#"{"query":"query Search($q: String!) { "#;
+    let tail = r#"}","variables":{"q":"x"}}"#;
+    let mut doc = String::new();
+    let mut i = 0;
+    loop {
+        let field = format!("r{i}: repository(name: $q) {{ name issues(first: 10) {{ title }} }} ");
+        if head.len() + doc.len() + field.len() + tail.len() + 4 > bytes {
+            break;
+        }
+        doc.push_str(&field);
+        i += 1;
+    }
+    let pad = bytes - head.len() - doc.len() - tail.len();
+    if pad > 0 {
+        // `\n` in the JSON string: the comment ends before the `}`.
+        doc.push('#');
+        doc.push_str(&"a".repeat(pad.saturating_sub(3)));
+        doc.push_str(r"\n");
+    }
+    let body = format!("{head}{doc}{tail}");
+    assert_eq!(body.len(), bytes, "{body}");
+    body.into_bytes()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -264,7 +299,7 @@ fn bench() {
         net.tcp("127.0.0.1:0"),
         net.tcp("127.0.0.1:0"),
         dir.path(),
-        &[HOST, "rest.test", "rpc.test", "mcp.test"],
+        &[HOST, "rest.test", "rpc.test", "mcp.test", "gql.test"],
         None,
     );
     let me = exe(std::env::current_exe().unwrap().to_str().unwrap());
@@ -274,7 +309,7 @@ fn bench() {
         .display()
         .to_string();
     let body = format!(
-        "  landlock hard min_abi 4\n{SYSTEM}  run_as user root\n  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{port} http read-only {{\n    deny GET /denied\n  }}\n  allow {me} -> rest.test:{port} http {{\n    allow POST /rest\n  }}\n  allow {me} -> rpc.test:{port} json-rpc {{\n    allow rpc tools/call\n  }}\n  allow {me} -> mcp.test:{port} mcp {{\n    path /mcp\n    allow rpc tools/call tool search\n  }}\n",
+        "  landlock hard min_abi 4\n{SYSTEM}  run_as user root\n  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{port} http read-only {{\n    deny GET /denied\n  }}\n  allow {me} -> rest.test:{port} http {{\n    allow POST /rest\n  }}\n  allow {me} -> rpc.test:{port} json-rpc {{\n    allow rpc tools/call\n  }}\n  allow {me} -> mcp.test:{port} mcp {{\n    path /mcp\n    allow rpc tools/call tool search\n  }}\n  allow {me} -> gql.test:{port} graphql {{\n    path /graphql\n    allow graphql query field repository viewer\n    deny graphql mutation\n  }}\n",
         port = up.tls_port
     );
     let bundle = common::bundle(&dir, "proxy", &body);
@@ -337,6 +372,10 @@ fn bench() {
         .iter()
         .map(|&bytes| (bytes, post_latencies(&s, bytes, &direct, &proxied)))
         .collect();
+    let graphql: Vec<(usize, [f64; 3])> = GRAPHQL_SIZES
+        .iter()
+        .map(|&bytes| (bytes, graphql_latencies(&s, bytes, &direct, &proxied)))
+        .collect();
     println!("| figure | target | measured |");
     println!("|---|---|---|");
     println!(
@@ -364,6 +403,13 @@ fn bench() {
             "| added median latency of a {bytes}-byte POST, body read and judged vs streamed (direct {direct:.1} µs; added: REST {rest:.1} µs, JSON-RPC {rpc:.1} µs, MCP `tools/call` {mcp:.1} µs) | JSON-RPC, MCP ≤ 1.5 × REST | **{:.2} ×, {:.2} ×** |",
             rpc / rest,
             mcp / rest
+        );
+    }
+    for (bytes, [direct, rest, gql]) in graphql {
+        let (rest, gql) = (rest - direct, gql - direct);
+        println!(
+            "| added median latency of a {bytes}-byte GraphQL query POST, operation judged vs the same bytes streamed to REST (direct {direct:.1} µs; added: REST {rest:.1} µs, GraphQL {gql:.1} µs) | GraphQL ≤ 1.5 × REST | **{:.2} ×** |",
+            gql / rest
         );
     }
 }
@@ -397,6 +443,32 @@ fn post_latencies(
     runs.map(median)
 }
 
+/// Body sizes of the GraphQL figure: a short query, a typical one of a
+/// client like `gh`, and half the default body limit.
+const GRAPHQL_SIZES: [usize; 3] = [256, 2_048, 32_768];
+
+/// Median POST latency, µs, of a `bytes`-byte GraphQL query: direct, and
+/// through the proxy to a REST and a GraphQL endpoint. Medians of
+/// `ROUNDS` rounds, the three alternating.
+fn graphql_latencies(
+    s: &Setup,
+    bytes: usize,
+    direct: &dyn Fn(&str, &str) -> f64,
+    proxied: &dyn Fn(&str, &str) -> f64,
+) -> [f64; 3] {
+    let mut runs: [Vec<f64>; 3] = Default::default();
+    for _ in 0..ROUNDS {
+        runs[0].push(direct("post", &format!("rest.test,/rest,{bytes},graphql")));
+        runs[1].push(proxied("post", &format!("rest.test,/rest,{bytes},graphql")));
+        runs[2].push(proxied(
+            "post",
+            &format!("gql.test,/graphql,{bytes},graphql"),
+        ));
+        s.up.seen.lock().unwrap().clear();
+    }
+    runs.map(median)
+}
+
 fn supervised(s: &Setup, cmd: &[&str]) -> Command {
     let mut args = vec![
         "run",
@@ -412,6 +484,8 @@ fn supervised(s: &Setup, cmd: &[&str]) -> Command {
         "rpc.test=127.0.0.1",
         "--resolve",
         "mcp.test=127.0.0.1",
+        "--resolve",
+        "gql.test=127.0.0.1",
         "--upstream-ca",
         s.up.ca_file.to_str().unwrap(),
         "--log",

@@ -57,6 +57,21 @@ pub struct HttpEvent<'a> {
     /// method, and the tool of a `tools/call`).
     pub rpc_method: Option<&'a str>,
     pub rpc_tool: Option<&'a str>,
+    /// On a GraphQL endpoint: the operation the decision is about.
+    pub graphql: Option<GraphqlEvent<'a>>,
+}
+
+/// A GraphQL operation as the log names it.
+#[derive(Debug, Clone, Default)]
+pub struct GraphqlEvent<'a> {
+    /// `query`, `mutation`, `subscription`; `None` for a hash-only
+    /// request, whose document the request does not show.
+    pub operation_type: Option<&'a str>,
+    pub operation_name: Option<&'a str>,
+    /// The root fields (names, never aliases).
+    pub fields: &'a [String],
+    /// The persisted-query hash or saved-query id the request sent.
+    pub persisted_query: Option<&'a str>,
 }
 
 /// Where the lines go, and which policy they are about.
@@ -172,6 +187,14 @@ impl DenyLog {
                 }
                 if let Some(t) = e.rpc_tool {
                     unmapped.insert("rpc_tool".into(), json!(t));
+                }
+                if let Some(g) = &e.graphql {
+                    unmapped.insert("graphql_operation_type".into(), json!(g.operation_type));
+                    unmapped.insert("graphql_operation_name".into(), json!(g.operation_name));
+                    unmapped.insert("graphql_fields".into(), json!(g.fields));
+                    if let Some(p) = g.persisted_query {
+                        unmapped.insert("graphql_persisted_query".into(), json!(p));
+                    }
                 }
             }
         }

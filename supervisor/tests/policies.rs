@@ -76,8 +76,8 @@ struct NetCase {
     plain_port: u16,
     allowed: (&'static str, &'static str),
     refused: (&'static str, &'static str),
-    /// JSON bodies of the allowed and the refused request (curl only), for
-    /// endpoints whose rules judge the body.
+    /// JSON bodies of the allowed and the refused request (curl only, sent
+    /// as `application/json`), for endpoints whose rules judge the body.
     bodies: Option<(&'static str, &'static str)>,
 }
 
@@ -108,6 +108,18 @@ const NET_CASES: &[NetCase] = &[
         allowed: ("GET", "https://github.com/o/r"),
         refused: ("GET", "https://github.com/o/r/extra"),
         bodies: None,
+    },
+    NetCase {
+        policy: "github-graphql",
+        client: Client::Curl,
+        hosts: &["api.github.com"],
+        plain_port: 80,
+        allowed: ("POST", "https://api.github.com/graphql"),
+        refused: ("POST", "https://api.github.com/graphql"),
+        bodies: Some((
+            r#"{"query":"query { viewer { login } }"}"#,
+            r#"{"query":"mutation Star { addStar(input: {starrableId: \"R_1\"}) { clientMutationId } }"}"#,
+        )),
     },
     NetCase {
         policy: "github-readonly",

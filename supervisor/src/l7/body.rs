@@ -1,4 +1,4 @@
-//! Request bodies the rules judge (JSON-RPC, MCP): read whole, up to the
+//! Request bodies the rules judge (JSON-RPC, MCP, GraphQL): read whole, up to the
 //! endpoint's limit, before anything is forwarded, and then forwarded as
 //! exactly those bytes.
 //!
@@ -30,7 +30,7 @@ const DRAIN_BYTES: usize = 1 << 20;
 const DRAIN_TIME: Duration = Duration::from_secs(1);
 
 /// What a request sends upstream: the client's body as it streams in
-/// (REST), or the bytes that were judged (JSON-RPC, MCP).
+/// (REST), or the bytes that were judged (JSON-RPC, MCP, GraphQL).
 #[derive(Debug)]
 pub(super) enum UpstreamBody {
     Streamed(Incoming),
@@ -117,7 +117,7 @@ pub(super) async fn read(
 }
 
 /// Reads and discards what is left of `body`, within bounds.
-async fn drain(mut body: Incoming) {
+pub(super) async fn drain(mut body: Incoming) {
     let _ = tokio::time::timeout(DRAIN_TIME, async {
         let mut seen = 0_usize;
         while let Some(Ok(frame)) = body.frame().await {

@@ -14,10 +14,12 @@
 //! 4. `Evaluator::decide_request`: canonical path, method, query, deny
 //!    wins, audit only when every applicable endpoint audits, and the
 //!    credential whose binding covers host, method and path. When
-//!    `Evaluator::body_limit` says the target is a JSON-RPC or MCP
-//!    endpoint's, the body is read first (`body`: up to the limit, else
-//!    `413`) and `Evaluator::decide_body` judges it; the request then
-//!    carries exactly the bytes judged. REST bodies are never read.
+//!    `Evaluator::body_limit` says the target is a JSON-RPC, MCP or
+//!    GraphQL endpoint's, the body is read first (`body`: up to the limit,
+//!    else `413`; a GraphQL POST only as `application/json`, else `415`)
+//!    and `Evaluator::decide_body` judges it (a GraphQL GET by its query
+//!    string, with an empty body); the request then carries exactly the
+//!    bytes judged. REST bodies are never read.
 //! 5. Placeholders: a request carrying the placeholder of a credential that
 //!    is not the one bound to it is refused (`credential_not_bound`), in
 //!    audit mode too; a placeholder in the request target, or in a judged
@@ -32,14 +34,16 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{
-    ACCEPT, ACCEPT_ENCODING, CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, EXPECT, HOST, HeaderMap,
-    HeaderValue, IF_RANGE, RANGE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+    ACCEPT, ACCEPT_ENCODING, CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, EXPECT,
+    HOST, HeaderMap, HeaderValue, IF_RANGE, RANGE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 use hyper::{Method, Request, Response, StatusCode};
+use policy_lang::bundle::L7Protocol;
 use policy_lang::eval::{ConnectionDecision, Decision, Verdict};
 use policy_lang::ir::Injection;
+use policy_lang::l7body::graphql::check_content_type;
 use policy_lang::l7body::jsonrpc::accepts_event_stream;
-use policy_lang::matcher::normalize_host;
+use policy_lang::matcher::{canonicalize_path, normalize_host};
 
 use super::body::{self, UpstreamBody};
 use super::forward::{self, Injected};
@@ -71,6 +75,7 @@ pub(super) async fn handle(st: &ConnState, req: Request<Incoming>) -> Response<P
         host: st.meta.host.as_deref(),
         rule: None,
         rpc: None,
+        graphql: None,
     };
     let scope = match scope(st, &active, &req) {
         Ok(s) => s,
@@ -99,6 +104,12 @@ pub(super) async fn handle(st: &ConnState, req: Request<Incoming>) -> Response<P
         .and_then(|n| n.call.and_then(|i| n.calls.get(i)))
         .cloned();
     info.rpc = call.as_ref();
+    let operation = d
+        .graphql
+        .as_ref()
+        .and_then(|n| n.operation.and_then(|i| n.operations.get(i)))
+        .cloned();
+    info.graphql = operation.as_ref();
     match check(
         st,
         &active,
@@ -133,8 +144,9 @@ struct Scope {
     named: NamedHost,
 }
 
-/// Reads the body of a request to an RPC endpoint (up to `limit` bytes)
-/// and judges it; the request then carries exactly the bytes judged.
+/// Reads the body of a request to an RPC or GraphQL endpoint (up to
+/// `limit` bytes) and judges it; the request then carries exactly the
+/// bytes judged.
 async fn judge_body(
     active: &Active,
     scope: &Scope,
@@ -143,35 +155,19 @@ async fn judge_body(
     limit: usize,
 ) -> Result<(Request<UpstreamBody>, Decision, Option<Bytes>), Refusal> {
     let (mut parts, incoming) = req.into_parts();
-    if let Some(coding) = content_coding(&parts.headers) {
-        return Err(Refusal::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "body_not_inspectable",
-            format!(
-                "the body is `{coding}`-coded; the proxy judges JSON-RPC bodies only as plain text"
-            ),
-        ));
-    }
-    // With no body, a GET is MCP Streamable HTTP's receive stream only
-    // when it asks for one; anything else it could be is not an RPC call.
-    if parts.method == Method::GET
-        && !parts
-            .headers
-            .get_all(ACCEPT)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(accepts_event_stream)
-    {
-        return Err(Refusal::new(
-            StatusCode::FORBIDDEN,
-            "policy_denied",
-            "a GET to a JSON-RPC or MCP endpoint is only the MCP event stream; its Accept must name text/event-stream",
-        ));
-    }
     let expect_continue = parts
         .headers
         .get(EXPECT)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let kinds = body_kinds(active, &scope.decision, target);
+    if let Err(refusal) = check_head(&parts, kinds) {
+        // The client reads the refusal, not a reset for unread data; one
+        // waiting for `100 Continue` is not invited to upload.
+        if !expect_continue {
+            body::drain(incoming).await;
+        }
+        return Err(refusal);
+    }
     let framed =
         parts.headers.contains_key(CONTENT_LENGTH) || parts.headers.contains_key(TRANSFER_ENCODING);
     let bytes = body::read(incoming, limit, expect_continue)
@@ -220,9 +216,94 @@ async fn judge_body(
     Ok((req, d, Some(bytes)))
 }
 
+/// Which kinds of body-judging endpoint apply to `target` on this
+/// connection. The evaluator says how much to read (`body_limit`) but not
+/// for which protocol, and the checks on the head differ.
+#[derive(Debug, Clone, Copy, Default)]
+struct BodyKinds {
+    /// JSON-RPC or MCP.
+    rpc: bool,
+    graphql: bool,
+}
+
+fn body_kinds(active: &Active, conn: &ConnectionDecision, target: &str) -> BodyKinds {
+    let endpoints = &active.eval.bundle().enforcement.l7;
+    let mut kinds = BodyKinds::default();
+    for ep in conn.l7.iter().filter_map(|&e| endpoints.get(e as usize)) {
+        if !ep.reads_body() {
+            continue;
+        }
+        let applies = canonicalize_path(target, ep.encoded_slash)
+            .is_ok_and(|c| ep.path.as_ref().is_none_or(|p| p.matches(&c.path)));
+        if !applies {
+            continue;
+        }
+        match ep.protocol {
+            L7Protocol::Graphql => kinds.graphql = true,
+            _ => kinds.rpc = true,
+        }
+    }
+    kinds
+}
+
+/// The checks on the head of a request whose body is to be judged: its
+/// coding, and what the body is said to be.
+fn check_head(parts: &hyper::http::request::Parts, kinds: BodyKinds) -> Result<(), Refusal> {
+    if let Some(coding) = content_coding(&parts.headers) {
+        return Err(Refusal::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "body_not_inspectable",
+            format!(
+                "the body is `{coding}`-coded; the proxy judges JSON-RPC and GraphQL bodies only as plain text"
+            ),
+        ));
+    }
+    // With no body, a GET is MCP Streamable HTTP's receive stream only
+    // when it asks for one; anything else it could be is not an RPC call.
+    // (A GraphQL GET carries its operation in the query string.)
+    if kinds.rpc
+        && parts.method == Method::GET
+        && !parts
+            .headers
+            .get_all(ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(accepts_event_stream)
+    {
+        return Err(Refusal::new(
+            StatusCode::FORBIDDEN,
+            "policy_denied",
+            "a GET to a JSON-RPC or MCP endpoint is only the MCP event stream; its Accept must name text/event-stream",
+        ));
+    }
+    // A GraphQL server picks its body reader by the Content-Type: only a
+    // body it reads as JSON is the body judged here.
+    if kinds.graphql && parts.method == Method::POST {
+        let types: Vec<&HeaderValue> = parts.headers.get_all(CONTENT_TYPE).iter().collect();
+        let why = match types.as_slice() {
+            [] => check_content_type(None).err().map(|e| e.to_string()),
+            [one] => match one.to_str() {
+                Ok(text) => check_content_type(Some(text)).err().map(|e| e.to_string()),
+                Err(_) => Some("the Content-Type is not text".to_owned()),
+            },
+            _ => Some("the request has several Content-Type headers".to_owned()),
+        };
+        if let Some(why) = why {
+            return Err(Refusal::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "body_not_inspectable",
+                format!(
+                    "{why}; a GraphQL POST is judged only as `application/json` (UTF-8), which is how the server must read it"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A content coding other than `identity` on a request body: its bytes
-/// are not the text a JSON-RPC reading would judge, while the server may
-/// decode them into something else.
+/// are not the text a JSON-RPC or GraphQL reading would judge, while the
+/// server may decode them into something else.
 fn content_coding(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(CONTENT_ENCODING)
@@ -363,6 +444,7 @@ fn check(
                 host: cred_host.as_deref().or(Some(&named.name)),
                 rule: rule.as_deref(),
                 rpc: info.rpc,
+                graphql: info.graphql,
             },
             &d.reason,
         );

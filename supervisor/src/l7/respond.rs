@@ -16,8 +16,8 @@
 //! | `connection_revoked` | 403 | a reload no longer allows the connection (then it is closed) |
 //! | `credential_unavailable` | 503 | the supervisor could not read the secret |
 //! | `bad_request` | 400 | no usable host or target |
-//! | `body_too_large` | 413 | a JSON-RPC or MCP body over the endpoint's limit (then closed) |
-//! | `body_not_inspectable` | 415 | a JSON-RPC or MCP body with a content coding |
+//! | `body_too_large` | 413 | a JSON-RPC, MCP or GraphQL body over the endpoint's limit (then closed) |
+//! | `body_not_inspectable` | 415 | a JSON-RPC, MCP or GraphQL body with a content coding; a GraphQL POST not sent as `application/json` |
 //! | `upstream_error` | 502 | the destination cannot be reached, or its certificate does not verify |
 //! | `response_not_scrubbable` | 502 | a coded response to a request that carried a secret |
 //!
@@ -31,11 +31,12 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, Full};
 use hyper::header::{CACHE_CONTROL, CONNECTION, CONTENT_TYPE, HeaderValue};
 use hyper::{Response, StatusCode};
+use policy_lang::l7body::graphql::GraphqlOp;
 use policy_lang::l7body::jsonrpc::RpcCall;
 use serde_json::json;
 
 use super::state::ConnState;
-use crate::denylog::{HttpEvent, NetEvent};
+use crate::denylog::{GraphqlEvent, HttpEvent, NetEvent};
 
 /// A concrete error type: a boxed `dyn Error` here trips rustc's `Send`
 /// inference for the spawned connection future.
@@ -57,6 +58,8 @@ pub(super) struct RequestInfo<'a> {
     /// The JSON-RPC call the decision is about, on an endpoint that
     /// judges bodies.
     pub rpc: Option<&'a RpcCall>,
+    /// The GraphQL operation the decision is about, on a GraphQL endpoint.
+    pub graphql: Option<&'a GraphqlOp>,
 }
 
 /// A request the proxy answers itself.
@@ -189,6 +192,15 @@ impl ConnState {
             error: code,
             rpc_method: info.rpc.map(|c| c.method.as_str()),
             rpc_tool: info.rpc.and_then(|c| c.tool.as_deref()),
+            graphql: info.graphql.map(|op| GraphqlEvent {
+                operation_type: op.kind().map(|k| k.as_str()),
+                operation_name: op.name(),
+                fields: op.root_fields(),
+                persisted_query: match op {
+                    GraphqlOp::Parsed { persisted_hash, .. } => persisted_hash.as_deref(),
+                    GraphqlOp::Persisted { hash, .. } => Some(hash),
+                },
+            }),
         });
     }
 }
