@@ -20,6 +20,7 @@ pub mod domain;
 pub mod engine;
 pub mod error;
 pub mod fd;
+pub mod graphql;
 pub mod finding;
 pub mod formula;
 pub mod model;
