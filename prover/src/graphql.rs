@@ -182,7 +182,9 @@ impl Ops {
     /// matches" are the same condition.
     fn matches(&self, r: &GraphqlRule, op: Op) -> bool {
         r.types.contains(op.kind)
-            && r.name.as_ref().is_none_or(|g| self.name_matches(g, op.name))
+            && r.name
+                .as_ref()
+                .is_none_or(|g| self.name_matches(g, op.name))
             && r.fields.as_ref().is_none_or(|gs| {
                 gs.iter()
                     .any(|g| self.fields.atoms_of(g.as_str()).contains(&op.field))
@@ -217,7 +219,11 @@ impl Ops {
             .any(|r| r.denies(kind, name, fields).is_some())
         {
             Judged::Denied
-        } else if ep.graphql_allow.iter().any(|r| r.allows(kind, name, fields)) {
+        } else if ep
+            .graphql_allow
+            .iter()
+            .any(|r| r.allows(kind, name, fields))
+        {
             Judged::Allowed
         } else {
             Judged::Denied
@@ -269,8 +275,11 @@ impl Ops {
                 .map(|atom| match (&atom.witness, atom.exact) {
                     (Some(w), true) => format!("`{w}`"),
                     _ => {
-                        let pats: Vec<String> =
-                            atom.sig.iter().map(|&k| format!("`{}`", part.name(k))).collect();
+                        let pats: Vec<String> = atom
+                            .sig
+                            .iter()
+                            .map(|&k| format!("`{}`", part.name(k)))
+                            .collect();
                         if pats.is_empty() {
                             "any other".to_owned()
                         } else {

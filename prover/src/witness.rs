@@ -219,7 +219,11 @@ pub fn body(dom: &Domain, p: &Point) -> Option<Vec<u8>> {
 
 /// A GraphQL `GET`: the operation travels in the query string.
 fn graphql_get(dom: &Domain, p: &Point) -> bool {
-    dom.calls.is_graphql(p.call) && dom.methods.get(p.method as usize).is_some_and(|m| m == "GET")
+    dom.calls.is_graphql(p.call)
+        && dom
+            .methods
+            .get(p.method as usize)
+            .is_some_and(|m| m == "GET")
 }
 
 /// Why a point cannot be shown as a concrete request: one of its string
@@ -347,10 +351,7 @@ pub fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point 
     } else {
         ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
     };
-    let mut methods: Vec<u32> = order
-        .iter()
-        .map(|m| dom.method_index(m))
-        .collect();
+    let mut methods: Vec<u32> = order.iter().map(|m| dom.method_index(m)).collect();
     methods.extend(r.methods.iter().copied());
     let c: Vec<Point> = methods
         .iter()
