@@ -6,7 +6,6 @@
 
 #![expect(
     clippy::unwrap_used,
-    clippy::panic,
     reason = "tests: a failure should stop the test"
 )]
 
