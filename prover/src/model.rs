@@ -12,7 +12,8 @@
 //!    restriction holds, no encoded slash unless allowed) decide: deny
 //!    wins across all of them, audit only when every one is in audit mode;
 //!    A JSON-RPC or MCP endpoint judges the call the body carries
-//!    (`crate::calls`): a body it cannot read is denied whatever the mode.
+//!    (`crate::calls`), a GraphQL endpoint the operation (`crate::graphql`):
+//!    a body it cannot read is denied whatever the mode.
 //! 5. the proxy injects a credential when the request is let through and
 //!    some credential binding covers host, method and path.
 
