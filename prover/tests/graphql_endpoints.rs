@@ -4,10 +4,7 @@
 //! through the evaluator, and an unchanged or narrowed set of operations
 //! is certified.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "tests: a failure should stop the test"
-)]
+#![expect(clippy::unwrap_used, reason = "tests: a failure should stop the test")]
 
 mod support;
 
