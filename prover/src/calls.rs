@@ -53,12 +53,20 @@
 //!
 //! and the body size matters only through the distinct limits: class *k*
 //! holds the sizes above limit *k−1* up to limit *k*.
+//!
+//! GraphQL endpoints read the same dimension: [`Shape::Graphql`] and
+//! [`Shape::Persisted`] are the operations of `crate::graphql` (which
+//! says why one operation with one root field suffices). Every other value
+//! is refused by a GraphQL endpoint, and a call-reading endpoint reads an
+//! operation as a body it cannot parse in a POST, and as no body in a GET
+//! (whose operation is in the query string).
 
 use policy_lang::bundle::{Bundle, L7Endpoint, L7Protocol, RpcMatcher};
 use policy_lang::l7body::jsonrpc::{RpcDialect, TOOL_NAME_MAX, parse_rpc_body};
 use policy_lang::matcher::{RpcMethod, TOOLS_CALL, ValueGlob};
 
 use crate::error::ProverError;
+use crate::graphql::{Judged, Op, Ops};
 use crate::strings::validity::Rule;
 use crate::strings::{DimSpec, Partition, PatternKind, PatternSet, universe::Universe};
 
@@ -71,7 +79,10 @@ pub const STRICT_TOOL_KEY: &str = "<strict tool name>";
 /// (`engine::unmodelled_protocols`): this is the one place that says which
 /// protocols are modelled.
 pub fn modelled(p: L7Protocol) -> bool {
-    matches!(p, L7Protocol::Rest | L7Protocol::JsonRpc | L7Protocol::Mcp)
+    matches!(
+        p,
+        L7Protocol::Rest | L7Protocol::JsonRpc | L7Protocol::Mcp | L7Protocol::Graphql
+    )
 }
 
 /// Whether an endpoint judges JSON-RPC calls in the body.
@@ -91,6 +102,17 @@ pub enum Shape {
     McpRefused(u32),
     /// A tool atom.
     Tool(u32),
+    /// A GraphQL document's operation.
+    Graphql(Op),
+    /// A hash-only GraphQL request for a registered persisted query.
+    Persisted(u32),
+}
+
+impl Shape {
+    /// Whether the value is a GraphQL request.
+    pub fn is_graphql(self) -> bool {
+        matches!(self, Shape::Graphql(_) | Shape::Persisted(_))
+    }
 }
 
 /// One value of the body dimension.
@@ -131,6 +153,8 @@ pub struct Calls {
     tools_call: Option<u32>,
     /// The method atom of the empty method.
     empty_method: Option<u32>,
+    /// GraphQL operations (`None` when no endpoint is a GraphQL one).
+    pub graphql: Option<Ops>,
 }
 
 fn method_key(m: &RpcMethod) -> String {
@@ -180,18 +204,29 @@ impl Calls {
             limits: Vec::new(),
             tools_call: None,
             empty_method: None,
+            graphql: None,
         }
     }
 
     pub fn build(bundles: &[&Bundle], budget: usize) -> Result<Calls, ProverError> {
-        let eps: Vec<&L7Endpoint> = bundles
+        let all: Vec<&L7Endpoint> = bundles
             .iter()
             .flat_map(|b| b.enforcement.l7.iter())
-            .filter(|e| reads_calls(e))
             .collect();
-        if eps.is_empty() {
+        let eps: Vec<&L7Endpoint> = all.iter().copied().filter(|e| reads_calls(e)).collect();
+        let gql: Vec<&L7Endpoint> = all
+            .iter()
+            .copied()
+            .filter(|e| e.protocol == L7Protocol::Graphql)
+            .collect();
+        if eps.is_empty() && gql.is_empty() {
             return Ok(Calls::none());
         }
+        let graphql = if gql.is_empty() {
+            None
+        } else {
+            Some(Ops::build(&gql, budget)?)
+        };
         let mcp = eps.iter().any(|e| e.protocol == L7Protocol::Mcp);
         let json = eps.iter().any(|e| e.protocol == L7Protocol::JsonRpc);
         let mut methods = PatternSet::default();
@@ -243,7 +278,11 @@ impl Calls {
                 },
             );
         }
-        let methods = Partition::build(methods, &spec(budget))?;
+        let methods = if eps.is_empty() {
+            None
+        } else {
+            Some(Partition::build(methods, &spec(budget))?)
+        };
         // Without a tool pattern every name reads alike: one atom, from a
         // partition of no patterns.
         let tools = if mcp {
@@ -251,7 +290,11 @@ impl Calls {
         } else {
             None
         };
-        let mut limits: Vec<usize> = eps.iter().map(|e| e.effective_body_limit()).collect();
+        let mut limits: Vec<usize> = eps
+            .iter()
+            .chain(&gql)
+            .map(|e| e.effective_body_limit())
+            .collect();
         limits.sort_unstable();
         limits.dedup();
         let mut values = vec![
@@ -269,7 +312,7 @@ impl Calls {
             if mcp {
                 add(Shape::Response);
             }
-            for m in 0..methods.len() {
+            for m in 0..methods.as_ref().map_or(0, Partition::len) {
                 let m = u32::try_from(m).unwrap_or(u32::MAX);
                 add(Shape::Call(m));
                 // Only MCP refuses it: with no JSON-RPC endpoint it reads
@@ -281,16 +324,25 @@ impl Calls {
             for t in 0..tools.as_ref().map_or(0, Partition::len) {
                 add(Shape::Tool(u32::try_from(t).unwrap_or(u32::MAX)));
             }
+            if let Some(ops) = &graphql {
+                for op in ops.ops() {
+                    add(Shape::Graphql(op));
+                }
+                for i in 0..ops.persisted.len() {
+                    add(Shape::Persisted(u32::try_from(i).unwrap_or(u32::MAX)));
+                }
+            }
         }
-        let tools_call = methods.classify(TOOLS_CALL);
-        let empty_method = methods.classify("");
+        let tools_call = methods.as_ref().and_then(|m| m.classify(TOOLS_CALL));
+        let empty_method = methods.as_ref().and_then(|m| m.classify(""));
         Ok(Calls {
-            methods: Some(methods),
+            methods,
             tools,
             values,
             limits,
             tools_call,
             empty_method,
+            graphql,
         })
     }
 
@@ -344,6 +396,7 @@ impl Calls {
             Shape::Call(m) => Read::Call(m, None),
             Shape::McpRefused(_) if mcp => Read::Refused,
             Shape::McpRefused(m) => Read::Call(m, None),
+            Shape::Graphql(_) | Shape::Persisted(_) => Read::Refused,
             Shape::Tool(t) => {
                 let Some(tc) = self.tools_call else {
                     return Read::Refused;
@@ -443,6 +496,14 @@ impl Calls {
                 r#"{{"jsonrpc":"2.0","id":null,"method":{}}}"#,
                 quote(&method(m)?)
             ),
+            Shape::Graphql(op) => {
+                let doc = self.graphql_document(op)?;
+                format!(r#"{{"query":{}}}"#, quote(&doc))
+            }
+            Shape::Persisted(i) => {
+                let id = self.persisted_id(i)?;
+                format!(r#"{{"id":{}}}"#, quote(&id))
+            }
             Shape::Tool(t) => {
                 let tool = self
                     .tool_text(t)
@@ -513,8 +574,17 @@ impl Calls {
     /// represents by its single messages.
     pub fn classify(&self, body: Option<&[u8]>) -> Option<u32> {
         let body = body.unwrap_or_default();
-        if body.is_empty() || self.methods.is_none() {
+        if body.is_empty() {
             return Some(0);
+        }
+        if self.values.len() == 1 {
+            return Some(0);
+        }
+        if let Some(v) = self.classify_graphql(body) {
+            return v;
+        }
+        if self.methods.is_none() {
+            return self.find(Shape::Unreadable, 0);
         }
         let Some(size) = self.limits.iter().position(|&l| body.len() <= l) else {
             return self.find(Shape::Unreadable, 0);
@@ -599,7 +669,156 @@ impl Calls {
             Shape::Call(m) => format!("call {}", name(&self.methods, m)),
             Shape::McpRefused(m) => format!("call {} with a null id", name(&self.methods, m)),
             Shape::Tool(t) => format!("tool {}", name(&self.tools, t)),
+            Shape::Graphql(op) => self
+                .graphql
+                .as_ref()
+                .map_or_else(String::new, |g| g.describe(op)),
+            Shape::Persisted(i) => format!(
+                "persisted query `{}`",
+                self.persisted_id(i).unwrap_or_default()
+            ),
         };
         format!("{text}{size}")
     }
+}
+
+impl Calls {
+    /// Values a GraphQL endpoint refuses whatever the HTTP method: every
+    /// value that is not a GraphQL request, one over the endpoint's limit,
+    /// and a hash-only request for an id it does not register.
+    pub fn graphql_refused(&self, ep: &L7Endpoint) -> Vec<u32> {
+        self.ids(|v| self.judge_graphql(ep, v) == Judged::Refused)
+    }
+
+    /// Values a GraphQL endpoint denies (in a `GET` or `POST`).
+    pub fn graphql_denied(&self, ep: &L7Endpoint) -> Vec<u32> {
+        self.ids(|v| self.judge_graphql(ep, v) == Judged::Denied)
+    }
+
+    /// Values a GraphQL endpoint allows (in a `GET` or `POST`).
+    pub fn graphql_allowed(&self, ep: &L7Endpoint) -> Vec<u32> {
+        self.ids(|v| self.judge_graphql(ep, v) == Judged::Allowed)
+    }
+
+    /// The GraphQL values: a call-reading endpoint reads them as no body
+    /// in a `GET`.
+    pub fn graphql_values(&self) -> Vec<u32> {
+        self.ids(|v| v.shape.is_graphql())
+    }
+
+    /// Whether value `v` is a GraphQL request.
+    pub fn is_graphql(&self, v: u32) -> bool {
+        self.value(v).is_some_and(|x| x.shape.is_graphql())
+    }
+
+    fn judge_graphql(&self, ep: &L7Endpoint, v: CallValue) -> Judged {
+        let Some(ops) = &self.graphql else {
+            return Judged::Refused;
+        };
+        if self
+            .limits
+            .get(v.size)
+            .is_none_or(|&l| l > ep.effective_body_limit())
+        {
+            return Judged::Refused;
+        }
+        match v.shape {
+            Shape::Graphql(op) => ops.judge_op(ep, op),
+            Shape::Persisted(i) => ops.judge_persisted(ep, i),
+            _ => Judged::Refused,
+        }
+    }
+
+    fn graphql_document(&self, op: Op) -> Result<String, String> {
+        self.graphql
+            .as_ref()
+            .ok_or_else(|| "no GraphQL endpoint".to_owned())?
+            .document(op)
+    }
+
+    fn persisted_id(&self, i: u32) -> Result<String, String> {
+        self.graphql
+            .as_ref()
+            .and_then(|g| g.persisted_id(i))
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| "a persisted query has an empty id".to_owned())
+    }
+
+    /// The GraphQL document of a value (for witnesses), when it is one.
+    pub fn document_of(&self, v: u32) -> Option<String> {
+        match self.value(v)?.shape {
+            Shape::Graphql(op) => self.graphql_document(op).ok(),
+            _ => None,
+        }
+    }
+
+    /// The GET query string (without `?`) carrying a GraphQL value,
+    /// padded with an ignored `variables` parameter to its size class.
+    pub fn graphql_query_string(&self, v: u32) -> Option<String> {
+        let value = self.value(v)?;
+        let mut out = match value.shape {
+            Shape::Graphql(op) => format!("query={}", percent(&self.graphql_document(op).ok()?)),
+            Shape::Persisted(i) => format!("id={}", percent(&self.persisted_id(i).ok()?)),
+            _ => return None,
+        };
+        let lo = match value.size {
+            0 => 0,
+            k => self.limits.get(k - 1).copied().unwrap_or(0),
+        };
+        if out.len() <= lo {
+            out.push_str("&variables=");
+            let n = lo + 1 - out.len();
+            out.push_str(&"x".repeat(n));
+        }
+        Some(out)
+    }
+
+    /// `Some(value)` for a GraphQL request body: one operation with one
+    /// root field, or a hash-only request for a registered id; `Some(None)`
+    /// for one the model represents by its single operations (a batch,
+    /// several root fields); `None` when the body is no GraphQL request.
+    fn classify_graphql(&self, body: &[u8]) -> Option<Option<u32>> {
+        use policy_lang::l7body::graphql::{GraphqlOp, ops_from_post};
+        let ops = self.graphql.as_ref()?;
+        let size = self.limits.iter().position(|&l| body.len() <= l)?;
+        let read = ops_from_post(body).ok()?;
+        let [op] = read.as_slice() else {
+            return Some(None);
+        };
+        let shape = match op {
+            GraphqlOp::Parsed {
+                kind,
+                name,
+                root_fields,
+                ..
+            } => match root_fields.as_slice() {
+                [field] => ops
+                    .classify(*kind, name.as_deref(), field)
+                    .map(Shape::Graphql),
+                _ => None,
+            },
+            GraphqlOp::Persisted { hash, name: None } => ops
+                .persisted
+                .iter()
+                .position(|id| id == hash)
+                .and_then(|i| u32::try_from(i).ok())
+                .map(Shape::Persisted),
+            GraphqlOp::Persisted { .. } => None,
+        };
+        Some(shape.and_then(|shape| self.find(shape, size)))
+    }
+}
+
+/// Percent-encodes every byte but unreserved ones, for a query string.
+fn percent(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }

@@ -420,7 +420,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
 }
 
 /// What the prover cannot see: endpoints of a protocol the model does not
-/// know (`calls::modelled`; REST, JSON-RPC and MCP are modelled) judge
+/// know (`calls::modelled`; REST, JSON-RPC, MCP and GraphQL are modelled) judge
 /// requests by something the model does not represent. It takes such an
 /// endpoint to allow every request, so widenings at the connection and
 /// HTTP level are still found; of a diff, only a change that leaves every

@@ -67,6 +67,10 @@ pub struct Witness {
     /// The MCP tool of a `tools/call`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The GraphQL document of a POST body, when a GraphQL endpoint judges
+    /// the request by it (`eval --graphql DOC` sends it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graphql: Option<String>,
     /// The JSON-RPC message the body holds, exactly (present whenever the
     /// request has a body).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -105,6 +109,7 @@ impl Witness {
             sha256: req.sha256.clone(),
             rpc_method: None,
             tool: None,
+            graphql: None,
             body: None,
             body_size: None,
         }
@@ -131,6 +136,10 @@ impl Witness {
                 .and_then(|p| p.get("name"))
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_owned);
+            w.graphql = o
+                .get("query")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned);
         }
         w.body = Some(message.to_owned());
         w
@@ -151,6 +160,17 @@ impl Witness {
     pub fn call_flags(&self) -> Option<String> {
         let body = self.body.as_ref()?;
         let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        if let Some(doc) = &self.graphql {
+            let mut out = format!("--graphql {}", shell_word(doc));
+            if *body != format!(r#"{{"query":{}}}"#, quote(doc)) || self.body_size.is_some() {
+                out.push_str(&format!(" (body `{body}`"));
+                if let Some(n) = self.body_size {
+                    out.push_str(&format!(", padded with spaces to {n} bytes"));
+                }
+                out.push(')');
+            }
+            return Some(out);
+        }
         let Some(m) = &self.rpc_method else {
             return Some(format!("with body `{body}`"));
         };

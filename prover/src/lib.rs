@@ -22,6 +22,7 @@ pub mod error;
 pub mod fd;
 pub mod finding;
 pub mod formula;
+pub mod graphql;
 pub mod model;
 pub mod oracle;
 pub mod query;

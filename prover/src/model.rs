@@ -12,7 +12,8 @@
 //!    restriction holds, no encoded slash unless allowed) decide: deny
 //!    wins across all of them, audit only when every one is in audit mode;
 //!    A JSON-RPC or MCP endpoint judges the call the body carries
-//!    (`crate::calls`): a body it cannot read is denied whatever the mode.
+//!    (`crate::calls`), a GraphQL endpoint the operation (`crate::graphql`):
+//!    a body it cannot read is denied whatever the mode.
 //! 5. the proxy injects a credential when the request is let through and
 //!    some credential binding covers host, method and path.
 
@@ -223,6 +224,11 @@ pub fn build(
             // allow every request it sees, and the engine does not certify
             // a change that involves one (`engine::unmodelled_protocols`).
             allow_parts.push(p.clone());
+        } else if ep.protocol == L7Protocol::Graphql {
+            let c = graphql(dom, ep, &post, &get);
+            refused_parts.push(and([p.clone(), c.refused]));
+            deny_parts.push(and([p.clone(), c.deny]));
+            allow_parts.push(and([p.clone(), c.allow]));
         } else if crate::calls::reads_calls(ep) {
             let c = rpc(dom, ep, &post, &get);
             refused_parts.push(and([p.clone(), c.refused]));
@@ -378,7 +384,9 @@ struct Rpc {
 fn rpc(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
     let calls = &dom.calls;
     let call = |v: Vec<u32>| lit(Lit::Call(ids(v)));
-    let no_body = call(vec![0]);
+    // A GraphQL GET carries its operation in the query string: no body.
+    let gql_get = and([call(calls.graphql_values()), get.clone()]);
+    let no_body = or([call(vec![0]), gql_get.clone()]);
     let mcp = ep.protocol == L7Protocol::Mcp;
     let stream = if mcp {
         and([no_body.clone(), get.clone()])
@@ -386,7 +394,10 @@ fn rpc(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
         FALSE
     };
     Rpc {
-        refused: or([call(calls.refused(ep)), and([no_body, not(stream.clone())])]),
+        refused: or([
+            and([call(calls.refused(ep)), not(gql_get)]),
+            and([no_body, not(stream.clone())]),
+        ]),
         deny: and([post.clone(), call(calls.matching(ep, &ep.rpc_deny))]),
         allow: or([stream, and([post.clone(), call(calls.allowed(ep))])]),
     }
@@ -408,4 +419,20 @@ fn plantable(dom: &Domain, sandbox: &Sandbox) -> F {
         lit(Lit::Bin(ids(under(sandbox.exec_trees()))))
     };
     and([write, exec, lit(Lit::Sha(0))])
+}
+
+/// Mirrors `judge_graphql` in `policy_lang::eval` (see `crate::graphql`):
+/// a method other than `GET` or `POST`, a value that is no GraphQL
+/// request, one over the limit or an unregistered persisted id → refused;
+/// else the operation is denied (a deny rule, or no allow rule) or
+/// allowed.
+fn graphql(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
+    let calls = &dom.calls;
+    let call = |v: Vec<u32>| lit(Lit::Call(ids(v)));
+    let read = or([post.clone(), get.clone()]);
+    Rpc {
+        refused: or([not(read.clone()), call(calls.graphql_refused(ep))]),
+        deny: and([read.clone(), call(calls.graphql_denied(ep))]),
+        allow: and([read, call(calls.graphql_allowed(ep))]),
+    }
 }

@@ -174,9 +174,17 @@ pub fn request(dom: &Domain, p: &Point) -> Request {
             .unwrap_or_default()
     };
     let mut target = text(&dom.paths, p.path);
-    if let Some(q) = query_params(dom, p).as_deref().and_then(query_string) {
+    let mut query: Vec<String> = query_params(dom, p)
+        .as_deref()
+        .and_then(query_string)
+        .into_iter()
+        .collect();
+    if graphql_get(dom, p) {
+        query.extend(dom.calls.graphql_query_string(p.call));
+    }
+    if !query.is_empty() {
         target.push('?');
-        target.push_str(&q);
+        target.push_str(&query.join("&"));
     }
     Request {
         binary: text(&dom.bins, p.bin),
@@ -203,7 +211,19 @@ pub fn request(dom: &Domain, p: &Point) -> Request {
 
 /// The body of the request a point stands for (`None`: no body).
 pub fn body(dom: &Domain, p: &Point) -> Option<Vec<u8>> {
+    if graphql_get(dom, p) {
+        return None;
+    }
     dom.calls.body(p.call)
+}
+
+/// A GraphQL `GET`: the operation travels in the query string.
+fn graphql_get(dom: &Domain, p: &Point) -> bool {
+    dom.calls.is_graphql(p.call)
+        && dom
+            .methods
+            .get(p.method as usize)
+            .is_some_and(|m| m == "GET")
 }
 
 /// Why a point cannot be shown as a concrete request: one of its string
@@ -325,10 +345,13 @@ pub fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point 
         ..best.clone()
     }];
     try_each(&mut best, c);
-    let mut methods: Vec<u32> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
-        .iter()
-        .map(|m| dom.method_index(m))
-        .collect();
+    // A GraphQL operation goes in a POST body, as `eval --graphql` sends it.
+    let order = if dom.calls.is_graphql(best.call) {
+        ["POST", "GET", "PUT", "PATCH", "DELETE", "HEAD"]
+    } else {
+        ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
+    };
+    let mut methods: Vec<u32> = order.iter().map(|m| dom.method_index(m)).collect();
     methods.extend(r.methods.iter().copied());
     let c: Vec<Point> = methods
         .iter()
@@ -447,6 +470,8 @@ fn call_rank(dom: &Domain, c: u32) -> (u8, usize, usize) {
         Shape::Tool(_) => 1,
         Shape::Call(_) => 2,
         Shape::McpRefused(_) => 3,
+        Shape::Graphql(_) => 1,
+        Shape::Persisted(_) => 2,
         Shape::Response => 4,
         Shape::Unreadable => 5,
     };

@@ -322,18 +322,26 @@ fn the_policy_shipped_for_mcp_is_certified_against_itself_and_a_new_tool_is_foun
 /// GraphQL operations are not modelled yet: a new mutation must not be
 /// certified (the answer says why), while an unchanged policy still is.
 #[test]
-fn graphql_endpoints_are_never_certified_by_omission() {
+fn graphql_endpoints_are_modelled_not_assumed_open() {
     let gql = |rules: &str| endpoint("graphql", &format!("    path /graphql\n{rules}"));
     let old = gql("    allow graphql query");
     let new = gql("    allow graphql query mutation");
     let r = diff(&old, &new);
-    assert_eq!(r.verdict, Verdict::Inconclusive, "{r:#?}");
-    assert!(
-        r.inconclusive
-            .as_deref()
-            .is_some_and(|w| w.contains("graphql")),
-        "{r:#?}"
-    );
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    assert!(r.inconclusive.is_none(), "{r:#?}");
+    for f in &r.findings {
+        assert_replays(f, &old, &new);
+        assert!(
+            f.witness
+                .graphql
+                .as_deref()
+                .is_some_and(|d| d.starts_with("mutation")),
+            "{f:#?}"
+        );
+    }
     let same = diff(&old, &gql("    allow graphql query"));
     assert_eq!(same.verdict, Verdict::NoNewAccess, "{same:#?}");
+    // A change to the rules that lets nothing new through is certified.
+    let narrower = diff(&new, &old);
+    assert_eq!(narrower.verdict, Verdict::NoNewAccess, "{narrower:#?}");
 }

@@ -1,0 +1,217 @@
+//! GraphQL endpoints: the prover models the operation a request carries
+//! (type, name, one root field, or a registered persisted query), so a new
+//! mutation or root field is a widening with a witness that replays
+//! through the evaluator, and an unchanged or narrowed set of operations
+//! is certified.
+
+#![expect(clippy::unwrap_used, reason = "tests: a failure should stop the test")]
+
+mod support;
+
+use policy_lang::bundle::Bundle;
+use policy_lang::eval::{Decision, Evaluator, Verdict as EvalVerdict};
+use prover::{Finding, Options, Report, Verdict};
+use support::*;
+
+const CREDENTIAL: &str = r#"
+  credential gh_token {
+    secret env GH_TOKEN
+    placeholder env GH_TOKEN
+    inject header Authorization "Bearer {secret}"
+    hosts api.github.com
+  }
+"#;
+
+/// A policy with one endpoint on `api.github.com` of this kind and these
+/// rule lines.
+fn endpoint(kind: &str, rules: &str) -> Bundle {
+    compile(&policy(&format!(
+        "{CREDENTIAL}\n  allow /usr/bin/gh -> api.github.com:443 {kind} {{\n{rules}\n  }}"
+    )))
+}
+
+fn gql(rules: &str) -> Bundle {
+    endpoint("graphql", &format!("    path /graphql\n{rules}"))
+}
+
+fn let_through(d: &Decision) -> bool {
+    matches!(d.decision, EvalVerdict::Allow | EvalVerdict::Audit)
+}
+
+/// The witness, replayed with its body: NEW lets it through with the
+/// credential, OLD does not.
+fn assert_replays(f: &Finding, old: &Bundle, new: &Bundle) {
+    let req = replay(&f.witness);
+    let body = f.witness.body_bytes();
+    let n = Evaluator::new(new.clone()).eval_with_body(&req, body.as_deref());
+    let o = Evaluator::new(old.clone()).eval_with_body(&req, body.as_deref());
+    assert!(
+        let_through(&n) && n.credential.is_some(),
+        "NEW does not let the witness through with the credential: {n:#?}\n{f:#?}"
+    );
+    assert!(
+        !let_through(&o),
+        "OLD lets the witness through: {o:#?}\n{f:#?}"
+    );
+    assert!(f.verified, "{f:#?}");
+}
+
+fn diff(old: &Bundle, new: &Bundle) -> Report {
+    prover::diff(old, new, &Options::default()).unwrap()
+}
+
+/// The findings whose witness sends this document.
+fn with_document<'a>(r: &'a Report, doc: &str) -> Vec<&'a Finding> {
+    r.findings
+        .iter()
+        .filter(|f| f.witness.graphql.as_deref() == Some(doc))
+        .collect()
+}
+
+#[test]
+fn a_new_mutation_is_a_widening_with_a_witness_that_replays() {
+    let old = gql("    allow graphql query");
+    let new = gql("    allow graphql query\n    allow graphql mutation field createIssue");
+    let r = diff(&old, &new);
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    assert!(!r.findings.is_empty());
+    for f in &r.findings {
+        assert_replays(f, &old, &new);
+        let doc = f.witness.graphql.as_deref().unwrap_or_default();
+        assert!(doc.starts_with("mutation"), "{f:#?}");
+        assert!(doc.contains("createIssue"), "{f:#?}");
+        assert_eq!(f.witness.method.as_deref(), Some("POST"), "{f:#?}");
+    }
+    let f = with_document(&r, "mutation { createIssue }");
+    let f = f.first().unwrap_or_else(|| panic!("{:#?}", r.findings));
+    assert_eq!(
+        f.witness.request_text(),
+        "POST https://api.github.com/graphql --graphql 'mutation { createIssue }'"
+    );
+}
+
+#[test]
+fn a_new_root_field_is_a_widening() {
+    let old = gql("    allow graphql query field viewer");
+    let new = gql("    allow graphql query field viewer repository");
+    let r = diff(&old, &new);
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    for f in &r.findings {
+        assert_replays(f, &old, &new);
+        let doc = f.witness.graphql.as_deref().unwrap_or_default();
+        assert!(doc.contains("repository"), "{f:#?}");
+        assert!(!doc.contains("viewer"), "{f:#?}");
+    }
+}
+
+#[test]
+fn a_wider_name_glob_is_a_widening_on_the_new_names_only() {
+    let old = gql("    allow graphql query name GetViewer");
+    let new = gql("    allow graphql query name Get*");
+    let r = diff(&old, &new);
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    for f in &r.findings {
+        assert_replays(f, &old, &new);
+        let doc = f.witness.graphql.as_deref().unwrap_or_default();
+        assert!(doc.starts_with("query Get"), "{f:#?}");
+        assert!(!doc.starts_with("query GetViewer "), "{f:#?}");
+    }
+}
+
+#[test]
+fn a_field_moved_to_deny_is_no_new_access() {
+    let old = gql("    allow graphql query mutation");
+    let new =
+        gql("    allow graphql query mutation\n    deny graphql mutation field deleteRepository");
+    assert_eq!(diff(&old, &new).verdict, Verdict::NoNewAccess);
+    // The other way round it is a widening: the field is let through again.
+    let r = diff(&new, &old);
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    for f in &r.findings {
+        assert_replays(f, &new, &old);
+        assert_eq!(
+            f.witness.graphql.as_deref(),
+            Some("mutation { deleteRepository }"),
+            "{f:#?}"
+        );
+    }
+}
+
+#[test]
+fn identical_and_narrowed_policies_are_no_new_access() {
+    let rules = "    allow graphql query\n    allow graphql mutation name Issue* field createIssue addComment\n    deny graphql mutation field deleteRepository";
+    let old = gql(rules);
+    assert_eq!(diff(&old, &gql(rules)).verdict, Verdict::NoNewAccess);
+    let narrower =
+        gql("    allow graphql query\n    allow graphql mutation name Issue* field createIssue");
+    assert_eq!(diff(&old, &narrower).verdict, Verdict::NoNewAccess);
+    let audit = endpoint(
+        "graphql audit",
+        "    path /graphql\n    allow graphql query",
+    );
+    let r = diff(&gql("    allow graphql query"), &audit);
+    assert_ne!(
+        r.verdict,
+        Verdict::NoNewAccess,
+        "audit forwards mutations: {r:#?}"
+    );
+}
+
+#[test]
+fn a_registered_persisted_query_is_judged_as_its_operation() {
+    let base = "    allow graphql query\n    allow graphql mutation field createIssue";
+    let old = gql(base);
+    // A hash-only request OLD refused is now judged as a registered,
+    // allowed mutation.
+    let new = gql(&format!(
+        "{base}\n    persisted abc123 mutation name M field createIssue"
+    ));
+    let r = diff(&old, &new);
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.witness.body.as_deref() == Some(r#"{"id":"abc123"}"#))
+        .unwrap_or_else(|| panic!("{:#?}", r.findings));
+    assert_replays(f, &old, &new);
+    // Registered as a denied operation: nothing new.
+    let denied = gql(&format!(
+        "{base}\n    persisted abc123 mutation field deleteRepository"
+    ));
+    assert_eq!(diff(&old, &denied).verdict, Verdict::NoNewAccess);
+}
+
+#[test]
+fn rest_to_graphql_on_one_host_replays() {
+    let old = endpoint("http", "    path /graphql\n    allow GET /graphql");
+    let new = gql("    allow graphql query mutation");
+    let r = diff(&old, &new);
+    // POST /graphql was denied by the REST endpoint; a GraphQL POST is now
+    // let through, so whatever the verdict says, its witnesses replay.
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    for f in &r.findings {
+        assert_replays(f, &old, &new);
+    }
+    // GraphQL to REST: a GET /graphql without a GraphQL request, refused
+    // before, passes.
+    let r = diff(&new, &old);
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    for f in &r.findings {
+        assert_replays(f, &new, &old);
+    }
+}
+
+#[test]
+fn an_empty_root_selection_does_not_parse() {
+    // Why one root field per operation suffices: no operation has none.
+    for doc in [
+        "{ }",
+        "query { ... on Query { } }",
+        "{ ...F } fragment F on Query { }",
+    ] {
+        assert!(
+            policy_lang::l7body::graphql::op_from_document(doc, None).is_err(),
+            "{doc}"
+        );
+    }
+}
