@@ -42,8 +42,12 @@ pub struct Vars {
     pub acls: BV,
     pub method: BV,
     pub path: BV,
-    /// The body value (`crate::calls`).
-    pub call: BV,
+    /// The body value (`crate::calls`); none when "no body" is the only
+    /// one (no endpoint reads bodies), so a REST-only problem is the one
+    /// it was before bodies were modelled: Z3's search is sensitive to
+    /// every variable, and a constant one made a large unsatisfiable
+    /// question forty times slower.
+    pub call: Option<BV>,
     pub qa: Vec<Bool>,
     pub qd: Vec<Bool>,
 }
@@ -226,7 +230,7 @@ impl Smt {
             acls: BV::new_const("addr_class", width(dom.addr_classes.len())),
             method: BV::new_const("method", width(dom.methods.len())),
             path: BV::new_const("path", width(dom.paths.len())),
-            call: BV::new_const("call", width(dom.calls.len())),
+            call: (dom.calls.len() > 1).then(|| BV::new_const("call", width(dom.calls.len()))),
             qa: (0..nq)
                 .map(|i| Bool::new_const(format!("q{i}.allow")))
                 .collect(),
@@ -242,9 +246,11 @@ impl Smt {
             below(&vars.host, dom.hosts.len() + 1),
             below(&vars.method, dom.methods.len()),
             below(&vars.path, dom.paths.len()),
-            below(&vars.call, dom.calls.len()),
             vars.port.bvuge(bv(1, 16)),
         ];
+        if let Some(call) = &vars.call {
+            domain.push(below(call, dom.calls.len()));
+        }
         // A destination is a host name, an address, or both.
         domain.push(Bool::or(&[
             vars.host
@@ -407,7 +413,10 @@ impl Smt {
             Lit::Port(lo, hi) => in_range(&v.port, u128::from(*lo), u128::from(*hi)),
             Lit::Method(s) => in_ids(&v.method, s, v.sizes[3]),
             Lit::Path(s) => in_ids(&v.path, s, v.sizes[4]),
-            Lit::Call(s) => in_ids(&v.call, s, v.sizes[6]),
+            Lit::Call(s) => match &v.call {
+                Some(call) => in_ids(call, s, v.sizes[6]),
+                None => Bool::from_bool(s.contains(&0)),
+            },
             Lit::QAllow(q) => {
                 v.qa.get(*q as usize)
                     .cloned()
@@ -490,7 +499,7 @@ impl Smt {
             port: u16::try_from(num(&v.port)).unwrap_or(0),
             method: small(&v.method),
             path: small(&v.path),
-            call: small(&v.call),
+            call: v.call.as_ref().map_or(0, small),
             qa: v.qa.iter().map(boolean).collect(),
             qd: v.qd.iter().map(boolean).collect(),
         }
@@ -514,8 +523,10 @@ impl Smt {
             v.port.eq(bv(u128::from(p.port), 16)),
             v.method.eq(bv(u128::from(p.method), v.method.get_size())),
             v.path.eq(bv(u128::from(p.path), v.path.get_size())),
-            v.call.eq(bv(u128::from(p.call), v.call.get_size())),
         ];
+        if let Some(call) = &v.call {
+            out.push(call.eq(bv(u128::from(p.call), call.get_size())));
+        }
         for (x, &b) in v.qa.iter().zip(&p.qa) {
             out.push(if b { x.clone() } else { x.not() });
         }
@@ -589,7 +600,7 @@ impl Smt {
     /// The value of a packed bit-vector at a point.
     pub fn bits_at(&self, f: &BV, p: &Point) -> Option<u64> {
         let v = &self.vars;
-        let bvs = [
+        let mut bvs = vec![
             (&v.bin, bv(u128::from(p.bin), v.bin.get_size())),
             (&v.sha, bv(u128::from(p.sha), v.sha.get_size())),
             (&v.host, bv(u128::from(p.host), v.host.get_size())),
@@ -598,9 +609,11 @@ impl Smt {
             (&v.port, bv(u128::from(p.port), 16)),
             (&v.method, bv(u128::from(p.method), v.method.get_size())),
             (&v.path, bv(u128::from(p.path), v.path.get_size())),
-            (&v.call, bv(u128::from(p.call), v.call.get_size())),
             (&v.acls, bv(u128::from(self.class_of(p)), v.acls.get_size())),
         ];
+        if let Some(call) = &v.call {
+            bvs.push((call, bv(u128::from(p.call), call.get_size())));
+        }
         let pairs: Vec<(&BV, &BV)> = bvs.iter().map(|(a, b)| (*a, b)).collect();
         let f = f.substitute(&pairs);
         let mut bools: Vec<(Bool, Bool)> = vec![
