@@ -4,13 +4,10 @@
 //! through the evaluator, and an unchanged or narrowed set of operations
 //! is certified.
 
-#![expect(clippy::unwrap_used, reason = "tests: a failure should stop the test")]
-
 mod support;
 
 use policy_lang::bundle::Bundle;
-use policy_lang::eval::{Decision, Evaluator, Verdict as EvalVerdict};
-use prover::{Finding, Options, Report, Verdict};
+use prover::{Finding, Report, Verdict};
 use support::*;
 
 const CREDENTIAL: &str = r#"
@@ -34,32 +31,6 @@ fn gql(rules: &str) -> Bundle {
     endpoint("graphql", &format!("    path /graphql\n{rules}"))
 }
 
-fn let_through(d: &Decision) -> bool {
-    matches!(d.decision, EvalVerdict::Allow | EvalVerdict::Audit)
-}
-
-/// The witness, replayed with its body: NEW lets it through with the
-/// credential, OLD does not.
-fn assert_replays(f: &Finding, old: &Bundle, new: &Bundle) {
-    let req = replay(&f.witness);
-    let body = f.witness.body_bytes();
-    let n = Evaluator::new(new.clone()).eval_with_body(&req, body.as_deref());
-    let o = Evaluator::new(old.clone()).eval_with_body(&req, body.as_deref());
-    assert!(
-        let_through(&n) && n.credential.is_some(),
-        "NEW does not let the witness through with the credential: {n:#?}\n{f:#?}"
-    );
-    assert!(
-        !let_through(&o),
-        "OLD lets the witness through: {o:#?}\n{f:#?}"
-    );
-    assert!(f.verified, "{f:#?}");
-}
-
-fn diff(old: &Bundle, new: &Bundle) -> Report {
-    prover::diff(old, new, &Options::default()).unwrap()
-}
-
 /// The findings whose witness sends this document.
 fn with_document<'a>(r: &'a Report, doc: &str) -> Vec<&'a Finding> {
     r.findings
@@ -72,7 +43,7 @@ fn with_document<'a>(r: &'a Report, doc: &str) -> Vec<&'a Finding> {
 fn a_new_mutation_is_a_widening_with_a_witness_that_replays() {
     let old = gql("    allow graphql query");
     let new = gql("    allow graphql query\n    allow graphql mutation field createIssue");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     assert!(!r.findings.is_empty());
     for f in &r.findings {
@@ -94,7 +65,7 @@ fn a_new_mutation_is_a_widening_with_a_witness_that_replays() {
 fn a_new_root_field_is_a_widening() {
     let old = gql("    allow graphql query field viewer");
     let new = gql("    allow graphql query field viewer repository");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     for f in &r.findings {
         assert_replays(f, &old, &new);
@@ -108,7 +79,7 @@ fn a_new_root_field_is_a_widening() {
 fn a_wider_name_glob_is_a_widening_on_the_new_names_only() {
     let old = gql("    allow graphql query name GetViewer");
     let new = gql("    allow graphql query name Get*");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     for f in &r.findings {
         assert_replays(f, &old, &new);
@@ -123,9 +94,9 @@ fn a_field_moved_to_deny_is_no_new_access() {
     let old = gql("    allow graphql query mutation");
     let new =
         gql("    allow graphql query mutation\n    deny graphql mutation field deleteRepository");
-    assert_eq!(diff(&old, &new).verdict, Verdict::NoNewAccess);
+    assert_eq!(diff_bundles(&old, &new).verdict, Verdict::NoNewAccess);
     // The other way round it is a widening: the field is let through again.
-    let r = diff(&new, &old);
+    let r = diff_bundles(&new, &old);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     for f in &r.findings {
         assert_replays(f, &new, &old);
@@ -141,15 +112,18 @@ fn a_field_moved_to_deny_is_no_new_access() {
 fn identical_and_narrowed_policies_are_no_new_access() {
     let rules = "    allow graphql query\n    allow graphql mutation name Issue* field createIssue addComment\n    deny graphql mutation field deleteRepository";
     let old = gql(rules);
-    assert_eq!(diff(&old, &gql(rules)).verdict, Verdict::NoNewAccess);
+    assert_eq!(
+        diff_bundles(&old, &gql(rules)).verdict,
+        Verdict::NoNewAccess
+    );
     let narrower =
         gql("    allow graphql query\n    allow graphql mutation name Issue* field createIssue");
-    assert_eq!(diff(&old, &narrower).verdict, Verdict::NoNewAccess);
+    assert_eq!(diff_bundles(&old, &narrower).verdict, Verdict::NoNewAccess);
     let audit = endpoint(
         "graphql audit",
         "    path /graphql\n    allow graphql query",
     );
-    let r = diff(&gql("    allow graphql query"), &audit);
+    let r = diff_bundles(&gql("    allow graphql query"), &audit);
     assert_ne!(
         r.verdict,
         Verdict::NoNewAccess,
@@ -166,7 +140,7 @@ fn a_registered_persisted_query_is_judged_as_its_operation() {
     let new = gql(&format!(
         "{base}\n    persisted abc123 mutation name M field createIssue"
     ));
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     let f = r
         .findings
@@ -178,14 +152,14 @@ fn a_registered_persisted_query_is_judged_as_its_operation() {
     let denied = gql(&format!(
         "{base}\n    persisted abc123 mutation field deleteRepository"
     ));
-    assert_eq!(diff(&old, &denied).verdict, Verdict::NoNewAccess);
+    assert_eq!(diff_bundles(&old, &denied).verdict, Verdict::NoNewAccess);
 }
 
 #[test]
 fn rest_to_graphql_on_one_host_replays() {
     let old = endpoint("http", "    path /graphql\n    allow GET /graphql");
     let new = gql("    allow graphql query mutation");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     // POST /graphql was denied by the REST endpoint; a GraphQL POST is now
     // let through, so whatever the verdict says, its witnesses replay.
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
@@ -194,7 +168,7 @@ fn rest_to_graphql_on_one_host_replays() {
     }
     // GraphQL to REST: a GET /graphql without a GraphQL request, refused
     // before, passes.
-    let r = diff(&new, &old);
+    let r = diff_bundles(&new, &old);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     for f in &r.findings {
         assert_replays(f, &new, &old);

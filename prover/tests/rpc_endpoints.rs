@@ -3,17 +3,12 @@
 //! or tool is a widening with a witness that replays through the
 //! evaluator, and an unchanged or narrowed set of calls is certified.
 
-#![expect(
-    clippy::unwrap_used,
-    clippy::panic,
-    reason = "tests: a failure should stop the test"
-)]
+#![expect(clippy::panic, reason = "tests: a failure should stop the test")]
 
 mod support;
 
 use policy_lang::bundle::Bundle;
-use policy_lang::eval::{Decision, Evaluator, Verdict as EvalVerdict};
-use prover::{Finding, Options, Report, Verdict};
+use prover::{Finding, Report, Verdict};
 use support::*;
 
 const CREDENTIAL: &str = r#"
@@ -37,32 +32,6 @@ fn mcp(rules: &str) -> Bundle {
     endpoint("mcp", rules)
 }
 
-fn let_through(d: &Decision) -> bool {
-    matches!(d.decision, EvalVerdict::Allow | EvalVerdict::Audit)
-}
-
-/// The witness, replayed with its body: NEW lets it through with the
-/// credential, OLD does not.
-fn assert_replays(f: &Finding, old: &Bundle, new: &Bundle) {
-    let req = replay(&f.witness);
-    let body = f.witness.body_bytes();
-    let n = Evaluator::new(new.clone()).eval_with_body(&req, body.as_deref());
-    let o = Evaluator::new(old.clone()).eval_with_body(&req, body.as_deref());
-    assert!(
-        let_through(&n) && n.credential.is_some(),
-        "NEW does not let the witness through with the credential: {n:#?}\n{f:#?}"
-    );
-    assert!(
-        !let_through(&o),
-        "OLD lets the witness through: {o:#?}\n{f:#?}"
-    );
-    assert!(f.verified, "{f:#?}");
-}
-
-fn diff(old: &Bundle, new: &Bundle) -> Report {
-    prover::diff(old, new, &Options::default()).unwrap()
-}
-
 /// The one finding whose witness names this call.
 fn finding_with<'a>(r: &'a Report, method: &str, tool: Option<&str>) -> &'a Finding {
     r.findings
@@ -77,7 +46,7 @@ fn finding_with<'a>(r: &'a Report, method: &str, tool: Option<&str>) -> &'a Find
 fn a_new_mcp_tool_is_a_widening_with_a_witness_that_replays() {
     let old = mcp("    allow rpc tools/call tool search");
     let new = mcp("    allow rpc tools/call tool search send_email");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     let f = finding_with(&r, "tools/call", Some("send_email"));
     assert_eq!(f.witness.method.as_deref(), Some("POST"));
@@ -110,7 +79,7 @@ fn a_new_mcp_tool_is_a_widening_with_a_witness_that_replays() {
 fn a_new_json_rpc_method_is_a_widening() {
     let old = endpoint("json-rpc", "    allow rpc reports.search");
     let new = endpoint("json-rpc", "    allow rpc reports.search reports.delete");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     let f = finding_with(&r, "reports.delete", None);
     assert_eq!(
@@ -124,7 +93,7 @@ fn a_new_json_rpc_method_is_a_widening() {
 fn a_tool_moved_from_allow_to_deny_is_no_new_access() {
     let old = mcp("    allow rpc tools/call tool search send_email");
     let new = mcp("    allow rpc tools/call tool search\n    deny rpc tools/call tool send_email");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
     assert!(r.inconclusive.is_none(), "{r:#?}");
 }
@@ -134,12 +103,12 @@ fn an_identical_policy_is_no_new_access() {
     let old = mcp(
         "    allow rpc initialize tools/list\n    allow rpc tools/call tool search read_*\n    deny rpc tools/call tool read_secret",
     );
-    let r = diff(&old, &old.clone());
+    let r = diff_bundles(&old, &old.clone());
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
     // The same tables under another digest go through the whole model.
     let mut same = old.clone();
     same.digest = format!("{}-again", same.digest);
-    let r = diff(&old, &same);
+    let r = diff_bundles(&old, &same);
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
     assert!(r.findings.is_empty() && r.inconclusive.is_none(), "{r:#?}");
 }
@@ -156,7 +125,7 @@ fn loose_tool_names_let_names_outside_the_strict_pattern_through() {
     // The allowed tool is the same: what is new is names the strict
     // pattern refuses, through a rule that matches them. With a literal
     // tool there is none; with all methods allowed there is.
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
     let old = endpoint(
         "mcp all_mcp_methods",
@@ -166,7 +135,7 @@ fn loose_tool_names_let_names_outside_the_strict_pattern_through() {
         "mcp all_mcp_methods loose_tool_names",
         "    deny rpc tools/call tool send_email",
     );
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     let f = r
         .findings
@@ -185,7 +154,7 @@ fn loose_tool_names_let_names_outside_the_strict_pattern_through() {
 fn all_mcp_methods_is_a_widening() {
     let old = mcp("    allow rpc initialize tools/list");
     let new = endpoint("mcp all_mcp_methods", "    allow rpc initialize tools/list");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     for f in &r.findings {
         assert!(f.witness.rpc_method.is_some(), "{f:#?}");
@@ -197,14 +166,14 @@ fn all_mcp_methods_is_a_widening() {
 fn a_larger_body_limit_is_a_widening_with_a_padded_witness() {
     let old = mcp("    body_limit 100\n    allow rpc tools/call tool search");
     let new = mcp("    body_limit 200\n    allow rpc tools/call tool search");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     let f = &r.findings[0];
     let body = f.witness.body_bytes().unwrap();
     assert!(body.len() > 100 && body.len() <= 200, "{f:#?}");
     assert_replays(f, &old, &new);
     // And the other way round nothing is new.
-    let r = diff(&new, &old);
+    let r = diff_bundles(&new, &old);
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
 }
 
@@ -214,7 +183,7 @@ fn rest_to_mcp_on_the_same_host() {
     // requests, which the REST rules refused: new, and shown as a call.
     let old = endpoint("http", "    allow GET /**");
     let new = mcp("    allow rpc tools/call tool search");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     for f in &r.findings {
         assert_replays(f, &old, &new);
@@ -225,7 +194,7 @@ fn rest_to_mcp_on_the_same_host() {
     // through, including calls the MCP rules refused.
     let old = mcp("    allow rpc tools/call tool search");
     let new = endpoint("http", "    allow POST /**");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     for f in &r.findings {
         assert_replays(f, &old, &new);
@@ -234,7 +203,7 @@ fn rest_to_mcp_on_the_same_host() {
     // reads: the receive stream (a GET without a body) was allowed before.
     let old = endpoint("http", "    allow GET /**");
     let new = mcp("    allow rpc initialize");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert!(
         r.findings
             .iter()
@@ -251,7 +220,7 @@ fn a_new_binary_on_an_mcp_endpoint_is_a_widening() {
         "{CREDENTIAL}\n  allow /usr/bin/agent /usr/bin/intruder -> mcp.example.com:443 mcp {{\n    allow rpc tools/call tool search\n  }}"
     ));
     let new = compile(&text);
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     let f = r
         .findings
@@ -272,7 +241,7 @@ fn a_filesystem_only_change_beside_an_mcp_endpoint_is_certified() {
         .paths
         .retain(|p| !p.path.starts_with("/usr"));
     new.digest = format!("{}-narrowed", new.digest);
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
 }
 
@@ -309,8 +278,8 @@ fn the_policy_shipped_for_mcp_is_certified_against_itself_and_a_new_tool_is_foun
     );
     let mut same = old.clone();
     same.digest = format!("{}-again", same.digest);
-    assert_eq!(diff(&old, &same).verdict, Verdict::NoNewAccess);
-    let r = diff(&old, &new);
+    assert_eq!(diff_bundles(&old, &same).verdict, Verdict::NoNewAccess);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     for f in &r.findings {
         let tool = f.witness.tool.as_deref().unwrap_or_default();
@@ -326,7 +295,7 @@ fn graphql_endpoints_are_modelled_not_assumed_open() {
     let gql = |rules: &str| endpoint("graphql", &format!("    path /graphql\n{rules}"));
     let old = gql("    allow graphql query");
     let new = gql("    allow graphql query mutation");
-    let r = diff(&old, &new);
+    let r = diff_bundles(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     assert!(r.inconclusive.is_none(), "{r:#?}");
     for f in &r.findings {
@@ -339,9 +308,9 @@ fn graphql_endpoints_are_modelled_not_assumed_open() {
             "{f:#?}"
         );
     }
-    let same = diff(&old, &gql("    allow graphql query"));
+    let same = diff_bundles(&old, &gql("    allow graphql query"));
     assert_eq!(same.verdict, Verdict::NoNewAccess, "{same:#?}");
     // A change to the rules that lets nothing new through is certified.
-    let narrower = diff(&new, &old);
+    let narrower = diff_bundles(&new, &old);
     assert_eq!(narrower.verdict, Verdict::NoNewAccess, "{narrower:#?}");
 }

@@ -16,8 +16,10 @@ mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use support::let_through;
+
 use policy_lang::bundle::Bundle;
-use policy_lang::eval::{Evaluator, Request, Verdict as EvalVerdict};
+use policy_lang::eval::{Evaluator, Request};
 use policy_lang::matcher::normalize_host;
 use prover::Verdict;
 use prover::strings::universe::is_resolved_binary;
@@ -26,10 +28,6 @@ use support::pairs::Spec;
 
 /// Requests tried per pair.
 const REQUESTS: usize = 48;
-
-fn let_through(d: &policy_lang::eval::Decision) -> bool {
-    matches!(d.decision, EvalVerdict::Allow | EvalVerdict::Audit)
-}
 
 /// A host some credential of the bundle is bound to.
 fn credential_host(b: &Bundle, req: &Request) -> bool {

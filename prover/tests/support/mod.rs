@@ -92,6 +92,38 @@ pub fn assert_verified(r: &prover::Report) {
     }
 }
 
+/// Whether the evaluator lets the request through (allowed or audited).
+pub fn let_through(d: &policy_lang::eval::Decision) -> bool {
+    matches!(
+        d.decision,
+        policy_lang::eval::Verdict::Allow | policy_lang::eval::Verdict::Audit
+    )
+}
+
+/// The witness, replayed with its body: NEW lets it through with the
+/// credential, OLD does not.
+pub fn assert_replays(f: &prover::Finding, old: &Bundle, new: &Bundle) {
+    use policy_lang::eval::Evaluator;
+    let req = replay(&f.witness);
+    let body = f.witness.body_bytes();
+    let n = Evaluator::new(new.clone()).eval_with_body(&req, body.as_deref());
+    let o = Evaluator::new(old.clone()).eval_with_body(&req, body.as_deref());
+    assert!(
+        let_through(&n) && n.credential.is_some(),
+        "NEW does not let the witness through with the credential: {n:#?}\n{f:#?}"
+    );
+    assert!(
+        !let_through(&o),
+        "OLD lets the witness through: {o:#?}\n{f:#?}"
+    );
+    assert!(f.verified, "{f:#?}");
+}
+
+/// `diff --prove` of two compiled bundles, default options.
+pub fn diff_bundles(old: &Bundle, new: &Bundle) -> prover::Report {
+    prover::diff(old, new, &prover::Options::default()).unwrap()
+}
+
 /// The request a witness stands for, exactly as printed: a connection
 /// witness (no method) replays as a connection without a request.
 pub fn replay(w: &prover::Witness) -> policy_lang::eval::Request {
