@@ -1,14 +1,11 @@
 //! GraphQL endpoints in the language: the formatter's canonical form,
 //! that formatting never changes the bundle, and what reaches the bundle.
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers fail loudly on bad fixtures"
-)]
+
+mod support;
 
 use policy_lang::bundle::L7Protocol;
 use policy_lang::matcher::OperationType;
-use policy_lang::source::SourceFile;
-use policy_lang::{fmt, load, parser};
+use support::{assert_formats_to, compile};
 
 const MESSY: &str = "policy \"gql\" {
   allow   /usr/bin/agent ->  api.github.com:443   graphql {
@@ -36,34 +33,9 @@ const CANONICAL: &str = "policy \"gql\" {
 }
 ";
 
-fn compile(name: &str, text: &str) -> policy_lang::bundle::Bundle {
-    let path = std::env::temp_dir().join(format!("osp-gql-{}-{name}.policy", std::process::id()));
-    std::fs::write(&path, text).unwrap();
-    let (checked, bundle) = load::compile_file(&path, None).unwrap();
-    let errors: Vec<_> = checked
-        .diagnostics
-        .iter()
-        .filter(|d| d.is_error())
-        .map(|d| d.message.clone())
-        .collect();
-    assert!(errors.is_empty(), "{name}: {errors:?}");
-    bundle.unwrap()
-}
-
-fn format(text: &str) -> String {
-    let (doc, diags) = parser::parse(&SourceFile::new("t.policy", text));
-    assert!(!diags.has_errors());
-    fmt::format_document(&doc.unwrap())
-}
-
 #[test]
 fn formatting_is_canonical_and_keeps_the_digest() {
-    let formatted = format(MESSY);
-    assert_eq!(formatted, CANONICAL);
-    assert_eq!(format(&formatted), formatted);
-    let before = compile("messy", MESSY);
-    let after = compile("canonical", &formatted);
-    assert_eq!(before.digest, after.digest);
+    assert_formats_to(MESSY, CANONICAL, "gql");
 }
 
 #[test]
