@@ -738,12 +738,12 @@ impl McpServer {
         Self { child, port, seen }
     }
 
-    /// Every request the server received: (HTTP method, body).
     /// What the server wrote to stderr, for failure messages.
     fn stderr(&self) -> String {
         std::fs::read_to_string(self.seen.with_file_name("mcp-server.err")).unwrap_or_default()
     }
 
+    /// Every request the server received: (HTTP method, body).
     fn seen(&self) -> Vec<(String, Value)> {
         std::fs::read_to_string(&self.seen)
             .unwrap_or_default()
