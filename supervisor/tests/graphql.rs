@@ -17,9 +17,8 @@
 mod common;
 mod upstream;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use common::{Dir, SYSTEM, TestNet, exe, log_lines, output, stderr, stdout};
 use serde_json::Value;
@@ -37,12 +36,14 @@ const SECRET: &str = "real-secret-0123456789";
 const LIMIT: usize = 512;
 
 /// The GraphQL server, killed on drop.
-struct Server {
-    child: Child,
-    port: u16,
-    record: PathBuf,
-    /// The server's CA, for `--upstream-ca`.
-    ca: PathBuf,
+struct Server(upstream::PythonServer);
+
+impl std::ops::Deref for Server {
+    type Target = upstream::PythonServer;
+
+    fn deref(&self) -> &upstream::PythonServer {
+        &self.0
+    }
 }
 
 /// One HTTP request as the server recorded it.
@@ -72,48 +73,14 @@ impl Server {
             "{} lacks graphql-core or gql: run scripts/install-deps (it installs them, pinned, there)",
             python.display()
         );
-        let (ca, leaf, key) = upstream::certificates(&["gql.test", "other.test"]);
-        let (cert, key_file) = (dir.join("gql-cert.pem"), dir.join("gql-key.pem"));
-        std::fs::write(&cert, upstream::pem("CERTIFICATE", &leaf)).unwrap();
-        std::fs::write(&key_file, upstream::pem("PRIVATE KEY", &key)).unwrap();
-        let ca_file = dir.join("gql-ca.pem");
-        std::fs::write(&ca_file, ca).unwrap();
-        let script = dir.join("gql_server.py");
-        std::fs::write(&script, SERVER_PY).unwrap();
-        let record = dir.join("gql-seen.jsonl");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &net.name])
-            .arg(&python)
-            .arg(&script)
-            .arg(&record)
-            .arg(&cert)
-            .arg(&key_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("gql-server.err")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line.trim().parse().unwrap_or_else(|_| {
-            panic!(
-                "the GraphQL server did not start: {line:?} {}",
-                std::fs::read_to_string(dir.join("gql-server.err")).unwrap_or_default()
-            )
-        });
-        Self {
-            child,
-            port,
-            record,
-            ca: ca_file,
-        }
-    }
-
-    /// What the server wrote to stderr, for failure messages.
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.record.with_file_name("gql-server.err")).unwrap_or_default()
+        Self(upstream::PythonServer::start(
+            &net.name,
+            &python,
+            dir.path(),
+            "gql",
+            &["gql.test", "other.test"],
+            SERVER_PY,
+        ))
     }
 
     fn seen(&self) -> Vec<Seen> {
@@ -149,13 +116,6 @@ impl Server {
     /// Repositories deleted: the harm the denied mutation would do.
     fn deleted(&self) -> String {
         std::fs::read_to_string(self.record.with_extension("jsonl.deleted")).unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

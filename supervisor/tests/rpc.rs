@@ -15,9 +15,7 @@
 mod common;
 mod upstream;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 use common::{Dir, SYSTEM, TestNet, exe, log_lines, output, stderr, stdout};
 use serde_json::Value;
@@ -693,10 +691,14 @@ except BaseException as e:
 "#;
 
 /// The MCP server, killed on drop.
-struct McpServer {
-    child: Child,
-    port: u16,
-    seen: PathBuf,
+struct McpServer(upstream::PythonServer);
+
+impl std::ops::Deref for McpServer {
+    type Target = upstream::PythonServer;
+
+    fn deref(&self) -> &upstream::PythonServer {
+        &self.0
+    }
 }
 
 impl McpServer {
@@ -707,45 +709,19 @@ impl McpServer {
             "{} is missing: run scripts/install-deps (it installs the pinned `mcp` package there)",
             python.display()
         );
-        let (ca, leaf, key) = upstream::certificates(&["mcp.test"]);
-        let (cert, key_file) = (dir.join("mcp-cert.pem"), dir.join("mcp-key.pem"));
-        std::fs::write(&cert, upstream::pem("CERTIFICATE", &leaf)).unwrap();
-        std::fs::write(&key_file, upstream::pem("PRIVATE KEY", &key)).unwrap();
-        std::fs::write(dir.join("mcp-ca.pem"), ca).unwrap();
-        let script = dir.join("mcp_server.py");
-        std::fs::write(&script, MCP_SERVER_PY).unwrap();
-        let seen = dir.join("mcp-seen.jsonl");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &net.name])
-            .arg(&python)
-            .arg(&script)
-            .arg(&seen)
-            .arg(&cert)
-            .arg(&key_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("mcp-server.err")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("the MCP server did not start: {line:?}"));
-        Self { child, port, seen }
-    }
-
-    /// What the server wrote to stderr, for failure messages.
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.seen.with_file_name("mcp-server.err")).unwrap_or_default()
+        Self(upstream::PythonServer::start(
+            &net.name,
+            &python,
+            dir.path(),
+            "mcp",
+            &["mcp.test"],
+            MCP_SERVER_PY,
+        ))
     }
 
     /// Every request the server received: (HTTP method, body).
     fn seen(&self) -> Vec<(String, Value)> {
-        std::fs::read_to_string(&self.seen)
+        std::fs::read_to_string(&self.record)
             .unwrap_or_default()
             .lines()
             .map(|l| {
@@ -759,13 +735,6 @@ impl McpServer {
                 (v["method"].as_str().unwrap().to_owned(), body)
             })
             .collect()
-    }
-}
-
-impl Drop for McpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -473,3 +473,89 @@ impl hyper::body::Body for Paced {
         )
     }
 }
+
+/// A Python TLS server from the test venv, run in a test's network
+/// namespace as `python SCRIPT RECORD CERT KEY`: it records what it
+/// receives in RECORD and prints its port on its first line. Killed on
+/// drop.
+pub struct PythonServer {
+    child: std::process::Child,
+    pub port: u16,
+    /// Where the server records what it received.
+    pub record: PathBuf,
+    /// The server's CA, for `--upstream-ca`.
+    pub ca: PathBuf,
+    stderr: PathBuf,
+}
+
+impl PythonServer {
+    /// Files in `dir` are named after `name` (`{name}-ca.pem`,
+    /// `{name}-seen.jsonl`, `{name}-server.err`, ...); `hosts` are the
+    /// names its certificate holds.
+    pub fn start(
+        netns: &str,
+        python: &Path,
+        dir: &Path,
+        name: &str,
+        hosts: &[&str],
+        script: &str,
+    ) -> Self {
+        use std::io::BufRead as _;
+        use std::process::{Command, Stdio};
+        let (ca, leaf, key) = certificates(hosts);
+        let (cert, key_file) = (
+            dir.join(format!("{name}-cert.pem")),
+            dir.join(format!("{name}-key.pem")),
+        );
+        std::fs::write(&cert, pem("CERTIFICATE", &leaf)).unwrap();
+        std::fs::write(&key_file, pem("PRIVATE KEY", &key)).unwrap();
+        let ca_file = dir.join(format!("{name}-ca.pem"));
+        std::fs::write(&ca_file, ca).unwrap();
+        let script_file = dir.join(format!("{name}_server.py"));
+        std::fs::write(&script_file, script).unwrap();
+        let record = dir.join(format!("{name}-seen.jsonl"));
+        let stderr = dir.join(format!("{name}-server.err"));
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", netns])
+            .arg(python)
+            .arg(&script_file)
+            .arg(&record)
+            .arg(&cert)
+            .arg(&key_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let Ok(port) = line.trim().parse() else {
+            let _ = child.kill();
+            panic!(
+                "the {name} server did not start: {line:?} {}",
+                std::fs::read_to_string(&stderr).unwrap_or_default()
+            );
+        };
+        Self {
+            child,
+            port,
+            record,
+            ca: ca_file,
+            stderr,
+        }
+    }
+
+    /// What the server wrote to stderr, for failure messages.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for PythonServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
