@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use crate::ast::Document;
 use crate::diag::{Diagnostic, Diagnostics, codes};
-use crate::ir::{BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, TlsMode};
+use crate::ir::{BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, L7Protocol, TlsMode};
 use crate::matcher::HostPattern;
 use crate::resolve::Resolved;
 
@@ -74,6 +74,16 @@ pub fn lint(r: &Resolved) -> Diagnostics {
                     d.push(
                         Diagnostic::new(codes::W0105, file, *span, "this inspected endpoint allows no request")
                             .help("add `allow` rules or an access preset (`read-only`, `read-write`, `full`)"),
+                    );
+                } else if h.tls == TlsMode::Auto
+                    && h.protocol == L7Protocol::Websocket
+                    && !(h.allow.is_empty() && h.graphql_allow.is_empty())
+                    && !h.allow.iter().any(|r| r.methods.contains("GET"))
+                {
+                    d.push(
+                        Diagnostic::new(codes::W0105, file, *span, "this websocket endpoint allows no upgrade, so no message can be sent")
+                            .label("no `allow GET` rule")
+                            .help("add `allow GET PATH` for the upgrade handshake, or the `read-only` preset"),
                     );
                 }
                 if h.tls == TlsMode::Auto
