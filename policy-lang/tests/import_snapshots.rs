@@ -353,13 +353,20 @@ fn websocket_endpoints() {
     assert!(!res_diags.has_errors(), "{}", render(&res_diags));
     let bundle = compile::compile(&resolved.policy);
     let l7 = &bundle.enforcement.l7;
-    assert_eq!(l7.len(), 5);
+    assert_eq!(l7.len(), 6);
     assert!(l7.iter().all(|e| e.protocol == L7Protocol::Websocket));
-    let gql = l7.iter().find(|e| e.graphql_over_websocket()).unwrap();
+    let written = format_document(&doc);
+    assert!(
+        written.contains("rw.graphql.test:443 websocket read-only"),
+        "{written}"
+    );
+    let gql = l7
+        .iter()
+        .find(|e| e.graphql_over_websocket() && !e.graphql_allow.is_empty())
+        .unwrap();
     assert_eq!(gql.graphql_allow.len(), 2);
     assert_eq!(gql.graphql_deny.len(), 1);
     assert!(gql.persisted_query("abc123").is_some());
-    let written = format_document(&doc);
     let (reparsed, parse_diags) = parser::parse(&SourceFile::new("w.policy", written));
     assert!(!parse_diags.has_errors());
     let (re_resolved, re_diags) = resolve::resolve(std::slice::from_ref(&reparsed.unwrap()));

@@ -222,6 +222,9 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
             rules.extend(l7::rules(cx, r, RuleAction::Deny));
         }
     }
+    if proto == Protocol::Websocket {
+        read_write_beside_graphql(&mut options, &body, &rules);
+    }
     let mut out = Vec::new();
     for (dest, span, addresses) in destinations(cx, ep, &f) {
         let mut items = body.clone();
@@ -714,4 +717,32 @@ fn contains(cidr: &str, ip: IpAddr) -> bool {
         return net.contains(&ip);
     }
     cidr.parse::<IpAddr>().is_ok_and(|a| a == ip)
+}
+
+/// On a websocket endpoint with GraphQL rules or a persisted-query
+/// registry, every client text message is a GraphQL-over-WebSocket
+/// message, so OpenShell's `read-write` preset (the upgrade and
+/// `WEBSOCKET_TEXT` messages) allows exactly what `read-only` (the
+/// upgrade) does: the GraphQL rules decide the messages. Our language
+/// refuses a `WEBSOCKET_TEXT` allowance there (E0507), so the importer
+/// writes the preset with that meaning.
+fn read_write_beside_graphql(
+    options: &mut [Node<EndpointOption>],
+    body: &[Item<EndpointStmt>],
+    rules: &[Item<EndpointStmt>],
+) {
+    let graphql_policy = body.iter().chain(rules).any(|i| {
+        matches!(
+            i.stmt.node,
+            EndpointStmt::Graphql { .. } | EndpointStmt::Persisted { .. }
+        )
+    });
+    if !graphql_policy {
+        return;
+    }
+    for o in options.iter_mut() {
+        if o.node == EndpointOption::Access(Access::ReadWrite) {
+            o.node = EndpointOption::Access(Access::ReadOnly);
+        }
+    }
 }
