@@ -172,6 +172,9 @@ pub enum Protocol {
     /// GraphQL over HTTP: rules judge each operation's type, name and
     /// root fields.
     Graphql,
+    /// WebSocket: rules judge the RFC 6455 upgrade (`GET`) and each client
+    /// text message (`WEBSOCKET_TEXT`), or its GraphQL operation.
+    Websocket,
 }
 
 impl Protocol {
@@ -183,7 +186,12 @@ impl Protocol {
     /// Whether requests pass the L7 proxy (REST, JSON-RPC or GraphQL
     /// rules).
     pub fn is_l7(self) -> bool {
-        self == Protocol::Http || self.reads_body()
+        matches!(self, Protocol::Http | Protocol::Websocket) || self.reads_body()
+    }
+
+    /// Whether `allow|deny graphql` rules and `persisted` entries apply.
+    pub fn takes_graphql(self) -> bool {
+        matches!(self, Protocol::Graphql | Protocol::Websocket)
     }
 
     /// Whether the proxy reads request bodies for the rules.

@@ -21,10 +21,11 @@ use crate::matcher::{
 
 /// The bundle format this build writes. Version 2 added JSON-RPC and MCP
 /// endpoints; every new field has a default that means what version 1
-/// meant, so version 1 bundles are still read. GraphQL endpoints came
-/// later within version 2: their fields are optional too, and a reader
-/// that does not know them refuses the bundle (an unknown `protocol`
-/// variant or field fails to deserialize) rather than misreading it.
+/// meant, so version 1 bundles are still read. GraphQL and WebSocket
+/// endpoints came later within version 2: their fields are optional too,
+/// and a reader that does not know them refuses the bundle (an unknown
+/// `protocol` variant or field fails to deserialize) rather than
+/// misreading it.
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The oldest bundle format this build reads.
@@ -238,13 +239,24 @@ fn is_false(b: &bool) -> bool {
 impl L7Endpoint {
     /// Whether rules judge the request body, so the proxy must read it.
     pub fn reads_body(&self) -> bool {
-        self.protocol != L7Protocol::Rest
+        !matches!(self.protocol, L7Protocol::Rest | L7Protocol::Websocket)
+    }
+
+    /// A websocket endpoint with GraphQL rules or a registry: its client
+    /// text messages are GraphQL-over-WebSocket messages, judged by the
+    /// GraphQL rules and never by `WEBSOCKET_TEXT` allow rules.
+    pub fn graphql_over_websocket(&self) -> bool {
+        self.protocol == L7Protocol::Websocket
+            && !(self.graphql_allow.is_empty()
+                && self.graphql_deny.is_empty()
+                && self.persisted_queries.is_empty())
     }
 
     /// The body limit in effect, in bytes.
     pub fn effective_body_limit(&self) -> usize {
         let default = match self.protocol {
             L7Protocol::Graphql => crate::l7body::graphql::DEFAULT_BODY_LIMIT,
+            L7Protocol::Websocket => crate::eval::DEFAULT_MESSAGE_LIMIT,
             _ => crate::l7body::jsonrpc::DEFAULT_BODY_LIMIT,
         };
         self.body_limit
@@ -279,6 +291,10 @@ pub enum L7Protocol {
     /// GraphQL over HTTP (GET and POST): operation types, operation names
     /// and root fields.
     Graphql,
+    /// WebSocket: the RFC 6455 upgrade `GET` and each client text message
+    /// (`WEBSOCKET_TEXT`) by the REST rules, or by the GraphQL rules when
+    /// the endpoint has any (GraphQL over WebSocket).
+    Websocket,
 }
 
 impl L7Protocol {
@@ -294,6 +310,7 @@ impl L7Protocol {
             Self::JsonRpc => "json-rpc",
             Self::Mcp => "mcp",
             Self::Graphql => "graphql",
+            Self::Websocket => "websocket",
         }
     }
 }

@@ -204,6 +204,7 @@ codes! {
     E0504 = (Error, "JSON-RPC or MCP rules that do not fit together");
     E0505 = (Error, "body limit out of range");
     E0506 = (Error, "persisted query registered twice");
+    E0507 = (Error, "WebSocket rules that do not fit together");
     E0601 = (Error, "incomplete credential");
     E0602 = (Error, "invalid credential setting");
     E0701 = (Error, "unreadable YAML");

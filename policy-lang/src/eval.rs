@@ -3,8 +3,11 @@
 //! the proxy use. The prover is tested against it.
 
 mod graphql;
+mod websocket;
 
 pub use graphql::GraphqlNote;
+pub use websocket::{DEFAULT_MESSAGE_LIMIT, WsClientMessage, WsRelay};
+use websocket::{WsAsk, WsContext};
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -17,8 +20,8 @@ use crate::l7body::graphql::DocumentCache;
 use crate::l7body::jsonrpc::{RpcBody, RpcCall, RpcDialect, parse_rpc_body};
 use crate::matcher::net::is_metadata_host;
 use crate::matcher::{
-    AddrClass, CanonicalTarget, canonical_ip, canonicalize_path, classify_addr, normalize_host,
-    parse_query_string,
+    AddrClass, CanonicalTarget, WEBSOCKET_TEXT, canonical_ip, canonicalize_path, classify_addr,
+    normalize_host, parse_query_string,
 };
 
 /// One connection attempt, optionally with the HTTP request sent on it.
@@ -466,7 +469,7 @@ impl Evaluator {
         method: &str,
         target: &str,
     ) -> Decision {
-        self.judge(conn, host, method, target, None)
+        self.judge(conn, host, method, target, Ask::Http(None))
     }
 
     /// Judges a request whose body was read: HTTP method/target as in
@@ -502,7 +505,58 @@ impl Evaluator {
         target: &str,
         body: &[u8],
     ) -> Decision {
-        self.judge(conn, host, method, target, Some(body))
+        self.judge(conn, host, method, target, Ask::Http(Some(body)))
+    }
+
+    /// Some when a `websocket` endpoint takes part for `target` on this
+    /// connection: only then may an RFC 6455 upgrade request be judged with
+    /// [`Self::decide_upgrade`]; everywhere else upgrades stay refused.
+    /// With several websocket endpoints on the path, the smallest message
+    /// limit: a longer message is refused by one of them.
+    pub fn websocket(&self, conn: &ConnectionDecision, target: &str) -> Option<WsRelay> {
+        let tables = &self.bundle.enforcement;
+        conn.l7
+            .iter()
+            .filter_map(|&e| tables.l7.get(e as usize))
+            .filter(|ep| ep.protocol == L7Protocol::Websocket)
+            .filter(|ep| {
+                canonicalize_path(target, ep.encoded_slash)
+                    .is_ok_and(|c| ep.path.as_ref().is_none_or(|p| p.matches(&c.path)))
+            })
+            .map(L7Endpoint::effective_body_limit)
+            .min()
+            .map(|message_limit| WsRelay { message_limit })
+    }
+
+    /// The upgrade GET, judged by the websocket endpoints' `GET` rules
+    /// (deny wins, audit as for REST); `credential` chosen as for a REST
+    /// GET. Other endpoints on the path take no part: the upgraded
+    /// connection is theirs to judge only if they are websocket endpoints.
+    pub fn decide_upgrade(
+        &self,
+        conn: &ConnectionDecision,
+        host: Option<&str>,
+        target: &str,
+    ) -> Decision {
+        self.judge(conn, host, "GET", target, Ask::Upgrade)
+    }
+
+    /// One complete client message after an allowed upgrade of `target`:
+    /// a text message by the `WEBSOCKET_TEXT` rules, or, on an endpoint
+    /// with GraphQL rules, as a GraphQL-over-WebSocket message (operation
+    /// to the GraphQL rules; lifecycle allowed; other type or unreadable
+    /// refused); a binary message relayed unless the upgrade carried a
+    /// credential the route does not accept uninspected. See the
+    /// `websocket` module. `credential` is always None: nothing is
+    /// injected into messages.
+    pub fn decide_ws_message(
+        &self,
+        conn: &ConnectionDecision,
+        host: Option<&str>,
+        target: &str,
+        message: WsClientMessage<'_>,
+    ) -> Decision {
+        self.judge(conn, host, WEBSOCKET_TEXT, target, Ask::Message(message))
     }
 
     fn judge(
@@ -511,13 +565,19 @@ impl Evaluator {
         host: Option<&str>,
         method: &str,
         target: &str,
-        body: Option<&[u8]>,
+        ask: Ask<'_>,
     ) -> Decision {
         let method = method.to_ascii_uppercase();
+        let body = match ask {
+            Ask::Http(body) => body,
+            Ask::Upgrade | Ask::Message(_) => None,
+        };
+        let upgraded = !matches!(ask, Ask::Http(_));
+        let routes = &self.bundle.enforcement.seccomp.routes;
         let tables = &self.bundle.enforcement;
-        let mut denied_by: Option<(u32, Option<Rule>, Enforcement, String, Note)> = None;
-        let mut allowed_by: Option<(u32, Option<Rule>, String, Note)> = None;
-        let mut refused: Option<(u32, String, Note)> = None;
+        let mut denied_by: Option<Denial> = None;
+        let mut allowed_by: Option<Allowance> = None;
+        let mut refused: Option<Refusal> = None;
         let mut unmatched: Option<(String, Note)> = None;
         let mut participating: Vec<(u32, Enforcement)> = Vec::new();
         let mut canon_error = None;
@@ -529,6 +589,9 @@ impl Evaluator {
             let Some(ep) = tables.l7.get(e as usize) else {
                 continue;
             };
+            if upgraded && ep.protocol != L7Protocol::Websocket {
+                continue;
+            }
             let canon = match canonicalize_path(target, ep.encoded_slash) {
                 Ok(c) => c,
                 Err(err) => {
@@ -549,7 +612,47 @@ impl Evaluator {
                 }
             };
             participating.push((e, ep.enforcement));
-            if ep.reads_body() {
+            let ws_outcome = (ep.protocol == L7Protocol::Websocket).then(|| {
+                let ws_ask = match ask {
+                    Ask::Http(_) => WsAsk::Request,
+                    Ask::Upgrade => WsAsk::Upgrade,
+                    Ask::Message(m) => WsAsk::Message(m),
+                };
+                let what = match ws_ask {
+                    WsAsk::Message(_) => format!("message on {}", canon.path),
+                    _ => format!("{method} {}", canon.path),
+                };
+                let credential = self.credential_for(host, "GET", Some(&canon.path));
+                let uninspected_credentials = conn.routes.iter().any(|&r| {
+                    routes.get(r as usize).is_some_and(|route| {
+                        route.via == Via::L7(e) && route.uninspected_credentials
+                    })
+                });
+                websocket::judge_websocket(
+                    ep,
+                    ws_ask,
+                    &WsContext {
+                        method: &method,
+                        path: &canon.path,
+                        params: &params,
+                        what: &what,
+                        cache: &self.graphql_cache,
+                        credential: credential.as_deref(),
+                        uninspected_credentials,
+                    },
+                )
+            });
+            if let Some(outcome) = ws_outcome {
+                record(
+                    e,
+                    ep.enforcement,
+                    outcome,
+                    &mut refused,
+                    &mut denied_by,
+                    &mut allowed_by,
+                    &mut unmatched,
+                );
+            } else if ep.reads_body() {
                 let what = format!("{method} {}", canon.path);
                 let body = body.unwrap_or_default();
                 let outcome = match ep.protocol {
@@ -563,20 +666,15 @@ impl Evaluator {
                     ),
                     _ => judge_rpc(ep, &method, &what, body),
                 };
-                match outcome {
-                    BodyOutcome::Refused(why, note) => {
-                        refused.get_or_insert((e, why, note));
-                    }
-                    BodyOutcome::Denied(rule, why, note) => {
-                        denied_by.get_or_insert((e, rule, ep.enforcement, why, note));
-                    }
-                    BodyOutcome::Allowed(rule, why, note) => {
-                        allowed_by.get_or_insert((e, rule, why, note));
-                    }
-                    BodyOutcome::NoMatch(why, note) => {
-                        unmatched.get_or_insert((why, note));
-                    }
-                }
+                record(
+                    e,
+                    ep.enforcement,
+                    outcome,
+                    &mut refused,
+                    &mut denied_by,
+                    &mut allowed_by,
+                    &mut unmatched,
+                );
             } else {
                 if denied_by.is_none()
                     && let Some(i) = find_rule(ep, &method, &canon.path, &params, true)
@@ -635,7 +733,11 @@ impl Evaluator {
         let path = canonical_path.clone().unwrap_or_else(|| target.to_string());
         let all_audit = !participating.is_empty()
             && participating.iter().all(|(_, m)| *m == Enforcement::Audit);
-        let credential = self.credential_for(host, &method, canonical_path.as_deref());
+        // Nothing is injected into WebSocket messages.
+        let credential = match ask {
+            Ask::Message(_) => None,
+            _ => self.credential_for(host, &method, canonical_path.as_deref()),
+        };
         let mk =
             |decision, rule, reason: String, credential: Option<String>, note: Note| Decision {
                 decision,
@@ -736,6 +838,47 @@ impl Evaluator {
                         .is_none_or(|ps| ps.iter().any(|p| p.matches(path)))
             })
             .map(|c| c.name.clone())
+    }
+}
+
+/// What `judge` is asked about.
+#[derive(Debug, Clone, Copy)]
+enum Ask<'a> {
+    /// An HTTP request, with its body when it was read.
+    Http(Option<&'a [u8]>),
+    /// A WebSocket upgrade request (a `GET`).
+    Upgrade,
+    /// A client message on an upgraded connection.
+    Message(WsClientMessage<'a>),
+}
+
+type Refusal = (u32, String, Note);
+type Denial = (u32, Option<Rule>, Enforcement, String, Note);
+type Allowance = (u32, Option<Rule>, String, Note);
+
+/// Keeps the first outcome of each kind, as endpoints are judged in turn.
+fn record(
+    e: u32,
+    enforcement: Enforcement,
+    outcome: BodyOutcome,
+    refused: &mut Option<Refusal>,
+    denied_by: &mut Option<Denial>,
+    allowed_by: &mut Option<Allowance>,
+    unmatched: &mut Option<(String, Note)>,
+) {
+    match outcome {
+        BodyOutcome::Refused(why, note) => {
+            refused.get_or_insert((e, why, note));
+        }
+        BodyOutcome::Denied(rule, why, note) => {
+            denied_by.get_or_insert((e, rule, enforcement, why, note));
+        }
+        BodyOutcome::Allowed(rule, why, note) => {
+            allowed_by.get_or_insert((e, rule, why, note));
+        }
+        BodyOutcome::NoMatch(why, note) => {
+            unmatched.get_or_insert((why, note));
+        }
     }
 }
 

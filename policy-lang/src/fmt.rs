@@ -231,6 +231,7 @@ fn option_text(o: EndpointOption) -> &'static str {
         EndpointOption::Protocol(Protocol::Mcp) => "mcp",
         EndpointOption::Protocol(Protocol::JsonRpc) => "json-rpc",
         EndpointOption::Protocol(Protocol::Graphql) => "graphql",
+        EndpointOption::Protocol(Protocol::Websocket) => "websocket",
         EndpointOption::Tls(TlsMode::Auto) => "tls auto",
         EndpointOption::Tls(TlsMode::Skip) => "tls skip",
         EndpointOption::Enforcement(Enforcement::Enforce) => "enforce",

@@ -832,6 +832,7 @@ fn endpoint_option(pair: &Pair<'_, Rule>) -> Option<EndpointOption> {
             "mcp" => Protocol::Mcp,
             "json-rpc" => Protocol::JsonRpc,
             "graphql" => Protocol::Graphql,
+            "websocket" => Protocol::Websocket,
             _ => Protocol::L4,
         }),
         Rule::enforcement_opt => EndpointOption::Enforcement(if text == "audit" {
@@ -1068,7 +1069,7 @@ fn help_for(rules: &[Rule]) -> String {
                 | Rule::flag_opt
         )
     }) {
-        return "endpoint options are: http, mcp, json-rpc, graphql, tcp, l4, enforce, audit, read-only, read-write, full, tls auto, tls skip, encoded_slash, uninspected_credentials, all_mcp_methods, loose_tool_names; a block starts with `{` at the end of the line".to_string();
+        return "endpoint options are: http, mcp, json-rpc, graphql, websocket, tcp, l4, enforce, audit, read-only, read-write, full, tls auto, tls skip, encoded_slash, uninspected_credentials, all_mcp_methods, loose_tool_names; a block starts with `{` at the end of the line".to_string();
     }
     if rules.contains(&Rule::doc_kind) {
         return "a file holds one `policy \"name\" { ... }` or `fragment \"name\" { ... }`"

@@ -99,6 +99,18 @@ pub(super) fn judge_graphql(
         Err(err) => return refused(format!("{what}: GraphQL request refused: {err}")),
     };
     let batch = ops.len() > 1 || (method == "POST" && body.trim_ascii_start().starts_with(b"["));
+    judge_operations(ep, what, ops, batch)
+}
+
+/// Judges the operations a request or message carries by the endpoint's
+/// GraphQL rules and registry: deny wins, and an operation no allow rule
+/// admits denies the whole request (the endpoint is authoritative).
+pub(super) fn judge_operations(
+    ep: &L7Endpoint,
+    what: &str,
+    ops: Vec<GraphqlOp>,
+    batch: bool,
+) -> BodyOutcome {
     let note = |operation: Option<usize>| Note {
         rpc: None,
         graphql: Some(GraphqlNote {

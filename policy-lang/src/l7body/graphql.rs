@@ -278,6 +278,14 @@ pub(crate) fn post(
     }
 }
 
+pub(crate) fn ws_text(
+    text: &str,
+    limit: usize,
+    cache: Option<&DocumentCache>,
+) -> Result<WsMessage, GraphqlError> {
+    ws::classify(text, limit, cache)
+}
+
 pub(crate) fn query_string(
     query: &str,
     limit: usize,

@@ -14,6 +14,10 @@ pub const STANDARD_METHODS: &[&str] = &[
     "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE",
 ];
 
+/// The synthetic method of a client text message on an upgraded WebSocket
+/// connection, as OpenShell names it in rules.
+pub const WEBSOCKET_TEXT: &str = "WEBSOCKET_TEXT";
+
 impl Method {
     /// Parses a method in any case; `get` becomes `GET`.
     pub fn parse(text: &str) -> Result<Self, PatternError> {

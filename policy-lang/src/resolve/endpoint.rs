@@ -17,8 +17,10 @@ use super::{Resolver, origin, pattern_diag};
 
 mod graphql;
 mod rpc;
+mod websocket;
 use graphql::GraphqlRules;
 use rpc::{MAX_BODY_LIMIT, RpcRules};
+use websocket::WebsocketChecks;
 
 pub(super) fn resolve(
     r: &mut Resolver,
@@ -124,6 +126,7 @@ pub(super) fn resolve(
     let mut addresses: Option<AddrSet> = None;
     let mut rpc = RpcRules::default();
     let mut gql = GraphqlRules::default();
+    let mut ws = WebsocketChecks::default();
     if let Some(acc) = access.as_ref().filter(|_| proto == Protocol::Graphql) {
         let types = match acc.node {
             Access::ReadOnly => OperationTypeSet::read_only(),
@@ -134,6 +137,13 @@ pub(super) fn resolve(
     }
     if let Some(acc) = access.as_ref().filter(|_| !proto.reads_body()) {
         let methods = match acc.node {
+            _ if proto == Protocol::Websocket => {
+                ws.any_allow = true;
+                if acc.node == Access::ReadWrite {
+                    ws.text_allows.push(acc.span);
+                }
+                websocket::preset_methods(acc.node)
+            }
             Access::ReadOnly => MethodSet::read_only(),
             Access::ReadWrite => MethodSet::read_write(),
             Access::Full => MethodSet::full(),
@@ -175,9 +185,20 @@ pub(super) fn resolve(
                     );
                     continue;
                 }
-                if proto != Protocol::Http {
+                if !matches!(proto, Protocol::Http | Protocol::Websocket) {
                     r.diags.push(http_only_diag(file, s, "L7 rules", proto));
                     continue;
+                }
+                if !websocket::check_methods(r, file, proto, methods) {
+                    gql.refused = true;
+                    ws.any_allow |= action.node == RuleAction::Allow;
+                    continue;
+                }
+                if proto == Protocol::Websocket && action.node == RuleAction::Allow {
+                    ws.any_allow = true;
+                    if websocket::names_text(methods) {
+                        ws.text_allows.push(s);
+                    }
                 }
                 let rules = l7_rules(r, file, s, &rule_name, methods, paths, query);
                 match action.node {
@@ -213,7 +234,7 @@ pub(super) fn resolve(
                 name,
                 fields,
             } => {
-                if proto != Protocol::Graphql {
+                if !proto.takes_graphql() {
                     r.diags
                         .push(needs_graphql(file, s, "`graphql` rules", proto));
                     continue;
@@ -235,7 +256,7 @@ pub(super) fn resolve(
                 name,
                 fields,
             } => {
-                if proto != Protocol::Graphql {
+                if !proto.takes_graphql() {
                     r.diags
                         .push(needs_graphql(file, s, "`persisted` queries", proto));
                     continue;
@@ -243,19 +264,19 @@ pub(super) fn resolve(
                 gql.persisted(r, file, id, kind, name.as_ref(), fields);
             }
             EndpointStmt::BodyLimit(n) => {
-                if !proto.reads_body() {
+                if !proto.reads_body() && proto != Protocol::Websocket {
                     r.diags.push(
                         protocol_diag(
                             file,
                             s,
                             format!(
-                                "`body_limit` needs the `mcp`, `json-rpc` or `graphql` protocol; this is {}",
+                                "`body_limit` needs the `mcp`, `json-rpc`, `graphql` or `websocket` protocol; this is {}",
                                 protocol_name(proto)
                             ),
                         )
-                        .label("needs `mcp`, `json-rpc` or `graphql`")
+                        .label("needs `mcp`, `json-rpc`, `graphql` or `websocket`")
                         .help(
-                            "only JSON-RPC, MCP and GraphQL endpoints read request bodies; remove the line",
+                            "only JSON-RPC, MCP and GraphQL endpoints read request bodies, and WebSocket endpoints client messages; remove the line",
                         ),
                     );
                     continue;
@@ -269,7 +290,11 @@ pub(super) fn resolve(
                             format!("body limit {} is out of range", n.node),
                         )
                         .label("1 to 16777216")
-                        .help("give the bytes of request body to inspect, from 1 to 16777216 (16 MiB); without `body_limit` it is 65536"),
+                        .help(if proto == Protocol::Websocket {
+                            "give the largest client message to assemble and judge, in bytes, from 1 to 16777216 (16 MiB); without `body_limit` it is 4194304 (4 MiB)"
+                        } else {
+                            "give the bytes of request body to inspect, from 1 to 16777216 (16 MiB); without `body_limit` it is 65536"
+                        }),
                     );
                 } else if rpc.body_limit.is_some() {
                     r.diags.push(
@@ -326,6 +351,18 @@ pub(super) fn resolve(
     if proto == Protocol::Graphql {
         gql.check(r, file, a.endpoint.span);
     }
+    if proto == Protocol::Websocket {
+        let graphql_policy =
+            !gql.allow.is_empty() || !gql.deny.is_empty() || !gql.persisted.is_empty();
+        ws.check(
+            r,
+            file,
+            a.endpoint.span,
+            graphql_policy,
+            !gql.allow.is_empty(),
+            gql.refused,
+        );
+    }
     if proto.is_rpc() {
         rpc.check(
             r,
@@ -340,30 +377,33 @@ pub(super) fn resolve(
         Protocol::Mcp => L7Protocol::Mcp,
         Protocol::JsonRpc => L7Protocol::JsonRpc,
         Protocol::Graphql => L7Protocol::Graphql,
+        Protocol::Websocket => L7Protocol::Websocket,
         _ => L7Protocol::Rest,
     };
     let kind = match proto {
         Protocol::L4 => EndpointKind::L4,
         Protocol::Tcp => EndpointKind::Tcp,
-        Protocol::Http | Protocol::Mcp | Protocol::JsonRpc | Protocol::Graphql => {
-            EndpointKind::Http(HttpEndpoint {
-                tls: tls.map_or(TlsMode::Auto, |t| t.node),
-                enforcement: enforcement.map_or(Enforcement::Enforce, |e| e.node),
-                path,
-                allow,
-                deny,
-                encoded_slash: encoded_slash.is_some(),
-                protocol: l7_protocol,
-                body_limit: rpc.body_limit,
-                strict_tool_names: loose_tool_names.is_none(),
-                all_mcp_methods: all_mcp_methods.is_some(),
-                rpc_allow: rpc.allow.into_iter().map(|(_, rule)| rule).collect(),
-                rpc_deny: rpc.deny.into_iter().map(|(_, rule)| rule).collect(),
-                graphql_allow: gql.allow,
-                graphql_deny: gql.deny,
-                persisted: gql.persisted,
-            })
-        }
+        Protocol::Http
+        | Protocol::Mcp
+        | Protocol::JsonRpc
+        | Protocol::Graphql
+        | Protocol::Websocket => EndpointKind::Http(HttpEndpoint {
+            tls: tls.map_or(TlsMode::Auto, |t| t.node),
+            enforcement: enforcement.map_or(Enforcement::Enforce, |e| e.node),
+            path,
+            allow,
+            deny,
+            encoded_slash: encoded_slash.is_some(),
+            protocol: l7_protocol,
+            body_limit: rpc.body_limit,
+            strict_tool_names: loose_tool_names.is_none(),
+            all_mcp_methods: all_mcp_methods.is_some(),
+            rpc_allow: rpc.allow.into_iter().map(|(_, rule)| rule).collect(),
+            rpc_deny: rpc.deny.into_iter().map(|(_, rule)| rule).collect(),
+            graphql_allow: gql.allow,
+            graphql_deny: gql.deny,
+            persisted: gql.persisted,
+        }),
     };
     let binaries = binaries?;
     let (dest, ports) = dest?;
@@ -406,6 +446,7 @@ fn protocol_name(proto: Protocol) -> &'static str {
         Protocol::Mcp => "an `mcp` endpoint",
         Protocol::JsonRpc => "a `json-rpc` endpoint",
         Protocol::Graphql => "a `graphql` endpoint",
+        Protocol::Websocket => "a `websocket` endpoint",
     }
 }
 

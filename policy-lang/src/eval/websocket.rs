@@ -1,0 +1,178 @@
+//! How a `websocket` endpoint judges the upgrade and the client messages
+//! after it, following OpenShell's runtime (its `l7/websocket.rs`, the
+//! upgrade path of `l7/relay.rs` and the WebSocket rules of its Rego
+//! policy).
+//!
+//! - The RFC 6455 upgrade is a `GET` judged by the endpoint's REST rules.
+//!   Any other request on a websocket endpoint's path is refused whatever
+//!   the enforcement mode, as OpenShell answers "websocket endpoint
+//!   requires a valid WebSocket upgrade request".
+//! - A client text message is judged as the synthetic method
+//!   `WEBSOCKET_TEXT` on the upgrade's path and query.
+//! - On an endpoint with GraphQL rules or a registry, a text message is a
+//!   GraphQL-over-WebSocket message instead: lifecycle messages are
+//!   allowed, an operation (`subscribe`, legacy `start`) is judged by the
+//!   GraphQL rules (and by `WEBSOCKET_TEXT` deny rules, which OpenShell
+//!   applies to it too), and a message of another type or one that cannot
+//!   be read is refused even in audit mode.
+//! - A binary message is relayed unjudged, as OpenShell relays binary
+//!   frames, except where the upgrade carried a credential and the route
+//!   does not accept uninspected credentials: OpenShell then closes the
+//!   connection, since nothing can check what a binary frame carries.
+//! - A message over the endpoint's message limit is refused; the proxy
+//!   closes the connection with 1009 before it gets here.
+
+use super::graphql::judge_operations;
+use super::{BodyOutcome, Note, Rule, find_rule};
+use crate::bundle::L7Endpoint;
+use crate::l7body::graphql::{self, DocumentCache, WsMessage};
+
+/// Largest client message assembled and judged unless the endpoint's
+/// `body_limit` says otherwise: OpenShell's `MAX_TEXT_MESSAGE_BYTES`.
+pub const DEFAULT_MESSAGE_LIMIT: usize = 4 * 1024 * 1024;
+
+/// One complete client-to-server WebSocket message: fragments joined, unmasked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WsClientMessage<'a> {
+    Text(&'a str),
+    Binary(&'a [u8]),
+}
+
+impl WsClientMessage<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Self::Text(t) => t.len(),
+            Self::Binary(b) => b.len(),
+        }
+    }
+}
+
+/// How the proxy must relay the upgraded connection of a websocket endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WsRelay {
+    /// Largest complete client message the proxy assembles and judges;
+    /// a larger one closes the connection with 1009.
+    pub message_limit: usize,
+}
+
+/// What is asked of a websocket endpoint.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum WsAsk<'a> {
+    /// A request that is not an upgrade.
+    Request,
+    Upgrade,
+    Message(WsClientMessage<'a>),
+}
+
+/// Where the request or message was seen, and what the endpoint must know
+/// of the connection.
+pub(super) struct WsContext<'a> {
+    pub(super) method: &'a str,
+    pub(super) path: &'a str,
+    pub(super) params: &'a [(String, String)],
+    pub(super) what: &'a str,
+    pub(super) cache: &'a DocumentCache,
+    /// The credential the upgrade carried, if any.
+    pub(super) credential: Option<&'a str>,
+    /// The route accepts that credentials pass uninspected.
+    pub(super) uninspected_credentials: bool,
+}
+
+pub(super) fn judge_websocket(ep: &L7Endpoint, ask: WsAsk<'_>, cx: &WsContext<'_>) -> BodyOutcome {
+    let what = cx.what;
+    let message = match ask {
+        WsAsk::Request => {
+            return refused(format!(
+                "{what}: a websocket endpoint takes only WebSocket upgrade requests"
+            ));
+        }
+        WsAsk::Upgrade => return by_rest_rules(ep, cx, "the upgrade"),
+        WsAsk::Message(m) => m,
+    };
+    let limit = ep.effective_body_limit();
+    if message.len() > limit {
+        return refused(format!(
+            "{what}: the message has {} bytes, over the endpoint's message limit of {limit}",
+            message.len()
+        ));
+    }
+    match message {
+        WsClientMessage::Binary(_) => match cx.credential {
+            Some(name) if !cx.uninspected_credentials => refused(format!(
+                "{what}: binary message refused: the upgrade carried credential `{name}` and binary messages cannot be inspected (add `uninspected_credentials` to the rule to accept that)"
+            )),
+            _ => BodyOutcome::Allowed(
+                None,
+                format!(
+                    "{what}: binary message relayed uninspected (binary messages are not judged)"
+                ),
+                Note::default(),
+            ),
+        },
+        WsClientMessage::Text(text) if ep.graphql_over_websocket() => {
+            graphql_message(ep, cx, text, limit)
+        }
+        WsClientMessage::Text(_) => by_rest_rules(ep, cx, "text message"),
+    }
+}
+
+/// The REST rules' verdict on `cx.method` at the upgrade's path and query.
+fn by_rest_rules(ep: &L7Endpoint, cx: &WsContext<'_>, kind: &str) -> BodyOutcome {
+    let what = cx.what;
+    if let Some(i) = find_rule(ep, cx.method, cx.path, cx.params, true) {
+        return BodyOutcome::Denied(
+            Some(Rule::Rest(i)),
+            format!("{what}: {kind} matches a deny rule"),
+            Note::default(),
+        );
+    }
+    match find_rule(ep, cx.method, cx.path, cx.params, false) {
+        Some(i) => BodyOutcome::Allowed(
+            Some(Rule::Rest(i)),
+            format!("{what}: {kind} matches an allow rule"),
+            Note::default(),
+        ),
+        None => BodyOutcome::NoMatch(
+            format!("{what}: {kind} matches no allow rule"),
+            Note::default(),
+        ),
+    }
+}
+
+fn graphql_message(ep: &L7Endpoint, cx: &WsContext<'_>, text: &str, limit: usize) -> BodyOutcome {
+    let what = cx.what;
+    let op = match graphql::ws_text(text, limit, Some(cx.cache)) {
+        Ok(WsMessage::Operation(op)) => op,
+        Ok(WsMessage::Lifecycle { message_type }) => {
+            return BodyOutcome::Allowed(
+                None,
+                format!(
+                    "{what}: GraphQL-over-WebSocket lifecycle message `{message_type}` is allowed"
+                ),
+                Note::default(),
+            );
+        }
+        Ok(WsMessage::Other { message_type }) => {
+            return refused(format!(
+                "{what}: GraphQL-over-WebSocket client message type `{message_type}` is not supported"
+            ));
+        }
+        Err(err) => {
+            return refused(format!(
+                "{what}: GraphQL-over-WebSocket message refused: {err}"
+            ));
+        }
+    };
+    if let Some(i) = find_rule(ep, cx.method, cx.path, cx.params, true) {
+        return BodyOutcome::Denied(
+            Some(Rule::Rest(i)),
+            format!("{what}: text message matches a deny rule"),
+            Note::default(),
+        );
+    }
+    judge_operations(ep, what, vec![op], false)
+}
+
+fn refused(why: String) -> BodyOutcome {
+    BodyOutcome::Refused(why, Note::default())
+}

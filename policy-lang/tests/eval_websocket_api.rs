@@ -1,0 +1,282 @@
+//! The evaluator's WebSocket API on policies written in the language: the
+//! upgrade, client text messages, GraphQL over WebSocket and binary
+//! messages, as the proxy asks about them.
+
+mod support;
+
+use policy_lang::eval::{
+    DEFAULT_MESSAGE_LIMIT, Decision, Evaluator, Verdict, WsClientMessage, WsRelay,
+};
+use support::compile;
+
+const RT: &str = "realtime.example.com";
+const API: &str = "api.example.com";
+const AGENT: &str = "/usr/bin/agent";
+
+const POLICY: &str = r#"policy "ws" {
+  allow /usr/bin/agent -> realtime.example.com:443 websocket {
+    allow GET /v1/realtime/**
+    allow WEBSOCKET_TEXT /v1/realtime/**
+    deny WEBSOCKET_TEXT /v1/realtime/admin/**
+  }
+  allow /usr/bin/agent -> api.example.com:443 websocket {
+    allow GET /graphql
+    allow graphql subscription field messageAdded
+    allow graphql query field viewer
+    deny graphql query field secret*
+  }
+  allow /usr/bin/agent -> audit.example.com:443 websocket audit {
+    allow GET /ws
+  }
+  allow /usr/bin/agent -> rest.example.com:443 http read-only
+}
+"#;
+
+/// The line of the rule blame names (0 when none).
+fn line(d: &Decision) -> u32 {
+    d.rule.as_ref().map_or(0, |o| o.line)
+}
+
+fn evaluator(text: &str) -> Evaluator {
+    Evaluator::new(compile("ws-eval", text))
+}
+
+fn upgrade(ev: &Evaluator, host: &str, target: &str) -> (Option<WsRelay>, Decision) {
+    let conn = ev.decide_connection(AGENT, None, Some(host), None, 443);
+    assert!(conn.allowed(), "{}", conn.reason);
+    (
+        ev.websocket(&conn, target),
+        ev.decide_upgrade(&conn, Some(host), target),
+    )
+}
+
+fn message(ev: &Evaluator, host: &str, target: &str, m: WsClientMessage<'_>) -> Decision {
+    let conn = ev.decide_connection(AGENT, None, Some(host), None, 443);
+    assert!(conn.allowed(), "{}", conn.reason);
+    ev.decide_ws_message(&conn, Some(host), target, m)
+}
+
+fn text(ev: &Evaluator, host: &str, target: &str, t: &str) -> Decision {
+    message(ev, host, target, WsClientMessage::Text(t))
+}
+
+#[test]
+fn websocket_is_some_only_where_a_websocket_endpoint_takes_part() {
+    let ev = evaluator(POLICY);
+    let (relay, _) = upgrade(&ev, RT, "/v1/realtime/chat");
+    assert_eq!(
+        relay,
+        Some(WsRelay {
+            message_limit: DEFAULT_MESSAGE_LIMIT
+        })
+    );
+    assert_eq!(DEFAULT_MESSAGE_LIMIT, 4 * 1024 * 1024);
+    let conn = ev.decide_connection(AGENT, None, Some("rest.example.com"), None, 443);
+    assert_eq!(ev.websocket(&conn, "/v1/realtime/chat"), None);
+}
+
+#[test]
+fn the_upgrade_is_judged_by_get_rules() {
+    let ev = evaluator(POLICY);
+    let (_, d) = upgrade(&ev, RT, "/v1/realtime/chat?model=x");
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+    assert_eq!(line(&d), 3);
+    let (_, d) = upgrade(&ev, RT, "/v2/other");
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(d.reason.contains("matches no allow rule"), "{}", d.reason);
+}
+
+#[test]
+fn a_plain_request_on_a_websocket_endpoint_is_refused() {
+    let ev = evaluator(POLICY);
+    let conn = ev.decide_connection(AGENT, None, Some(RT), None, 443);
+    let d = ev.decide_request(&conn, Some(RT), "GET", "/v1/realtime/chat");
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(
+        d.reason.contains("only WebSocket upgrade requests"),
+        "{}",
+        d.reason
+    );
+    // Audit mode does not let it through either.
+    let conn = ev.decide_connection(AGENT, None, Some("audit.example.com"), None, 443);
+    let d = ev.decide_request(&conn, Some("audit.example.com"), "GET", "/ws");
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+}
+
+#[test]
+fn text_messages_by_websocket_text_rules_deny_wins() {
+    let ev = evaluator(POLICY);
+    let d = text(&ev, RT, "/v1/realtime/chat", "hello");
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+    assert_eq!(line(&d), 4);
+    assert_eq!(d.credential, None);
+    let d = text(&ev, RT, "/v1/realtime/admin/x", "hello");
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert_eq!(line(&d), 5);
+    assert!(d.reason.contains("deny rule"), "{}", d.reason);
+}
+
+#[test]
+fn audit_mode_lets_unmatched_messages_through_logged() {
+    let ev = evaluator(POLICY);
+    let d = text(&ev, "audit.example.com", "/ws", "hello");
+    assert_eq!(d.decision, Verdict::Audit, "{}", d.reason);
+    let (_, d) = upgrade(&ev, "audit.example.com", "/elsewhere");
+    assert_eq!(d.decision, Verdict::Audit, "{}", d.reason);
+}
+
+fn subscribe(query: &str) -> String {
+    serde_json::json!({"type": "subscribe", "id": "1", "payload": {"query": query}}).to_string()
+}
+
+#[test]
+fn graphql_over_websocket_operations_lifecycle_and_others() {
+    let ev = evaluator(POLICY);
+    let (relay, d) = upgrade(&ev, API, "/graphql");
+    assert!(relay.is_some());
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+
+    let d = text(
+        &ev,
+        API,
+        "/graphql",
+        &subscribe("subscription { messageAdded { id } }"),
+    );
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+    assert_eq!(line(&d), 9);
+    assert!(d.graphql.is_some());
+
+    let d = text(
+        &ev,
+        API,
+        "/graphql",
+        &subscribe("mutation { deleteEverything }"),
+    );
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(d.reason.contains("mutation"), "{}", d.reason);
+
+    let d = text(&ev, API, "/graphql", &subscribe("query { secretKeys }"));
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert_eq!(line(&d), 11);
+
+    for lifecycle in [
+        r#"{"type":"connection_init"}"#,
+        r#"{"type":"ping"}"#,
+        r#"{"type":"complete","id":"1"}"#,
+    ] {
+        let d = text(&ev, API, "/graphql", lifecycle);
+        assert_eq!(d.decision, Verdict::Allow, "{lifecycle}: {}", d.reason);
+        assert!(d.reason.contains("lifecycle"), "{}", d.reason);
+    }
+
+    let d = text(&ev, API, "/graphql", r#"{"type":"next","id":"1"}"#);
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(d.reason.contains("not supported"), "{}", d.reason);
+    let d = text(&ev, API, "/graphql", "not json");
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(d.reason.contains("refused"), "{}", d.reason);
+}
+
+#[test]
+fn unreadable_graphql_messages_are_denied_in_audit_mode_too() {
+    let ev = evaluator(
+        r#"policy "ws" {
+  allow /usr/bin/agent -> api.example.com:443 websocket audit {
+    allow GET /graphql
+    allow graphql query
+  }
+}
+"#,
+    );
+    let d = text(&ev, API, "/graphql", "{");
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    let d = text(&ev, API, "/graphql", &subscribe("mutation { x }"));
+    assert_eq!(d.decision, Verdict::Audit, "{}", d.reason);
+}
+
+#[test]
+fn binary_messages_pass_unless_the_upgrade_carried_a_credential() {
+    let ev = evaluator(POLICY);
+    let d = message(
+        &ev,
+        RT,
+        "/v1/realtime/chat",
+        WsClientMessage::Binary(&[0, 1, 2]),
+    );
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+    assert!(d.reason.contains("binary message relayed"), "{}", d.reason);
+
+    let credentialed = |flag: &str| {
+        format!(
+            r#"policy "ws" {{
+  credential token {{
+    secret env TOKEN
+    inject header Authorization "Bearer {{secret}}"
+    hosts realtime.example.com
+  }}
+  allow /usr/bin/agent -> realtime.example.com:443 websocket read-write {flag}
+}}
+"#
+        )
+    };
+    let ev = evaluator(&credentialed(""));
+    let (_, up) = upgrade(&ev, RT, "/v1/realtime/chat");
+    assert_eq!(up.decision, Verdict::Allow, "{}", up.reason);
+    assert_eq!(up.credential.as_deref(), Some("token"));
+    let d = message(&ev, RT, "/v1/realtime/chat", WsClientMessage::Binary(b"x"));
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(d.reason.contains("credential `token`"), "{}", d.reason);
+    let d = text(&ev, RT, "/v1/realtime/chat", "hello");
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+    assert_eq!(d.credential, None);
+
+    let ev = evaluator(&credentialed("uninspected_credentials"));
+    let d = message(&ev, RT, "/v1/realtime/chat", WsClientMessage::Binary(b"x"));
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+}
+
+#[test]
+fn presets_expand_as_openshell_expands_them() {
+    let ev = evaluator(
+        r#"policy "ws" {
+  allow /usr/bin/agent -> ro.example.com:443 websocket read-only
+  allow /usr/bin/agent -> rw.example.com:443 websocket read-write
+  allow /usr/bin/agent -> full.example.com:443 websocket full
+}
+"#,
+    );
+    for (host, text_allowed) in [
+        ("ro.example.com", false),
+        ("rw.example.com", true),
+        ("full.example.com", true),
+    ] {
+        let (_, up) = upgrade(&ev, host, "/any/path");
+        assert_eq!(up.decision, Verdict::Allow, "{host}: {}", up.reason);
+        let d = text(&ev, host, "/any/path", "hi");
+        let want = if text_allowed {
+            Verdict::Allow
+        } else {
+            Verdict::Deny
+        };
+        assert_eq!(d.decision, want, "{host}: {}", d.reason);
+    }
+}
+
+#[test]
+fn body_limit_sets_the_message_limit() {
+    let ev = evaluator(
+        r#"policy "ws" {
+  allow /usr/bin/agent -> realtime.example.com:443 websocket read-write {
+    body_limit 8
+  }
+}
+"#,
+    );
+    let (relay, _) = upgrade(&ev, RT, "/x");
+    assert_eq!(relay, Some(WsRelay { message_limit: 8 }));
+    let d = text(&ev, RT, "/x", "123456789");
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(d.reason.contains("message limit of 8"), "{}", d.reason);
+    let d = text(&ev, RT, "/x", "12345678");
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+}
