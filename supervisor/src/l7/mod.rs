@@ -53,6 +53,7 @@ mod respond;
 mod scrub;
 mod setup;
 mod state;
+mod websocket;
 
 pub use setup::SetupError;
 use std::collections::HashMap;

@@ -156,7 +156,7 @@ impl ConnState {
         self.log_http(info, false, true, reason, None);
     }
 
-    fn log_http(
+    pub(super) fn log_http(
         &self,
         info: &RequestInfo<'_>,
         denied: bool,

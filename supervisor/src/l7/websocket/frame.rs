@@ -35,7 +35,7 @@ pub(super) mod close {
 /// Why a client frame ends the connection: the close code and a short
 /// reason, both sent to the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Violation {
+pub(in crate::l7) struct Violation {
     pub code: u16,
     pub reason: String,
 }
@@ -140,7 +140,9 @@ pub(super) fn client_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
         return Err(Violation::protocol("payload length has its top bit set"));
     }
     if !minimal {
-        return Err(Violation::protocol("payload length not in its shortest form"));
+        return Err(Violation::protocol(
+            "payload length not in its shortest form",
+        ));
     }
     if h.is_control() && (!h.fin || h.payload_len > MAX_CONTROL_PAYLOAD) {
         return Err(Violation::protocol(
@@ -215,7 +217,9 @@ pub(super) fn check_close(payload: &[u8]) -> Result<(), Violation> {
             let sendable = (matches!(code, 1000..=1014) && !matches!(code, 1004..=1006))
                 || (3000..=4999).contains(&code);
             if !sendable {
-                return Err(Violation::protocol(format!("close code {code} may not be sent")));
+                return Err(Violation::protocol(format!(
+                    "close code {code} may not be sent"
+                )));
             }
             if std::str::from_utf8(reason).is_err() {
                 return Err(Violation::invalid_payload("close reason is not UTF-8"));

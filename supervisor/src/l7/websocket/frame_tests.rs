@@ -28,7 +28,10 @@ fn lengths_take_their_three_forms() {
         let h = client_header(&f).unwrap().unwrap();
         assert_eq!(h.payload_len, len as u64);
         assert_eq!(h.header_len, header_len);
-        assert_eq!(server_frame_len(&encode(OP_BINARY, &vec![0; len], None)), Some((header_len - 4, len as u64)));
+        assert_eq!(
+            server_frame_len(&encode(OP_BINARY, &vec![0; len], None)),
+            Some((header_len - 4, len as u64))
+        );
     }
 }
 
@@ -53,7 +56,15 @@ fn frames_the_server_could_read_otherwise_are_refused() {
     top_bit.extend_from_slice(&(1_u64 << 63).to_be_bytes());
     top_bit.extend_from_slice(&[0; 4]);
     let not_minimal = vec![0x81, 0x80 | 126, 0, 5, 0, 0, 0, 0];
-    for f in [rsv1, unmasked, reserved, long_ping, fragmented_ping, top_bit, not_minimal] {
+    for f in [
+        rsv1,
+        unmasked,
+        reserved,
+        long_ping,
+        fragmented_ping,
+        top_bit,
+        not_minimal,
+    ] {
         let v = client_header(&f).unwrap_err();
         assert_eq!(v.code, close::PROTOCOL_ERROR, "{f:?}: {v:?}");
     }
@@ -74,7 +85,10 @@ fn close_payloads_are_checked_as_rfc_6455_says() {
     }
     let mut bad_reason = close_payload(1000, "");
     bad_reason.push(0xff);
-    assert_eq!(check_close(&bad_reason).unwrap_err().code, close::INVALID_PAYLOAD);
+    assert_eq!(
+        check_close(&bad_reason).unwrap_err().code,
+        close::INVALID_PAYLOAD
+    );
 }
 
 #[test]

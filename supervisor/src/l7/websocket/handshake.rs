@@ -8,7 +8,9 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use hyper::header::{CONNECTION, CONTENT_LENGTH, HeaderMap, HeaderValue, TRANSFER_ENCODING, UPGRADE};
+use hyper::header::{
+    CONNECTION, CONTENT_LENGTH, HeaderMap, HeaderValue, TRANSFER_ENCODING, UPGRADE,
+};
 use hyper::{Method, Version};
 
 pub(in crate::l7) const SEC_WEBSOCKET_KEY: &str = "sec-websocket-key";
@@ -141,8 +143,8 @@ pub(in crate::l7) fn check_switch(headers: &HeaderMap, offer: &Offer) -> Result<
     {
         return Err("the server's 101 lacks `Connection: upgrade`".into());
     }
-    let accept = one(headers, SEC_WEBSOCKET_ACCEPT)
-        .map_err(|why| format!("the server's 101 has {why}"))?;
+    let accept =
+        one(headers, SEC_WEBSOCKET_ACCEPT).map_err(|why| format!("the server's 101 has {why}"))?;
     if accept.as_bytes() != accept_for(&offer.key).as_bytes() {
         return Err("the server's `Sec-WebSocket-Accept` does not match the key".into());
     }
@@ -216,12 +218,28 @@ mod tests {
             (Method::POST, Version::HTTP_11, headers(GOOD)),
             (Method::GET, Version::HTTP_10, headers(GOOD)),
             (Method::GET, Version::HTTP_11, without("connection")),
-            (Method::GET, Version::HTTP_11, with("upgrade", "h2c, websocket")),
-            (Method::GET, Version::HTTP_11, with("sec-websocket-version", "8")),
+            (
+                Method::GET,
+                Version::HTTP_11,
+                with("upgrade", "h2c, websocket"),
+            ),
+            (
+                Method::GET,
+                Version::HTTP_11,
+                with("sec-websocket-version", "8"),
+            ),
             (Method::GET, Version::HTTP_11, without("sec-websocket-key")),
-            (Method::GET, Version::HTTP_11, with("sec-websocket-key", "c2hvcnQ=")),
+            (
+                Method::GET,
+                Version::HTTP_11,
+                with("sec-websocket-key", "c2hvcnQ="),
+            ),
             (Method::GET, Version::HTTP_11, with("content-length", "4")),
-            (Method::GET, Version::HTTP_11, with("transfer-encoding", "chunked")),
+            (
+                Method::GET,
+                Version::HTTP_11,
+                with("transfer-encoding", "chunked"),
+            ),
         ];
         for (method, version, h) in cases {
             assert!(

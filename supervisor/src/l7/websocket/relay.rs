@@ -26,8 +26,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::frame::{
-    self, Header, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, Violation,
-    close,
+    self, Header, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, Violation, close,
 };
 
 /// A message begun must be complete within these: a client cannot hold
@@ -204,8 +203,7 @@ where
                 Err(v) => return End::Violation(v),
                 Ok(None) => break,
                 Ok(Some((h, payload))) => {
-                    if let Some(end) = take_frame(h, payload, &mut message, upstream, judge).await
-                    {
+                    if let Some(end) = take_frame(h, payload, &mut message, upstream, judge).await {
                         return end;
                     }
                 }

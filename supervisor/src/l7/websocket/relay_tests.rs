@@ -81,7 +81,11 @@ async fn closed_with(mut h: Harness, code: u16) -> End {
     assert_eq!((op, masked), (OP_CLOSE, false));
     assert_eq!(close_code(&payload), code);
     let (op, masked, payload) = read_frame(&mut h.server).await.unwrap();
-    assert_eq!((op, masked), (OP_CLOSE, true), "the server got something before the close");
+    assert_eq!(
+        (op, masked),
+        (OP_CLOSE, true),
+        "the server got something before the close"
+    );
     assert_eq!(close_code(&payload), code);
     drop(h.server);
     h.relay.await.unwrap()
@@ -90,18 +94,39 @@ async fn closed_with(mut h: Harness, code: u16) -> End {
 #[tokio::test]
 async fn an_allowed_message_goes_up_masked_and_the_answer_comes_back() {
     let mut h = start(limits());
-    h.client.write_all(&masked(true, OP_TEXT, b"hello")).await.unwrap();
-    assert_eq!(read_frame(&mut h.server).await, Some((OP_TEXT, true, b"hello".to_vec())));
-    h.server.write_all(&encode(OP_TEXT, b"echo", None)).await.unwrap();
-    assert_eq!(read_frame(&mut h.client).await, Some((OP_TEXT, false, b"echo".to_vec())));
-    h.client.write_all(&masked(true, OP_BINARY, &[0, 1, 2])).await.unwrap();
-    assert_eq!(read_frame(&mut h.server).await, Some((OP_BINARY, true, vec![0, 1, 2])));
+    h.client
+        .write_all(&masked(true, OP_TEXT, b"hello"))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.server).await,
+        Some((OP_TEXT, true, b"hello".to_vec()))
+    );
+    h.server
+        .write_all(&encode(OP_TEXT, b"echo", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.client).await,
+        Some((OP_TEXT, false, b"echo".to_vec()))
+    );
+    h.client
+        .write_all(&masked(true, OP_BINARY, &[0, 1, 2]))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.server).await,
+        Some((OP_BINARY, true, vec![0, 1, 2]))
+    );
 }
 
 #[tokio::test]
 async fn a_denied_message_never_reaches_the_server() {
     let mut h = start(limits());
-    h.client.write_all(&masked(true, OP_TEXT, b"please deny")).await.unwrap();
+    h.client
+        .write_all(&masked(true, OP_TEXT, b"please deny"))
+        .await
+        .unwrap();
     let end = closed_with(h, close::POLICY_VIOLATION).await;
     assert_eq!(end, End::Denied("`please deny` denied".into()));
 }
@@ -109,10 +134,22 @@ async fn a_denied_message_never_reaches_the_server() {
 #[tokio::test]
 async fn fragments_are_judged_as_one_message_and_controls_pass_between_them() {
     let mut h = start(limits());
-    h.client.write_all(&masked(false, OP_TEXT, b"harmless ")).await.unwrap();
-    h.client.write_all(&masked(true, OP_PING, b"p")).await.unwrap();
-    assert_eq!(read_frame(&mut h.server).await, Some((OP_PING, true, b"p".to_vec())));
-    h.client.write_all(&masked(true, OP_CONTINUATION, b"then deny")).await.unwrap();
+    h.client
+        .write_all(&masked(false, OP_TEXT, b"harmless "))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(true, OP_PING, b"p"))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.server).await,
+        Some((OP_PING, true, b"p".to_vec()))
+    );
+    h.client
+        .write_all(&masked(true, OP_CONTINUATION, b"then deny"))
+        .await
+        .unwrap();
     let end = closed_with(h, close::POLICY_VIOLATION).await;
     assert_eq!(end, End::Denied("`harmless then deny` denied".into()));
 }
@@ -120,10 +157,22 @@ async fn fragments_are_judged_as_one_message_and_controls_pass_between_them() {
 #[tokio::test]
 async fn an_allowed_fragmented_message_goes_up_whole() {
     let mut h = start(limits());
-    h.client.write_all(&masked(false, OP_TEXT, b"he")).await.unwrap();
-    h.client.write_all(&masked(false, OP_CONTINUATION, b"ll")).await.unwrap();
-    h.client.write_all(&masked(true, OP_CONTINUATION, b"o")).await.unwrap();
-    assert_eq!(read_frame(&mut h.server).await, Some((OP_TEXT, true, b"hello".to_vec())));
+    h.client
+        .write_all(&masked(false, OP_TEXT, b"he"))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(false, OP_CONTINUATION, b"ll"))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(true, OP_CONTINUATION, b"o"))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.server).await,
+        Some((OP_TEXT, true, b"hello".to_vec()))
+    );
 }
 
 #[tokio::test]
@@ -139,7 +188,10 @@ async fn protocol_errors_close_with_1002() {
     for bytes in cases {
         let mut h = start(limits());
         h.client.write_all(&bytes).await.unwrap();
-        assert!(matches!(closed_with(h, close::PROTOCOL_ERROR).await, End::Violation(_)));
+        assert!(matches!(
+            closed_with(h, close::PROTOCOL_ERROR).await,
+            End::Violation(_)
+        ));
     }
 }
 
@@ -148,22 +200,46 @@ async fn a_message_over_the_limit_closes_with_1009_before_its_payload_arrives() 
     let mut h = start(limits());
     let f = masked(true, OP_TEXT, &[b'a'; 65]);
     h.client.write_all(&f[..8]).await.unwrap();
-    assert!(matches!(closed_with(h, close::MESSAGE_TOO_BIG).await, End::Violation(_)));
+    assert!(matches!(
+        closed_with(h, close::MESSAGE_TOO_BIG).await,
+        End::Violation(_)
+    ));
     // Exactly the limit, in two fragments, passes.
     let mut h = start(limits());
-    h.client.write_all(&masked(false, OP_TEXT, &[b'a'; 32])).await.unwrap();
-    h.client.write_all(&masked(true, OP_CONTINUATION, &[b'a'; 32])).await.unwrap();
+    h.client
+        .write_all(&masked(false, OP_TEXT, &[b'a'; 32]))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(true, OP_CONTINUATION, &[b'a'; 32]))
+        .await
+        .unwrap();
     assert_eq!(read_frame(&mut h.server).await.unwrap().2.len(), 64);
-    h.client.write_all(&masked(false, OP_TEXT, &[b'a'; 32])).await.unwrap();
-    h.client.write_all(&masked(true, OP_CONTINUATION, &[b'a'; 33])).await.unwrap();
-    assert!(matches!(closed_with(h, close::MESSAGE_TOO_BIG).await, End::Violation(_)));
+    h.client
+        .write_all(&masked(false, OP_TEXT, &[b'a'; 32]))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(true, OP_CONTINUATION, &[b'a'; 33]))
+        .await
+        .unwrap();
+    assert!(matches!(
+        closed_with(h, close::MESSAGE_TOO_BIG).await,
+        End::Violation(_)
+    ));
 }
 
 #[tokio::test]
 async fn text_that_is_not_utf8_closes_with_1007() {
     let mut h = start(limits());
-    h.client.write_all(&masked(true, OP_TEXT, &[0x61, 0xff])).await.unwrap();
-    assert!(matches!(closed_with(h, close::INVALID_PAYLOAD).await, End::Violation(_)));
+    h.client
+        .write_all(&masked(true, OP_TEXT, &[0x61, 0xff]))
+        .await
+        .unwrap();
+    assert!(matches!(
+        closed_with(h, close::INVALID_PAYLOAD).await,
+        End::Violation(_)
+    ));
 }
 
 #[tokio::test]
@@ -173,15 +249,24 @@ async fn a_message_trickling_in_is_closed_with_1002() {
         idle: Duration::from_millis(50),
         total: Duration::from_millis(200),
     });
-    h.client.write_all(&masked(false, OP_TEXT, b"a")).await.unwrap();
-    assert!(matches!(closed_with(h, close::PROTOCOL_ERROR).await, End::Violation(_)));
+    h.client
+        .write_all(&masked(false, OP_TEXT, b"a"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        closed_with(h, close::PROTOCOL_ERROR).await,
+        End::Violation(_)
+    ));
 }
 
 #[tokio::test]
 async fn a_revoked_connection_closes_with_1012() {
     let mut h = start(limits());
     h.revoke.take().unwrap().send(()).unwrap();
-    assert!(matches!(closed_with(h, close::SERVICE_RESTART).await, End::Revoked(_)));
+    assert!(matches!(
+        closed_with(h, close::SERVICE_RESTART).await,
+        End::Revoked(_)
+    ));
 }
 
 #[tokio::test]
@@ -190,23 +275,41 @@ async fn the_proxys_close_waits_for_the_end_of_a_server_frame() {
     let big = encode(OP_BINARY, &[7; 1000], None);
     h.server.write_all(&big[..500]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
-    h.client.write_all(&masked(true, OP_TEXT, b"deny")).await.unwrap();
+    h.client
+        .write_all(&masked(true, OP_TEXT, b"deny"))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     h.server.write_all(&big[500..]).await.unwrap();
-    h.server.write_all(&encode(OP_TEXT, b"dropped", None)).await.unwrap();
-    assert_eq!(read_frame(&mut h.client).await, Some((OP_BINARY, false, vec![7; 1000])));
+    h.server
+        .write_all(&encode(OP_TEXT, b"dropped", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.client).await,
+        Some((OP_BINARY, false, vec![7; 1000]))
+    );
     let (op, _, payload) = read_frame(&mut h.client).await.unwrap();
-    assert_eq!((op, close_code(&payload)), (OP_CLOSE, close::POLICY_VIOLATION));
+    assert_eq!(
+        (op, close_code(&payload)),
+        (OP_CLOSE, close::POLICY_VIOLATION)
+    );
     assert_eq!(read_frame(&mut h.client).await, None);
 }
 
 #[tokio::test]
 async fn the_close_handshake_passes_both_ways() {
     let mut h = start(limits());
-    h.server.write_all(&encode(OP_CLOSE, &frame::close_payload(1000, "bye"), None)).await.unwrap();
+    h.server
+        .write_all(&encode(OP_CLOSE, &frame::close_payload(1000, "bye"), None))
+        .await
+        .unwrap();
     let (op, _, payload) = read_frame(&mut h.client).await.unwrap();
     assert_eq!((op, close_code(&payload)), (OP_CLOSE, 1000));
-    h.client.write_all(&masked(true, OP_CLOSE, &frame::close_payload(1000, ""))).await.unwrap();
+    h.client
+        .write_all(&masked(true, OP_CLOSE, &frame::close_payload(1000, "")))
+        .await
+        .unwrap();
     let (op, masked, payload) = read_frame(&mut h.server).await.unwrap();
     assert_eq!((op, masked, close_code(&payload)), (OP_CLOSE, true, 1000));
     drop(h.server);
