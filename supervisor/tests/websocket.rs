@@ -76,31 +76,28 @@ impl Sandbox {
 
     /// The bundle of these tests: three websocket endpoints.
     fn bundle(&self) -> PathBuf {
+        self.bundle_of("websocket", &rules(""))
+    }
+
+    /// A bundle for bash and the venv's python with `rules` (`PORT`
+    /// standing for the server's port).
+    fn bundle_of(&self, name: &str, rules: &str) -> PathBuf {
         let clients = [exe("/usr/bin/bash"), exe(&format!("{VENV}/bin/python"))].join(" ");
-        let rules = format!(
-            "  credential tok {{\n    secret env TEST_SECRET\n    inject header Authorization \"Bearer {{secret}}\"\n    hosts cred.test\n  }}\n\
-             \x20 allow clients -> rt.test:PORT websocket {{\n    body_limit {LIMIT}\n    allow GET /v1/realtime/**\n    allow WEBSOCKET_TEXT /v1/realtime/**\n    deny WEBSOCKET_TEXT /v1/realtime/admin/**\n  }}\n\
-             \x20 allow clients -> gql.test:PORT websocket {{\n    allow GET /graphql\n    allow graphql subscription field messageAdded\n    allow graphql query field viewer\n  }}\n\
-             \x20 allow clients -> cred.test:PORT websocket {{\n    allow GET /stream/**\n    allow WEBSOCKET_TEXT /stream/**\n  }}\n"
-        )
-        .replace("PORT", &self.server.port.to_string());
+        let rules = rules.replace("PORT", &self.server.port.to_string());
         let body = format!(
             "  landlock hard min_abi 4\n{SYSTEM}  fs exec {VENV}\n  fs write workdir\n  run_as user nobody group nogroup\n  binaries clients = {clients}\n{rules}"
         );
-        common::bundle(&self.bundles, "websocket", &body)
+        common::bundle(&self.bundles, name, &body)
     }
 
-    /// Runs the client's `group` of steps in the sandbox: its steps by
-    /// name, and the deny log's lines.
-    fn run(&self, group: &str) -> (Steps, Vec<Value>) {
-        let log = self.dir.join("deny.log");
-        let _ = std::fs::remove_file(&log);
+    /// The supervisor running the client's `group` of steps on `bundle`.
+    fn command(&self, bundle: &Path, group: &str) -> Command {
         let client = self.dir.join("ws_client.py");
         std::fs::write(&client, CLIENT_PY).unwrap();
-        let bundle = self.bundle();
         let python = format!("{VENV}/bin/python");
         let port = self.server.port.to_string();
         let limit = LIMIT.to_string();
+        let log = self.dir.join("deny.log");
         let mut args = vec![
             "run",
             "--bundle",
@@ -111,26 +108,31 @@ impl Sandbox {
             self.server.ca.to_str().unwrap(),
             "--log",
             log.to_str().unwrap(),
-        ];
-        for name in ["rt.test", "gql.test", "cred.test"] {
-            args.push("--resolve");
-            args.push(match name {
-                "rt.test" => "rt.test=127.0.0.1",
-                "gql.test" => "gql.test=127.0.0.1",
-                _ => "cred.test=127.0.0.1",
-            });
-        }
-        args.extend([
+            "--resolve",
+            "rt.test=127.0.0.1",
+            "--resolve",
+            "gql.test=127.0.0.1",
+            "--resolve",
+            "cred.test=127.0.0.1",
             "--",
             &python,
             client.to_str().unwrap(),
             &port,
             &limit,
             group,
-        ]);
+            self.dir.path().to_str().unwrap(),
+        ];
         let mut c = self.net.supervisor(&args, None);
         c.env("TEST_SECRET", SECRET);
-        let out = output(c);
+        c
+    }
+
+    /// Runs the client's `group` of steps in the sandbox: its steps by
+    /// name, and the deny log's lines.
+    fn run(&self, group: &str) -> (Steps, Vec<Value>) {
+        let log = self.dir.join("deny.log");
+        let _ = std::fs::remove_file(&log);
+        let out = output(self.command(&self.bundle(), group));
         let text = stdout(&out);
         let steps = text
             .lines()
@@ -169,6 +171,17 @@ impl Sandbox {
             .into_iter()
             .find(|e| e["path"] == path && e["event"] == "open")
     }
+}
+
+/// The endpoints of these tests (`extra` added to `rt.test`'s), and the
+/// credential bound to `cred.test`.
+fn rules(extra: &str) -> String {
+    format!(
+        "  credential tok {{\n    secret env TEST_SECRET\n    inject header Authorization \"Bearer {{secret}}\"\n    hosts cred.test\n  }}\n\
+         \x20 allow clients -> rt.test:PORT websocket {{\n    body_limit {LIMIT}\n    allow GET /v1/realtime/**\n    allow WEBSOCKET_TEXT /v1/realtime/**\n    deny WEBSOCKET_TEXT /v1/realtime/admin/**\n{extra}  }}\n\
+         \x20 allow clients -> gql.test:PORT websocket {{\n    allow GET /graphql\n    allow graphql subscription field messageAdded\n    allow graphql query field viewer\n  }}\n\
+         \x20 allow clients -> cred.test:PORT websocket {{\n    allow GET /stream/**\n    allow WEBSOCKET_TEXT /stream/**\n  }}\n"
+    )
 }
 
 struct Steps {
@@ -372,4 +385,49 @@ fn frames_the_server_could_read_otherwise_close_the_connection_before_it_sees_th
             .any(|l| l["unmapped"]["error"] == "websocket_protocol_error"),
         "{http:#?}"
     );
+}
+
+#[test]
+fn a_reload_judges_the_next_message_by_the_new_rules_and_closes_revoked_relays_with_1012() {
+    let s = Sandbox::new();
+    let path = s.bundle_of("live", &rules(""));
+    // rt.test now denies every text message; gql.test is gone.
+    let tighter = rules("    deny WEBSOCKET_TEXT /v1/realtime/**\n");
+    let start = tighter.find("  allow clients -> gql.test").unwrap();
+    let end = tighter.find("  allow clients -> cred.test").unwrap();
+    let tighter = format!("{}{}", &tighter[..start], &tighter[end..]);
+    let tighter = s.bundle_of("tighter", &tighter);
+    let mut cmd = s.command(&path, "reload");
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // `ip netns exec` execs the supervisor: the child is the supervisor.
+    let pid = child.id();
+    let wait_for = |what: &str, cond: &dyn Fn() -> bool| {
+        let start = std::time::Instant::now();
+        while !cond() {
+            assert!(
+                start.elapsed().as_secs() < 30,
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    wait_for("the connections", &|| s.dir.join("first").exists());
+    std::fs::copy(&tighter, &path).unwrap();
+    enforcer::send_signal(pid, libc::SIGHUP).unwrap();
+    wait_for("the reload", &|| {
+        log_lines(&s.dir.join("deny.log"))
+            .iter()
+            .any(|l| l["class_uid"] == 6002)
+    });
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = stdout(&out);
+    let line: Value =
+        serde_json::from_str(text.lines().next().unwrap_or("null")).unwrap_or(Value::Null);
+    assert_eq!(line["before"], "echo:before", "{text}\n{}", stderr(&out));
+    assert_eq!(line["rt"]["close"], 1008, "{line}");
+    assert_eq!(line["gql"]["close"], 1012, "{line}");
+    assert_eq!(s.messages("/v1/realtime/reload"), ["before"]);
 }

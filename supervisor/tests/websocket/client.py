@@ -3,11 +3,11 @@ GraphQL-over-WebSocket transport, and a raw TLS socket for what no
 well-behaved client sends.
 
 argv: the server's port, the message limit of `rt.test`, and which steps
-to run (`clients` or `raw`). One JSON line per step: its name, the HTTP status
+to run (`clients`, `raw`, or `reload` with the working directory). One JSON line per step: its name, the HTTP status
 of the upgrade, the messages received (text, or binary as hex), pongs, the
 close code the client got, or the error.
 """
-import asyncio, base64, json, os, socket, ssl, struct, sys
+import asyncio, base64, json, os, socket, ssl, struct, sys, time
 
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
@@ -211,3 +211,31 @@ if GROUP == "raw":
              extra="Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n")
     raw_step("no-key", "rt.test", "/v1/realtime/no-key", b"", headers=None,
              extra="Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n")
+
+
+if GROUP == "reload":
+    # Two open connections across a reload (the test sends it once
+    # `first` exists, and writes `go` after): a message on the first is
+    # judged by the new rules; the second, which they no longer allow, was
+    # closed by the proxy.
+    workdir = sys.argv[4]
+    a = connect(f"wss://rt.test:{PORT}/v1/realtime/reload", open_timeout=20)
+    b = connect(f"wss://gql.test:{PORT}/graphql?step=reload", open_timeout=20,
+                subprotocols=["graphql-transport-ws"])
+    a.send("before")
+    before = a.recv(timeout=20)
+    b.send(json.dumps({"type": "connection_init"}))
+    ack = b.recv(timeout=20)
+    open(os.path.join(workdir, "first"), "w").close()
+    while not os.path.exists(os.path.join(workdir, "go")):
+        time.sleep(0.02)
+    closes = {}
+    for name, ws, msg in (("rt", a, "after"), ("gql", b, None)):
+        try:
+            if msg:
+                ws.send(msg)
+            got = ws.recv(timeout=20)
+            closes[name] = {"received": got}
+        except ConnectionClosed as e:
+            closes[name] = {"close": e.rcvd.code if e.rcvd else None}
+    out(step="reload", before=before, ack=ack, **closes)
