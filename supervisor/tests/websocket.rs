@@ -98,7 +98,7 @@ impl Sandbox {
         let port = self.server.port.to_string();
         let limit = LIMIT.to_string();
         let log = self.dir.join("deny.log");
-        let mut args = vec![
+        let args = vec![
             "run",
             "--bundle",
             bundle.to_str().unwrap(),
