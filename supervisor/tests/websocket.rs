@@ -140,9 +140,10 @@ impl Sandbox {
             .map(|v| (v["step"].as_str().unwrap_or_default().to_owned(), v))
             .collect();
         let context = format!(
-            "client stdout:\n{text}\nstderr:\n{}\nserver:\n{}",
+            "client stdout:\n{text}\nstderr:\n{}\nserver:\n{}\nserver record:\n{}",
             stderr(&out),
-            self.server.stderr()
+            self.server.stderr(),
+            std::fs::read_to_string(&self.server.record).unwrap_or_default()
         );
         (Steps { steps, context }, log_lines(&log))
     }

@@ -1,4 +1,5 @@
-"""WebSocket clients inside the sandbox: python `websockets`, gql's
+"""WebSocket clients inside the sandbox: python `websockets` (its asyncio
+client: the threaded one can time out its own reads while closing), gql's
 GraphQL-over-WebSocket transport, and a raw TLS socket for what no
 well-behaved client sends.
 
@@ -10,7 +11,8 @@ close code the client got, or the error.
 import asyncio, base64, json, os, socket, ssl, struct, sys, time
 
 from websockets.exceptions import ConnectionClosed, InvalidStatus
-from websockets.sync.client import connect
+from websockets.asyncio.client import connect
+from websockets.sync.client import connect as connect_sync
 
 PORT = int(sys.argv[1])
 LIMIT = int(sys.argv[2])
@@ -22,16 +24,22 @@ def out(**kw):
 
 
 def client_step(name, host, path, sends, **options):
-    """A real client: sends each message, reads one answer after each."""
+    """A real client (websockets' asyncio one): sends each message, reads
+    one answer after each, then closes."""
     got = []
-    try:
-        with connect(f"wss://{host}:{PORT}{path}", open_timeout=20, **options) as ws:
+
+    async def run():
+        async with connect(f"wss://{host}:{PORT}{path}", open_timeout=20,
+                           ssl=ssl.create_default_context(), **options) as ws:
             for m in sends:
-                ws.send(m)
-                r = ws.recv(timeout=20)
+                await ws.send(m)
+                r = await asyncio.wait_for(ws.recv(), 20)
                 got.append(r if isinstance(r, str) else r.hex())
-            ws.close()
-        out(step=name, status=101, received=got, close=ws.close_code)
+        return ws.close_code
+
+    try:
+        close = asyncio.run(run())
+        out(step=name, status=101, received=got, close=close)
     except InvalidStatus as e:
         out(step=name, status=e.response.status_code,
             policy=e.response.headers.get("x-openshell-policy"), received=got)
@@ -219,8 +227,8 @@ if GROUP == "reload":
     # judged by the new rules; the second, which they no longer allow, was
     # closed by the proxy.
     workdir = sys.argv[4]
-    a = connect(f"wss://rt.test:{PORT}/v1/realtime/reload", open_timeout=20)
-    b = connect(f"wss://gql.test:{PORT}/graphql?step=reload", open_timeout=20,
+    a = connect_sync(f"wss://rt.test:{PORT}/v1/realtime/reload", open_timeout=20)
+    b = connect_sync(f"wss://gql.test:{PORT}/graphql?step=reload", open_timeout=20,
                 subprotocols=["graphql-transport-ws"])
     a.send("before")
     before = a.recv(timeout=20)

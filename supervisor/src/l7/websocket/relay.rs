@@ -38,6 +38,8 @@ const MAX_FRAGMENTS: usize = 4096;
 /// How long a side has to finish the close handshake once the proxy or
 /// the client started it.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// How long the client may take to end its side once the relay is done.
+const LINGER: Duration = Duration::from_secs(2);
 
 /// One complete client message: fragments joined, unmasked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,14 +159,26 @@ where
         }
         end
     };
-    tokio::pin!(down, up);
-    tokio::select! {
-        end = &mut up => {
-            let _ = tokio::time::timeout(CLOSE_GRACE, &mut down).await;
-            end
+    let end = {
+        tokio::pin!(down, up);
+        tokio::select! {
+            end = &mut up => {
+                let _ = tokio::time::timeout(CLOSE_GRACE, &mut down).await;
+                end
+            }
+            () = &mut down => End::ServerGone,
         }
-        () = &mut down => End::ServerGone,
-    }
+    };
+    // A lingering close: the client's last bytes (its close reply, a TLS
+    // alert) are read before the socket is dropped, else the kernel would
+    // answer them with a reset, which can discard the close frame the
+    // client has not read yet.
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut sink = [0_u8; 4096];
+        while matches!(client_rd.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
+    end
 }
 
 /// A data message being assembled.
