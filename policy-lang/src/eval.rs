@@ -435,6 +435,60 @@ impl Evaluator {
         }
     }
 
+    /// The full decision for a WebSocket upgrade of `req.http`'s target
+    /// (its method is taken to be `GET`), or for one client message after
+    /// that upgrade: the message is judged only when the upgrade is
+    /// allowed, since without it there is no connection to send it on.
+    /// A connection relayed at L4 carries anything.
+    pub fn eval_websocket(&self, req: &Request, message: Option<WsClientMessage<'_>>) -> Decision {
+        let mut upgrade = req.clone();
+        if let Some(http) = upgrade.http.as_mut() {
+            http.method = "GET".to_string();
+        }
+        let first = self.eval(&Request {
+            http: None,
+            ..upgrade.clone()
+        });
+        let (Some(http), Some(RouteKind::L7)) = (&upgrade.http, first.route) else {
+            return first;
+        };
+        let conn = self.decide_connection(
+            &req.binary,
+            req.sha256.as_deref(),
+            req.host.as_deref(),
+            req.addr,
+            req.port,
+        );
+        let host = req.host.as_deref();
+        if self.websocket(&conn, &http.target).is_none() {
+            return Decision {
+                decision: Verdict::Deny,
+                route: Some(RouteKind::L7),
+                rule: None,
+                credential: None,
+                reason: format!(
+                    "no websocket endpoint covers `{}`: upgrades are refused there",
+                    http.target
+                ),
+                target: None,
+                rpc: None,
+                graphql: None,
+            };
+        }
+        let up = self.decide_upgrade(&conn, host, &http.target);
+        let Some(message) = message else {
+            return up;
+        };
+        if up.decision == Verdict::Deny {
+            return Decision {
+                reason: format!("the upgrade is refused: {}", up.reason),
+                credential: None,
+                ..up
+            };
+        }
+        self.decide_ws_message(&conn, host, &http.target, message)
+    }
+
     /// Some(limit) when a request to `target` on this connection must have
     /// its body read (up to `limit` bytes) and judged by `decide_body`;
     /// None for REST-only. With several body-judging endpoints on the

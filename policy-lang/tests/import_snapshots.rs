@@ -166,7 +166,7 @@ fn broken_inputs() {
         ),
         (
             "bad_endpoint",
-            "version: 1\nlandlock: { compatibility: best_effort }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com }\n      - { host: b.example.com, port: 443, protocol: websocket }\n      - { host: c.example.com, port: 443, protocol: rest, access: full, rules: [{ allow: { method: GET, path: /x } }] }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, websocket_credential_rewrite: true, frobnicate: 1 }\n      - { host: \"*\", port: 443 }\n      - { host: e.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{ allow: { method: GET, path: \"/a[!b]\" } }, { allow: { method: POST, path: api/x } }, { allow: { method: GET, path: /q, query: { v: \"v?\" } } }] }\n    binaries: [{ path: /usr/bin/curl }]\n",
+            "version: 1\nlandlock: { compatibility: best_effort }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com }\n      - { host: b.example.com, port: 443, protocol: sql }\n      - { host: c.example.com, port: 443, protocol: rest, access: full, rules: [{ allow: { method: GET, path: /x } }] }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, websocket_credential_rewrite: true, frobnicate: 1 }\n      - { host: \"*\", port: 443 }\n      - { host: e.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{ allow: { method: GET, path: \"/a[!b]\" } }, { allow: { method: POST, path: api/x } }, { allow: { method: GET, path: /q, query: { v: \"v?\" } } }] }\n    binaries: [{ path: /usr/bin/curl }]\n",
         ),
         (
             "middlewares",
@@ -329,9 +329,53 @@ fn graphql_endpoints() {
 /// What OpenShell rejects, or GraphQL settings that would mean nothing.
 #[test]
 fn graphql_refusals() {
-    let text = "version: 1\nnetwork_policies:\n  a:\n    binaries: [{ path: /usr/bin/curl }]\n    endpoints:\n      - { host: a.example.com, port: 443, protocol: graphql, enforcement: enforce, rules: [{ allow: { method: POST, path: /graphql } }] }\n      - { host: b.example.com, port: 443, protocol: graphql, enforcement: enforce, rules: [{ allow: { operation_name: Get } }] }\n      - { host: c.example.com, port: 443, protocol: graphql, enforcement: enforce, access: full, persisted_queries: sometimes }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, access: full, graphql_max_body_bytes: 1024 }\n      - { host: e.example.com, port: 443, protocol: graphql, enforcement: enforce, access: full, graphql_max_body_bytes: 0 }\n      - { host: f.example.com, port: 443, protocol: graphql, enforcement: enforce, rules: [{ allow: { operation_type: query, fields: [] } }] }\n      - { host: g.example.com, port: 443, protocol: websocket, enforcement: enforce, access: full }\n";
+    let text = "version: 1\nnetwork_policies:\n  a:\n    binaries: [{ path: /usr/bin/curl }]\n    endpoints:\n      - { host: a.example.com, port: 443, protocol: graphql, enforcement: enforce, rules: [{ allow: { method: POST, path: /graphql } }] }\n      - { host: b.example.com, port: 443, protocol: graphql, enforcement: enforce, rules: [{ allow: { operation_name: Get } }] }\n      - { host: c.example.com, port: 443, protocol: graphql, enforcement: enforce, access: full, persisted_queries: sometimes }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, access: full, graphql_max_body_bytes: 1024 }\n      - { host: e.example.com, port: 443, protocol: graphql, enforcement: enforce, access: full, graphql_max_body_bytes: 0 }\n      - { host: f.example.com, port: 443, protocol: graphql, enforcement: enforce, rules: [{ allow: { operation_type: query, fields: [] } }] }\n      - { host: g.example.com, port: 443, protocol: sql, enforcement: enforce, access: full }\n";
     insta::assert_snapshot!(
         "broken__graphql",
         import_text("graphql-broken.yaml", text, false)
+    );
+}
+
+/// `protocol: websocket` with OpenShell's meaning: transport rules (GET is
+/// the upgrade, WEBSOCKET_TEXT client text messages), deny rules, the
+/// presets' WebSocket expansion, and GraphQL over WebSocket; the policy
+/// written round-trips to the same bundle.
+#[test]
+fn websocket_endpoints() {
+    use policy_lang::bundle::L7Protocol;
+    use policy_lang::{compile, parser};
+    let text = std::fs::read_to_string("tests/import/websocket.yaml").unwrap();
+    insta::assert_snapshot!("websocket", import_text("websocket.yaml", &text, false));
+    let (doc, diags) = import::yaml_to_document(&SourceFile::new("websocket.yaml", text));
+    assert!(!diags.has_errors(), "{}", render(&diags));
+    let doc = doc.unwrap();
+    let (resolved, res_diags) = resolve::resolve(std::slice::from_ref(&doc));
+    assert!(!res_diags.has_errors(), "{}", render(&res_diags));
+    let bundle = compile::compile(&resolved.policy);
+    let l7 = &bundle.enforcement.l7;
+    assert_eq!(l7.len(), 5);
+    assert!(l7.iter().all(|e| e.protocol == L7Protocol::Websocket));
+    let gql = l7.iter().find(|e| e.graphql_over_websocket()).unwrap();
+    assert_eq!(gql.graphql_allow.len(), 2);
+    assert_eq!(gql.graphql_deny.len(), 1);
+    assert!(gql.persisted_query("abc123").is_some());
+    let written = format_document(&doc);
+    let (reparsed, parse_diags) = parser::parse(&SourceFile::new("w.policy", written));
+    assert!(!parse_diags.has_errors());
+    let (re_resolved, re_diags) = resolve::resolve(std::slice::from_ref(&reparsed.unwrap()));
+    assert!(!re_diags.has_errors());
+    assert_eq!(compile::compile(&re_resolved.policy).digest, bundle.digest);
+}
+
+/// What OpenShell rejects on WebSocket endpoints, or what would mean
+/// nothing there: rewriting credentials inside messages (not supported),
+/// a rule mixing transport and GraphQL fields, methods that never match,
+/// the GraphQL body limit.
+#[test]
+fn websocket_refusals() {
+    let text = "version: 1\nnetwork_policies:\n  a:\n    binaries: [{ path: /usr/bin/curl }]\n    endpoints:\n      - { host: a.example.com, port: 443, protocol: websocket, enforcement: enforce, access: full, websocket_credential_rewrite: true }\n      - { host: b.example.com, port: 443, protocol: websocket, enforcement: enforce, rules: [{ allow: { method: GET, path: /ws } }, { allow: { method: WEBSOCKET_TEXT, path: /graphql, operation_type: subscription } }] }\n      - { host: c.example.com, port: 443, protocol: websocket, enforcement: enforce, rules: [{ allow: { method: GET, path: /ws } }, { allow: { method: POST, path: /ws } }] }\n      - { host: d.example.com, port: 443, protocol: websocket, enforcement: enforce, access: read-only, graphql_max_body_bytes: 1024 }\n";
+    insta::assert_snapshot!(
+        "broken__websocket",
+        import_text("websocket-broken.yaml", text, false)
     );
 }

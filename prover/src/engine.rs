@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use policy_lang::bundle::Bundle;
+use policy_lang::bundle::{Bundle, L7Protocol};
 use policy_lang::eval::Evaluator;
 use policy_lang::matcher::BinaryGlob;
 use serde::Serialize;
@@ -441,9 +441,13 @@ fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
             && o.credentials == n.credentials
             && o.secrets == n.secrets
     });
+    let judged = match protocol {
+        L7Protocol::Websocket => "WebSocket upgrades and client messages",
+        _ => "request bodies",
+    };
     (!network_unchanged).then(|| {
         format!(
-            "`{}` endpoints judge request bodies in a way the prover does not model: it \
+            "`{}` endpoints judge {judged} in a way the prover does not model: it \
              treats such an endpoint as allowing every request it sees, so a change to the \
              network rules of a policy that has one is not certified",
             protocol.keyword()

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 use policy_lang::bundle::Bundle;
-use policy_lang::eval::{Decision, Evaluator, HttpRequest, Request, RouteKind, Verdict};
+use policy_lang::eval::{
+    Decision, Evaluator, HttpRequest, Request, RouteKind, Verdict, WsClientMessage,
+};
 use policy_lang::load;
 
 use super::{CredentialsArg, EXIT_INPUT, EXIT_OK};
@@ -57,6 +59,23 @@ pub struct Args {
     /// `--jsonrpc-method`.
     #[arg(long, value_name = "TOOL")]
     tool: Option<String>,
+    /// Ask about an RFC 6455 upgrade of the `--url` target (a GET) instead
+    /// of a plain request; `ws://` and `wss://` URLs imply it.
+    #[arg(long, requires = "url")]
+    websocket: bool,
+    /// A client text message sent after the upgrade of the `--url` target;
+    /// the decision is the message's when the upgrade is allowed.
+    #[arg(
+        long,
+        value_name = "MESSAGE",
+        requires = "url",
+        conflicts_with = "websocket_binary"
+    )]
+    websocket_text: Option<String>,
+    /// A client binary message sent after the upgrade, from a file or `-`
+    /// for standard input.
+    #[arg(long, value_name = "FILE", requires = "url")]
+    websocket_binary: Option<String>,
     /// A connection's destination host name or IP address.
     #[arg(long, value_name = "HOST", requires = "port")]
     host: Option<String>,
@@ -115,12 +134,69 @@ pub fn run(args: &Args) -> u8 {
         req.host = args.host.clone();
         req.port = args.port.unwrap_or(0);
     }
-    let decision = Evaluator::new(bundle).eval_with_body(&req, body.as_deref());
+    let ws_message = match websocket_message(args) {
+        Ok(m) => m,
+        Err(e) => return failed(args.format, &Failure::error(None, e)),
+    };
+    let websocket =
+        args.websocket || ws_message.is_some() || args.url.as_deref().is_some_and(is_websocket_url);
+    if websocket && (body.is_some() || args.method.is_some()) {
+        return failed(
+            args.format,
+            &Failure::error(
+                None,
+                "a WebSocket upgrade is a GET without a body; drop `--method` and the body flags",
+            ),
+        );
+    }
+    let ev = Evaluator::new(bundle);
+    let decision = if websocket {
+        let message = match &ws_message {
+            Some(WsMessageArg::Text(t)) => Some(WsClientMessage::Text(t)),
+            Some(WsMessageArg::Binary(b)) => Some(WsClientMessage::Binary(b)),
+            None => None,
+        };
+        ev.eval_websocket(&req, message)
+    } else {
+        ev.eval_with_body(&req, body.as_deref())
+    };
     match args.format {
         Format::Json => outln!("{}", serde_json::to_string(&decision).unwrap_or_default()),
         Format::Human => print_human(&decision),
     }
     EXIT_OK
+}
+
+/// A client message of `--websocket-text` or `--websocket-binary`.
+enum WsMessageArg {
+    Text(String),
+    Binary(Vec<u8>),
+}
+
+fn websocket_message(args: &Args) -> Result<Option<WsMessageArg>, String> {
+    if let Some(t) = &args.websocket_text {
+        return Ok(Some(WsMessageArg::Text(t.clone())));
+    }
+    let Some(path) = &args.websocket_binary else {
+        return Ok(None);
+    };
+    read_file_or_stdin(path)
+        .map(|b| Some(WsMessageArg::Binary(b)))
+        .map_err(|e| format!("cannot read the message from `{path}`: {e}"))
+}
+
+fn read_file_or_stdin(path: &str) -> std::io::Result<Vec<u8>> {
+    if path == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map(|_| bytes)
+    } else {
+        std::fs::read(path)
+    }
+}
+
+fn is_websocket_url(url: &str) -> bool {
+    url.split_once("://")
+        .is_some_and(|(scheme, _)| matches!(scheme.to_ascii_lowercase().as_str(), "ws" | "wss"))
 }
 
 /// The request body the flags describe: `--graphql`, `--body` or
@@ -166,13 +242,7 @@ fn request_body(args: &Args) -> Result<Option<Vec<u8>>, String> {
         ));
     }
     if let Some(path) = &args.body {
-        let read = if path == "-" {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map(|_| bytes)
-        } else {
-            std::fs::read(path)
-        };
-        return read
+        return read_file_or_stdin(path)
             .map(Some)
             .map_err(|e| format!("cannot read the body from `{path}`: {e}"));
     }
@@ -278,8 +348,8 @@ fn parse_url(url: &str) -> Result<(String, u16, String), String> {
         .split_once("://")
         .ok_or("expected `http://` or `https://`")?;
     let default_port = match scheme.to_ascii_lowercase().as_str() {
-        "http" => 80,
-        "https" => 443,
+        "http" | "ws" => 80,
+        "https" | "wss" => 443,
         other => return Err(format!("unsupported scheme `{other}`")),
     };
     let split = rest.find(['/', '?']).unwrap_or(rest.len());

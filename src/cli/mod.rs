@@ -40,7 +40,7 @@ enum Command {
     /// Show what a bundle enforces, artefact by artefact.
     Explain(explain::Args),
     /// Decide one concrete request with the reference evaluator.
-    Eval(eval::Args),
+    Eval(Box<eval::Args>),
     /// Format policies canonically (in place, or `--check`).
     Fmt(fmt::Args),
     /// Translate an OpenShell YAML policy into this language.

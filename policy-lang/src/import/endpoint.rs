@@ -15,7 +15,7 @@ use crate::source::{Node, Span};
 use super::patterns::{self, PathKind, Translated};
 use super::yaml::YNode;
 use super::{Cx, item, key};
-use super::{graphql, l7, rpc};
+use super::{graphql, l7, rpc, websocket};
 
 /// Endpoint fields OpenShell accepts that we refuse unless left at their
 /// default (`false`, empty, `0`).
@@ -81,20 +81,21 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
         Some("mcp") => Protocol::Mcp,
         Some("json-rpc") => Protocol::JsonRpc,
         Some("graphql") => Protocol::Graphql,
+        Some("websocket") => Protocol::Websocket,
         Some(other) => {
             let span = f.protocol.as_ref().map_or(ep.span, |p| p.span);
-            if matches!(other, "websocket" | "sql") {
+            if other == "sql" {
                 cx.push(
                     codes::E0702,
                     span,
                     format!("unsupported field value `protocol: {other}`"),
-                    "only `rest` (inspected HTTP), `graphql`, `mcp`, `json-rpc`, `tcp` and plain L4 endpoints can be imported",
+                    "only `rest` (inspected HTTP), `websocket`, `graphql`, `mcp`, `json-rpc`, `tcp` and plain L4 endpoints can be imported",
                 );
             } else {
                 cx.invalid(
                     span,
                     format!("unknown protocol `{other}`"),
-                    "OpenShell protocols are `rest`, `graphql`, `mcp`, `json-rpc`, `tcp`, or none for plain L4",
+                    "OpenShell protocols are `rest`, `websocket`, `graphql`, `mcp`, `json-rpc`, `tcp`, or none for plain L4",
                 );
             }
             return Vec::new();
@@ -152,12 +153,25 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
             Some(all) => all_mcp_methods = all,
             None => return Vec::new(),
         }
-        if proto == Protocol::Graphql
+        if proto == Protocol::Websocket
+            && let Some(v) = f.graphql_max_body_bytes.filter(|v| !is_default(v))
+        {
+            cx.push(
+                codes::W0702,
+                v.span,
+                "`graphql_max_body_bytes` has no effect on `protocol: websocket`: OpenShell judges client messages up to 4 MiB; not imported",
+                "remove the field",
+            );
+        }
+        let max_body = f
+            .graphql_max_body_bytes
+            .filter(|_| proto == Protocol::Graphql);
+        if proto.takes_graphql()
             && !graphql::options(
                 cx,
                 f.persisted_queries.as_ref(),
                 f.graphql_persisted_queries,
-                f.graphql_max_body_bytes,
+                max_body,
                 &mut body,
             )
         {
@@ -172,7 +186,7 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
         }
         ignored_without_http(cx, &f, proto);
     }
-    if proto != Protocol::Graphql && !graphql_fields_absent(cx, &f) {
+    if !proto.takes_graphql() && !graphql_fields_absent(cx, &f) {
         return Vec::new();
     }
     if let Some(s) = f.uninspected {
@@ -192,6 +206,13 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
         }
         if let Some(r) = f.deny_rules {
             rules.extend(graphql::rules(cx, r, RuleAction::Deny));
+        }
+    } else if proto == Protocol::Websocket {
+        if let Some(r) = f.rules {
+            rules.extend(websocket::rules(cx, r, RuleAction::Allow));
+        }
+        if let Some(r) = f.deny_rules {
+            rules.extend(websocket::rules(cx, r, RuleAction::Deny));
         }
     } else if proto == Protocol::Http {
         if let Some(r) = f.rules {
@@ -321,8 +342,8 @@ fn graphql_fields_absent(cx: &mut Cx<'_>, f: &Fields<'_>) -> bool {
         if let Some(span) = span {
             cx.invalid(
                 span,
-                format!("`{name}` on an endpoint that is not `protocol: graphql`"),
-                "OpenShell ignores it there; remove the field or make the endpoint `protocol: graphql`",
+                format!("`{name}` on an endpoint that is not `protocol: graphql` or `websocket`"),
+                "OpenShell ignores it there; remove the field or make the endpoint `protocol: graphql` (or `websocket` for GraphQL over WebSocket)",
             );
             ok = false;
         }

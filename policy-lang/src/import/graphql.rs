@@ -32,7 +32,7 @@ pub(super) fn rules(cx: &mut Cx<'_>, node: &YNode, action: RuleAction) -> Vec<It
     out
 }
 
-fn item(stmt: EndpointStmt, span: Span) -> Item<EndpointStmt> {
+pub(super) fn item(stmt: EndpointStmt, span: Span) -> Item<EndpointStmt> {
     Item {
         trivia: Trivia::default(),
         stmt: Node::new(stmt, span),
@@ -94,7 +94,7 @@ fn operation(cx: &mut Cx<'_>, node: &YNode, what: &str) -> Option<Operation> {
     ok.then_some(op)
 }
 
-fn rule(cx: &mut Cx<'_>, node: &YNode, action: RuleAction) -> Option<EndpointStmt> {
+pub(super) fn rule(cx: &mut Cx<'_>, node: &YNode, action: RuleAction) -> Option<EndpointStmt> {
     let op = operation(cx, node, "a GraphQL rule")?;
     Some(EndpointStmt::Graphql {
         action: Node::new(action, node.span),

@@ -22,7 +22,7 @@ const OTHER_PROTOCOL_FIELDS: &[&str] = &[
 pub(super) fn rules(cx: &mut Cx<'_>, node: &YNode, action: RuleAction) -> Vec<Item<EndpointStmt>> {
     let mut out = Vec::new();
     for (body, span) in rule_bodies(cx, node, action, "{ method: GET, path: /x }") {
-        out.extend(rule(cx, body, span, action));
+        out.extend(rule(cx, body, span, action, false));
     }
     out
 }
@@ -74,7 +74,15 @@ pub(super) fn rule_bodies<'n>(
     out
 }
 
-fn rule(cx: &mut Cx<'_>, node: &YNode, span: Span, action: RuleAction) -> Vec<Item<EndpointStmt>> {
+/// One REST rule; `websocket` for a rule of a `protocol: websocket`
+/// endpoint, whose methods are the upgrade and text messages.
+pub(super) fn rule(
+    cx: &mut Cx<'_>,
+    node: &YNode,
+    span: Span,
+    action: RuleAction,
+    websocket: bool,
+) -> Vec<Item<EndpointStmt>> {
     let mut method = None;
     let mut path = None;
     let mut query: Vec<Node<String>> = Vec::new();
@@ -122,7 +130,7 @@ fn rule(cx: &mut Cx<'_>, node: &YNode, span: Span, action: RuleAction) -> Vec<It
     if !ok {
         return Vec::new();
     }
-    let Some(methods) = methods(cx, &method) else {
+    let Some(methods) = methods(cx, &method, websocket) else {
         return Vec::new();
     };
     let paths = match patterns::path(&path.node, PathKind::Http) {
@@ -178,8 +186,9 @@ fn rule(cx: &mut Cx<'_>, node: &YNode, span: Span, action: RuleAction) -> Vec<It
 }
 
 /// OpenShell compares methods case-insensitively, `*` is any method, and a
-/// `GET` rule also admits `HEAD`.
-fn methods(cx: &mut Cx<'_>, m: &Node<String>) -> Option<Vec<Node<String>>> {
+/// `GET` rule also admits `HEAD` (but not on a websocket endpoint, where
+/// `GET` is the upgrade and every other request is refused).
+fn methods(cx: &mut Cx<'_>, m: &Node<String>, websocket: bool) -> Option<Vec<Node<String>>> {
     if m.node == "*" {
         return Some(vec![m.clone()]);
     }
@@ -196,6 +205,18 @@ fn methods(cx: &mut Cx<'_>, m: &Node<String>) -> Option<Vec<Node<String>>> {
             "write one method per rule, such as `GET`, or `*`",
         );
         return None;
+    }
+    if websocket {
+        if !matches!(upper.as_str(), "GET" | crate::matcher::WEBSOCKET_TEXT) {
+            cx.push(
+                codes::W0702,
+                m.span,
+                format!("method `{}` never matches on a websocket endpoint (only the `GET` upgrade and `WEBSOCKET_TEXT` messages are judged); rule dropped", m.node),
+                "use `GET`, `WEBSOCKET_TEXT` or `*`",
+            );
+            return None;
+        }
+        return Some(vec![Node::new(upper, m.span)]);
     }
     let mut out = vec![Node::new(upper.clone(), m.span)];
     if upper == "GET" {

@@ -23,6 +23,7 @@ mod policy;
 mod query_glob;
 pub mod rego_glob;
 mod rpc;
+mod websocket;
 pub mod yaml;
 
 use std::path::Path;

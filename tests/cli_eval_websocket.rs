@@ -1,0 +1,168 @@
+//! `eval` of a WebSocket upgrade and of client messages after it:
+//! `--websocket`, `ws://`/`wss://` URLs, `--websocket-text` and
+//! `--websocket-binary`, with the same JSON contract as every other `eval`.
+#![expect(clippy::unwrap_used, reason = "test harness")]
+
+mod common;
+
+use common::{code, json, run};
+
+const POLICY: &str = "policy \"ws\" {
+  allow /usr/bin/agent -> realtime.example.com:443 websocket {
+    allow GET /v1/realtime/**
+    allow WEBSOCKET_TEXT /v1/realtime/**
+    deny WEBSOCKET_TEXT /v1/realtime/admin/**
+  }
+  allow /usr/bin/agent -> api.example.com:443 websocket {
+    allow GET /graphql
+    allow graphql subscription field messageAdded
+  }
+  allow /usr/bin/agent -> rest.example.com:443 http read-only
+}
+";
+
+fn policy() -> String {
+    let path = std::env::temp_dir().join(format!("osp-cli-ws-{}.policy", std::process::id()));
+    std::fs::write(&path, POLICY).unwrap();
+    path.display().to_string()
+}
+
+fn eval(extra: &[&str]) -> serde_json::Value {
+    let p = policy();
+    let mut args = vec![
+        "eval",
+        "--policy",
+        &p,
+        "--binary",
+        "/usr/bin/agent",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert_eq!(code(&o), 0);
+    let v = json(&o);
+    for key in ["decision", "route", "rule", "credential", "reason"] {
+        assert!(v.get(key).is_some(), "missing `{key}`: {v}");
+    }
+    v
+}
+
+#[test]
+fn upgrades_by_flag_or_by_scheme() {
+    for args in [
+        &[
+            "--url",
+            "https://realtime.example.com/v1/realtime/chat",
+            "--websocket",
+        ][..],
+        &["--url", "wss://realtime.example.com/v1/realtime/chat"][..],
+    ] {
+        let v = eval(args);
+        assert_eq!(v["decision"], "allow", "{v}");
+        assert_eq!(v["route"], "l7");
+        assert_eq!(v["rule"]["line"], 3);
+    }
+    // Without an upgrade, a websocket endpoint refuses the request.
+    let v = eval(&["--url", "https://realtime.example.com/v1/realtime/chat"]);
+    assert_eq!(v["decision"], "deny", "{v}");
+    // Where no websocket endpoint is, upgrades are refused.
+    let v = eval(&["--url", "wss://rest.example.com/anything"]);
+    assert_eq!(v["decision"], "deny", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no websocket endpoint"),
+        "{v}"
+    );
+}
+
+#[test]
+fn text_and_binary_messages() {
+    let v = eval(&[
+        "--url",
+        "wss://realtime.example.com/v1/realtime/chat",
+        "--websocket-text",
+        "hello",
+    ]);
+    assert_eq!(v["decision"], "allow", "{v}");
+    assert_eq!(v["rule"]["line"], 4);
+    let v = eval(&[
+        "--url",
+        "wss://realtime.example.com/v1/realtime/admin/x",
+        "--websocket-text",
+        "hello",
+    ]);
+    assert_eq!(v["decision"], "deny", "{v}");
+    assert_eq!(v["rule"]["line"], 5);
+    // A message on a refused upgrade is refused with it.
+    let v = eval(&[
+        "--url",
+        "wss://realtime.example.com/v2/chat",
+        "--websocket-text",
+        "hello",
+    ]);
+    assert_eq!(v["decision"], "deny", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("the upgrade is refused"),
+        "{v}"
+    );
+
+    let msg = std::env::temp_dir().join(format!("osp-cli-ws-{}.bin", std::process::id()));
+    std::fs::write(&msg, [0u8, 1, 2]).unwrap();
+    let v = eval(&[
+        "--url",
+        "wss://realtime.example.com/v1/realtime/chat",
+        "--websocket-binary",
+        &msg.display().to_string(),
+    ]);
+    assert_eq!(v["decision"], "allow", "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("binary"), "{v}");
+}
+
+#[test]
+fn graphql_over_websocket_messages() {
+    let sub = |q: &str| {
+        serde_json::json!({"type": "subscribe", "id": "1", "payload": {"query": q}}).to_string()
+    };
+    let v = eval(&[
+        "--url",
+        "wss://api.example.com/graphql",
+        "--websocket-text",
+        &sub("subscription { messageAdded { id } }"),
+    ]);
+    assert_eq!(v["decision"], "allow", "{v}");
+    assert_eq!(v["graphql"]["operations"][0]["kind"], "subscription");
+    let v = eval(&[
+        "--url",
+        "wss://api.example.com/graphql",
+        "--websocket-text",
+        &sub("mutation { deleteAll }"),
+    ]);
+    assert_eq!(v["decision"], "deny", "{v}");
+}
+
+#[test]
+fn an_upgrade_has_no_method_or_body() {
+    let p = policy();
+    let o = run(&[
+        "eval",
+        "--policy",
+        &p,
+        "--binary",
+        "/usr/bin/agent",
+        "--url",
+        "wss://realtime.example.com/v1/realtime/chat",
+        "--method",
+        "POST",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code(&o), 2);
+    let v = json(&o);
+    assert_eq!(v["decision"], "error", "{v}");
+}
