@@ -254,6 +254,12 @@ fn real_clients_get_allowed_messages_through_and_denied_ones_closed_with_1008() 
     steps.refused("not-allowed-path", 403, "policy_denied");
     assert!(s.opened("/v2/elsewhere").is_none());
 
+    // The server's own refusal is relayed as a response, not the proxy's.
+    let s404 = steps.get("server-refuses");
+    assert_eq!(s404["status"], 404, "{s404}\n{}", steps.context);
+    assert_eq!(s404["policy"], Value::Null, "{s404}");
+    assert!(s.seen().iter().any(|e| e["event"] == "refused"));
+
     // The credential is injected into the upgrade; text passes, binary
     // (which nothing could check for the secret) does not.
     assert_eq!(

@@ -178,6 +178,7 @@ if GROUP == "clients":
     client_step("allowed", "rt.test", "/v1/realtime/allowed", ["hello", "again"])
     client_step("denied", "rt.test", "/v1/realtime/admin/denied", ["drop everything"])
     client_step("not-allowed-path", "rt.test", "/v2/elsewhere", ["never"])
+    client_step("server-refuses", "rt.test", "/v1/realtime/missing", ["never"])
     client_step("credentialed-text", "cred.test", "/stream/text", ["hi"])
     client_step("credentialed-binary", "cred.test", "/stream/binary", [b"\x00\x01"])
 

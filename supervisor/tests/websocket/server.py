@@ -8,7 +8,8 @@ binary as hex), `close` (path, the close code it received).
 
 Under `/graphql` it speaks graphql-transport-ws: `connection_init` gets an
 ack, `ping` a pong, `subscribe` one `next` (two for a subscription) and
-`complete`; it executes nothing, it only records. Elsewhere it echoes
+`complete`; it executes nothing, it only records. It answers an upgrade
+to `/v1/realtime/missing` with a plain 404. Elsewhere it echoes
 every message back, text as `echo:TEXT`. It offers permessage-deflate
 like any default server: an offer that reached it would be accepted.
 """
@@ -72,6 +73,14 @@ async def handler(ws):
     rec(event="close", path=path, code=ws.close_code)
 
 
+def refuse_missing(ws, request):
+    """`/v1/realtime/missing` does not exist: a plain 404, no upgrade."""
+    if request.path == "/v1/realtime/missing":
+        rec(event="refused", path=request.path)
+        return ws.respond(404, "no such stream\n")
+    return None
+
+
 def subprotocol(ws, offered):
     return "graphql-transport-ws" if "graphql-transport-ws" in offered else None
 
@@ -80,6 +89,7 @@ async def main():
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     async with serve(handler, "127.0.0.1", 0, ssl=ctx, select_subprotocol=subprotocol,
+                     process_request=refuse_missing,
                      max_size=1 << 20) as server:
         port = server.sockets[0].getsockname()[1]
         print(port, flush=True)
