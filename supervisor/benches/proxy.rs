@@ -16,7 +16,12 @@
 //!    connection each, at two body sizes;
 //! 5. the same for a GraphQL query (a document of that size, its
 //!    operation judged against the endpoint's rules) against a REST POST
-//!    of the same bytes, at three sizes.
+//!    of the same bytes, at three sizes;
+//! 6. added latency of a 256-byte WebSocket text message, judged by the
+//!    endpoint's `WEBSOCKET_TEXT` rules, against a REST POST of 256 bytes:
+//!    median of 2,000 echoed messages on one upgraded connection (a
+//!    minimal echo server, `ws_echo`). `BENCH_ONLY=websocket` measures
+//!    this figure alone.
 //!
 //! The client is this program itself (`proxy client ...`), a tokio +
 //! hyper + rustls client, so both paths pay the same client costs.
@@ -35,6 +40,8 @@
 mod common;
 #[path = "../tests/upstream/mod.rs"]
 mod upstream;
+#[path = "support/ws_echo.rs"]
+mod ws_echo;
 
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
@@ -61,6 +68,8 @@ const SECONDS: u64 = 3;
 const ROUNDS: usize = 3;
 const HELD: usize = 1_000;
 const HOST: &str = "api.test";
+/// The size of the WebSocket figure's messages.
+const WS_BYTES: usize = 256;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -108,6 +117,10 @@ fn client(args: &[String]) {
                     }
                 }
                 println!("{}", median(ts));
+            }
+            "ws" => {
+                let bytes: usize = arg.parse().unwrap();
+                println!("{}", ws_latency(&config, port, bytes).await);
             }
             "latency" => {
                 let mut s = connect(&config, port).await;
@@ -206,6 +219,40 @@ async fn connect_to(
     sender
 }
 
+/// Median round trip, µs, of a `bytes`-byte text message on one
+/// upgraded connection to `ws.test`.
+async fn ws_latency(config: &Arc<rustls::ClientConfig>, port: u16, bytes: usize) -> f64 {
+    use tokio::io::AsyncWriteExt as _;
+    let tcp = tokio::net::TcpStream::connect((IpAddr::from([127, 0, 0, 1]), port))
+        .await
+        .unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
+        .connect(ServerName::try_from("ws.test").unwrap(), tcp)
+        .await
+        .unwrap();
+    let key = "dGhlIHNhbXBsZSBub25jZQ==";
+    let req = format!(
+        "GET /ws HTTP/1.1\r\nHost: ws.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    tls.write_all(req.as_bytes()).await.unwrap();
+    let head = ws_echo::read_head(&mut tls).await.unwrap();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let message = "m".repeat(bytes);
+    let mut ts = Vec::with_capacity(REQUESTS);
+    for i in 0..WARMUP + REQUESTS {
+        let t = Instant::now();
+        let f = ws_echo::frame(0x1, message.as_bytes(), Some([1, 2, 3, (i % 251) as u8]));
+        tls.write_all(&f).await.unwrap();
+        let (op, payload) = ws_echo::read_frame(&mut tls).await.unwrap();
+        assert_eq!((op, payload.len()), (0x1, bytes));
+        if i >= WARMUP {
+            ts.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    median(ts)
+}
+
 /// A GET; under `/cred` it carries the workload's `TOKEN` (the
 /// credential's placeholder in the sandbox) as a bearer token.
 async fn get(s: &mut SendRequest<Full<Bytes>>, path: &str) -> u16 {
@@ -302,6 +349,14 @@ fn bench() {
         &[HOST, "rest.test", "rpc.test", "mcp.test", "gql.test"],
         None,
     );
+    let ws_listener = net.tcp("127.0.0.1:0");
+    let ws_port = ws_listener.local_addr().unwrap().port();
+    // One trust file for both servers: the benchmark's client and the
+    // proxy read the first upstream's CA file.
+    let ws_ca = ws_echo::serve(ws_listener, "ws.test");
+    let mut cas = std::fs::read_to_string(&up.ca_file).unwrap();
+    cas.push_str(&ws_ca);
+    std::fs::write(&up.ca_file, cas).unwrap();
     let me = exe(std::env::current_exe().unwrap().to_str().unwrap());
     let me_dir = std::path::Path::new(&me)
         .parent()
@@ -309,7 +364,7 @@ fn bench() {
         .display()
         .to_string();
     let body = format!(
-        "  landlock hard min_abi 4\n{SYSTEM}  run_as user root\n  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{port} http read-only {{\n    deny GET /denied\n  }}\n  allow {me} -> rest.test:{port} http {{\n    allow POST /rest\n  }}\n  allow {me} -> rpc.test:{port} json-rpc {{\n    allow rpc tools/call\n  }}\n  allow {me} -> mcp.test:{port} mcp {{\n    path /mcp\n    allow rpc tools/call tool search\n  }}\n  allow {me} -> gql.test:{port} graphql {{\n    path /graphql\n    allow graphql query field repository viewer\n    deny graphql mutation\n  }}\n",
+        "  landlock hard min_abi 4\n{SYSTEM}  run_as user root\n  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{port} http read-only {{\n    deny GET /denied\n  }}\n  allow {me} -> rest.test:{port} http {{\n    allow POST /rest\n  }}\n  allow {me} -> rpc.test:{port} json-rpc {{\n    allow rpc tools/call\n  }}\n  allow {me} -> mcp.test:{port} mcp {{\n    path /mcp\n    allow rpc tools/call tool search\n  }}\n  allow {me} -> gql.test:{port} graphql {{\n    path /graphql\n    allow graphql query field repository viewer\n    deny graphql mutation\n  }}\n  allow {me} -> ws.test:{ws_port} websocket {{\n    allow GET /ws\n    allow WEBSOCKET_TEXT /ws\n  }}\n",
         port = up.tls_port
     );
     let bundle = common::bundle(&dir, "proxy", &body);
@@ -320,10 +375,17 @@ fn bench() {
         bundle,
         me,
     };
+    let port_of = |mode: &str| {
+        if mode == "ws" {
+            ws_port.to_string()
+        } else {
+            s.up.tls_port.to_string()
+        }
+    };
     let direct = |mode: &str, arg: &str| -> f64 {
         let out = Command::new("ip")
             .args(["netns", "exec", &s.net.name, &s.me, "client", mode])
-            .arg(s.up.tls_port.to_string())
+            .arg(port_of(mode))
             .arg(arg)
             .arg(&s.up.ca_file)
             .output()
@@ -337,7 +399,7 @@ fn bench() {
     };
     // Also the supervisor's CPU time (user + system) over the run.
     let proxied_cpu = |mode: &str, arg: &str| -> (f64, f64) {
-        let mut child = supervised(&s, &["client", mode, &s.up.tls_port.to_string(), arg])
+        let mut child = supervised(&s, &["client", mode, &port_of(mode), arg])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -353,6 +415,21 @@ fn bench() {
         (common::stdout(&out).trim().parse().unwrap(), cpu)
     };
     let proxied = |mode: &str, arg: &str| -> f64 { proxied_cpu(mode, arg).0 };
+    let ws = ws_latencies(&s, &direct, &proxied);
+    let ws_row = || {
+        let [direct_ws, proxied_ws, direct_rest, proxied_rest] = ws;
+        let (added_ws, added_rest) = (proxied_ws - direct_ws, proxied_rest - direct_rest);
+        println!(
+            "| added median latency of a {WS_BYTES}-byte WebSocket text message, judged, vs a {WS_BYTES}-byte REST POST (direct: message {direct_ws:.1} µs, POST {direct_rest:.1} µs; added: message {added_ws:.1} µs, POST {added_rest:.1} µs) | — | **{:.2} ×** |",
+            added_ws / added_rest
+        );
+    };
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("websocket") {
+        println!("| figure | target | measured |");
+        println!("|---|---|---|");
+        ws_row();
+        return;
+    }
     let lat_direct = direct("latency", "/r");
     let lat_proxy = proxied("latency", "/r");
     let lat_denied = proxied("latency", "/denied");
@@ -405,6 +482,7 @@ fn bench() {
             mcp / rest
         );
     }
+    ws_row();
     for (bytes, [direct, rest, gql]) in graphql {
         let (rest, gql) = (rest - direct, gql - direct);
         println!(
@@ -412,6 +490,25 @@ fn bench() {
             gql / rest
         );
     }
+}
+
+/// Median latency, µs, of a WebSocket message round trip (direct, through
+/// the proxy) and of a REST POST of the same size (direct, through the
+/// proxy). Medians of `ROUNDS` rounds, the four alternating.
+fn ws_latencies(
+    s: &Setup,
+    direct: &dyn Fn(&str, &str) -> f64,
+    proxied: &dyn Fn(&str, &str) -> f64,
+) -> [f64; 4] {
+    let mut runs: [Vec<f64>; 4] = Default::default();
+    for _ in 0..ROUNDS {
+        runs[0].push(direct("ws", &WS_BYTES.to_string()));
+        runs[1].push(proxied("ws", &WS_BYTES.to_string()));
+        runs[2].push(direct("post", &format!("rest.test,/rest,{WS_BYTES}")));
+        runs[3].push(proxied("post", &format!("rest.test,/rest,{WS_BYTES}")));
+        s.up.seen.lock().unwrap().clear();
+    }
+    runs.map(median)
 }
 
 /// Body sizes of the POST figures: a typical `tools/call`, and half the
@@ -486,6 +583,8 @@ fn supervised(s: &Setup, cmd: &[&str]) -> Command {
         "mcp.test=127.0.0.1",
         "--resolve",
         "gql.test=127.0.0.1",
+        "--resolve",
+        "ws.test=127.0.0.1",
         "--upstream-ca",
         s.up.ca_file.to_str().unwrap(),
         "--log",

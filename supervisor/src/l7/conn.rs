@@ -76,7 +76,10 @@ where
     let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
         .writev(false)
-        .serve_connection(TokioIo::new(io), service);
+        .serve_connection(TokioIo::new(io), service)
+        // A WebSocket `101` hands the connection to its relay, which
+        // registers itself for reloads (`websocket::upgrade`).
+        .with_upgrades();
     wait(conn, close).await;
     proxy.unregister(id);
 }

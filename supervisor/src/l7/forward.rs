@@ -29,9 +29,11 @@ use super::forms::SecretForms;
 use super::respond::{BoxError, ProxyBody, Refusal, RequestInfo};
 use super::scrub::{self, Scrub};
 use super::state::{ConnState, UpstreamHop};
+use super::websocket::handshake::{self, Offer};
 use crate::credentials::Secret;
 use crate::handoff::CONNECT_TIMEOUT;
 use http_body_util::BodyExt as _;
+use hyper::upgrade::OnUpgrade;
 
 /// A secret the request carries upstream; the response is scrubbed of it.
 #[derive(Debug, Clone)]
@@ -98,6 +100,18 @@ pub(super) async fn send(
         Err(e) => return upstream_error(format!("the destination failed: {e}")),
     };
     st.put_upstream(sender);
+    relay_response(st, resp, injected, head, info)
+}
+
+/// The response as the workload gets it: hop-by-hop headers and the
+/// reason phrase dropped, and after an injection scrubbed of the secret.
+fn relay_response(
+    st: &ConnState,
+    resp: Response<hyper::body::Incoming>,
+    injected: Option<Injected>,
+    head: bool,
+    info: &RequestInfo<'_>,
+) -> Response<ProxyBody> {
     let (mut parts, body) = resp.into_parts();
     // The reason phrase as the server wrote it is never relayed: the
     // workload gets the canonical one for the status, which holds no echo.
@@ -130,6 +144,47 @@ pub(super) async fn send(
     }
     let body = Scrub::new(body, forms, inj.replacement.as_bytes()).boxed_unsync();
     Response::from_parts(parts, body)
+}
+
+/// A WebSocket upgrade sent upstream on a connection of its own. A `101`
+/// that keeps the handshake's promises (`handshake::check_switch`) comes
+/// back with the upgrade of the server's side; any other answer is
+/// relayed as a response, and the connection stays HTTP.
+pub(super) async fn send_upgrade(
+    st: &ConnState,
+    req: Request<UpstreamBody>,
+    injected: Option<Injected>,
+    offer: &Offer,
+    info: &RequestInfo<'_>,
+) -> (Response<ProxyBody>, Option<OnUpgrade>) {
+    let upstream_error =
+        |e: String| Refusal::new(StatusCode::BAD_GATEWAY, "upstream_error", e).respond(st, info);
+    let mut sender = match connect(st).await {
+        Ok(s) => s,
+        Err(e) => return (upstream_error(e), None),
+    };
+    let mut resp = match sender.send_request(req).await {
+        Ok(r) => r,
+        Err(e) => return (upstream_error(format!("the destination failed: {e}")), None),
+    };
+    if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+        return (relay_response(st, resp, injected, false, info), None);
+    }
+    if let Err(why) = handshake::check_switch(resp.headers(), offer) {
+        let refusal = Refusal::new(StatusCode::BAD_GATEWAY, "upgrade_refused", why).closing();
+        return (refusal.respond(st, info), None);
+    }
+    let upgrade = hyper::upgrade::on(&mut resp);
+    let (mut parts, _) = resp.into_parts();
+    parts.extensions.remove::<hyper::ext::ReasonPhrase>();
+    strip_hop_by_hop(&mut parts.headers);
+    handshake::prepare_switch(&mut parts.headers);
+    if let Some(inj) = injected {
+        let forms = SecretForms::new(inj.secret.expose().as_bytes());
+        scrub::scrub_headers(&mut parts.headers, &forms, inj.replacement.as_bytes());
+    }
+    let body: ProxyBody = super::respond::full(Vec::new());
+    (Response::from_parts(parts, body), Some(upgrade))
 }
 
 /// A content or transfer coding other than `identity` (and `chunked`,
@@ -193,8 +248,9 @@ where
         .handshake(TokioIo::new(io))
         .await
         .map_err(io::Error::other)?;
+    // With upgrades: a `101` hands the connection to the WebSocket relay.
     tokio::spawn(async move {
-        let _ = conn.await;
+        let _ = conn.with_upgrades().await;
     });
     Ok(sender)
 }

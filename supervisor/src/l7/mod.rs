@@ -9,7 +9,9 @@
 //!  accept ─▶ take(peer) ─▶ peek: 0x16 (TLS ClientHello)? ─┬─ yes: leaf for the SNI (ca), TLS
 //!                                                       └─ no:  plain HTTP
 //!           hyper HTTP/1.1, keep-alive ─▶ request::handle, per request:
-//!             CONNECT / upgrades refused · Host vs SNI vs destination ·
+//!             CONNECT / h2c refused · Host vs SNI vs destination ·
+//!             WebSocket upgrade: websocket::upgrade (GET rules, no
+//!             extension), then websocket::relay judges every client message ·
 //!             Evaluator::decide_request (canonical path, deny wins, audit),
 //!             or for JSON-RPC / MCP: body read up to its limit (413), then
 //!             Evaluator::decide_body, the bytes judged forwarded ·
@@ -38,7 +40,9 @@
 //! judged), `forward` (upstream and
 //! responses), `respond` (what the proxy itself answers), `forms` (the
 //! shapes an echoed secret takes), `scrub` (secrets out of responses),
-//! `overrides` (headers that would make a server act on another request). `docs/proxy.md` is the operator's view.
+//! `overrides` (headers that would make a server act on another request),
+//! `websocket` (the upgrade, frames, and the relay that judges each client
+//! message). `docs/proxy.md` is the operator's view.
 
 pub mod ca;
 pub mod trust;
@@ -53,6 +57,7 @@ mod respond;
 mod scrub;
 mod setup;
 mod state;
+mod websocket;
 
 pub use setup::SetupError;
 use std::collections::HashMap;

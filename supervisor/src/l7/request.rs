@@ -2,9 +2,11 @@
 //!
 //! In order, each failure answered by the proxy itself (`respond`):
 //!
-//! 1. `CONNECT` and upgrades (`Upgrade`, `Connection: upgrade`, which
-//!    includes WebSocket and `h2c`) are refused: no endpoint can allow
-//!    them, and a tunnel would carry requests no rule sees.
+//! 1. `CONNECT` and upgrades to anything but WebSocket (`h2c`) are
+//!    refused: a tunnel would carry requests no rule sees. A WebSocket
+//!    upgrade goes on to `websocket::upgrade` once the host is checked
+//!    (step 2): only a websocket endpoint's rules can allow it, and its
+//!    messages are judged one by one after the `101`.
 //! 2. The host the request names (absolute-form authority, else `Host`)
 //!    must agree with the other: with the TLS server name (SNI) the client
 //!    sent; with the destination port; and with the name the connection
@@ -30,6 +32,8 @@
 //!    `credential_not_bound`), and the request goes upstream with the
 //!    **canonical** target: what was checked is what the server gets.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -50,6 +54,7 @@ use super::forward::{self, Injected};
 use super::overrides;
 use super::respond::{ProxyBody, Refusal, RequestInfo};
 use super::state::{ConnState, UpstreamHop};
+use super::websocket::{self, handshake::asks_for_websocket};
 use crate::credentials::{Credential, CredentialSet};
 use crate::policy::Active;
 
@@ -62,7 +67,7 @@ pub(super) struct NamedHost {
     pub port: Option<u16>,
 }
 
-pub(super) async fn handle(st: &ConnState, req: Request<Incoming>) -> Response<ProxyBody> {
+pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Response<ProxyBody> {
     let active = st.proxy.policy().current();
     let method = req.method().as_str().to_owned();
     let target = req
@@ -81,6 +86,9 @@ pub(super) async fn handle(st: &ConnState, req: Request<Incoming>) -> Response<P
         Ok(s) => s,
         Err(refusal) => return refusal.respond(st, &info),
     };
+    if is_upgrade(req.headers()) {
+        return websocket::upgrade(st, &active, scope, req, info).await;
+    }
     // REST endpoints are decided on the head alone and their bodies stream
     // through; an RPC endpoint's body is read and judged first.
     let (req, d, judged) = match active.eval.body_limit(&scope.decision, &target) {
@@ -136,12 +144,12 @@ pub(super) async fn handle(st: &ConnState, req: Request<Incoming>) -> Response<P
 /// Where a request is decided: the connection's decision, or the one for
 /// the other name it addresses, and the name credentials bind against.
 #[derive(Debug)]
-struct Scope {
-    decision: ConnectionDecision,
+pub(super) struct Scope {
+    pub decision: ConnectionDecision,
     /// `None`: an address rule, or a request addressed by IP.
-    cred_host: Option<String>,
-    rule: Option<String>,
-    named: NamedHost,
+    pub cred_host: Option<String>,
+    pub rule: Option<String>,
+    pub named: NamedHost,
 }
 
 /// Reads the body of a request to an RPC or GraphQL endpoint (up to
@@ -315,16 +323,16 @@ fn content_coding(headers: &HeaderMap) -> Option<String> {
 
 /// What the checks established about a request that may go on.
 #[derive(Debug)]
-struct Checked {
+pub(super) struct Checked {
     /// The canonical origin-form target to forward.
-    forward_target: String,
+    pub forward_target: String,
     /// The canonical path, for logs.
-    path: String,
+    pub path: String,
     /// The name credentials are bound against (`None`: an address rule or
     /// a request addressed by IP).
-    host: Option<String>,
-    rule: Option<String>,
-    credential: Option<String>,
+    pub host: Option<String>,
+    pub rule: Option<String>,
+    pub credential: Option<String>,
 }
 
 /// Steps 1 to 3: what the request may be decided against.
@@ -336,14 +344,25 @@ fn scope<B>(st: &ConnState, active: &Active, req: &Request<B>) -> Result<Scope, 
             "CONNECT tunnels are not allowed through the L7 proxy",
         ));
     }
-    if is_upgrade(req.headers()) {
+    if is_upgrade(req.headers()) && !asks_for_websocket(req.headers()) {
         return Err(Refusal::new(
             StatusCode::FORBIDDEN,
             "upgrade_refused",
-            "protocol upgrades (WebSocket, h2c) are not allowed: no rule can inspect what follows",
+            "protocol upgrades other than WebSocket (h2c) are not allowed: no rule can inspect what follows",
         ));
     }
     let named = named_host(st, req)?;
+    decide_scope(st, active, named)
+}
+
+/// The decision a request naming `named` is checked against: the
+/// connection's (decided again after a reload), or the one for the other
+/// name it addresses.
+pub(super) fn decide_scope(
+    st: &ConnState,
+    active: &Active,
+    named: NamedHost,
+) -> Result<Scope, Refusal> {
     let cur = st
         .revalidate(active)
         .map_err(|why| Refusal::new(StatusCode::FORBIDDEN, "connection_revoked", why).closing())?;
@@ -376,7 +395,7 @@ fn scope<B>(st: &ConnState, active: &Active, req: &Request<B>) -> Result<Scope, 
 
 /// Steps 5 to 7 on the decision `d`: what is forwarded, if anything.
 /// `judged`: the body, when it was read and judged.
-fn check(
+pub(super) fn check(
     st: &ConnState,
     active: &Active,
     headers: &HeaderMap,
@@ -480,7 +499,7 @@ fn check(
 }
 
 /// `Upgrade` present, or `upgrade` among the `Connection` options.
-fn is_upgrade(headers: &HeaderMap) -> bool {
+pub(super) fn is_upgrade(headers: &HeaderMap) -> bool {
     headers.contains_key(UPGRADE)
         || headers.get_all(CONNECTION).iter().any(|v| {
             v.to_str().is_ok_and(|s| {
@@ -612,7 +631,7 @@ fn found_placeholders<'a>(
 
 /// Rewrites the request for upstream: canonical target, credential
 /// injected, hop-by-hop headers dropped.
-fn prepare(
+pub(super) fn prepare(
     st: &ConnState,
     active: &Active,
     req: Request<UpstreamBody>,

@@ -12,7 +12,8 @@
 //! | `policy_denied` | 403 | the rules deny the request (enforce mode) |
 //! | `credential_not_bound` | 403 | a credential's placeholder on a request its binding does not cover, or in the request target |
 //! | `host_mismatch` | 421 | Host, absolute-form target, SNI, port or destination disagree |
-//! | `connect_refused`, `upgrade_refused` | 403 | `CONNECT`, `Upgrade` |
+//! | `connect_refused`, `upgrade_refused` | 403 | `CONNECT`; an upgrade other than a well-formed WebSocket one to a websocket endpoint |
+//! | `upgrade_refused` | 502 | a server's `101` that names an extension or a subprotocol not offered, or does not prove the key (then closed) |
 //! | `connection_revoked` | 403 | a reload no longer allows the connection (then it is closed) |
 //! | `credential_unavailable` | 503 | the supervisor could not read the secret |
 //! | `bad_request` | 400 | no usable host or target |
@@ -156,7 +157,7 @@ impl ConnState {
         self.log_http(info, false, true, reason, None);
     }
 
-    fn log_http(
+    pub(super) fn log_http(
         &self,
         info: &RequestInfo<'_>,
         denied: bool,

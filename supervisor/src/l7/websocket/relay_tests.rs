@@ -1,0 +1,317 @@
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, duplex};
+
+use super::*;
+use crate::l7::websocket::frame::{OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_TEXT, encode};
+
+fn masked(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = encode(opcode, payload, Some([9, 8, 7, 6]));
+    if !fin {
+        f[0] &= 0x7f;
+    }
+    f
+}
+
+/// One frame: opcode, masked or not, payload unmasked.
+async fn read_frame(r: &mut DuplexStream) -> Option<(u8, bool, Vec<u8>)> {
+    let mut head = vec![0_u8; 2];
+    r.read_exact(&mut head).await.ok()?;
+    loop {
+        if let Some((header_len, len)) = frame::server_frame_len(&head) {
+            let masked = head[1] & 0x80 != 0;
+            let mut payload = vec![0_u8; len as usize];
+            r.read_exact(&mut payload).await.ok()?;
+            if masked {
+                let key: [u8; 4] = head[header_len - 4..header_len].try_into().ok()?;
+                frame::apply_mask(&mut payload, key);
+            }
+            return Some((head[0] & 0x0f, masked, payload));
+        }
+        let mut b = [0_u8; 1];
+        r.read_exact(&mut b).await.ok()?;
+        head.push(b[0]);
+    }
+}
+
+fn close_code(payload: &[u8]) -> u16 {
+    u16::from_be_bytes([payload[0], payload[1]])
+}
+
+/// Denies text containing `deny`, allows the rest.
+fn judge(m: Message<'_>) -> Judged {
+    match m {
+        Message::Text(t) if t.contains("deny") => Judged::Deny(format!("`{t}` denied")),
+        _ => Judged::Forward,
+    }
+}
+
+struct Harness {
+    client: DuplexStream,
+    server: DuplexStream,
+    relay: tokio::task::JoinHandle<End>,
+    revoke: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+fn start(limits: Limits) -> Harness {
+    let (client, proxy_client) = duplex(1 << 20);
+    let (proxy_server, server) = duplex(1 << 20);
+    let (revoke, revoked) = tokio::sync::oneshot::channel::<()>();
+    let relay = tokio::spawn(relay(proxy_client, proxy_server, judge, limits, async {
+        if revoked.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }));
+    Harness {
+        client,
+        server,
+        relay,
+        revoke: Some(revoke),
+    }
+}
+
+fn limits() -> Limits {
+    Limits::new(64)
+}
+
+/// The client sees a close with `code`, the server one too and nothing
+/// else, and the relay ends as `end`.
+async fn closed_with(mut h: Harness, code: u16) -> End {
+    let (op, masked, payload) = read_frame(&mut h.client).await.unwrap();
+    assert_eq!((op, masked), (OP_CLOSE, false));
+    assert_eq!(close_code(&payload), code);
+    let (op, masked, payload) = read_frame(&mut h.server).await.unwrap();
+    assert_eq!(
+        (op, masked),
+        (OP_CLOSE, true),
+        "the server got something before the close"
+    );
+    assert_eq!(close_code(&payload), code);
+    drop(h.server);
+    h.relay.await.unwrap()
+}
+
+#[tokio::test]
+async fn an_allowed_message_goes_up_masked_and_the_answer_comes_back() {
+    let mut h = start(limits());
+    h.client
+        .write_all(&masked(true, OP_TEXT, b"hello"))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.server).await,
+        Some((OP_TEXT, true, b"hello".to_vec()))
+    );
+    h.server
+        .write_all(&encode(OP_TEXT, b"echo", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.client).await,
+        Some((OP_TEXT, false, b"echo".to_vec()))
+    );
+    h.client
+        .write_all(&masked(true, OP_BINARY, &[0, 1, 2]))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.server).await,
+        Some((OP_BINARY, true, vec![0, 1, 2]))
+    );
+}
+
+#[tokio::test]
+async fn a_denied_message_never_reaches_the_server() {
+    let mut h = start(limits());
+    h.client
+        .write_all(&masked(true, OP_TEXT, b"please deny"))
+        .await
+        .unwrap();
+    let end = closed_with(h, close::POLICY_VIOLATION).await;
+    assert_eq!(end, End::Denied("`please deny` denied".into()));
+}
+
+#[tokio::test]
+async fn fragments_are_judged_as_one_message_and_controls_pass_between_them() {
+    let mut h = start(limits());
+    h.client
+        .write_all(&masked(false, OP_TEXT, b"harmless "))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(true, OP_PING, b"p"))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.server).await,
+        Some((OP_PING, true, b"p".to_vec()))
+    );
+    h.client
+        .write_all(&masked(true, OP_CONTINUATION, b"then deny"))
+        .await
+        .unwrap();
+    let end = closed_with(h, close::POLICY_VIOLATION).await;
+    assert_eq!(end, End::Denied("`harmless then deny` denied".into()));
+}
+
+#[tokio::test]
+async fn an_allowed_fragmented_message_goes_up_whole() {
+    let mut h = start(limits());
+    h.client
+        .write_all(&masked(false, OP_TEXT, b"he"))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(false, OP_CONTINUATION, b"ll"))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(true, OP_CONTINUATION, b"o"))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.server).await,
+        Some((OP_TEXT, true, b"hello".to_vec()))
+    );
+}
+
+#[tokio::test]
+async fn protocol_errors_close_with_1002() {
+    let mut rsv = masked(true, OP_TEXT, b"x");
+    rsv[0] |= 0x40;
+    let cases = [
+        encode(OP_TEXT, b"unmasked", None),
+        rsv,
+        masked(true, OP_CONTINUATION, b"orphan"),
+        [masked(false, OP_TEXT, b"a"), masked(true, OP_TEXT, b"b")].concat(),
+    ];
+    for bytes in cases {
+        let mut h = start(limits());
+        h.client.write_all(&bytes).await.unwrap();
+        assert!(matches!(
+            closed_with(h, close::PROTOCOL_ERROR).await,
+            End::Violation(_)
+        ));
+    }
+}
+
+#[tokio::test]
+async fn a_message_over_the_limit_closes_with_1009_before_its_payload_arrives() {
+    let mut h = start(limits());
+    let f = masked(true, OP_TEXT, &[b'a'; 65]);
+    h.client.write_all(&f[..8]).await.unwrap();
+    assert!(matches!(
+        closed_with(h, close::MESSAGE_TOO_BIG).await,
+        End::Violation(_)
+    ));
+    // Exactly the limit, in two fragments, passes.
+    let mut h = start(limits());
+    h.client
+        .write_all(&masked(false, OP_TEXT, &[b'a'; 32]))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(true, OP_CONTINUATION, &[b'a'; 32]))
+        .await
+        .unwrap();
+    assert_eq!(read_frame(&mut h.server).await.unwrap().2.len(), 64);
+    h.client
+        .write_all(&masked(false, OP_TEXT, &[b'a'; 32]))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(true, OP_CONTINUATION, &[b'a'; 33]))
+        .await
+        .unwrap();
+    assert!(matches!(
+        closed_with(h, close::MESSAGE_TOO_BIG).await,
+        End::Violation(_)
+    ));
+}
+
+#[tokio::test]
+async fn text_that_is_not_utf8_closes_with_1007() {
+    let mut h = start(limits());
+    h.client
+        .write_all(&masked(true, OP_TEXT, &[0x61, 0xff]))
+        .await
+        .unwrap();
+    assert!(matches!(
+        closed_with(h, close::INVALID_PAYLOAD).await,
+        End::Violation(_)
+    ));
+}
+
+#[tokio::test]
+async fn a_message_trickling_in_is_closed_with_1002() {
+    let mut h = start(Limits {
+        message_limit: 64,
+        idle: Duration::from_millis(50),
+        total: Duration::from_millis(200),
+    });
+    h.client
+        .write_all(&masked(false, OP_TEXT, b"a"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        closed_with(h, close::PROTOCOL_ERROR).await,
+        End::Violation(_)
+    ));
+}
+
+#[tokio::test]
+async fn a_revoked_connection_closes_with_1012() {
+    let mut h = start(limits());
+    h.revoke.take().unwrap().send(()).unwrap();
+    assert!(matches!(
+        closed_with(h, close::SERVICE_RESTART).await,
+        End::Revoked(_)
+    ));
+}
+
+#[tokio::test]
+async fn the_proxys_close_waits_for_the_end_of_a_server_frame() {
+    let mut h = start(limits());
+    let big = encode(OP_BINARY, &[7; 1000], None);
+    h.server.write_all(&big[..500]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    h.client
+        .write_all(&masked(true, OP_TEXT, b"deny"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    h.server.write_all(&big[500..]).await.unwrap();
+    h.server
+        .write_all(&encode(OP_TEXT, b"dropped", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.client).await,
+        Some((OP_BINARY, false, vec![7; 1000]))
+    );
+    let (op, _, payload) = read_frame(&mut h.client).await.unwrap();
+    assert_eq!(
+        (op, close_code(&payload)),
+        (OP_CLOSE, close::POLICY_VIOLATION)
+    );
+    assert_eq!(read_frame(&mut h.client).await, None);
+}
+
+#[tokio::test]
+async fn the_close_handshake_passes_both_ways() {
+    let mut h = start(limits());
+    h.server
+        .write_all(&encode(OP_CLOSE, &frame::close_payload(1000, "bye"), None))
+        .await
+        .unwrap();
+    let (op, _, payload) = read_frame(&mut h.client).await.unwrap();
+    assert_eq!((op, close_code(&payload)), (OP_CLOSE, 1000));
+    h.client
+        .write_all(&masked(true, OP_CLOSE, &frame::close_payload(1000, "")))
+        .await
+        .unwrap();
+    let (op, masked, payload) = read_frame(&mut h.server).await.unwrap();
+    assert_eq!((op, masked, close_code(&payload)), (OP_CLOSE, true, 1000));
+    drop(h.server);
+    assert_eq!(h.relay.await.unwrap(), End::ClientClosed);
+}
