@@ -220,9 +220,13 @@ fn binary_messages_pass_unless_the_upgrade_carried_a_credential() {
         )
     };
     let ev = evaluator(&credentialed(""));
+    // The upgrade itself is refused: the server's messages would reach the
+    // workload unscrubbed. Messages are still judged as if it were not.
     let (_, up) = upgrade(&ev, RT, "/v1/realtime/chat");
-    assert_eq!(up.decision, Verdict::Allow, "{}", up.reason);
-    assert_eq!(up.credential.as_deref(), Some("token"));
+    assert_eq!(up.decision, Verdict::Deny, "{}", up.reason);
+    assert!(up.reason.contains("credential `token`"), "{}", up.reason);
+    assert!(up.reason.contains("not scrubbed"), "{}", up.reason);
+    assert_eq!(up.credential, None);
     let d = message(&ev, RT, "/v1/realtime/chat", WsClientMessage::Binary(b"x"));
     assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
     assert!(d.reason.contains("credential `token`"), "{}", d.reason);
