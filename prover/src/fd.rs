@@ -61,8 +61,11 @@ struct Ctx<'a> {
     /// Per set dimension, the class of each value (see [`Classes`]).
     classes: Classes,
     /// The definitions `f` refers to, directly or through others: the
-    /// search evaluates only these (a query names a few of the model's).
-    needed: Vec<bool>,
+    /// search carries only these from node to node (a query names a few of
+    /// the model's).
+    needed: Vec<u32>,
+    /// Per depth, the memo of the node being searched there.
+    memos: Vec<Vec<Memo>>,
 }
 
 fn mark_defs(f: &F, needed: &mut [bool]) {
@@ -198,8 +201,10 @@ impl Classes {
     }
 }
 
-fn bit_of(l: &Lit, defs: &[V3]) -> Result<u64, V3> {
-    Ok(match l {
+/// The search bit of a literal's dimension (a definition has none: its
+/// value comes from the memo).
+fn bit_of(l: &Lit) -> u64 {
+    match l {
         Lit::Bin(_) => u64::from(dim::BIN),
         Lit::Sha(_) => u64::from(dim::SHA),
         Lit::Host(_) => u64::from(dim::HOST),
@@ -211,67 +216,95 @@ fn bit_of(l: &Lit, defs: &[V3]) -> Result<u64, V3> {
         Lit::Path(_) => u64::from(dim::PATH),
         Lit::Call(_) => u64::from(dim::CALL),
         Lit::QAllow(q) | Lit::QDeny(q) => 1u64 << (QUERY_BIT0 + q),
-        Lit::Def(d) => return Err(defs.get(*d as usize).copied().unwrap_or((None, 0))),
-    })
-}
-
-fn eval3(f: &F, p: &Point, known: u64, defs: &[V3]) -> V3 {
-    match f {
-        F::Const(b) => (Some(*b), 0),
-        F::Lit(l) => match bit_of(l, defs) {
-            Err(v) => v,
-            Ok(bit) if known & bit != 0 => (Some(p.lit(l, &[])), 0),
-            Ok(bit) => (None, bit),
-        },
-        F::Not(inner) => {
-            let (v, m) = eval3(inner, p, known, defs);
-            (v.map(|b| !b), m)
-        }
-        F::And(parts) => junction(parts, p, known, defs, false),
-        F::Or(parts) => junction(parts, p, known, defs, true),
+        Lit::Def(_) => 0,
     }
 }
 
-/// `And` (`short` false) or `Or` (`short` true): a part equal to `short`
-/// decides; otherwise unknown parts leave it unknown.
-fn junction(parts: &[F], p: &Point, known: u64, defs: &[V3], short: bool) -> V3 {
-    let mut mask = 0u64;
-    let mut unknown = false;
-    for x in parts {
-        match eval3(x, p, known, defs) {
-            (Some(b), _) if b == short => return (Some(short), 0),
-            (Some(_), _) => {}
-            (None, m) => {
-                unknown = true;
-                mask |= m;
-            }
-        }
-    }
-    if unknown {
-        (None, mask)
-    } else {
-        (Some(!short), 0)
-    }
+/// A definition's value at a search node, computed when first read: an
+/// `And`/`Or` that one part decides never reads the definitions of the
+/// others, so most are never evaluated at most nodes.
+#[derive(Clone, Copy)]
+enum Memo {
+    Unset,
+    Val(V3),
 }
 
 impl Ctx<'_> {
-    fn defs3(&self, p: &Point, known: u64, prev: &[V3], dirty: u64) -> Vec<V3> {
-        let mut out: Vec<V3> = Vec::with_capacity(self.defs.items.len());
-        for (i, d) in self.defs.items.iter().enumerate() {
-            if self.needed.get(i) != Some(&true) {
-                // Never read: nothing needed refers to it.
-                out.push((None, 0));
-                continue;
+    fn eval3(&self, f: &F, p: &Point, known: u64, memo: &mut [Memo]) -> V3 {
+        match f {
+            F::Const(b) => (Some(*b), 0),
+            F::Lit(Lit::Def(d)) => self.def3(*d as usize, p, known, memo),
+            F::Lit(l) => {
+                let bit = bit_of(l);
+                if known & bit != 0 {
+                    (Some(p.lit(l, &[])), 0)
+                } else {
+                    (None, bit)
+                }
             }
-            let depends = u64::from(d.mask & !dim::QUERY) & dirty != 0
-                || (d.mask & dim::QUERY != 0 && dirty >> QUERY_BIT0 != 0);
-            let v = match prev.get(i) {
-                Some(&old) if !depends => old,
-                _ => eval3(&d.body, p, known, &out),
-            };
-            out.push(v);
+            F::Not(inner) => {
+                let (v, m) = self.eval3(inner, p, known, memo);
+                (v.map(|b| !b), m)
+            }
+            F::And(parts) => self.junction(parts, p, known, memo, false),
+            F::Or(parts) => self.junction(parts, p, known, memo, true),
         }
-        out
+    }
+
+    fn def3(&self, d: usize, p: &Point, known: u64, memo: &mut [Memo]) -> V3 {
+        match memo.get(d) {
+            Some(Memo::Val(v)) => *v,
+            Some(Memo::Unset) => {
+                let v = match self.defs.items.get(d) {
+                    Some(def) => self.eval3(&def.body, p, known, memo),
+                    None => (None, 0),
+                };
+                if let Some(slot) = memo.get_mut(d) {
+                    *slot = Memo::Val(v);
+                }
+                v
+            }
+            None => (None, 0),
+        }
+    }
+
+    /// `And` (`short` false) or `Or` (`short` true): a part equal to `short`
+    /// decides; otherwise unknown parts leave it unknown.
+    fn junction(&self, parts: &[F], p: &Point, known: u64, memo: &mut [Memo], short: bool) -> V3 {
+        let mut mask = 0u64;
+        let mut unknown = false;
+        for x in parts {
+            match self.eval3(x, p, known, memo) {
+                (Some(b), _) if b == short => return (Some(short), 0),
+                (Some(_), _) => {}
+                (None, m) => {
+                    unknown = true;
+                    mask |= m;
+                }
+            }
+        }
+        if unknown {
+            (None, mask)
+        } else {
+            (Some(!short), 0)
+        }
+    }
+
+    /// The memo of a child node that assigns `bit`: a decided value stays
+    /// decided when more dimensions are known
+    /// (three-valued logic is monotone), and an undecided one whose unknown
+    /// dimensions exclude `bit` evaluates exactly as before; the rest are
+    /// evaluated anew when read.
+    fn child_memo(&self, parent: &[Memo], bit: u64, out: &mut [Memo]) {
+        for &i in &self.needed {
+            let i = i as usize;
+            if let (Some(slot), Some(&m)) = (out.get_mut(i), parent.get(i)) {
+                *slot = match m {
+                    Memo::Val((None, mask)) if mask & bit != 0 => Memo::Unset,
+                    other => other,
+                };
+            }
+        }
     }
 
     fn values(&self, bit: u64) -> Vec<u32> {
@@ -335,33 +368,52 @@ impl Ctx<'_> {
             })
     }
 
-    fn dfs(&mut self, p: &mut Point, known: u64, defs: &[V3]) -> Option<bool> {
-        self.nodes += 1 + defs.len();
+    fn dfs(&mut self, p: &mut Point, known: u64, depth: usize) -> Option<bool> {
+        self.nodes += 1 + self.defs.items.len();
         if self.nodes > self.budget {
             return None;
         }
-        let (v, mask) = eval3(self.f, p, known, defs);
-        match v {
-            Some(b) => Some(b),
-            None => {
-                let bit = Self::pick(mask & !known)?;
-                let mut empty: Vec<u32> = Vec::new();
-                for val in self.values(bit) {
-                    let class = self.classes.of_value(bit, val);
-                    if class.is_some_and(|c| empty.contains(&c)) {
-                        continue;
-                    }
-                    self.set(p, bit, val);
-                    let next = self.defs3(p, known | bit, defs, bit);
-                    match self.dfs(p, known | bit, &next) {
-                        Some(true) => return Some(true),
-                        Some(false) => empty.extend(class),
-                        None => return None,
-                    }
-                }
-                Some(false)
+        let mut memo = std::mem::take(self.memos.get_mut(depth)?);
+        let result = match self.eval3(self.f, p, known, &mut memo) {
+            (Some(b), _) => Some(b),
+            (None, mask) => self.branch(p, known, depth, &memo, mask),
+        };
+        if let Some(slot) = self.memos.get_mut(depth) {
+            *slot = memo;
+        }
+        result
+    }
+
+    fn branch(
+        &mut self,
+        p: &mut Point,
+        known: u64,
+        depth: usize,
+        memo: &[Memo],
+        mask: u64,
+    ) -> Option<bool> {
+        let bit = Self::pick(mask & !known)?;
+        let mut empty: Vec<u32> = Vec::new();
+        for val in self.values(bit) {
+            let class = self.classes.of_value(bit, val);
+            if class.is_some_and(|c| empty.contains(&c)) {
+                continue;
+            }
+            self.set(p, bit, val);
+            if self.memos.len() <= depth + 1 {
+                self.memos.push(vec![Memo::Unset; self.defs.items.len()]);
+            }
+            let mut next = std::mem::take(self.memos.get_mut(depth + 1)?);
+            self.child_memo(memo, bit, &mut next);
+            if let Some(slot) = self.memos.get_mut(depth + 1) {
+                *slot = next;
+            }
+            match self.dfs(p, known | bit, depth + 1)? {
+                true => return Some(true),
+                false => empty.extend(class),
             }
         }
+        Some(false)
     }
 }
 
@@ -390,6 +442,11 @@ pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) ->
         qd: vec![false; nq],
     };
     let needed = needed_defs(defs, f);
+    let classes = Classes::of(dom, defs, f, &needed);
+    let needed: Vec<u32> = (0u32..)
+        .zip(&needed)
+        .filter_map(|(i, n)| n.then_some(i))
+        .collect();
     let mut cx = Ctx {
         dom,
         defs,
@@ -397,8 +454,9 @@ pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) ->
         f,
         nodes: 0,
         budget,
-        classes: Classes::of(dom, defs, f, &needed),
+        classes,
         needed,
+        memos: vec![vec![Memo::Unset; defs.items.len()]],
     };
     let all: Vec<u64> = ORDER
         .iter()
@@ -411,8 +469,7 @@ pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) ->
         };
         cx.set(&mut p, bit, first);
     }
-    let defs3 = cx.defs3(&p, 0, &[], u64::MAX);
-    match cx.dfs(&mut p, 0, &defs3) {
+    match cx.dfs(&mut p, 0, 0) {
         None => Outcome::GaveUp,
         Some(false) => Outcome::Unsat,
         Some(true) => {

@@ -189,3 +189,28 @@ fn an_empty_root_selection_does_not_parse() {
         );
     }
 }
+
+#[test]
+fn a_widening_only_a_get_shows_has_a_get_witness_that_replays() {
+    // OLD refuses every GET on the path (deny wins across endpoints), so
+    // a query could only be POSTed; NEW drops that rule, and a query sent
+    // as a GET with the document in its query string passes.
+    let graphql = "  allow /usr/bin/gh -> api.github.com:443 graphql {\n    path /graphql\n    allow graphql query field viewer\n  }";
+    let get_deny = "  allow /usr/bin/gh -> api.github.com:443 http {\n    path /graphql\n    deny GET /graphql\n  }";
+    let old = compile(&policy(&format!("{CREDENTIAL}\n{graphql}\n{get_deny}")));
+    let new = compile(&policy(&format!("{CREDENTIAL}\n{graphql}")));
+    let r = diff_bundles(&old, &new);
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    assert!(!r.findings.is_empty());
+    for f in &r.findings {
+        assert_replays(f, &old, &new);
+        assert_eq!(f.witness.method.as_deref(), Some("GET"), "{f:#?}");
+    }
+    // The document travels in the query string, as a GET sends it.
+    assert!(
+        r.findings.iter().any(|f| f.witness.graphql.is_none()
+            && f.witness.query.as_deref() == Some("query=query%20%7B%20viewer%20%7D")),
+        "{:#?}",
+        r.findings
+    );
+}

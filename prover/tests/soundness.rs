@@ -6,9 +6,11 @@
 //! Pairs are small policies over patterns built like the matcher's own
 //! property tests build them (`support::pairs`); NEW is OLD with one edit,
 //! or an unrelated policy. Requests are drawn from both policies'
-//! patterns, JSON-RPC and MCP calls from both policies' rules (with the
-//! bodies the evaluator tells apart: notifications, null ids, batches,
-//! response frames, unreadable bodies, bodies around the limits). The
+//! patterns, JSON-RPC and MCP calls and GraphQL operations from both
+//! policies' rules (with the bodies the evaluator tells apart:
+//! notifications, null ids, batches, response frames, fragments, several
+//! operations, persisted-query hashes, GET documents, unreadable bodies,
+//! bodies around the limits). The
 //! prover only runs on pairs where `eval` found such a request, which
 //! keeps 10,000 pairs within CI's budget.
 
@@ -106,6 +108,8 @@ struct Tally {
     inconclusive: AtomicUsize,
     /// Flips shown by a request with a body (a JSON-RPC or MCP call).
     with_body: AtomicUsize,
+    /// Flips a GraphQL endpoint judged on NEW.
+    graphql: AtomicUsize,
 }
 
 /// Compiles policy text from a file in `dir` (one directory per thread,
@@ -156,6 +160,13 @@ fn run_pair(dir: &std::path::Path, opts: &prover::Options, seed: u64, tally: &Ta
     if body.is_some() {
         tally.with_body.fetch_add(1, Ordering::Relaxed);
     }
+    if Evaluator::new(nb.clone())
+        .eval_with_body(&req, body.as_deref())
+        .graphql
+        .is_some()
+    {
+        tally.graphql.fetch_add(1, Ordering::Relaxed);
+    }
     let body = body.map(|b| String::from_utf8_lossy(&b).trim_end().to_owned());
     let r = prover::diff(&ob, &nb, opts).expect("prover runs");
     if r.verdict == Verdict::Inconclusive {
@@ -189,14 +200,15 @@ fn soundness(first_seed: u64, pairs: u64) {
             });
         }
     });
-    let (n, flips, inc, bodies) = (
+    let (n, flips, inc, bodies, graphql) = (
         tally.pairs.load(Ordering::Relaxed),
         tally.flips.load(Ordering::Relaxed),
         tally.inconclusive.load(Ordering::Relaxed),
         tally.with_body.load(Ordering::Relaxed),
+        tally.graphql.load(Ordering::Relaxed),
     );
     eprintln!(
-        "{n} pairs, {flips} with a widening shown by eval ({bodies} by a request with a body), {inc} of them inconclusive"
+        "{n} pairs, {flips} with a widening shown by eval ({bodies} by a request with a body, {graphql} judged by a GraphQL endpoint), {inc} of them inconclusive"
     );
     assert_eq!(n as u64, pairs);
     // Not vacuous: a good share of pairs widen, and the prover settles
@@ -206,10 +218,14 @@ fn soundness(first_seed: u64, pairs: u64) {
         "only {flips} of {pairs} pairs widen"
     );
     assert!(inc * 100 <= flips, "{inc} of {flips} inconclusive");
-    // JSON-RPC and MCP calls take part.
+    // JSON-RPC and MCP calls and GraphQL operations take part.
     assert!(
         bodies as u64 * 50 >= pairs,
         "only {bodies} of {pairs} pairs widen by a call"
+    );
+    assert!(
+        graphql as u64 * 100 >= pairs,
+        "only {graphql} of {pairs} pairs widen through a GraphQL endpoint"
     );
 }
 

@@ -9,6 +9,7 @@
 )]
 
 pub mod generate;
+pub mod graphql;
 pub mod pairs;
 pub mod rpc;
 

@@ -8,6 +8,7 @@
 use policy_lang::eval::{HttpRequest, Request};
 
 use super::generate::Rng;
+use super::graphql::Gql;
 use super::rpc::{self, Rpc};
 
 /// One of a list of static strings.
@@ -244,6 +245,8 @@ pub struct Endpoint {
     pub http: Option<Http>,
     /// A JSON-RPC or MCP endpoint (then `http` is `None`).
     pub rpc: Option<Rpc>,
+    /// A GraphQL endpoint (then `http` and `rpc` are `None`).
+    pub graphql: Option<Gql>,
 }
 
 #[derive(Debug, Clone)]
@@ -275,7 +278,8 @@ fn rule(rng: &mut Rng, deny: bool) -> Rule {
 
 fn endpoint(rng: &mut Rng) -> Endpoint {
     let rpc = rng.chance(20).then(|| Rpc::random(rng));
-    let http = if rpc.is_none() && rng.chance(70) {
+    let graphql = (rpc.is_none() && rng.chance(15)).then(|| Gql::random(rng));
+    let http = if rpc.is_none() && graphql.is_none() && rng.chance(70) {
         let audit = rng.chance(15);
         let mut rules: Vec<Rule> = (0..1 + rng.below(2)).map(|_| rule(rng, false)).collect();
         for _ in 0..rng.below(2) {
@@ -293,6 +297,7 @@ fn endpoint(rng: &mut Rng) -> Endpoint {
         ports: pick(rng, PORTS),
         http,
         rpc,
+        graphql,
     }
 }
 
@@ -350,17 +355,28 @@ impl Spec {
                     r.mutate(rng);
                 }
             }
+            4..=6 if ep.graphql.is_some() => {
+                if let Some(g) = &mut ep.graphql {
+                    g.mutate(rng);
+                }
+            }
             4 => match &mut ep.http {
                 Some(_) if rng.chance(20) => {
-                    // A REST endpoint turned into a JSON-RPC or MCP one.
+                    // A REST endpoint turned into a JSON-RPC, MCP or
+                    // GraphQL one.
                     ep.http = None;
-                    ep.rpc = Some(Rpc::random(rng));
+                    if rng.chance(50) {
+                        ep.rpc = Some(Rpc::random(rng));
+                    } else {
+                        ep.graphql = Some(Gql::random(rng));
+                    }
                 }
                 Some(h) => h.audit = !h.audit,
                 None => {
                     let other = endpoint(rng);
                     ep.http = other.http;
                     ep.rpc = other.rpc;
+                    ep.graphql = other.graphql;
                 }
             },
             5 => match &mut ep.http {
@@ -419,6 +435,15 @@ impl Spec {
                 e.host.text(),
                 e.ports
             ));
+            if let Some(g) = &e.graphql {
+                out.push_str(&g.options());
+                out.push_str(" {\n");
+                for line in g.lines() {
+                    out.push_str(&format!("    {line}\n"));
+                }
+                out.push_str("  }\n");
+                continue;
+            }
             if let Some(r) = &e.rpc {
                 out.push_str(&r.options());
                 out.push_str(" {\n");
@@ -464,7 +489,12 @@ impl Spec {
         } else {
             e.host.concrete(rng)
         };
+        let mut graphql = e.graphql.as_ref().map(|g| g.request(rng));
         let (method, path) = match &e.http {
+            _ if graphql.is_some() => (
+                graphql.as_ref().map_or("POST", |g| g.0),
+                (*rng.pick(&["/graphql", "/graphql", "/"])).to_owned(),
+            ),
             _ if e.rpc.is_some() => (
                 *rng.pick(&["POST", "POST", "POST", "POST", "GET", "DELETE"]),
                 (*rng.pick(&["/", "/mcp"])).to_owned(),
@@ -483,11 +513,15 @@ impl Spec {
                 (*rng.pick(&["/", "/a", "/a/b", "/x/a"])).to_owned(),
             ),
         };
-        let query = *rng.pick(&["", "", "?q=ab", "?state=open", "?q=b&q=a"]);
-        let body = match &e.rpc {
-            Some(r) => r.body(rng),
-            None if rng.chance(10) => rpc::any_body(rng),
-            None => None,
+        let query = match &graphql {
+            Some((_, q, _)) if !q.is_empty() => q.clone(),
+            _ => (*rng.pick(&["", "", "?q=ab", "?state=open", "?q=b&q=a"])).to_owned(),
+        };
+        let body = match (&e.rpc, graphql.take()) {
+            (_, Some((_, _, body))) => body,
+            (Some(r), None) => r.body(rng),
+            (None, None) if rng.chance(10) => rpc::any_body(rng),
+            (None, None) => None,
         };
         let req = Request {
             binary: bin,
