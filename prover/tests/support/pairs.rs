@@ -492,6 +492,11 @@ impl Spec {
                         out.push_str(" uninspected_credentials");
                     }
                     out.push_str(" {\n");
+                    // A websocket endpoint needs an allow rule; one
+                    // that allows no upgrade lets nothing through.
+                    if h.websocket && h.rules.iter().all(|r| r.deny) {
+                        out.push_str("    allow WEBSOCKET_TEXT /z\n");
+                    }
                     for r in &h.rules {
                         out.push_str(&format!(
                             "    {} {} {}{}\n",
