@@ -13,7 +13,9 @@
 //!    wins across all of them, audit only when every one is in audit mode;
 //!    A JSON-RPC or MCP endpoint judges the call the body carries
 //!    (`crate::calls`), a GraphQL endpoint the operation (`crate::graphql`):
-//!    a body it cannot read is denied whatever the mode.
+//!    a body it cannot read is denied whatever the mode. Only websocket
+//!    endpoints judge WebSocket upgrades and messages, and they refuse
+//!    every plain request (`crate::websocket`);
 //! 5. the proxy injects a credential when the request is let through and
 //!    some credential binding covers host, method and path.
 
@@ -535,13 +537,24 @@ fn ws_part(
         .filter(|(r, _)| r.via == Via::L7(e32) && r.uninspected_credentials)
         .map(|(_, m)| m.clone()));
     let text = policy_lang::matcher::WEBSOCKET_TEXT;
+    // GraphQL over WebSocket is not modelled (the engine does not certify
+    // a change that involves it): its text messages are taken as allowed,
+    // as for an endpoint of a protocol the model does not know.
+    let (text_deny, text_allow) = if ep.graphql_over_websocket() {
+        (FALSE, part.clone())
+    } else {
+        (
+            and([part.clone(), rules_for(dom, &ep.deny, true, text)]),
+            and([part.clone(), rules_for(dom, &ep.allow, false, text)]),
+        )
+    };
     WsPart {
         part: part.clone(),
         enforce: ep.enforcement == Enforcement::Enforce,
         upgrade_deny: and([part.clone(), rules_for(dom, &ep.deny, true, "GET")]),
         upgrade_allow: and([part.clone(), rules_for(dom, &ep.allow, false, "GET")]),
-        text_deny: and([part.clone(), rules_for(dom, &ep.deny, true, text)]),
-        text_allow: and([part.clone(), rules_for(dom, &ep.allow, false, text)]),
+        text_deny,
+        text_allow,
         binary_refused: and([part.clone(), cred_get.clone(), not(accepts)]),
     }
 }

@@ -18,9 +18,11 @@
 //! - a connection relayed at L4 carries anything.
 //!
 //! Text messages on an endpoint with GraphQL rules or a registry
-//! (GraphQL over WebSocket) are not modelled, nor websocket endpoints of
-//! differing message limits: `unmodelled` says so and the engine does not
-//! certify such a change.
+//! (GraphQL over WebSocket) are not modelled (the model takes them as
+//! allowed), nor websocket endpoints of differing message limits (the
+//! model takes the largest as the one limit, so a message under it is
+//! judged by the rules everywhere): `unmodelled` says so and the engine
+//! does not certify such a change.
 
 use policy_lang::bundle::{Bundle, L7Endpoint, L7Protocol};
 
@@ -39,8 +41,9 @@ pub struct Kinds {
     pub text: u32,
     pub binary: u32,
     pub oversized: u32,
-    /// The message limit of every websocket endpoint (the smallest when
-    /// they differ, which `unmodelled` reports).
+    /// The message limit of every websocket endpoint (the largest when
+    /// they differ, which `unmodelled` reports: a message over it is
+    /// refused by each of them).
     pub limit: usize,
 }
 
@@ -77,12 +80,12 @@ fn websocket_endpoints<'a>(bundles: &'a [&'a Bundle]) -> impl Iterator<Item = &'
         .filter(|e| e.protocol == L7Protocol::Websocket)
 }
 
-/// The smallest message limit of the bundles' websocket endpoints; `None`
+/// The largest message limit of the bundles' websocket endpoints; `None`
 /// when they have none (the domain then has no WebSocket kinds).
 pub fn limit(bundles: &[&Bundle]) -> Option<usize> {
     websocket_endpoints(bundles)
         .map(L7Endpoint::effective_body_limit)
-        .min()
+        .max()
 }
 
 /// Why the model cannot decide the bundles' websocket endpoints, when it
