@@ -77,11 +77,16 @@ pub const STRICT_TOOL_KEY: &str = "<strict tool name>";
 /// endpoint of any other protocol is taken to allow every request that
 /// reaches it, and a diff involving one is not certified
 /// (`engine::unmodelled_protocols`): this is the one place that says which
-/// protocols are modelled.
+/// protocols are modelled. Of `websocket` endpoints, some are not:
+/// `crate::websocket::unmodelled` says which.
 pub fn modelled(p: L7Protocol) -> bool {
     matches!(
         p,
-        L7Protocol::Rest | L7Protocol::JsonRpc | L7Protocol::Mcp | L7Protocol::Graphql
+        L7Protocol::Rest
+            | L7Protocol::JsonRpc
+            | L7Protocol::Mcp
+            | L7Protocol::Graphql
+            | L7Protocol::Websocket
     )
 }
 

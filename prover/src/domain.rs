@@ -69,6 +69,9 @@ pub struct Domain {
     pub encoded_slash: bool,
     /// The body values: the JSON-RPC call a request carries.
     pub calls: Calls,
+    /// The WebSocket kinds in the method dimension, when a bundle has a
+    /// websocket endpoint.
+    pub ws: Option<crate::websocket::Kinds>,
 }
 
 impl Domain {
@@ -122,6 +125,12 @@ impl Domain {
         (0..self.methods.len())
             .filter(|&i| {
                 let last = i + 1 == self.methods.len();
+                let ws = self
+                    .ws
+                    .is_some_and(|k| k.kind(u32::try_from(i).unwrap_or(u32::MAX)).is_some());
+                if ws {
+                    return false;
+                }
                 match set {
                     MethodSet::Any => true,
                     MethodSet::Only(_) if last => false,
@@ -236,6 +245,19 @@ impl Domain {
         while method_list.contains(&other) {
             other.push('X');
         }
+        let ws = crate::websocket::limit(bundles).map(|limit| {
+            let mut at = |name: &str| {
+                method_list.push(name.to_owned());
+                u32::try_from(method_list.len() - 1).unwrap_or(u32::MAX)
+            };
+            crate::websocket::Kinds {
+                upgrade: at(crate::websocket::UPGRADE),
+                text: at(crate::websocket::TEXT),
+                binary: at(crate::websocket::BINARY),
+                oversized: at(crate::websocket::OVERSIZED),
+                limit,
+            }
+        });
         method_list.push(other);
         let path_valid: fn(&str) -> bool = if encoded_slash {
             |s| universe::is_canonical_path(s, true)
@@ -301,6 +323,7 @@ impl Domain {
             addr_sigs,
             encoded_slash,
             calls,
+            ws,
         })
     }
 }

@@ -22,6 +22,7 @@ use crate::sandbox::Sandbox;
 use crate::smt::LazySmt;
 use crate::solve::{Outcome, Search};
 use crate::timing::Timings;
+use crate::websocket::Probe;
 use crate::witness::{self, Observed};
 
 #[derive(Debug, Clone)]
@@ -420,11 +421,13 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
 }
 
 /// What the prover cannot see: endpoints of a protocol the model does not
-/// know (`calls::modelled`; REST, JSON-RPC, MCP and GraphQL are modelled) judge
-/// requests by something the model does not represent. It takes such an
-/// endpoint to allow every request, so widenings at the connection and
-/// HTTP level are still found; of a diff, only a change that leaves every
-/// network table as it was (a filesystem or process change) is certified.
+/// know (`calls::modelled`) judge requests by something the model does
+/// not represent, and so do websocket endpoints that read GraphQL over
+/// WebSocket or whose message limits differ (`websocket::unmodelled`). It
+/// takes an endpoint of an unknown protocol to allow every request, so
+/// widenings at the connection and HTTP level are still found; of a diff,
+/// only a change that leaves every network table as it was (a filesystem
+/// or process change) is certified.
 fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
     let unknown = |b: &Bundle| {
         b.enforcement
@@ -433,7 +436,19 @@ fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
             .map(|e| e.protocol)
             .find(|p| !crate::calls::modelled(*p))
     };
-    let protocol = unknown(new).or_else(|| old.and_then(unknown))?;
+    let bundles: Vec<&Bundle> = std::iter::once(new).chain(old).collect();
+    let (protocol, judged, taken) = match unknown(new).or_else(|| old.and_then(unknown)) {
+        Some(protocol) => (
+            protocol,
+            "request bodies",
+            ": it treats such an endpoint as allowing every request it sees",
+        ),
+        None => (
+            L7Protocol::Websocket,
+            crate::websocket::unmodelled(&bundles)?,
+            "",
+        ),
+    };
     let network_unchanged = old.is_some_and(|o| {
         let (o, n) = (&o.enforcement, &new.enforcement);
         o.seccomp == n.seccomp
@@ -441,15 +456,10 @@ fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
             && o.credentials == n.credentials
             && o.secrets == n.secrets
     });
-    let judged = match protocol {
-        L7Protocol::Websocket => "WebSocket upgrades and client messages",
-        _ => "request bodies",
-    };
     (!network_unchanged).then(|| {
         format!(
-            "`{}` endpoints judge {judged} in a way the prover does not model: it \
-             treats such an endpoint as allowing every request it sees, so a change to the \
-             network rules of a policy that has one is not certified",
+            "`{}` endpoints judge {judged} in a way the prover does not model{taken}, so a \
+             change to the network rules of a policy that has one is not certified",
             protocol.keyword()
         )
     })
@@ -468,10 +478,17 @@ struct Cx<'a> {
 }
 
 impl Cx<'_> {
-    fn observe(&self, req: &policy_lang::eval::Request, body: Option<&[u8]>) -> Observations {
+    fn observe(
+        &self,
+        req: &policy_lang::eval::Request,
+        body: Option<&[u8]>,
+        probe: Option<&Probe>,
+    ) -> Observations {
         let reg = &self.opts.registry;
-        let n = witness::observe(self.n.eval(), req, body, reg);
-        let o = self.o.map(|o| witness::observe(o.eval(), req, body, reg));
+        let n = witness::observe(self.n.eval(), req, body, probe, reg);
+        let o = self
+            .o
+            .map(|o| witness::observe(o.eval(), req, body, probe, reg));
         (n, o, n.meta)
     }
 
@@ -482,13 +499,14 @@ impl Cx<'_> {
         }
         let full = witness::request(self.dom, &p);
         let body = witness::body(self.dom, &p);
-        let (req, body, (nobs, oobs, meta)) = self.witness_form(q, full, body);
+        let probe = witness::probe(self.dom, &p);
+        let (req, body, probe, (nobs, oobs, meta)) = self.witness_form(q, full, body, probe);
         let verified = query::holds(q.category, q.variant, &nobs, oobs.as_ref(), meta);
-        let nd = self.n.eval().eval_with_body(&req, body.as_deref());
+        let nd = witness::decide(self.n.eval(), &req, body.as_deref(), probe.as_ref());
         let new_rule = nd.rule.as_ref().map(Loc::of);
         let (old_reason, old_rule) = match self.o {
             Some(o) => {
-                let od = o.eval().eval_with_body(&req, body.as_deref());
+                let od = witness::decide(o.eval(), &req, body.as_deref(), probe.as_ref());
                 let conn = oobs.is_some_and(|x| x.conn);
                 let (mut text, at) = finding::old_reason(&od, conn);
                 if conn && od.decision != policy_lang::eval::Verdict::Deny {
@@ -499,7 +517,7 @@ impl Cx<'_> {
             None => (String::new(), None),
         };
         let region = finding::summarize(self.dom, r);
-        let w = Witness::with_body(&req, body.as_deref());
+        let w = Witness::with_body(&req, body.as_deref()).with_probe(probe.as_ref());
         let message = self.message(q, &w, &nd, &region, &nobs);
         let (suppressed, acceptance) = self.suppression(q.category, r);
         Ok(Finding {
@@ -527,21 +545,27 @@ impl Cx<'_> {
         q: &Query,
         full: policy_lang::eval::Request,
         body: Option<Vec<u8>>,
-    ) -> (policy_lang::eval::Request, Option<Vec<u8>>, Observations) {
-        let obs = self.observe(&full, body.as_deref());
+        probe: Option<Probe>,
+    ) -> (
+        policy_lang::eval::Request,
+        Option<Vec<u8>>,
+        Option<Probe>,
+        Observations,
+    ) {
+        let obs = self.observe(&full, body.as_deref(), probe.as_ref());
         let conn = policy_lang::eval::Request {
             http: None,
             ..full.clone()
         };
-        let cobs = self.observe(&conn, None);
+        let cobs = self.observe(&conn, None, None);
         let connection_level = q.category == Category::L7BypassCredentialed
             || (cobs.0.conn
                 && (cobs.0.bypass || !cobs.0.inspected)
                 && query::holds(q.category, q.variant, &cobs.0, cobs.1.as_ref(), cobs.2));
         if connection_level {
-            (conn, None, cobs)
+            (conn, None, None, cobs)
         } else {
-            (full, body, obs)
+            (full, body, probe, obs)
         }
     }
 
@@ -830,12 +854,13 @@ impl Cx<'_> {
             }
             let req = witness::request(dom, &p);
             let body = witness::body(dom, &p);
-            let (nobs, oobs, _) = self.observe(&req, body.as_deref());
-            let nd = self.n.eval().eval_with_body(&req, body.as_deref());
+            let probe = witness::probe(dom, &p);
+            let (nobs, oobs, _) = self.observe(&req, body.as_deref(), probe.as_ref());
+            let nd = witness::decide(self.n.eval(), &req, body.as_deref(), probe.as_ref());
             let origin = self.n.bundle.provenance.secrets.get(i).map(Loc::of);
             let mut summary = finding::summarize(dom, &region);
             summary.text = format!("binaries {}", summary.binaries.join(", "));
-            let w = Witness::with_body(&req, body.as_deref());
+            let w = Witness::with_body(&req, body.as_deref()).with_probe(probe.as_ref());
             let source = match &s.source {
                 policy_lang::ir::SecretSource::Env(v) => format!("environment variable `{v}`"),
                 policy_lang::ir::SecretSource::File(f) => {

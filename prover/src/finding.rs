@@ -11,6 +11,7 @@ use crate::formula::AddrCell;
 use crate::query::Category;
 use crate::region::Region;
 use crate::strings::{Partition, Size};
+use crate::websocket::Probe;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Loc {
@@ -79,6 +80,17 @@ pub struct Witness {
     /// (the difference lies in a body limit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body_size: Option<usize>,
+    /// A WebSocket witness: `upgrade` (the request is the upgrade `GET`),
+    /// or `text` / `binary`, a client message after that upgrade.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub websocket: Option<String>,
+    /// The text message (`eval --websocket-text`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub websocket_text: Option<String>,
+    /// The binary message's length, in zero bytes (`eval
+    /// --websocket-binary`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary_size: Option<usize>,
 }
 
 impl Witness {
@@ -112,6 +124,43 @@ impl Witness {
             graphql: None,
             body: None,
             body_size: None,
+            websocket: None,
+            websocket_text: None,
+            binary_size: None,
+        }
+    }
+
+    /// The witness as the WebSocket upgrade or message `probe` says (a
+    /// connection witness stays one).
+    pub fn with_probe(mut self, probe: Option<&Probe>) -> Witness {
+        let Some(probe) = probe.filter(|_| !self.is_connection()) else {
+            return self;
+        };
+        self.body = None;
+        self.body_size = None;
+        self.websocket = Some(
+            match probe {
+                Probe::Upgrade => "upgrade",
+                Probe::Text(_) => "text",
+                Probe::Binary(_) => "binary",
+            }
+            .to_owned(),
+        );
+        match probe {
+            Probe::Upgrade => {}
+            Probe::Text(t) => self.websocket_text = Some(t.clone()),
+            Probe::Binary(n) => self.binary_size = Some(*n),
+        }
+        self
+    }
+
+    /// The WebSocket upgrade or message the witness stands for.
+    pub fn probe(&self) -> Option<Probe> {
+        match self.websocket.as_deref()? {
+            "upgrade" => Some(Probe::Upgrade),
+            "text" => Some(Probe::Text(self.websocket_text.clone().unwrap_or_default())),
+            "binary" => Some(Probe::Binary(self.binary_size.unwrap_or_default())),
+            _ => None,
         }
     }
 
@@ -158,6 +207,13 @@ impl Witness {
     /// the exact body when it is not the plain request those flags make
     /// (a notification, a null id, a response frame, padding).
     pub fn call_flags(&self) -> Option<String> {
+        if let Some(probe) = self.probe() {
+            return Some(match probe {
+                Probe::Upgrade => "--websocket".to_owned(),
+                Probe::Text(t) => format!("--websocket-text {}", shell_word(&t)),
+                Probe::Binary(n) => format!("--websocket-binary FILE (FILE: {n} zero bytes)"),
+            });
+        }
         let body = self.body.as_ref()?;
         let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
         if let Some(doc) = &self.graphql {
@@ -230,7 +286,12 @@ impl Witness {
         } else {
             self.host.clone()
         };
-        let scheme = if self.port == 80 { "http" } else { "https" };
+        let scheme = match (self.port == 80, self.websocket.is_some()) {
+            (true, false) => "http",
+            (false, false) => "https",
+            (true, true) => "ws",
+            (false, true) => "wss",
+        };
         let port = if self.port == 443 || self.port == 80 {
             String::new()
         } else {

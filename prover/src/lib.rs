@@ -5,6 +5,7 @@
 //!
 //! Modules: [`strings`] splits host names, HTTP paths and executable paths
 //! into atoms; [`calls`] is the JSON-RPC call a request body carries;
+//! [`websocket`] the WebSocket upgrade and client messages;
 //! [`domain`] gathers every dimension's values from both
 //! bundles; [`formula`] is the formula DAG; [`model`] turns a bundle into
 //! formulas mirroring `policy_lang::eval`; [`query`] states the finding
@@ -34,6 +35,7 @@ pub mod smt;
 pub mod solve;
 pub mod strings;
 pub mod timing;
+pub mod websocket;
 pub mod witness;
 
 pub use engine::{Options, Report, Verdict, check, diff};

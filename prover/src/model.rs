@@ -13,7 +13,9 @@
 //!    wins across all of them, audit only when every one is in audit mode;
 //!    A JSON-RPC or MCP endpoint judges the call the body carries
 //!    (`crate::calls`), a GraphQL endpoint the operation (`crate::graphql`):
-//!    a body it cannot read is denied whatever the mode.
+//!    a body it cannot read is denied whatever the mode. Only websocket
+//!    endpoints judge WebSocket upgrades and messages, and they refuse
+//!    every plain request (`crate::websocket`);
 //! 5. the proxy injects a credential when the request is let through and
 //!    some credential binding covers host, method and path.
 
@@ -166,6 +168,13 @@ pub fn build(
     }
     let conn = defs.define(format!("{prefix}.conn"), or(matched.iter().cloned()));
 
+    // Which credential the upgrade `GET` carries: a message rides on it.
+    let cred_get = or(t
+        .credentials
+        .iter()
+        .filter(|c| c.methods.as_ref().is_none_or(|m| m.contains("GET")))
+        .map(|c| cred_binding(dom, c, crate::formula::T)));
+    let mut ws_parts: Vec<WsPart> = Vec::new();
     let enc_slash = ids(dom.paths.atoms_of(ENCODED_SLASH_KEY).to_vec());
     let mut part: Vec<(F, bool)> = Vec::new();
     let mut deny_parts = Vec::new();
@@ -219,7 +228,12 @@ pub fn build(
                 .chain(qs))
             }))
         };
-        if !crate::calls::modelled(ep.protocol) {
+        if ep.protocol == L7Protocol::Websocket {
+            // A plain request on its path is refused whatever the mode;
+            // upgrades and messages are judged below.
+            refused_parts.push(p.clone());
+            ws_parts.push(ws_part(dom, t, ep, e, &p, &matched, &cred_get));
+        } else if !crate::calls::modelled(ep.protocol) {
             // A protocol the model does not know: the endpoint is taken to
             // allow every request it sees, and the engine does not certify
             // a change that involves one (`engine::unmodelled_protocols`).
@@ -255,8 +269,8 @@ pub fn build(
         format!("{prefix}.all_audit"),
         and([any_part.clone(), not(enforcing)]),
     );
-    let allow = defs.define(
-        format!("{prefix}.allow"),
+    let allow_http = defs.define(
+        format!("{prefix}.allow_http"),
         and([
             conn.clone(),
             or([
@@ -272,8 +286,8 @@ pub fn build(
             ]),
         ]),
     );
-    let audit = defs.define(
-        format!("{prefix}.audit"),
+    let audit_http = defs.define(
+        format!("{prefix}.audit_http"),
         and([
             conn.clone(),
             inspected.clone(),
@@ -284,27 +298,46 @@ pub fn build(
         ]),
     );
 
+    let http_kind = match dom.ws {
+        Some(k) => not(lit(Lit::Method(ids(k.all())))),
+        None => crate::formula::T,
+    };
+    let ws = dom.ws.map(|k| {
+        ws_verdict(
+            prefix,
+            k,
+            &ws_parts,
+            &and([conn.clone(), not(inspected.clone())]),
+            &and([conn.clone(), inspected.clone()]),
+            defs,
+        )
+    });
+    let (ws_allow, ws_audit) = ws.unwrap_or((FALSE, FALSE));
+    let allow = defs.define(
+        format!("{prefix}.allow"),
+        or([and([http_kind.clone(), allow_http]), ws_allow]),
+    );
+    let audit = defs.define(
+        format!("{prefix}.audit"),
+        or([and([http_kind.clone(), audit_http]), ws_audit]),
+    );
     let cred_match = or(t.credentials.iter().map(|c| {
-        let hosts: Vec<u32> = c
-            .hosts
-            .iter()
-            .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
-            .collect();
         let methods = c.methods.as_ref().map_or(crate::formula::T, |m| {
             lit(Lit::Method(ids(dom.methods_of(m))))
         });
-        let paths = c.paths.as_ref().map_or(crate::formula::T, |ps| {
-            let atoms: Vec<u32> = ps
-                .iter()
-                .flat_map(|p| dom.paths.atoms_of(&domain::path_key(p)).iter().copied())
-                .collect();
-            lit(Lit::Path(ids(atoms)))
-        });
-        and([lit(Lit::Host(ids(hosts))), methods, paths])
+        cred_binding(dom, c, methods)
     }));
+    // The upgrade carries the credential, and its messages ride on it.
     let inject = defs.define(
         format!("{prefix}.inject"),
-        and([allow.clone(), inspected.clone(), cred_match]),
+        and([
+            allow.clone(),
+            inspected.clone(),
+            or([
+                and([http_kind.clone(), cred_match]),
+                and([not(http_kind), cred_get]),
+            ]),
+        ]),
     );
     let cred_hosts: Vec<u32> = t
         .credentials
@@ -435,4 +468,158 @@ fn graphql(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
         deny: and([read.clone(), call(calls.graphql_denied(ep))]),
         allow: and([read, call(calls.graphql_allowed(ep))]),
     }
+}
+
+/// A credential binding covers host, `methods` and path.
+fn cred_binding(dom: &Domain, c: &policy_lang::bundle::CredentialBinding, methods: F) -> F {
+    let hosts: Vec<u32> = c
+        .hosts
+        .iter()
+        .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
+        .collect();
+    let paths = c.paths.as_ref().map_or(crate::formula::T, |ps| {
+        let atoms: Vec<u32> = ps
+            .iter()
+            .flat_map(|p| dom.paths.atoms_of(&domain::path_key(p)).iter().copied())
+            .collect();
+        lit(Lit::Path(ids(atoms)))
+    });
+    and([lit(Lit::Host(ids(hosts))), methods, paths])
+}
+
+/// How one websocket endpoint judges what follows an upgrade, given that
+/// it participates.
+struct WsPart {
+    part: F,
+    enforce: bool,
+    upgrade_deny: F,
+    upgrade_allow: F,
+    text_deny: F,
+    text_allow: F,
+    /// A binary message is refused: the upgrade carried a credential no
+    /// matched route via this endpoint accepts uninspected.
+    binary_refused: F,
+}
+
+/// REST rules of `rs` that hold `method`, as formulas over path and query.
+fn rules_for(dom: &Domain, rs: &[policy_lang::bundle::L7Matcher], deny: bool, method: &str) -> F {
+    or(rs.iter().filter(|m| m.methods.contains(method)).map(|m| {
+        let qs = m.query.iter().map(|q| match dom.query_index(q) {
+            Some(i) if deny => lit(Lit::QDeny(i)),
+            Some(i) => lit(Lit::QAllow(i)),
+            None => FALSE,
+        });
+        and(std::iter::once(lit(Lit::Path(ids(dom
+            .paths
+            .atoms_of(&domain::path_key(&m.path))
+            .to_vec()))))
+        .chain(qs))
+    }))
+}
+
+/// Mirrors `judge_websocket` in `policy_lang::eval` for a websocket
+/// endpoint (without GraphQL rules: those stay unmodelled).
+fn ws_part(
+    dom: &Domain,
+    t: &policy_lang::bundle::Tables,
+    ep: &L7Endpoint,
+    e: usize,
+    part: &F,
+    matched: &[F],
+    cred_get: &F,
+) -> WsPart {
+    let e32 = u32::try_from(e).unwrap_or(u32::MAX);
+    let accepts = or(t
+        .seccomp
+        .routes
+        .iter()
+        .zip(matched)
+        .filter(|(r, _)| r.via == Via::L7(e32) && r.uninspected_credentials)
+        .map(|(_, m)| m.clone()));
+    let text = policy_lang::matcher::WEBSOCKET_TEXT;
+    // GraphQL over WebSocket is not modelled (the engine does not certify
+    // a change that involves it): its text messages are taken as allowed,
+    // as for an endpoint of a protocol the model does not know.
+    let (text_deny, text_allow) = if ep.graphql_over_websocket() {
+        (FALSE, part.clone())
+    } else {
+        (
+            and([part.clone(), rules_for(dom, &ep.deny, true, text)]),
+            and([part.clone(), rules_for(dom, &ep.allow, false, text)]),
+        )
+    };
+    WsPart {
+        part: part.clone(),
+        enforce: ep.enforcement == Enforcement::Enforce,
+        upgrade_deny: and([part.clone(), rules_for(dom, &ep.deny, true, "GET")]),
+        upgrade_allow: and([part.clone(), rules_for(dom, &ep.allow, false, "GET")]),
+        text_deny,
+        text_allow,
+        binary_refused: and([part.clone(), cred_get.clone(), not(accepts)]),
+    }
+}
+
+/// Let through and audited, for the WebSocket kinds (see
+/// `crate::websocket`): `l4` is a connection relayed uninspected, `l7`
+/// one the proxy inspects.
+fn ws_verdict(
+    prefix: &str,
+    k: crate::websocket::Kinds,
+    parts: &[WsPart],
+    l4: &F,
+    l7: &F,
+    defs: &mut Defs,
+) -> (F, F) {
+    let kind = |m: u32| lit(Lit::Method(ids(vec![m])));
+    let any = defs.define(
+        format!("{prefix}.ws.participating"),
+        or(parts.iter().map(|p| p.part.clone())),
+    );
+    let enforcing = or(parts.iter().filter(|p| p.enforce).map(|p| p.part.clone()));
+    let all_audit = and([any.clone(), not(enforcing)]);
+    let judged = |deny: F, allow_rule: F| {
+        (
+            and([
+                any.clone(),
+                or([
+                    all_audit.clone(),
+                    and([not(deny.clone()), allow_rule.clone()]),
+                ]),
+            ]),
+            and([any.clone(), all_audit.clone(), or([deny, not(allow_rule)])]),
+        )
+    };
+    let (up_ok, up_audit) = judged(
+        or(parts.iter().map(|p| p.upgrade_deny.clone())),
+        or(parts.iter().map(|p| p.upgrade_allow.clone())),
+    );
+    let up_ok = defs.define(format!("{prefix}.ws.upgrade"), up_ok);
+    let (text_ok, text_audit) = judged(
+        or(parts.iter().map(|p| p.text_deny.clone())),
+        or(parts.iter().map(|p| p.text_allow.clone())),
+    );
+    let binary_ok = and([
+        any.clone(),
+        not(or(parts.iter().map(|p| p.binary_refused.clone()))),
+    ]);
+    let allow = or([
+        and([
+            kind(k.upgrade),
+            or([l4.clone(), and([l7.clone(), up_ok.clone()])]),
+        ]),
+        and([
+            kind(k.text),
+            or([l4.clone(), and([l7.clone(), up_ok.clone(), text_ok])]),
+        ]),
+        and([
+            kind(k.binary),
+            or([l4.clone(), and([l7.clone(), up_ok.clone(), binary_ok])]),
+        ]),
+        and([kind(k.oversized), l4.clone()]),
+    ]);
+    let audit = or([
+        and([kind(k.upgrade), l7.clone(), up_audit]),
+        and([kind(k.text), l7.clone(), up_ok, text_audit]),
+    ]);
+    (allow, audit)
 }

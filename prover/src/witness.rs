@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use policy_lang::eval::{Evaluator, HttpRequest, Request, Verdict};
+use policy_lang::eval::{Decision, Evaluator, HttpRequest, Request, Verdict};
 use policy_lang::matcher::{is_metadata_host, normalize_host};
 
 use crate::domain::{self, Domain};
@@ -14,6 +14,7 @@ use crate::formula::{Defs, F, Lit, Point, and, lit, not};
 use crate::region::Region;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
+use crate::websocket::Probe;
 
 /// Query conditions by key.
 fn groups(dom: &Domain) -> BTreeMap<&str, Vec<usize>> {
@@ -199,11 +200,14 @@ pub fn request(dom: &Domain, p: &Point) -> Request {
         }),
         port: p.port,
         http: Some(HttpRequest {
-            method: dom
-                .methods
-                .get(p.method as usize)
-                .cloned()
-                .unwrap_or_default(),
+            method: if probe(dom, p).is_some() {
+                "GET".to_owned()
+            } else {
+                dom.methods
+                    .get(p.method as usize)
+                    .cloned()
+                    .unwrap_or_default()
+            },
             target,
         }),
     }
@@ -211,10 +215,31 @@ pub fn request(dom: &Domain, p: &Point) -> Request {
 
 /// The body of the request a point stands for (`None`: no body).
 pub fn body(dom: &Domain, p: &Point) -> Option<Vec<u8>> {
-    if graphql_get(dom, p) {
+    if graphql_get(dom, p) || probe(dom, p).is_some() {
         return None;
     }
     dom.calls.body(p.call)
+}
+
+/// The WebSocket upgrade or message a point stands for (`request` is then
+/// the upgrade); `None` for a plain HTTP request.
+pub fn probe(dom: &Domain, p: &Point) -> Option<Probe> {
+    let k = dom.ws?;
+    Some(Probe::of(k, k.kind(p.method)?))
+}
+
+/// The evaluator's decision on a request with this body, or on the
+/// upgrade or message `probe` says.
+pub fn decide(
+    ev: &Evaluator,
+    req: &Request,
+    body: Option<&[u8]>,
+    probe: Option<&Probe>,
+) -> Decision {
+    match probe {
+        Some(pr) if req.http.is_some() => pr.decide(ev, req),
+        _ => ev.eval_with_body(req, body),
+    }
 }
 
 /// A GraphQL `GET`: the operation travels in the query string.
@@ -536,6 +561,7 @@ pub fn observe(
     ev: &Evaluator,
     req: &Request,
     body: Option<&[u8]>,
+    probe: Option<&Probe>,
     registry: &Registry,
 ) -> Observed {
     let b = ev.bundle();
@@ -548,7 +574,7 @@ pub fn observe(
         req.addr,
         req.port,
     );
-    let d = ev.eval_with_body(req, body);
+    let d = decide(ev, req, body, probe);
     let host = req.host.as_deref().and_then(|h| normalize_host(h).ok());
     let cred_host = host.as_deref().is_some_and(|h| {
         t.credentials
@@ -584,7 +610,13 @@ pub fn observe(
         inspected: !conn.l7.is_empty(),
         allow,
         audit: d.decision == Verdict::Audit,
-        inject: d.credential.is_some(),
+        // A message rides on the connection its upgrade credentialed.
+        inject: match probe {
+            Some(pr) if pr.is_message() && req.http.is_some() => {
+                allow && ev.eval_websocket(req, None).credential.is_some()
+            }
+            _ => d.credential.is_some(),
+        },
         cred_host,
         held,
         bypass: conn.allowed() && (conn.l7.is_empty() || registry.facts(&req.binary).bypasses_l7()),

@@ -21,10 +21,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use support::let_through;
 
 use policy_lang::bundle::Bundle;
-use policy_lang::eval::{Evaluator, Request};
+use policy_lang::eval::{Decision, Evaluator, Request};
 use policy_lang::matcher::normalize_host;
 use prover::Verdict;
 use prover::strings::universe::is_resolved_binary;
+use prover::websocket::Probe as WsProbe;
 use support::generate::Rng;
 use support::pairs::Spec;
 
@@ -62,18 +63,48 @@ fn singles(body: &[u8]) -> Option<Vec<Vec<u8>>> {
     )
 }
 
-/// A request and its body (`None`: no body).
-type Probe = (Request, Option<Vec<u8>>);
+/// A request, its body (`None`: no body), and the WebSocket upgrade or
+/// message it stands for (the request is then the upgrade).
+type Probe = (Request, Option<Vec<u8>>, Option<WsProbe>);
+
+/// The evaluator's decision, and whether a credential rides on it: a
+/// message rides on the connection its upgrade credentialed.
+fn decide(
+    ev: &Evaluator,
+    r: &Request,
+    body: Option<&[u8]>,
+    ws: Option<&WsProbe>,
+) -> (Decision, bool) {
+    match ws {
+        None => {
+            let d = ev.eval_with_body(r, body);
+            let c = d.credential.is_some();
+            (d, c)
+        }
+        Some(pr) => {
+            let d = pr.decide(ev, r);
+            let c = if pr.is_message() {
+                let_through(&d) && ev.eval_websocket(r, None).credential.is_some()
+            } else {
+                d.credential.is_some()
+            };
+            (d, c)
+        }
+    }
+}
 
 /// The first request that shows NEW widening credentialed reach, if any.
 fn widening(old: &Bundle, new: &Bundle, reqs: &[Probe]) -> Option<(Probe, String)> {
     let (eo, en) = (Evaluator::new(old.clone()), Evaluator::new(new.clone()));
     // The kernel names an executable by its resolved path: `/usr/bin//x`
     // is no request enforcement meets (eval would still match it).
-    for probe in reqs.iter().filter(|(r, _)| is_resolved_binary(&r.binary)) {
-        let (r, body) = (&probe.0, probe.1.as_deref());
-        let (o, n) = (eo.eval_with_body(r, body), en.eval_with_body(r, body));
-        let credentialed = n.credential.is_some() || credential_host(new, r);
+    for probe in reqs
+        .iter()
+        .filter(|(r, _, _)| is_resolved_binary(&r.binary))
+    {
+        let (r, body, ws) = (&probe.0, probe.1.as_deref(), probe.2.as_ref());
+        let ((o, o_cred), (n, n_cred)) = (decide(&eo, r, body, ws), decide(&en, r, body, ws));
+        let credentialed = n_cred || credential_host(new, r);
         if let_through(&n) && credentialed && !let_through(&o) {
             // A batch OLD refuses only as a whole (its calls, each allowed
             // by another of OLD's endpoints, pass alone) brings no new
@@ -91,7 +122,7 @@ fn widening(old: &Bundle, new: &Bundle, reqs: &[Probe]) -> Option<(Probe, String
             }
             return Some((probe.clone(), format!("NEW {n:?}\nOLD {o:?}")));
         }
-        if n.credential.is_some() && let_through(&o) && o.credential.is_none() {
+        if n_cred && let_through(&o) && !o_cred {
             return Some((
                 probe.clone(),
                 format!("newly attached: NEW {n:?}\nOLD {o:?}"),
@@ -110,6 +141,8 @@ struct Tally {
     with_body: AtomicUsize,
     /// Flips a GraphQL endpoint judged on NEW.
     graphql: AtomicUsize,
+    /// Flips shown by a WebSocket upgrade or message.
+    websocket: AtomicUsize,
 }
 
 /// Compiles policy text from a file in `dir` (one directory per thread,
@@ -153,17 +186,21 @@ fn run_pair(dir: &std::path::Path, opts: &prover::Options, seed: u64, tally: &Ta
         compile_in(dir, "new.policy", &new_text),
     );
     tally.pairs.fetch_add(1, Ordering::Relaxed);
-    let Some(((req, body), why)) = widening(&ob, &nb, &reqs) else {
+    let Some(((req, body, ws), why)) = widening(&ob, &nb, &reqs) else {
         return;
     };
     tally.flips.fetch_add(1, Ordering::Relaxed);
     if body.is_some() {
         tally.with_body.fetch_add(1, Ordering::Relaxed);
     }
-    if Evaluator::new(nb.clone())
-        .eval_with_body(&req, body.as_deref())
-        .graphql
-        .is_some()
+    if ws.is_some() {
+        tally.websocket.fetch_add(1, Ordering::Relaxed);
+    }
+    if ws.is_none()
+        && Evaluator::new(nb.clone())
+            .eval_with_body(&req, body.as_deref())
+            .graphql
+            .is_some()
     {
         tally.graphql.fetch_add(1, Ordering::Relaxed);
     }
@@ -175,7 +212,7 @@ fn run_pair(dir: &std::path::Path, opts: &prover::Options, seed: u64, tally: &Ta
     assert_ne!(
         r.verdict,
         Verdict::NoNewAccess,
-        "seed {seed}: eval shows a widening the prover missed\nrequest {req:?}\nbody {body:?}\n{why}\nOLD\n{old_text}\nNEW\n{new_text}"
+        "seed {seed}: eval shows a widening the prover missed\nrequest {req:?}\nbody {body:?}\nwebsocket {ws:?}\n{why}\nOLD\n{old_text}\nNEW\n{new_text}"
     );
 }
 
@@ -200,15 +237,16 @@ fn soundness(first_seed: u64, pairs: u64) {
             });
         }
     });
-    let (n, flips, inc, bodies, graphql) = (
+    let (n, flips, inc, bodies, graphql, websocket) = (
         tally.pairs.load(Ordering::Relaxed),
         tally.flips.load(Ordering::Relaxed),
         tally.inconclusive.load(Ordering::Relaxed),
         tally.with_body.load(Ordering::Relaxed),
         tally.graphql.load(Ordering::Relaxed),
+        tally.websocket.load(Ordering::Relaxed),
     );
     eprintln!(
-        "{n} pairs, {flips} with a widening shown by eval ({bodies} by a request with a body, {graphql} judged by a GraphQL endpoint), {inc} of them inconclusive"
+        "{n} pairs, {flips} with a widening shown by eval ({bodies} by a request with a body, {graphql} judged by a GraphQL endpoint, {websocket} by a WebSocket upgrade or message), {inc} of them inconclusive"
     );
     assert_eq!(n as u64, pairs);
     // Not vacuous: a good share of pairs widen, and the prover settles
@@ -226,6 +264,10 @@ fn soundness(first_seed: u64, pairs: u64) {
     assert!(
         graphql as u64 * 100 >= pairs,
         "only {graphql} of {pairs} pairs widen through a GraphQL endpoint"
+    );
+    assert!(
+        websocket as u64 * 100 >= pairs,
+        "only {websocket} of {pairs} pairs widen by a WebSocket upgrade or message"
     );
 }
 

@@ -1,21 +1,39 @@
-//! WebSocket endpoints: the prover does not model how they judge the
-//! upgrade and client messages, so it treats such an endpoint as allowing
-//! every request it sees and never certifies a change to the network rules
-//! of a policy that has one. These tests hold it to that: a real widening
-//! (text messages, GraphQL mutations over WebSocket, a new upgrade path)
-//! is never reported as "no new access".
+//! WebSocket endpoints: the prover models the upgrade and the client
+//! messages after it (text, binary, over the limit) as request kinds only
+//! websocket endpoints judge, so a new text message, a newly allowed
+//! upgrade or a binary message on a credentialed connection is a widening
+//! whose witness replays through `eval --websocket` / `--websocket-text`
+//! / `--websocket-binary`, and an unchanged or narrowed endpoint is
+//! certified. GraphQL-over-WebSocket messages are not modelled: a change
+//! to a policy with one is never certified.
 
 mod support;
 
 use policy_lang::bundle::Bundle;
 use policy_lang::eval::{Evaluator, Verdict as Eval, WsClientMessage};
-use prover::Verdict;
+use prover::websocket::Probe;
+use prover::{Finding, Report, Verdict};
 use support::*;
 
-fn ws(rules: &str) -> Bundle {
+const CREDENTIAL: &str = r#"
+  credential rt_token {
+    secret env RT_TOKEN
+    placeholder env RT_TOKEN
+    inject header Authorization "Bearer {secret}"
+    hosts realtime.example.com
+  }
+"#;
+
+/// A policy with one endpoint on `realtime.example.com` (a credential
+/// bound to it) of this kind and these rule lines.
+fn endpoint(kind: &str, rules: &str) -> Bundle {
     compile(&policy(&format!(
-        "  allow /usr/bin/agent -> realtime.example.com:443 websocket {{\n{rules}\n  }}"
+        "{CREDENTIAL}\n  allow /usr/bin/agent -> realtime.example.com:443 {kind} {{\n{rules}\n  }}"
     )))
+}
+
+fn ws(rules: &str) -> Bundle {
+    endpoint("websocket", rules)
 }
 
 /// `text` on `/v1/chat` after an upgrade, as the evaluator decides it.
@@ -37,26 +55,125 @@ fn text_verdict(b: &Bundle, text: &str) -> Eval {
     .decision
 }
 
-fn assert_not_certified(old: &Bundle, new: &Bundle) {
+/// The findings whose witness is this WebSocket kind (`upgrade`, `text`,
+/// `binary`).
+fn of_kind<'a>(r: &'a Report, kind: &str) -> Vec<&'a Finding> {
+    r.findings
+        .iter()
+        .filter(|f| f.witness.websocket.as_deref() == Some(kind))
+        .collect()
+}
+
+/// Widened, every finding replays (NEW lets it through with the
+/// credential, OLD does not), and some finding is of this kind.
+fn assert_widened_by(old: &Bundle, new: &Bundle, kind: &str) -> Report {
     let r = diff_bundles(old, new);
-    assert_ne!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
-    if r.verdict == Verdict::Inconclusive {
-        let why = r.inconclusive.as_deref().unwrap_or_default();
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    for f in &r.findings {
+        assert_replays(f, old, new);
+    }
+    assert!(!of_kind(&r, kind).is_empty(), "no {kind} witness: {r:#?}");
+    r
+}
+
+#[test]
+fn new_text_messages_on_a_path_are_a_widening_that_replays() {
+    let old = ws("    allow GET /v1/**");
+    let new = ws("    allow GET /v1/**\n    allow WEBSOCKET_TEXT /v1/**");
+    assert_eq!(text_verdict(&old, "hi"), Eval::Deny);
+    assert_eq!(text_verdict(&new, "hi"), Eval::Allow);
+    let r = assert_widened_by(&old, &new, "text");
+    assert!(categories(&r).contains(&"capability_expansion"), "{r:#?}");
+    let f = of_kind(&r, "text");
+    let f = f.first().unwrap_or_else(|| panic!("{r:#?}"));
+    assert_eq!(f.witness.probe(), Some(Probe::Text("hello".to_owned())));
+    let text = f.witness.request_text();
+    assert!(
+        text.starts_with("GET wss://realtime.example.com/v1"),
+        "{text}"
+    );
+    assert!(text.ends_with("--websocket-text hello"), "{text}");
+    // Every text message the finding stands for is on `/v1`: the upgrade
+    // elsewhere is refused in both.
+    assert!(
+        f.witness
+            .path
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("/v1")
+    );
+}
+
+#[test]
+fn an_upgrade_newly_allowed_is_a_widening_that_replays() {
+    let old = ws("    allow * /v1/**");
+    let new = ws("    allow * /v1/**\n    allow GET /v2/**");
+    let r = assert_widened_by(&old, &new, "upgrade");
+    for f in of_kind(&r, "upgrade") {
         assert!(
-            why.contains("`websocket` endpoints judge WebSocket upgrades"),
-            "{why}"
+            f.witness
+                .path
+                .as_deref()
+                .unwrap_or_default()
+                .starts_with("/v2"),
+            "{f:#?}"
         );
+        assert!(f.witness.request_text().ends_with(" --websocket"), "{f:#?}");
     }
 }
 
 #[test]
-fn text_messages_on_a_path_are_not_certified_away() {
+fn narrowed_or_identical_websocket_endpoints_are_certified() {
+    let wide = ws("    allow * /v1/**");
+    let narrow = ws("    allow GET /v1/**\n    allow WEBSOCKET_TEXT /v1/chat");
+    let r = diff_bundles(&wide, &narrow);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
+    assert!(r.inconclusive.is_none(), "{r:#?}");
+    let denied = ws("    allow * /v1/**\n    deny WEBSOCKET_TEXT /v1/admin/**");
+    let r = diff_bundles(&wide, &denied);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
+    let r = diff_bundles(&narrow, &narrow.clone());
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
+    assert!(r.findings.is_empty(), "{r:#?}");
+}
+
+#[test]
+fn rest_to_websocket_on_one_path_widens_by_upgrades() {
+    let rest = endpoint("http", "    allow GET /v1/**");
+    let websocket = ws("    allow GET /v1/**");
+    // REST refuses every upgrade; the websocket endpoint allows them.
+    assert_widened_by(&rest, &websocket, "upgrade");
+}
+
+#[test]
+fn websocket_to_rest_on_one_path_widens_by_plain_requests() {
+    let websocket = ws("    allow GET /v1/**");
+    let rest = endpoint("http", "    allow GET /v1/**");
+    // A plain GET on the websocket endpoint's path is refused.
+    let r = diff_bundles(&websocket, &rest);
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    for f in &r.findings {
+        assert_replays(f, &websocket, &rest);
+    }
+    assert!(
+        r.findings
+            .iter()
+            .any(|f| f.witness.websocket.is_none() && f.witness.method.as_deref() == Some("GET")),
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn binary_messages_on_a_credentialed_upgrade_follow_uninspected_credentials() {
     let old = ws("    allow GET /v1/**");
-    let new = ws("    allow GET /v1/**\n    allow WEBSOCKET_TEXT /v1/**");
-    // The evaluator sees the widening.
-    assert_eq!(text_verdict(&old, "hi"), Eval::Deny);
-    assert_eq!(text_verdict(&new, "hi"), Eval::Allow);
-    assert_not_certified(&old, &new);
+    let new = endpoint("websocket uninspected_credentials", "    allow GET /v1/**");
+    let r = assert_widened_by(&old, &new, "binary");
+    let f = of_kind(&r, "binary");
+    let f = f.first().unwrap_or_else(|| panic!("{r:#?}"));
+    assert_eq!(f.witness.probe(), Some(Probe::Binary(1)));
+    // And back: no new access.
+    let r = diff_bundles(&new, &old);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
 }
 
 #[test]
@@ -66,12 +183,28 @@ fn graphql_mutations_over_websocket_are_not_certified_away() {
     let m = r#"{"type":"subscribe","id":"1","payload":{"query":"mutation { x }"}}"#;
     assert_eq!(text_verdict(&old, m), Eval::Deny);
     assert_eq!(text_verdict(&new, m), Eval::Allow);
-    assert_not_certified(&old, &new);
+    let r = diff_bundles(&old, &new);
+    assert_ne!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
+    if r.verdict == Verdict::Inconclusive {
+        let why = r.inconclusive.as_deref().unwrap_or_default();
+        assert!(
+            why.contains("`websocket` endpoints judge GraphQL-over-WebSocket messages"),
+            "{why}"
+        );
+    }
+}
+
+#[test]
+fn differing_message_limits_are_not_certified() {
+    let old = ws("    allow * /v1/**\n    body_limit 1024");
+    let new = ws("    allow * /v1/**");
+    let r = diff_bundles(&old, &new);
+    assert_ne!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
 }
 
 #[test]
 fn a_websocket_endpoint_beside_an_unchanged_policy_is_not_inconclusive() {
-    let b = ws("    allow GET /v1/**");
+    let b = ws("    allow GET /v1/**\n    allow graphql subscription");
     let r = diff_bundles(&b, &b.clone());
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
     assert!(r.findings.is_empty(), "{r:#?}");

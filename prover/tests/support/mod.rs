@@ -106,11 +106,10 @@ pub fn let_through(d: &policy_lang::eval::Decision) -> bool {
 pub fn assert_replays(f: &prover::Finding, old: &Bundle, new: &Bundle) {
     use policy_lang::eval::Evaluator;
     let req = replay(&f.witness);
-    let body = f.witness.body_bytes();
-    let n = Evaluator::new(new.clone()).eval_with_body(&req, body.as_deref());
-    let o = Evaluator::new(old.clone()).eval_with_body(&req, body.as_deref());
+    let (n, n_cred) = replay_decision(&Evaluator::new(new.clone()), &f.witness, &req);
+    let (o, _) = replay_decision(&Evaluator::new(old.clone()), &f.witness, &req);
     assert!(
-        let_through(&n) && n.credential.is_some(),
+        let_through(&n) && n_cred,
         "NEW does not let the witness through with the credential: {n:#?}\n{f:#?}"
     );
     assert!(
@@ -156,5 +155,32 @@ pub fn replay(w: &prover::Witness) -> policy_lang::eval::Request {
                     .unwrap_or_default()
             ),
         }),
+    }
+}
+
+/// The evaluator's decision on a witness (with `eval --websocket`,
+/// `--websocket-text` or `--websocket-binary` when it is a WebSocket one),
+/// and whether a credential rides on it: a message rides on the
+/// connection its upgrade credentialed.
+pub fn replay_decision(
+    ev: &policy_lang::eval::Evaluator,
+    w: &prover::Witness,
+    req: &policy_lang::eval::Request,
+) -> (policy_lang::eval::Decision, bool) {
+    match w.probe() {
+        None => {
+            let d = ev.eval_with_body(req, w.body_bytes().as_deref());
+            let c = d.credential.is_some();
+            (d, c)
+        }
+        Some(pr) => {
+            let d = pr.decide(ev, req);
+            let c = if pr.is_message() {
+                let_through(&d) && ev.eval_websocket(req, None).credential.is_some()
+            } else {
+                d.credential.is_some()
+            };
+            (d, c)
+        }
     }
 }

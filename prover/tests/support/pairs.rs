@@ -10,6 +10,7 @@ use policy_lang::eval::{HttpRequest, Request};
 use super::generate::Rng;
 use super::graphql::Gql;
 use super::rpc::{self, Rpc};
+use prover::websocket::Probe;
 
 /// One of a list of static strings.
 fn pick(rng: &mut Rng, xs: &[&'static str]) -> &'static str {
@@ -253,6 +254,11 @@ pub struct Endpoint {
 pub struct Http {
     pub audit: bool,
     pub rules: Vec<Rule>,
+    /// A `websocket` endpoint: the rules judge upgrades (`GET`) and text
+    /// messages (`WEBSOCKET_TEXT`).
+    pub websocket: bool,
+    /// `uninspected_credentials` (websocket endpoints only).
+    pub uninspected: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -264,13 +270,14 @@ pub struct Rule {
 }
 
 const METHODS: &[&str] = &["GET", "POST", "GET HEAD", "*", "DELETE"];
+const WS_METHODS: &[&str] = &["GET", "WEBSOCKET_TEXT", "*", "GET", "WEBSOCKET_TEXT"];
 const PORTS: &[&str] = &["443", "443,8443", "80-443"];
 const QUERIES: &[&str] = &["", "", "", " ?q=a*", " ?state=open|closed"];
 
-fn rule(rng: &mut Rng, deny: bool) -> Rule {
+fn rule(rng: &mut Rng, deny: bool, websocket: bool) -> Rule {
     Rule {
         deny,
-        methods: pick(rng, METHODS),
+        methods: pick(rng, if websocket { WS_METHODS } else { METHODS }),
         path: PathPat::random(rng, "", true),
         query: pick(rng, QUERIES),
     }
@@ -281,11 +288,19 @@ fn endpoint(rng: &mut Rng) -> Endpoint {
     let graphql = (rpc.is_none() && rng.chance(15)).then(|| Gql::random(rng));
     let http = if rpc.is_none() && graphql.is_none() && rng.chance(70) {
         let audit = rng.chance(15);
-        let mut rules: Vec<Rule> = (0..1 + rng.below(2)).map(|_| rule(rng, false)).collect();
+        let websocket = rng.chance(20);
+        let mut rules: Vec<Rule> = (0..1 + rng.below(2))
+            .map(|_| rule(rng, false, websocket))
+            .collect();
         for _ in 0..rng.below(2) {
-            rules.push(rule(rng, true));
+            rules.push(rule(rng, true, websocket));
         }
-        Some(Http { audit, rules })
+        Some(Http {
+            audit,
+            rules,
+            websocket,
+            uninspected: websocket && rng.chance(30),
+        })
     } else {
         None
     };
@@ -384,16 +399,29 @@ impl Spec {
                     let i = rng.below(h.rules.len());
                     h.rules.remove(i);
                 }
+                Some(h) if h.websocket && rng.chance(20) => h.uninspected = !h.uninspected,
+                Some(h) if rng.chance(10) => {
+                    // REST turned websocket, or back: methods the other
+                    // protocol refuses become `*`.
+                    h.websocket = !h.websocket;
+                    h.uninspected = false;
+                    let allowed = if h.websocket { WS_METHODS } else { METHODS };
+                    for r in &mut h.rules {
+                        if !allowed.contains(&r.methods) {
+                            r.methods = "*";
+                        }
+                    }
+                }
                 Some(h) => {
                     let deny = rng.chance(50);
-                    h.rules.push(rule(rng, deny));
+                    h.rules.push(rule(rng, deny, h.websocket));
                 }
                 None => {}
             },
             6 => {
                 if let Some(h) = &mut ep.http {
                     let i = rng.below(h.rules.len());
-                    h.rules[i] = rule(rng, h.rules[i].deny);
+                    h.rules[i] = rule(rng, h.rules[i].deny, h.websocket);
                 }
             }
             7 => {
@@ -456,11 +484,19 @@ impl Spec {
             match &e.http {
                 None => out.push('\n'),
                 Some(h) => {
-                    out.push_str(" http");
+                    out.push_str(if h.websocket { " websocket" } else { " http" });
                     if h.audit {
                         out.push_str(" audit");
                     }
+                    if h.uninspected {
+                        out.push_str(" uninspected_credentials");
+                    }
                     out.push_str(" {\n");
+                    // A websocket endpoint needs an allow rule; one
+                    // that allows no upgrade lets nothing through.
+                    if h.websocket && h.rules.iter().all(|r| r.deny) {
+                        out.push_str("    allow WEBSOCKET_TEXT /z\n");
+                    }
                     for r in &h.rules {
                         out.push_str(&format!(
                             "    {} {} {}{}\n",
@@ -480,7 +516,7 @@ impl Spec {
 
     /// A request built from this policy's patterns, with its body
     /// (`None`: no body).
-    pub fn request(&self, rng: &mut Rng) -> (Request, Option<Vec<u8>>) {
+    pub fn request(&self, rng: &mut Rng) -> (Request, Option<Vec<u8>>, Option<Probe>) {
         let e = &self.endpoints[rng.below(self.endpoints.len())];
         let bin = e.bins[rng.below(e.bins.len())].concrete(rng);
         let host = if rng.chance(20) && !self.creds.is_empty() {
@@ -504,6 +540,7 @@ impl Spec {
                 let m = match r.methods {
                     "*" => *rng.pick(&["GET", "POST", "PUT", "PROPFIND"]),
                     "GET HEAD" => *rng.pick(&["GET", "HEAD"]),
+                    "WEBSOCKET_TEXT" => "GET",
                     m => m,
                 };
                 (m, r.path.concrete(rng))
@@ -523,6 +560,17 @@ impl Spec {
             (None, None) if rng.chance(10) => rpc::any_body(rng),
             (None, None) => None,
         };
+        let websocket = e.http.as_ref().is_some_and(|h| h.websocket);
+        let probe = if rng.chance(if websocket { 75 } else { 10 }) {
+            Some(match rng.below(3) {
+                0 => Probe::Upgrade,
+                1 => Probe::Text("hi".to_owned()),
+                _ => Probe::Binary(1),
+            })
+        } else {
+            None
+        };
+        let body = body.filter(|_| probe.is_none());
         let req = Request {
             binary: bin,
             sha256: None,
@@ -534,6 +582,6 @@ impl Spec {
                 target: format!("{path}{query}"),
             }),
         };
-        (req, body)
+        (req, body, probe)
     }
 }
