@@ -711,30 +711,24 @@ impl Evaluator {
                     },
                 )
             });
-            if let Some(outcome) = ws_outcome {
-                record(
-                    e,
-                    ep.enforcement,
-                    outcome,
-                    &mut refused,
-                    &mut denied_by,
-                    &mut allowed_by,
-                    &mut unmatched,
-                );
-            } else if ep.reads_body() {
-                let what = format!("{method} {}", canon.path);
-                let body = body.unwrap_or_default();
-                let outcome = match ep.protocol {
-                    L7Protocol::Graphql => graphql::judge_graphql(
-                        ep,
-                        &method,
-                        canon.query.as_deref(),
-                        &what,
-                        body,
-                        &self.graphql_cache,
-                    ),
-                    _ => judge_rpc(ep, &method, &what, body),
-                };
+            let outcome = ws_outcome.or_else(|| {
+                ep.reads_body().then(|| {
+                    let what = format!("{method} {}", canon.path);
+                    let body = body.unwrap_or_default();
+                    match ep.protocol {
+                        L7Protocol::Graphql => graphql::judge_graphql(
+                            ep,
+                            &method,
+                            canon.query.as_deref(),
+                            &what,
+                            body,
+                            &self.graphql_cache,
+                        ),
+                        _ => judge_rpc(ep, &method, &what, body),
+                    }
+                })
+            });
+            if let Some(outcome) = outcome {
                 record(
                     e,
                     ep.enforcement,
