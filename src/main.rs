@@ -10,6 +10,12 @@ mod report;
 
 use std::process::ExitCode;
 
+/// A prove of two small policies makes about 14,000 short-lived
+/// allocations; glibc's malloc spent 16 % of its instructions on them,
+/// mimalloc a third of that, and the process faults in fewer pages.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let code = match cli::parse() {
         Ok(args) => cli::run(args),

@@ -16,6 +16,11 @@
     reason = "benchmark harness: a pair that does not compile or prove must stop it loudly"
 )]
 
+/// The allocator of the `openshell-policy` binary, so the figures are
+/// the CLI's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
