@@ -111,38 +111,38 @@ impl Validity {
 
 /// Tabulates an automaton given as a step function over dense state
 /// numbers starting at 0; the state numbers used must stay below 256.
+/// Each reachable state's row is computed once (this runs in every
+/// process that proves, so its cost is part of every `diff --prove`);
+/// unreachable state numbers get dead rows.
 fn build(step: impl Fn(u16, u8) -> u16, accept: fn(u16) -> bool) -> Validity {
     let mut next: Vec<[u16; 256]> = Vec::new();
-    let mut acc = Vec::new();
     let mut todo: Vec<u16> = vec![0];
-    let mut seen = vec![false; 256];
-    if let Some(s) = seen.first_mut() {
-        *s = true;
-    }
-    let mut max = 0u16;
+    let mut seen = [false; 256];
+    seen[0] = true;
     while let Some(s) = todo.pop() {
-        for b in 0..=255u8 {
+        let mut row = [DEAD; 256];
+        for (b, slot) in (0..=255u8).zip(row.iter_mut()) {
             let t = step(s, b);
-            if t != DEAD
-                && let Some(slot) = seen.get_mut(usize::from(t))
-                && !*slot
+            *slot = t;
+            if let Some(flag) = seen.get_mut(usize::from(t))
+                && !*flag
             {
-                *slot = true;
+                *flag = true;
                 todo.push(t);
             }
-            max = max.max(if t == DEAD { 0 } else { t });
         }
-        max = max.max(s);
-    }
-    for s in 0..=max {
-        let mut row = [DEAD; 256];
-        for (b, slot) in row.iter_mut().enumerate() {
-            *slot = step(s, u8::try_from(b).unwrap_or(0));
+        let s = usize::from(s);
+        if next.len() <= s {
+            next.resize(s + 1, [DEAD; 256]);
         }
-        next.push(row);
-        acc.push(accept(s));
+        if let Some(slot) = next.get_mut(s) {
+            *slot = row;
+        }
     }
-    Validity { next, accept: acc }
+    let accept = (0..next.len())
+        .map(|s| u16::try_from(s).is_ok_and(accept))
+        .collect();
+    Validity { next, accept }
 }
 
 // Binary paths: `/` then components, none empty, `.` or `..`, no control
