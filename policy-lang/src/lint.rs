@@ -5,6 +5,7 @@
 //! conservative versions that never warn about something that is fine.
 
 mod planted;
+mod websocket;
 
 use std::collections::HashMap;
 
@@ -132,6 +133,7 @@ pub fn lint(r: &Resolved) -> Diagnostics {
     }
     shadowing(r, &mut d);
     planted::planted(r, &mut d);
+    websocket::covered_upgrades(r, &mut d);
     d
 }
 

@@ -284,3 +284,42 @@ fn body_limit_sets_the_message_limit() {
     let d = text(&ev, RT, "/x", "12345678");
     assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
 }
+
+/// W0111 names an upgrade the evaluator refuses for the credential, and
+/// stays quiet where the upgrade goes through without it.
+#[test]
+fn the_covered_upgrade_warning_names_a_refused_upgrade() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/diagnostics/websocket-credential.policy"
+    ))
+    .expect("fixture");
+    let path = std::env::temp_dir().join(format!("osp-w0111-{}.policy", std::process::id()));
+    std::fs::write(&path, &text).expect("temp file");
+    let (checked, bundle) = policy_lang::load::compile_file(&path, None).expect("compiles");
+    let ev = Evaluator::new(bundle.expect("a bundle"));
+    let mut warned = Vec::new();
+    for d in checked.diagnostics.iter().filter(|d| d.code.id == "W0111") {
+        let target = d
+            .message
+            .split("`GET ")
+            .nth(1)
+            .and_then(|rest| rest.split('`').next())
+            .expect("the message names the upgrade");
+        let host = if d.message.contains("`realtime`") {
+            RT
+        } else {
+            "stream.example.com"
+        };
+        let (_, up) = upgrade(&ev, host, target);
+        assert_eq!(up.decision, Verdict::Deny, "{host}{target}: {}", up.reason);
+        assert!(up.reason.contains("would be injected"), "{}", up.reason);
+        warned.push(host);
+    }
+    assert_eq!(warned, [RT, "stream.example.com"]);
+    let (_, quiet) = upgrade(&ev, API, "/ws");
+    assert_eq!(quiet.decision, Verdict::Allow, "{}", quiet.reason);
+    assert_eq!(quiet.credential, None);
+    let (_, outside) = upgrade(&ev, "stream.example.com", "/live");
+    assert_eq!(outside.decision, Verdict::Allow, "{}", outside.reason);
+}
