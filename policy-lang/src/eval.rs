@@ -592,22 +592,7 @@ impl Evaluator {
         host: Option<&str>,
         target: &str,
     ) -> Decision {
-        let d = self.judge(conn, host, "GET", target, Ask::Upgrade);
-        match &d.credential {
-            // The server's messages after the upgrade reach the workload
-            // unscrubbed (the proxy scrubs HTTP responses only), so a
-            // server that echoes the secret would hand it over: refused,
-            // in audit mode too, rather than injected.
-            Some(name) if d.decision != Verdict::Deny => Decision {
-                decision: Verdict::Deny,
-                reason: format!(
-                    "GET {target}: credential `{name}` would be injected into this WebSocket upgrade, and the server's messages after it are not scrubbed of the secret; narrow the credential's `hosts`, `methods` or `paths` so that it does not cover the upgrade"
-                ),
-                credential: None,
-                ..d
-            },
-            _ => d,
-        }
+        self.judge(conn, host, "GET", target, Ask::Upgrade)
     }
 
     /// One complete client message after an allowed upgrade of `target`:

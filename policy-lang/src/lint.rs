@@ -5,7 +5,6 @@
 //! conservative versions that never warn about something that is fine.
 
 mod planted;
-mod websocket;
 
 use std::collections::HashMap;
 
@@ -133,7 +132,6 @@ pub fn lint(r: &Resolved) -> Diagnostics {
     }
     shadowing(r, &mut d);
     planted::planted(r, &mut d);
-    websocket::covered_upgrades(r, &mut d);
     d
 }
 

@@ -313,11 +313,6 @@ pub fn build(
         )
     });
     let (ws_allow, ws_audit) = ws.unwrap_or((FALSE, FALSE));
-    // An upgrade a credential would be injected into is refused, in audit
-    // mode too (the server's messages could echo the secret), and its
-    // messages with it (`Evaluator::decide_upgrade`).
-    let ws_allow = and([ws_allow, not(cred_get.clone())]);
-    let ws_audit = and([ws_audit, not(cred_get.clone())]);
     let allow = defs.define(
         format!("{prefix}.allow"),
         or([and([http_kind.clone(), allow_http]), ws_allow]),
@@ -332,11 +327,17 @@ pub fn build(
         });
         cred_binding(dom, c, methods)
     }));
-    // Nothing is injected into an upgrade (one a credential covers is
-    // refused above) or a message.
+    // The upgrade carries the credential, and its messages ride on it.
     let inject = defs.define(
         format!("{prefix}.inject"),
-        and([allow.clone(), inspected.clone(), http_kind, cred_match]),
+        and([
+            allow.clone(),
+            inspected.clone(),
+            or([
+                and([http_kind.clone(), cred_match]),
+                and([not(http_kind), cred_get]),
+            ]),
+        ]),
     );
     let cred_hosts: Vec<u32> = t
         .credentials

@@ -7,8 +7,7 @@
 //!
 //! - the upgrade is a `GET` judged by the websocket endpoints' REST rules
 //!   (other endpoints on the path take no part); no websocket endpoint on
-//!   the path refuses it, and so does a credential that covers it
-//!   (`crate::model` adds that: nothing is injected into an upgrade);
+//!   the path refuses it;
 //! - a message is judged only after an upgrade that is let through
 //!   (allowed or audited), on the same path and query;
 //! - a text message by the `WEBSOCKET_TEXT` rules;

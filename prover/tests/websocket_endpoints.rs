@@ -1,10 +1,10 @@
 //! WebSocket endpoints: the prover models the upgrade and the client
 //! messages after it (text, binary, over the limit) as request kinds only
-//! websocket endpoints judge, so a new text message or a newly allowed
-//! upgrade on a host a credential is bound to is a widening whose witness
-//! replays through `eval --websocket` / `--websocket-text`, an upgrade a
-//! credential covers is refused on both sides, and an unchanged or
-//! narrowed endpoint is certified. GraphQL-over-WebSocket messages are not modelled: a change
+//! websocket endpoints judge, so a new text message, a newly allowed
+//! upgrade or a binary message on a credentialed connection is a widening
+//! whose witness replays through `eval --websocket` / `--websocket-text`
+//! / `--websocket-binary`, and an unchanged or narrowed endpoint is
+//! certified. GraphQL-over-WebSocket messages are not modelled: a change
 //! to a policy with one is never certified.
 
 mod support;
@@ -15,22 +15,17 @@ use prover::websocket::Probe;
 use prover::{Finding, Report, Verdict};
 use support::*;
 
-/// Bound to the host for its REST API: an upgrade it covered would be
-/// refused (`credentialed_upgrades_are_refused_on_both_sides`), so the
-/// WebSocket paths stay outside it, as they must for a credentialed host
-/// to take WebSocket traffic at all.
 const CREDENTIAL: &str = r#"
   credential rt_token {
     secret env RT_TOKEN
     placeholder env RT_TOKEN
     inject header Authorization "Bearer {secret}"
     hosts realtime.example.com
-    paths /api/**
   }
 "#;
 
 /// A policy with one endpoint on `realtime.example.com` (a credential
-/// bound to that host) of this kind and these rule lines.
+/// bound to it) of this kind and these rule lines.
 fn endpoint(kind: &str, rules: &str) -> Bundle {
     compile(&policy(&format!(
         "{CREDENTIAL}\n  allow /usr/bin/agent -> realtime.example.com:443 {kind} {{\n{rules}\n  }}"
@@ -152,10 +147,9 @@ fn rest_to_websocket_on_one_path_widens_by_upgrades() {
 
 #[test]
 fn websocket_to_rest_on_one_path_widens_by_plain_requests() {
-    let websocket = ws("    allow GET /api/**");
-    let rest = endpoint("http", "    allow GET /api/**");
-    // A plain GET on the websocket endpoint's path is refused; on the REST
-    // one it passes with the credential.
+    let websocket = ws("    allow GET /v1/**");
+    let rest = endpoint("http", "    allow GET /v1/**");
+    // A plain GET on the websocket endpoint's path is refused.
     let r = diff_bundles(&websocket, &rest);
     assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
     for f in &r.findings {
@@ -170,38 +164,16 @@ fn websocket_to_rest_on_one_path_widens_by_plain_requests() {
 }
 
 #[test]
-fn credentialed_upgrades_are_refused_on_both_sides() {
-    // A credential that covers the upgrade: the evaluator refuses the
-    // upgrade (the server's messages are not scrubbed), with or without
-    // `uninspected_credentials`, so neither direction gains anything.
-    let covering = r#"
-  credential rt_token {
-    secret env RT_TOKEN
-    placeholder env RT_TOKEN
-    inject header Authorization "Bearer {secret}"
-    hosts realtime.example.com
-  }
-"#;
-    let with = |options: &str| {
-        compile(&policy(&format!(
-            "{covering}\n  allow /usr/bin/agent -> realtime.example.com:443 websocket {options} {{\n    allow * /v1/**\n  }}"
-        )))
-    };
-    let (old, new) = (with(""), with("uninspected_credentials"));
-    assert_eq!(diff_bundles(&old, &new).verdict, Verdict::NoNewAccess);
-    assert_eq!(diff_bundles(&new, &old).verdict, Verdict::NoNewAccess);
-    // From nothing to such an endpoint: no upgrade passes either.
-    let none = compile(&policy(covering));
-    assert_eq!(diff_bundles(&none, &new).verdict, Verdict::NoNewAccess);
-}
-
-#[test]
-fn binary_messages_pass_where_no_credential_covers_the_upgrade() {
+fn binary_messages_on_a_credentialed_upgrade_follow_uninspected_credentials() {
     let old = ws("    allow GET /v1/**");
-    let new = ws("    allow GET /v1/**\n    allow WEBSOCKET_TEXT /v1/**");
-    let r = assert_widened_by(&old, &new, "text");
-    // Binary messages were relayed before as after: never a finding.
-    assert!(of_kind(&r, "binary").is_empty(), "{r:#?}");
+    let new = endpoint("websocket uninspected_credentials", "    allow GET /v1/**");
+    let r = assert_widened_by(&old, &new, "binary");
+    let f = of_kind(&r, "binary");
+    let f = f.first().unwrap_or_else(|| panic!("{r:#?}"));
+    assert_eq!(f.witness.probe(), Some(Probe::Binary(1)));
+    // And back: no new access.
+    let r = diff_bundles(&new, &old);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
 }
 
 #[test]

@@ -260,13 +260,36 @@ fn real_clients_get_allowed_messages_through_and_denied_ones_closed_with_1008() 
     assert_eq!(s404["policy"], Value::Null, "{s404}");
     assert!(s.seen().iter().any(|e| e["event"] == "refused"));
 
-    // An upgrade that a credential would be injected into is refused: the
-    // server's messages after it would reach the workload unscrubbed. The
-    // server never sees it, nor the secret.
-    steps.refused("credentialed-text", 403, "policy_denied");
-    steps.refused("credentialed-binary", 403, "policy_denied");
-    assert!(s.opened("/stream/text").is_none());
-    assert!(s.opened("/stream/binary").is_none());
+    // The credential is injected into the upgrade; text passes, binary
+    // (which nothing could check for the secret) does not.
+    assert_eq!(
+        steps.get("credentialed-text")["received"],
+        serde_json::json!(["echo:hi"])
+    );
+    let open = s.opened("/stream/text").unwrap();
+    assert_eq!(open["authorization"], format!("Bearer {SECRET}"));
+    steps.closed("credentialed-binary", 1008);
+    assert_eq!(s.messages("/stream/binary"), Vec::<String>::new());
+
+    // A server that echoes the injected header: every message (whole,
+    // in fragments, binary) and the close reason reach the client with
+    // the secret replaced.
+    let reflect = steps.get("credentialed-reflect");
+    let hex = |t: &str| t.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+    assert_eq!(
+        reflect["received"],
+        serde_json::json!([
+            "auth=Bearer openshell-redacted",
+            "frag=Bearer openshell-redacted",
+            hex("Bearer openshell-redacted"),
+        ]),
+        "{reflect}\n{}",
+        steps.context
+    );
+    assert_eq!(reflect["close"], 4000, "{reflect}");
+    assert_eq!(reflect["reason"], "", "{reflect}");
+    let open = s.opened("/stream/reflect").unwrap();
+    assert_eq!(open["authorization"], format!("Bearer {SECRET}"));
 
     // GraphQL over WebSocket with gql: query and subscription allowed,
     // the mutation closed before the server saw it.
@@ -292,8 +315,8 @@ fn real_clients_get_allowed_messages_through_and_denied_ones_closed_with_1008() 
         "{seen:?}"
     );
 
-    // One deny line per denied message or upgrade, naming its kind; the
-    // GraphQL one names the operation.
+    // One deny line per denied message, naming its kind; the GraphQL one
+    // names the operation.
     let http = http_lines(&log);
     let denied: Vec<&&Value> = http.iter().filter(|l| l["action"] == "Denied").collect();
     assert!(
@@ -302,9 +325,7 @@ fn real_clients_get_allowed_messages_through_and_denied_ones_closed_with_1008() 
         "{denied:#?}"
     );
     assert!(
-        denied
-            .iter()
-            .any(|l| method_of(l) == "GET" && l["http_request"]["url"]["path"] == "/stream/text"),
+        denied.iter().any(|l| method_of(l) == "WEBSOCKET_BINARY"),
         "{denied:#?}"
     );
     assert!(

@@ -174,29 +174,13 @@ pub fn replay_decision(
             (d, c)
         }
         Some(pr) => {
-            // No credential is ever injected into an upgrade (one that a
-            // credential covers is refused), so a WebSocket widening is
-            // credentialed when it reaches a host a credential is bound to.
             let d = pr.decide(ev, req);
-            let c = let_through(&d) && credential_host(ev, req);
+            let c = if pr.is_message() {
+                let_through(&d) && ev.eval_websocket(req, None).credential.is_some()
+            } else {
+                d.credential.is_some()
+            };
             (d, c)
         }
     }
-}
-
-/// Whether some credential of the evaluator's bundle is bound to the
-/// request's host.
-fn credential_host(ev: &policy_lang::eval::Evaluator, req: &policy_lang::eval::Request) -> bool {
-    let Some(h) = req
-        .host
-        .as_deref()
-        .and_then(|h| policy_lang::matcher::normalize_host(h).ok())
-    else {
-        return false;
-    };
-    ev.bundle()
-        .enforcement
-        .credentials
-        .iter()
-        .any(|c| c.hosts.iter().any(|p| p.matches(&h)))
 }

@@ -156,7 +156,7 @@ pub(super) async fn send_upgrade(
     injected: Option<Injected>,
     offer: &Offer,
     info: &RequestInfo<'_>,
-) -> (Response<ProxyBody>, Option<OnUpgrade>) {
+) -> (Response<ProxyBody>, Option<Switched>) {
     let upstream_error =
         |e: String| Refusal::new(StatusCode::BAD_GATEWAY, "upstream_error", e).respond(st, info);
     let mut sender = match connect(st).await {
@@ -179,12 +179,24 @@ pub(super) async fn send_upgrade(
     parts.extensions.remove::<hyper::ext::ReasonPhrase>();
     strip_hop_by_hop(&mut parts.headers);
     handshake::prepare_switch(&mut parts.headers);
-    if let Some(inj) = injected {
+    let secret = injected.map(|inj| {
         let forms = SecretForms::new(inj.secret.expose().as_bytes());
         scrub::scrub_headers(&mut parts.headers, &forms, inj.replacement.as_bytes());
-    }
+        (forms, inj.replacement.into_bytes())
+    });
     let body: ProxyBody = super::respond::full(Vec::new());
-    (Response::from_parts(parts, body), Some(upgrade))
+    (
+        Response::from_parts(parts, body),
+        Some(Switched { upgrade, secret }),
+    )
+}
+
+/// A `101` relayed: the server's side of the connection, and the forms of
+/// the secret the upgrade carried (with their replacement), which its
+/// messages must be scrubbed of.
+pub(super) struct Switched {
+    pub upgrade: OnUpgrade,
+    pub secret: Option<(SecretForms, Vec<u8>)>,
 }
 
 /// A content or transfer coding other than `identity` (and `chunked`,

@@ -51,6 +51,32 @@ def client_step(name, host, path, sends, **options):
         out(step=name, error=repr(e), received=got)
 
 
+def reflect_step(name, host, path):
+    """Sends `reflect`, then reads until the server closes: the messages
+    (binary as hex) and the close's code and reason."""
+    got = []
+
+    async def run():
+        async with connect(f"wss://{host}:{PORT}{path}", open_timeout=20,
+                           ssl=ssl.create_default_context()) as ws:
+            await ws.send("reflect")
+            try:
+                while True:
+                    r = await asyncio.wait_for(ws.recv(), 20)
+                    got.append(r if isinstance(r, str) else r.hex())
+            except ConnectionClosed as e:
+                return e.rcvd.code if e.rcvd else None, e.rcvd.reason if e.rcvd else None
+
+    try:
+        close, reason = asyncio.run(run())
+        out(step=name, status=101, received=got, close=close, reason=reason)
+    except InvalidStatus as e:
+        out(step=name, status=e.response.status_code,
+            policy=e.response.headers.get("x-openshell-policy"), received=got)
+    except Exception as e:
+        out(step=name, error=repr(e), received=got)
+
+
 def gql_step(name, query, subscribe=False):
     from gql import Client, gql
     from gql.transport.websockets import WebsocketsTransport
@@ -181,6 +207,7 @@ if GROUP == "clients":
     client_step("server-refuses", "rt.test", "/v1/realtime/missing", ["never"])
     client_step("credentialed-text", "cred.test", "/stream/text", ["hi"])
     client_step("credentialed-binary", "cred.test", "/stream/binary", [b"\x00\x01"])
+    reflect_step("credentialed-reflect", "cred.test", "/stream/reflect")
 
     gql_step("gql-query", "query Viewer { viewer { login } }")
     gql_step("gql-subscription", "subscription Added { messageAdded }", subscribe=True)

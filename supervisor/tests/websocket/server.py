@@ -8,7 +8,10 @@ binary as hex), `close` (path, the close code it received).
 
 Under `/graphql` it speaks graphql-transport-ws: `connection_init` gets an
 ack, `ping` a pong, `subscribe` one `next` (two for a subscription) and
-`complete`; it executes nothing, it only records. It answers an upgrade
+`complete`; it executes nothing, it only records. Under `/stream/reflect`
+a message `reflect` gets the Authorization header back: in a text
+message, in a text message of three fragments, in a binary message, and
+in the reason of its close (4000). It answers an upgrade
 to `/v1/realtime/missing` with a plain 404. Elsewhere it echoes
 every message back, text as `echo:TEXT`. It offers permessage-deflate
 like any default server: an offer that reached it would be accepted.
@@ -64,6 +67,12 @@ async def handler(ws):
                 rec(event="binary", path=path, data=msg.hex())
             if path.startswith("/graphql"):
                 await graphql(ws, msg)
+            elif path.startswith("/stream/reflect") and msg == "reflect":
+                auth = ws.request.headers.get("Authorization") or ""
+                await ws.send("auth=" + auth)
+                await ws.send(iter(["frag=", auth[:12], auth[12:]]))
+                await ws.send(auth.encode())
+                await ws.close(4000, "bye " + auth)
             elif isinstance(msg, str):
                 await ws.send("echo:" + msg)
             else:

@@ -119,6 +119,16 @@ fn read_header(buf: &[u8]) -> Option<(Header, u8, bool)> {
 /// The header of a client frame at the start of `buf`, checked; `Ok(None)`
 /// when `buf` does not hold a whole header yet.
 pub(super) fn client_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
+    checked_header(buf, true)
+}
+
+/// The header of a server frame at the start of `buf`, checked as a
+/// client's is, except that it must not be masked (RFC 6455 §5.1).
+pub(super) fn server_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
+    checked_header(buf, false)
+}
+
+fn checked_header(buf: &[u8], masked: bool) -> Result<Option<Header>, Violation> {
     let Some((h, rsv, minimal)) = read_header(buf) else {
         return Ok(None);
     };
@@ -127,8 +137,12 @@ pub(super) fn client_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
             "reserved bits set: no extension was negotiated",
         ));
     }
-    if h.mask.is_none() {
-        return Err(Violation::protocol("client frames must be masked"));
+    if h.mask.is_some() != masked {
+        return Err(Violation::protocol(if masked {
+            "client frames must be masked"
+        } else {
+            "server frames must not be masked"
+        }));
     }
     if !matches!(
         h.opcode,

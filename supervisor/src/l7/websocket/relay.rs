@@ -9,6 +9,8 @@
 //!
 //! Server → client: bytes relayed unjudged; the frames are only measured,
 //! so that a close the proxy sends the client lands between two of them.
+//! After an upgrade that carried a secret, every server message is read
+//! whole and scrubbed of it instead ([`super::scrubbed`]).
 //!
 //! The proxy ends the connection itself with a close frame to both sides:
 //! 1002 for a frame it will not read (unmasked, reserved bits or opcode,
@@ -28,6 +30,7 @@ use tokio::time::Instant;
 use super::frame::{
     self, Header, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, Violation, close,
 };
+use super::scrubbed::{self, Scrubbing};
 
 /// A message begun must be complete within these: a client cannot hold
 /// the proxy's buffer open by trickling fragments (as OpenShell).
@@ -119,12 +122,14 @@ impl Limits {
 }
 
 /// Relays an upgraded connection until either side ends it, or the proxy
-/// does. `revoked` resolves when a reload no longer allows the connection.
+/// does. `revoked` resolves when a reload no longer allows the connection;
+/// `scrub` is the secret the upgrade carried, if any.
 pub(in crate::l7) async fn relay<C, U, J, F>(
     client: C,
     upstream: U,
     mut judge: J,
     limits: Limits,
+    scrub: Option<Scrubbing>,
     revoked: F,
 ) -> End
 where
@@ -136,7 +141,14 @@ where
     let (mut client_rd, client_wr) = tokio::io::split(client);
     let (upstream_rd, mut upstream_wr) = tokio::io::split(upstream);
     let (inject, injected) = oneshot::channel::<Vec<u8>>();
-    let down = server_to_client(upstream_rd, client_wr, injected);
+    let down = async {
+        match scrub {
+            Some(scrub) => {
+                scrubbed::server_to_client(upstream_rd, client_wr, injected, scrub).await;
+            }
+            None => server_to_client(upstream_rd, client_wr, injected).await,
+        }
+    };
     let up = async {
         let end = client_to_server(
             &mut client_rd,

@@ -54,14 +54,45 @@ struct Harness {
 }
 
 fn start(limits: Limits) -> Harness {
+    start_with(limits, None)
+}
+
+const SECRET: &[u8] = b"sk-live-0123456789abcdef";
+
+/// A relay after an upgrade that carried `SECRET`.
+fn start_scrubbing(limit: usize) -> Harness {
+    let scrub = Scrubbing {
+        forms: crate::l7::forms::SecretForms::new(SECRET),
+        replacement: b"PLACEHOLDER".to_vec(),
+        limit,
+    };
+    start_with(limits(), Some(scrub))
+}
+
+fn unmasked(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = encode(opcode, payload, None);
+    if !fin {
+        f[0] &= 0x7f;
+    }
+    f
+}
+
+fn start_with(limits: Limits, scrub: Option<Scrubbing>) -> Harness {
     let (client, proxy_client) = duplex(1 << 20);
     let (proxy_server, server) = duplex(1 << 20);
     let (revoke, revoked) = tokio::sync::oneshot::channel::<()>();
-    let relay = tokio::spawn(relay(proxy_client, proxy_server, judge, limits, async {
-        if revoked.await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }));
+    let relay = tokio::spawn(relay(
+        proxy_client,
+        proxy_server,
+        judge,
+        limits,
+        scrub,
+        async {
+            if revoked.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        },
+    ));
     Harness {
         client,
         server,
@@ -314,4 +345,111 @@ async fn the_close_handshake_passes_both_ways() {
     assert_eq!((op, masked, close_code(&payload)), (OP_CLOSE, true, 1000));
     drop(h.server);
     assert_eq!(h.relay.await.unwrap(), End::ClientClosed);
+}
+
+#[tokio::test]
+async fn after_a_credentialed_upgrade_the_servers_messages_reach_the_client_scrubbed() {
+    let mut h = start_scrubbing(1024);
+    let echoed = [b"token=".as_slice(), SECRET, b";"].concat();
+    // Split inside the secret, a ping between the fragments.
+    h.server
+        .write_all(&unmasked(false, OP_TEXT, &echoed[..10]))
+        .await
+        .unwrap();
+    h.server
+        .write_all(&unmasked(true, OP_PING, SECRET))
+        .await
+        .unwrap();
+    h.server
+        .write_all(&unmasked(true, OP_CONTINUATION, &echoed[10..]))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.client).await,
+        Some((OP_PING, false, b"PLACEHOLDER".to_vec()))
+    );
+    assert_eq!(
+        read_frame(&mut h.client).await,
+        Some((OP_TEXT, false, b"token=PLACEHOLDER;".to_vec()))
+    );
+    // A binary message holding the secret hex-encoded, one without it
+    // unchanged.
+    let hex: String = SECRET.iter().map(|b| format!("{b:02x}")).collect();
+    h.server
+        .write_all(&unmasked(true, OP_BINARY, hex.as_bytes()))
+        .await
+        .unwrap();
+    h.server
+        .write_all(&unmasked(true, OP_BINARY, &[0, 1, 2]))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.client).await,
+        Some((OP_BINARY, false, b"PLACEHOLDER".to_vec()))
+    );
+    assert_eq!(
+        read_frame(&mut h.client).await,
+        Some((OP_BINARY, false, vec![0, 1, 2]))
+    );
+    // A close whose reason holds the secret keeps only its code.
+    let mut close = 4000_u16.to_be_bytes().to_vec();
+    close.extend_from_slice(SECRET);
+    h.server
+        .write_all(&unmasked(true, OP_CLOSE, &close))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.client).await,
+        Some((OP_CLOSE, false, 4000_u16.to_be_bytes().to_vec()))
+    );
+}
+
+#[tokio::test]
+async fn a_server_message_too_large_to_scrub_or_a_masked_frame_ends_the_connection() {
+    let mut h = start_scrubbing(16);
+    h.server
+        .write_all(&unmasked(false, OP_TEXT, &[b'a'; 10]))
+        .await
+        .unwrap();
+    h.server
+        .write_all(&unmasked(true, OP_CONTINUATION, &[b'a'; 7]))
+        .await
+        .unwrap();
+    let (op, _, payload) = read_frame(&mut h.client).await.unwrap();
+    assert_eq!(
+        (op, close_code(&payload)),
+        (OP_CLOSE, close::MESSAGE_TOO_BIG)
+    );
+    assert_eq!(read_frame(&mut h.client).await, None);
+
+    let mut h = start_scrubbing(1024);
+    h.server
+        .write_all(&encode(OP_TEXT, SECRET, Some([1, 2, 3, 4])))
+        .await
+        .unwrap();
+    let (op, _, payload) = read_frame(&mut h.client).await.unwrap();
+    assert_eq!(
+        (op, close_code(&payload)),
+        (OP_CLOSE, close::PROTOCOL_ERROR)
+    );
+    assert_eq!(read_frame(&mut h.client).await, None);
+}
+
+#[tokio::test]
+async fn while_scrubbing_the_proxys_close_still_reaches_both_sides() {
+    let mut h = start_scrubbing(1024);
+    h.server
+        .write_all(&unmasked(true, OP_TEXT, b"before"))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut h.client).await,
+        Some((OP_TEXT, false, b"before".to_vec()))
+    );
+    h.client
+        .write_all(&masked(true, OP_TEXT, b"deny"))
+        .await
+        .unwrap();
+    let end = closed_with(h, close::POLICY_VIOLATION).await;
+    assert_eq!(end, End::Denied("`deny` denied".into()));
 }

@@ -18,6 +18,7 @@ use policy_lang::eval::{Verdict, WsClientMessage};
 
 use super::handshake;
 use super::relay::{self, End, Judged, Limits, Message};
+use super::scrubbed::Scrubbing;
 use crate::l7::body::UpstreamBody;
 use crate::l7::forward;
 use crate::l7::request::{NamedHost, Scope, check, decide_scope, prepare};
@@ -77,10 +78,16 @@ pub(in crate::l7) async fn upgrade(
             Err(refusal) => return refusal.respond(st, &info),
         };
     handshake::prepare_request(req.headers_mut());
-    let (resp, server_side) = forward::send_upgrade(st, req, injected, &offer, &info).await;
-    let Some(server_side) = server_side else {
+    let (resp, switched) = forward::send_upgrade(st, req, injected, &offer, &info).await;
+    let Some(switched) = switched else {
         return resp;
     };
+    let server_side = switched.upgrade;
+    let scrub = switched.secret.map(|(forms, replacement)| Scrubbing {
+        forms,
+        replacement,
+        limit: ws.message_limit,
+    });
     let judge = MessageJudge {
         st: Arc::clone(st),
         named,
@@ -105,6 +112,7 @@ pub(in crate::l7) async fn upgrade(
             TokioIo::new(server),
             judge,
             Limits::new(ws.message_limit),
+            scrub,
             revoked,
         )
         .await;

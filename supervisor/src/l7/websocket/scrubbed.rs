@@ -1,0 +1,196 @@
+//! Server → client after an upgrade that carried a secret.
+//!
+//! The server's frames are read whole and checked as a client's are
+//! (unmasked here), the fragments of a data message joined up to the
+//! endpoint's message limit, and each message goes to the client as one
+//! frame with every form of the secret replaced ([`SecretForms`], as HTTP
+//! responses are scrubbed). A ping or pong payload is scrubbed and cut to
+//! what a control frame holds; a close whose reason held the secret keeps
+//! its code and loses the reason.
+//!
+//! A message is scrubbed on its own, as the client reads it: a server
+//! that spread the secret over two messages would get it through, which
+//! no server that echoes what it was sent does. A server frame the proxy
+//! will not read, or a message over the limit, ends the connection with
+//! the close of the client direction's codes (1002, 1007, 1009).
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+use super::frame::{
+    self, Header, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, Violation,
+};
+use crate::l7::forms::SecretForms;
+
+/// What to take out of the server's messages, and the largest message
+/// assembled to do it.
+pub(in crate::l7) struct Scrubbing {
+    pub forms: SecretForms,
+    pub replacement: Vec<u8>,
+    pub limit: usize,
+}
+
+/// A control frame's payload limit (RFC 6455 §5.5).
+const MAX_CONTROL: usize = 125;
+
+/// Relays the server's messages scrubbed; a close the proxy sends
+/// (`inject`) goes out between two of them and ends the direction.
+pub(super) async fn server_to_client<R, W>(
+    mut upstream: R,
+    mut client: W,
+    inject: oneshot::Receiver<Vec<u8>>,
+    scrub: Scrubbing,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut message: Option<(u8, Vec<u8>)> = None;
+    let mut inject = Some(inject);
+    'relay: loop {
+        loop {
+            let step = next_frame(&mut buf, message.as_ref(), scrub.limit)
+                .and_then(|f| f.map(|(h, p)| take(h, p, &mut message, &scrub)).transpose());
+            match step {
+                Ok(None) => break,
+                Ok(Some(None)) => {}
+                Ok(Some(Some(out))) => {
+                    if client.write_all(&out).await.is_err() {
+                        break 'relay;
+                    }
+                }
+                Err(v) => {
+                    let payload = frame::close_payload(v.code, &v.reason);
+                    let _ = client
+                        .write_all(&frame::encode(OP_CLOSE, &payload, None))
+                        .await;
+                    break 'relay;
+                }
+            }
+        }
+        tokio::select! {
+            got = async {
+                match inject.as_mut() {
+                    Some(rx) => rx.await.ok(),
+                    None => std::future::pending().await,
+                }
+            } => {
+                inject = None;
+                // Only whole frames were written: this is a boundary.
+                if let Some(close) = got {
+                    let _ = client.write_all(&close).await;
+                    break;
+                }
+            }
+            read = upstream.read_buf(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            },
+        }
+    }
+    let _ = client.flush().await;
+    let _ = client.shutdown().await;
+}
+
+/// The next whole server frame in `buf`, taken out of it.
+fn next_frame(
+    buf: &mut BytesMut,
+    message: Option<&(u8, Vec<u8>)>,
+    limit: usize,
+) -> Result<Option<(Header, BytesMut)>, Violation> {
+    let Some(h) = frame::server_header(buf)? else {
+        return Ok(None);
+    };
+    if !h.is_control() {
+        let have = message.map_or(0, |(_, m)| m.len());
+        let fits = usize::try_from(h.payload_len)
+            .ok()
+            .and_then(|n| n.checked_add(have))
+            .is_some_and(|n| n <= limit);
+        if !fits {
+            return Err(Violation::too_big(format!(
+                "a server message over the limit of {limit} bytes, which the proxy must read whole to scrub"
+            )));
+        }
+    }
+    let len = usize::try_from(h.payload_len)
+        .map_err(|_| Violation::too_big("frame too long"))?
+        .saturating_add(h.header_len);
+    if buf.len() < len {
+        buf.reserve(len - buf.len());
+        return Ok(None);
+    }
+    Ok(Some((h, buf.split_to(len).split_off(h.header_len))))
+}
+
+/// One server frame: the bytes to send the client, if any yet.
+fn take(
+    h: Header,
+    payload: BytesMut,
+    message: &mut Option<(u8, Vec<u8>)>,
+    scrub: &Scrubbing,
+) -> Result<Option<Vec<u8>>, Violation> {
+    match h.opcode {
+        OP_PING | OP_PONG => {
+            let mut body = scrubbed(scrub, payload.to_vec());
+            body.truncate(MAX_CONTROL);
+            Ok(Some(frame::encode(h.opcode, &body, None)))
+        }
+        OP_CLOSE => {
+            let body = if scrub.forms.found_in(&payload) {
+                payload.get(..2).unwrap_or_default().to_vec()
+            } else {
+                payload.to_vec()
+            };
+            Ok(Some(frame::encode(OP_CLOSE, &body, None)))
+        }
+        OP_TEXT | OP_BINARY => {
+            if message.is_some() {
+                return Err(Violation::protocol(
+                    "the server began a message before the last one ended",
+                ));
+            }
+            if h.fin {
+                return whole(scrub, h.opcode, payload.to_vec()).map(Some);
+            }
+            *message = Some((h.opcode, payload.to_vec()));
+            Ok(None)
+        }
+        OP_CONTINUATION => {
+            let Some((_, body)) = message.as_mut() else {
+                return Err(Violation::protocol(
+                    "a server continuation frame outside any message",
+                ));
+            };
+            body.extend_from_slice(&payload);
+            if !h.fin {
+                return Ok(None);
+            }
+            match message.take() {
+                Some((opcode, body)) => whole(scrub, opcode, body).map(Some),
+                None => Ok(None),
+            }
+        }
+        // `server_header` admits no other opcode.
+        _ => Err(Violation::protocol("reserved opcode")),
+    }
+}
+
+/// A complete message, scrubbed, as one frame.
+fn whole(scrub: &Scrubbing, opcode: u8, body: Vec<u8>) -> Result<Vec<u8>, Violation> {
+    let body = scrubbed(scrub, body);
+    if opcode == OP_TEXT && std::str::from_utf8(&body).is_err() {
+        return Err(Violation::invalid_payload(
+            "a server text message that is not UTF-8",
+        ));
+    }
+    Ok(frame::encode(opcode, &body, None))
+}
+
+fn scrubbed(scrub: &Scrubbing, body: Vec<u8>) -> Vec<u8> {
+    scrub
+        .forms
+        .replaced(&body, &scrub.replacement)
+        .unwrap_or(body)
+}
