@@ -1,6 +1,7 @@
 //! `eval` of a WebSocket upgrade and of client messages after it:
-//! `--websocket`, `ws://`/`wss://` URLs, `--websocket-text` and
-//! `--websocket-binary`, with the same JSON contract as every other `eval`.
+//! `--websocket`, `ws://`/`wss://` URLs, `--websocket-text`,
+//! `--websocket-text-file` and `--websocket-binary`, with the same JSON
+//! contract as every other `eval`.
 #![expect(clippy::unwrap_used, reason = "test harness")]
 
 mod common;
@@ -122,6 +123,38 @@ fn text_and_binary_messages() {
     ]);
     assert_eq!(v["decision"], "allow", "{v}");
     assert!(v["reason"].as_str().unwrap().contains("binary"), "{v}");
+
+    // A text message from a file: over the 4 MiB default limit, one too
+    // long for an argument (Linux caps one at 128 KiB).
+    let text = std::env::temp_dir().join(format!("osp-cli-ws-{}.txt", std::process::id()));
+    let url = "wss://realtime.example.com/v1/realtime/chat";
+    for (size, decision) in [(4 << 20, "allow"), ((4 << 20) + 1, "deny")] {
+        let mut t = b"hello".to_vec();
+        t.resize(size, b' ');
+        std::fs::write(&text, t).unwrap();
+        let v = eval(&[
+            "--url",
+            url,
+            "--websocket-text-file",
+            &text.display().to_string(),
+        ]);
+        assert_eq!(v["decision"], decision, "{size}: {v}");
+    }
+    std::fs::write(&text, [0xff_u8, 0xfe]).unwrap();
+    let p = policy();
+    let path = text.display().to_string();
+    let o = run(&[
+        "eval",
+        "--policy",
+        &p,
+        "--binary",
+        "/usr/bin/agent",
+        "--url",
+        url,
+        "--websocket-text-file",
+        &path,
+    ]);
+    assert_eq!(code(&o), 2);
 }
 
 #[test]

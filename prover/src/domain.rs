@@ -127,6 +127,7 @@ impl Domain {
                 let last = i + 1 == self.methods.len();
                 let ws = self
                     .ws
+                    .as_ref()
                     .is_some_and(|k| k.kind(u32::try_from(i).unwrap_or(u32::MAX)).is_some());
                 if ws {
                     return false;
@@ -245,18 +246,11 @@ impl Domain {
         while method_list.contains(&other) {
             other.push('X');
         }
-        let ws = crate::websocket::limit(bundles).map(|limit| {
-            let mut at = |name: &str| {
-                method_list.push(name.to_owned());
-                u32::try_from(method_list.len() - 1).unwrap_or(u32::MAX)
-            };
-            crate::websocket::Kinds {
-                upgrade: at(crate::websocket::UPGRADE),
-                text: at(crate::websocket::TEXT),
-                binary: at(crate::websocket::BINARY),
-                oversized: at(crate::websocket::OVERSIZED),
-                limit,
-            }
+        let sizes = crate::websocket::sizes(bundles);
+        let ws = (!sizes.is_empty()).then(|| {
+            let first = u32::try_from(method_list.len()).unwrap_or(u32::MAX);
+            method_list.extend(crate::websocket::Kinds::names(&sizes));
+            crate::websocket::Kinds::numbered(first, &sizes)
         });
         method_list.push(other);
         let path_valid: fn(&str) -> bool = if encoded_slash {

@@ -423,7 +423,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
 /// What the prover cannot see: endpoints of a protocol the model does not
 /// know (`calls::modelled`) judge requests by something the model does
 /// not represent, and so do websocket endpoints that read GraphQL over
-/// WebSocket or whose message limits differ (`websocket::unmodelled`). It
+/// WebSocket (`websocket::unmodelled`). It
 /// takes an endpoint of an unknown protocol to allow every request, so
 /// widenings at the connection and HTTP level are still found; of a diff,
 /// only a change that leaves every network table as it was (a filesystem

@@ -87,6 +87,11 @@ pub struct Witness {
     /// The text message (`eval --websocket-text`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub websocket_text: Option<String>,
+    /// The text message's length when it is padded with spaces to it
+    /// (the difference lies in a message limit; `eval
+    /// --websocket-text-file`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text_size: Option<usize>,
     /// The binary message's length, in zero bytes (`eval
     /// --websocket-binary`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -126,6 +131,7 @@ impl Witness {
             body_size: None,
             websocket: None,
             websocket_text: None,
+            text_size: None,
             binary_size: None,
         }
     }
@@ -148,7 +154,11 @@ impl Witness {
         );
         match probe {
             Probe::Upgrade => {}
-            Probe::Text(t) => self.websocket_text = Some(t.clone()),
+            Probe::Text(t) => {
+                let short = t.trim_end_matches(' ');
+                self.websocket_text = Some(short.to_owned());
+                self.text_size = (short.len() < t.len()).then_some(t.len());
+            }
             Probe::Binary(n) => self.binary_size = Some(*n),
         }
         self
@@ -158,7 +168,13 @@ impl Witness {
     pub fn probe(&self) -> Option<Probe> {
         match self.websocket.as_deref()? {
             "upgrade" => Some(Probe::Upgrade),
-            "text" => Some(Probe::Text(self.websocket_text.clone().unwrap_or_default())),
+            "text" => {
+                let mut t = self.websocket_text.clone().unwrap_or_default();
+                while t.len() < self.text_size.unwrap_or_default() {
+                    t.push(' ');
+                }
+                Some(Probe::Text(t))
+            }
             "binary" => Some(Probe::Binary(self.binary_size.unwrap_or_default())),
             _ => None,
         }
@@ -210,7 +226,12 @@ impl Witness {
         if let Some(probe) = self.probe() {
             return Some(match probe {
                 Probe::Upgrade => "--websocket".to_owned(),
-                Probe::Text(t) => format!("--websocket-text {}", shell_word(&t)),
+                Probe::Text(t) => match (&self.websocket_text, self.text_size) {
+                    (Some(short), Some(n)) => format!(
+                        "--websocket-text-file FILE (FILE: `{short}` padded with spaces to {n} bytes)"
+                    ),
+                    _ => format!("--websocket-text {}", shell_word(&t)),
+                },
                 Probe::Binary(n) => format!("--websocket-binary FILE (FILE: {n} zero bytes)"),
             });
         }

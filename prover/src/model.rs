@@ -298,11 +298,11 @@ pub fn build(
         ]),
     );
 
-    let http_kind = match dom.ws {
+    let http_kind = match &dom.ws {
         Some(k) => not(lit(Lit::Method(ids(k.all())))),
         None => crate::formula::T,
     };
-    let ws = dom.ws.map(|k| {
+    let ws = dom.ws.as_ref().map(|k| {
         ws_verdict(
             prefix,
             k,
@@ -499,6 +499,8 @@ struct WsPart {
     /// A binary message is refused: the upgrade carried a credential no
     /// matched route via this endpoint accepts uninspected.
     binary_refused: F,
+    /// Its message limit: a longer message is refused.
+    limit: usize,
 }
 
 /// REST rules of `rs` that hold `method`, as formulas over path and query.
@@ -556,6 +558,7 @@ fn ws_part(
         text_deny,
         text_allow,
         binary_refused: and([part.clone(), cred_get.clone(), not(accepts)]),
+        limit: ep.effective_body_limit(),
     }
 }
 
@@ -564,7 +567,7 @@ fn ws_part(
 /// one the proxy inspects.
 fn ws_verdict(
     prefix: &str,
-    k: crate::websocket::Kinds,
+    k: &crate::websocket::Kinds,
     parts: &[WsPart],
     l4: &F,
     l7: &F,
@@ -598,28 +601,37 @@ fn ws_verdict(
         or(parts.iter().map(|p| p.text_deny.clone())),
         or(parts.iter().map(|p| p.text_allow.clone())),
     );
-    let binary_ok = and([
-        any.clone(),
-        not(or(parts.iter().map(|p| p.binary_refused.clone()))),
-    ]);
-    let allow = or([
+    let text_ok = defs.define(format!("{prefix}.ws.text"), text_ok);
+    let text_audit = defs.define(format!("{prefix}.ws.text_audit"), text_audit);
+    let binary_ok = defs.define(
+        format!("{prefix}.ws.binary"),
         and([
-            kind(k.upgrade),
-            or([l4.clone(), and([l7.clone(), up_ok.clone()])]),
+            any.clone(),
+            not(or(parts.iter().map(|p| p.binary_refused.clone()))),
         ]),
-        and([
-            kind(k.text),
-            or([l4.clone(), and([l7.clone(), up_ok.clone(), text_ok])]),
-        ]),
-        and([
-            kind(k.binary),
-            or([l4.clone(), and([l7.clone(), up_ok.clone(), binary_ok])]),
-        ]),
-        and([kind(k.oversized), l4.clone()]),
-    ]);
-    let audit = or([
-        and([kind(k.upgrade), l7.clone(), up_audit]),
-        and([kind(k.text), l7.clone(), up_ok, text_audit]),
-    ]);
-    (allow, audit)
+    );
+    let mut allow = vec![and([
+        kind(k.upgrade),
+        or([l4.clone(), and([l7.clone(), up_ok.clone()])]),
+    ])];
+    let mut audit = vec![and([kind(k.upgrade), l7.clone(), up_audit])];
+    for class in &k.classes {
+        // Refused, whatever the mode, by a taking-part endpoint whose
+        // limit it exceeds.
+        let fits = not(or(parts
+            .iter()
+            .filter(|p| p.limit < class.size)
+            .map(|p| p.part.clone())));
+        let inspected = and([l7.clone(), up_ok.clone(), fits]);
+        allow.push(and([
+            kind(class.text),
+            or([l4.clone(), and([inspected.clone(), text_ok.clone()])]),
+        ]));
+        allow.push(and([
+            kind(class.binary),
+            or([l4.clone(), and([inspected.clone(), binary_ok.clone()])]),
+        ]));
+        audit.push(and([kind(class.text), inspected, text_audit.clone()]));
+    }
+    (or(allow), or(audit))
 }

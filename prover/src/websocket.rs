@@ -14,62 +14,105 @@
 //! - a binary message is relayed unless the upgrade carried a credential
 //!   (`GET` on the path) and no matched route via the endpoint accepts
 //!   uninspected credentials;
-//! - a message over the message limit is refused;
+//! - a message over the message limit of an endpoint that takes part is
+//!   refused (the proxy relays under the smallest);
 //! - a connection relayed at L4 carries anything.
+//!
+//! Messages come in size classes, one per message limit of the bundles'
+//! websocket endpoints: a message one byte over each limit, and a small
+//! one. Two messages of the same class are refused by the same endpoints,
+//! and what else decides a message (its kind, the upgrade's path and
+//! query) does not depend on its size, so the classes stand for every
+//! size: a limit raised from 1 KiB to 4 KiB shows as a message of 1,025
+//! bytes let through.
 //!
 //! Text messages on an endpoint with GraphQL rules or a registry
 //! (GraphQL over WebSocket) are not modelled (the model takes them as
-//! allowed), nor websocket endpoints of differing message limits (the
-//! model takes the largest as the one limit, so a message under it is
-//! judged by the rules everywhere): `unmodelled` says so and the engine
-//! does not certify such a change.
+//! allowed): `unmodelled` says so and the engine does not certify such a
+//! change.
 
 use policy_lang::bundle::{Bundle, L7Endpoint, L7Protocol};
 
-/// Names of the kinds in the method dimension: not HTTP method tokens, so
-/// no request can carry them.
+/// Name of the upgrade in the method dimension: not an HTTP method token,
+/// so no request can carry it (nor the message kinds' names).
 pub const UPGRADE: &str = "(websocket upgrade)";
-pub const TEXT: &str = "(websocket text message)";
-pub const BINARY: &str = "(websocket binary message)";
-pub const OVERSIZED: &str = "(websocket message over the limit)";
 
-/// The method atoms of the WebSocket kinds, and the one message limit of
-/// every websocket endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The method atoms of the WebSocket kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kinds {
     pub upgrade: u32,
+    /// Ascending by size; the last is over every limit.
+    pub classes: Vec<SizeClass>,
+}
+
+/// A text and a binary message of one size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeClass {
     pub text: u32,
     pub binary: u32,
-    pub oversized: u32,
-    /// The message limit of every websocket endpoint (the largest when
-    /// they differ, which `unmodelled` reports: a message over it is
-    /// refused by each of them).
-    pub limit: usize,
+    pub size: usize,
 }
 
 /// What a point of the method dimension asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Upgrade,
-    Text,
-    Binary,
-    /// A binary message one byte over the limit.
-    Oversized,
+    /// A text message of this many bytes.
+    Text(usize),
+    /// A binary message of this many bytes.
+    Binary(usize),
 }
 
 impl Kinds {
+    /// The method dimension's names of the kinds, in the order their atoms
+    /// are given out: the upgrade, then each class's text and binary.
+    pub fn names(sizes: &[usize]) -> Vec<String> {
+        std::iter::once(UPGRADE.to_owned())
+            .chain(sizes.iter().flat_map(|n| {
+                [
+                    format!("(websocket text message, {n} bytes)"),
+                    format!("(websocket binary message, {n} bytes)"),
+                ]
+            }))
+            .collect()
+    }
+
+    /// The kinds whose names [`Self::names`] gave atoms from `first` on.
+    pub fn numbered(first: u32, sizes: &[usize]) -> Kinds {
+        let at = |i: usize| first.saturating_add(u32::try_from(i).unwrap_or(u32::MAX));
+        Kinds {
+            upgrade: first,
+            classes: sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &size)| SizeClass {
+                    text: at(1 + 2 * i),
+                    binary: at(2 + 2 * i),
+                    size,
+                })
+                .collect(),
+        }
+    }
+
     pub fn all(&self) -> Vec<u32> {
-        vec![self.upgrade, self.text, self.binary, self.oversized]
+        std::iter::once(self.upgrade)
+            .chain(self.classes.iter().flat_map(|c| [c.text, c.binary]))
+            .collect()
     }
 
     pub fn kind(&self, method: u32) -> Option<Kind> {
-        match method {
-            m if m == self.upgrade => Some(Kind::Upgrade),
-            m if m == self.text => Some(Kind::Text),
-            m if m == self.binary => Some(Kind::Binary),
-            m if m == self.oversized => Some(Kind::Oversized),
-            _ => None,
+        if method == self.upgrade {
+            return Some(Kind::Upgrade);
         }
+        self.classes.iter().find_map(|c| {
+            if method == c.text {
+                Some(Kind::Text(c.size))
+            } else if method == c.binary {
+                Some(Kind::Binary(c.size))
+            } else {
+                None
+            }
+        })
     }
 }
 
@@ -80,26 +123,30 @@ fn websocket_endpoints<'a>(bundles: &'a [&'a Bundle]) -> impl Iterator<Item = &'
         .filter(|e| e.protocol == L7Protocol::Websocket)
 }
 
-/// The largest message limit of the bundles' websocket endpoints; `None`
-/// when they have none (the domain then has no WebSocket kinds).
-pub fn limit(bundles: &[&Bundle]) -> Option<usize> {
-    websocket_endpoints(bundles)
-        .map(L7Endpoint::effective_body_limit)
-        .max()
-}
-
-/// Why the model cannot decide the bundles' websocket endpoints, when it
-/// cannot.
-pub fn unmodelled(bundles: &[&Bundle]) -> Option<&'static str> {
-    if websocket_endpoints(bundles).any(L7Endpoint::graphql_over_websocket) {
-        return Some("GraphQL-over-WebSocket messages");
-    }
+/// The message sizes of the classes, ascending: the witness text's length
+/// (or the smallest limit, if below it), then one byte over each message
+/// limit of the bundles' websocket endpoints. Empty when they have none
+/// (the domain then has no WebSocket kinds).
+pub fn sizes(bundles: &[&Bundle]) -> Vec<usize> {
     let mut limits: Vec<usize> = websocket_endpoints(bundles)
         .map(L7Endpoint::effective_body_limit)
         .collect();
     limits.sort_unstable();
     limits.dedup();
-    (limits.len() > 1).then_some("client messages under differing message limits")
+    let Some(&smallest) = limits.first() else {
+        return Vec::new();
+    };
+    std::iter::once(WITNESS_TEXT.len().min(smallest).max(1))
+        .chain(limits.iter().map(|l| l.saturating_add(1)))
+        .collect()
+}
+
+/// Why the model cannot decide the bundles' websocket endpoints, when it
+/// cannot.
+pub fn unmodelled(bundles: &[&Bundle]) -> Option<&'static str> {
+    websocket_endpoints(bundles)
+        .any(L7Endpoint::graphql_over_websocket)
+        .then_some("GraphQL-over-WebSocket messages")
 }
 
 /// A concrete upgrade or client message a point stands for.
@@ -112,16 +159,26 @@ pub enum Probe {
 }
 
 /// The text of a witness's text message: what it says does not matter to
-/// an endpoint without GraphQL rules.
+/// an endpoint without GraphQL rules. Larger messages are this text
+/// padded with spaces.
 pub const WITNESS_TEXT: &str = "hello";
 
+/// A text message of `size` bytes: [`WITNESS_TEXT`], cut or padded with
+/// spaces.
+pub fn text_of_size(size: usize) -> String {
+    let mut t: String = WITNESS_TEXT.chars().take(size).collect();
+    while t.len() < size {
+        t.push(' ');
+    }
+    t
+}
+
 impl Probe {
-    pub fn of(k: Kinds, kind: Kind) -> Probe {
+    pub fn of(kind: Kind) -> Probe {
         match kind {
             Kind::Upgrade => Probe::Upgrade,
-            Kind::Text => Probe::Text(WITNESS_TEXT.to_owned()),
-            Kind::Binary => Probe::Binary(1),
-            Kind::Oversized => Probe::Binary(k.limit.saturating_add(1)),
+            Kind::Text(size) => Probe::Text(text_of_size(size)),
+            Kind::Binary(size) => Probe::Binary(size),
         }
     }
 

@@ -224,8 +224,7 @@ pub fn body(dom: &Domain, p: &Point) -> Option<Vec<u8>> {
 /// The WebSocket upgrade or message a point stands for (`request` is then
 /// the upgrade); `None` for a plain HTTP request.
 pub fn probe(dom: &Domain, p: &Point) -> Option<Probe> {
-    let k = dom.ws?;
-    Some(Probe::of(k, k.kind(p.method)?))
+    Some(Probe::of(dom.ws.as_ref()?.kind(p.method)?))
 }
 
 /// The evaluator's decision on a request with this body, or on the

@@ -143,6 +143,9 @@ struct Tally {
     graphql: AtomicUsize,
     /// Flips shown by a WebSocket upgrade or message.
     websocket: AtomicUsize,
+    /// Flips shown by a WebSocket message over a message limit of 64 bytes
+    /// or more (the generated limits are 64, 1,024 and the default).
+    sized: AtomicUsize,
 }
 
 /// Compiles policy text from a file in `dir` (one directory per thread,
@@ -196,6 +199,11 @@ fn run_pair(dir: &std::path::Path, opts: &prover::Options, seed: u64, tally: &Ta
     if ws.is_some() {
         tally.websocket.fetch_add(1, Ordering::Relaxed);
     }
+    if matches!(&ws, Some(WsProbe::Text(t)) if t.len() > 64)
+        || matches!(&ws, Some(WsProbe::Binary(n)) if *n > 64)
+    {
+        tally.sized.fetch_add(1, Ordering::Relaxed);
+    }
     if ws.is_none()
         && Evaluator::new(nb.clone())
             .eval_with_body(&req, body.as_deref())
@@ -237,16 +245,17 @@ fn soundness(first_seed: u64, pairs: u64) {
             });
         }
     });
-    let (n, flips, inc, bodies, graphql, websocket) = (
+    let (n, flips, inc, bodies, graphql, websocket, sized) = (
         tally.pairs.load(Ordering::Relaxed),
         tally.flips.load(Ordering::Relaxed),
         tally.inconclusive.load(Ordering::Relaxed),
         tally.with_body.load(Ordering::Relaxed),
         tally.graphql.load(Ordering::Relaxed),
         tally.websocket.load(Ordering::Relaxed),
+        tally.sized.load(Ordering::Relaxed),
     );
     eprintln!(
-        "{n} pairs, {flips} with a widening shown by eval ({bodies} by a request with a body, {graphql} judged by a GraphQL endpoint, {websocket} by a WebSocket upgrade or message), {inc} of them inconclusive"
+        "{n} pairs, {flips} with a widening shown by eval ({bodies} by a request with a body, {graphql} judged by a GraphQL endpoint, {websocket} by a WebSocket upgrade or message, {sized} of them by a message over 64 bytes), {inc} of them inconclusive"
     );
     assert_eq!(n as u64, pairs);
     // Not vacuous: a good share of pairs widen, and the prover settles
@@ -268,6 +277,10 @@ fn soundness(first_seed: u64, pairs: u64) {
     assert!(
         websocket as u64 * 100 >= pairs,
         "only {websocket} of {pairs} pairs widen by a WebSocket upgrade or message"
+    );
+    assert!(
+        sized as u64 * 1000 >= pairs,
+        "only {sized} of {pairs} pairs widen by a message over 64 bytes"
     );
 }
 

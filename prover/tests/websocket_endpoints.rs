@@ -4,8 +4,9 @@
 //! upgrade or a binary message on a credentialed connection is a widening
 //! whose witness replays through `eval --websocket` / `--websocket-text`
 //! / `--websocket-binary`, and an unchanged or narrowed endpoint is
-//! certified. GraphQL-over-WebSocket messages are not modelled: a change
-//! to a policy with one is never certified.
+//! certified; messages between two message limits show a raised limit.
+//! GraphQL-over-WebSocket messages are not modelled: a change to a policy
+//! with one is never certified.
 
 mod support;
 
@@ -170,7 +171,7 @@ fn binary_messages_on_a_credentialed_upgrade_follow_uninspected_credentials() {
     let r = assert_widened_by(&old, &new, "binary");
     let f = of_kind(&r, "binary");
     let f = f.first().unwrap_or_else(|| panic!("{r:#?}"));
-    assert_eq!(f.witness.probe(), Some(Probe::Binary(1)));
+    assert_eq!(f.witness.probe(), Some(Probe::Binary(5)));
     // And back: no new access.
     let r = diff_bundles(&new, &old);
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
@@ -195,11 +196,56 @@ fn graphql_mutations_over_websocket_are_not_certified_away() {
 }
 
 #[test]
-fn differing_message_limits_are_not_certified() {
+fn a_raised_message_limit_is_a_widening_by_a_message_between_the_limits() {
     let old = ws("    allow * /v1/**\n    body_limit 1024");
     let new = ws("    allow * /v1/**");
-    let r = diff_bundles(&old, &new);
-    assert_ne!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
+    let big = "x".repeat(1025);
+    assert_eq!(text_verdict(&old, &big), Eval::Deny);
+    assert_eq!(text_verdict(&new, &big), Eval::Allow);
+    let r = assert_widened_by(&old, &new, "text");
+    let f = of_kind(&r, "text");
+    let f = f.first().unwrap_or_else(|| panic!("{r:#?}"));
+    assert_eq!(f.witness.text_size, Some(1025), "{f:#?}");
+    assert!(
+        f.witness.request_text().ends_with(
+            "--websocket-text-file FILE (FILE: `hello` padded with spaces to 1025 bytes)"
+        ),
+        "{}",
+        f.witness.request_text()
+    );
+    // Lowered back: nothing new.
+    let r = diff_bundles(&new, &old);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
+}
+
+#[test]
+fn two_endpoints_on_a_path_refuse_what_exceeds_the_smaller_limit() {
+    let two = |second: &str| {
+        compile(&policy(&format!(
+            "{CREDENTIAL}\n  allow /usr/bin/agent -> realtime.example.com:443 websocket {{\n    allow * /v1/**\n    body_limit 2048\n  }}\n  allow /usr/bin/agent -> realtime.example.com:443 websocket {{\n    allow * /v1/**\n{second}\n  }}"
+        )))
+    };
+    let old = two("    body_limit 1024");
+    let new = two("    body_limit 4096");
+    // 1,025 to 2,048 bytes: refused by OLD's second endpoint only.
+    assert_eq!(text_verdict(&old, &"x".repeat(1500)), Eval::Deny);
+    assert_eq!(text_verdict(&new, &"x".repeat(1500)), Eval::Allow);
+    assert_eq!(text_verdict(&new, &"x".repeat(2049)), Eval::Deny);
+    let r = assert_widened_by(&old, &new, "text");
+    for f in of_kind(&r, "text") {
+        assert_eq!(f.witness.text_size, Some(1025), "{f:#?}");
+    }
+    assert_eq!(diff_bundles(&new, &old).verdict, Verdict::NoNewAccess);
+}
+
+#[test]
+fn a_tiny_message_limit_gets_a_witness_text_that_fits() {
+    let old = ws("    allow GET /v1/**\n    body_limit 3");
+    let new = ws("    allow GET /v1/**\n    allow WEBSOCKET_TEXT /v1/**\n    body_limit 3");
+    let r = assert_widened_by(&old, &new, "text");
+    let f = of_kind(&r, "text");
+    let f = f.first().unwrap_or_else(|| panic!("{r:#?}"));
+    assert_eq!(f.witness.probe(), Some(Probe::Text("hel".to_owned())));
 }
 
 #[test]

@@ -69,9 +69,18 @@ pub struct Args {
         long,
         value_name = "MESSAGE",
         requires = "url",
-        conflicts_with = "websocket_binary"
+        conflicts_with_all = ["websocket_binary", "websocket_text_file"]
     )]
     websocket_text: Option<String>,
+    /// A client text message from a file or `-` for standard input: one
+    /// too long for a command-line argument.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "url",
+        conflicts_with = "websocket_binary"
+    )]
+    websocket_text_file: Option<String>,
     /// A client binary message sent after the upgrade, from a file or `-`
     /// for standard input.
     #[arg(long, value_name = "FILE", requires = "url")]
@@ -167,7 +176,8 @@ pub fn run(args: &Args) -> u8 {
     EXIT_OK
 }
 
-/// A client message of `--websocket-text` or `--websocket-binary`.
+/// A client message of `--websocket-text`, `--websocket-text-file` or
+/// `--websocket-binary`.
 enum WsMessageArg {
     Text(String),
     Binary(Vec<u8>),
@@ -176,6 +186,13 @@ enum WsMessageArg {
 fn websocket_message(args: &Args) -> Result<Option<WsMessageArg>, String> {
     if let Some(t) = &args.websocket_text {
         return Ok(Some(WsMessageArg::Text(t.clone())));
+    }
+    if let Some(path) = &args.websocket_text_file {
+        let bytes = read_file_or_stdin(path)
+            .map_err(|e| format!("cannot read the message from `{path}`: {e}"))?;
+        return String::from_utf8(bytes)
+            .map(|t| Some(WsMessageArg::Text(t)))
+            .map_err(|_| format!("the text message in `{path}` is not UTF-8"));
     }
     let Some(path) = &args.websocket_binary else {
         return Ok(None);

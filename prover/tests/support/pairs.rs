@@ -259,7 +259,14 @@ pub struct Http {
     pub websocket: bool,
     /// `uninspected_credentials` (websocket endpoints only).
     pub uninspected: bool,
+    /// `body_limit` (websocket endpoints only; `None`: the default).
+    pub message_limit: Option<usize>,
 }
+
+/// Message limits of the generated websocket endpoints, and message sizes
+/// around them for the probes.
+const MESSAGE_LIMITS: &[Option<usize>] = &[None, None, Some(64), Some(1024)];
+const MESSAGE_SIZES: &[usize] = &[2, 64, 65, 1024, 1025, 4096];
 
 #[derive(Debug, Clone)]
 pub struct Rule {
@@ -295,11 +302,18 @@ fn endpoint(rng: &mut Rng) -> Endpoint {
         for _ in 0..rng.below(2) {
             rules.push(rule(rng, true, websocket));
         }
+        let uninspected = websocket && rng.chance(30);
+        let message_limit = if websocket {
+            *rng.pick(MESSAGE_LIMITS)
+        } else {
+            None
+        };
         Some(Http {
             audit,
             rules,
             websocket,
-            uninspected: websocket && rng.chance(30),
+            uninspected,
+            message_limit,
         })
     } else {
         None
@@ -400,11 +414,15 @@ impl Spec {
                     h.rules.remove(i);
                 }
                 Some(h) if h.websocket && rng.chance(20) => h.uninspected = !h.uninspected,
+                Some(h) if h.websocket && rng.chance(20) => {
+                    h.message_limit = *rng.pick(MESSAGE_LIMITS);
+                }
                 Some(h) if rng.chance(10) => {
                     // REST turned websocket, or back: methods the other
                     // protocol refuses become `*`.
                     h.websocket = !h.websocket;
                     h.uninspected = false;
+                    h.message_limit = None;
                     let allowed = if h.websocket { WS_METHODS } else { METHODS };
                     for r in &mut h.rules {
                         if !allowed.contains(&r.methods) {
@@ -497,6 +515,9 @@ impl Spec {
                     if h.websocket && h.rules.iter().all(|r| r.deny) {
                         out.push_str("    allow WEBSOCKET_TEXT /z\n");
                     }
+                    if let Some(n) = h.message_limit {
+                        out.push_str(&format!("    body_limit {n}\n"));
+                    }
                     for r in &h.rules {
                         out.push_str(&format!(
                             "    {} {} {}{}\n",
@@ -562,10 +583,12 @@ impl Spec {
         };
         let websocket = e.http.as_ref().is_some_and(|h| h.websocket);
         let probe = if rng.chance(if websocket { 75 } else { 10 }) {
-            Some(match rng.below(3) {
+            Some(match rng.below(5) {
                 0 => Probe::Upgrade,
                 1 => Probe::Text("hi".to_owned()),
-                _ => Probe::Binary(1),
+                2 => Probe::Text("x".repeat(*rng.pick(MESSAGE_SIZES))),
+                3 => Probe::Binary(1),
+                _ => Probe::Binary(*rng.pick(MESSAGE_SIZES)),
             })
         } else {
             None
