@@ -20,8 +20,10 @@
 //! 6. added latency of a 256-byte WebSocket text message, judged by the
 //!    endpoint's `WEBSOCKET_TEXT` rules, against a REST POST of 256 bytes:
 //!    median of 2,000 echoed messages on one upgraded connection (a
-//!    minimal echo server, `ws_echo`). `BENCH_ONLY=websocket` measures
-//!    this figure alone.
+//!    minimal echo server, `ws_echo`); and the same message on a
+//!    connection whose upgrade carried a credential, so that every echo is
+//!    read whole and scrubbed of the secret. `BENCH_ONLY=websocket`
+//!    measures these figures alone.
 //!
 //! The client is this program itself (`proxy client ...`), a tokio +
 //! hyper + rustls client, so both paths pay the same client costs.
@@ -119,8 +121,9 @@ fn client(args: &[String]) {
                 println!("{}", median(ts));
             }
             "ws" => {
-                let bytes: usize = arg.parse().unwrap();
-                println!("{}", ws_latency(&config, port, bytes).await);
+                let (host, bytes) = arg.split_once(',').unwrap();
+                let bytes: usize = bytes.parse().unwrap();
+                println!("{}", ws_latency(&config, port, host, bytes).await);
             }
             "latency" => {
                 let mut s = connect(&config, port).await;
@@ -220,20 +223,25 @@ async fn connect_to(
 }
 
 /// Median round trip, µs, of a `bytes`-byte text message on one
-/// upgraded connection to `ws.test`.
-async fn ws_latency(config: &Arc<rustls::ClientConfig>, port: u16, bytes: usize) -> f64 {
+/// upgraded connection to `host`.
+async fn ws_latency(
+    config: &Arc<rustls::ClientConfig>,
+    port: u16,
+    host: &str,
+    bytes: usize,
+) -> f64 {
     use tokio::io::AsyncWriteExt as _;
     let tcp = tokio::net::TcpStream::connect((IpAddr::from([127, 0, 0, 1]), port))
         .await
         .unwrap();
     tcp.set_nodelay(true).unwrap();
     let mut tls = tokio_rustls::TlsConnector::from(Arc::clone(config))
-        .connect(ServerName::try_from("ws.test").unwrap(), tcp)
+        .connect(ServerName::try_from(host.to_owned()).unwrap(), tcp)
         .await
         .unwrap();
     let key = "dGhlIHNhbXBsZSBub25jZQ==";
     let req = format!(
-        "GET /ws HTTP/1.1\r\nHost: ws.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        "GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
     );
     tls.write_all(req.as_bytes()).await.unwrap();
     let head = ws_echo::read_head(&mut tls).await.unwrap();
@@ -353,7 +361,7 @@ fn bench() {
     let ws_port = ws_listener.local_addr().unwrap().port();
     // One trust file for both servers: the benchmark's client and the
     // proxy read the first upstream's CA file.
-    let ws_ca = ws_echo::serve(ws_listener, "ws.test");
+    let ws_ca = ws_echo::serve(ws_listener, &["ws.test", "wscred.test"]);
     let mut cas = std::fs::read_to_string(&up.ca_file).unwrap();
     cas.push_str(&ws_ca);
     std::fs::write(&up.ca_file, cas).unwrap();
@@ -364,7 +372,7 @@ fn bench() {
         .display()
         .to_string();
     let body = format!(
-        "  landlock hard min_abi 4\n{SYSTEM}  run_as user root\n  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{port} http read-only {{\n    deny GET /denied\n  }}\n  allow {me} -> rest.test:{port} http {{\n    allow POST /rest\n  }}\n  allow {me} -> rpc.test:{port} json-rpc {{\n    allow rpc tools/call\n  }}\n  allow {me} -> mcp.test:{port} mcp {{\n    path /mcp\n    allow rpc tools/call tool search\n  }}\n  allow {me} -> gql.test:{port} graphql {{\n    path /graphql\n    allow graphql query field repository viewer\n    deny graphql mutation\n  }}\n  allow {me} -> ws.test:{ws_port} websocket {{\n    allow GET /ws\n    allow WEBSOCKET_TEXT /ws\n  }}\n",
+        "  landlock hard min_abi 4\n{SYSTEM}  run_as user root\n  fs exec {me_dir}\n  credential tok {{\n    secret env BENCH_SECRET\n    placeholder env TOKEN\n    inject replace\n    hosts {HOST}\n    paths /cred/**\n  }}\n  allow {me} -> {HOST}:{port} http read-only {{\n    deny GET /denied\n  }}\n  allow {me} -> rest.test:{port} http {{\n    allow POST /rest\n  }}\n  allow {me} -> rpc.test:{port} json-rpc {{\n    allow rpc tools/call\n  }}\n  allow {me} -> mcp.test:{port} mcp {{\n    path /mcp\n    allow rpc tools/call tool search\n  }}\n  allow {me} -> gql.test:{port} graphql {{\n    path /graphql\n    allow graphql query field repository viewer\n    deny graphql mutation\n  }}\n  allow {me} -> ws.test:{ws_port} websocket {{\n    allow GET /ws\n    allow WEBSOCKET_TEXT /ws\n  }}\n  credential wstok {{\n    secret env BENCH_SECRET\n    inject header Authorization \"Bearer {{secret}}\"\n    hosts wscred.test\n  }}\n  allow {me} -> wscred.test:{ws_port} websocket {{\n    allow GET /ws\n    allow WEBSOCKET_TEXT /ws\n  }}\n",
         port = up.tls_port
     );
     let bundle = common::bundle(&dir, "proxy", &body);
@@ -417,11 +425,21 @@ fn bench() {
     let proxied = |mode: &str, arg: &str| -> f64 { proxied_cpu(mode, arg).0 };
     let ws = ws_latencies(&s, &direct, &proxied);
     let ws_row = || {
-        let [direct_ws, proxied_ws, direct_rest, proxied_rest] = ws;
+        let [
+            direct_ws,
+            proxied_ws,
+            direct_rest,
+            proxied_rest,
+            proxied_cred,
+        ] = ws;
         let (added_ws, added_rest) = (proxied_ws - direct_ws, proxied_rest - direct_rest);
         println!(
             "| added median latency of a {WS_BYTES}-byte WebSocket text message, judged, vs a {WS_BYTES}-byte REST POST (direct: message {direct_ws:.1} µs, POST {direct_rest:.1} µs; added: message {added_ws:.1} µs, POST {added_rest:.1} µs) | — | **{:.2} ×** |",
             added_ws / added_rest
+        );
+        println!(
+            "| added median latency of the same message on a connection whose upgrade carried a credential: the echo read whole and scrubbed of the secret (through the proxy {proxied_cred:.1} µs) | — | **{:.1} µs** |",
+            proxied_cred - direct_ws
         );
     };
     if std::env::var("BENCH_ONLY").as_deref() == Ok("websocket") {
@@ -493,19 +511,21 @@ fn bench() {
 }
 
 /// Median latency, µs, of a WebSocket message round trip (direct, through
-/// the proxy) and of a REST POST of the same size (direct, through the
-/// proxy). Medians of `ROUNDS` rounds, the four alternating.
+/// the proxy, through the proxy on a credentialed connection) and of a
+/// REST POST of the same size (direct, through the proxy). Medians of
+/// `ROUNDS` rounds, the five alternating.
 fn ws_latencies(
     s: &Setup,
     direct: &dyn Fn(&str, &str) -> f64,
     proxied: &dyn Fn(&str, &str) -> f64,
-) -> [f64; 4] {
-    let mut runs: [Vec<f64>; 4] = Default::default();
+) -> [f64; 5] {
+    let mut runs: [Vec<f64>; 5] = Default::default();
     for _ in 0..ROUNDS {
-        runs[0].push(direct("ws", &WS_BYTES.to_string()));
-        runs[1].push(proxied("ws", &WS_BYTES.to_string()));
+        runs[0].push(direct("ws", &format!("ws.test,{WS_BYTES}")));
+        runs[1].push(proxied("ws", &format!("ws.test,{WS_BYTES}")));
         runs[2].push(direct("post", &format!("rest.test,/rest,{WS_BYTES}")));
         runs[3].push(proxied("post", &format!("rest.test,/rest,{WS_BYTES}")));
+        runs[4].push(proxied("ws", &format!("wscred.test,{WS_BYTES}")));
         s.up.seen.lock().unwrap().clear();
     }
     runs.map(median)
@@ -585,6 +605,8 @@ fn supervised(s: &Setup, cmd: &[&str]) -> Command {
         "gql.test=127.0.0.1",
         "--resolve",
         "ws.test=127.0.0.1",
+        "--resolve",
+        "wscred.test=127.0.0.1",
         "--upstream-ca",
         s.up.ca_file.to_str().unwrap(),
         "--log",

@@ -11,10 +11,10 @@ use rustls::ServerConfig;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Serves `listener` on a thread of its own with a certificate for `name`
-/// from a new CA; returns the CA's PEM.
-pub fn serve(listener: TcpListener, name: &str) -> String {
-    let (ca_pem, leaf, key) = super::upstream::certificates(&[name]);
+/// Serves `listener` on a thread of its own with a certificate for
+/// `names` from a new CA; returns the CA's PEM.
+pub fn serve(listener: TcpListener, names: &[&str]) -> String {
+    let (ca_pem, leaf, key) = super::upstream::certificates(names);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
