@@ -32,6 +32,10 @@ mod cache;
 mod document;
 mod envelope;
 mod json;
+mod lexer;
+mod reader;
+#[cfg(test)]
+mod reader_tests;
 #[cfg(test)]
 mod tests;
 mod ws;
