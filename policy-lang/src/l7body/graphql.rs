@@ -217,6 +217,26 @@ pub fn op_from_document(
     })
 }
 
+/// Both readings of a document: the purpose-built reader's (`None` where it
+/// leaves the document to apollo-parser) and apollo-parser's. Only for the
+/// fuzz target that checks they agree; not part of the API.
+#[doc(hidden)]
+pub fn readings_for_fuzzing(
+    document: &str,
+    operation_name: Option<&str>,
+) -> (Option<GraphqlOp>, Result<GraphqlOp, GraphqlError>) {
+    let op = |selected: document::Selected| GraphqlOp::Parsed {
+        kind: selected.kind,
+        name: selected.name,
+        root_fields: selected.root_fields,
+        persisted_hash: None,
+    };
+    (
+        reader::read(document, operation_name).ok().map(op),
+        document::analyze_with_apollo(document, operation_name).map(op),
+    )
+}
+
 /// The reader a proxy keeps per endpoint: the endpoint's body limit
 /// (`graphql_max_body_bytes`) and a cache of analysed documents. It
 /// answers exactly what the free functions answer.
