@@ -7,7 +7,9 @@
 //! root), or only a persisted-query hash when no document was sent.
 //!
 //! It follows OpenShell's runtime (its `l7/graphql.rs` and the WebSocket
-//! classifier), which parses documents with `apollo-parser` too, and is
+//! classifier), which parses documents with `apollo-parser` too (here a
+//! purpose-built reader answers first wherever it reads exactly as
+//! `apollo-parser` does; see `reader.rs`), and is
 //! stricter wherever OpenShell is lax, because a request whose reading is
 //! ambiguous must not pass on the milder reading:
 //!
