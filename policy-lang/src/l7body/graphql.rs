@@ -33,6 +33,7 @@
 mod cache;
 mod document;
 mod envelope;
+mod expand;
 mod json;
 mod lexer;
 mod reader;

@@ -15,12 +15,9 @@
 //! instead. So every answer given here is the answer apollo-parser's path
 //! gives, and every refusal keeps apollo-parser's message and position.
 
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap};
-use std::ops::Range;
-
 use super::OperationType;
 use super::document::{RECURSION_LIMIT, Selected, TOKEN_LIMIT};
+use super::expand::{Fragment, Item, Operation, root_fields, select};
 use super::lexer::{Kind, Lexer, Token, Unsure};
 
 /// Nesting this deep gives up, well before apollo-parser's limit. The
@@ -32,26 +29,6 @@ const MAX_DEPTH: usize = RECURSION_LIMIT * 3 / 4;
 /// Tokens (ignored ones included, counted as apollo-parser counts them)
 /// after which the reader gives up, short of apollo-parser's limit.
 const MAX_TOKENS: usize = TOKEN_LIMIT - TOKEN_LIMIT / 16;
-
-/// What a root-level selection set contributes: fields by name (not alias)
-/// and fragment spreads. Inline fragments are flattened in place, which
-/// visits spreads in the order of apollo-parser's walk.
-#[derive(Debug, Clone, Copy)]
-enum Item<'a> {
-    Field(&'a str),
-    Spread(&'a str),
-}
-
-struct Operation<'a> {
-    kind: OperationType,
-    name: Option<&'a str>,
-    items: Range<usize>,
-}
-
-struct Fragment<'a> {
-    name: &'a str,
-    items: Range<usize>,
-}
 
 /// The selected operation of `document` for `operation_name`, or
 /// [`Unsure`] when apollo-parser's path should answer.
@@ -363,84 +340,4 @@ impl<'a> Reader<'a> {
             _ => Err(Unsure),
         }
     }
-}
-
-/// The operation a server runs, where `document::select` would find one;
-/// every refusal there is [`Unsure`] here.
-fn select<'a>(
-    operations: Vec<Operation<'a>>,
-    operation_name: Option<&str>,
-) -> Result<Operation<'a>, Unsure> {
-    if operations.len() > 1 {
-        let mut names = BTreeSet::new();
-        for operation in &operations {
-            if !names.insert(operation.name.ok_or(Unsure)?) {
-                return Err(Unsure);
-            }
-        }
-    }
-    match operation_name {
-        Some(wanted) => operations
-            .into_iter()
-            .find(|op| op.name == Some(wanted))
-            .ok_or(Unsure),
-        None if operations.len() == 1 => operations.into_iter().next().ok_or(Unsure),
-        None => Err(Unsure),
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Visit {
-    New,
-    Open,
-    Done,
-}
-
-/// The walk of `document::root_fields` over the kept items: depth first
-/// with the spread path on an explicit stack, each fragment expanded once,
-/// an undefined fragment, a duplicate definition or a cycle [`Unsure`].
-fn root_fields(
-    items: &[Item<'_>],
-    root: Range<usize>,
-    fragments: &[Fragment<'_>],
-) -> Result<Vec<String>, Unsure> {
-    let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(fragments.len());
-    for (index, fragment) in fragments.iter().enumerate() {
-        match by_name.entry(fragment.name) {
-            Entry::Occupied(_) => return Err(Unsure),
-            Entry::Vacant(slot) => {
-                slot.insert(index);
-            }
-        }
-    }
-    let mut visits = vec![Visit::New; fragments.len()];
-    let mut fields = BTreeSet::new();
-    let mut stack: Vec<(Range<usize>, Option<usize>)> = vec![(root, None)];
-    while let Some((range, _)) = stack.last_mut() {
-        let Some(index) = range.next() else {
-            if let Some((_, Some(done))) = stack.pop() {
-                *visits.get_mut(done).ok_or(Unsure)? = Visit::Done;
-            }
-            continue;
-        };
-        match items.get(index).ok_or(Unsure)? {
-            Item::Field(name) => {
-                fields.insert(*name);
-            }
-            Item::Spread(name) => {
-                let fragment = *by_name.get(name).ok_or(Unsure)?;
-                let visit = visits.get_mut(fragment).ok_or(Unsure)?;
-                match *visit {
-                    Visit::Done => {}
-                    Visit::Open => return Err(Unsure),
-                    Visit::New => {
-                        *visit = Visit::Open;
-                        let body = fragments.get(fragment).ok_or(Unsure)?.items.clone();
-                        stack.push((body, Some(fragment)));
-                    }
-                }
-            }
-        }
-    }
-    Ok(fields.into_iter().map(str::to_owned).collect())
 }
