@@ -7,7 +7,9 @@
 //! root), or only a persisted-query hash when no document was sent.
 //!
 //! It follows OpenShell's runtime (its `l7/graphql.rs` and the WebSocket
-//! classifier), which parses documents with `apollo-parser` too, and is
+//! classifier), which parses documents with `apollo-parser` too (here a
+//! purpose-built reader answers first wherever it reads exactly as
+//! `apollo-parser` does; see `reader.rs`), and is
 //! stricter wherever OpenShell is lax, because a request whose reading is
 //! ambiguous must not pass on the milder reading:
 //!
@@ -31,7 +33,12 @@
 mod cache;
 mod document;
 mod envelope;
+mod expand;
 mod json;
+mod lexer;
+mod reader;
+#[cfg(test)]
+mod reader_tests;
 #[cfg(test)]
 mod tests;
 mod ws;
@@ -211,6 +218,26 @@ pub fn op_from_document(
         root_fields: selected.root_fields,
         persisted_hash: None,
     })
+}
+
+/// Both readings of a document: the purpose-built reader's (`None` where it
+/// leaves the document to apollo-parser) and apollo-parser's. Only for the
+/// fuzz target that checks they agree; not part of the API.
+#[doc(hidden)]
+pub fn readings_for_fuzzing(
+    document: &str,
+    operation_name: Option<&str>,
+) -> (Option<GraphqlOp>, Result<GraphqlOp, GraphqlError>) {
+    let op = |selected: document::Selected| GraphqlOp::Parsed {
+        kind: selected.kind,
+        name: selected.name,
+        root_fields: selected.root_fields,
+        persisted_hash: None,
+    };
+    (
+        reader::read(document, operation_name).ok().map(op),
+        document::analyze_with_apollo(document, operation_name).map(op),
+    )
 }
 
 /// The reader a proxy keeps per endpoint: the endpoint's body limit

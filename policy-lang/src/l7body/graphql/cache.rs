@@ -1,10 +1,11 @@
 //! Analyses of documents seen before.
 //!
-//! Parsing dominates the cost of a request: `apollo-parser` builds a
-//! lossless syntax tree, tens of microseconds for a 2 KiB query, while the
-//! JSON around it takes two. Agents send the same few documents again and
-//! again (every `gh pr list` is the same text with other variables), so the
-//! proxy keeps the answers. The key is the exact document text and
+//! Reading the document is most of the cost of a request: a few
+//! microseconds for a 2 KiB query through the purpose-built reader, tens
+//! of microseconds for the documents it leaves to `apollo-parser`, while
+//! the JSON around it takes two. Agents send the same few documents again
+//! and again (every `gh pr list` is the same text with other variables), so
+//! the proxy keeps the answers. The key is the exact document text and
 //! operation name, so a hit is the answer for the very same input; the
 //! map's hasher is std's keyed SipHash, so no client can aim collisions.
 

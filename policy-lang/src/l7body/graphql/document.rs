@@ -12,20 +12,22 @@ use std::collections::{BTreeSet, HashMap};
 use apollo_parser::Parser;
 use apollo_parser::cst::{self, CstChildren};
 
+use super::lexer::Unsure;
+use super::reader;
 use super::{GraphqlError, OperationType};
 
 /// Selection sets nested this deep are refused (OpenShell allows 128; real
 /// queries stay far below 32).
-const RECURSION_LIMIT: usize = 64;
+pub(super) const RECURSION_LIMIT: usize = 64;
 
 /// Lexer tokens per document, whitespace runs included. A document within
 /// the default body limit cannot reach it (a token is at least a byte), so
 /// it only bounds the parse time on endpoints with a larger limit. OpenShell
 /// stops at 20,000, which a pretty-printed query near 64 KiB can reach.
-const TOKEN_LIMIT: usize = 65_536;
+pub(super) const TOKEN_LIMIT: usize = 65_536;
 
 /// The selected operation of a document.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Selected {
     pub(super) kind: OperationType,
     pub(super) name: Option<String>,
@@ -34,7 +36,22 @@ pub(super) struct Selected {
 
 /// Parses `document` and selects the operation a server runs for
 /// `operation_name` (already `None` when empty).
+///
+/// The purpose-built reader answers first; it answers only where it reads
+/// exactly as apollo-parser does and the analysis succeeds, so every
+/// refusal, message and position below stays apollo-parser's.
 pub(super) fn analyze(
+    document: &str,
+    operation_name: Option<&str>,
+) -> Result<Selected, GraphqlError> {
+    match reader::read(document, operation_name) {
+        Ok(selected) => Ok(selected),
+        Err(Unsure) => analyze_with_apollo(document, operation_name),
+    }
+}
+
+/// [`analyze`] through apollo-parser's syntax tree alone.
+pub(super) fn analyze_with_apollo(
     document: &str,
     operation_name: Option<&str>,
 ) -> Result<Selected, GraphqlError> {
