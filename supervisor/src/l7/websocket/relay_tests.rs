@@ -453,3 +453,126 @@ async fn while_scrubbing_the_proxys_close_still_reaches_both_sides() {
     let end = closed_with(h, close::POLICY_VIOLATION).await;
     assert_eq!(end, End::Denied("`deny` denied".into()));
 }
+
+/// A server message: text or binary, the secret in one of its forms
+/// between two fillers, cut into fragments at these lengths.
+#[derive(Debug, Clone)]
+struct Echo {
+    text: bool,
+    before: String,
+    form: usize,
+    after: String,
+    cuts: Vec<usize>,
+    ping_between: bool,
+}
+
+fn secret_form(form: usize) -> String {
+    use base64::Engine as _;
+    match form {
+        0 => String::from_utf8_lossy(SECRET).into_owned(),
+        1 => SECRET.iter().map(|b| format!("{b:02x}")).collect(),
+        _ => base64::engine::general_purpose::STANDARD.encode(SECRET),
+    }
+}
+
+/// The server's frames for `e`: fragments at `cuts`, a ping holding the
+/// secret after the first fragment when `ping_between` and there are
+/// several (then `true`).
+fn server_frames(e: &Echo) -> (Vec<u8>, bool) {
+    let body = format!("{}{}{}", e.before, secret_form(e.form), e.after).into_bytes();
+    let mut pieces = Vec::new();
+    let mut rest = body.as_slice();
+    for &cut in &e.cuts {
+        if cut >= rest.len() {
+            break;
+        }
+        let (piece, tail) = rest.split_at(cut);
+        pieces.push(piece);
+        rest = tail;
+    }
+    pieces.push(rest);
+    let last = pieces.len() - 1;
+    let mut out = Vec::new();
+    for (i, piece) in pieces.iter().enumerate() {
+        let opcode = match (i, e.text) {
+            (0, true) => OP_TEXT,
+            (0, false) => OP_BINARY,
+            _ => OP_CONTINUATION,
+        };
+        out.extend(unmasked(i == last, opcode, piece));
+        if i == 0 && last > 0 && e.ping_between {
+            out.extend(unmasked(true, OP_PING, SECRET));
+        }
+    }
+    (out, last > 0 && e.ping_between)
+}
+
+/// No form the test knows of the secret, written independently of
+/// `SecretForms`: raw, hex in either case, base64 without its last,
+/// neighbour-dependent characters.
+fn holds_secret(payload: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(payload).to_ascii_lowercase();
+    let b64 = secret_form(2);
+    let core = &b64[1..b64.len() - 2];
+    text.contains(&secret_form(0).to_ascii_lowercase())
+        || text.contains(&secret_form(1))
+        || String::from_utf8_lossy(payload).contains(core)
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    #[test]
+    fn no_form_of_the_secret_reaches_the_client(
+        echoes in proptest::collection::vec(
+            (
+                proptest::bool::ANY,
+                "[g-z ]{0,30}",
+                0usize..3,
+                "[g-z ]{0,30}",
+                proptest::collection::vec(1usize..24, 0..5),
+                proptest::bool::ANY,
+            )
+                .prop_map(|(text, before, form, after, cuts, ping_between)| Echo {
+                    text,
+                    before,
+                    form,
+                    after,
+                    cuts,
+                    ping_between,
+                }),
+            1..5,
+        ),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut h = start_scrubbing(1024);
+            let mut pinged = Vec::new();
+            for e in &echoes {
+                let (frames, ping) = server_frames(e);
+                h.server.write_all(&frames).await.unwrap();
+                pinged.push(ping);
+            }
+            for (e, ping) in echoes.iter().zip(pinged) {
+                if ping {
+                    let (op, _, payload) = read_frame(&mut h.client).await.unwrap();
+                    prop_assert_eq!(op, OP_PING);
+                    prop_assert!(!holds_secret(&payload));
+                }
+                let (op, masked, payload) = read_frame(&mut h.client).await.unwrap();
+                prop_assert!(!masked);
+                prop_assert_eq!(op, if e.text { OP_TEXT } else { OP_BINARY });
+                prop_assert!(!holds_secret(&payload), "{:?}", String::from_utf8_lossy(&payload));
+                if e.form < 2 {
+                    let want = format!("{}PLACEHOLDER{}", e.before, e.after);
+                    prop_assert_eq!(String::from_utf8_lossy(&payload), want);
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
