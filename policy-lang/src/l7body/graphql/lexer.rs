@@ -70,6 +70,12 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// How many bytes from here `keep` holds for.
+    fn run_of(&self, keep: impl Fn(u8) -> bool) -> usize {
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        rest.iter().position(|&b| !keep(b)).unwrap_or(rest.len())
+    }
+
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
@@ -127,9 +133,7 @@ impl<'a> Lexer<'a> {
             }
             b if is_name_start(b) => {
                 self.pos += 1;
-                while self.peek().is_some_and(is_name_continue) {
-                    self.pos += 1;
-                }
+                self.pos += self.run_of(is_name_continue);
                 Kind::Name
             }
             // `&` and `|` only occur in type-system definitions; anything
@@ -158,6 +162,7 @@ impl<'a> Lexer<'a> {
                     self.count()?;
                     while self.at_whitespace() {
                         self.pos += if self.peek() == Some(0xEF) { 3 } else { 1 };
+                        self.pos += self.run_of(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
                     }
                 }
                 Some(b',') => {
