@@ -5,8 +5,11 @@
 //! known opcode, control frames short and whole, minimal lengths): the
 //! proxy judges the message the frames carry, so a frame it could read in
 //! another way than the server is closed on, never guessed at. Server
-//! frames are only measured, to find where one ends: they are relayed
-//! unjudged.
+//! frames are only measured, to find where one ends, unless the upgrade
+//! carried a secret: then they are read whole and checked the same way,
+//! unmasked.
+
+use bytes::BytesMut;
 
 pub(super) const OP_CONTINUATION: u8 = 0x0;
 pub(super) const OP_TEXT: u8 = 0x1;
@@ -170,6 +173,46 @@ fn checked_header(buf: &[u8], masked: bool) -> Result<Option<Header>, Violation>
 /// length. `None` when the header is not whole yet.
 pub(super) fn server_frame_len(buf: &[u8]) -> Option<(usize, u64)> {
     read_header(buf).map(|(h, _, _)| (h.header_len, h.payload_len))
+}
+
+/// The next whole frame at the start of `buf`, its header checked by
+/// `header` ([`client_header`] or [`server_header`]), taken out of `buf`
+/// and unmasked; `Ok(None)` until all of it is there. A data frame that
+/// would bring the message being assembled (`assembled` bytes so far) over
+/// `limit` is refused from its header, before its payload is read, with
+/// the reason `over` gives.
+pub(super) fn take_whole(
+    buf: &mut BytesMut,
+    header: fn(&[u8]) -> Result<Option<Header>, Violation>,
+    assembled: usize,
+    limit: usize,
+    over: impl FnOnce() -> String,
+) -> Result<Option<(Header, BytesMut)>, Violation> {
+    let Some(h) = header(buf)? else {
+        return Ok(None);
+    };
+    if !h.is_control() {
+        let fits = usize::try_from(h.payload_len)
+            .ok()
+            .and_then(|n| n.checked_add(assembled))
+            .is_some_and(|n| n <= limit);
+        if !fits {
+            return Err(Violation::too_big(over()));
+        }
+    }
+    // Bounded by the limit or by 125, checked above and in `header`.
+    let len = usize::try_from(h.payload_len)
+        .map_err(|_| Violation::too_big("frame too long"))?
+        .saturating_add(h.header_len);
+    if buf.len() < len {
+        buf.reserve(len - buf.len());
+        return Ok(None);
+    }
+    let mut payload = buf.split_to(len).split_off(h.header_len);
+    if let Some(key) = h.mask {
+        apply_mask(&mut payload, key);
+    }
+    Ok(Some((h, payload)))
 }
 
 /// XORs `payload` with `mask` (masking and unmasking are the same).

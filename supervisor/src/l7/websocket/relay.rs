@@ -225,7 +225,10 @@ where
     let mut pending: Option<Deadline> = None;
     loop {
         loop {
-            match next_frame(&mut buf, message.as_ref(), limits.message_limit) {
+            let limit = limits.message_limit;
+            let assembled = message.as_ref().map_or(0, |m| m.payload.len());
+            let over = || format!("message over the limit of {limit} bytes");
+            match frame::take_whole(&mut buf, frame::client_header, assembled, limit, over) {
                 Err(v) => return End::Violation(v),
                 Ok(None) => break,
                 Ok(Some((h, payload))) => {
@@ -272,42 +275,6 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
-}
-
-/// The next whole frame in `buf`, unmasked and taken out of it.
-fn next_frame(
-    buf: &mut BytesMut,
-    message: Option<&Assembly>,
-    limit: usize,
-) -> Result<Option<(Header, BytesMut)>, Violation> {
-    let Some(h) = frame::client_header(buf)? else {
-        return Ok(None);
-    };
-    if !h.is_control() {
-        let have = message.map_or(0, |m| m.payload.len());
-        let fits = usize::try_from(h.payload_len)
-            .ok()
-            .and_then(|n| n.checked_add(have))
-            .is_some_and(|n| n <= limit);
-        if !fits {
-            return Err(Violation::too_big(format!(
-                "message over the limit of {limit} bytes"
-            )));
-        }
-    }
-    // Bounded by the limit or by 125, checked above and in `client_header`.
-    let len = usize::try_from(h.payload_len)
-        .map_err(|_| Violation::too_big("frame too long"))?
-        .saturating_add(h.header_len);
-    if buf.len() < len {
-        buf.reserve(len - buf.len());
-        return Ok(None);
-    }
-    let mut payload = buf.split_to(len).split_off(h.header_len);
-    if let Some(key) = h.mask {
-        frame::apply_mask(&mut payload, key);
-    }
-    Ok(Some((h, payload)))
 }
 
 /// Acts on one client frame; `Some` when the relay ends.

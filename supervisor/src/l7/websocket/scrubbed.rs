@@ -50,7 +50,14 @@ pub(super) async fn server_to_client<R, W>(
     let mut inject = Some(inject);
     'relay: loop {
         loop {
-            let step = next_frame(&mut buf, message.as_ref(), scrub.limit)
+            let limit = scrub.limit;
+            let assembled = message.as_ref().map_or(0, |(_, m)| m.len());
+            let over = || {
+                format!(
+                    "a server message over the limit of {limit} bytes, which the proxy must read whole to scrub"
+                )
+            };
+            let step = frame::take_whole(&mut buf, frame::server_header, assembled, limit, over)
                 .and_then(|f| f.map(|(h, p)| take(h, p, &mut message, &scrub)).transpose());
             match step {
                 Ok(None) => break,
@@ -91,37 +98,6 @@ pub(super) async fn server_to_client<R, W>(
     }
     let _ = client.flush().await;
     let _ = client.shutdown().await;
-}
-
-/// The next whole server frame in `buf`, taken out of it.
-fn next_frame(
-    buf: &mut BytesMut,
-    message: Option<&(u8, Vec<u8>)>,
-    limit: usize,
-) -> Result<Option<(Header, BytesMut)>, Violation> {
-    let Some(h) = frame::server_header(buf)? else {
-        return Ok(None);
-    };
-    if !h.is_control() {
-        let have = message.map_or(0, |(_, m)| m.len());
-        let fits = usize::try_from(h.payload_len)
-            .ok()
-            .and_then(|n| n.checked_add(have))
-            .is_some_and(|n| n <= limit);
-        if !fits {
-            return Err(Violation::too_big(format!(
-                "a server message over the limit of {limit} bytes, which the proxy must read whole to scrub"
-            )));
-        }
-    }
-    let len = usize::try_from(h.payload_len)
-        .map_err(|_| Violation::too_big("frame too long"))?
-        .saturating_add(h.header_len);
-    if buf.len() < len {
-        buf.reserve(len - buf.len());
-        return Ok(None);
-    }
-    Ok(Some((h, buf.split_to(len).split_off(h.header_len))))
 }
 
 /// One server frame: the bytes to send the client, if any yet.
