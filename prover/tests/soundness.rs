@@ -18,10 +18,10 @@ mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use support::let_through;
+use support::{decide, let_through};
 
 use policy_lang::bundle::Bundle;
-use policy_lang::eval::{Decision, Evaluator, Request};
+use policy_lang::eval::{Evaluator, Request};
 use policy_lang::matcher::normalize_host;
 use prover::Verdict;
 use prover::strings::universe::is_resolved_binary;
@@ -66,32 +66,6 @@ fn singles(body: &[u8]) -> Option<Vec<Vec<u8>>> {
 /// A request, its body (`None`: no body), and the WebSocket upgrade or
 /// message it stands for (the request is then the upgrade).
 type Probe = (Request, Option<Vec<u8>>, Option<WsProbe>);
-
-/// The evaluator's decision, and whether a credential rides on it: a
-/// message rides on the connection its upgrade credentialed.
-fn decide(
-    ev: &Evaluator,
-    r: &Request,
-    body: Option<&[u8]>,
-    ws: Option<&WsProbe>,
-) -> (Decision, bool) {
-    match ws {
-        None => {
-            let d = ev.eval_with_body(r, body);
-            let c = d.credential.is_some();
-            (d, c)
-        }
-        Some(pr) => {
-            let d = pr.decide(ev, r);
-            let c = if pr.is_message() {
-                let_through(&d) && ev.eval_websocket(r, None).credential.is_some()
-            } else {
-                d.credential.is_some()
-            };
-            (d, c)
-        }
-    }
-}
 
 /// The first request that shows NEW widening credentialed reach, if any.
 fn widening(old: &Bundle, new: &Bundle, reqs: &[Probe]) -> Option<(Probe, String)> {

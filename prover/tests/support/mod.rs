@@ -160,16 +160,28 @@ pub fn replay(w: &prover::Witness) -> policy_lang::eval::Request {
 
 /// The evaluator's decision on a witness (with `eval --websocket`,
 /// `--websocket-text` or `--websocket-binary` when it is a WebSocket one),
-/// and whether a credential rides on it: a message rides on the
-/// connection its upgrade credentialed.
+/// and whether a credential rides on it.
 pub fn replay_decision(
     ev: &policy_lang::eval::Evaluator,
     w: &prover::Witness,
     req: &policy_lang::eval::Request,
 ) -> (policy_lang::eval::Decision, bool) {
-    match w.probe() {
+    decide(ev, req, w.body_bytes().as_deref(), w.probe().as_ref())
+}
+
+/// The evaluator's decision on a request with this body, or on the
+/// WebSocket upgrade or message `probe` says (`req` is then the upgrade),
+/// and whether a credential rides on it: a message rides on the
+/// connection its upgrade credentialed.
+pub fn decide(
+    ev: &policy_lang::eval::Evaluator,
+    req: &policy_lang::eval::Request,
+    body: Option<&[u8]>,
+    probe: Option<&prover::websocket::Probe>,
+) -> (policy_lang::eval::Decision, bool) {
+    match probe {
         None => {
-            let d = ev.eval_with_body(req, w.body_bytes().as_deref());
+            let d = ev.eval_with_body(req, body);
             let c = d.credential.is_some();
             (d, c)
         }
