@@ -7,24 +7,12 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use base64::Engine as _;
-use rustls::ServerConfig;
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Serves `listener` on a thread of its own with a certificate for
 /// `names` from a new CA; returns the CA's PEM.
 pub fn serve(listener: TcpListener, names: &[&str]) -> String {
-    let (ca_pem, leaf, key) = super::upstream::certificates(names);
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.into()],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
-        )
-        .unwrap();
+    let (ca_pem, config) = super::upstream::tls_server(names);
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     listener.set_nonblocking(true).unwrap();
     std::thread::spawn(move || {

@@ -87,6 +87,23 @@ pub fn certificates(names: &[&str]) -> (String, Vec<u8>, Vec<u8>) {
     (ca_cert.pem(), leaf.der().to_vec(), key.serialize_der())
 }
 
+/// A TLS server configuration with a leaf for `names` from a new CA, and
+/// the CA's PEM.
+pub fn tls_server(names: &[&str]) -> (String, ServerConfig) {
+    let (ca_pem, leaf, key) = certificates(names);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.into()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
+        )
+        .unwrap();
+    (ca_pem, config)
+}
+
 /// PEM text of `der` (for servers that read files: uvicorn).
 pub fn pem(label: &str, der: &[u8]) -> String {
     let b64 = base64(der);
@@ -110,19 +127,9 @@ pub fn serve(
     names: &[&str],
     files: Option<PathBuf>,
 ) -> Upstream {
-    let (ca_pem, leaf, key) = certificates(names);
+    let (ca_pem, mut config) = tls_server(names);
     let ca_file = dir.join("upstream-ca.pem");
     std::fs::write(&ca_file, ca_pem).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.into()],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
-        )
-        .unwrap();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let seen = Arc::new(Mutex::new(Vec::new()));
