@@ -60,6 +60,15 @@
 //! is refused by a GraphQL endpoint, and a call-reading endpoint reads an
 //! operation as a body it cannot parse in a POST, and as no body in a GET
 //! (whose operation is in the query string).
+//!
+//! The text messages of GraphQL over WebSocket read it too
+//! (`crate::websocket`): [`Shape::WsLifecycle`], [`Shape::WsGraphql`] and
+//! [`Shape::WsPersisted`] are a lifecycle message and a `subscribe`
+//! message carrying an operation; every other value is a text message a
+//! GraphQL-over-WebSocket endpoint cannot read. The method dimension
+//! gives a message its size, so these values have no size class; as an
+//! HTTP body, every endpoint refuses them (no JSON-RPC or GraphQL request
+//! has a `type` member).
 
 use policy_lang::bundle::{Bundle, L7Endpoint, L7Protocol, RpcMatcher};
 use policy_lang::l7body::jsonrpc::{RpcDialect, TOOL_NAME_MAX, parse_rpc_body};
@@ -77,8 +86,7 @@ pub const STRICT_TOOL_KEY: &str = "<strict tool name>";
 /// endpoint of any other protocol is taken to allow every request that
 /// reaches it, and a diff involving one is not certified
 /// (`engine::unmodelled_protocols`): this is the one place that says which
-/// protocols are modelled. Of `websocket` endpoints, some are not:
-/// `crate::websocket::unmodelled` says which.
+/// protocols are modelled.
 pub fn modelled(p: L7Protocol) -> bool {
     matches!(
         p,
@@ -111,6 +119,17 @@ pub enum Shape {
     Graphql(Op),
     /// A hash-only GraphQL request for a registered persisted query.
     Persisted(u32),
+    /// A GraphQL-over-WebSocket lifecycle message (`ping`).
+    WsLifecycle,
+    /// A GraphQL-over-WebSocket `subscribe` message with this operation.
+    WsGraphql(Op),
+    /// A `subscribe` message with a hash-only payload for a registered
+    /// persisted query.
+    WsPersisted(u32),
+    /// A `subscribe` message with a hash-only payload for an id no
+    /// endpoint registers: refused, unless a `deny WEBSOCKET_TEXT` rule
+    /// denies it first (then audit mode lets it through).
+    WsUnregistered,
 }
 
 impl Shape {
@@ -118,6 +137,28 @@ impl Shape {
     pub fn is_graphql(self) -> bool {
         matches!(self, Shape::Graphql(_) | Shape::Persisted(_))
     }
+
+    /// Whether the value is a GraphQL-over-WebSocket message.
+    pub fn is_ws(self) -> bool {
+        matches!(
+            self,
+            Shape::WsLifecycle
+                | Shape::WsGraphql(_)
+                | Shape::WsPersisted(_)
+                | Shape::WsUnregistered
+        )
+    }
+}
+
+/// How a GraphQL-over-WebSocket endpoint reads a text message value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WsRead {
+    /// Not a lifecycle or operation message: refused whatever the mode.
+    Unreadable,
+    /// Allowed without a rule.
+    Lifecycle,
+    /// An operation, judged by the GraphQL rules and registry.
+    Operation(Judged),
 }
 
 /// One value of the body dimension.
@@ -224,13 +265,19 @@ impl Calls {
             .copied()
             .filter(|e| e.protocol == L7Protocol::Graphql)
             .collect();
-        if eps.is_empty() && gql.is_empty() {
+        let ws_gql: Vec<&L7Endpoint> = all
+            .iter()
+            .copied()
+            .filter(|e| e.graphql_over_websocket())
+            .collect();
+        if eps.is_empty() && gql.is_empty() && ws_gql.is_empty() {
             return Ok(Calls::none());
         }
-        let graphql = if gql.is_empty() {
+        let graphql = if gql.is_empty() && ws_gql.is_empty() {
             None
         } else {
-            Some(Ops::build(&gql, budget)?)
+            let both: Vec<&L7Endpoint> = gql.iter().chain(&ws_gql).copied().collect();
+            Some(Ops::build(&both, budget)?)
         };
         let mcp = eps.iter().any(|e| e.protocol == L7Protocol::Mcp);
         let json = eps.iter().any(|e| e.protocol == L7Protocol::JsonRpc);
@@ -338,6 +385,17 @@ impl Calls {
                 }
             }
         }
+        if let Some(ops) = graphql.as_ref().filter(|_| !ws_gql.is_empty()) {
+            let mut add = |shape| values.push(CallValue { shape, size: 0 });
+            add(Shape::WsLifecycle);
+            for op in ops.ops() {
+                add(Shape::WsGraphql(op));
+            }
+            for i in 0..ops.persisted.len() {
+                add(Shape::WsPersisted(u32::try_from(i).unwrap_or(u32::MAX)));
+            }
+            add(Shape::WsUnregistered);
+        }
         let tools_call = methods.as_ref().and_then(|m| m.classify(TOOLS_CALL));
         let empty_method = methods.as_ref().and_then(|m| m.classify(""));
         Ok(Calls {
@@ -386,6 +444,9 @@ impl Calls {
         if v.shape == Shape::NoBody {
             return Read::Empty;
         }
+        if v.shape.is_ws() {
+            return Read::Refused;
+        }
         if self
             .limits
             .get(v.size)
@@ -401,7 +462,12 @@ impl Calls {
             Shape::Call(m) => Read::Call(m, None),
             Shape::McpRefused(_) if mcp => Read::Refused,
             Shape::McpRefused(m) => Read::Call(m, None),
-            Shape::Graphql(_) | Shape::Persisted(_) => Read::Refused,
+            Shape::Graphql(_)
+            | Shape::Persisted(_)
+            | Shape::WsLifecycle
+            | Shape::WsGraphql(_)
+            | Shape::WsPersisted(_)
+            | Shape::WsUnregistered => Read::Refused,
             Shape::Tool(t) => {
                 let Some(tc) = self.tools_call else {
                     return Read::Refused;
@@ -509,6 +575,21 @@ impl Calls {
                 let id = self.persisted_id(i)?;
                 format!(r#"{{"id":{}}}"#, quote(&id))
             }
+            Shape::WsLifecycle => WS_LIFECYCLE.to_owned(),
+            Shape::WsGraphql(op) => {
+                let doc = self.graphql_document(op)?;
+                format!(r#"{WS_SUBSCRIBE}{{"query":{}}}}}"#, quote(&doc))
+            }
+            Shape::WsPersisted(i) => {
+                let id = self.persisted_id(i)?;
+                format!(r#"{WS_SUBSCRIBE}{{"id":{}}}}}"#, quote(&id))
+            }
+            Shape::WsUnregistered => {
+                format!(
+                    r#"{WS_SUBSCRIBE}{{"id":{}}}}}"#,
+                    quote(&self.unregistered_id())
+                )
+            }
             Shape::Tool(t) => {
                 let tool = self
                     .tool_text(t)
@@ -529,7 +610,7 @@ impl Calls {
         let Some(value) = self.value(v) else {
             return Ok(None);
         };
-        if matches!(value.shape, Shape::NoBody | Shape::Unreadable) {
+        if matches!(value.shape, Shape::NoBody | Shape::Unreadable) || value.shape.is_ws() {
             return Ok(None);
         }
         let lo = match value.size {
@@ -682,7 +763,24 @@ impl Calls {
                 "persisted query `{}`",
                 self.persisted_id(i).unwrap_or_default()
             ),
+            Shape::WsLifecycle => "a GraphQL-over-WebSocket lifecycle message".to_owned(),
+            Shape::WsGraphql(op) => format!(
+                "a GraphQL-over-WebSocket {}",
+                self.graphql
+                    .as_ref()
+                    .map_or_else(String::new, |g| g.describe(op))
+            ),
+            Shape::WsPersisted(i) => format!(
+                "a GraphQL-over-WebSocket persisted query `{}`",
+                self.persisted_id(i).unwrap_or_default()
+            ),
+            Shape::WsUnregistered => {
+                "a GraphQL-over-WebSocket persisted query no endpoint registers".to_owned()
+            }
         };
+        if value.shape.is_ws() {
+            return text;
+        }
         format!("{text}{size}")
     }
 }
@@ -750,10 +848,52 @@ impl Calls {
             .ok_or_else(|| "a persisted query has an empty id".to_owned())
     }
 
+    /// How a GraphQL-over-WebSocket endpoint reads value `v` as a text
+    /// message: every value that is not a GraphQL-over-WebSocket message
+    /// stands for a text it cannot read (`crate::websocket::text`).
+    pub fn ws_read(&self, ep: &L7Endpoint, v: u32) -> WsRead {
+        let (Some(ops), Some(value)) = (&self.graphql, self.value(v)) else {
+            return WsRead::Unreadable;
+        };
+        match value.shape {
+            Shape::WsLifecycle => WsRead::Lifecycle,
+            Shape::WsGraphql(op) => WsRead::Operation(ops.judge_op(ep, op)),
+            Shape::WsPersisted(i) => WsRead::Operation(ops.judge_persisted(ep, i)),
+            Shape::WsUnregistered => WsRead::Operation(Judged::Refused),
+            _ => WsRead::Unreadable,
+        }
+    }
+
+    /// A persisted-query id no endpoint of either bundle registers.
+    fn unregistered_id(&self) -> String {
+        let taken = |id: &str| {
+            self.graphql
+                .as_ref()
+                .is_some_and(|g| g.persisted.iter().any(|p| p == id))
+        };
+        (0..)
+            .map(|n| format!("unregistered{n}"))
+            .find(|id| !taken(id))
+            .unwrap_or_default()
+    }
+
+    /// Values a GraphQL-over-WebSocket endpoint reads as `keep` says.
+    pub fn ws_values(&self, ep: &L7Endpoint, keep: impl Fn(WsRead) -> bool) -> Vec<u32> {
+        (0..self.values.len())
+            .filter_map(|i| u32::try_from(i).ok())
+            .filter(|&v| keep(self.ws_read(ep, v)))
+            .collect()
+    }
+
+    /// Whether value `v` is a GraphQL-over-WebSocket message.
+    pub fn is_ws(&self, v: u32) -> bool {
+        self.value(v).is_some_and(|x| x.shape.is_ws())
+    }
+
     /// The GraphQL document of a value (for witnesses), when it is one.
     pub fn document_of(&self, v: u32) -> Option<String> {
         match self.value(v)?.shape {
-            Shape::Graphql(op) => self.graphql_document(op).ok(),
+            Shape::Graphql(op) | Shape::WsGraphql(op) => self.graphql_document(op).ok(),
             _ => None,
         }
     }
@@ -814,6 +954,12 @@ impl Calls {
         Some(shape.and_then(|shape| self.find(shape, size)))
     }
 }
+
+/// A GraphQL-over-WebSocket lifecycle message.
+const WS_LIFECYCLE: &str = r#"{"type":"ping"}"#;
+
+/// The start of a `subscribe` message, up to its payload object.
+const WS_SUBSCRIBE: &str = r#"{"type":"subscribe","id":"1","payload":"#;
 
 /// Percent-encodes every byte but unreserved ones, for a query string.
 fn percent(s: &str) -> String {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use policy_lang::bundle::{Bundle, L7Protocol};
+use policy_lang::bundle::Bundle;
 use policy_lang::eval::Evaluator;
 use policy_lang::matcher::BinaryGlob;
 use serde::Serialize;
@@ -422,9 +422,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
 
 /// What the prover cannot see: endpoints of a protocol the model does not
 /// know (`calls::modelled`) judge requests by something the model does
-/// not represent, and so do websocket endpoints that read GraphQL over
-/// WebSocket (`websocket::unmodelled`). It
-/// takes an endpoint of an unknown protocol to allow every request, so
+/// not represent. It takes such an endpoint to allow every request, so
 /// widenings at the connection and HTTP level are still found; of a diff,
 /// only a change that leaves every network table as it was (a filesystem
 /// or process change) is certified.
@@ -436,19 +434,7 @@ fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
             .map(|e| e.protocol)
             .find(|p| !crate::calls::modelled(*p))
     };
-    let bundles: Vec<&Bundle> = std::iter::once(new).chain(old).collect();
-    let (protocol, judged, taken) = match unknown(new).or_else(|| old.and_then(unknown)) {
-        Some(protocol) => (
-            protocol,
-            "request bodies",
-            ": it treats such an endpoint as allowing every request it sees",
-        ),
-        None => (
-            L7Protocol::Websocket,
-            crate::websocket::unmodelled(&bundles)?,
-            "",
-        ),
-    };
+    let protocol = unknown(new).or_else(|| old.and_then(unknown))?;
     let network_unchanged = old.is_some_and(|o| {
         let (o, n) = (&o.enforcement, &new.enforcement);
         o.seccomp == n.seccomp
@@ -458,8 +444,9 @@ fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
     });
     (!network_unchanged).then(|| {
         format!(
-            "`{}` endpoints judge {judged} in a way the prover does not model{taken}, so a \
-             change to the network rules of a policy that has one is not certified",
+            "`{}` endpoints judge request bodies in a way the prover does not model: it treats \
+             such an endpoint as allowing every request it sees, so a change to the network \
+             rules of a policy that has one is not certified",
             protocol.keyword()
         )
     })

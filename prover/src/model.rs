@@ -494,6 +494,9 @@ struct WsPart {
     enforce: bool,
     upgrade_deny: F,
     upgrade_allow: F,
+    /// A text message is refused (GraphQL over WebSocket: one the
+    /// endpoint cannot read, or an operation it cannot judge).
+    text_refused: F,
     text_deny: F,
     text_allow: F,
     /// A binary message is refused: the upgrade carried a credential no
@@ -520,7 +523,7 @@ fn rules_for(dom: &Domain, rs: &[policy_lang::bundle::L7Matcher], deny: bool, me
 }
 
 /// Mirrors `judge_websocket` in `policy_lang::eval` for a websocket
-/// endpoint (without GraphQL rules: those stay unmodelled).
+/// endpoint.
 fn ws_part(
     dom: &Domain,
     t: &policy_lang::bundle::Tables,
@@ -539,27 +542,45 @@ fn ws_part(
         .filter(|(r, _)| r.via == Via::L7(e32) && r.uninspected_credentials)
         .map(|(_, m)| m.clone()));
     let text = policy_lang::matcher::WEBSOCKET_TEXT;
-    // GraphQL over WebSocket is not modelled (the engine does not certify
-    // a change that involves it): its text messages are taken as allowed,
-    // as for an endpoint of a protocol the model does not know.
-    let (text_deny, text_allow) = if ep.graphql_over_websocket() {
-        (FALSE, part.clone())
+    let rest_deny = rules_for(dom, &ep.deny, true, text);
+    let (text_refused, text_deny, text_allow) = if ep.graphql_over_websocket() {
+        graphql_message(dom, ep, rest_deny)
     } else {
-        (
-            and([part.clone(), rules_for(dom, &ep.deny, true, text)]),
-            and([part.clone(), rules_for(dom, &ep.allow, false, text)]),
-        )
+        (FALSE, rest_deny, rules_for(dom, &ep.allow, false, text))
     };
     WsPart {
         part: part.clone(),
         enforce: ep.enforcement == Enforcement::Enforce,
         upgrade_deny: and([part.clone(), rules_for(dom, &ep.deny, true, "GET")]),
         upgrade_allow: and([part.clone(), rules_for(dom, &ep.allow, false, "GET")]),
-        text_deny,
-        text_allow,
+        text_refused: and([part.clone(), text_refused]),
+        text_deny: and([part.clone(), text_deny]),
+        text_allow: and([part.clone(), text_allow]),
         binary_refused: and([part.clone(), cred_get.clone(), not(accepts)]),
         limit: ep.effective_body_limit(),
     }
+}
+
+/// Mirrors `graphql_message` in `policy_lang::eval`: refused, denied
+/// and allowed, over the body value (`crate::calls::WsRead`) and the
+/// endpoint's `deny WEBSOCKET_TEXT` rules (`rest_deny`). A lifecycle
+/// message is allowed before any rule is read; an operation matching a
+/// `deny WEBSOCKET_TEXT` rule is denied before the registry is read, so
+/// even an unregistered persisted query is then a deny, not a refusal.
+fn graphql_message(dom: &Domain, ep: &L7Endpoint, rest_deny: F) -> (F, F, F) {
+    use crate::calls::WsRead;
+    use crate::graphql::Judged;
+    let values = |keep: &dyn Fn(WsRead) -> bool| lit(Lit::Call(ids(dom.calls.ws_values(ep, keep))));
+    let operation = values(&|r| matches!(r, WsRead::Operation(_)));
+    let judged = |j: Judged| values(&|r| r == WsRead::Operation(j));
+    (
+        or([
+            values(&|r| r == WsRead::Unreadable),
+            and([judged(Judged::Refused), not(rest_deny.clone())]),
+        ]),
+        and([operation, or([rest_deny, judged(Judged::Denied)])]),
+        or([values(&|r| r == WsRead::Lifecycle), judged(Judged::Allowed)]),
+    )
 }
 
 /// Let through and audited, for the WebSocket kinds (see
@@ -601,6 +622,10 @@ fn ws_verdict(
         or(parts.iter().map(|p| p.text_deny.clone())),
         or(parts.iter().map(|p| p.text_allow.clone())),
     );
+    // Refused by one endpoint: denied whatever the others say or the mode.
+    let text_read = not(or(parts.iter().map(|p| p.text_refused.clone())));
+    let text_ok = and([text_read.clone(), text_ok]);
+    let text_audit = and([text_read, text_audit]);
     let text_ok = defs.define(format!("{prefix}.ws.text"), text_ok);
     let text_audit = defs.define(format!("{prefix}.ws.text_audit"), text_audit);
     let binary_ok = defs.define(

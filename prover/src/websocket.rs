@@ -26,12 +26,22 @@
 //! size: a limit raised from 1 KiB to 4 KiB shows as a message of 1,025
 //! bytes let through.
 //!
-//! Text messages on an endpoint with GraphQL rules or a registry
-//! (GraphQL over WebSocket) are not modelled (the model takes them as
-//! allowed): `unmodelled` says so and the engine does not certify such a
-//! change.
+//! On an endpoint with GraphQL rules or a registry (GraphQL over
+//! WebSocket), what a text message says decides it: its content is the
+//! point's body value (`crate::calls`): a lifecycle message, a `subscribe`
+//! message with one operation of one root field, or (any other value) a
+//! text the endpoint cannot read. One root field suffices for the reason
+//! `crate::graphql` gives for a POST: an operation message passes an
+//! endpoint only if each of its root fields would pass alone, padded to
+//! the same size, and `deny WEBSOCKET_TEXT` rules do not read the
+//! content. A witness is that message padded with spaces to its size
+//! class; when the message is longer than its class allows (a message
+//! limit smaller than the witness), the point cannot be shown and the
+//! engine answers inconclusive rather than certify it.
 
 use policy_lang::bundle::{Bundle, L7Endpoint, L7Protocol};
+
+use crate::calls::Calls;
 
 /// Name of the upgrade in the method dimension: not an HTTP method token,
 /// so no request can carry it (nor the message kinds' names).
@@ -66,12 +76,20 @@ pub enum Kind {
 impl Kinds {
     /// The method dimension's names of the kinds, in the order their atoms
     /// are given out: the upgrade, then each class's text and binary.
+    /// A class is named by the sizes it holds: up to the smallest limit,
+    /// between two limits, or over the largest.
     pub fn names(sizes: &[usize]) -> Vec<String> {
+        let span = |i: usize, size: usize| match (i, sizes.get(i + 1).map(|n| n - 1)) {
+            (0, Some(u)) => format!("up to {u} bytes"),
+            (_, Some(u)) => format!("of {size} to {u} bytes"),
+            (_, None) => format!("over {} bytes", size.saturating_sub(1)),
+        };
         std::iter::once(UPGRADE.to_owned())
-            .chain(sizes.iter().flat_map(|n| {
+            .chain(sizes.iter().enumerate().flat_map(|(i, &size)| {
+                let span = span(i, size);
                 [
-                    format!("(websocket text message, {n} bytes)"),
-                    format!("(websocket binary message, {n} bytes)"),
+                    format!("(websocket text message {span})"),
+                    format!("(websocket binary message {span})"),
                 ]
             }))
             .collect()
@@ -98,6 +116,13 @@ impl Kinds {
         std::iter::once(self.upgrade)
             .chain(self.classes.iter().flat_map(|c| [c.text, c.binary]))
             .collect()
+    }
+
+    /// The largest message of the class whose representative has `size`
+    /// bytes (`None`: the last class, over every limit).
+    pub fn upper(&self, size: usize) -> Option<usize> {
+        let at = self.classes.iter().position(|c| c.size == size)?;
+        Some(self.classes.get(at + 1)?.size - 1)
     }
 
     pub fn kind(&self, method: u32) -> Option<Kind> {
@@ -141,14 +166,6 @@ pub fn sizes(bundles: &[&Bundle]) -> Vec<usize> {
         .collect()
 }
 
-/// Why the model cannot decide the bundles' websocket endpoints, when it
-/// cannot.
-pub fn unmodelled(bundles: &[&Bundle]) -> Option<&'static str> {
-    websocket_endpoints(bundles)
-        .any(L7Endpoint::graphql_over_websocket)
-        .then_some("GraphQL-over-WebSocket messages")
-}
-
 /// A concrete upgrade or client message a point stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
@@ -163,6 +180,30 @@ pub enum Probe {
 /// padded with spaces.
 pub const WITNESS_TEXT: &str = "hello";
 
+/// The text message of the class of `size` bytes whose content is body
+/// value `v`: a GraphQL-over-WebSocket message padded with spaces into
+/// the class, or for any other value [`text_of_size`]. `Err` when the
+/// message is longer than the class allows.
+pub fn text(calls: &Calls, kinds: &Kinds, size: usize, v: u32) -> Result<String, String> {
+    if !calls.is_ws(v) {
+        return Ok(text_of_size(size));
+    }
+    let mut msg = calls.message(v)?.unwrap_or_default();
+    if let Some(upper) = kinds.upper(size).filter(|&u| msg.len() > u) {
+        return Err(format!(
+            "the GraphQL-over-WebSocket message `{msg}` is longer than {upper} bytes, the message limit it must stay within"
+        ));
+    }
+    // The first class holds every message up to the smallest limit.
+    let first = kinds.classes.first().is_some_and(|c| c.size == size);
+    if !first {
+        while msg.len() < size {
+            msg.push(' ');
+        }
+    }
+    Ok(msg)
+}
+
 /// A text message of `size` bytes: [`WITNESS_TEXT`], cut or padded with
 /// spaces.
 pub fn text_of_size(size: usize) -> String {
@@ -174,14 +215,6 @@ pub fn text_of_size(size: usize) -> String {
 }
 
 impl Probe {
-    pub fn of(kind: Kind) -> Probe {
-        match kind {
-            Kind::Upgrade => Probe::Upgrade,
-            Kind::Text(size) => Probe::Text(text_of_size(size)),
-            Kind::Binary(size) => Probe::Binary(size),
-        }
-    }
-
     pub fn is_message(&self) -> bool {
         !matches!(self, Probe::Upgrade)
     }

@@ -14,7 +14,7 @@ use crate::formula::{Defs, F, Lit, Point, and, lit, not};
 use crate::region::Region;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
-use crate::websocket::Probe;
+use crate::websocket::{Kind, Probe};
 
 /// Query conditions by key.
 fn groups(dom: &Domain) -> BTreeMap<&str, Vec<usize>> {
@@ -224,7 +224,24 @@ pub fn body(dom: &Domain, p: &Point) -> Option<Vec<u8>> {
 /// The WebSocket upgrade or message a point stands for (`request` is then
 /// the upgrade); `None` for a plain HTTP request.
 pub fn probe(dom: &Domain, p: &Point) -> Option<Probe> {
-    Some(Probe::of(dom.ws.as_ref()?.kind(p.method)?))
+    let kinds = dom.ws.as_ref()?;
+    Some(match kinds.kind(p.method)? {
+        Kind::Upgrade => Probe::Upgrade,
+        Kind::Text(size) => {
+            Probe::Text(crate::websocket::text(&dom.calls, kinds, size, p.call).unwrap_or_default())
+        }
+        Kind::Binary(size) => Probe::Binary(size),
+    })
+}
+
+/// Why a point's WebSocket text message cannot be written within its
+/// size class, if it cannot.
+fn unshowable_text(dom: &Domain, p: &Point) -> Option<String> {
+    let kinds = dom.ws.as_ref()?;
+    match kinds.kind(p.method)? {
+        Kind::Text(size) => crate::websocket::text(&dom.calls, kinds, size, p.call).err(),
+        _ => None,
+    }
 }
 
 /// The evaluator's decision on a request with this body, or on the
@@ -280,6 +297,7 @@ pub fn unshowable(dom: &Domain, p: &Point) -> Option<String> {
                 .flatten()
         })
         .or_else(|| lacking(&dom.paths, p.path, "request path"))
+        .or_else(|| unshowable_text(dom, p))
         .or_else(|| dom.calls.unshowable(p.call))
 }
 
@@ -498,6 +516,9 @@ fn call_rank(dom: &Domain, c: u32) -> (u8, usize, usize) {
         Shape::Persisted(_) => 2,
         Shape::Response => 4,
         Shape::Unreadable => 5,
+        Shape::WsGraphql(_) => 1,
+        Shape::WsPersisted(_) | Shape::WsLifecycle => 2,
+        Shape::WsUnregistered => 3,
     };
     let len = dom.calls.message(c).ok().flatten().map_or(0, |m| m.len());
     (kind, v.size, len)

@@ -10,7 +10,8 @@
 //! policies' rules (with the bodies the evaluator tells apart:
 //! notifications, null ids, batches, response frames, fragments, several
 //! operations, persisted-query hashes, GET documents, unreadable bodies,
-//! bodies around the limits). The
+//! bodies around the limits), WebSocket upgrades and messages, among them
+//! GraphQL-over-WebSocket `subscribe` and lifecycle messages. The
 //! prover only runs on pairs where `eval` found such a request, which
 //! keeps 10,000 pairs within CI's budget.
 
@@ -120,6 +121,8 @@ struct Tally {
     /// Flips shown by a WebSocket message over a message limit of 64 bytes
     /// or more (the generated limits are 64, 1,024 and the default).
     sized: AtomicUsize,
+    /// Flips shown by a GraphQL-over-WebSocket operation message.
+    ws_graphql: AtomicUsize,
 }
 
 /// Compiles policy text from a file in `dir` (one directory per thread,
@@ -178,6 +181,12 @@ fn run_pair(dir: &std::path::Path, opts: &prover::Options, seed: u64, tally: &Ta
     {
         tally.sized.fetch_add(1, Ordering::Relaxed);
     }
+    if let Some(WsProbe::Text(t)) = &ws
+        && policy_lang::l7body::graphql::classify_ws_text(t)
+            .is_ok_and(|m| matches!(m, policy_lang::l7body::graphql::WsMessage::Operation(_)))
+    {
+        tally.ws_graphql.fetch_add(1, Ordering::Relaxed);
+    }
     if ws.is_none()
         && Evaluator::new(nb.clone())
             .eval_with_body(&req, body.as_deref())
@@ -219,17 +228,21 @@ fn soundness(first_seed: u64, pairs: u64) {
             });
         }
     });
-    let (n, flips, inc, bodies, graphql, websocket, sized) = (
-        tally.pairs.load(Ordering::Relaxed),
-        tally.flips.load(Ordering::Relaxed),
-        tally.inconclusive.load(Ordering::Relaxed),
-        tally.with_body.load(Ordering::Relaxed),
-        tally.graphql.load(Ordering::Relaxed),
-        tally.websocket.load(Ordering::Relaxed),
-        tally.sized.load(Ordering::Relaxed),
+    let load = |c: &AtomicUsize| c.load(Ordering::Relaxed);
+    let (n, flips, inc, bodies, graphql) = (
+        load(&tally.pairs),
+        load(&tally.flips),
+        load(&tally.inconclusive),
+        load(&tally.with_body),
+        load(&tally.graphql),
+    );
+    let (websocket, sized, ws_graphql) = (
+        load(&tally.websocket),
+        load(&tally.sized),
+        load(&tally.ws_graphql),
     );
     eprintln!(
-        "{n} pairs, {flips} with a widening shown by eval ({bodies} by a request with a body, {graphql} judged by a GraphQL endpoint, {websocket} by a WebSocket upgrade or message, {sized} of them by a message over 64 bytes), {inc} of them inconclusive"
+        "{n} pairs, {flips} with a widening shown by eval ({bodies} by a request with a body, {graphql} judged by a GraphQL endpoint, {websocket} by a WebSocket upgrade or message, {sized} of them by a message over 64 bytes, {ws_graphql} by a GraphQL-over-WebSocket operation), {inc} of them inconclusive"
     );
     assert_eq!(n as u64, pairs);
     // Not vacuous: a good share of pairs widen, and the prover settles
@@ -255,6 +268,10 @@ fn soundness(first_seed: u64, pairs: u64) {
     assert!(
         sized as u64 * 1000 >= pairs,
         "only {sized} of {pairs} pairs widen by a message over 64 bytes"
+    );
+    assert!(
+        ws_graphql as u64 * 1000 >= pairs,
+        "only {ws_graphql} of {pairs} pairs widen by a GraphQL-over-WebSocket operation"
     );
 }
 

@@ -5,8 +5,9 @@
 //! whose witness replays through `eval --websocket` / `--websocket-text`
 //! / `--websocket-binary`, and an unchanged or narrowed endpoint is
 //! certified; messages between two message limits show a raised limit.
-//! GraphQL-over-WebSocket messages are not modelled: a change to a policy
-//! with one is never certified.
+//! On an endpoint with GraphQL rules, a text message is judged by what it
+//! says: a new operation is a widening whose witness is the `subscribe`
+//! message that carries it.
 
 mod support;
 
@@ -177,22 +178,187 @@ fn binary_messages_on_a_credentialed_upgrade_follow_uninspected_credentials() {
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
 }
 
+/// The text message of the one text finding of `r`.
+#[expect(clippy::panic, reason = "test helper")]
+fn text_witness(r: &Report) -> String {
+    let f = of_kind(r, "text");
+    match f.first().and_then(|f| f.witness.probe()) {
+        Some(Probe::Text(t)) => t,
+        other => panic!("no text witness ({other:?}): {r:#?}"),
+    }
+}
+
+#[expect(clippy::unwrap_used, reason = "test helper")]
+fn subscribe(query: &str) -> String {
+    format!(
+        r#"{{"type":"subscribe","id":"1","payload":{{"query":{}}}}}"#,
+        serde_json::to_string(query).unwrap()
+    )
+}
+
 #[test]
-fn graphql_mutations_over_websocket_are_not_certified_away() {
+fn graphql_mutations_newly_allowed_over_websocket_are_a_widening_that_replays() {
     let old = ws("    allow GET /v1/**\n    allow graphql subscription");
     let new = ws("    allow GET /v1/**\n    allow graphql subscription mutation");
-    let m = r#"{"type":"subscribe","id":"1","payload":{"query":"mutation { x }"}}"#;
-    assert_eq!(text_verdict(&old, m), Eval::Deny);
-    assert_eq!(text_verdict(&new, m), Eval::Allow);
-    let r = diff_bundles(&old, &new);
-    assert_ne!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
-    if r.verdict == Verdict::Inconclusive {
-        let why = r.inconclusive.as_deref().unwrap_or_default();
+    let m = subscribe("mutation { x }");
+    assert_eq!(text_verdict(&old, &m), Eval::Deny);
+    assert_eq!(text_verdict(&new, &m), Eval::Allow);
+    let r = assert_widened_by(&old, &new, "text");
+    assert!(r.inconclusive.is_none(), "{r:#?}");
+    for f in of_kind(&r, "text") {
+        let Some(Probe::Text(t)) = f.witness.probe() else {
+            panic!("{f:#?}")
+        };
         assert!(
-            why.contains("`websocket` endpoints judge GraphQL-over-WebSocket messages"),
-            "{why}"
+            t.starts_with(r#"{"type":"subscribe","id":"1","payload":{"query":"mutation"#),
+            "{t}"
         );
     }
+    // And back: only subscriptions, which both allow.
+    let r = diff_bundles(&new, &old);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
+    assert!(r.inconclusive.is_none(), "{r:#?}");
+}
+
+#[test]
+fn a_root_field_newly_allowed_over_websocket_is_found_by_its_name() {
+    let old = ws("    allow GET /v1/**\n    allow graphql subscription field issueCreated");
+    let new = ws(
+        "    allow GET /v1/**\n    allow graphql subscription field issueCreated repositoryDeleted",
+    );
+    let r = assert_widened_by(&old, &new, "text");
+    assert_eq!(
+        text_witness(&r),
+        subscribe("subscription { repositoryDeleted }")
+    );
+}
+
+#[test]
+fn a_deny_websocket_text_rule_removed_beside_graphql_rules_is_a_widening() {
+    let old = ws(
+        "    allow GET /v1/**\n    allow graphql subscription\n    deny WEBSOCKET_TEXT /v1/admin/**",
+    );
+    let new = ws("    allow GET /v1/**\n    allow graphql subscription");
+    let r = assert_widened_by(&old, &new, "text");
+    for f in of_kind(&r, "text") {
+        assert!(
+            f.witness
+                .path
+                .as_deref()
+                .unwrap_or_default()
+                .starts_with("/v1/admin"),
+            "{f:#?}"
+        );
+    }
+    // Lifecycle messages pass the deny rule in both: no finding is one.
+    assert!(!text_witness(&r).contains("ping"), "{}", text_witness(&r));
+}
+
+#[test]
+fn plain_text_and_graphql_over_websocket_compare_by_what_each_lets_through() {
+    let plain = ws("    allow * /v1/**");
+    let graphql = ws("    allow GET /v1/**\n    allow graphql subscription");
+    // GraphQL rules refuse every text that is not a GraphQL-over-WebSocket
+    // message, and let through nothing the plain endpoint refused.
+    let r = diff_bundles(&plain, &graphql);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
+    assert!(r.inconclusive.is_none(), "{r:#?}");
+    // Back to plain text: any text is new.
+    assert_eq!(text_verdict(&graphql, "hello"), Eval::Deny);
+    let r = assert_widened_by(&graphql, &plain, "text");
+    assert_eq!(text_witness(&r), "hello");
+}
+
+#[test]
+fn a_persisted_query_registered_over_websocket_is_a_widening_by_its_id() {
+    let old = ws("    allow GET /v1/**\n    allow graphql query");
+    let new = ws(
+        "    allow GET /v1/**\n    allow graphql query\n    persisted h1 query name Viewer field viewer",
+    );
+    let m = r#"{"type":"subscribe","id":"1","payload":{"id":"h1"}}"#;
+    assert_eq!(text_verdict(&old, m), Eval::Deny);
+    assert_eq!(text_verdict(&new, m), Eval::Allow);
+    let r = assert_widened_by(&old, &new, "text");
+    assert_eq!(text_witness(&r), m);
+}
+
+#[test]
+fn lifecycle_messages_newly_let_through_are_a_widening() {
+    // OLD allows the upgrade and no text; NEW's GraphQL rules deny every
+    // operation but let lifecycle messages through, as OpenShell does.
+    let old = ws("    allow GET /v1/**");
+    let new = ws("    allow GET /v1/**\n    deny graphql *");
+    assert_eq!(text_verdict(&new, r#"{"type":"ping"}"#), Eval::Allow);
+    let r = assert_widened_by(&old, &new, "text");
+    assert_eq!(text_witness(&r), r#"{"type":"ping"}"#);
+}
+
+#[test]
+fn a_deny_websocket_text_rule_in_audit_mode_lets_unregistered_hashes_through() {
+    // An operation matching a `deny WEBSOCKET_TEXT` rule is denied before
+    // the registry is read; in audit mode that lets through a hash the
+    // registry would have refused.
+    let rules = "    allow GET /v1/**\n    allow graphql *\n    persisted h1 query field viewer";
+    let old = endpoint("websocket audit", rules);
+    let new = endpoint(
+        "websocket audit",
+        &format!("{rules}\n    deny WEBSOCKET_TEXT /v1/**"),
+    );
+    let m = r#"{"type":"subscribe","id":"1","payload":{"id":"h9"}}"#;
+    assert_eq!(text_verdict(&old, m), Eval::Deny);
+    assert_eq!(text_verdict(&new, m), Eval::Audit);
+    let r = assert_widened_by(&old, &new, "text");
+    assert_eq!(
+        text_witness(&r),
+        r#"{"type":"subscribe","id":"1","payload":{"id":"unregistered0"}}"#
+    );
+}
+
+#[test]
+fn graphql_over_websocket_turned_to_audit_lets_denied_operations_through() {
+    let old = ws("    allow GET /v1/**\n    allow graphql subscription");
+    let new = endpoint(
+        "websocket audit",
+        "    allow GET /v1/**\n    allow graphql subscription",
+    );
+    let m = subscribe("mutation { x }");
+    assert_eq!(text_verdict(&new, &m), Eval::Audit);
+    // A text that is no GraphQL-over-WebSocket message is refused in
+    // audit mode too.
+    assert_eq!(text_verdict(&new, "hello"), Eval::Deny);
+    let r = assert_widened_by(&old, &new, "text");
+    for f in of_kind(&r, "text") {
+        let Some(Probe::Text(t)) = f.witness.probe() else {
+            panic!("{f:#?}")
+        };
+        assert!(t.starts_with(r#"{"type":"subscribe""#), "{t}");
+    }
+}
+
+#[test]
+fn a_message_limit_no_operation_message_fits_is_not_certified() {
+    // Under 30 bytes no `subscribe` message fits, so the change adds no
+    // reach; the model cannot show that, and says so instead of
+    // certifying it.
+    let old = ws("    allow GET /v1/**\n    allow graphql subscription\n    body_limit 30");
+    let new =
+        ws("    allow GET /v1/**\n    allow graphql subscription mutation\n    body_limit 30");
+    let r = diff_bundles(&old, &new);
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{r:#?}");
+    let why = r.inconclusive.as_deref().unwrap_or_default();
+    assert!(why.contains("longer than 30 bytes"), "{why}");
+}
+
+#[test]
+fn a_raised_limit_over_websocket_shows_a_padded_operation_message() {
+    let old = ws("    allow GET /v1/**\n    allow graphql subscription\n    body_limit 1024");
+    let new = ws("    allow GET /v1/**\n    allow graphql subscription");
+    let r = assert_widened_by(&old, &new, "text");
+    let f = of_kind(&r, "text");
+    let f = f.first().unwrap_or_else(|| panic!("{r:#?}"));
+    assert_eq!(f.witness.text_size, Some(1025), "{f:#?}");
+    let short = f.witness.websocket_text.as_deref().unwrap_or_default();
+    assert!(short.starts_with(r#"{"type":"subscribe""#), "{short}");
 }
 
 #[test]

@@ -164,6 +164,14 @@ impl Gql {
         if let Some(n) = self.limit {
             out.push(format!("body_limit {n}"));
         }
+        out.extend(self.rule_lines());
+        out
+    }
+
+    /// The rule and registry lines, as a websocket endpoint takes them
+    /// too (GraphQL over WebSocket).
+    pub fn rule_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
         for r in &self.rules {
             let mut line = format!(
                 "{} graphql {}",
@@ -200,6 +208,35 @@ impl Gql {
             }
         }
         (names, fields)
+    }
+
+    /// A GraphQL-over-WebSocket client text message drawn from this
+    /// endpoint's rules: `subscribe` or legacy `start` with one request
+    /// object, a persisted-query hash, lifecycle messages, a message of
+    /// another type, and ones the endpoint cannot read.
+    pub fn ws_message(&self, rng: &mut Rng) -> String {
+        let (names, fields) = self.pools(rng);
+        let kind = if rng.chance(80) { "subscribe" } else { "start" };
+        match rng.below(100) {
+            0..5 => "not json".to_owned(),
+            5..15 => (*rng.pick(&[
+                r#"{"type":"connection_init"}"#,
+                r#"{"type":"ping"}"#,
+                r#"{"type":"complete","id":"1"}"#,
+                r#"{"type":"stop","id":"1"}"#,
+            ]))
+            .to_owned(),
+            15..20 => r#"{"type":"next","id":"1","payload":{}}"#.to_owned(),
+            20..23 => format!(r#"{{"type":"{kind}","payload":{{"query":"{{ viewer }}"}}}}"#),
+            23..33 => {
+                let id = if rng.chance(80) { *rng.pick(IDS) } else { "h9" };
+                format!(r#"{{"type":"{kind}","id":"1","payload":{{"id":"{id}"}}}}"#)
+            }
+            _ => format!(
+                r#"{{"type":"{kind}","id":"1","payload":{}}}"#,
+                request_object(rng, &names, &fields)
+            ),
+        }
     }
 
     /// A request drawn from this endpoint's rules: method, target suffix

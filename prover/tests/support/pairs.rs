@@ -261,6 +261,9 @@ pub struct Http {
     pub uninspected: bool,
     /// `body_limit` (websocket endpoints only; `None`: the default).
     pub message_limit: Option<usize>,
+    /// GraphQL rules and registry (websocket endpoints only): text
+    /// messages are then GraphQL-over-WebSocket messages.
+    pub gql: Option<Gql>,
 }
 
 /// Message limits of the generated websocket endpoints, and message sizes
@@ -308,12 +311,14 @@ fn endpoint(rng: &mut Rng) -> Endpoint {
         } else {
             None
         };
+        let gql = (websocket && rng.chance(50)).then(|| Gql::random(rng));
         Some(Http {
             audit,
             rules,
             websocket,
             uninspected,
             message_limit,
+            gql,
         })
     } else {
         None
@@ -389,6 +394,11 @@ impl Spec {
                     g.mutate(rng);
                 }
             }
+            4..=6 if ep.http.as_ref().is_some_and(|h| h.gql.is_some()) && rng.chance(60) => {
+                if let Some(g) = ep.http.as_mut().and_then(|h| h.gql.as_mut()) {
+                    g.mutate(rng);
+                }
+            }
             4 => match &mut ep.http {
                 Some(_) if rng.chance(20) => {
                     // A REST endpoint turned into a JSON-RPC, MCP or
@@ -417,12 +427,18 @@ impl Spec {
                 Some(h) if h.websocket && rng.chance(20) => {
                     h.message_limit = *rng.pick(MESSAGE_LIMITS);
                 }
+                Some(h) if h.websocket && rng.chance(30) => match &mut h.gql {
+                    Some(g) if rng.chance(75) => g.mutate(rng),
+                    Some(_) => h.gql = None,
+                    None => h.gql = Some(Gql::random(rng)),
+                },
                 Some(h) if rng.chance(10) => {
                     // REST turned websocket, or back: methods the other
                     // protocol refuses become `*`.
                     h.websocket = !h.websocket;
                     h.uninspected = false;
                     h.message_limit = None;
+                    h.gql = None;
                     let allowed = if h.websocket { WS_METHODS } else { METHODS };
                     for r in &mut h.rules {
                         if !allowed.contains(&r.methods) {
@@ -513,19 +529,33 @@ impl Spec {
                     // A websocket endpoint needs an allow rule; one
                     // that allows no upgrade lets nothing through.
                     if h.websocket && h.rules.iter().all(|r| r.deny) {
-                        out.push_str("    allow WEBSOCKET_TEXT /z\n");
+                        out.push_str(if h.gql.is_some() {
+                            "    allow GET /z\n"
+                        } else {
+                            "    allow WEBSOCKET_TEXT /z\n"
+                        });
                     }
                     if let Some(n) = h.message_limit {
                         out.push_str(&format!("    body_limit {n}\n"));
                     }
                     for r in &h.rules {
+                        // Beside GraphQL rules a `WEBSOCKET_TEXT`
+                        // allowance is refused (E0507): it allows the
+                        // upgrade instead.
+                        let methods = match (&h.gql, r.deny, r.methods) {
+                            (Some(_), false, "WEBSOCKET_TEXT") => "GET",
+                            (_, _, m) => m,
+                        };
                         out.push_str(&format!(
                             "    {} {} {}{}\n",
                             if r.deny { "deny" } else { "allow" },
-                            r.methods,
+                            methods,
                             r.path.text(),
                             r.query
                         ));
+                    }
+                    for line in h.gql.iter().flat_map(Gql::rule_lines) {
+                        out.push_str(&format!("    {line}\n"));
                     }
                     out.push_str("  }\n");
                 }
@@ -582,9 +612,20 @@ impl Spec {
             (None, None) => None,
         };
         let websocket = e.http.as_ref().is_some_and(|h| h.websocket);
+        let ws_gql = e.http.as_ref().and_then(|h| h.gql.as_ref());
         let probe = if rng.chance(if websocket { 75 } else { 10 }) {
             Some(match rng.below(5) {
                 0 => Probe::Upgrade,
+                1 | 2 if ws_gql.is_some() && rng.chance(80) => {
+                    let mut t = ws_gql.map(|g| g.ws_message(rng)).unwrap_or_default();
+                    if rng.chance(20) {
+                        let n = *rng.pick(MESSAGE_SIZES);
+                        while t.len() < n {
+                            t.push(' ');
+                        }
+                    }
+                    Probe::Text(t)
+                }
                 1 => Probe::Text("hi".to_owned()),
                 2 => Probe::Text("x".repeat(*rng.pick(MESSAGE_SIZES))),
                 3 => Probe::Binary(1),
