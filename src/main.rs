@@ -4,10 +4,6 @@
 //! Exit codes: 0 clean, 1 errors or findings, 2 usage or unreadable input,
 //! 3 a proof or a risk question inconclusive.
 
-mod cli;
-mod output;
-mod report;
-
 use std::process::ExitCode;
 
 /// A prove of two small policies makes about 14,000 short-lived
@@ -17,9 +13,5 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let code = match cli::parse() {
-        Ok(args) => cli::run(args),
-        Err(code) => code,
-    };
-    ExitCode::from(code)
+    openshell_policy::main()
 }

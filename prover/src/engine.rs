@@ -19,8 +19,8 @@ use crate::query::{self, Category, Query, Variant};
 use crate::region::Region;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
-use crate::smt::LazySmt;
 use crate::solve::{Outcome, Search};
+use crate::solver::LazySmt;
 use crate::timing::Timings;
 use crate::websocket::Probe;
 use crate::witness::{self, Observed};
@@ -311,17 +311,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         },
     };
     if opts.print_smt {
-        let smt = smt.get();
-        let mut text = smt.to_smt2();
-        for q in &queries {
-            text.push_str(&format!(
-                "; query {} ({:?})\n(assert {})\n",
-                q.category,
-                q.variant,
-                smt.translate(&q.f)
-            ));
-        }
-        report.smt = Some(text);
+        report.smt = Some(smt2(&smt, &queries)?);
     }
     let cx = Cx {
         dom: &dom,
@@ -341,6 +331,9 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     for q in &queries {
         let t = Instant::now();
         let (found, outcome) = search.regions(&q.f, opts.max_regions);
+        if smt.missing() {
+            return Err(ProverError::SolverNeeded);
+        }
         timings.note(|| {
             format!(
                 "{} {:?}: {} regions in {:?} ({outcome:?})",
@@ -392,6 +385,9 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     }
     let t = Instant::now();
     cx.secret_exposure(&search, &mut report);
+    if smt.missing() {
+        return Err(ProverError::SolverNeeded);
+    }
     timings.note(|| format!("secret_exposure {:?}", t.elapsed()));
     note_unknown_acceptances(opts, &mut report);
     if let Some(why) = unmodelled_protocols(old, new) {
@@ -415,7 +411,6 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     report.stats.millis = started.elapsed().as_millis();
     timings.note(|| format!("answered {:?}", started.elapsed()));
     drop(search);
-    drop(smt);
     report.stats.phases = timings.take();
     Ok(report)
 }
@@ -450,6 +445,47 @@ fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
             protocol.keyword()
         )
     })
+}
+
+/// The problem as SMT-LIB 2 (`--print-smt`): Z3's own rendering.
+#[cfg(feature = "z3")]
+fn smt2(smt: &LazySmt<'_>, queries: &[Query]) -> Result<String, ProverError> {
+    let smt = smt.get();
+    let mut text = smt.to_smt2();
+    for q in queries {
+        text.push_str(&format!(
+            "; query {} ({:?})\n(assert {})\n",
+            q.category,
+            q.variant,
+            smt.translate(&q.f)
+        ));
+    }
+    Ok(text)
+}
+
+#[cfg(not(feature = "z3"))]
+fn smt2(_smt: &LazySmt<'_>, _queries: &[Query]) -> Result<String, ProverError> {
+    Err(ProverError::SolverNeeded)
+}
+
+/// A point where `f` holds, by Z3; `Err` when it cannot tell.
+#[cfg(feature = "z3")]
+fn z3_model_of(smt: &LazySmt<'_>, f: &F) -> Result<Option<Point>, ()> {
+    let smt = smt.get();
+    smt.push();
+    smt.assert(smt.translate(f));
+    let r = match smt.check() {
+        z3::SatResult::Sat => smt.model().map(|m| Some(smt.point(&m))).ok_or(()),
+        z3::SatResult::Unsat => Ok(None),
+        z3::SatResult::Unknown => Err(()),
+    };
+    smt.pop();
+    r
+}
+
+#[cfg(not(feature = "z3"))]
+fn z3_model_of(smt: &LazySmt<'_>, _f: &F) -> Result<Option<Point>, ()> {
+    smt.absent(Err(()))
 }
 
 /// What the evaluator says of a witness in NEW and OLD, and whether its
@@ -763,16 +799,7 @@ impl Cx<'_> {
                 crate::fd::Outcome::Unsat => return Ok(None),
                 crate::fd::Outcome::GaveUp => {}
             }
-            let smt = search.smt.get();
-            smt.push();
-            smt.assert(smt.translate(f));
-            let r = match smt.check() {
-                z3::SatResult::Sat => smt.model().map(|m| Some(smt.point(&m))).ok_or(()),
-                z3::SatResult::Unsat => Ok(None),
-                z3::SatResult::Unknown => Err(()),
-            };
-            smt.pop();
-            r
+            z3_model_of(search.smt, f)
         };
         let sends = |m: &Model, bin: u32| -> Option<bool> {
             let f = and([m.allow.clone(), lit(Lit::Bin(ids(vec![bin])))]);

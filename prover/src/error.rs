@@ -14,6 +14,12 @@ pub enum ProverError {
     /// An accepted-risks file is not valid.
     #[error("invalid accepted-risks file `{path}`: {message}")]
     AcceptedRisks { path: String, message: String },
+    /// A question needs Z3, which this build does not link
+    /// (`crate::solver`): the proof must run where it is linked.
+    #[error(
+        "this question needs the Z3 solver, which this build does not link (`openshell-policy-solver` does)"
+    )]
+    SolverNeeded,
     /// A file could not be read.
     #[error("cannot read `{path}`: {source}")]
     Read {

@@ -9,11 +9,13 @@
 //! [`domain`] gathers every dimension's values from both
 //! bundles; [`formula`] is the formula DAG; [`model`] turns a bundle into
 //! formulas mirroring `policy_lang::eval`; [`query`] states the finding
-//! categories; [`smt`] talks to Z3; [`solve`] enumerates widened regions;
+//! categories; [`solver`] creates Z3 when a question needs it and `smt`
+//! talks to it (only with the `z3` feature); [`solve`] enumerates widened
+//! regions;
 //! [`witness`] picks concrete requests and replays them; [`finding`] and
 //! [`engine`] assemble reports; [`registry`], [`accepted`] and [`sandbox`]
-//! read the binary registry, accepted risks and Landlock rules; [`oracle`]
-//! answers single requests for the differential tests.
+//! read the binary registry, accepted risks and Landlock rules; `oracle`
+//! answers single requests for the differential tests (with `z3`).
 
 pub mod accepted;
 pub mod calls;
@@ -25,14 +27,17 @@ pub mod finding;
 pub mod formula;
 pub mod graphql;
 pub mod model;
+#[cfg(feature = "z3")]
 pub mod oracle;
 pub mod query;
 pub mod region;
 pub mod registry;
 mod registry_format;
 pub mod sandbox;
+#[cfg(feature = "z3")]
 pub mod smt;
 pub mod solve;
+pub mod solver;
 pub mod strings;
 pub mod timing;
 pub mod websocket;

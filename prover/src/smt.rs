@@ -140,50 +140,6 @@ fn ranges(v: &BV, runs: &[(u32, u32)]) -> Bool {
     }
 }
 
-/// A solver created on first use: a Z3 context costs milliseconds, and
-/// most small problems are settled by the finite-domain search
-/// ([`crate::fd`]) without one.
-pub struct LazySmt<'a> {
-    dom: &'a Domain,
-    defs: &'a Defs,
-    deadline: Instant,
-    timings: &'a Timings,
-    cell: std::cell::OnceCell<Smt>,
-}
-
-impl<'a> LazySmt<'a> {
-    pub fn new(dom: &'a Domain, defs: &'a Defs, deadline: Instant, timings: &'a Timings) -> Self {
-        LazySmt {
-            dom,
-            defs,
-            timings,
-            deadline,
-            cell: std::cell::OnceCell::new(),
-        }
-    }
-
-    pub fn get(&self) -> &Smt {
-        self.cell.get_or_init(|| {
-            let t = Instant::now();
-            let mut smt = Smt::new(self.dom, self.deadline, self.timings);
-            smt.define(self.defs);
-            self.timings
-                .note(|| format!("  z3 created {:?}", t.elapsed()));
-            smt
-        })
-    }
-
-    /// When the solver budget runs out.
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
-
-    /// Whether Z3 was needed at all.
-    pub fn created(&self) -> bool {
-        self.cell.get().is_some()
-    }
-}
-
 /// A solver over one domain, with definitions asserted.
 ///
 /// A check first runs on the incremental solver with a short budget; when

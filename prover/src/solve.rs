@@ -10,13 +10,11 @@
 //! is shrunk by the counterexamples, down to the model's own elementary
 //! cell, on which the query is constant.
 
-use z3::SatResult;
-
 use crate::domain::Domain;
 use crate::fd;
 use crate::formula::{Defs, F, Lit, Point, and, dim, ids, lit, not, or};
 use crate::region::{QUERY_VALUES, Region, apply_addr, first_port, query_value};
-use crate::smt::LazySmt;
+use crate::solver::LazySmt;
 use crate::timing::Timings;
 use crate::witness;
 
@@ -125,7 +123,17 @@ impl Search<'_> {
         }
     }
 
+    #[cfg(not(feature = "z3"))]
+    fn regions_z3(&mut self, _q: &F, _cap: usize) -> (Vec<Found>, Outcome) {
+        self.smt.absent((
+            Vec::new(),
+            Outcome::Inconclusive("no Z3 in this build".to_owned()),
+        ))
+    }
+
+    #[cfg(feature = "z3")]
     fn regions_z3(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
+        use z3::SatResult;
         let smt = self.smt.get();
         // The query's blocked regions live in this scope; the query itself
         // is asserted only around each solve, so region checks can ask for
@@ -382,7 +390,14 @@ impl Search<'_> {
         true
     }
 
+    #[cfg(not(feature = "z3"))]
+    fn counterexample_z3(&self, _q: &F, _r: &Region) -> Result<Option<Point>, ()> {
+        self.smt.absent(Err(()))
+    }
+
+    #[cfg(feature = "z3")]
     fn counterexample_z3(&self, q: &F, r: &Region) -> Result<Option<Point>, ()> {
+        use z3::SatResult;
         let smt = self.smt.get();
         smt.push();
         smt.assert(smt.translate(&and([r.formula(self.dom), not(q.clone())])));

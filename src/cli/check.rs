@@ -64,10 +64,16 @@ fn risk_warnings(checked: &load::Checked, opts: &prover::Options, path: &std::pa
                     .map(|why| format!("`{}`: {why}", path.display())),
             }
         }
-        Err(e) => Risks {
-            warnings: Vec::new(),
-            inconclusive: Some(format!("`{}`: {e}", path.display())),
-        },
+        Err(e) => {
+            let why = match e {
+                prover::ProverError::SolverNeeded => super::solver::delegate(),
+                e => e.to_string(),
+            };
+            Risks {
+                warnings: Vec::new(),
+                inconclusive: Some(format!("`{}`: {why}", path.display())),
+            }
+        }
     }
 }
 
@@ -92,6 +98,13 @@ pub fn run(args: &Args) -> u8 {
     } else {
         None
     };
+    if opts.is_some() {
+        let paths: Vec<&std::path::Path> = args.files.iter().map(PathBuf::as_path).collect();
+        if let Some(why) = super::solver::delegate_if_large(&paths) {
+            report::print_check(&[], &[], Some(&why), args.format);
+            return EXIT_INCONCLUSIVE;
+        }
+    }
     for path in &args.files {
         match load::check(path, args.credentials.credentials.as_deref()) {
             Ok(checked) => {

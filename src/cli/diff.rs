@@ -148,6 +148,18 @@ pub fn run(args: &Args) -> u8 {
         print_failure(&f, args.format, "error", None);
         code
     };
+    let inconclusive = |why: String| {
+        print_failure(
+            &Failure::error(None, why.clone()),
+            args.format,
+            "inconclusive",
+            Some(&why),
+        );
+        EXIT_INCONCLUSIVE
+    };
+    if let Some(why) = super::solver::delegate_if_large(&[&args.old, &args.new]) {
+        return inconclusive(why);
+    }
     let old = match bundle(&args.old, creds) {
         Ok(b) => b,
         Err(f) => return failed(f, EXIT_INPUT),
@@ -174,16 +186,8 @@ pub fn run(args: &Args) -> u8 {
     let t_opts = t0.elapsed();
     let report = match prover::diff(&old, &new, &opts) {
         Ok(r) => r,
-        Err(e) => {
-            let why = e.to_string();
-            print_failure(
-                &Failure::error(None, why.clone()),
-                args.format,
-                "inconclusive",
-                Some(&why),
-            );
-            return EXIT_INCONCLUSIVE;
-        }
+        Err(prover::ProverError::SolverNeeded) => return inconclusive(super::solver::delegate()),
+        Err(e) => return inconclusive(e.to_string()),
     };
     print_phases(&report);
     if timing {

@@ -7,6 +7,7 @@ mod eval;
 mod explain;
 mod fmt;
 mod import;
+mod solver;
 
 use std::path::PathBuf;
 

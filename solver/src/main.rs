@@ -1,0 +1,18 @@
+//! `openshell-policy-solver`: the `openshell-policy` commands with Z3
+//! linked in process.
+//!
+//! `openshell-policy` itself does not link `libz3`, whose loading would
+//! cost every run a third of a typical `diff --prove`; the finite-domain
+//! search settles most questions without it. When a question needs Z3
+//! (a large problem, or a search that gives up), `openshell-policy` hands
+//! its whole command line to this program, which it finds beside itself
+//! (or at `$OPENSHELL_POLICY_SOLVER`), and this program answers it.
+
+use std::process::ExitCode;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> ExitCode {
+    openshell_policy::main()
+}

@@ -1,0 +1,75 @@
+//! Handing a command to `openshell-policy-solver` when a proof needs Z3
+//! and this build does not link it (`prover::solver`).
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Names the solver program instead of the one beside this executable.
+pub const SOLVER_ENV: &str = "OPENSHELL_POLICY_SOLVER";
+
+const SOLVER_NAME: &str = "openshell-policy-solver";
+
+/// Set on the solver's process: a program that lacks Z3 too must not hand
+/// the command on again.
+const DELEGATED_ENV: &str = "OPENSHELL_POLICY_DELEGATED";
+
+/// Inputs of this many bytes in all (a policy of a thousand endpoints
+/// is about 170 KiB) take Z3 to prove; a build without it hands them over
+/// before compiling them, rather than after.
+const LARGE_INPUT: u64 = 128 * 1024;
+
+/// In a build without Z3, hands the command over at once when its inputs
+/// are large ([`delegate`]); `None` when the command is to run here.
+pub fn delegate_if_large(paths: &[&Path]) -> Option<String> {
+    if prover::solver::IN_PROCESS {
+        return None;
+    }
+    let total: u64 = paths
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    (total > LARGE_INPUT).then(delegate)
+}
+
+/// Replaces this process with the solver program, run with this
+/// command's own arguments: it prints the whole answer and exits with its
+/// status. Only returns when the program cannot be run, with why.
+///
+/// Nothing may have been written to stdout before: the solver's output
+/// must be the command's only output.
+pub fn delegate() -> String {
+    if std::env::var_os(DELEGATED_ENV).is_some() {
+        return format!(
+            "{}, and neither does the program it was handed to",
+            prover::ProverError::SolverNeeded
+        );
+    }
+    let Some(path) = solver_path() else {
+        return format!(
+            "{}; cannot find `{SOLVER_NAME}` beside this program (set {SOLVER_ENV} to its path)",
+            prover::ProverError::SolverNeeded
+        );
+    };
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let err = Command::new(&path)
+        .args(args)
+        .env(DELEGATED_ENV, "1")
+        .exec();
+    format!(
+        "{}; cannot run `{}`: {err}",
+        prover::ProverError::SolverNeeded,
+        path.display()
+    )
+}
+
+fn solver_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(SOLVER_ENV) {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let beside = exe.parent()?.join(SOLVER_NAME);
+    beside.is_file().then_some(beside)
+}
