@@ -444,9 +444,6 @@ impl Calls {
         if v.shape == Shape::NoBody {
             return Read::Empty;
         }
-        if v.shape.is_ws() {
-            return Read::Refused;
-        }
         if self
             .limits
             .get(v.size)

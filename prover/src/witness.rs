@@ -496,6 +496,22 @@ fn showable_start(dom: &Domain, r: &Region, x: &Point, fits: &dyn Fn(&Point) -> 
     {
         best = p;
     }
+    // A WebSocket message too long for its size class: another class or
+    // content of the region.
+    if unshowable(dom, &best).is_some()
+        && let Some(p) = r
+            .methods
+            .iter()
+            .flat_map(|&method| r.calls.iter().map(move |&call| (method, call)))
+            .map(|(method, call)| Point {
+                method,
+                call,
+                ..best.clone()
+            })
+            .find(|p| unshowable(dom, p).is_none() && fits(p))
+    {
+        best = p;
+    }
     best
 }
 

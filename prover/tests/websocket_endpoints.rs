@@ -350,6 +350,23 @@ fn a_message_limit_no_operation_message_fits_is_not_certified() {
 }
 
 #[test]
+fn a_witness_moves_to_a_size_class_its_message_fits() {
+    // The region holds messages of every size up to 4,096 bytes, the
+    // first class (up to 64) among them, where no `subscribe` message
+    // fits; the witness is taken from the next class.
+    let old = ws("    allow GET /v1/**\n    allow graphql subscription\n    body_limit 64");
+    let new =
+        ws("    allow GET /v1/**\n    allow graphql subscription mutation\n    body_limit 4096");
+    let r = assert_widened_by(&old, &new, "text");
+    assert!(r.inconclusive.is_none(), "{r:#?}");
+    assert!(
+        text_witness(&r).contains("mutation"),
+        "{}",
+        text_witness(&r)
+    );
+}
+
+#[test]
 fn a_raised_limit_over_websocket_shows_a_padded_operation_message() {
     let old = ws("    allow GET /v1/**\n    allow graphql subscription\n    body_limit 1024");
     let new = ws("    allow GET /v1/**\n    allow graphql subscription");
