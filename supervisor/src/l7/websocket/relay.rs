@@ -419,6 +419,16 @@ impl FrameCut {
     }
 }
 
+/// The close the proxy sends down a server-to-client direction, once it
+/// sends one; `None` when it was dropped unsent. Never ready again after
+/// it was taken (the caller sets `inject` to `None`).
+pub(super) async fn injected(inject: &mut Option<oneshot::Receiver<Vec<u8>>>) -> Option<Vec<u8>> {
+    match inject.as_mut() {
+        Some(rx) => rx.await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
 /// Server → client, unjudged; a close the proxy sends (`inject`) goes out
 /// at the next frame boundary, and ends the relay this way.
 async fn server_to_client<R, W>(mut upstream: R, mut client: W, inject: oneshot::Receiver<Vec<u8>>)
@@ -437,12 +447,7 @@ where
             break;
         }
         tokio::select! {
-            got = async {
-                match inject.as_mut() {
-                    Some(rx) => rx.await.ok(),
-                    None => std::future::pending().await,
-                }
-            } => {
+            got = injected(&mut inject) => {
                 inject = None;
                 if got.is_some() {
                     pending = got;

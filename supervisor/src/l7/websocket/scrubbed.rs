@@ -21,6 +21,7 @@ use tokio::sync::oneshot;
 use super::frame::{
     self, Header, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, Violation,
 };
+use super::relay::injected;
 use crate::l7::forms::SecretForms;
 
 /// What to take out of the server's messages, and the largest message
@@ -77,12 +78,7 @@ pub(super) async fn server_to_client<R, W>(
             }
         }
         tokio::select! {
-            got = async {
-                match inject.as_mut() {
-                    Some(rx) => rx.await.ok(),
-                    None => std::future::pending().await,
-                }
-            } => {
+            got = injected(&mut inject) => {
                 inject = None;
                 // Only whole frames were written: this is a boundary.
                 if let Some(close) = got {
