@@ -64,16 +64,14 @@ fn risk_warnings(checked: &load::Checked, opts: &prover::Options, path: &std::pa
                     .map(|why| format!("`{}`: {why}", path.display())),
             }
         }
-        Err(e) => {
-            let why = match e {
-                prover::ProverError::SolverNeeded => super::solver::delegate(),
-                e => e.to_string(),
-            };
-            Risks {
-                warnings: Vec::new(),
-                inconclusive: Some(format!("`{}`: {why}", path.display())),
-            }
-        }
+        Err(e) => Risks {
+            warnings: Vec::new(),
+            inconclusive: Some(format!(
+                "`{}`: {}",
+                path.display(),
+                super::solver::failure(e)
+            )),
+        },
     }
 }
 

@@ -186,8 +186,7 @@ pub fn run(args: &Args) -> u8 {
     let t_opts = t0.elapsed();
     let report = match prover::diff(&old, &new, &opts) {
         Ok(r) => r,
-        Err(prover::ProverError::SolverNeeded) => return inconclusive(super::solver::delegate()),
-        Err(e) => return inconclusive(e.to_string()),
+        Err(e) => return inconclusive(super::solver::failure(e)),
     };
     print_phases(&report);
     if timing {

@@ -34,13 +34,23 @@ pub fn delegate_if_large(paths: &[&Path]) -> Option<String> {
     (total > LARGE_INPUT).then(delegate)
 }
 
+/// Why a proof failed; when it needs Z3, the command is handed to the
+/// solver program first ([`delegate`]), and this only returns if that
+/// cannot be done.
+pub fn failure(e: prover::ProverError) -> String {
+    match e {
+        prover::ProverError::SolverNeeded => delegate(),
+        e => e.to_string(),
+    }
+}
+
 /// Replaces this process with the solver program, run with this
 /// command's own arguments: it prints the whole answer and exits with its
 /// status. Only returns when the program cannot be run, with why.
 ///
 /// Nothing may have been written to stdout before: the solver's output
 /// must be the command's only output.
-pub fn delegate() -> String {
+fn delegate() -> String {
     if std::env::var_os(DELEGATED_ENV).is_some() {
         return format!(
             "{}, and neither does the program it was handed to",
