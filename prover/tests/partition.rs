@@ -96,6 +96,18 @@ fn dot_segments_are_not_paths() {
 }
 
 #[test]
+fn empty_segments_of_a_shortest_string_are_filled_without_a_search() {
+    let pats = ["/repos/*/*", "/*/*/git-upload-pack"];
+    let (p, globs) = paths(&pats);
+    check_witnesses(&p, &|k, s| globs[k as usize].matches(s), pats.len());
+    // The shortest string of both, `/repos//git-upload-pack`, is not
+    // canonical; spelled with `x` it is, and no search is needed.
+    let both = p.atoms.iter().find(|a| a.sig == vec![0, 1]);
+    assert_eq!(both.map(w), Some("/repos/x/git-upload-pack"));
+    assert!(p.phases.ends_with("(0 searched)"), "{}", p.phases);
+}
+
+#[test]
 fn host_atoms_and_sizes() {
     let pats = [
         "*.githubusercontent.com",
@@ -231,7 +243,10 @@ fn binary_atoms_bytes_and_characters() {
 /// dropped), with the reason.
 #[test]
 fn an_atom_the_search_gives_up_on_is_kept_without_witness() {
-    let (p, _) = binaries(&["/usr/bin/*", "/usr/bin/*/**"], 0);
+    // The shortest strings of the deeper atom have an empty first
+    // component, and spelling it `x` leaves the atom: only a search finds
+    // a witness, and this one may not look.
+    let (p, _) = binaries(&["/usr/bin/*", "/usr/bin/*/**", "/usr/bin/*x*/**"], 0);
     let deeper = p
         .atoms
         .iter()

@@ -244,10 +244,12 @@ impl Partition {
                 .flatten()
                 .copied()
                 .chain(info.samples.iter().map(String::as_str));
+            let fits = |c: &str| !is_exact(c) && (spec.valid)(c) && dfa.signature(c) == dsig;
             let witness = candidates
-                .filter(|c| !is_exact(c) && (spec.valid)(c))
-                .find(|c| dfa.signature(c) == dsig)
-                .map(str::to_owned);
+                .clone()
+                .find(|c| fits(c))
+                .map(str::to_owned)
+                .or_else(|| candidates.filter_map(fill_empty_segments).find(|c| fits(c)));
             let k = usize::try_from(named)
                 .unwrap_or(usize::MAX)
                 .saturating_add(1);
@@ -362,6 +364,22 @@ impl Partition {
     pub fn atom(&self, id: u32) -> Option<&Atom> {
         self.atoms.get(id as usize)
     }
+}
+
+/// A shortest string of a DFA state leaves every `[^/]*` segment empty
+/// (`/repos//git-upload-pack`), which no canonical path or resolved
+/// executable has; the same string with each empty segment spelled `x` is
+/// usually what the witness search would find, for the price of one check
+/// instead of a walk of the product with the validity automaton.
+fn fill_empty_segments(s: &str) -> Option<String> {
+    s.contains("//").then(|| {
+        let mut out = s.replace("//", "/x/");
+        // `///` leaves one `//` behind after a single pass.
+        while out.contains("//") {
+            out = out.replace("//", "/x/");
+        }
+        out
+    })
 }
 
 /// The matcher writes regexes for Unicode mode; in byte mode its
