@@ -58,8 +58,9 @@ struct Ctx<'a> {
     f: &'a F,
     nodes: usize,
     budget: usize,
-    /// Per set dimension, the class of each value (see [`Classes`]).
-    classes: Classes,
+    /// The literals of each dimension being branched on that its subtree
+    /// has read, with their values (see [`Ctx::branch`]).
+    reads: Reads<'a>,
     /// The definitions `f` refers to, directly or through others: the
     /// search carries only these from node to node (a query names a few of
     /// the model's).
@@ -95,112 +96,6 @@ fn needed_defs(defs: &Defs, f: &F) -> Vec<bool> {
     needed
 }
 
-/// Values of a dimension that no literal of the formula or the definitions
-/// tells apart: they are members of exactly the same literal sets. The
-/// formula sees a dimension only through its literals, so a subtree proved
-/// empty under one value is empty under every value of its class, and the
-/// search skips them. The first point found is the one it found before:
-/// only subtrees without one are skipped.
-#[derive(Default)]
-struct Classes {
-    bins: Vec<u32>,
-    shas: Vec<u32>,
-    hosts: Vec<u32>,
-    methods: Vec<u32>,
-    paths: Vec<u32>,
-    calls: Vec<u32>,
-}
-
-/// The literal sets of each set dimension.
-#[derive(Default)]
-struct Sets<'f> {
-    bins: Vec<&'f [u32]>,
-    shas: Vec<u32>,
-    hosts: Vec<&'f [u32]>,
-    methods: Vec<&'f [u32]>,
-    paths: Vec<&'f [u32]>,
-    calls: Vec<&'f [u32]>,
-}
-
-fn collect<'f>(f: &'f F, s: &mut Sets<'f>) {
-    match f {
-        F::Const(_) => {}
-        F::Lit(l) => match l {
-            Lit::Bin(x) => s.bins.push(x),
-            Lit::Sha(k) => s.shas.push(*k),
-            Lit::Host(x) => s.hosts.push(x),
-            Lit::Method(x) => s.methods.push(x),
-            Lit::Path(x) => s.paths.push(x),
-            Lit::Call(x) => s.calls.push(x),
-            _ => {}
-        },
-        F::Not(inner) => collect(inner, s),
-        F::And(v) | F::Or(v) => {
-            for x in v {
-                collect(x, s);
-            }
-        }
-    }
-}
-
-/// Class ids of the values `0..n` by their membership in `sets`, in time
-/// linear in the sets' sizes.
-fn classes_of(n: usize, sets: &mut Vec<&[u32]>) -> Vec<u32> {
-    sets.sort_unstable();
-    sets.dedup();
-    let mut member_of: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (i, set) in sets.iter().enumerate() {
-        let i = u32::try_from(i).unwrap_or(u32::MAX);
-        for &v in set.iter() {
-            if let Some(m) = member_of.get_mut(v as usize) {
-                m.push(i);
-            }
-        }
-    }
-    let mut ids: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
-    member_of
-        .into_iter()
-        .map(|key| {
-            let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
-            *ids.entry(key).or_insert(next)
-        })
-        .collect()
-}
-
-impl Classes {
-    fn of(dom: &Domain, defs: &Defs, f: &F, needed: &[bool]) -> Classes {
-        let mut s = Sets::default();
-        collect(f, &mut s);
-        for (d, _) in defs.items.iter().zip(needed).filter(|(_, n)| **n) {
-            collect(&d.body, &mut s);
-        }
-        let shas: Vec<[u32; 1]> = s.shas.iter().map(|&k| [k]).collect();
-        let mut sha_sets: Vec<&[u32]> = shas.iter().map(|k| &k[..]).collect();
-        Classes {
-            bins: classes_of(dom.bins.len(), &mut s.bins),
-            shas: classes_of(dom.shas.len(), &mut sha_sets),
-            hosts: classes_of(dom.hosts.len() + 1, &mut s.hosts),
-            methods: classes_of(dom.methods.len(), &mut s.methods),
-            paths: classes_of(dom.paths.len(), &mut s.paths),
-            calls: classes_of(dom.calls.len(), &mut s.calls),
-        }
-    }
-
-    /// The class of a value of a set dimension; `None` for the others.
-    fn of_value(&self, bit: u64, v: u32) -> Option<u32> {
-        let of = match u32::try_from(bit).unwrap_or(0) {
-            dim::BIN => &self.bins,
-            dim::SHA => &self.shas,
-            dim::HOST => &self.hosts,
-            dim::METHOD => &self.methods,
-            dim::PATH => &self.paths,
-            dim::CALL => &self.calls,
-            _ => return None,
-        };
-        of.get(v as usize).copied()
-    }
-}
-
 /// The search bit of a literal's dimension (a definition has none: its
 /// value comes from the memo).
 fn bit_of(l: &Lit) -> u64 {
@@ -229,15 +124,33 @@ enum Memo {
     Val(V3),
 }
 
-impl Ctx<'_> {
-    fn eval3(&self, f: &F, p: &Point, known: u64, memo: &mut [Memo]) -> V3 {
+/// What the subtree of each open branch read of its dimension: the
+/// literals of that dimension it evaluated and their values, innermost
+/// branch last.
+#[derive(Default)]
+struct Reads<'a> {
+    open: Vec<(u64, Vec<(&'a Lit, bool)>)>,
+}
+
+impl<'a> Reads<'a> {
+    fn note(&mut self, bit: u64, l: &'a Lit, value: bool) {
+        if let Some((_, log)) = self.open.iter_mut().rev().find(|(b, _)| *b == bit) {
+            log.push((l, value));
+        }
+    }
+}
+
+impl<'a> Ctx<'a> {
+    fn eval3(&mut self, f: &'a F, p: &Point, known: u64, memo: &mut [Memo]) -> V3 {
         match f {
             F::Const(b) => (Some(*b), 0),
             F::Lit(Lit::Def(d)) => self.def3(*d as usize, p, known, memo),
             F::Lit(l) => {
                 let bit = bit_of(l);
                 if known & bit != 0 {
-                    (Some(p.lit(l, &[])), 0)
+                    let value = p.lit(l, &[]);
+                    self.reads.note(bit, l, value);
+                    (Some(value), 0)
                 } else {
                     (None, bit)
                 }
@@ -251,11 +164,12 @@ impl Ctx<'_> {
         }
     }
 
-    fn def3(&self, d: usize, p: &Point, known: u64, memo: &mut [Memo]) -> V3 {
+    fn def3(&mut self, d: usize, p: &Point, known: u64, memo: &mut [Memo]) -> V3 {
         match memo.get(d) {
             Some(Memo::Val(v)) => *v,
             Some(Memo::Unset) => {
-                let v = match self.defs.items.get(d) {
+                let defs = self.defs;
+                let v = match defs.items.get(d) {
                     Some(def) => self.eval3(&def.body, p, known, memo),
                     None => (None, 0),
                 };
@@ -270,7 +184,14 @@ impl Ctx<'_> {
 
     /// `And` (`short` false) or `Or` (`short` true): a part equal to `short`
     /// decides; otherwise unknown parts leave it unknown.
-    fn junction(&self, parts: &[F], p: &Point, known: u64, memo: &mut [Memo], short: bool) -> V3 {
+    fn junction(
+        &mut self,
+        parts: &'a [F],
+        p: &Point,
+        known: u64,
+        memo: &mut [Memo],
+        short: bool,
+    ) -> V3 {
         let mut mask = 0u64;
         let mut unknown = false;
         for x in parts {
@@ -374,7 +295,8 @@ impl Ctx<'_> {
             return None;
         }
         let mut memo = std::mem::take(self.memos.get_mut(depth)?);
-        let result = match self.eval3(self.f, p, known, &mut memo) {
+        let f = self.f;
+        let result = match self.eval3(f, p, known, &mut memo) {
             (Some(b), _) => Some(b),
             (None, mask) => self.branch(p, known, depth, &memo, mask),
         };
@@ -393,13 +315,19 @@ impl Ctx<'_> {
         mask: u64,
     ) -> Option<bool> {
         let bit = Self::pick(mask & !known)?;
-        let mut empty: Vec<u32> = Vec::new();
+        // A value on which every literal of this dimension that an empty
+        // subtree read has the value it had there leads the search down
+        // the same path to the same end: it is skipped. The first point
+        // found is the one a full search finds first.
+        let mut empty: Vec<Vec<(&Lit, bool)>> = Vec::new();
         for val in self.values(bit) {
-            let class = self.classes.of_value(bit, val);
-            if class.is_some_and(|c| empty.contains(&c)) {
+            self.set(p, bit, val);
+            if empty
+                .iter()
+                .any(|log| log.iter().all(|&(l, v)| p.lit(l, &[]) == v))
+            {
                 continue;
             }
-            self.set(p, bit, val);
             if self.memos.len() <= depth + 1 {
                 self.memos.push(vec![Memo::Unset; self.defs.items.len()]);
             }
@@ -408,9 +336,16 @@ impl Ctx<'_> {
             if let Some(slot) = self.memos.get_mut(depth + 1) {
                 *slot = next;
             }
-            match self.dfs(p, known | bit, depth + 1)? {
+            self.reads.open.push((bit, Vec::new()));
+            let found = self.dfs(p, known | bit, depth + 1);
+            let (_, mut log) = self.reads.open.pop()?;
+            match found? {
                 true => return Some(true),
-                false => empty.extend(class),
+                false => {
+                    log.sort_unstable_by_key(|&(l, v)| (std::ptr::from_ref(l), v));
+                    log.dedup_by_key(|&mut (l, _)| std::ptr::from_ref(l));
+                    empty.push(log);
+                }
             }
         }
         Some(false)
@@ -442,7 +377,6 @@ pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) ->
         qd: vec![false; nq],
     };
     let needed = needed_defs(defs, f);
-    let classes = Classes::of(dom, defs, f, &needed);
     let needed: Vec<u32> = (0u32..)
         .zip(&needed)
         .filter_map(|(i, n)| n.then_some(i))
@@ -454,7 +388,7 @@ pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) ->
         f,
         nodes: 0,
         budget,
-        classes,
+        reads: Reads::default(),
         needed,
         memos: vec![vec![Memo::Unset; defs.items.len()]],
     };
