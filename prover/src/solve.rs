@@ -299,18 +299,19 @@ impl Search<'_> {
         .iter()
         .chain(r.queries.iter().map(Vec::len).collect::<Vec<_>>().iter())
         .try_fold(1usize, |acc, &n| acc.checked_mul(n.max(1)));
-        if size.is_some_and(|n| n <= ENUMERATE) {
-            return Ok(self.enumerate(q, r, base, x));
-        }
-        // A valid region is settled without Z3; a counterexample comes from
-        // Z3, whose choice the shrinking heuristics are tuned to.
-        // Only on small problems: on a large one Z3 is created anyway and
-        // the search would mostly give up.
+        // A valid region is settled by the finite-domain search; a
+        // counterexample comes from enumeration or Z3, whose choices the
+        // shrinking heuristics are tuned to. Only on small problems: on a
+        // large one Z3 is created anyway and the search would mostly give
+        // up.
         if self.defs.items.len() <= SMALL_DEFS {
             let f = and([not(q.clone()), self.destination()]);
             if fd::find(self.dom, self.defs, &f, r, fd::BUDGET) == fd::Outcome::Unsat {
                 return Ok(None);
             }
+        }
+        if size.is_some_and(|n| n <= ENUMERATE) {
+            return Ok(self.enumerate(q, r, base, x));
         }
         self.counterexample_z3(q, r)
     }
