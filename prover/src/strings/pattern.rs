@@ -176,12 +176,6 @@ fn members(mut set: Positions) -> impl Iterator<Item = usize> {
     })
 }
 
-fn has_byte(label: &[u64; 4], b: u8) -> bool {
-    label
-        .get(usize::from(b >> 6))
-        .is_some_and(|w| w >> (b & 63) & 1 == 1)
-}
-
 impl Glushkov {
     fn position(&mut self, label: [u64; 4]) -> Option<Node> {
         let p = self.labels.len();
@@ -327,13 +321,25 @@ fn glushkov(pattern: &str) -> Option<PatternDfa> {
             None => by_label.push((*label, 1 << p)),
         }
     }
+    // The positions reading each byte, label by label over the label's own
+    // bytes: a literal has one, so this is far less than every label for
+    // every byte.
+    let mut reading = [0 as Positions; 256];
+    for (label, set) in &by_label {
+        for (w, &word) in (0u8..).zip(label) {
+            let mut bits = word;
+            while bits != 0 {
+                let b = usize::from(w) * 64 + bits.trailing_zeros() as usize;
+                if let Some(m) = reading.get_mut(b) {
+                    *m |= set;
+                }
+                bits &= bits - 1;
+            }
+        }
+    }
     let mut masks: Vec<Positions> = Vec::new();
     let mut class = [0u8; 256];
-    for b in 0..=255u8 {
-        let mask = by_label
-            .iter()
-            .filter(|(l, _)| has_byte(l, b))
-            .fold(0, |m, (_, set)| m | set);
+    for (b, &mask) in reading.iter().enumerate() {
         let c = match masks.iter().position(|&m| m == mask) {
             Some(c) => c,
             None => {
@@ -341,7 +347,7 @@ fn glushkov(pattern: &str) -> Option<PatternDfa> {
                 masks.len() - 1
             }
         };
-        *class.get_mut(usize::from(b))? = u8::try_from(c).ok()?;
+        *class.get_mut(b)? = u8::try_from(c).ok()?;
     }
     let (mut dfa, _) = PatternDfa::from_rows(class, masks.len());
     // State 0 is the start; every other state is the set of positions
