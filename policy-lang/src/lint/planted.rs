@@ -116,18 +116,24 @@ fn reaches_with(glob: &BinaryGlob, tree: &str, automata: &mut Automata) -> bool 
     if glob.matches(tree) {
         return true;
     }
-    match automata
+    // Every path the glob matches lies in its literal prefix, so the
+    // automaton is needed only for a tree strictly inside that prefix.
+    let prefix = glob.literal_prefix().trim_end_matches('/');
+    if below(prefix) && glob.matches(&glob.example()) {
+        return true;
+    }
+    let inside_prefix = tree
+        .strip_prefix(prefix)
+        .is_some_and(|r| r.starts_with('/'));
+    if !inside_prefix && !below(prefix) {
+        return false;
+    }
+    // No automaton (never expected for a binary glob): a tree inside the
+    // prefix may hold a match, so report it.
+    automata
         .of(glob)
         .and_then(|dfa| continues_to_match(dfa, &format!("{tree}/")))
-    {
-        Some(found) => found,
-        // No automaton (never expected for a binary glob): judge by the
-        // literal prefix, which over-approximates only for `**` patterns.
-        None => {
-            let prefix = glob.literal_prefix();
-            below(prefix) || tree.starts_with(prefix)
-        }
-    }
+        .unwrap_or(true)
 }
 
 /// The glob's DFA; `None` if it cannot be built.
@@ -196,6 +202,40 @@ mod tests {
         ];
         for (glob, tree, expected) in table {
             assert_eq!(reaches(&g(glob), tree), expected, "{glob} in {tree}");
+        }
+    }
+
+    /// The answer of the automaton alone, which the prefix shortcuts in
+    /// [`reaches_with`] must never change.
+    fn reaches_by_automaton(glob: &BinaryGlob, tree: &str) -> Option<bool> {
+        let tree = tree.trim_end_matches('/');
+        if glob.matches(tree) {
+            return Some(true);
+        }
+        continues_to_match(&automaton(glob)?, &format!("{tree}/"))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn prefix_shortcuts_agree_with_the_automaton(
+            pattern in crate::matcher::proptests::path_pattern(false),
+            trees in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::sample::select(&["a", "b", "ab", "x", "-", "*"][..]),
+                    0..4,
+                ),
+                16,
+            ),
+        ) {
+            let Ok(glob) = BinaryGlob::parse(&pattern) else {
+                return Ok(());
+            };
+            for segs in trees {
+                let tree = format!("/{}", segs.join("/"));
+                if let Some(expected) = reaches_by_automaton(&glob, &tree) {
+                    proptest::prop_assert_eq!(reaches(&glob, &tree), expected, "{} in {}", pattern, tree);
+                }
+            }
         }
     }
 }

@@ -21,7 +21,7 @@ pub mod http_path;
 pub mod method;
 pub mod net;
 #[cfg(test)]
-mod proptests;
+pub(crate) mod proptests;
 pub mod query;
 pub mod rpc_method;
 mod segments;

@@ -132,7 +132,7 @@ fn path_segment() -> impl Strategy<Value = String> {
 
 /// `/` + segments, sometimes with a trailing `/` (HTTP only: binary paths
 /// name files).
-fn path_pattern(http: bool) -> impl Strategy<Value = String> {
+pub(crate) fn path_pattern(http: bool) -> impl Strategy<Value = String> {
     let min = usize::from(!http);
     (prop::collection::vec(path_segment(), min..5), any::<bool>()).prop_map(
         move |(segs, trailing)| {
