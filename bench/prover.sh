@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # The CLI alone, as shipped: without libz3; the solver it hands large
 # proofs to is built apart (one build would link Z3 into both).
 cargo build --release --bins -q -p openshell-policy-solver
-cargo build --release --bins -q
+scripts/build-cli --release -q
 bin=target/release/openshell-policy
 out=target/bench/prover
 mkdir -p "$out/fragments"
