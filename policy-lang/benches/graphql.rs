@@ -202,4 +202,75 @@ fn main() {
         "content type + cached reader + rule match: median {:?} over {runs} runs",
         median(cached_whole)
     );
+    large(&reader);
+}
+
+/// The 32 KiB document of the proxy's largest GraphQL figure
+/// (`supervisor/benches/proxy.rs`): a query of aliased root fields, each
+/// with arguments and a selection, first seen and cached.
+fn large(reader: &GraphqlReader) {
+    let mut document = String::from("query Search($q: String!) { ");
+    let mut i = 0;
+    while document.len() < 32 * 1024 - 80 {
+        document.push_str(&format!(
+            "r{i}: repository(name: $q) {{ name issues(first: 10) {{ title }} }} "
+        ));
+        i += 1;
+    }
+    document.push('}');
+    let body = serde_json::to_vec(&serde_json::json!({"query": document, "variables": {"q": "x"}}))
+        .expect("serializes");
+    let runs = 2_000;
+    let time = |f: &dyn Fn()| {
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let t = Instant::now();
+            f();
+            times.push(t.elapsed());
+        }
+        median(times)
+    };
+    // The whole judgement a proxy asks for, through the shipped
+    // github-graphql policy's evaluator (its document cache warm).
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/github-graphql.policy");
+    let (_, bundle) = policy_lang::load::compile_file(&path, None).expect("reads");
+    let eval = policy_lang::eval::Evaluator::new(bundle.expect("compiles"));
+    let conn = eval.decide_connection("/usr/bin/gh", None, Some("api.github.com"), None, 443);
+    let judge = || {
+        eval.decide_body(
+            &conn,
+            Some("api.github.com"),
+            "POST",
+            "/graphql",
+            black_box(&body),
+        )
+    };
+    assert_eq!(
+        judge().decision,
+        policy_lang::eval::Verdict::Allow,
+        "{:?}",
+        judge()
+    );
+    println!(
+        "{} bytes, {i} root fields: JSON {:?}, document {:?}, ops_from_post {:?}, cached reader {:?}, Evaluator::decide_body {:?}",
+        body.len(),
+        time(&|| {
+            black_box(serde_json::from_slice::<serde_json::Value>(black_box(&body)).ok());
+        }),
+        time(&|| {
+            black_box(
+                policy_lang::l7body::graphql::op_from_document(black_box(&document), None).ok(),
+            );
+        }),
+        time(&|| {
+            black_box(ops_from_post(black_box(&body)).ok());
+        }),
+        time(&|| {
+            black_box(reader.ops_from_post(black_box(&body)).ok());
+        }),
+        time(&|| {
+            black_box(judge());
+        }),
+    );
 }
