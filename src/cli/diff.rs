@@ -160,18 +160,29 @@ pub fn run(args: &Args) -> u8 {
     if let Some(why) = super::solver::delegate_if_large(&[&args.old, &args.new]) {
         return inconclusive(why);
     }
-    let old = match bundle(&args.old, creds) {
+    let (old, t_old, new) = if same_file(&args.old, &args.new) {
+        let old = bundle(&args.old, creds);
+        (old, t0.elapsed(), None)
+    } else {
+        // The two sides compile at once, NEW on a second thread.
+        std::thread::scope(|s| {
+            let new = s.spawn(|| bundle(&args.new, creds));
+            let old = bundle(&args.old, creds);
+            let t_old = t0.elapsed();
+            let new = new
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (old, t_old, Some(new))
+        })
+    };
+    let old = match old {
         Ok(b) => b,
         Err(f) => return failed(f, EXIT_INPUT),
     };
-    let t_old = t0.elapsed();
-    let new = if same_file(&args.old, &args.new) {
-        old.clone()
-    } else {
-        match bundle(&args.new, creds) {
-            Ok(b) => b,
-            Err(f) => return failed(f, EXIT_INPUT),
-        }
+    let new = match new {
+        None => old.clone(),
+        Some(Ok(b)) => b,
+        Some(Err(f)) => return failed(f, EXIT_INPUT),
     };
     let t_new = t0.elapsed();
     let mut opts = match options(
