@@ -99,6 +99,17 @@ fn allowed(rules: &[Rule], op: &GraphqlOp) -> bool {
     })
 }
 
+/// The median time of `runs` calls of `f`.
+fn median_time(runs: usize, f: &dyn Fn()) -> Duration {
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        f();
+        times.push(t.elapsed());
+    }
+    median(times)
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v.get(v.len() / 2).copied().unwrap_or_default()
@@ -163,15 +174,7 @@ fn main() {
         cached_whole.push(t.elapsed());
         assert!(black_box(verdict));
     }
-    let phase = |f: &dyn Fn()| {
-        let mut times = Vec::with_capacity(runs / 4);
-        for _ in 0..runs / 4 {
-            let t = Instant::now();
-            f();
-            times.push(t.elapsed());
-        }
-        median(times)
-    };
+    let phase = |f: &dyn Fn()| median_time(runs / 4, f);
     println!(
         "phases: JSON (serde_json::Value) {:?}, document (op_from_document) {:?}, apollo-parser alone {:?}",
         phase(&|| {
@@ -220,16 +223,7 @@ fn large(reader: &GraphqlReader) {
     document.push('}');
     let body = serde_json::to_vec(&serde_json::json!({"query": document, "variables": {"q": "x"}}))
         .expect("serializes");
-    let runs = 2_000;
-    let time = |f: &dyn Fn()| {
-        let mut times = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            let t = Instant::now();
-            f();
-            times.push(t.elapsed());
-        }
-        median(times)
-    };
+    let time = |f: &dyn Fn()| median_time(2_000, f);
     // The whole judgement a proxy asks for, through the shipped
     // github-graphql policy's evaluator (its document cache warm).
     let path =
