@@ -11,15 +11,17 @@ use crate::matcher::parse_query_string;
 /// Saved-query ids OpenShell recognises (Relay-style stored documents).
 const SAVED_ID_MEMBERS: [&str; 3] = ["id", "documentId", "queryId"];
 
-/// The request members a server reads, as strings already checked.
+/// The request members a server reads, as strings already checked,
+/// borrowed from the request: a document can be most of a large body, and
+/// a cached one is then never copied.
 #[derive(Debug, Default)]
-struct Request {
-    query: Option<String>,
-    operation_name: Option<String>,
+struct Request<'a> {
+    query: Option<&'a str>,
+    operation_name: Option<&'a str>,
     /// `extensions.persistedQuery.sha256Hash`.
     hash: Option<String>,
     /// The member that held a saved-query id, and the id.
-    saved_id: Option<(&'static str, String)>,
+    saved_id: Option<(&'static str, &'a str)>,
 }
 
 /// Reads one request object (a POST body, a batch item, or the payload of
@@ -48,7 +50,7 @@ pub(super) fn op_from_object(
                 };
                 // An empty id names nothing a registry can vouch for.
                 match string_or_null(value, member)? {
-                    Some(id) if id.is_empty() => {
+                    Some("") => {
                         return Err(GraphqlError::WrongType {
                             member,
                             expected: "a non-empty string or null",
@@ -77,7 +79,7 @@ pub(super) fn op_from_query_string(
             return Err(GraphqlError::DuplicateParam { key: key.clone() });
         }
         seen.push(key);
-        let value = Some(value.clone()).filter(|v| !v.is_empty());
+        let value = Some(value.as_str()).filter(|v| !v.is_empty());
         match key.as_str() {
             "query" => request.query = value,
             "operationName" => request.operation_name = value,
@@ -100,8 +102,8 @@ pub(super) fn op_from_query_string(
     request.into_op(cache)
 }
 
-impl Request {
-    fn set_saved_id(&mut self, member: &'static str, id: String) -> Result<(), GraphqlError> {
+impl<'a> Request<'a> {
+    fn set_saved_id(&mut self, member: &'static str, id: &'a str) -> Result<(), GraphqlError> {
         if let Some((first, _)) = self.saved_id {
             return Err(GraphqlError::SeveralPersistedIds {
                 first,
@@ -121,9 +123,9 @@ impl Request {
             (Some(_), _, Some((member, _))) => Err(GraphqlError::DocumentAndSavedId { member }),
             (Some(document), hash, None) => {
                 if let Some(hash) = &hash {
-                    check_hash(&document, hash)?;
+                    check_hash(document, hash)?;
                 }
-                let selected = analyze(cache, &document, name.as_deref())?;
+                let selected = analyze(cache, document, name)?;
                 Ok(GraphqlOp::Parsed {
                     kind: selected.kind,
                     name: selected.name,
@@ -135,18 +137,26 @@ impl Request {
                 first: "extensions.persistedQuery.sha256Hash",
                 second: member,
             }),
-            (None, Some(hash), None) | (None, None, Some((_, hash))) => {
-                Ok(GraphqlOp::Persisted { hash, name })
-            }
+            (None, Some(hash), None) => Ok(GraphqlOp::Persisted {
+                hash,
+                name: name.map(str::to_owned),
+            }),
+            (None, None, Some((_, id))) => Ok(GraphqlOp::Persisted {
+                hash: id.to_owned(),
+                name: name.map(str::to_owned),
+            }),
             (None, None, None) => Err(GraphqlError::NoQuery),
         }
     }
 }
 
-fn string_or_null(value: &Value, member: &'static str) -> Result<Option<String>, GraphqlError> {
+fn string_or_null<'a>(
+    value: &'a Value,
+    member: &'static str,
+) -> Result<Option<&'a str>, GraphqlError> {
     match value {
         Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s.clone())),
+        Value::String(s) => Ok(Some(s)),
         _ => Err(GraphqlError::WrongType {
             member,
             expected: "a string or null",
