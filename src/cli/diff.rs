@@ -164,16 +164,25 @@ pub fn run(args: &Args) -> u8 {
         let old = bundle(&args.old, creds);
         (old, t0.elapsed(), None)
     } else {
-        // The two sides compile at once, NEW on a second thread.
-        std::thread::scope(|s| {
-            let new = s.spawn(|| bundle(&args.new, creds));
-            let old = bundle(&args.old, creds);
-            let t_old = t0.elapsed();
-            let new = new
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (old, t_old, Some(new))
-        })
+        // The two sides compile at once, NEW on a second thread, which
+        // then builds the proof's fixed automata while OLD may still be
+        // compiling. It is not joined: the process ends when `run` does.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (new_path, new_creds) = (args.new.clone(), creds.map(Path::to_path_buf));
+        std::thread::spawn(move || {
+            let _ = tx.send(bundle(&new_path, new_creds.as_deref()));
+            prover::strings::warm_up();
+        });
+        let old = bundle(&args.old, creds);
+        let t_old = t0.elapsed();
+        let new = rx.recv().unwrap_or_else(|_| {
+            let shown = args.new.display().to_string();
+            Err(Failure::error(
+                Some(shown.clone()),
+                format!("compiling `{shown}` stopped without an answer"),
+            ))
+        });
+        (old, t_old, Some(new))
     };
     let old = match old {
         Ok(b) => b,

@@ -124,6 +124,30 @@ impl PatternSet {
     }
 }
 
+/// Builds what a proof needs whatever the policies are: the universes'
+/// automata (as bytes, the usual case) and the validity tables. A caller
+/// with a core to spare runs it while it still compiles the policies; the
+/// proof builds whatever is not ready when it needs it.
+pub fn warm_up() {
+    let dims = [
+        (universe::binaries(), Rule::Binary),
+        (universe::hosts(), Rule::Any),
+        (
+            universe::http_paths(),
+            Rule::HttpPath {
+                encoded_slash: false,
+            },
+        ),
+    ];
+    for (uni, rule) in dims {
+        for regex in std::iter::once(&uni.accept).chain(&uni.reject) {
+            // A failure here is met again, and reported, by the proof.
+            let _ = pattern::cached(regex, false, dfa::SIZE_LIMIT);
+        }
+        Validity::of(rule);
+    }
+}
+
 /// What the partition needs from a dimension's own spelling rules.
 pub struct DimSpec {
     pub universe: Universe,
