@@ -411,6 +411,27 @@ fn add_host(set: &mut PatternSet, h: &HostPattern) {
     set.add(&host_key(h), kind);
 }
 
+/// The automata regexes of `bundle`'s request-path globs, as the path
+/// partition will ask for them, so that a thread with a core to spare can
+/// build them first ([`crate::strings::prebuild`]). Drawn from the same
+/// places as [`Domain::build`]'s paths; one it did not list would only be
+/// built later, by the proof.
+pub fn path_regexes(bundle: &Bundle) -> Vec<String> {
+    let t = &bundle.enforcement;
+    let rules = t.l7.iter().flat_map(|e| {
+        e.path
+            .iter()
+            .chain(e.allow.iter().chain(&e.deny).map(|m| &m.path))
+    });
+    let credentials = t.credentials.iter().flat_map(|c| c.paths.iter().flatten());
+    let regexes: BTreeSet<String> = rules
+        .chain(credentials)
+        .filter(|p| !p.is_exact())
+        .map(|p| p.to_regex())
+        .collect();
+    regexes.into_iter().collect()
+}
+
 fn add_path(set: &mut PatternSet, p: &HttpPathGlob) {
     let kind = if p.is_exact() {
         PatternKind::Exact(p.literal_prefix())

@@ -165,13 +165,20 @@ pub fn run(args: &Args) -> u8 {
         (old, t0.elapsed(), None)
     } else {
         // The two sides compile at once, NEW on a second thread, which
-        // then builds the proof's fixed automata while OLD may still be
-        // compiling. It is not joined: the process ends when `run` does.
+        // then builds automata the proof will need: the fixed ones, then
+        // NEW's paths, which the proof's main thread reaches last. It is
+        // not joined: the process ends when `run` does.
         let (tx, rx) = std::sync::mpsc::channel();
         let (new_path, new_creds) = (args.new.clone(), creds.map(Path::to_path_buf));
         std::thread::spawn(move || {
-            let _ = tx.send(bundle(&new_path, new_creds.as_deref()));
+            let new = bundle(&new_path, new_creds.as_deref());
+            let paths = new
+                .as_ref()
+                .map(prover::domain::path_regexes)
+                .unwrap_or_default();
+            let _ = tx.send(new);
             prover::strings::warm_up();
+            prover::strings::prebuild(&paths);
         });
         let old = bundle(&args.old, creds);
         let t_old = t0.elapsed();

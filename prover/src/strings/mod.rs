@@ -148,6 +148,15 @@ pub fn warm_up() {
     }
 }
 
+/// Builds the automata of byte-read regexes (request paths, host names) a
+/// proof will ask for, as [`warm_up`] does for the fixed ones.
+pub fn prebuild(regexes: &[String]) {
+    for regex in regexes {
+        // A failure here is met again, and reported, by the proof.
+        let _ = pattern::cached(&fit_regex(regex, false), false, dfa::SIZE_LIMIT);
+    }
+}
+
 /// What the partition needs from a dimension's own spelling rules.
 pub struct DimSpec {
     pub universe: Universe,
