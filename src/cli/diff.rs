@@ -165,9 +165,8 @@ pub fn run(args: &Args) -> u8 {
         (old, t0.elapsed(), None)
     } else {
         // The two sides compile at once, NEW on a second thread, which
-        // then builds automata the proof will need: the fixed ones, then
-        // NEW's paths, which the proof's main thread reaches last. It is
-        // not joined: the process ends when `run` does.
+        // then builds automata the proof will need (NEW's paths among
+        // them). It is not joined: the process ends when `run` does.
         let (tx, rx) = std::sync::mpsc::channel();
         let (new_path, new_creds) = (args.new.clone(), creds.map(Path::to_path_buf));
         std::thread::spawn(move || {
@@ -177,8 +176,7 @@ pub fn run(args: &Args) -> u8 {
                 .map(prover::domain::path_regexes)
                 .unwrap_or_default();
             let _ = tx.send(new);
-            prover::strings::warm_up();
-            prover::strings::prebuild(&paths);
+            prover::strings::warm_up(&paths);
         });
         let old = bundle(&args.old, creds);
         let t_old = t0.elapsed();

@@ -124,37 +124,33 @@ impl PatternSet {
     }
 }
 
-/// Builds what a proof needs whatever the policies are: the universes'
-/// automata (as bytes, the usual case) and the validity tables. A caller
-/// with a core to spare runs it while it still compiles the policies; the
-/// proof builds whatever is not ready when it needs it.
-pub fn warm_up() {
-    let dims = [
-        (universe::binaries(), Rule::Binary),
-        (universe::hosts(), Rule::Any),
-        (
-            universe::http_paths(),
-            Rule::HttpPath {
-                encoded_slash: false,
-            },
-        ),
-    ];
-    for (uni, rule) in dims {
-        for regex in std::iter::once(&uni.accept).chain(&uni.reject) {
-            // A failure here is met again, and reported, by the proof.
-            let _ = pattern::cached(regex, false, dfa::SIZE_LIMIT);
-        }
-        Validity::of(rule);
-    }
-}
-
-/// Builds the automata of byte-read regexes (request paths, host names) a
-/// proof will ask for, as [`warm_up`] does for the fixed ones.
-pub fn prebuild(regexes: &[String]) {
-    for regex in regexes {
+/// Builds automata a proof will need, for a caller with a core to spare
+/// while it still compiles the policies: the fixed ones (each dimension's
+/// universe, read as bytes as usual, and validity table) and those of
+/// `paths`, request-path regexes ([`crate::domain::path_regexes`]). The
+/// proof builds its partitions in the order binaries, hosts, paths, so
+/// this goes the other way: what the proof needs last is what is most
+/// likely to be ready. The proof builds whatever is not.
+pub fn warm_up(paths: &[String]) {
+    warm_universe(
+        &universe::http_paths(),
+        Rule::HttpPath {
+            encoded_slash: false,
+        },
+    );
+    for regex in paths {
         // A failure here is met again, and reported, by the proof.
         let _ = pattern::cached(&fit_regex(regex, false), false, dfa::SIZE_LIMIT);
     }
+    warm_universe(&universe::hosts(), Rule::Any);
+    warm_universe(&universe::binaries(), Rule::Binary);
+}
+
+fn warm_universe(uni: &Universe, rule: Rule) {
+    for regex in std::iter::once(&uni.accept).chain(&uni.reject) {
+        let _ = pattern::cached(regex, false, dfa::SIZE_LIMIT);
+    }
+    Validity::of(rule);
 }
 
 /// What the partition needs from a dimension's own spelling rules.
