@@ -413,7 +413,7 @@ fn add_host(set: &mut PatternSet, h: &HostPattern) {
 
 /// The automata regexes of `bundle`'s request-path globs, as the path
 /// partition will ask for them, so that a thread with a core to spare can
-/// build them first ([`crate::strings::warm_up`]). Drawn from the same
+/// build them first ([`crate::strings::warm_paths`]). Drawn from the same
 /// places as [`Domain::build`]'s paths; one it did not list would only be
 /// built later, by the proof.
 pub fn path_regexes(bundle: &Bundle) -> Vec<String> {

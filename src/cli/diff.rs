@@ -164,30 +164,26 @@ pub fn run(args: &Args) -> u8 {
         let old = bundle(&args.old, creds);
         (old, t0.elapsed(), None)
     } else {
-        // The two sides compile at once, NEW on a second thread, which
-        // then builds automata the proof will need (NEW's paths among
-        // them). It is not joined: the process ends when `run` does.
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (new_path, new_creds) = (args.new.clone(), creds.map(Path::to_path_buf));
+        // A second thread builds automata the proof will need while this
+        // one compiles both sides: the fixed ones at once, then OLD's
+        // request paths (NEW's too, bar the change). NEW compiles here,
+        // after OLD, where the compiler's code is warm: on a second,
+        // freshly woken thread it took 1.5-3.4 ms against 1 ms here. The
+        // thread is not joined: the process ends when `run` does.
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<String>>();
         std::thread::spawn(move || {
-            let new = bundle(&new_path, new_creds.as_deref());
-            let paths = new
-                .as_ref()
-                .map(prover::domain::path_regexes)
-                .unwrap_or_default();
-            let _ = tx.send(new);
-            prover::strings::warm_up(&paths);
+            prover::strings::warm_fixed();
+            if let Ok(paths) = rx.recv() {
+                prover::strings::warm_paths(&paths);
+            }
         });
-        let old = bundle(&args.old, creds);
+        let old = match bundle(&args.old, creds) {
+            Ok(b) => b,
+            Err(f) => return failed(f, EXIT_INPUT),
+        };
         let t_old = t0.elapsed();
-        let new = rx.recv().unwrap_or_else(|_| {
-            let shown = args.new.display().to_string();
-            Err(Failure::error(
-                Some(shown.clone()),
-                format!("compiling `{shown}` stopped without an answer"),
-            ))
-        });
-        (old, t_old, Some(new))
+        let _ = tx.send(prover::domain::path_regexes(&old));
+        (Ok(old), t_old, Some(bundle(&args.new, creds)))
     };
     let old = match old {
         Ok(b) => b,

@@ -124,26 +124,30 @@ impl PatternSet {
     }
 }
 
-/// Builds automata a proof will need, for a caller with a core to spare
-/// while it still compiles the policies: the fixed ones (each dimension's
-/// universe, read as bytes as usual, and validity table) and those of
-/// `paths`, request-path regexes ([`crate::domain::path_regexes`]). The
-/// proof builds its partitions in the order binaries, hosts, paths, so
-/// this goes the other way: what the proof needs last is what is most
-/// likely to be ready. The proof builds whatever is not.
-pub fn warm_up(paths: &[String]) {
+/// Builds the automata every proof needs, whatever the policies: each
+/// dimension's universe (read as bytes, as usual) and validity table, in
+/// the order the proof builds its partitions. For a caller with a core to
+/// spare while it compiles the policies; the proof builds whatever is not
+/// ready when it needs it.
+pub fn warm_fixed() {
+    warm_universe(&universe::binaries(), Rule::Binary);
+    warm_universe(&universe::hosts(), Rule::Any);
     warm_universe(
         &universe::http_paths(),
         Rule::HttpPath {
             encoded_slash: false,
         },
     );
+}
+
+/// Builds the automata of request-path regexes
+/// ([`crate::domain::path_regexes`]), as [`warm_fixed`] does for the
+/// fixed ones.
+pub fn warm_paths(paths: &[String]) {
     for regex in paths {
         // A failure here is met again, and reported, by the proof.
         let _ = pattern::cached(&fit_regex(regex, false), false, dfa::SIZE_LIMIT);
     }
-    warm_universe(&universe::hosts(), Rule::Any);
-    warm_universe(&universe::binaries(), Rule::Binary);
 }
 
 fn warm_universe(uni: &Universe, rule: Rule) {
