@@ -10,19 +10,32 @@ spawned directly (no shell), its output discarded, and timed from spawn to
 reaped exit. Leading `NAME=value` words set the environment of that
 command alone. Prints the median, 25th percentile and minimum of each, in
 milliseconds.
+
+Every program named by a path is first copied, all at the same moment, to
+a fresh file, and the copies are run. On a host that pages out cold page
+cache (DAMON's `pageout` here), an executable written an hour ago faulted
+in a third more pages at each start than a fresh copy of the same bytes
+(197 against 147 for the same command) and ran up to 1.3 ms slower: the
+older of two files would otherwise lose the comparison whatever it held.
 """
 
 import argparse
 import os
 import shlex
+import shutil
 import statistics
 import sys
+import tempfile
 import time
+
+
+def is_assignment(word):
+    return "=" in word and not word.startswith("/")
 
 
 def spawn(words, devnull):
     env = dict(os.environ)
-    while words and "=" in words[0] and not words[0].startswith("/"):
+    while words and is_assignment(words[0]):
         name, value = words.pop(0).split("=", 1)
         env[name] = value
     start = time.perf_counter()
@@ -54,6 +67,18 @@ def main():
         if not sep or not command:
             parser.error(f"`{spec}` is not LABEL=COMMAND")
         commands.append((label, shlex.split(command)))
+    fresh = tempfile.TemporaryDirectory(prefix="alternate-")
+    copies = {}
+    for _, words in commands:
+        at = next(i for i, w in enumerate(words + [""]) if not is_assignment(w))
+        program = words[at] if at < len(words) else ""
+        if "/" in program and os.path.isfile(program):
+            if program not in copies:
+                name = f"{len(copies)}-{os.path.basename(program)}"
+                copies[program] = os.path.join(fresh.name, name)
+                shutil.copy(program, copies[program])
+            words[at] = copies[program]
+    os.sync()
     devnull = os.open(os.devnull, os.O_WRONLY)
     times = {label: [] for label, _ in commands}
     for _ in range(args.runs):
