@@ -15,9 +15,9 @@
 //! documents would slow only lookups in a cache bounded to `max_bytes`.
 
 use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 
 use foldhash::quality::RandomState;
-use std::sync::{Mutex, PoisonError};
 
 use super::GraphqlError;
 use super::document::{self, Selected};
