@@ -15,7 +15,7 @@ Every program named by a path is first copied, all at the same moment, to
 a fresh file, and the copies are run. On a host that pages out cold page
 cache (DAMON's `pageout` here), an executable written an hour ago faulted
 in a third more pages at each start than a fresh copy of the same bytes
-(197 against 147 for the same command) and ran up to 1.3 ms slower: the
+(197 against 147 for the same command) and ran 1.2-1.7 ms slower: the
 older of two files would otherwise lose the comparison whatever it held.
 """
 
