@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use policy_lang::bundle::Bundle;
+use policy_lang::bundle::{Bundle, Tables};
 use policy_lang::ir::Dest;
 use policy_lang::matcher::method::STANDARD_METHODS;
 use policy_lang::matcher::{
@@ -211,15 +211,12 @@ impl Domain {
                     addrs.push(a.clone());
                 }
             }
-            for e in &t.l7 {
-                if let Some(p) = &e.path {
-                    add_path(&mut paths, p);
-                }
-                for m in e.allow.iter().chain(&e.deny) {
-                    add_path(&mut paths, &m.path);
-                    add_methods(&m.methods);
-                    queries.extend(m.query.iter().cloned());
-                }
+            for p in request_paths(t) {
+                add_path(&mut paths, p);
+            }
+            for m in t.l7.iter().flat_map(|e| e.allow.iter().chain(&e.deny)) {
+                add_methods(&m.methods);
+                queries.extend(m.query.iter().cloned());
             }
             for c in &t.credentials {
                 for h in &c.hosts {
@@ -227,9 +224,6 @@ impl Domain {
                 }
                 if let Some(ms) = &c.methods {
                     add_methods(ms);
-                }
-                for p in c.paths.iter().flatten() {
-                    add_path(&mut paths, p);
                 }
             }
             for s in &t.secrets {
@@ -411,23 +405,24 @@ fn add_host(set: &mut PatternSet, h: &HostPattern) {
     set.add(&host_key(h), kind);
 }
 
-/// The automata regexes of `bundle`'s request-path globs, as the path
-/// partition will ask for them, so that a thread with a core to spare can
-/// build them first ([`crate::strings::warm_paths`]). Drawn from the same
-/// places as [`Domain::build`]'s paths; one it did not list would only be
-/// built later, by the proof.
-pub fn path_regexes(bundle: &Bundle) -> Vec<String> {
-    let t = &bundle.enforcement;
-    let rules = t.l7.iter().flat_map(|e| {
+/// Every request-path glob of a bundle: each endpoint's path and its
+/// rules' paths, then the credentials' paths.
+fn request_paths(t: &Tables) -> impl Iterator<Item = &HttpPathGlob> {
+    let endpoints = t.l7.iter().flat_map(|e| {
         e.path
             .iter()
             .chain(e.allow.iter().chain(&e.deny).map(|m| &m.path))
     });
-    let credentials = t.credentials.iter().flat_map(|c| c.paths.iter().flatten());
-    let regexes: BTreeSet<String> = rules
-        .chain(credentials)
+    endpoints.chain(t.credentials.iter().flat_map(|c| c.paths.iter().flatten()))
+}
+
+/// The automata regexes of `bundle`'s request-path globs, as the path
+/// partition will ask for them, so that a thread with a core to spare can
+/// build them first ([`crate::strings::warm_paths`]).
+pub fn path_regexes(bundle: &Bundle) -> Vec<String> {
+    let regexes: BTreeSet<String> = request_paths(&bundle.enforcement)
         .filter(|p| !p.is_exact())
-        .map(|p| p.to_regex())
+        .map(HttpPathGlob::to_regex)
         .collect();
     regexes.into_iter().collect()
 }
