@@ -416,17 +416,6 @@ fn request_paths(t: &Tables) -> impl Iterator<Item = &HttpPathGlob> {
     endpoints.chain(t.credentials.iter().flat_map(|c| c.paths.iter().flatten()))
 }
 
-/// The automata regexes of `bundle`'s request-path globs, as the path
-/// partition will ask for them, so that a thread with a core to spare can
-/// build them first ([`crate::strings::warm_paths`]).
-pub fn path_regexes(bundle: &Bundle) -> Vec<String> {
-    let regexes: BTreeSet<String> = request_paths(&bundle.enforcement)
-        .filter(|p| !p.is_exact())
-        .map(HttpPathGlob::to_regex)
-        .collect();
-    regexes.into_iter().collect()
-}
-
 fn add_path(set: &mut PatternSet, p: &HttpPathGlob) {
     let kind = if p.is_exact() {
         PatternKind::Exact(p.literal_prefix())

@@ -160,35 +160,17 @@ pub fn run(args: &Args) -> u8 {
     if let Some(why) = super::solver::delegate_if_large(&[&args.old, &args.new]) {
         return inconclusive(why);
     }
-    // Unless NEW is OLD's very file, a second thread builds automata the
-    // proof will need while this one compiles both sides: the fixed ones at
-    // once, then OLD's request paths (NEW's too, bar the change). NEW
-    // compiles here, after OLD, where the compiler's code is warm: on a
-    // second, freshly woken thread it took 1.5-3.4 ms against 1 ms here.
-    // The thread is not joined: the process ends when `run` does.
-    let warm = (!same_file(&args.old, &args.new)).then(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<Vec<String>>();
-        std::thread::spawn(move || {
-            prover::strings::warm_fixed();
-            if let Ok(paths) = rx.recv() {
-                prover::strings::warm_paths(&paths);
-            }
-        });
-        tx
-    });
     let old = match bundle(&args.old, creds) {
         Ok(b) => b,
         Err(f) => return failed(f, EXIT_INPUT),
     };
     let t_old = t0.elapsed();
-    let new = match &warm {
-        None => old.clone(),
-        Some(tx) => {
-            let _ = tx.send(prover::domain::path_regexes(&old));
-            match bundle(&args.new, creds) {
-                Ok(b) => b,
-                Err(f) => return failed(f, EXIT_INPUT),
-            }
+    let new = if same_file(&args.old, &args.new) {
+        old.clone()
+    } else {
+        match bundle(&args.new, creds) {
+            Ok(b) => b,
+            Err(f) => return failed(f, EXIT_INPUT),
         }
     };
     let t_new = t0.elapsed();

@@ -124,39 +124,6 @@ impl PatternSet {
     }
 }
 
-/// Builds the automata every proof needs, whatever the policies: each
-/// dimension's universe (read as bytes, as usual) and validity table, in
-/// the order the proof builds its partitions. For a caller with a core to
-/// spare while it compiles the policies; the proof builds whatever is not
-/// ready when it needs it.
-pub fn warm_fixed() {
-    warm_universe(&universe::binaries(), Rule::Binary);
-    warm_universe(&universe::hosts(), Rule::Any);
-    warm_universe(
-        &universe::http_paths(),
-        Rule::HttpPath {
-            encoded_slash: false,
-        },
-    );
-}
-
-/// Builds the automata of request-path regexes
-/// ([`crate::domain::path_regexes`]), as [`warm_fixed`] does for the
-/// fixed ones.
-pub fn warm_paths(paths: &[String]) {
-    for regex in paths {
-        // A failure here is met again, and reported, by the proof.
-        let _ = pattern::cached(&fit_regex(regex, false), false, dfa::SIZE_LIMIT);
-    }
-}
-
-fn warm_universe(uni: &Universe, rule: Rule) {
-    for regex in std::iter::once(&uni.accept).chain(&uni.reject) {
-        let _ = pattern::cached(regex, false, dfa::SIZE_LIMIT);
-    }
-    Validity::of(rule);
-}
-
 /// What the partition needs from a dimension's own spelling rules.
 pub struct DimSpec {
     pub universe: Universe,
