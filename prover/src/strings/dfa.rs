@@ -259,18 +259,22 @@ impl MultiDfa {
     fn graph(&self) -> Graph {
         let classes = ClassInfo::of(self);
         // Graph node of each DFA state (by `index`), `usize::MAX` if unseen.
-        let mut index: Vec<usize> = Vec::new();
-        let mut g = Graph::default();
+        let mut index: Vec<usize> = vec![usize::MAX; self.accepts.len()];
+        let mut g = Graph {
+            edges: Vec::with_capacity(self.accepts.len() * classes.order.len()),
+            ..Graph::default()
+        };
         set_grow(&mut index, self.index(self.start()), 0);
         g.states.push(self.start());
         g.parent.push(None);
-        g.edges.push(Vec::new());
+        // Nodes are numbered in the order they are queued, so each node's
+        // edges follow those of the node before it.
         let mut queue = VecDeque::from([0usize]);
         while let Some(i) = queue.pop_front() {
+            g.first.push(g.edges.len());
             let Some(&state) = g.states.get(i) else {
                 continue;
             };
-            let mut edges = Vec::new();
             for &(class, rep) in &classes.order {
                 let Some(next) = self.next(state, rep) else {
                     continue;
@@ -282,18 +286,15 @@ impl MultiDfa {
                         set_grow(&mut index, self.index(next), j);
                         g.states.push(next);
                         g.parent.push(Some((i, rep)));
-                        g.edges.push(Vec::new());
                         queue.push_back(j);
                         j
                     }
                 };
                 let mult = classes.size.get(usize::from(class)).copied().unwrap_or(1);
-                edges.push((j, mult));
-            }
-            if let Some(slot) = g.edges.get_mut(i) {
-                *slot = edges;
+                g.edges.push((j, mult));
             }
         }
+        g.first.push(g.edges.len());
         g
     }
 }
@@ -303,7 +304,7 @@ impl MultiDfa {
 struct ClassInfo {
     /// (class, representative), nicest representative first.
     order: Vec<(u8, u8)>,
-    size: Vec<u128>,
+    size: Vec<u16>,
 }
 
 /// Rank of a byte as a witness character: lower is nicer.
@@ -326,7 +327,7 @@ impl ClassInfo {
     fn of(dfa: &MultiDfa) -> Self {
         let n = dfa.classes;
         let mut best: Vec<Option<u8>> = vec![None; n];
-        let mut size = vec![0u128; n];
+        let mut size = vec![0u16; n];
         for b in 0..=255u8 {
             let c = usize::from(dfa.byte_class(b));
             if let Some(s) = size.get_mut(c) {
@@ -355,10 +356,21 @@ struct Graph {
     states: Vec<State>,
     /// BFS parent and the byte taken, for shortest strings.
     parent: Vec<Option<(usize, u8)>>,
-    edges: Vec<Vec<(usize, u128)>>,
+    /// Node `i`'s edges are `edges[first[i]..first[i + 1]]`: the node
+    /// reached, and how many bytes lead there. One flat list: a list per
+    /// node cost more in fresh pages than the walk itself.
+    first: Vec<usize>,
+    edges: Vec<(usize, u16)>,
 }
 
 impl Graph {
+    fn edges(&self, i: usize) -> &[(usize, u16)] {
+        match (self.first.get(i), self.first.get(i + 1)) {
+            (Some(&a), Some(&b)) => self.edges.get(a..b).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+
     fn path_to(&self, mut i: usize) -> String {
         let mut bytes = Vec::new();
         while let Some(Some((p, b))) = self.parent.get(i) {
@@ -378,7 +390,7 @@ impl Graph {
         let mut infinite = on_cycle.clone();
         let mut stack: Vec<usize> = (0..n).filter(|&i| on_cycle.get(i) == Some(&true)).collect();
         while let Some(i) = stack.pop() {
-            for &(j, _) in self.edges.get(i).into_iter().flatten() {
+            for &(j, _) in self.edges(i) {
                 if let Some(f) = infinite.get_mut(j)
                     && !*f
                 {
@@ -389,11 +401,11 @@ impl Graph {
         }
         // Finite part is a DAG: count paths in topological order.
         let mut indeg = vec![0usize; n];
-        for (i, es) in self.edges.iter().enumerate() {
+        for i in 0..n {
             if infinite.get(i) == Some(&true) {
                 continue;
             }
-            for &(j, _) in es {
+            for &(j, _) in self.edges(i) {
                 if let Some(d) = indeg.get_mut(j) {
                     *d += 1;
                 }
@@ -408,12 +420,12 @@ impl Graph {
             .collect();
         while let Some(i) = ready.pop() {
             let here = paths.get(i).copied().unwrap_or(0);
-            for &(j, mult) in self.edges.get(i).into_iter().flatten() {
+            for &(j, mult) in self.edges(i) {
                 if infinite.get(j) == Some(&true) {
                     continue;
                 }
                 if let Some(p) = paths.get_mut(j) {
-                    *p = p.saturating_add(here.saturating_mul(mult));
+                    *p = p.saturating_add(here.saturating_mul(u128::from(mult)));
                 }
                 if let Some(d) = indeg.get_mut(j) {
                     *d -= 1;
@@ -456,8 +468,7 @@ impl Graph {
                     stack.push(v);
                     set(&mut on_stack, v, true);
                 }
-                let edges = self.edges.get(v).map_or(&[][..], Vec::as_slice);
-                if let Some(&(w, _)) = edges.get(*ei) {
+                if let Some(&(w, _)) = self.edges(v).get(*ei) {
                     *ei += 1;
                     if w == v {
                         set(&mut out, v, true);
