@@ -98,16 +98,29 @@ impl MultiDfa {
             .collect::<Result<Vec<_>, _>>()?;
         // Joint classes: bytes every pattern's DFA puts in the same class,
         // refined one pattern at a time.
+        // A pair (joint class so far, pattern's class) gets the next number
+        // when first met, scanning the bytes in order: a table indexed by
+        // the pair instead of a hash map.
         let mut class = [0u8; 256];
         let mut classes = 1usize;
-        let mut refine: FxHashMap<(u8, u8), u8> = FxHashMap::default();
         for d in &parts {
-            refine.clear();
+            let width = (0..=255u8)
+                .map(|b| usize::from(d.class_of(b)) + 1)
+                .max()
+                .unwrap_or(1);
+            let mut number: Vec<u16> = vec![u16::MAX; classes * width];
+            let mut count: u16 = 0;
             for (b, slot) in (0..=255u8).zip(class.iter_mut()) {
-                let next = u8::try_from(refine.len()).unwrap_or(u8::MAX);
-                *slot = *refine.entry((*slot, d.class_of(b))).or_insert(next);
+                let pair = usize::from(*slot) * width + usize::from(d.class_of(b));
+                if let Some(n) = number.get_mut(pair) {
+                    if *n == u16::MAX {
+                        *n = count;
+                        count += 1;
+                    }
+                    *slot = u8::try_from(*n).unwrap_or(u8::MAX);
+                }
             }
-            classes = refine.len().max(1);
+            classes = usize::from(count).max(1);
         }
         let mut reps: Vec<u8> = Vec::with_capacity(classes);
         for b in 0..=255u8 {
