@@ -160,6 +160,10 @@ pub fn run(args: &Args) -> u8 {
     if let Some(why) = super::solver::delegate_if_large(&[&args.old, &args.new]) {
         return inconclusive(why);
     }
+    // One thread does it all: a thread this process starts mostly shares
+    // its CPU for its first milliseconds (the scheduler packs tasks onto
+    // few CPUs), so work moved to one came on top of its own start-up
+    // (docs/benchmarks.md).
     let old = match bundle(&args.old, creds) {
         Ok(b) => b,
         Err(f) => return failed(f, EXIT_INPUT),

@@ -97,10 +97,9 @@ impl MultiDfa {
             .map(|p| pattern::cached(p, unicode, SIZE_LIMIT))
             .collect::<Result<Vec<_>, _>>()?;
         // Joint classes: bytes every pattern's DFA puts in the same class,
-        // refined one pattern at a time.
-        // A pair (joint class so far, pattern's class) gets the next number
-        // when first met, scanning the bytes in order: a table indexed by
-        // the pair instead of a hash map.
+        // refined one pattern at a time. Each pair (joint class so far,
+        // pattern's class) gets the next number when first met, scanning
+        // the bytes in order.
         let mut class = [0u8; 256];
         let mut classes = 1usize;
         for d in &parts {
