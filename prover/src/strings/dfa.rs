@@ -85,7 +85,7 @@ impl std::fmt::Debug for MultiDfa {
 
 /// Memory the exploration may use for one dimension: every product state
 /// holds a (pattern, state) pair per pattern still alive.
-pub(crate) const SIZE_LIMIT: usize = 96 << 20;
+const SIZE_LIMIT: usize = 96 << 20;
 
 /// A live pattern and where its DFA is.
 type Part = (u32, u32);
