@@ -195,7 +195,7 @@ async fn decide_approval(
             entry(by, "approve", format!("policy:{}", p.policy), detail),
         )
         .await?;
-    app.changed();
+    app.changed(&crate::wake::policy(&p.policy));
     Ok(revision)
 }
 
@@ -462,18 +462,23 @@ async fn sandbox_status(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiE
         .map(|s| number("revision", s))
         .transpose()?;
     let deadline = tokio::time::Instant::now() + wait(r)?;
-    let mut changes = app.changes.subscribe();
+    let mut waiter = app.wakeups.subscribe(&[crate::wake::sandbox(&id)]);
+    let mut stopping = app.stopping.subscribe();
     loop {
-        changes.borrow_and_update();
+        waiter.mark_seen();
         let s = load_sandbox(app, &id).await?;
         let done = want.is_none_or(|w| {
             s.applied_revision == Some(w)
                 && matches!(s.result.as_deref(), Some("applied" | "network_only"))
         });
-        if done || tokio::time::Instant::now() >= deadline {
+        if done || tokio::time::Instant::now() >= deadline || app.is_stopping() {
             return Ok(Reply::ok(sandbox_json(&s)));
         }
-        let _ = tokio::time::timeout_at(deadline, changes.changed()).await;
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            () = waiter.changed() => {}
+            _ = stopping.changed() => {}
+        }
     }
 }
 
@@ -484,9 +489,15 @@ async fn bundle(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
     let id = name("sandbox", id)?;
     may_see_sandbox(r, &id, false)?;
     let deadline = tokio::time::Instant::now() + wait(r)?;
-    let mut changes = app.changes.subscribe();
+    // The sandbox's row names its policy: the first wait subscribes to the
+    // policy's and the sandbox's topics, then reads the row again, so that
+    // a change committed after the first read is not missed.
+    let mut waiter: Option<crate::wake::Waiter> = None;
+    let mut stopping = app.stopping.subscribe();
     loop {
-        changes.borrow_and_update();
+        if let Some(w) = &mut waiter {
+            w.mark_seen();
+        }
         let s = load_sandbox(app, &id).await?;
         if let (Some(rev), Some(digest)) = (s.desired_revision, s.desired_digest.as_deref())
             && r.if_none_match.as_deref() != Some(digest)
@@ -518,7 +529,7 @@ async fn bundle(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
             reply.headers.push(("etag", format!("\"{}\"", row.digest)));
             return Ok(reply);
         }
-        if tokio::time::Instant::now() >= deadline {
+        if tokio::time::Instant::now() >= deadline || app.is_stopping() {
             if s.desired_revision.is_none() {
                 return Err(ApiError::not_found(format!(
                     "policy `{}` of sandbox `{id}` has no approved revision yet",
@@ -534,7 +545,18 @@ async fn bundle(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
                 )],
             });
         }
-        let _ = tokio::time::timeout_at(deadline, changes.changed()).await;
+        let Some(w) = &mut waiter else {
+            waiter = Some(
+                app.wakeups
+                    .subscribe(&[crate::wake::policy(&s.policy), crate::wake::sandbox(&id)]),
+            );
+            continue;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            () = w.changed() => {}
+            _ = stopping.changed() => {}
+        }
     }
 }
 
@@ -584,7 +606,7 @@ async fn report(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
             entry(&caller, "status", format!("sandbox:{id}"), detail),
         )
         .await?;
-    app.changed();
+    app.changed(&crate::wake::sandbox(&id));
     Ok(Reply::ok(sandbox_json(&load_sandbox(app, &id).await?)))
 }
 

@@ -16,7 +16,9 @@ use tokio::sync::watch;
 
 use crate::audit::hex;
 use crate::dir;
+use crate::metrics::Metrics;
 use crate::store::{AuditEntry, RevisionRow, Role, Store, StoreError};
+use crate::wake::Wakeups;
 
 /// The largest request body accepted (a policy and its credentials file).
 pub const BODY_LIMIT: usize = 1024 * 1024;
@@ -41,6 +43,47 @@ pub struct Config {
     pub db: String,
     pub approval: ApprovalMode,
     pub prove_timeout: Duration,
+    pub limits: Limits,
+}
+
+/// How long a client may take and how many connections it may hold: a
+/// client that sends one byte every few seconds must not hold a
+/// connection, a file descriptor and a task for ever, and many of them
+/// must not starve everyone else.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// From a connection's first byte (or the end of its last answer) to
+    /// the end of the next request's head; also the TLS handshake's bound.
+    pub header_timeout: Duration,
+    /// From the end of the head to the end of the body.
+    pub body_timeout: Duration,
+    /// Connections open at once; lowered to fit the process's limit of
+    /// open files.
+    pub max_connections: usize,
+    /// Connections open at once from one address.
+    pub max_connections_per_peer: usize,
+    /// Refusals of requests without a valid token written to the audit
+    /// log per minute; the rest are counted (`/metrics`) and summed up in
+    /// one row when the minute ends.
+    pub audited_refusals_per_minute: u32,
+    /// How long `SIGTERM` waits for requests in flight.
+    pub shutdown_grace: Duration,
+    /// One JSON line per request on standard error.
+    pub access_log: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 4096,
+            max_connections_per_peer: 256,
+            audited_refusals_per_minute: 60,
+            shutdown_grace: Duration::from_secs(30),
+            access_log: true,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,19 +107,45 @@ pub struct App {
     pub key: SigningKey,
     pub approval: ApprovalMode,
     pub prove_timeout: Duration,
-    /// Bumped after every change that a waiting request may care about.
-    pub changes: watch::Sender<u64>,
+    /// Wakes the long-polls a change concerns.
+    pub wakeups: Arc<Wakeups>,
+    pub metrics: Metrics,
+    pub limits: Limits,
+    /// Set once `SIGTERM` came: long-polls answer at once, so that their
+    /// clients come back to another replica.
+    pub stopping: watch::Sender<bool>,
+    /// Unauthenticated refusals audited in the current minute.
+    pub refusals: std::sync::Mutex<RefusalWindow>,
     pub registry: prover::Registry,
     /// Proofs running at once: at most one per CPU; more proposals wait.
     pub proving: Arc<tokio::sync::Semaphore>,
+    /// The permits `proving` started with.
+    pub proof_slots: usize,
+    pub connections: crate::server::Connections,
     /// Revisions served lately (they never change once written).
     pub revisions: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<RevisionRow>>>,
 }
 
+/// The minute of refusals being audited: when it began, how many were
+/// written, how many only counted.
+#[derive(Debug, Default)]
+pub struct RefusalWindow {
+    pub started: i64,
+    pub audited: u32,
+    pub skipped: u64,
+}
+
 impl App {
-    /// Wakes every long-poll in this process.
-    pub fn changed(&self) {
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    /// Wakes the long-polls of one topic (`wake::policy`, `wake::sandbox`)
+    /// in this process; other replicas hear of it by `NOTIFY`.
+    pub fn changed(&self, topic: &str) {
+        self.wakeups.wake(topic);
+    }
+
+    /// Whether `SIGTERM` came.
+    #[must_use]
+    pub fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
     }
 
     /// A revision, from memory when it was served lately.

@@ -79,6 +79,8 @@ pub enum Command {
         /// `inconclusive` and a person decides.
         #[arg(long, default_value_t = 10_000, value_name = "N")]
         prove_timeout_ms: u64,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Propose FILE as the next revision of policy NAME.
     Propose {
@@ -164,6 +166,49 @@ pub enum Command {
     },
 }
 
+/// What a client may hold, and how `serve` stops.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Seconds a client has for a TLS handshake and for each request's
+    /// head.
+    #[arg(long, default_value_t = 10, value_name = "S")]
+    pub header_timeout: u64,
+    /// Seconds a client has to send a request's body.
+    #[arg(long, default_value_t = 30, value_name = "S")]
+    pub body_timeout: u64,
+    /// Connections open at once (lowered to fit the open-files limit).
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub max_connections: usize,
+    /// Connections open at once from one address.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_connections_per_peer: usize,
+    /// Refusals of requests without a valid token written to the audit
+    /// log per minute; the rest are counted and summed up in one row.
+    #[arg(long, default_value_t = 60, value_name = "N")]
+    pub audited_refusals_per_minute: u32,
+    /// Seconds `SIGTERM` waits for requests in flight.
+    #[arg(long, default_value_t = 30, value_name = "S")]
+    pub shutdown_grace: u64,
+    /// No access log (one JSON line per request on standard error).
+    #[arg(long)]
+    pub no_access_log: bool,
+}
+
+impl LimitArgs {
+    #[must_use]
+    pub fn limits(&self) -> crate::app::Limits {
+        crate::app::Limits {
+            header_timeout: Duration::from_secs(self.header_timeout.max(1)),
+            body_timeout: Duration::from_secs(self.body_timeout.max(1)),
+            max_connections: self.max_connections.max(1),
+            max_connections_per_peer: self.max_connections_per_peer.max(1),
+            audited_refusals_per_minute: self.audited_refusals_per_minute,
+            shutdown_grace: Duration::from_secs(self.shutdown_grace),
+            access_log: !self.no_access_log,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum SandboxCommand {
     /// Register a sandbox that runs policy P; prints its token once.
@@ -242,26 +287,24 @@ async fn run(command: Command) -> u8 {
             db,
             approval,
             prove_timeout_ms,
-        } => serve(dir, listen, db, approval, prove_timeout_ms).await,
+            limits,
+        } => {
+            let db = db.unwrap_or_else(|| format!("sqlite:{}", dir.join("gateway.db").display()));
+            serve(Config {
+                dir,
+                listen,
+                db,
+                approval,
+                prove_timeout: Duration::from_millis(prove_timeout_ms),
+                limits: limits.limits(),
+            })
+            .await
+        }
         other => client_command(other).await,
     }
 }
 
-async fn serve(
-    dir: PathBuf,
-    listen: SocketAddr,
-    db: Option<String>,
-    approval: ApprovalMode,
-    prove_timeout_ms: u64,
-) -> u8 {
-    let db = db.unwrap_or_else(|| format!("sqlite:{}", dir.join("gateway.db").display()));
-    let config = Config {
-        dir,
-        listen,
-        db,
-        approval,
-        prove_timeout: Duration::from_millis(prove_timeout_ms),
-    };
+async fn serve(config: Config) -> u8 {
     let running = match server::start(config).await {
         Ok(r) => r,
         Err(e) => return fail(EXIT_USAGE, e),
@@ -275,7 +318,16 @@ async fn serve(
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
-    running.stop();
+    eprintln!(
+        "openshell-gateway: stopping: no new connections, waking long-polls, finishing requests in flight"
+    );
+    let left = running.shutdown().await;
+    if left > 0 {
+        eprintln!(
+            "openshell-gateway: {left} connections still open after the grace period were closed"
+        );
+    }
+    eprintln!("openshell-gateway: stopped");
     0
 }
 

@@ -1,7 +1,8 @@
 //! Across gateway processes on one PostgreSQL: every approval and status
 //! report sends `NOTIFY` (see the store), and each process listens and
-//! wakes its own long-polls. A lost listening connection is opened again,
-//! and the waiters are woken then too, since a change may have been missed.
+//! wakes its own long-polls on the topic named in the payload. A lost
+//! listening connection is opened again, and every waiter is woken then,
+//! since a change may have been missed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,13 +21,15 @@ pub async fn listen(app: Arc<App>, url: String) -> Result<(), StoreError> {
     tokio::spawn(async move {
         loop {
             match listener.try_recv().await {
-                Ok(Some(_)) => app.changed(),
-                // The connection was lost; the next call reconnects.
-                Ok(None) => app.changed(),
+                // The payload is the topic (`policy:NAME`, `sandbox:ID`).
+                Ok(Some(n)) => app.changed(n.payload()),
+                // The connection was lost and changes may have been
+                // missed; the next call reconnects.
+                Ok(None) => app.wakeups.wake_all(),
                 Err(e) => {
                     eprintln!("openshell-gateway: LISTEN {CHANNEL}: {e}; retrying");
                     tokio::time::sleep(Duration::from_secs(1)).await;
-                    app.changed();
+                    app.wakeups.wake_all();
                 }
             }
         }

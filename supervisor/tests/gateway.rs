@@ -45,6 +45,7 @@ impl Gw {
             db: format!("sqlite:{}", dir.join("gateway.db").display()),
             approval: ApprovalMode::Manual,
             prove_timeout: Duration::from_secs(20),
+            limits: gateway::app::Limits::default(),
         };
         let addr = config.listen;
         rt.block_on(async {

@@ -69,6 +69,26 @@ impl Gw {
     }
 
     pub async fn start_with(backend: Backend, approval: ApprovalMode, prove: Duration) -> Gw {
+        Self::start_full(backend, approval, prove, quiet()).await
+    }
+
+    /// A gateway with these limits.
+    pub async fn start_limited(backend: Backend, limits: gateway::app::Limits) -> Gw {
+        Self::start_full(
+            backend,
+            ApprovalMode::Manual,
+            Duration::from_secs(20),
+            limits,
+        )
+        .await
+    }
+
+    pub async fn start_full(
+        backend: Backend,
+        approval: ApprovalMode,
+        prove: Duration,
+        limits: gateway::app::Limits,
+    ) -> Gw {
         let dir = tempfile::tempdir().unwrap();
         gateway::dir::init(dir.path(), &[]).unwrap();
         let db = match backend {
@@ -81,6 +101,7 @@ impl Gw {
             db: db.clone(),
             approval,
             prove_timeout: prove,
+            limits,
         })
         .await
         .unwrap();
@@ -131,6 +152,15 @@ impl Gw {
         .await;
         assert_eq!(r.status, 201, "{:?}", r.json());
         self.admin.with_token(r.json()["token"].as_str().unwrap())
+    }
+}
+
+/// The default limits without the access log, which would only add noise
+/// to a failing test's output.
+pub fn quiet() -> gateway::app::Limits {
+    gateway::app::Limits {
+        access_log: false,
+        ..gateway::app::Limits::default()
     }
 }
 
