@@ -706,3 +706,187 @@ both!(the_audit_log_is_read_a_page_at_a_time, |b| async move {
     assert!(has(1002, "link"), "{bad}");
     assert_eq!(problems.len(), 3, "{bad}");
 });
+
+/// Runs the client binary against `gw` with `token`: exit status, stdout,
+/// stderr.
+async fn cli(gw: &Gw, token: &str, args: &[&str]) -> (i32, String, String) {
+    let token_file = gw.path(&format!("cli-{}.token", gateway::dir::new_token()));
+    std::fs::write(&token_file, token).unwrap();
+    let (url, ca) = (gw.url.clone(), gw.path("ca.pem"));
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_openshell-gateway"))
+            .args(&args)
+            .env("OPENSHELL_GATEWAY", url)
+            .env("OPENSHELL_GATEWAY_CA", ca)
+            .env("OPENSHELL_GATEWAY_TOKEN_FILE", token_file)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+both!(
+    the_client_commands_manage_tokens_sandboxes_and_the_log,
+    |b| async move {
+        let (gw, _alice, _bob) = with_policy(b).await;
+        let admin = std::fs::read_to_string(gw.path("admin.token")).unwrap();
+        let (rc, out, err) = cli(
+            &gw,
+            &admin,
+            &["token", "create", "carol", "--role", "reader"],
+        )
+        .await;
+        assert_eq!(rc, 0, "{err}");
+        let carol = serde_json::from_str::<Value>(&out).unwrap()["token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (rc, out, err) = cli(&gw, &admin, &["token", "list"]).await;
+        assert_eq!(rc, 0, "{err}");
+        assert!(out.contains("\"carol\"") && !out.contains(&carol), "{out}");
+        let (rc, _, err) = cli(
+            &gw,
+            &admin,
+            &["token", "create", "carol", "--role", "reader"],
+        )
+        .await;
+        assert_eq!(rc, 1);
+        assert!(
+            err.contains("exists already") && err.contains("409"),
+            "{err}"
+        );
+
+        // A sandbox of a policy nobody proposed.
+        let (rc, _, err) = cli(
+            &gw,
+            &admin,
+            &["sandbox", "create", "sb", "--policy", "nope"],
+        )
+        .await;
+        assert_eq!(rc, 1);
+        assert!(
+            err.contains("propose it first") && err.contains("404"),
+            "{err}"
+        );
+        let (rc, _, err) = cli(
+            &gw,
+            &admin,
+            &["sandbox", "create", "sb", "--policy", "agent"],
+        )
+        .await;
+        assert_eq!(rc, 0, "{err}");
+        let (rc, out, err) = cli(&gw, &carol, &["sandbox", "list"]).await;
+        assert_eq!(rc, 0, "{err}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&out).unwrap()["sandboxes"][0]["id"],
+            "sb"
+        );
+        let (rc, out, err) = cli(&gw, &admin, &["sandbox", "token", "sb", "--ttl", "60"]).await;
+        assert_eq!(rc, 0, "{err}");
+        let renewed = serde_json::from_str::<Value>(&out).unwrap();
+        assert!(
+            renewed["token"].as_str().unwrap().starts_with("osg_"),
+            "{renewed}"
+        );
+        assert!(renewed["expires_at"].as_i64().is_some(), "{renewed}");
+        let (rc, _, err) = cli(&gw, &carol, &["sandbox", "delete", "sb"]).await;
+        assert_eq!(rc, 1, "a reader may not delete: {err}");
+        let (rc, out, err) = cli(&gw, &admin, &["sandbox", "delete", "sb"]).await;
+        assert_eq!(rc, 0, "{err}");
+        assert!(out.contains("deleted"), "{out}");
+
+        let (rc, out, err) = cli(&gw, &admin, &["token", "revoke", "carol"]).await;
+        assert_eq!(rc, 0, "{err}");
+        assert!(out.contains("revoked"), "{out}");
+        let (rc, _, err) = cli(&gw, &carol, &["sandbox", "list"]).await;
+        assert_eq!(rc, 1, "{err}");
+        assert!(err.contains("401"), "{err}");
+
+        // The log: one page, a later page, and all of it across pages.
+        fill_audit(&gw, 250).await;
+        let (head, _) = gw.running.app.store.audit_head().await.unwrap();
+        let (rc, out, err) = cli(&gw, &admin, &["audit", "--limit", "5"]).await;
+        assert_eq!(rc, 0, "{err}");
+        let page = serde_json::from_str::<Value>(&out).unwrap();
+        assert_eq!(page["rows"].as_array().unwrap().len(), 5);
+        assert_eq!(page["next"], 5);
+        let (rc, out, err) = cli(&gw, &admin, &["audit", "--after", "5", "--limit", "2"]).await;
+        assert_eq!(rc, 0, "{err}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&out).unwrap()["rows"][0]["seq"],
+            6
+        );
+        let (rc, out, err) = cli(&gw, &admin, &["audit", "--all", "--limit", "40"]).await;
+        assert_eq!(rc, 0, "{err}");
+        let all = serde_json::from_str::<Value>(&out).unwrap();
+        let seqs: Vec<i64> = all["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["seq"].as_i64().unwrap())
+            .collect();
+        assert!(seqs.len() as i64 >= head, "{} < {head}", seqs.len());
+        assert!(seqs.iter().enumerate().all(|(i, s)| *s == i as i64 + 1));
+        let (rc, out, err) = cli(&gw, &admin, &["audit", "--all", "--after", "100000"]).await;
+        assert_eq!(rc, 0, "{err}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&out).unwrap()["rows"],
+            json!([])
+        );
+        let (rc, _, err) = cli(&gw, &admin, &["audit", "--limit", "0"]).await;
+        assert_eq!(rc, 1, "{err}");
+        let (rc, out, err) = cli(&gw, &admin, &["audit", "--verify"]).await;
+        assert_eq!(rc, 0, "{err}");
+        assert!(out.contains("\"ok\": true"), "{out}");
+    }
+);
+
+both!(
+    two_renewals_racing_leave_one_working_token,
+    |b| async move {
+        let (gw, _alice, _bob) = with_policy(b).await;
+        let _sb = gw.sandbox("sb", "agent").await;
+        for _ in 0..5 {
+            let renew = || send(&gw.admin, "POST", "/v1/sandboxes/sb/token", Some(json!({})));
+            let (x, y) = tokio::join!(renew(), renew());
+            let ok: Vec<&bundle_trust::client::Response> =
+                [&x, &y].into_iter().filter(|r| r.status == 201).collect();
+            assert!(!ok.is_empty(), "{:?} {:?}", x.json(), y.json());
+            for r in [&x, &y] {
+                assert!(matches!(r.status, 201 | 409), "{:?}", r.json());
+            }
+            // Both may win one after the other, or one loses with `409`:
+            // either way exactly one token works, the last renewal's.
+            let working = {
+                let mut n = 0;
+                for r in &ok {
+                    let c = gw.admin.with_token(r.json()["token"].as_str().unwrap());
+                    if send(&c, "GET", "/v1/sandboxes/sb/bundle", None)
+                        .await
+                        .status
+                        == 200
+                    {
+                        n += 1;
+                    }
+                }
+                n
+            };
+            assert_eq!(working, 1);
+        }
+        let tokens = send(&gw.admin, "GET", "/v1/tokens", None).await.json();
+        let n = tokens["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["sandbox"] == "sb")
+            .count();
+        assert_eq!(n, 1, "{tokens}");
+    }
+);
