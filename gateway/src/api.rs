@@ -19,6 +19,21 @@ const PEOPLE: &[Role] = &[Role::Admin, Role::Author];
 /// Who automatic approvals are recorded as; no token may carry the name.
 const AUTO_APPROVER: &str = "gateway";
 const READERS: &[Role] = &[Role::Admin, Role::Author, Role::Reader];
+/// The token `serve` reads from `admin.token`.
+const ADMIN_TOKEN: &str = "admin";
+/// Names an audit row may carry that are not a token made with
+/// `POST /v1/tokens`: the file's admin token, the gateway's own writes, and
+/// requests without a valid token.
+const RESERVED_NAMES: &[&str] = &[ADMIN_TOKEN, AUTO_APPROVER, "anonymous"];
+/// Sandbox tokens are named after their sandbox.
+const SANDBOX_PREFIX: &str = "sandbox:";
+/// A status report's `error` is kept (and audited) up to this many bytes,
+/// so that a sandbox token cannot fill the log.
+pub const MAX_REPORT_ERROR: usize = 2048;
+/// `GET /v1/audit` answers this many rows unless `limit` says otherwise,
+/// and never more than [`MAX_AUDIT_PAGE`].
+pub const DEFAULT_AUDIT_PAGE: i64 = 100;
+pub const MAX_AUDIT_PAGE: i64 = 1000;
 
 /// Dispatches on method and path.
 pub async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
@@ -35,10 +50,15 @@ pub async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
         (&Method::POST, ["v1", "proposals", id, "approve"]) => approve(app, r, id).await,
         (&Method::POST, ["v1", "proposals", id, "reject"]) => reject(app, r, id).await,
         (&Method::POST, ["v1", "sandboxes"]) => create_sandbox(app, r).await,
+        (&Method::GET, ["v1", "sandboxes"]) => list_sandboxes(app, r).await,
         (&Method::GET, ["v1", "sandboxes", id]) => sandbox_status(app, r, id).await,
+        (&Method::DELETE, ["v1", "sandboxes", id]) => delete_sandbox(app, r, id).await,
+        (&Method::POST, ["v1", "sandboxes", id, "token"]) => renew_sandbox_token(app, r, id).await,
         (&Method::GET, ["v1", "sandboxes", id, "bundle"]) => bundle(app, r, id).await,
         (&Method::POST, ["v1", "sandboxes", id, "status"]) => report(app, r, id).await,
         (&Method::POST, ["v1", "tokens"]) => create_token(app, r).await,
+        (&Method::GET, ["v1", "tokens"]) => list_tokens(app, r).await,
+        (&Method::DELETE, ["v1", "tokens", who]) => revoke_token(app, r, who).await,
         (&Method::GET, ["v1", "audit"]) => audit(app, r).await,
         (&Method::GET, ["v1", "audit", "verify"]) => audit_verify(app, r).await,
         _ => Err(ApiError::not_found(format!(
@@ -62,6 +82,37 @@ fn name(kind: &str, text: &str) -> Result<String, ApiError> {
         Err(ApiError::bad_request(format!(
             "`{text}` is not a {kind} name (letters, digits, `.`, `_`, `-`; at most 64)"
         )))
+    }
+}
+
+/// A path segment with its `%XX` escapes decoded (a client may write the
+/// `:` of `sandbox:ID` as `%3A`); `None` when they do not decode to UTF-8.
+fn unescape(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A token's name as `DELETE /v1/tokens/{name}` names it: a person's or a
+/// program's, or `sandbox:ID`.
+fn token_name(text: &str) -> Result<String, ApiError> {
+    let bad = || ApiError::bad_request(format!("`{text}` is not a token name"));
+    let text = unescape(text).ok_or_else(bad)?;
+    match text.strip_prefix(SANDBOX_PREFIX) {
+        Some(id) => Ok(format!("{SANDBOX_PREFIX}{}", name("sandbox", id)?)),
+        None => name("token", &text),
     }
 }
 
@@ -416,6 +467,86 @@ async fn create_sandbox(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     ))
 }
 
+async fn list_sandboxes(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
+    r.require(READERS)?;
+    let all = app.store.sandboxes().await?;
+    let list: Vec<Value> = all.iter().map(sandbox_json).collect();
+    Ok(Reply::ok(json!({ "sandboxes": list })))
+}
+
+/// `DELETE /v1/sandboxes/{id}`: the sandbox and its tokens go together, so
+/// nothing is left that could still fetch its bundle.
+async fn delete_sandbox(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    let caller = r.require(&[Role::Admin])?.clone();
+    let id = name("sandbox", id)?;
+    let s = load_sandbox(app, &id).await?;
+    let detail = json!({ "policy": s.policy });
+    app.store
+        .delete_sandbox(
+            &id,
+            s.version,
+            entry(
+                &caller.name,
+                "sandbox-delete",
+                format!("sandbox:{id}"),
+                detail,
+            ),
+        )
+        .await?;
+    // Its waiting long-polls answer `404` now rather than at their end.
+    app.changed(&crate::wake::sandbox(&id));
+    Ok(Reply::ok(
+        json!({ "id": id, "policy": s.policy, "deleted": true }),
+    ))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RenewBody {
+    #[serde(default)]
+    ttl_seconds: Option<u64>,
+}
+
+/// `POST /v1/sandboxes/{id}/token`: a new token for the sandbox (an
+/// expired one cannot be used to ask), the old ones revoked at once.
+async fn renew_sandbox_token(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    let caller = r.require(&[Role::Admin])?.clone();
+    let id = name("sandbox", id)?;
+    let body: RenewBody = if r.body.is_empty() {
+        RenewBody::default()
+    } else {
+        r.json()?
+    };
+    let s = load_sandbox(app, &id).await?;
+    let token = crate::dir::new_token();
+    let row = TokenRow {
+        hash: token_hash(&token),
+        name: format!("{SANDBOX_PREFIX}{id}"),
+        role: Role::Sandbox,
+        sandbox: Some(id.clone()),
+        expires_at: expiry(body.ttl_seconds),
+    };
+    let expires_at = row.expires_at;
+    let detail = json!({ "policy": s.policy, "expires_at": expires_at });
+    app.store
+        .renew_sandbox_token(
+            &id,
+            s.version,
+            row,
+            entry(
+                &caller.name,
+                "sandbox-token",
+                format!("sandbox:{id}"),
+                detail,
+            ),
+        )
+        .await?;
+    Ok(Reply::json(
+        StatusCode::CREATED,
+        json!({ "id": id, "policy": s.policy, "token": token, "expires_at": expires_at }),
+    ))
+}
+
 /// The sandbox's own token, or (for reading) a person's.
 fn may_see_sandbox(r: &Req, id: &str, read: bool) -> Result<(), ApiError> {
     let c = r.caller()?;
@@ -560,6 +691,30 @@ async fn bundle(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
     }
 }
 
+fn unprocessable(message: String) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), saying so
+/// when it was cut.
+#[must_use]
+pub fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let marker = format!(" … [cut: {} bytes in all]", text.len());
+    let room = max.saturating_sub(marker.len());
+    let end = text
+        .char_indices()
+        .map(|(i, c)| i + c.len_utf8())
+        .take_while(|end| *end <= room)
+        .last()
+        .unwrap_or(0);
+    let mut out = text.get(..end).unwrap_or_default().to_owned();
+    out.push_str(&marker);
+    out
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StatusBody {
@@ -582,9 +737,28 @@ async fn report(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
         )));
     }
     let s = load_sandbox(app, &id).await?;
+    // Only what the gateway offered can be reported, applied or refused:
+    // a report names a revision of the sandbox's own policy and its digest.
+    let offered = app.revision(&s.policy, body.revision).await?;
+    let Some(offered) = offered else {
+        return Err(unprocessable(format!(
+            "revision {} is not a revision of policy `{}` (of sandbox `{id}`): report only a revision the gateway delivered",
+            body.revision, s.policy
+        )));
+    };
+    if offered.digest != body.digest {
+        return Err(unprocessable(format!(
+            "`{}` is not the digest of revision {} of `{}` (that is `{}`)",
+            clip(&body.digest, 80),
+            body.revision,
+            s.policy,
+            offered.digest
+        )));
+    }
+    let error = body.error.as_deref().map(|e| clip(e, MAX_REPORT_ERROR));
     let detail = json!({
         "revision": body.revision, "digest": body.digest,
-        "result": body.result, "error": body.error,
+        "result": body.result, "error": error,
     });
     // A refusal says what the supervisor was offered; what it runs stays.
     let (revision, digest) = if body.result == "refused" {
@@ -600,7 +774,7 @@ async fn report(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
                 revision,
                 digest,
                 result: body.result.clone(),
-                error: body.error.clone(),
+                error,
                 now: now(),
             },
             entry(&caller, "status", format!("sandbox:{id}"), detail),
@@ -622,10 +796,24 @@ struct TokenBody {
 async fn create_token(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     let caller = r.require(&[Role::Admin])?.clone();
     let body: TokenBody = r.json()?;
-    let who = name("token", &body.name)?;
-    if who == AUTO_APPROVER {
+    if body.name.starts_with(SANDBOX_PREFIX) {
         return Err(ApiError::bad_request(format!(
-            "`{AUTO_APPROVER}` is the name automatic approvals are recorded under; choose another"
+            "names starting with `{SANDBOX_PREFIX}` are the sandboxes' tokens (`POST /v1/sandboxes/ID/token`); choose another"
+        )));
+    }
+    let who = name("token", &body.name)?;
+    if RESERVED_NAMES.contains(&who.as_str()) {
+        let why = match who.as_str() {
+            AUTO_APPROVER => {
+                "the name automatic approvals and the gateway's own writes are recorded under"
+            }
+            ADMIN_TOKEN => {
+                "the token in `admin.token` (write a new one there and restart `serve` to replace it)"
+            }
+            _ => "the name requests without a valid token are recorded under",
+        };
+        return Err(ApiError::bad_request(format!(
+            "`{who}` is {why}; choose another name"
         )));
     }
     if body.role == Role::Sandbox {
@@ -654,11 +842,74 @@ async fn create_token(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     ))
 }
 
+async fn list_tokens(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
+    r.require(&[Role::Admin])?;
+    let tokens = app.store.tokens().await?;
+    Ok(Reply::ok(json!({ "tokens": tokens })))
+}
+
+/// `DELETE /v1/tokens/{name}`: the token is gone from the database, which
+/// every replica reads on every request.
+async fn revoke_token(app: &Arc<App>, r: &Req, who: &str) -> Result<Reply, ApiError> {
+    let caller = r.require(&[Role::Admin])?.clone();
+    let who = token_name(who)?;
+    if who == ADMIN_TOKEN {
+        // `serve` would register it again at its next start: the file is
+        // where it is replaced.
+        return Err(ApiError::forbidden(
+            "the token `admin` is the one in `admin.token`: write a new token there and restart `serve` (every replica) to replace it",
+        ));
+    }
+    app.store
+        .revoke_token(
+            &who,
+            entry(
+                &caller.name,
+                "token-revoke",
+                format!("token:{who}"),
+                json!({ "name": who }),
+            ),
+        )
+        .await?;
+    Ok(Reply::ok(json!({ "name": who, "revoked": true })))
+}
+
+/// A query parameter that is a whole number in `min..`, or `default`.
+fn query_number(r: &Req, key: &str, min: i64, default: i64) -> Result<i64, ApiError> {
+    match r.query(key) {
+        None => Ok(default),
+        Some(s) => s.parse::<i64>().ok().filter(|n| *n >= min).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "`{key}={s}` is not a whole number of at least {min}"
+            ))
+        }),
+    }
+}
+
+/// `GET /v1/audit?after=SEQ&limit=N`: the rows after `SEQ`, oldest first,
+/// one page at a time; `next` is the `after` of the following page, `null`
+/// at the end.
 async fn audit(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     r.require(READERS)?;
-    let rows = app.store.audit_rows().await?;
-    Ok(Reply::ok(json!({ "rows": rows })))
+    let after = query_number(r, "after", 0, 0)?;
+    let limit = query_number(r, "limit", 1, DEFAULT_AUDIT_PAGE)?.min(MAX_AUDIT_PAGE);
+    // One row more than asked tells whether there is a next page.
+    let mut rows = app
+        .store
+        .audit_rows(after, i64::MAX, limit.saturating_add(1))
+        .await?;
+    let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next = if more {
+        rows.last().map(|r| r.seq)
+    } else {
+        None
+    };
+    Ok(Reply::ok(json!({ "rows": rows, "next": next })))
 }
+
+/// Rows read at once by `GET /v1/audit/verify`.
+const VERIFY_PAGE: i64 = 1000;
 
 async fn audit_verify(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     r.require(READERS)?;
@@ -666,12 +917,24 @@ async fn audit_verify(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     // row up to the head read is there; rows appended after it are newer
     // than this check.
     let (seq, hash) = app.store.audit_head().await?;
-    let mut rows = app.store.audit_rows().await?;
-    rows.retain(|r| r.seq <= seq);
-    let problems = crate::audit::verify(&rows, (seq, &hash));
+    let mut check = crate::audit::Verifier::new();
+    let mut after = 0;
+    loop {
+        let page = app.store.audit_rows(after, seq, VERIFY_PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for row in &page {
+            check.feed(row);
+        }
+        if page.len() < usize::try_from(VERIFY_PAGE).unwrap_or(usize::MAX) {
+            break;
+        }
+    }
+    let rows = check.rows();
+    let problems = check.finish((seq, &hash));
     Ok(Reply::ok(json!({
         "ok": problems.is_empty(),
-        "rows": rows.len(),
+        "rows": rows,
         "head": { "seq": seq, "hash": hash },
         "problems": problems,
     })))

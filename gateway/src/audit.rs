@@ -73,15 +73,40 @@ pub struct Problem {
     pub problem: String,
 }
 
-/// Checks the rows (in sequence order) against each other and the head.
-#[must_use]
-pub fn verify(rows: &[AuditRow], head: (i64, &str)) -> Vec<Problem> {
-    let mut problems = Vec::new();
-    let mut prev = GENESIS.to_owned();
-    let mut expected = 1;
-    for r in rows {
+/// The chain check, fed one row at a time (in sequence order) so that a
+/// log of any length is checked a page at a time, never held whole.
+#[derive(Debug)]
+pub struct Verifier {
+    problems: Vec<Problem>,
+    prev: String,
+    expected: i64,
+    last: i64,
+    rows: u64,
+}
+
+impl Default for Verifier {
+    fn default() -> Self {
+        Self {
+            problems: Vec::new(),
+            prev: GENESIS.to_owned(),
+            expected: 1,
+            last: 0,
+            rows: 0,
+        }
+    }
+}
+
+impl Verifier {
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Checks the next row against the one before it.
+    pub fn feed(&mut self, r: &AuditRow) {
+        let expected = self.expected;
         if r.seq != expected {
-            problems.push(Problem {
+            self.problems.push(Problem {
                 seq: expected,
                 problem: format!(
                     "rows {expected} to {} are missing (deleted)",
@@ -89,8 +114,8 @@ pub fn verify(rows: &[AuditRow], head: (i64, &str)) -> Vec<Problem> {
                 ),
             });
         }
-        if r.prev != prev {
-            problems.push(Problem {
+        if r.prev != self.prev {
+            self.problems.push(Problem {
                 seq: r.seq,
                 problem:
                     "its link to the previous row is broken (a row before it was deleted or edited)"
@@ -101,23 +126,46 @@ pub fn verify(rows: &[AuditRow], head: (i64, &str)) -> Vec<Problem> {
             &r.prev, r.seq, r.at, &r.actor, &r.action, &r.subject, &r.detail,
         );
         if computed != r.hash {
-            problems.push(Problem {
+            self.problems.push(Problem {
                 seq: r.seq,
                 problem: "its content does not match its hash (the row was edited)".into(),
             });
         }
-        prev = r.hash.clone();
-        expected = r.seq.saturating_add(1);
+        self.prev.clone_from(&r.hash);
+        self.expected = r.seq.saturating_add(1);
+        self.last = r.seq;
+        self.rows = self.rows.saturating_add(1);
     }
-    let (head_seq, head_hash) = head;
-    let last = rows.last().map_or(0, |r| r.seq);
-    if head_seq != last || (last > 0 && head_hash != prev) {
-        problems.push(Problem {
-            seq: head_seq,
-            problem: format!(
-                "the chain's head is row {head_seq}, but the last row is {last} (rows at the end were deleted or edited)"
-            ),
-        });
+
+    /// How many rows were fed.
+    #[must_use]
+    pub fn rows(&self) -> u64 {
+        self.rows
     }
-    problems
+
+    /// The problems found, with the last row checked against the head.
+    #[must_use]
+    pub fn finish(mut self, head: (i64, &str)) -> Vec<Problem> {
+        let (head_seq, head_hash) = head;
+        let last = self.last;
+        if head_seq != last || (last > 0 && head_hash != self.prev) {
+            self.problems.push(Problem {
+                seq: head_seq,
+                problem: format!(
+                    "the chain's head is row {head_seq}, but the last row is {last} (rows at the end were deleted or edited)"
+                ),
+            });
+        }
+        self.problems
+    }
+}
+
+/// Checks the rows (in sequence order) against each other and the head.
+#[must_use]
+pub fn verify(rows: &[AuditRow], head: (i64, &str)) -> Vec<Problem> {
+    let mut v = Verifier::new();
+    for r in rows {
+        v.feed(r);
+    }
+    v.finish(head)
 }

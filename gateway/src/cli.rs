@@ -157,12 +157,22 @@ pub enum Command {
         #[arg(long, default_value_t = 60, value_name = "S")]
         timeout: u64,
     },
-    /// The audit log; `--verify` checks its hash chain.
+    /// The audit log, a page at a time (oldest first); `--verify` checks
+    /// its hash chain.
     Audit {
         #[command(flatten)]
         conn: Conn,
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["after", "limit", "all"])]
         verify: bool,
+        /// Rows after sequence number N (the previous page's `next`).
+        #[arg(long, value_name = "N")]
+        after: Option<i64>,
+        /// At most N rows (the gateway answers at most 1000).
+        #[arg(long, value_name = "N")]
+        limit: Option<i64>,
+        /// Every row from `--after` on, page after page.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -222,6 +232,26 @@ pub enum SandboxCommand {
         #[arg(long, value_name = "S")]
         ttl: Option<u64>,
     },
+    /// Every sandbox and what it runs.
+    List {
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// A new token for sandbox ID (its old ones stop working); printed once.
+    Token {
+        #[command(flatten)]
+        conn: Conn,
+        id: String,
+        /// The new token expires after S seconds.
+        #[arg(long, value_name = "S")]
+        ttl: Option<u64>,
+    },
+    /// Remove sandbox ID and revoke its tokens.
+    Delete {
+        #[command(flatten)]
+        conn: Conn,
+        id: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -235,6 +265,18 @@ pub enum TokenCommand {
         role: String,
         #[arg(long, value_name = "S")]
         ttl: Option<u64>,
+    },
+    /// Every token: name, role, sandbox, expiry, creation (never the token).
+    List {
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Revoke the token named NAME (`sandbox:ID` for a sandbox's); refused
+    /// at once on every replica.
+    Revoke {
+        #[command(flatten)]
+        conn: Conn,
+        name: String,
     },
 }
 
@@ -541,6 +583,47 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             print_json(&call(&client, "POST", "/v1/sandboxes", Some(&body), TIMEOUT).await?);
             Ok(0)
         }
+        Command::Sandbox {
+            command: SandboxCommand::List { conn },
+        } => {
+            let client = connect(&conn)?;
+            print_json(&call(&client, "GET", "/v1/sandboxes", None, TIMEOUT).await?);
+            Ok(0)
+        }
+        Command::Sandbox {
+            command: SandboxCommand::Token { conn, id, ttl },
+        } => {
+            let client = connect(&conn)?;
+            let body = with_ttl(json!({}), ttl);
+            let path = format!("/v1/sandboxes/{id}/token");
+            print_json(&call(&client, "POST", &path, Some(&body), TIMEOUT).await?);
+            Ok(0)
+        }
+        Command::Sandbox {
+            command: SandboxCommand::Delete { conn, id },
+        } => {
+            let client = connect(&conn)?;
+            let path = format!("/v1/sandboxes/{id}");
+            call(&client, "DELETE", &path, None, TIMEOUT).await?;
+            println!("sandbox `{id}` deleted; its tokens are revoked");
+            Ok(0)
+        }
+        Command::Token {
+            command: TokenCommand::List { conn },
+        } => {
+            let client = connect(&conn)?;
+            print_json(&call(&client, "GET", "/v1/tokens", None, TIMEOUT).await?);
+            Ok(0)
+        }
+        Command::Token {
+            command: TokenCommand::Revoke { conn, name },
+        } => {
+            let client = connect(&conn)?;
+            let path = format!("/v1/tokens/{name}");
+            call(&client, "DELETE", &path, None, TIMEOUT).await?;
+            println!("token `{name}` revoked");
+            Ok(0)
+        }
         Command::Token {
             command:
                 TokenCommand::Create {
@@ -585,23 +668,88 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                 _ => Ok(0),
             }
         }
-        Command::Audit { conn, verify } => {
+        Command::Audit {
+            conn, verify: true, ..
+        } => {
             let client = connect(&conn)?;
-            let path = if verify {
-                "/v1/audit/verify"
-            } else {
-                "/v1/audit"
-            };
-            let v = call(&client, "GET", path, None, TIMEOUT).await?;
+            let v = call(&client, "GET", "/v1/audit/verify", None, TIMEOUT).await?;
             print_json(&v);
-            Ok(if verify && at(&v, "/ok").as_bool() != Some(true) {
-                EXIT_REFUSED
-            } else {
+            Ok(if at(&v, "/ok").as_bool() == Some(true) {
                 0
+            } else {
+                EXIT_REFUSED
             })
+        }
+        Command::Audit {
+            conn,
+            after,
+            limit,
+            all,
+            ..
+        } => {
+            let client = connect(&conn)?;
+            if all {
+                audit_all(&client, after.unwrap_or(0), limit).await
+            } else {
+                let v = call(&client, "GET", &audit_path(after, limit), None, TIMEOUT).await?;
+                print_json(&v);
+                Ok(0)
+            }
         }
         Command::Init { .. } | Command::RotateKey { .. } | Command::Serve { .. } => Ok(EXIT_USAGE),
     }
+}
+
+fn audit_path(after: Option<i64>, limit: Option<i64>) -> String {
+    let mut q = Vec::new();
+    if let Some(a) = after {
+        q.push(format!("after={a}"));
+    }
+    if let Some(l) = limit {
+        q.push(format!("limit={l}"));
+    }
+    if q.is_empty() {
+        "/v1/audit".to_owned()
+    } else {
+        format!("/v1/audit?{}", q.join("&"))
+    }
+}
+
+/// Every row from `after` on, printed as one document `{"rows": [...],
+/// "next": null}` while the pages arrive, so that the log is never held
+/// whole here either.
+async fn audit_all(client: &Client, mut after: i64, limit: Option<i64>) -> Result<u8, u8> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let mut first = true;
+    let broken = |e: std::io::Error| fail(EXIT_USAGE, format!("cannot write the output: {e}"));
+    write!(out, "{{\n  \"rows\": [").map_err(broken)?;
+    loop {
+        let page = call(
+            client,
+            "GET",
+            &audit_path(Some(after), Some(limit.unwrap_or(1000))),
+            None,
+            TIMEOUT,
+        )
+        .await?;
+        for row in at(&page, "/rows").as_array().into_iter().flatten() {
+            let sep = if first { "\n    " } else { ",\n    " };
+            first = false;
+            write!(out, "{sep}{row}").map_err(broken)?;
+        }
+        match at(&page, "/next").as_i64() {
+            Some(next) if next > after => after = next,
+            _ => break,
+        }
+    }
+    writeln!(
+        out,
+        "{}],\n  \"next\": null\n}}",
+        if first { "" } else { "\n  " }
+    )
+    .map_err(broken)?;
+    Ok(0)
 }
 
 /// The value at a JSON pointer, `null` when absent.

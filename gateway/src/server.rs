@@ -591,7 +591,7 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
     store.migrate().await?;
     let admin = dir::read_text(&dir::admin_token_path(&config.dir))?;
     store
-        .ensure_token(TokenRow {
+        .ensure_admin_token(TokenRow {
             hash: token_hash(&admin),
             name: "admin".into(),
             role: Role::Admin,

@@ -530,8 +530,9 @@ both!(
         assert_eq!(s["applied_revision"], 2);
         assert_eq!(s["relaunch_required"], true);
         assert_eq!(s["in_sync"], true);
-        // A refusal keeps what runs.
-        let r = send(&sb, "POST", "/v1/sandboxes/sb/status", Some(json!({"revision": 3, "digest": "sha256:x", "result": "refused", "error": "bad signature"}))).await;
+        // A refusal (of an older revision offered again) keeps what runs.
+        let r = send(&sb, "POST", "/v1/sandboxes/sb/status", Some(json!({"revision": 1, "digest": v.claims.digest, "result": "refused", "error": "older than the revision in force"}))).await;
+        assert_eq!(r.status, 200, "{:?}", r.json());
         assert_eq!(r.json()["applied_revision"], 2);
         assert_eq!(r.json()["result"], "refused");
         let bad = send(

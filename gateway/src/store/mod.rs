@@ -85,6 +85,17 @@ pub struct TokenRow {
     pub expires_at: Option<i64>,
 }
 
+/// A token as listed: what an admin needs to decide whether to revoke it,
+/// and no way to use it (neither the token nor its hash).
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenInfo {
+    pub name: String,
+    pub role: Role,
+    pub sandbox: Option<String>,
+    pub expires_at: Option<i64>,
+    pub created_at: i64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyRow {
     pub name: String,
@@ -262,11 +273,20 @@ pub struct AuditEntry {
 pub trait Store: Send + Sync {
     /// Creates the tables if they are missing.
     fn migrate(&self) -> Fut<'_, ()>;
-    /// Adds a token; a token with the same hash already there is a conflict.
+    /// Adds a token; a token with the same name (or hash) already there is
+    /// a conflict, so that an audit actor names one token.
     fn create_token(&self, token: TokenRow, audit: AuditEntry) -> Fut<'_, ()>;
-    /// Adds a token unless it is already there (the admin token at start).
-    fn ensure_token(&self, token: TokenRow) -> Fut<'_, ()>;
+    /// Makes `token` the only token named `token.name` (the admin token at
+    /// start, read from `admin.token`): a token of that name with another
+    /// hash is removed, so rewriting the file revokes the old token. Writes
+    /// an audit row (actor `gateway`) when anything changed.
+    fn ensure_admin_token(&self, token: TokenRow) -> Fut<'_, ()>;
     fn token(&self, hash: &str) -> Fut<'_, Option<TokenRow>>;
+    /// Every token, by name.
+    fn tokens(&self) -> Fut<'_, Vec<TokenInfo>>;
+    /// Removes the token named `name`; authentication reads the database on
+    /// every request, so it is refused at once on every replica.
+    fn revoke_token(&self, name: &str, audit: AuditEntry) -> Fut<'_, ()>;
     fn policy(&self, name: &str) -> Fut<'_, Option<PolicyRow>>;
     fn revision(&self, policy: &str, revision: i64) -> Fut<'_, Option<RevisionRow>>;
     fn revisions(&self, policy: &str) -> Fut<'_, Vec<RevisionRow>>;
@@ -286,6 +306,8 @@ pub trait Store: Send + Sync {
         reason: &str,
         audit: AuditEntry,
     ) -> Fut<'_, ()>;
+    /// Registers a sandbox of an existing policy (else
+    /// [`StoreError::NotFound`]) with its first token.
     fn create_sandbox(
         &self,
         id: &str,
@@ -294,6 +316,20 @@ pub trait Store: Send + Sync {
         audit: AuditEntry,
     ) -> Fut<'_, ()>;
     fn sandbox(&self, id: &str) -> Fut<'_, Option<SandboxRow>>;
+    /// Every sandbox, by id.
+    fn sandboxes(&self) -> Fut<'_, Vec<SandboxRow>>;
+    /// Gives the sandbox (still at `version`) a new token and revokes every
+    /// token it had, at once.
+    fn renew_sandbox_token(
+        &self,
+        id: &str,
+        version: i64,
+        token: TokenRow,
+        audit: AuditEntry,
+    ) -> Fut<'_, ()>;
+    /// Removes the sandbox (still at `version`) and revokes its tokens, at
+    /// once.
+    fn delete_sandbox(&self, id: &str, version: i64, audit: AuditEntry) -> Fut<'_, ()>;
     /// Records what a supervisor applied, if the sandbox is still at
     /// `version`.
     fn report_status(
@@ -305,7 +341,8 @@ pub trait Store: Send + Sync {
     ) -> Fut<'_, ()>;
     /// Appends an audit row on its own (refused requests, deliveries).
     fn audit(&self, audit: AuditEntry) -> Fut<'_, ()>;
-    fn audit_rows(&self) -> Fut<'_, Vec<AuditRow>>;
+    /// At most `limit` rows with `after < seq <= upto`, oldest first.
+    fn audit_rows(&self, after: i64, upto: i64, limit: i64) -> Fut<'_, Vec<AuditRow>>;
     /// The chain's head as last written: `(seq, hash)`.
     fn audit_head(&self) -> Fut<'_, (i64, String)>;
     /// Whether the backend tells other processes about changes (Postgres).

@@ -17,7 +17,7 @@ use sqlx::{Any, AnyPool, Executor as _, Row as _, Transaction};
 
 use super::{
     Approval, AuditEntry, AuditRow, Fut, NewProposal, PolicyRow, ProposalRow, ProposalState,
-    RevisionRow, Role, SandboxRow, StatusReport, Store, StoreError, TokenRow,
+    RevisionRow, Role, SandboxRow, StatusReport, Store, StoreError, TokenInfo, TokenRow,
 };
 use crate::audit::{GENESIS, row_hash};
 
@@ -52,7 +52,19 @@ const TABLES: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS audit_head (id BIGINT PRIMARY KEY, seq BIGINT NOT NULL, hash TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS proposals_policy ON proposals (policy, id)",
     "CREATE INDEX IF NOT EXISTS sandboxes_policy ON sandboxes (policy)",
+    "CREATE INDEX IF NOT EXISTS tokens_sandbox ON tokens (sandbox)",
 ];
+
+/// One token per name, so that an audit row's actor names one token.
+/// Created after [`drop_duplicate_names`] made an older database fit it.
+const TOKEN_NAMES_UNIQUE: &str = "CREATE UNIQUE INDEX IF NOT EXISTS tokens_name ON tokens (name)";
+
+/// Who the gateway's own writes (at start, in migrations) are recorded as.
+const GATEWAY_ACTOR: &str = "gateway";
+
+/// The Postgres advisory lock that serializes migrations and the admin
+/// token's replacement across replicas starting together.
+const START_LOCK: i64 = 7_531_903;
 
 /// Revisions are immutable: the database itself refuses to change or
 /// delete one.
@@ -64,6 +76,8 @@ const IMMUTABLE_POSTGRES: &[&str] = &[
     "CREATE OR REPLACE FUNCTION openshell_revisions_immutable() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'revisions are immutable'; END $$",
     "CREATE OR REPLACE TRIGGER revisions_immutable BEFORE UPDATE OR DELETE ON revisions FOR EACH ROW EXECUTE FUNCTION openshell_revisions_immutable()",
 ];
+
+const SANDBOX_SELECT: &str = "SELECT s.id, s.policy, p.active_revision AS desired_revision, r.digest AS desired_digest, s.applied_revision, s.applied_digest, s.result, s.error, s.reported_at, s.version FROM sandboxes s LEFT JOIN policies p ON p.name = s.policy LEFT JOIN revisions r ON r.policy = s.policy AND r.revision = p.active_revision";
 
 const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version";
 const REVISION_COLUMNS: &str = "policy, revision, format, source, credentials, bundle, digest, signature, author, approved_by, proposal, created_at";
@@ -166,6 +180,22 @@ impl SqlStore {
         Ok((guard, tx))
     }
 
+    /// Why a compare-and-swap on sandbox `id` changed nothing: it is gone,
+    /// or another write moved its version.
+    async fn lost_sandbox(&self, tx: &mut Transaction<'static, Any>, id: &str) -> StoreError {
+        let there = sqlx::query("SELECT id FROM sandboxes WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await;
+        match there {
+            Ok(None) => StoreError::NotFound(format!("no sandbox `{id}`")),
+            Ok(Some(_)) => StoreError::Conflict(format!(
+                "sandbox `{id}` changed since it was read: try again"
+            )),
+            Err(e) => StoreError::Db(e),
+        }
+    }
+
     /// Tells other gateway processes that something changed (Postgres;
     /// delivered when the transaction commits).
     async fn notify(
@@ -182,6 +212,41 @@ impl SqlStore {
         }
         Ok(())
     }
+}
+
+/// Databases made before token names were unique may hold several tokens
+/// of one name (the admin token of every `admin.token` the file ever held,
+/// or a person's token created twice). The newest of each name is kept
+/// (ties: the greater hash) and the others are revoked, each with an audit
+/// row, before the unique index is created.
+async fn drop_duplicate_names(tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
+    let stale = sqlx::query("SELECT t.hash, t.name, t.role, t.created_at FROM tokens t WHERE EXISTS (SELECT 1 FROM tokens n WHERE n.name = t.name AND (n.created_at > t.created_at OR (n.created_at = t.created_at AND n.hash > t.hash)))")
+        .fetch_all(&mut **tx)
+        .await?;
+    for row in &stale {
+        let hash: String = row.try_get("hash")?;
+        let name: String = row.try_get("name")?;
+        let role: String = row.try_get("role")?;
+        let created_at: i64 = row.try_get("created_at")?;
+        sqlx::query("DELETE FROM tokens WHERE hash = $1")
+            .bind(&hash)
+            .execute(&mut **tx)
+            .await?;
+        let audit = AuditEntry {
+            at: crate::app::now(),
+            actor: GATEWAY_ACTOR.into(),
+            action: "token-revoke".into(),
+            subject: format!("token:{name}"),
+            detail: serde_json::json!({
+                "name": name,
+                "role": role,
+                "created_at": created_at,
+                "reason": "a newer token has the same name; token names are unique from now on",
+            }),
+        };
+        append(tx, &audit).await?;
+    }
+    Ok(())
 }
 
 /// Appends an audit row inside `tx`: the head's update takes its row lock,
@@ -210,6 +275,31 @@ async fn append(tx: &mut Transaction<'static, Any>, e: &AuditEntry) -> Result<()
         .execute(&mut **tx)
         .await?;
     Ok(())
+}
+
+fn token_info(r: &AnyRow) -> Result<TokenInfo, StoreError> {
+    let role: String = r.try_get("role")?;
+    Ok(TokenInfo {
+        name: r.try_get("name")?,
+        role: Role::parse(&role)
+            .ok_or_else(|| StoreError::Io(format!("unknown role `{role}` in the database")))?,
+        sandbox: r.try_get("sandbox")?,
+        expires_at: r.try_get("expires_at")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+fn audit_row(r: &AnyRow) -> Result<AuditRow, StoreError> {
+    Ok(AuditRow {
+        seq: r.try_get("seq")?,
+        at: r.try_get("at")?,
+        actor: r.try_get("actor")?,
+        action: r.try_get("action")?,
+        subject: r.try_get("subject")?,
+        detail: r.try_get("detail")?,
+        prev: r.try_get("prev")?,
+        hash: r.try_get("hash")?,
+    })
 }
 
 fn token_row(r: &AnyRow) -> Result<TokenRow, StoreError> {
@@ -295,7 +385,8 @@ impl Store for SqlStore {
             let (_guard, mut tx) = self.begin().await?;
             if self.dialect == Dialect::Postgres {
                 // Two replicas starting together create the tables once.
-                sqlx::query("SELECT pg_advisory_xact_lock(7531903)")
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(START_LOCK)
                     .execute(&mut *tx)
                     .await?;
             }
@@ -315,6 +406,8 @@ impl Store for SqlStore {
                 .bind(GENESIS)
                 .execute(&mut *tx)
                 .await?;
+            drop_duplicate_names(&mut tx).await?;
+            sqlx::query(TOKEN_NAMES_UNIQUE).execute(&mut *tx).await?;
             tx.commit().await?;
             Ok(())
         })
@@ -332,24 +425,111 @@ impl Store for SqlStore {
                 .bind(audit.at)
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| conflict(e, "that token exists already"))?;
+                .map_err(|e| {
+                    conflict(
+                        e,
+                        &format!(
+                            "a token named `{}` exists already: revoke it first (`token revoke {}`) or choose another name",
+                            token.name, token.name
+                        ),
+                    )
+                })?;
             append(&mut tx, &audit).await?;
             tx.commit().await?;
             Ok(())
         })
     }
 
-    fn ensure_token(&self, token: TokenRow) -> Fut<'_, ()> {
+    fn ensure_admin_token(&self, token: TokenRow) -> Fut<'_, ()> {
         Box::pin(async move {
             let (_guard, mut tx) = self.begin().await?;
-            sqlx::query("INSERT INTO tokens (hash, name, role, sandbox, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT (hash) DO NOTHING")
+            if self.dialect == Dialect::Postgres {
+                // Replicas starting together: one replaces, the others
+                // then find the row as it should be.
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(START_LOCK)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let held = sqlx::query(
+                "SELECT hash, name, role, sandbox, expires_at FROM tokens WHERE name = $1 OR hash = $2",
+            )
+            .bind(&token.name)
+            .bind(&token.hash)
+            .fetch_all(&mut *tx)
+            .await?;
+            let rows = held.iter().map(token_row).collect::<Result<Vec<_>, _>>()?;
+            let current = matches!(rows.as_slice(), [only]
+                if only.hash == token.hash
+                    && only.name == token.name
+                    && only.role == token.role
+                    && only.sandbox == token.sandbox
+                    && only.expires_at == token.expires_at);
+            if current {
+                return Ok(());
+            }
+            let removed = sqlx::query("DELETE FROM tokens WHERE name = $1 OR hash = $2")
+                .bind(&token.name)
+                .bind(&token.hash)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            let at = crate::app::now();
+            sqlx::query("INSERT INTO tokens (hash, name, role, sandbox, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
                 .bind(&token.hash)
                 .bind(&token.name)
                 .bind(token.role.word())
                 .bind(token.sandbox.clone())
                 .bind(token.expires_at)
+                .bind(at)
                 .execute(&mut *tx)
                 .await?;
+            let audit = AuditEntry {
+                at,
+                actor: GATEWAY_ACTOR.into(),
+                action: if removed > 0 {
+                    "token-replace"
+                } else {
+                    "token-create"
+                }
+                .into(),
+                subject: format!("token:{}", token.name),
+                detail: serde_json::json!({
+                    "name": token.name,
+                    "role": token.role,
+                    "revoked": removed,
+                    "from": "admin.token",
+                }),
+            };
+            append(&mut tx, &audit).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn tokens(&self) -> Fut<'_, Vec<TokenInfo>> {
+        Box::pin(async move {
+            let rows = sqlx::query(
+                "SELECT name, role, sandbox, expires_at, created_at FROM tokens ORDER BY name",
+            )
+            .fetch_all(&self.pool)
+            .await?;
+            rows.iter().map(token_info).collect()
+        })
+    }
+
+    fn revoke_token(&self, name: &str, audit: AuditEntry) -> Fut<'_, ()> {
+        let name = name.to_owned();
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            let gone = sqlx::query("DELETE FROM tokens WHERE name = $1")
+                .bind(&name)
+                .execute(&mut *tx)
+                .await?;
+            if gone.rows_affected() == 0 {
+                return Err(StoreError::NotFound(format!("no token named `{name}`")));
+            }
+            append(&mut tx, &audit).await?;
             tx.commit().await?;
             Ok(())
         })
@@ -619,15 +799,23 @@ impl Store for SqlStore {
         let (id, policy) = (id.to_owned(), policy.to_owned());
         Box::pin(async move {
             let (_guard, mut tx) = self.begin().await?;
-            sqlx::query(
-                "INSERT INTO sandboxes (id, policy, version, created_at) VALUES ($1, $2, 0, $3)",
+            // In the same statement as the check, so that the policy
+            // cannot be missing by the time the row is there.
+            let made = sqlx::query(
+                "INSERT INTO sandboxes (id, policy, version, created_at) SELECT $1, $2, 0, $3 WHERE EXISTS (SELECT 1 FROM policies WHERE name = $4)",
             )
             .bind(&id)
             .bind(&policy)
             .bind(audit.at)
+            .bind(&policy)
             .execute(&mut *tx)
             .await
             .map_err(|e| conflict(e, &format!("sandbox `{id}` exists already")))?;
+            if made.rows_affected() != 1 {
+                return Err(StoreError::NotFound(format!(
+                    "no policy `{policy}`: propose it first (`openshell-gateway propose {policy} FILE`), then create the sandbox"
+                )));
+            }
             sqlx::query("INSERT INTO tokens (hash, name, role, sandbox, expires_at, created_at) VALUES ($1, $2, 'sandbox', $3, $4, $5)")
                 .bind(&token.hash)
                 .bind(&token.name)
@@ -646,11 +834,94 @@ impl Store for SqlStore {
     fn sandbox(&self, id: &str) -> Fut<'_, Option<SandboxRow>> {
         let id = id.to_owned();
         Box::pin(async move {
-            let row = sqlx::query("SELECT s.id, s.policy, p.active_revision AS desired_revision, r.digest AS desired_digest, s.applied_revision, s.applied_digest, s.result, s.error, s.reported_at, s.version FROM sandboxes s LEFT JOIN policies p ON p.name = s.policy LEFT JOIN revisions r ON r.policy = s.policy AND r.revision = p.active_revision WHERE s.id = $1")
+            let row = sqlx::query(&format!("{SANDBOX_SELECT} WHERE s.id = $1"))
                 .bind(id)
                 .fetch_optional(&self.pool)
                 .await?;
             row.as_ref().map(sandbox_row).transpose()
+        })
+    }
+
+    fn sandboxes(&self) -> Fut<'_, Vec<SandboxRow>> {
+        Box::pin(async move {
+            let rows = sqlx::query(&format!("{SANDBOX_SELECT} ORDER BY s.id"))
+                .fetch_all(&self.pool)
+                .await?;
+            rows.iter().map(sandbox_row).collect()
+        })
+    }
+
+    fn renew_sandbox_token(
+        &self,
+        id: &str,
+        version: i64,
+        token: TokenRow,
+        audit: AuditEntry,
+    ) -> Fut<'_, ()> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            let moved = sqlx::query(
+                "UPDATE sandboxes SET version = version + 1 WHERE id = $1 AND version = $2",
+            )
+            .bind(&id)
+            .bind(version)
+            .execute(&mut *tx)
+            .await?;
+            if moved.rows_affected() != 1 {
+                return Err(self.lost_sandbox(&mut tx, &id).await);
+            }
+            let revoked = sqlx::query("DELETE FROM tokens WHERE sandbox = $1 OR name = $2")
+                .bind(&id)
+                .bind(&token.name)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query("INSERT INTO tokens (hash, name, role, sandbox, expires_at, created_at) VALUES ($1, $2, 'sandbox', $3, $4, $5)")
+                .bind(&token.hash)
+                .bind(&token.name)
+                .bind(&id)
+                .bind(token.expires_at)
+                .bind(audit.at)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| conflict(e, "another request renewed this token first"))?;
+            let mut audit = audit;
+            if let Some(obj) = audit.detail.as_object_mut() {
+                obj.insert("revoked".into(), revoked.into());
+            }
+            append(&mut tx, &audit).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn delete_sandbox(&self, id: &str, version: i64, audit: AuditEntry) -> Fut<'_, ()> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let (_guard, mut tx) = self.begin().await?;
+            let gone = sqlx::query("DELETE FROM sandboxes WHERE id = $1 AND version = $2")
+                .bind(&id)
+                .bind(version)
+                .execute(&mut *tx)
+                .await?;
+            if gone.rows_affected() != 1 {
+                return Err(self.lost_sandbox(&mut tx, &id).await);
+            }
+            let revoked = sqlx::query("DELETE FROM tokens WHERE sandbox = $1 OR name = $2")
+                .bind(&id)
+                .bind(format!("sandbox:{id}"))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            let mut audit = audit;
+            if let Some(obj) = audit.detail.as_object_mut() {
+                obj.insert("revoked".into(), revoked.into());
+            }
+            append(&mut tx, &audit).await?;
+            self.notify(&mut tx, &format!("sandbox:{id}")).await?;
+            tx.commit().await?;
+            Ok(())
         })
     }
 
@@ -695,25 +966,15 @@ impl Store for SqlStore {
         })
     }
 
-    fn audit_rows(&self) -> Fut<'_, Vec<AuditRow>> {
+    fn audit_rows(&self, after: i64, upto: i64, limit: i64) -> Fut<'_, Vec<AuditRow>> {
         Box::pin(async move {
-            let rows = sqlx::query("SELECT seq, at, actor, action, subject, detail, prev, hash FROM audit ORDER BY seq")
+            let rows = sqlx::query("SELECT seq, at, actor, action, subject, detail, prev, hash FROM audit WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3")
+                .bind(after)
+                .bind(upto)
+                .bind(limit)
                 .fetch_all(&self.pool)
                 .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(AuditRow {
-                        seq: r.try_get("seq")?,
-                        at: r.try_get("at")?,
-                        actor: r.try_get("actor")?,
-                        action: r.try_get("action")?,
-                        subject: r.try_get("subject")?,
-                        detail: r.try_get("detail")?,
-                        prev: r.try_get("prev")?,
-                        hash: r.try_get("hash")?,
-                    })
-                })
-                .collect()
+            rows.iter().map(audit_row).collect()
         })
     }
 
