@@ -5,6 +5,7 @@
 #![cfg(test)]
 
 mod common;
+mod upstream;
 
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
@@ -222,15 +223,39 @@ impl Setup {
 
     /// `openshell-supervisor run --gateway ...` with the workload, started.
     fn run(&self, trust: &Path, script: &str) -> Child {
+        self.run_at(
+            &[self.gw.url()],
+            &self.gw.dir.join("ca.pem"),
+            trust,
+            script,
+            &[],
+        )
+    }
+
+    /// The same against `urls` (each one `--gateway`), trusting `ca` for
+    /// TLS, with `extra` flags; the state directory is the test's own
+    /// unless `extra` names one.
+    fn run_at(
+        &self,
+        urls: &[String],
+        ca: &Path,
+        trust: &Path,
+        script: &str,
+        extra: &[&str],
+    ) -> Child {
         let script_path = self.work().join("workload.sh");
         std::fs::write(&script_path, script).unwrap();
-        let url = self.gw.url();
-        let ca = self.gw.dir.join("ca.pem");
         let work = self.work();
-        let args = [
-            "run",
-            "--gateway",
-            &url,
+        let state = self.state_dir();
+        let mut args = vec!["run"];
+        for url in urls {
+            args.extend(["--gateway", url.as_str()]);
+        }
+        if !extra.contains(&"--state-dir") {
+            args.extend(["--state-dir", state.to_str().unwrap()]);
+        }
+        args.extend(extra);
+        args.extend([
             "--sandbox",
             "sb",
             "--token-file",
@@ -246,12 +271,28 @@ impl Setup {
             "--",
             "/usr/bin/bash",
             script_path.to_str().unwrap(),
-        ];
+        ]);
         let mut cmd: Command = self.net.supervisor(&args, None);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(self.dir.join("supervisor.err")).unwrap());
         cmd.spawn().unwrap()
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// Whether the supervisor's stderr says `text`, across the line
+    /// breaks and margins of its error report.
+    fn said(&self, text: &str) -> bool {
+        let flat = |t: &str| {
+            t.split_whitespace()
+                .filter(|w| !matches!(*w, "│" | "×" | "╰─▶" | "├─▶"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        flat(&self.stderr()).contains(&flat(text))
     }
 
     fn stderr(&self) -> String {
@@ -531,4 +572,274 @@ fn a_gateway_restart_mid_poll_loses_nothing_and_the_supervisor_resumes() {
         "{}",
         s.stderr()
     );
+}
+
+/// An impostor on loopback: an HTTPS server with a CA of its own (which the
+/// supervisor is made to trust, as if the attacker held the network and a
+/// certificate) that answers every request with `body`, an envelope it
+/// captured earlier. It records each request line.
+struct Replayer {
+    url: String,
+    ca: PathBuf,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+fn replayer(net: &TestNet, dir: &Path, body: String) -> Replayer {
+    use std::io::{Read as _, Write as _};
+    let (ca_pem, mut config) = upstream::tls_server(&["127.0.0.1"]);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = std::sync::Arc::new(config);
+    let ca = dir.join("impostor-ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let listener = net.tcp("127.0.0.1:0");
+    let url = format!(
+        "https://127.0.0.1:{}",
+        listener.local_addr().unwrap().port()
+    );
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { continue };
+            let conn = rustls::ServerConnection::new(std::sync::Arc::clone(&config)).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match tls.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&req)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_owned();
+            log.lock().unwrap().push(line);
+            let _ = write!(
+                tls,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = tls.flush();
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    });
+    Replayer { url, ca, seen }
+}
+
+impl Setup {
+    /// The envelope the gateway hands the sandbox now, as bytes on the
+    /// wire (what an eavesdropper on a broken channel would keep).
+    fn capture(&self, query: &str) -> String {
+        let token = std::fs::read_to_string(&self.sandbox_token).unwrap();
+        let r = call(
+            &self.net,
+            &self.gw.client(&token),
+            "GET",
+            &format!("/v1/sandboxes/sb/bundle{query}"),
+            None,
+        );
+        assert_eq!(r.status, 200, "{:?}", r.json());
+        String::from_utf8(r.body.to_vec()).unwrap()
+    }
+
+    fn started(&self) -> PathBuf {
+        self.work().join("started")
+    }
+
+    fn marker(&self) -> String {
+        format!("touch {}\n", self.started().display())
+    }
+
+    /// Runs the marker workload against `urls` and returns the exit status.
+    fn launch(&self, urls: &[String], ca: &Path, extra: &[&str]) -> i32 {
+        let _ = std::fs::remove_file(self.started());
+        let trust = self.gw.dir.join("trust.keys");
+        let mut child = self.run_at(urls, ca, &trust, &self.marker(), extra);
+        wait_exit(&mut child)
+    }
+}
+
+#[test]
+fn a_replayed_envelope_below_the_revision_floor_never_runs_even_after_a_restart() {
+    let s = setup();
+    // Revision 1, captured while it is current: validly signed, recent.
+    let old = s.capture("");
+    let trust = s.gw.dir.join("trust.keys");
+    let mut child = s.run(&trust, &workload(&s.work(), s.port, 1));
+    assert_eq!(s.sandbox("?revision=1&wait=20")["applied_revision"], 1);
+    // Revision 2 arrives by the long-poll and is applied: the floor rises.
+    s.propose_and_approve(true);
+    let st = s.sandbox("?revision=2&wait=30");
+    assert_eq!(st["applied_revision"], 2, "{st}\n{}", s.stderr());
+    let (rc, _) = step(&s.work(), 1);
+    assert_eq!(rc, "0", "{}", s.stderr());
+    assert_eq!(wait_exit(&mut child), 0, "{}", s.stderr());
+    let file = s.state_dir().join("sb.json");
+    let floor: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(floor["revision"], 2, "{floor}");
+    assert_eq!(floor["policy"], "agent");
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!((meta.mode() & 0o777, meta.uid()), (0o600, 0));
+    }
+    // The supervisor restarts; an impostor answers with revision 1.
+    let fake = replayer(&s.net, &s.dir.path().to_path_buf(), old);
+    let rc = s.launch(&[fake.url.clone()], &fake.ca, &[]);
+    assert_eq!(rc, 125, "{}", s.stderr());
+    assert!(!s.started().exists(), "the workload ran under revision 1");
+    assert!(
+        s.said("older than revision 2") && s.said("revision floor"),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(fake.seen.lock().unwrap().len(), 1, "the impostor was asked");
+    // The real gateway, same state: revision 2 runs.
+    assert_eq!(
+        s.launch(&[s.gw.url()], &s.gw.dir.join("ca.pem"), &[]),
+        0,
+        "{}",
+        s.stderr()
+    );
+    assert!(s.started().exists());
+}
+
+#[test]
+fn a_stale_or_foreign_envelope_is_refused_at_launch_and_a_fresh_one_runs() {
+    let s = setup();
+    // Captured without a nonce, then left to age past --max-bundle-age.
+    let plain = s.capture("");
+    // Captured by someone who sent a nonce of their own.
+    let foreign = s.capture("?nonce=attackerattackerattacker");
+    std::thread::sleep(Duration::from_millis(2100));
+    let fake = replayer(&s.net, &s.dir.path().to_path_buf(), plain);
+    let rc = s.launch(&[fake.url.clone()], &fake.ca, &["--max-bundle-age", "1"]);
+    assert_eq!(rc, 125, "{}", s.stderr());
+    assert!(
+        !s.started().exists(),
+        "a stale envelope started the workload"
+    );
+    assert!(s.said("more than the 1 s accepted"), "{}", s.stderr());
+    // The supervisor did send a nonce, which the impostor cannot sign.
+    let line = fake.seen.lock().unwrap()[0].clone();
+    assert!(
+        line.starts_with("GET /v1/sandboxes/sb/bundle?nonce="),
+        "{line}"
+    );
+    // Another request's nonce: refused whatever the allowed age.
+    let fake = replayer(&s.net, &s.dir.path().to_path_buf(), foreign);
+    let rc = s.launch(&[fake.url.clone()], &fake.ca, &["--max-bundle-age", "3600"]);
+    assert_eq!(rc, 125, "{}", s.stderr());
+    assert!(!s.started().exists());
+    assert!(s.said("answers another request"), "{}", s.stderr());
+    // Nothing was applied, so no floor was written.
+    assert!(!s.state_dir().join("sb.json").exists());
+    // The same revision from the real gateway: it signs this launch's
+    // nonce, so it is fresh whatever --max-bundle-age says.
+    let rc = s.launch(
+        &[s.gw.url()],
+        &s.gw.dir.join("ca.pem"),
+        &["--max-bundle-age", "0"],
+    );
+    assert_eq!(rc, 0, "{}", s.stderr());
+    assert!(s.started().exists());
+    // A nonce the gateway will not sign is a 400, not a signature.
+    let token = std::fs::read_to_string(&s.sandbox_token).unwrap();
+    for bad in ["short", "has%20space0123456789", &"x".repeat(129)] {
+        let r = call(
+            &s.net,
+            &s.gw.client(&token),
+            "GET",
+            &format!("/v1/sandboxes/sb/bundle?nonce={bad}"),
+            None,
+        );
+        assert_eq!(r.status, 400, "{bad}: {:?}", r.json());
+    }
+}
+
+#[test]
+fn a_corrupt_or_exposed_state_never_runs_the_workload() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let s = setup();
+    let ca = s.gw.dir.join("ca.pem");
+    let urls = [s.gw.url()];
+    assert_eq!(s.launch(&urls, &ca, &[]), 0, "{}", s.stderr());
+    let file = s.state_dir().join("sb.json");
+    let good = std::fs::read_to_string(&file).unwrap();
+    // Corrupt: refused, and left as it is (never silently reset).
+    std::fs::write(&file, "{\"version\":1,\"sandbox\":\"sb\",").unwrap();
+    assert_eq!(s.launch(&urls, &ca, &[]), 125);
+    assert!(!s.started().exists());
+    assert!(s.said("is not valid"), "{}", s.stderr());
+    assert!(s.said("it is not reset"), "{}", s.stderr());
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "{\"version\":1,\"sandbox\":\"sb\","
+    );
+    // Writable by everyone, the workload's user included.
+    std::fs::write(&file, &good).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    assert_eq!(s.launch(&urls, &ca, &[]), 125);
+    assert!(!s.started().exists());
+    assert!(s.said("mode 0666"), "{}", s.stderr());
+    // Owned by the workload's user (`run_as user nobody`).
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
+    assert_eq!(s.launch(&urls, &ca, &[]), 125);
+    assert!(!s.started().exists());
+    assert!(s.said("owned by uid 65534"), "{}", s.stderr());
+    std::os::unix::fs::chown(&file, Some(0), Some(0)).unwrap();
+    assert_eq!(s.launch(&urls, &ca, &[]), 0, "{}", s.stderr());
+    // A directory others may write.
+    std::fs::set_permissions(s.state_dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert_eq!(s.launch(&urls, &ca, &[]), 125);
+    assert!(!s.started().exists());
+    std::fs::set_permissions(s.state_dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    // A state directory inside the policy's `fs write` tree.
+    let inside = s.work().join("state");
+    let rc = s.launch(&urls, &ca, &["--state-dir", inside.to_str().unwrap()]);
+    assert_eq!(rc, 125);
+    assert!(!s.started().exists());
+    assert!(s.said("lets the workload write"), "{}", s.stderr());
+}
+
+#[test]
+fn with_several_gateway_urls_a_dead_first_one_is_passed_over() {
+    let s = setup();
+    // A loopback port that was bound and closed: connection refused.
+    let closed = {
+        let l = s.net.tcp("127.0.0.1:0");
+        format!("https://127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let ca = s.gw.dir.join("ca.pem");
+    // Repeated flags.
+    assert_eq!(
+        s.launch(&[closed.clone(), s.gw.url()], &ca, &[]),
+        0,
+        "{}",
+        s.stderr()
+    );
+    assert!(s.started().exists());
+    // One comma-separated list, and the long-poll and the status reports
+    // going the same way.
+    let trust = s.gw.dir.join("trust.keys");
+    let mut child = s.run_at(
+        &[format!("{closed},{}", s.gw.url())],
+        &ca,
+        &trust,
+        &workload(&s.work(), s.port, 1),
+        &[],
+    );
+    let st = s.sandbox("?revision=1&wait=20");
+    assert_eq!(st["applied_revision"], 1, "{st}\n{}", s.stderr());
+    s.propose_and_approve(true);
+    let st = s.sandbox("?revision=2&wait=30");
+    assert_eq!(st["applied_revision"], 2, "{st}\n{}", s.stderr());
+    let (rc, out) = step(&s.work(), 1);
+    assert_eq!((rc.as_str(), out.as_str()), ("0", "ok"), "{}", s.stderr());
+    assert_eq!(wait_exit(&mut child), 0);
 }
