@@ -585,12 +585,46 @@ struct Replayer {
 }
 
 fn replayer(net: &TestNet, dir: &Path, body: String) -> Replayer {
-    use std::io::{Read as _, Write as _};
-    let (ca_pem, mut config) = upstream::tls_server(&["127.0.0.1"]);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let config = std::sync::Arc::new(config);
+    let (ca_pem, config) = upstream::tls_server(&["127.0.0.1"]);
     let ca = dir.join("impostor-ca.pem");
     std::fs::write(&ca, ca_pem).unwrap();
+    let (url, seen) = fixed_server(net, config, "200 OK", body);
+    Replayer { url, ca, seen }
+}
+
+/// A replica of the gateway that is broken: it holds the gateway's own
+/// certificate but answers every request with `status`.
+fn broken_replica(net: &TestNet, gw: &Gw, status: &str) -> String {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(gw.dir.join("server.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(gw.dir.join("server.key")).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    let body = json!({"error": {"status": 0, "code": "broken", "message": format!("a broken replica ({status})")}});
+    fixed_server(net, config, status, body.to_string()).0
+}
+
+/// Serves `status` and `body` to every request, on loopback in `net`;
+/// returns its URL and the request lines it saw.
+fn fixed_server(
+    net: &TestNet,
+    mut config: rustls::ServerConfig,
+    status: &str,
+    body: String,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{Read as _, Write as _};
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = std::sync::Arc::new(config);
     let listener = net.tcp("127.0.0.1:0");
     let url = format!(
         "https://127.0.0.1:{}",
@@ -598,6 +632,7 @@ fn replayer(net: &TestNet, dir: &Path, body: String) -> Replayer {
     );
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let log = std::sync::Arc::clone(&seen);
+    let status = status.to_owned();
     std::thread::spawn(move || {
         for tcp in listener.incoming() {
             let Ok(tcp) = tcp else { continue };
@@ -619,7 +654,7 @@ fn replayer(net: &TestNet, dir: &Path, body: String) -> Replayer {
             log.lock().unwrap().push(line);
             let _ = write!(
                 tls,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = tls.flush();
@@ -627,7 +662,7 @@ fn replayer(net: &TestNet, dir: &Path, body: String) -> Replayer {
             let _ = tls.flush();
         }
     });
-    Replayer { url, ca, seen }
+    (url, seen)
 }
 
 impl Setup {
@@ -688,8 +723,8 @@ fn a_replayed_envelope_below_the_revision_floor_never_runs_even_after_a_restart(
         assert_eq!((meta.mode() & 0o777, meta.uid()), (0o600, 0));
     }
     // The supervisor restarts; an impostor answers with revision 1.
-    let fake = replayer(&s.net, &s.dir.path().to_path_buf(), old);
-    let rc = s.launch(&[fake.url.clone()], &fake.ca, &[]);
+    let fake = replayer(&s.net, s.dir.path(), old);
+    let rc = s.launch(std::slice::from_ref(&fake.url), &fake.ca, &[]);
     assert_eq!(rc, 125, "{}", s.stderr());
     assert!(!s.started().exists(), "the workload ran under revision 1");
     assert!(
@@ -716,8 +751,12 @@ fn a_stale_or_foreign_envelope_is_refused_at_launch_and_a_fresh_one_runs() {
     // Captured by someone who sent a nonce of their own.
     let foreign = s.capture("?nonce=attackerattackerattacker");
     std::thread::sleep(Duration::from_millis(2100));
-    let fake = replayer(&s.net, &s.dir.path().to_path_buf(), plain);
-    let rc = s.launch(&[fake.url.clone()], &fake.ca, &["--max-bundle-age", "1"]);
+    let fake = replayer(&s.net, s.dir.path(), plain);
+    let rc = s.launch(
+        std::slice::from_ref(&fake.url),
+        &fake.ca,
+        &["--max-bundle-age", "1"],
+    );
     assert_eq!(rc, 125, "{}", s.stderr());
     assert!(
         !s.started().exists(),
@@ -731,8 +770,12 @@ fn a_stale_or_foreign_envelope_is_refused_at_launch_and_a_fresh_one_runs() {
         "{line}"
     );
     // Another request's nonce: refused whatever the allowed age.
-    let fake = replayer(&s.net, &s.dir.path().to_path_buf(), foreign);
-    let rc = s.launch(&[fake.url.clone()], &fake.ca, &["--max-bundle-age", "3600"]);
+    let fake = replayer(&s.net, s.dir.path(), foreign);
+    let rc = s.launch(
+        std::slice::from_ref(&fake.url),
+        &fake.ca,
+        &["--max-bundle-age", "3600"],
+    );
     assert_eq!(rc, 125, "{}", s.stderr());
     assert!(!s.started().exists());
     assert!(s.said("answers another request"), "{}", s.stderr());
@@ -842,4 +885,24 @@ fn with_several_gateway_urls_a_dead_first_one_is_passed_over() {
     let (rc, out) = step(&s.work(), 1);
     assert_eq!((rc.as_str(), out.as_str()), ("0", "ok"), "{}", s.stderr());
     assert_eq!(wait_exit(&mut child), 0);
+}
+
+#[test]
+fn a_replica_answering_5xx_is_passed_over_but_a_4xx_is_the_answer() {
+    let s = setup();
+    let ca = s.gw.dir.join("ca.pem");
+    let unavailable = broken_replica(&s.net, &s.gw, "503 Service Unavailable");
+    assert_eq!(
+        s.launch(&[unavailable, s.gw.url()], &ca, &[]),
+        0,
+        "{}",
+        s.stderr()
+    );
+    assert!(s.started().exists());
+    // A refusal is the gateway's word, the same from every replica: the
+    // next one is not asked, and nothing runs.
+    let forbidden = broken_replica(&s.net, &s.gw, "403 Forbidden");
+    assert_eq!(s.launch(&[forbidden, s.gw.url()], &ca, &[]), 125);
+    assert!(!s.started().exists());
+    assert!(s.said("a broken replica (403 Forbidden)"), "{}", s.stderr());
 }
