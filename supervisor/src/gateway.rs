@@ -140,31 +140,39 @@ impl Gateway {
         )
     }
 
-    /// Refuses a launch whose workload could write the state: its Landlock
-    /// rules must not grant a write right on the state directory, anything
-    /// in it or anything above it, and neither the directory nor the file
-    /// may be writable or replaceable by the workload's user.
+    /// Refuses a launch whose workload could write the state. With
+    /// Landlock, no rule may grant a write right on the state directory,
+    /// anything in it or anything above it: then the workload can neither
+    /// write nor replace anything there, whatever its user. Without
+    /// Landlock, only permissions stand in the way, and the kernel is asked
+    /// whether the workload's user could write or replace the directory or
+    /// the file.
     pub fn guard_state(&self, writable: &Writable, landlock: bool) -> Result<(), LaunchError> {
         let dir = self.state.path();
-        if landlock && let Some(tree) = writable.tree_touching(dir) {
-            return Err(LaunchError::State(format!(
-                "the policy lets the workload write `{}`, which holds the state directory `{}`: keep the state directory out of its `fs write` trees and working directory",
-                tree.display(),
-                dir.display()
-            )));
+        if landlock {
+            return match writable.tree_touching(dir) {
+                None => Ok(()),
+                Some(tree) => Err(LaunchError::State(format!(
+                    "the policy lets the workload write `{}`, which holds the state directory `{}`: keep the state directory out of its `fs write` trees and working directory",
+                    tree.display(),
+                    dir.display()
+                ))),
+            };
         }
         let file = self.state.file(&self.sandbox).map_err(state_error)?;
-        for path in [dir, file.as_path()] {
-            if path != dir && !path.exists() {
-                continue;
-            }
-            if let Some(why) = writable.exposure(path) {
-                return Err(LaunchError::State(format!(
-                    "the workload could change the revision floor: {why}"
-                )));
-            }
+        let exposed = if file.exists() {
+            writable.exposure(&file)
+        } else {
+            // A directory's own link count says nothing (`.` and `..`);
+            // what matters is whether the workload may write it.
+            writable.exposure(dir)
+        };
+        match exposed {
+            None => Ok(()),
+            Some(why) => Err(LaunchError::State(format!(
+                "the workload could change the revision floor: {why}"
+            ))),
         }
-        Ok(())
     }
 
     /// Raises the floor to a revision now in force. A failure leaves the
