@@ -30,6 +30,12 @@ struct Gw {
 
 impl Gw {
     fn start(net: &TestNet, dir: &Path, port: u16) -> Gw {
+        let db = format!("sqlite:{}", dir.join("gateway.db").display());
+        Gw::start_on(net, dir, port, &db)
+    }
+
+    /// A gateway on database `db` (several may share a PostgreSQL one).
+    fn start_on(net: &TestNet, dir: &Path, port: u16, db: &str) -> Gw {
         if !dir.join("ca.pem").exists() {
             gateway::dir::init(dir, &[]).unwrap();
         }
@@ -43,7 +49,7 @@ impl Gw {
         let config = Config {
             dir: dir.to_path_buf(),
             listen: listener.local_addr().unwrap(),
-            db: format!("sqlite:{}", dir.join("gateway.db").display()),
+            db: db.to_owned(),
             approval: ApprovalMode::Manual,
             prove_timeout: Duration::from_secs(20),
         };
@@ -154,30 +160,42 @@ struct Setup {
     port: u16,
     alice: Client,
     bob: Client,
+    /// Alice's and Bob's tokens, for a client of another gateway.
+    tokens: (String, String),
     sandbox_token: PathBuf,
 }
 
 fn setup() -> Setup {
+    setup_on(None)
+}
+
+/// The setup with its gateway on `db` (default: SQLite in its directory).
+fn setup_on(db: Option<&str>) -> Setup {
     let net = TestNet::new();
     let dir = Dir::new();
     let port = common::http_server(net.tcp("127.0.0.1:0")).port();
     let gwdir = dir.join("gw");
-    let gw = Gw::start(&net, &gwdir, 0);
+    let gw = match db {
+        Some(db) => Gw::start_on(&net, &gwdir, 0, db),
+        None => Gw::start(&net, &gwdir, 0),
+    };
     let admin = gw.admin();
-    let alice = gw.client(&token(&call(
+    let alice_token = token(&call(
         &net,
         &admin,
         "POST",
         "/v1/tokens",
         Some(json!({"name": "alice", "role": "author"})),
-    )));
-    let bob = gw.client(&token(&call(
+    ));
+    let bob_token = token(&call(
         &net,
         &admin,
         "POST",
         "/v1/tokens",
         Some(json!({"name": "bob", "role": "author"})),
-    )));
+    ));
+    let alice = gw.client(&alice_token);
+    let bob = gw.client(&bob_token);
     let work = dir.mkdir("work");
     let p = call(
         &net,
@@ -212,6 +230,7 @@ fn setup() -> Setup {
         port,
         alice,
         bob,
+        tokens: (alice_token, bob_token),
         sandbox_token,
     }
 }
@@ -905,4 +924,78 @@ fn a_replica_answering_5xx_is_passed_over_but_a_4xx_is_the_answer() {
     assert_eq!(s.launch(&[forbidden, s.gw.url()], &ca, &[]), 125);
     assert!(!s.started().exists());
     assert!(s.said("a broken replica (403 Forbidden)"), "{}", s.stderr());
+}
+
+/// A database of its own on the PostgreSQL test server, or `None` when no
+/// server is configured (`OPENSHELL_TEST_POSTGRES_URL`).
+fn fresh_postgres() -> Option<String> {
+    use sqlx::Connection as _;
+    let base = std::env::var("OPENSHELL_TEST_POSTGRES_URL").ok()?;
+    let name = format!(
+        "osp_sup_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut conn = sqlx::PgConnection::connect(&base)
+            .await
+            .unwrap_or_else(|e| panic!("the PostgreSQL test server at `{base}`: {e}"));
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    });
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    Some(format!("{prefix}/{name}"))
+}
+
+#[test]
+fn two_gateways_on_one_postgresql_the_supervisor_follows_the_one_still_up() {
+    let Some(db) = fresh_postgres() else {
+        eprintln!("not run: OPENSHELL_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let mut s = setup_on(Some(&db));
+    // A second replica: same directory (CA, certificate, signing key),
+    // same database.
+    let b = Gw::start_on(&s.net, &s.gw.dir.clone(), 0, &db);
+    let trust = s.gw.dir.join("trust.keys");
+    let urls = [s.gw.url(), b.url()];
+    let mut child = s.run_at(
+        &urls,
+        &s.gw.dir.join("ca.pem"),
+        &trust,
+        &workload(&s.work(), s.port, 1),
+        &[],
+    );
+    let st = s.sandbox("?revision=1&wait=20");
+    assert_eq!(st["applied_revision"], 1, "{st}\n{}", s.stderr());
+    // The first replica goes down while the supervisor waits on it.
+    s.gw.kill();
+    s.gw = b;
+    s.alice = s.gw.client(&s.tokens.0);
+    s.bob = s.gw.client(&s.tokens.1);
+    s.propose_and_approve(true);
+    // The poll and the report went to the second replica.
+    let st = s.sandbox("?revision=2&wait=40");
+    assert_eq!(st["applied_revision"], 2, "{st}\n{}", s.stderr());
+    let (rc, out) = step(&s.work(), 1);
+    assert_eq!((rc.as_str(), out.as_str()), ("0", "ok"), "{}", s.stderr());
+    assert_eq!(wait_exit(&mut child), 0);
+    // A restart with the first replica still down: the launch goes to the
+    // second, and revision 2 is at the floor.
+    assert_eq!(
+        s.launch(&urls, &s.gw.dir.join("ca.pem"), &[]),
+        0,
+        "{}",
+        s.stderr()
+    );
+    assert!(s.started().exists());
 }
