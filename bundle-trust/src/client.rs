@@ -1,6 +1,13 @@
 //! A small HTTPS client for the gateway's JSON API: one connection per
 //! request, TLS verified against the gateway's CA only, a bearer token.
 //! The supervisor and `openshell-gateway`'s client commands both use it.
+//!
+//! A client may know several replicas of the gateway ([`Client::with_urls`]):
+//! every request tries them in the order given and moves to the next when
+//! one cannot be reached, does not answer in time or answers `5xx` (the
+//! replicas share one database, so any of them answers for all). A `4xx`
+//! is the gateway's answer, the same from every replica, and is returned
+//! at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,25 +50,20 @@ impl Response {
     }
 }
 
-/// The gateway's address, its CA and a token.
-#[derive(Clone)]
-pub struct Client {
+/// The most a connection (TCP and TLS) may take before the next replica is
+/// tried, so that one silent replica does not use up a request's time.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One replica's address.
+#[derive(Debug, Clone)]
+struct Endpoint {
     host: String,
     port: u16,
     url: String,
-    token: String,
-    tls: TlsConnector,
 }
 
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("url", &self.url).finish()
-    }
-}
-
-impl Client {
-    /// `url` is `https://HOST:PORT`; `ca_pem` the gateway's CA certificate.
-    pub fn new(url: &str, ca_pem: &[u8], token: &str) -> Result<Self, ClientError> {
+impl Endpoint {
+    fn parse(url: &str) -> Result<Self, ClientError> {
         let rest = url
             .strip_prefix("https://")
             .ok_or_else(|| ClientError::Url(url.to_owned()))?
@@ -72,6 +74,55 @@ impl Client {
             .unwrap_or((rest, 443));
         if host.is_empty() || host.contains('/') {
             return Err(ClientError::Url(url.to_owned()));
+        }
+        Ok(Self {
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            port,
+            url: url.trim_end_matches('/').to_owned(),
+        })
+    }
+}
+
+/// The gateway's addresses (one or several replicas), its CA and a token.
+#[derive(Clone)]
+pub struct Client {
+    /// Never empty.
+    endpoints: Vec<Endpoint>,
+    token: String,
+    tls: TlsConnector,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("urls", &self.urls().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Client {
+    /// `url` is `https://HOST:PORT`; `ca_pem` the gateway's CA certificate.
+    pub fn new(url: &str, ca_pem: &[u8], token: &str) -> Result<Self, ClientError> {
+        Self::with_urls(&[url], ca_pem, token)
+    }
+
+    /// A client of several replicas of one gateway (same CA, same
+    /// database), tried in this order by every request; see the module's
+    /// documentation for when the next one is tried.
+    pub fn with_urls<S: AsRef<str>>(
+        urls: &[S],
+        ca_pem: &[u8],
+        token: &str,
+    ) -> Result<Self, ClientError> {
+        let endpoints = urls
+            .iter()
+            .map(|u| Endpoint::parse(u.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if endpoints.is_empty() {
+            return Err(ClientError::Url(String::new()));
         }
         let mut roots = rustls::RootCertStore::empty();
         let mut any = false;
@@ -93,20 +144,21 @@ impl Client {
             .with_no_client_auth();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Self {
-            host: host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_owned(),
-            port,
-            url: url.trim_end_matches('/').to_owned(),
+            endpoints,
             token: token.trim().to_owned(),
             tls: TlsConnector::from(Arc::new(config)),
         })
     }
 
+    /// The first URL, the one tried first.
     #[must_use]
     pub fn url(&self) -> &str {
-        &self.url
+        self.endpoints.first().map_or("", |e| e.url.as_str())
+    }
+
+    /// Every URL, in the order they are tried.
+    pub fn urls(&self) -> impl Iterator<Item = &str> {
+        self.endpoints.iter().map(|e| e.url.as_str())
     }
 
     /// The same gateway with another token.
@@ -118,7 +170,9 @@ impl Client {
     }
 
     /// Sends one request; `body` is JSON when given. `headers` are extra
-    /// `(name, value)` pairs. The whole exchange is bounded by `timeout`.
+    /// `(name, value)` pairs. Each replica's exchange is bounded by
+    /// `timeout`. When every replica fails, the last `5xx` answer is
+    /// returned if there was one, else the last error.
     pub async fn send(
         &self,
         method: &str,
@@ -127,33 +181,59 @@ impl Client {
         headers: &[(&str, &str)],
         timeout: Duration,
     ) -> Result<Response, ClientError> {
-        tokio::time::timeout(timeout, self.exchange(method, path, body, headers))
+        let mut failed: Option<Result<Response, ClientError>> = None;
+        for endpoint in &self.endpoints {
+            let tried = tokio::time::timeout(
+                timeout,
+                self.exchange(endpoint, method, path, body, headers, timeout),
+            )
             .await
-            .map_err(|_| ClientError::Timeout(timeout))?
+            .map_err(|_| ClientError::Timeout(timeout))
+            .and_then(|r| r);
+            match tried {
+                Ok(r) if r.status >= 500 => failed = Some(Ok(r)),
+                Ok(r) => return Ok(r),
+                Err(e @ (ClientError::Unreachable { .. } | ClientError::Timeout(_))) => {
+                    // A 5xx from an earlier replica says more than this.
+                    if !matches!(failed, Some(Ok(_))) {
+                        failed = Some(Err(e));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        failed.unwrap_or_else(|| Err(ClientError::Url(String::new())))
     }
 
     async fn exchange(
         &self,
+        at: &Endpoint,
         method: &str,
         path: &str,
         body: Option<&serde_json::Value>,
         headers: &[(&str, &str)],
+        timeout: Duration,
     ) -> Result<Response, ClientError> {
         let unreachable = |why: String| ClientError::Unreachable {
-            url: self.url.clone(),
+            url: at.url.clone(),
             why,
         };
-        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+        let name = ServerName::try_from(at.host.clone())
+            .map_err(|e| ClientError::Url(format!("{}: {e}", at.url)))?;
+        let limit = timeout.min(CONNECT_TIMEOUT);
+        let connect = async {
+            let tcp = tokio::net::TcpStream::connect((at.host.as_str(), at.port))
+                .await
+                .map_err(|e| unreachable(e.to_string()))?;
+            let _ = tcp.set_nodelay(true);
+            self.tls
+                .connect(name, tcp)
+                .await
+                .map_err(|e| unreachable(format!("TLS: {e}")))
+        };
+        let tls = tokio::time::timeout(limit, connect)
             .await
-            .map_err(|e| unreachable(e.to_string()))?;
-        let _ = tcp.set_nodelay(true);
-        let name = ServerName::try_from(self.host.clone())
-            .map_err(|e| ClientError::Url(format!("{}: {e}", self.url)))?;
-        let tls = self
-            .tls
-            .connect(name, tcp)
-            .await
-            .map_err(|e| unreachable(format!("TLS: {e}")))?;
+            .map_err(|_| unreachable(format!("no connection within {limit:?}")))??;
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
                 .await
@@ -165,7 +245,7 @@ impl Client {
         let mut req = Request::builder()
             .method(method)
             .uri(path)
-            .header("host", format!("{}:{}", self.host, self.port))
+            .header("host", format!("{}:{}", at.host, at.port))
             .header("authorization", format!("Bearer {}", self.token));
         if body.is_some() {
             req = req.header("content-type", "application/json");

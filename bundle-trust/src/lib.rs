@@ -11,6 +11,15 @@
 //! version, digest of the content) and their digest is the one signed, and
 //! the revision is not older than the one it runs.
 //!
+//! A signature says who issued an envelope, not when: an old envelope,
+//! captured and replayed, verifies forever. So the claims may also carry a
+//! `nonce`, the random string the supervisor sent with its request: an
+//! envelope that signs the supervisor's own nonce was issued for that
+//! request, and one without it can only be judged by its `issued_at`
+//! ([`Verified::check_fresh`]). The nonce is left out of the canonical JSON
+//! when there is none, so envelopes signed before it existed verify as they
+//! always did.
+//!
 //! Several keys may be trusted at once (a trust file lists them), so a
 //! gateway can start signing with a new key while supervisors still accept
 //! the old one: rotation without restarting anything.
@@ -27,8 +36,8 @@ use policy_lang::bundle::{Bundle, BundleError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-/// What the signature covers. The fields are declared in sorted order, so
-/// their serialization is the canonical JSON.
+/// What the signature covers, besides an optional nonce (see
+/// [`Envelope::nonce`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Claims {
@@ -45,24 +54,134 @@ pub struct Claims {
 }
 
 impl Claims {
-    /// The bytes that are signed: compact JSON with sorted keys.
+    /// The bytes that are signed without a nonce: compact JSON with sorted
+    /// keys.
     #[must_use]
     pub fn canonical(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+        self.canonical_with(None)
+    }
+
+    /// The bytes that are signed with `nonce` among the claims (sorted
+    /// between `issued_at` and `policy`); without one, exactly
+    /// [`Claims::canonical`].
+    #[must_use]
+    pub fn canonical_with(&self, nonce: Option<&str>) -> Vec<u8> {
+        serde_json::to_vec(&WireClaims::of(self, nonce.map(str::to_owned))).unwrap_or_default()
     }
 }
 
+/// The longest nonce accepted, in characters.
+pub const MAX_NONCE_LEN: usize = 128;
+/// The shortest: a nonce must be hard to guess, so that an attacker cannot
+/// have obtained, in advance, an envelope signing the one a supervisor
+/// will send.
+pub const MIN_NONCE_LEN: usize = 16;
+
+/// Whether `nonce` may be signed: [`MIN_NONCE_LEN`] to [`MAX_NONCE_LEN`]
+/// characters of `A-Z a-z 0-9 - _`, so it travels in a query string and a
+/// JSON string without escaping.
+#[must_use]
+pub fn valid_nonce(nonce: &str) -> bool {
+    (MIN_NONCE_LEN..=MAX_NONCE_LEN).contains(&nonce.len())
+        && nonce
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// A bundle as the gateway delivers it.
+///
+/// On the wire the nonce is one of the claims (`claims.nonce`); here it
+/// stands beside them so that [`Claims`] keeps the fields every envelope
+/// has.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "WireEnvelope", into = "WireEnvelope")]
 pub struct Envelope {
     pub claims: Claims,
+    /// The nonce of the request this envelope answers, when it sent one;
+    /// signed with the claims.
+    pub nonce: Option<String>,
     /// Which key signed (see [`key_id`]).
     pub key_id: String,
-    /// The Ed25519 signature of [`Claims::canonical`], base64.
+    /// The Ed25519 signature of [`Claims::canonical_with`] the nonce,
+    /// base64.
     pub signature: String,
     /// The bundle's bytes exactly as `openshell-policy compile` writes them.
     pub bundle: String,
+}
+
+/// The claims as they are serialized and signed; the fields are declared
+/// in sorted order, so their serialization is the canonical JSON.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireClaims {
+    digest: String,
+    issued_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nonce: Option<String>,
+    policy: String,
+    revision: i64,
+    sandbox: String,
+}
+
+impl WireClaims {
+    fn of(c: &Claims, nonce: Option<String>) -> Self {
+        Self {
+            digest: c.digest.clone(),
+            issued_at: c.issued_at,
+            nonce,
+            policy: c.policy.clone(),
+            revision: c.revision,
+            sandbox: c.sandbox.clone(),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireEnvelope {
+    claims: WireClaims,
+    key_id: String,
+    signature: String,
+    bundle: String,
+}
+
+impl TryFrom<WireEnvelope> for Envelope {
+    type Error = String;
+
+    fn try_from(w: WireEnvelope) -> Result<Self, String> {
+        if let Some(n) = &w.claims.nonce
+            && !valid_nonce(n)
+        {
+            return Err(format!(
+                "the nonce is not {MIN_NONCE_LEN} to {MAX_NONCE_LEN} characters of A-Z a-z 0-9 - _"
+            ));
+        }
+        let c = w.claims;
+        Ok(Self {
+            claims: Claims {
+                digest: c.digest,
+                issued_at: c.issued_at,
+                policy: c.policy,
+                revision: c.revision,
+                sandbox: c.sandbox,
+            },
+            nonce: c.nonce,
+            key_id: w.key_id,
+            signature: w.signature,
+            bundle: w.bundle,
+        })
+    }
+}
+
+impl From<Envelope> for WireEnvelope {
+    fn from(e: Envelope) -> Self {
+        Self {
+            claims: WireClaims::of(&e.claims, e.nonce),
+            key_id: e.key_id,
+            signature: e.signature,
+            bundle: e.bundle,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -92,6 +211,18 @@ pub enum TrustError {
     TrustFile { line: usize, why: String },
     #[error("the signing key file is not valid: {0}")]
     KeyFile(String),
+    #[error(
+        "the envelope answers another request (its signed nonce is not the one sent): a replay"
+    )]
+    NonceMismatch,
+    #[error(
+        "the envelope was issued {age} s ago, more than the {max_age} s accepted, and does not sign the nonce sent: a replay, or a gateway that does not know nonces"
+    )]
+    Stale { age: i64, max_age: i64 },
+    #[error(
+        "the envelope was issued {ahead} s in the future (at most {skew} s of clock skew is accepted)"
+    )]
+    FromTheFuture { ahead: i64, skew: i64 },
 }
 
 /// A key's id: the first 16 hex digits of the SHA-256 of its public key.
@@ -183,9 +314,22 @@ impl SigningKey {
     /// Signs `claims` over `bundle` (its exact bytes).
     #[must_use]
     pub fn seal(&self, claims: Claims, bundle: String) -> Envelope {
-        let signature = self.key.sign(&claims.canonical());
+        self.seal_with_nonce(claims, None, bundle)
+    }
+
+    /// Signs `claims` and the request's `nonce` (already checked with
+    /// [`valid_nonce`]) over `bundle`.
+    #[must_use]
+    pub fn seal_with_nonce(
+        &self,
+        claims: Claims,
+        nonce: Option<String>,
+        bundle: String,
+    ) -> Envelope {
+        let signature = self.key.sign(&claims.canonical_with(nonce.as_deref()));
         Envelope {
             claims,
+            nonce,
             key_id: self.id.clone(),
             signature: B64.encode(signature.to_bytes()),
             bundle,
@@ -203,8 +347,41 @@ pub struct TrustedKeys {
 #[derive(Debug, Clone)]
 pub struct Verified {
     pub claims: Claims,
+    /// The signed nonce, if the envelope carries one.
+    pub nonce: Option<String>,
     pub key_id: String,
     pub bundle: Bundle,
+}
+
+impl Verified {
+    /// Whether the envelope is fresh: it signs `sent`, the nonce of the
+    /// request it answers, or else it was issued at most `max_age` seconds
+    /// before `now` and at most `skew` seconds after. A signed nonce other
+    /// than the one sent is refused whatever its age: that envelope was
+    /// issued for another request.
+    pub fn check_fresh(
+        &self,
+        sent: Option<&str>,
+        now: i64,
+        max_age: i64,
+        skew: i64,
+    ) -> Result<(), TrustError> {
+        match (sent, self.nonce.as_deref()) {
+            (Some(s), Some(n)) if s == n => return Ok(()),
+            (_, Some(_)) => return Err(TrustError::NonceMismatch),
+            (_, None) => {}
+        }
+        let age = now.saturating_sub(self.claims.issued_at);
+        if age < 0 {
+            let ahead = age.saturating_neg();
+            if ahead > skew {
+                return Err(TrustError::FromTheFuture { ahead, skew });
+            }
+        } else if age > max_age {
+            return Err(TrustError::Stale { age, max_age });
+        }
+        Ok(())
+    }
 }
 
 impl TrustedKeys {
@@ -278,7 +455,10 @@ impl TrustedKeys {
             .and_then(|b| b.try_into().ok())
             .ok_or_else(|| TrustError::BadSignature(envelope.key_id.clone()))?;
         public
-            .verify(&envelope.claims.canonical(), &Signature::from_bytes(&sig))
+            .verify(
+                &envelope.claims.canonical_with(envelope.nonce.as_deref()),
+                &Signature::from_bytes(&sig),
+            )
             .map_err(|_| TrustError::BadSignature(envelope.key_id.clone()))?;
         let claims = &envelope.claims;
         if claims.sandbox != sandbox {
@@ -306,6 +486,7 @@ impl TrustedKeys {
         }
         Ok(Verified {
             claims: claims.clone(),
+            nonce: envelope.nonce.clone(),
             key_id: envelope.key_id.clone(),
             bundle,
         })

@@ -619,6 +619,20 @@ async fn sandbox_status(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiE
 async fn bundle(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
     let id = name("sandbox", id)?;
     may_see_sandbox(r, &id, false)?;
+    // The supervisor's nonce, signed back: the envelope then answers that
+    // request and no other, so a replay of it is recognised whatever its
+    // age.
+    let nonce = match r.query("nonce") {
+        None => None,
+        Some(n) if bundle_trust::valid_nonce(n) => Some(n.to_owned()),
+        Some(_) => {
+            return Err(ApiError::bad_request(format!(
+                "`nonce` must be {} to {} characters of A-Z a-z 0-9 - _",
+                bundle_trust::MIN_NONCE_LEN,
+                bundle_trust::MAX_NONCE_LEN
+            )));
+        }
+    };
     let deadline = tokio::time::Instant::now() + wait(r)?;
     // The sandbox's row names its policy: the first wait subscribes to the
     // policy's and the sandbox's topics, then reads the row again, so that
@@ -643,7 +657,9 @@ async fn bundle(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
                 revision: rev,
                 sandbox: id.clone(),
             };
-            let envelope = app.key.seal(claims, row.bundle.clone());
+            let envelope = app
+                .key
+                .seal_with_nonce(claims, nonce.clone(), row.bundle.clone());
             let caller = r.caller()?.name.clone();
             // Written after the answer leaves: an approval answers every
             // waiting supervisor at once, and their audit rows queue up on

@@ -46,13 +46,29 @@ pub struct RunArgs {
     /// Fetch the bundle from this gateway (`https://HOST:PORT`) instead:
     /// verified before the launch (unreachable or refused: the command
     /// never runs), then each approved revision is applied as it comes.
+    /// Several replicas: repeat the flag or separate the URLs with commas;
+    /// they are tried in order, the next when one is unreachable or
+    /// answers 5xx.
     #[arg(
         long,
         value_name = "URL",
+        value_delimiter = ',',
         requires_all = ["sandbox", "token_file", "gateway_ca", "trust_key"],
         conflicts_with = "watch"
     )]
-    pub gateway: Option<String>,
+    pub gateway: Vec<String>,
+
+    /// Where the highest revision applied per sandbox is kept, so that a
+    /// restarted supervisor refuses an older one (default:
+    /// /var/lib/openshell-supervisor). The supervisor's own, out of the
+    /// workload's reach.
+    #[arg(long, value_name = "DIR", requires = "gateway")]
+    pub state_dir: Option<PathBuf>,
+
+    /// At launch, refuse an envelope issued more than SECS seconds ago,
+    /// unless it signs the nonce this launch sent (default: 300).
+    #[arg(long, value_name = "SECS", requires = "gateway")]
+    pub max_bundle_age: Option<u64>,
 
     /// The sandbox's id at the gateway.
     #[arg(long, value_name = "ID", requires = "gateway")]

@@ -60,6 +60,15 @@ pub enum LaunchError {
     )]
     Gateway(String),
 
+    #[error("the revision floor: {0}")]
+    #[diagnostic(
+        code(supervisor::state),
+        help(
+            "the state directory (`--state-dir`, default /var/lib/openshell-supervisor) must be the supervisor's own: owned by its user, mode 0700, files 0600, outside every tree the policy lets the workload write"
+        )
+    )]
+    State(String),
+
     #[error("`--watch` would reload `{}`, which the workload can change: {why}", .path.display())]
     #[diagnostic(
         code(supervisor::writable_bundle),

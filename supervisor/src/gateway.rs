@@ -16,13 +16,27 @@
 //! and the poll retries. The trust file is read again for every envelope,
 //! so adding a key there trusts it without a restart; `SIGHUP` asks for the
 //! current revision again (after a refusal, say, once the key is trusted).
+//!
+//! A signed envelope stays valid forever, so whoever captured one could
+//! replay it to a supervisor that has just started, to bring back an old
+//! policy. Two checks stop that at launch. The revision floor
+//! ([`crate::state`]): the highest revision ever applied in this sandbox,
+//! kept across restarts, raised only once a revision is in force; anything
+//! lower is refused. Freshness: the launch's request carries a random nonce
+//! that the gateway signs back; an envelope without it must have been
+//! issued within `--max-bundle-age`, and one with another request's nonce
+//! is refused whatever its age.
+//!
+//! With several gateway URLs the client tries them in order
+//! ([`bundle_trust::client`]), for the launch, the poll and the reports.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bundle_trust::client::Client;
-use bundle_trust::{TrustedKeys, Verified};
+use bundle_trust::{TrustError, TrustedKeys, Verified};
+use ring::rand::SecureRandom as _;
 use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -30,11 +44,18 @@ use crate::cli::RunArgs;
 use crate::error::LaunchError;
 use crate::notes::note;
 use crate::reload::{Outcome, Reloader};
+use crate::state::{self, Applied, StateDir};
+use crate::writable::Writable;
 
 /// How long one long-poll waits at the gateway.
 const POLL_SECS: u64 = 30;
 /// The most a retry waits while the gateway is unreachable.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// `--max-bundle-age` when not given, in seconds.
+pub const DEFAULT_MAX_AGE: u64 = 300;
+/// How far in the future an envelope's `issued_at` may be: the clocks of
+/// the gateway and the supervisor differ a little.
+pub const CLOCK_SKEW: i64 = 30;
 
 /// Where the bundle comes from.
 #[derive(Debug, Clone)]
@@ -42,6 +63,29 @@ pub struct Gateway {
     client: Client,
     sandbox: String,
     trust: PathBuf,
+    state: StateDir,
+    /// The floor read at launch.
+    floor: Option<Applied>,
+    max_age: i64,
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// A nonce no one can have guessed: 24 random bytes, in hex.
+fn nonce() -> Result<String, String> {
+    let mut bytes = [0u8; 24];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| "the system's random generator failed".to_owned())?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn state_error(e: state::StateError) -> LaunchError {
+    LaunchError::State(e.to_string())
 }
 
 fn read(path: Option<&PathBuf>, what: &str) -> Result<(PathBuf, Vec<u8>), LaunchError> {
@@ -56,9 +100,9 @@ fn read(path: Option<&PathBuf>, what: &str) -> Result<(PathBuf, Vec<u8>), Launch
 impl Gateway {
     /// From `run`'s arguments; `None` without `--gateway`.
     pub fn from_args(args: &RunArgs) -> Result<Option<Self>, LaunchError> {
-        let Some(url) = &args.gateway else {
+        if args.gateway.is_empty() {
             return Ok(None);
-        };
+        }
         let (_, token) = read(args.token_file.as_ref(), "--token-file")?;
         let (_, ca) = read(args.gateway_ca.as_ref(), "--gateway-ca")?;
         let trust = args
@@ -69,13 +113,110 @@ impl Gateway {
             .sandbox
             .clone()
             .ok_or_else(|| LaunchError::Usage("`--gateway` needs `--sandbox`".into()))?;
-        let client = Client::new(url, &ca, &String::from_utf8_lossy(&token))
+        let client = Client::with_urls(&args.gateway, &ca, &String::from_utf8_lossy(&token))
             .map_err(|e| LaunchError::Gateway(e.to_string()))?;
+        let dir = args
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(state::DEFAULT_DIR));
+        let state = StateDir::open(&dir).map_err(state_error)?;
+        let floor = state.load(&sandbox).map_err(state_error)?;
+        let max_age =
+            i64::try_from(args.max_bundle_age.unwrap_or(DEFAULT_MAX_AGE)).unwrap_or(i64::MAX);
         Ok(Some(Self {
             client,
             sandbox,
             trust,
+            state,
+            floor,
+            max_age,
         }))
+    }
+
+    fn state_file(&self) -> String {
+        self.state.file(&self.sandbox).map_or_else(
+            |_| self.state.path().display().to_string(),
+            |p| p.display().to_string(),
+        )
+    }
+
+    /// Refuses a launch whose workload could write the state. With
+    /// Landlock, no rule may grant a write right on the state directory,
+    /// anything in it or anything above it: then the workload can neither
+    /// write nor replace anything there, whatever its user. Without
+    /// Landlock, only permissions stand in the way, and the kernel is asked
+    /// whether the workload's user could write or replace the directory or
+    /// the file.
+    pub fn guard_state(&self, writable: &Writable, landlock: bool) -> Result<(), LaunchError> {
+        let dir = self.state.path();
+        if landlock {
+            return match writable.tree_touching(dir) {
+                None => Ok(()),
+                Some(tree) => Err(LaunchError::State(format!(
+                    "the policy lets the workload write `{}`, which holds the state directory `{}`: keep the state directory out of its `fs write` trees and working directory",
+                    tree.display(),
+                    dir.display()
+                ))),
+            };
+        }
+        let file = self.state.file(&self.sandbox).map_err(state_error)?;
+        let exposed = if file.exists() {
+            writable.exposure(&file)
+        } else {
+            // A directory's own link count says nothing (`.` and `..`);
+            // what matters is whether the workload may write it.
+            writable.exposure(dir)
+        };
+        match exposed {
+            None => Ok(()),
+            Some(why) => Err(LaunchError::State(format!(
+                "the workload could change the revision floor: {why}"
+            ))),
+        }
+    }
+
+    /// Raises the floor to a revision now in force. A failure leaves the
+    /// old floor, which is still safe, and is said.
+    fn record(&self, policy: &str, revision: i64, digest: &str) {
+        let applied = Applied::new(&self.sandbox, policy, revision, digest, now());
+        if let Err(e) = self.state.store(&applied) {
+            note(&format!(
+                "cannot raise the revision floor to {revision}: {e}; a restart would accept revisions down to the old one"
+            ));
+        }
+    }
+
+    /// Refuses `v` when it is below the floor kept for this sandbox, or
+    /// another policy's, or the floor's revision with another digest.
+    fn above_floor(&self, v: &Verified, floor: Option<&Applied>) -> Result<(), String> {
+        let Some(floor) = floor else {
+            return Ok(());
+        };
+        let file = self.state_file();
+        let c = &v.claims;
+        if c.policy != floor.policy {
+            return Err(format!(
+                "the gateway offers policy `{}`, but policy `{}` (revision {}) was applied in sandbox `{}` (`{file}`); remove that file only if the sandbox really changed policy",
+                c.policy, floor.policy, floor.revision, self.sandbox
+            ));
+        }
+        if c.revision < floor.revision {
+            let older = TrustError::OlderRevision {
+                policy: c.policy.clone(),
+                offered: c.revision,
+                applied: floor.revision,
+            };
+            return Err(format!(
+                "{older} (the revision floor kept in `{file}`): a replay of an old envelope, or a gateway whose database went back"
+            ));
+        }
+        if c.revision == floor.revision && c.digest != floor.digest {
+            return Err(format!(
+                "revision {} of `{}` was applied with digest {}, but the gateway offers {} for the same revision",
+                c.revision, c.policy, floor.digest, c.digest
+            ));
+        }
+        Ok(())
     }
 
     fn trusted(&self) -> Result<TrustedKeys, String> {
@@ -114,7 +255,8 @@ impl Gateway {
     }
 
     async fn fetch(&self) -> Result<Verified, String> {
-        let path = format!("/v1/sandboxes/{}/bundle", self.sandbox);
+        let sent = nonce()?;
+        let path = format!("/v1/sandboxes/{}/bundle?nonce={sent}", self.sandbox);
         let resp = self
             .client
             .send("GET", &path, None, &[], Duration::from_secs(30))
@@ -129,9 +271,24 @@ impl Gateway {
             return Err(format!("the gateway refused: {why}"));
         }
         let envelope = bundle_trust::parse_envelope(&resp.body).map_err(|e| e.to_string())?;
-        self.trusted()?
+        let v = self
+            .trusted()?
             .verify(&envelope, &self.sandbox, None)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.above_floor(&v, self.floor.as_ref())?;
+        v.check_fresh(Some(&sent), now(), self.max_age, CLOCK_SKEW)
+            .map_err(|e| e.to_string())?;
+        Ok(v)
+    }
+
+    /// [`Gateway::record`] off the runtime's threads (it syncs to disk).
+    async fn record_async(&self, policy: &str, revision: i64, digest: &str) {
+        let me = self.clone();
+        let (policy, digest) = (policy.to_owned(), digest.to_owned());
+        let done = tokio::task::spawn_blocking(move || me.record(&policy, revision, &digest)).await;
+        if done.is_err() {
+            note("the revision floor could not be raised: its task stopped");
+        }
     }
 
     /// Tells the gateway what happened to a revision.
@@ -160,6 +317,8 @@ impl Gateway {
     pub fn follow(self, reloader: Arc<Reloader>, first: &Verified) -> std::io::Result<()> {
         let (revision, digest) = (first.claims.revision, first.bundle.digest.clone());
         let hup = signal(SignalKind::hangup())?;
+        // The workload runs under this revision now: it is the floor.
+        self.record(&first.claims.policy, revision, &digest);
         tokio::spawn(async move {
             self.report(revision, &digest, "applied", None).await;
             self.poll(reloader, revision, digest, hup).await;
@@ -254,6 +413,9 @@ impl Gateway {
                 }
                 continue;
             }
+            // The revision in force is at least the floor (the launch
+            // checked it, every reload raised both), so checking against it
+            // also keeps the floor.
             let verified = self.trusted().and_then(|t| {
                 t.verify(&envelope, &self.sandbox, Some(revision))
                     .map_err(|e| e.to_string())
@@ -275,6 +437,7 @@ impl Gateway {
                 }
             };
             let new_revision = v.claims.revision;
+            let policy = v.claims.policy.clone();
             match reloader.apply(v.bundle, &shown).await {
                 Outcome::Applied {
                     digest: d, fixed, ..
@@ -291,11 +454,13 @@ impl Gateway {
                         ),
                         None => ("applied", None),
                     };
+                    self.record_async(&policy, revision, &digest).await;
                     self.report(revision, &digest, result, error).await;
                 }
                 Outcome::Unchanged => {
                     revision = new_revision;
                     refused = None;
+                    self.record_async(&policy, revision, &digest).await;
                     self.report(revision, &digest, "applied", None).await;
                 }
                 Outcome::Refused(why) => {

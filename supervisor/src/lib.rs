@@ -47,6 +47,7 @@ mod notes;
 pub mod policy;
 pub mod reload;
 pub mod run;
+pub mod state;
 pub mod stdio;
 pub mod tables;
 pub mod workload;

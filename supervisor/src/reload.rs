@@ -254,8 +254,20 @@ fn stamp(path: &std::path::Path) -> Option<(u64, u64, SystemTime)> {
 /// Which parts applied before `exec` differ, in words.
 fn fixed_parts_differ(old: &Tables, new: &Tables) -> Option<String> {
     let mut parts = Vec::new();
-    if old.landlock != new.landlock {
+    let (o, n) = (&old.landlock, &new.landlock);
+    // One Landlock ruleset carries files and TCP ports; a port opened by a
+    // new route is not a change of file rights, and is not called one.
+    if o.paths != n.paths || o.workdir != n.workdir {
         parts.push("filesystem (Landlock) rules");
+    }
+    if o.tcp_connect_ports != n.tcp_connect_ports {
+        parts.push("Landlock TCP port rules");
+    }
+    if o.scoped != n.scoped {
+        parts.push("Landlock IPC scoping");
+    }
+    if o.mode != n.mode || o.min_abi != n.min_abi {
+        parts.push("Landlock mode or minimum ABI");
     }
     if old.process != new.process {
         parts.push("run_as user");
@@ -275,4 +287,50 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tables(body: &str) -> Tables {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.policy");
+        std::fs::write(&path, format!("policy \"p\" {{\n{body}}}\n")).unwrap();
+        let (checked, bundle) = policy_lang::load::compile_file(&path, None).unwrap();
+        bundle.ok_or(checked.diagnostics).unwrap().enforcement
+    }
+
+    const BASE: &str = "  landlock hard min_abi 4\n  fs exec /usr\n  binaries b = /usr/bin/curl\n";
+
+    #[test]
+    fn each_fixed_part_is_named_for_what_differs() {
+        let one = tables(&format!("{BASE}  allow b -> a.test:443\n"));
+        let port = tables(&format!("{BASE}  allow b -> a.test:8443\n"));
+        let host = tables(&format!("{BASE}  allow b -> other.test:443\n"));
+        let files = tables(&format!("{BASE}  fs read /etc\n  allow b -> a.test:443\n"));
+        let abi = tables(&format!(
+            "{}  allow b -> a.test:443\n",
+            BASE.replace("min_abi 4", "min_abi 5")
+        ));
+        assert_eq!(fixed_parts_differ(&one, &host), None, "a new host only");
+        assert_eq!(
+            fixed_parts_differ(&one, &port).as_deref(),
+            Some("Landlock TCP port rules"),
+            "a port is not a filesystem rule"
+        );
+        assert_eq!(
+            fixed_parts_differ(&one, &files).as_deref(),
+            Some("filesystem (Landlock) rules")
+        );
+        assert_eq!(
+            fixed_parts_differ(&one, &abi).as_deref(),
+            Some("Landlock mode or minimum ABI")
+        );
+        let both = tables(&format!("{BASE}  fs read /etc\n  allow b -> a.test:8443\n"));
+        assert_eq!(
+            fixed_parts_differ(&one, &both).as_deref(),
+            Some("filesystem (Landlock) rules, Landlock TCP port rules")
+        );
+    }
 }

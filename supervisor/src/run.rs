@@ -205,9 +205,12 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
             "without Landlock every file counts as writable by the workload: connects of programs that map shared libraries are refused (see docs/threat-model.md)",
         );
     }
+    if let Some(g) = &gateway {
+        g.guard_state(&writable, landlock_on)?;
+    }
     let bundle_path = match &args.bundle {
         Some(path) => guard_bundle(path, &writable, args.watch)?,
-        None => PathBuf::from(args.gateway.as_deref().unwrap_or("gateway")),
+        None => PathBuf::from(args.gateway.first().map_or("gateway", String::as_str)),
     };
     let mut filter_spec = tables::filter_spec(&bundle.enforcement.seccomp)?;
     if identity.as_ref().is_some_and(|i| i.uid == 0) {

@@ -84,6 +84,16 @@ impl Writable {
             .map(PathBuf::as_path)
     }
 
+    /// A tree whose Landlock rule grants a write right on `dir` (a
+    /// canonical path), on something below it or on something above it.
+    #[must_use]
+    pub fn tree_touching(&self, dir: &Path) -> Option<&Path> {
+        self.trees
+            .iter()
+            .find(|t| dir.starts_with(t) || t.starts_with(dir))
+            .map(PathBuf::as_path)
+    }
+
     /// Why the workload could change what `file` (a canonical path) holds,
     /// or `None` when it cannot.
     #[must_use]

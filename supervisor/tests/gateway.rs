@@ -5,6 +5,7 @@
 #![cfg(test)]
 
 mod common;
+mod upstream;
 
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
@@ -29,6 +30,12 @@ struct Gw {
 
 impl Gw {
     fn start(net: &TestNet, dir: &Path, port: u16) -> Gw {
+        let db = format!("sqlite:{}", dir.join("gateway.db").display());
+        Gw::start_on(net, dir, port, &db)
+    }
+
+    /// A gateway on database `db` (several may share a PostgreSQL one).
+    fn start_on(net: &TestNet, dir: &Path, port: u16, db: &str) -> Gw {
         if !dir.join("ca.pem").exists() {
             gateway::dir::init(dir, &[]).unwrap();
         }
@@ -42,7 +49,7 @@ impl Gw {
         let config = Config {
             dir: dir.to_path_buf(),
             listen: listener.local_addr().unwrap(),
-            db: format!("sqlite:{}", dir.join("gateway.db").display()),
+            db: db.to_owned(),
             approval: ApprovalMode::Manual,
             prove_timeout: Duration::from_secs(20),
             limits: gateway::app::Limits::default(),
@@ -154,30 +161,42 @@ struct Setup {
     port: u16,
     alice: Client,
     bob: Client,
+    /// Alice's and Bob's tokens, for a client of another gateway.
+    tokens: (String, String),
     sandbox_token: PathBuf,
 }
 
 fn setup() -> Setup {
+    setup_on(None)
+}
+
+/// The setup with its gateway on `db` (default: SQLite in its directory).
+fn setup_on(db: Option<&str>) -> Setup {
     let net = TestNet::new();
     let dir = Dir::new();
     let port = common::http_server(net.tcp("127.0.0.1:0")).port();
     let gwdir = dir.join("gw");
-    let gw = Gw::start(&net, &gwdir, 0);
+    let gw = match db {
+        Some(db) => Gw::start_on(&net, &gwdir, 0, db),
+        None => Gw::start(&net, &gwdir, 0),
+    };
     let admin = gw.admin();
-    let alice = gw.client(&token(&call(
+    let alice_token = token(&call(
         &net,
         &admin,
         "POST",
         "/v1/tokens",
         Some(json!({"name": "alice", "role": "author"})),
-    )));
-    let bob = gw.client(&token(&call(
+    ));
+    let bob_token = token(&call(
         &net,
         &admin,
         "POST",
         "/v1/tokens",
         Some(json!({"name": "bob", "role": "author"})),
-    )));
+    ));
+    let alice = gw.client(&alice_token);
+    let bob = gw.client(&bob_token);
     let work = dir.mkdir("work");
     let p = call(
         &net,
@@ -212,6 +231,7 @@ fn setup() -> Setup {
         port,
         alice,
         bob,
+        tokens: (alice_token, bob_token),
         sandbox_token,
     }
 }
@@ -223,15 +243,39 @@ impl Setup {
 
     /// `openshell-supervisor run --gateway ...` with the workload, started.
     fn run(&self, trust: &Path, script: &str) -> Child {
+        self.run_at(
+            &[self.gw.url()],
+            &self.gw.dir.join("ca.pem"),
+            trust,
+            script,
+            &[],
+        )
+    }
+
+    /// The same against `urls` (each one `--gateway`), trusting `ca` for
+    /// TLS, with `extra` flags; the state directory is the test's own
+    /// unless `extra` names one.
+    fn run_at(
+        &self,
+        urls: &[String],
+        ca: &Path,
+        trust: &Path,
+        script: &str,
+        extra: &[&str],
+    ) -> Child {
         let script_path = self.work().join("workload.sh");
         std::fs::write(&script_path, script).unwrap();
-        let url = self.gw.url();
-        let ca = self.gw.dir.join("ca.pem");
         let work = self.work();
-        let args = [
-            "run",
-            "--gateway",
-            &url,
+        let state = self.state_dir();
+        let mut args = vec!["run"];
+        for url in urls {
+            args.extend(["--gateway", url.as_str()]);
+        }
+        if !extra.contains(&"--state-dir") {
+            args.extend(["--state-dir", state.to_str().unwrap()]);
+        }
+        args.extend(extra);
+        args.extend([
             "--sandbox",
             "sb",
             "--token-file",
@@ -247,12 +291,28 @@ impl Setup {
             "--",
             "/usr/bin/bash",
             script_path.to_str().unwrap(),
-        ];
+        ]);
         let mut cmd: Command = self.net.supervisor(&args, None);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(self.dir.join("supervisor.err")).unwrap());
         cmd.spawn().unwrap()
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// Whether the supervisor's stderr says `text`, across the line
+    /// breaks and margins of its error report.
+    fn said(&self, text: &str) -> bool {
+        let flat = |t: &str| {
+            t.split_whitespace()
+                .filter(|w| !matches!(*w, "│" | "×" | "╰─▶" | "├─▶"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        flat(&self.stderr()).contains(&flat(text))
     }
 
     fn stderr(&self) -> String {
@@ -532,4 +592,411 @@ fn a_gateway_restart_mid_poll_loses_nothing_and_the_supervisor_resumes() {
         "{}",
         s.stderr()
     );
+}
+
+/// An impostor on loopback: an HTTPS server with a CA of its own (which the
+/// supervisor is made to trust, as if the attacker held the network and a
+/// certificate) that answers every request with `body`, an envelope it
+/// captured earlier. It records each request line.
+struct Replayer {
+    url: String,
+    ca: PathBuf,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+fn replayer(net: &TestNet, dir: &Path, body: String) -> Replayer {
+    let (ca_pem, config) = upstream::tls_server(&["127.0.0.1"]);
+    let ca = dir.join("impostor-ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let (url, seen) = fixed_server(net, config, "200 OK", body);
+    Replayer { url, ca, seen }
+}
+
+/// A replica of the gateway that is broken: it holds the gateway's own
+/// certificate but answers every request with `status`.
+fn broken_replica(net: &TestNet, gw: &Gw, status: &str) -> String {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(gw.dir.join("server.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(gw.dir.join("server.key")).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    let body = json!({"error": {"status": 0, "code": "broken", "message": format!("a broken replica ({status})")}});
+    fixed_server(net, config, status, body.to_string()).0
+}
+
+/// Serves `status` and `body` to every request, on loopback in `net`;
+/// returns its URL and the request lines it saw.
+fn fixed_server(
+    net: &TestNet,
+    mut config: rustls::ServerConfig,
+    status: &str,
+    body: String,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{Read as _, Write as _};
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = std::sync::Arc::new(config);
+    let listener = net.tcp("127.0.0.1:0");
+    let url = format!(
+        "https://127.0.0.1:{}",
+        listener.local_addr().unwrap().port()
+    );
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    let status = status.to_owned();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { continue };
+            let conn = rustls::ServerConnection::new(std::sync::Arc::clone(&config)).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match tls.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&req)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_owned();
+            log.lock().unwrap().push(line);
+            let _ = write!(
+                tls,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = tls.flush();
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    });
+    (url, seen)
+}
+
+impl Setup {
+    /// The envelope the gateway hands the sandbox now, as bytes on the
+    /// wire (what an eavesdropper on a broken channel would keep).
+    fn capture(&self, query: &str) -> String {
+        let token = std::fs::read_to_string(&self.sandbox_token).unwrap();
+        let r = call(
+            &self.net,
+            &self.gw.client(&token),
+            "GET",
+            &format!("/v1/sandboxes/sb/bundle{query}"),
+            None,
+        );
+        assert_eq!(r.status, 200, "{:?}", r.json());
+        String::from_utf8(r.body.to_vec()).unwrap()
+    }
+
+    fn started(&self) -> PathBuf {
+        self.work().join("started")
+    }
+
+    fn marker(&self) -> String {
+        format!("touch {}\n", self.started().display())
+    }
+
+    /// Runs the marker workload against `urls` and returns the exit status.
+    fn launch(&self, urls: &[String], ca: &Path, extra: &[&str]) -> i32 {
+        let _ = std::fs::remove_file(self.started());
+        let trust = self.gw.dir.join("trust.keys");
+        let mut child = self.run_at(urls, ca, &trust, &self.marker(), extra);
+        wait_exit(&mut child)
+    }
+}
+
+#[test]
+fn a_replayed_envelope_below_the_revision_floor_never_runs_even_after_a_restart() {
+    let s = setup();
+    // Revision 1, captured while it is current: validly signed, recent.
+    let old = s.capture("");
+    let trust = s.gw.dir.join("trust.keys");
+    let mut child = s.run(&trust, &workload(&s.work(), s.port, 1));
+    assert_eq!(s.sandbox("?revision=1&wait=20")["applied_revision"], 1);
+    // Revision 2 arrives by the long-poll and is applied: the floor rises.
+    s.propose_and_approve(true);
+    let st = s.sandbox("?revision=2&wait=30");
+    assert_eq!(st["applied_revision"], 2, "{st}\n{}", s.stderr());
+    let (rc, _) = step(&s.work(), 1);
+    assert_eq!(rc, "0", "{}", s.stderr());
+    assert_eq!(wait_exit(&mut child), 0, "{}", s.stderr());
+    let file = s.state_dir().join("sb.json");
+    let floor: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(floor["revision"], 2, "{floor}");
+    assert_eq!(floor["policy"], "agent");
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!((meta.mode() & 0o777, meta.uid()), (0o600, 0));
+    }
+    // The supervisor restarts; an impostor answers with revision 1.
+    let fake = replayer(&s.net, s.dir.path(), old);
+    let rc = s.launch(std::slice::from_ref(&fake.url), &fake.ca, &[]);
+    assert_eq!(rc, 125, "{}", s.stderr());
+    assert!(!s.started().exists(), "the workload ran under revision 1");
+    assert!(
+        s.said("older than revision 2") && s.said("revision floor"),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(fake.seen.lock().unwrap().len(), 1, "the impostor was asked");
+    // The real gateway, same state: revision 2 runs.
+    assert_eq!(
+        s.launch(&[s.gw.url()], &s.gw.dir.join("ca.pem"), &[]),
+        0,
+        "{}",
+        s.stderr()
+    );
+    assert!(s.started().exists());
+}
+
+#[test]
+fn a_stale_or_foreign_envelope_is_refused_at_launch_and_a_fresh_one_runs() {
+    let s = setup();
+    // Captured without a nonce, then left to age past --max-bundle-age.
+    let plain = s.capture("");
+    // Captured by someone who sent a nonce of their own.
+    let foreign = s.capture("?nonce=attackerattackerattacker");
+    std::thread::sleep(Duration::from_millis(2100));
+    let fake = replayer(&s.net, s.dir.path(), plain);
+    let rc = s.launch(
+        std::slice::from_ref(&fake.url),
+        &fake.ca,
+        &["--max-bundle-age", "1"],
+    );
+    assert_eq!(rc, 125, "{}", s.stderr());
+    assert!(
+        !s.started().exists(),
+        "a stale envelope started the workload"
+    );
+    assert!(s.said("more than the 1 s accepted"), "{}", s.stderr());
+    // The supervisor did send a nonce, which the impostor cannot sign.
+    let line = fake.seen.lock().unwrap()[0].clone();
+    assert!(
+        line.starts_with("GET /v1/sandboxes/sb/bundle?nonce="),
+        "{line}"
+    );
+    // Another request's nonce: refused whatever the allowed age.
+    let fake = replayer(&s.net, s.dir.path(), foreign);
+    let rc = s.launch(
+        std::slice::from_ref(&fake.url),
+        &fake.ca,
+        &["--max-bundle-age", "3600"],
+    );
+    assert_eq!(rc, 125, "{}", s.stderr());
+    assert!(!s.started().exists());
+    assert!(s.said("answers another request"), "{}", s.stderr());
+    // Nothing was applied, so no floor was written.
+    assert!(!s.state_dir().join("sb.json").exists());
+    // The same revision from the real gateway: it signs this launch's
+    // nonce, so it is fresh whatever --max-bundle-age says.
+    let rc = s.launch(
+        &[s.gw.url()],
+        &s.gw.dir.join("ca.pem"),
+        &["--max-bundle-age", "0"],
+    );
+    assert_eq!(rc, 0, "{}", s.stderr());
+    assert!(s.started().exists());
+    // A nonce the gateway will not sign is a 400, not a signature.
+    let token = std::fs::read_to_string(&s.sandbox_token).unwrap();
+    for bad in ["short", "has%20space0123456789", &"x".repeat(129)] {
+        let r = call(
+            &s.net,
+            &s.gw.client(&token),
+            "GET",
+            &format!("/v1/sandboxes/sb/bundle?nonce={bad}"),
+            None,
+        );
+        assert_eq!(r.status, 400, "{bad}: {:?}", r.json());
+    }
+}
+
+#[test]
+fn a_corrupt_or_exposed_state_never_runs_the_workload() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let s = setup();
+    let ca = s.gw.dir.join("ca.pem");
+    let urls = [s.gw.url()];
+    assert_eq!(s.launch(&urls, &ca, &[]), 0, "{}", s.stderr());
+    let file = s.state_dir().join("sb.json");
+    let good = std::fs::read_to_string(&file).unwrap();
+    // Corrupt: refused, and left as it is (never silently reset).
+    std::fs::write(&file, "{\"version\":1,\"sandbox\":\"sb\",").unwrap();
+    assert_eq!(s.launch(&urls, &ca, &[]), 125);
+    assert!(!s.started().exists());
+    assert!(s.said("is not valid"), "{}", s.stderr());
+    assert!(s.said("it is not reset"), "{}", s.stderr());
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "{\"version\":1,\"sandbox\":\"sb\","
+    );
+    // Writable by everyone, the workload's user included.
+    std::fs::write(&file, &good).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    assert_eq!(s.launch(&urls, &ca, &[]), 125);
+    assert!(!s.started().exists());
+    assert!(s.said("mode 0666"), "{}", s.stderr());
+    // Owned by the workload's user (`run_as user nobody`).
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
+    assert_eq!(s.launch(&urls, &ca, &[]), 125);
+    assert!(!s.started().exists());
+    assert!(s.said("owned by uid 65534"), "{}", s.stderr());
+    std::os::unix::fs::chown(&file, Some(0), Some(0)).unwrap();
+    assert_eq!(s.launch(&urls, &ca, &[]), 0, "{}", s.stderr());
+    // A directory others may write.
+    std::fs::set_permissions(s.state_dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert_eq!(s.launch(&urls, &ca, &[]), 125);
+    assert!(!s.started().exists());
+    std::fs::set_permissions(s.state_dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    // A state directory inside the policy's `fs write` tree.
+    let inside = s.work().join("state");
+    let rc = s.launch(&urls, &ca, &["--state-dir", inside.to_str().unwrap()]);
+    assert_eq!(rc, 125);
+    assert!(!s.started().exists());
+    assert!(s.said("lets the workload write"), "{}", s.stderr());
+}
+
+#[test]
+fn with_several_gateway_urls_a_dead_first_one_is_passed_over() {
+    let s = setup();
+    // A loopback port that was bound and closed: connection refused.
+    let closed = {
+        let l = s.net.tcp("127.0.0.1:0");
+        format!("https://127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let ca = s.gw.dir.join("ca.pem");
+    // Repeated flags.
+    assert_eq!(
+        s.launch(&[closed.clone(), s.gw.url()], &ca, &[]),
+        0,
+        "{}",
+        s.stderr()
+    );
+    assert!(s.started().exists());
+    // One comma-separated list, and the long-poll and the status reports
+    // going the same way.
+    let trust = s.gw.dir.join("trust.keys");
+    let mut child = s.run_at(
+        &[format!("{closed},{}", s.gw.url())],
+        &ca,
+        &trust,
+        &workload(&s.work(), s.port, 1),
+        &[],
+    );
+    let st = s.sandbox("?revision=1&wait=20");
+    assert_eq!(st["applied_revision"], 1, "{st}\n{}", s.stderr());
+    s.propose_and_approve(true);
+    let st = s.sandbox("?revision=2&wait=30");
+    assert_eq!(st["applied_revision"], 2, "{st}\n{}", s.stderr());
+    let (rc, out) = step(&s.work(), 1);
+    assert_eq!((rc.as_str(), out.as_str()), ("0", "ok"), "{}", s.stderr());
+    assert_eq!(wait_exit(&mut child), 0);
+}
+
+#[test]
+fn a_replica_answering_5xx_is_passed_over_but_a_4xx_is_the_answer() {
+    let s = setup();
+    let ca = s.gw.dir.join("ca.pem");
+    let unavailable = broken_replica(&s.net, &s.gw, "503 Service Unavailable");
+    assert_eq!(
+        s.launch(&[unavailable, s.gw.url()], &ca, &[]),
+        0,
+        "{}",
+        s.stderr()
+    );
+    assert!(s.started().exists());
+    // A refusal is the gateway's word, the same from every replica: the
+    // next one is not asked, and nothing runs.
+    let forbidden = broken_replica(&s.net, &s.gw, "403 Forbidden");
+    assert_eq!(s.launch(&[forbidden, s.gw.url()], &ca, &[]), 125);
+    assert!(!s.started().exists());
+    assert!(s.said("a broken replica (403 Forbidden)"), "{}", s.stderr());
+}
+
+/// A database of its own on the PostgreSQL test server, or `None` when no
+/// server is configured (`OPENSHELL_TEST_POSTGRES_URL`).
+fn fresh_postgres() -> Option<String> {
+    use sqlx::Connection as _;
+    let base = std::env::var("OPENSHELL_TEST_POSTGRES_URL").ok()?;
+    let name = format!(
+        "osp_sup_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut conn = sqlx::PgConnection::connect(&base)
+            .await
+            .unwrap_or_else(|e| panic!("the PostgreSQL test server at `{base}`: {e}"));
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    });
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    Some(format!("{prefix}/{name}"))
+}
+
+#[test]
+fn two_gateways_on_one_postgresql_the_supervisor_follows_the_one_still_up() {
+    let Some(db) = fresh_postgres() else {
+        eprintln!("not run: OPENSHELL_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let mut s = setup_on(Some(&db));
+    // A second replica: same directory (CA, certificate, signing key),
+    // same database.
+    let b = Gw::start_on(&s.net, &s.gw.dir.clone(), 0, &db);
+    let trust = s.gw.dir.join("trust.keys");
+    let urls = [s.gw.url(), b.url()];
+    let mut child = s.run_at(
+        &urls,
+        &s.gw.dir.join("ca.pem"),
+        &trust,
+        &workload(&s.work(), s.port, 1),
+        &[],
+    );
+    let st = s.sandbox("?revision=1&wait=20");
+    assert_eq!(st["applied_revision"], 1, "{st}\n{}", s.stderr());
+    // The first replica goes down while the supervisor waits on it.
+    s.gw.kill();
+    s.gw = b;
+    s.alice = s.gw.client(&s.tokens.0);
+    s.bob = s.gw.client(&s.tokens.1);
+    s.propose_and_approve(true);
+    // The poll and the report went to the second replica.
+    let st = s.sandbox("?revision=2&wait=40");
+    assert_eq!(st["applied_revision"], 2, "{st}\n{}", s.stderr());
+    let (rc, out) = step(&s.work(), 1);
+    assert_eq!((rc.as_str(), out.as_str()), ("0", "ok"), "{}", s.stderr());
+    assert_eq!(wait_exit(&mut child), 0);
+    // A restart with the first replica still down: the launch goes to the
+    // second, and revision 2 is at the floor.
+    assert_eq!(
+        s.launch(&urls, &s.gw.dir.join("ca.pem"), &[]),
+        0,
+        "{}",
+        s.stderr()
+    );
+    assert!(s.started().exists());
 }
