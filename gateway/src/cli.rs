@@ -30,9 +30,17 @@ pub struct Cli {
 /// Where the gateway is and who is asking.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Conn {
-    /// The gateway, `https://HOST:PORT`.
-    #[arg(long, env = "OPENSHELL_GATEWAY", value_name = "URL")]
-    pub gateway: String,
+    /// The gateway, `https://HOST:PORT`; several replicas as a comma
+    /// list or a repeated flag, tried in order (the next on a connection
+    /// error, a time-out or a `5xx`).
+    #[arg(
+        long,
+        env = "OPENSHELL_GATEWAY",
+        value_name = "URL",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub gateway: Vec<String>,
     /// The gateway's CA certificate (`D/ca.pem`).
     #[arg(long, env = "OPENSHELL_GATEWAY_CA", value_name = "FILE")]
     pub ca: PathBuf,
@@ -386,7 +394,7 @@ fn connect(conn: &Conn) -> Result<Client, u8> {
             format!("cannot read `{}`: {e}", conn.token_file.display()),
         )
     })?;
-    Client::new(&conn.gateway, &ca, &token).map_err(|e| fail(EXIT_USAGE, e))
+    Client::with_urls(&conn.gateway, &ca, &token).map_err(|e| fail(EXIT_USAGE, e))
 }
 
 fn read_file(path: &Path) -> Result<String, u8> {

@@ -927,11 +927,15 @@ fn a_replica_answering_5xx_is_passed_over_but_a_4xx_is_the_answer() {
     assert!(s.said("a broken replica (403 Forbidden)"), "{}", s.stderr());
 }
 
-/// A database of its own on the PostgreSQL test server, or `None` when no
-/// server is configured (`OPENSHELL_TEST_POSTGRES_URL`).
-fn fresh_postgres() -> Option<String> {
+/// A database of its own on the PostgreSQL test server; the test fails
+/// (never skips) without one.
+fn fresh_postgres() -> String {
     use sqlx::Connection as _;
-    let base = std::env::var("OPENSHELL_TEST_POSTGRES_URL").ok()?;
+    let base = std::env::var("OPENSHELL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "OPENSHELL_TEST_POSTGRES_URL is not set: start the test server with `export OPENSHELL_TEST_POSTGRES_URL=$(scripts/postgres-test-server)`"
+        )
+    });
     let name = format!(
         "osp_sup_{}_{}",
         std::process::id(),
@@ -954,15 +958,12 @@ fn fresh_postgres() -> Option<String> {
             .unwrap();
     });
     let (prefix, _) = base.rsplit_once('/').unwrap();
-    Some(format!("{prefix}/{name}"))
+    format!("{prefix}/{name}")
 }
 
 #[test]
 fn two_gateways_on_one_postgresql_the_supervisor_follows_the_one_still_up() {
-    let Some(db) = fresh_postgres() else {
-        eprintln!("not run: OPENSHELL_TEST_POSTGRES_URL is not set");
-        return;
-    };
+    let db = fresh_postgres();
     let mut s = setup_on(Some(&db));
     // A second replica: same directory (CA, certificate, signing key),
     // same database.
