@@ -200,7 +200,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
 pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, ServeError> {
     let tls = dir::server_tls(&config.dir)?;
     let key = dir::signing_key(&config.dir)?;
-    let store = SqlStore::open(&config.db).await?;
+    let store = SqlStore::open_with(&config.db, config.limits.db_pool_size).await?;
     store.migrate().await?;
     let admin = dir::read_text(&dir::admin_token_path(&config.dir))?;
     store
@@ -223,8 +223,10 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
         registry: prover::Registry::embedded(),
         revisions: std::sync::Mutex::default(),
         proving: Arc::new(tokio::sync::Semaphore::new(
-            std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            config.limits.proof_slots.max(1),
         )),
+        proving_small: Arc::new(tokio::sync::Semaphore::new(1)),
+        limits: config.limits,
     });
     if let Some(url) = listen_url {
         crate::notify::listen(Arc::clone(&app), url).await?;

@@ -254,7 +254,7 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, seen: &mut Included, from: &
                     loaded.diagnostics.push(fail(
                         format!("cannot include `{rel}`: the path is absolute"),
                         "absolute path",
-                        "include paths are relative to the including file",
+                        "this policy was not read from disk: include fragments by a path relative to it and send them with it",
                     ));
                     continue;
                 }
@@ -294,7 +294,7 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, seen: &mut Included, from: &
                 None => Err(fail(
                     format!("cannot include `{rel}`: the proposal carries no file `{key}`"),
                     "missing file",
-                    "send every included fragment with the policy (`files`)",
+                    "this policy was not read from disk: send every fragment it includes with it",
                 )),
             },
         };
