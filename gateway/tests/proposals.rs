@@ -280,6 +280,56 @@ both!(
     }
 );
 
+// Through the client: a fragment outside the policy's directory is not
+// sent, even when it exists, and the gateway names the include.
+both!(the_client_sends_no_fragment_from_outside, |b| async move {
+    let gw = Gw::start(b, ApprovalMode::Manual).await;
+    let (_, token) = gw.person_file("alice", "author").await;
+    let top = tempfile::tempdir().unwrap();
+    std::fs::create_dir(top.path().join("p")).unwrap();
+    std::fs::write(top.path().join("outside.policy"), FRAGMENT).unwrap();
+    let file = top.path().join("p/p.policy");
+    std::fs::write(&file, including("../outside.policy")).unwrap();
+    let (code, out, err) = client(&gw, &token, &["propose", "p", file.to_str().unwrap()]).await;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("E0103") && out.contains("leaves the policy's directory"),
+        "{out}"
+    );
+});
+
+// A proposal waits for a proof slot no longer than the prove budget.
+both!(waiting_for_a_proof_slot_is_bounded, |b| async move {
+    let limits = Limits {
+        proof_slots: 1,
+        small_proof_bytes: 0,
+        ..Limits::default()
+    };
+    let gw = Gw::start_limits(b, ApprovalMode::Manual, Duration::from_millis(300), limits).await;
+    let alice = gw.person("alice", "author").await;
+    let bob = gw.person("bob", "author").await;
+    assert_eq!(
+        approve(&bob, &propose(&alice, "agent", BASE).await)
+            .await
+            .status,
+        200
+    );
+    let held = std::sync::Arc::clone(&gw.running.app.proving)
+        .acquire_owned()
+        .await
+        .unwrap();
+    let p = propose(&alice, "agent", &wide()).await;
+    drop(held);
+    assert_eq!(p["verdict"], "inconclusive", "{p}");
+    assert!(
+        p["proof"]["inconclusive"]
+            .as_str()
+            .unwrap()
+            .contains("every proof slot stayed busy"),
+        "{p}"
+    );
+});
+
 /// Proposes `source` for `policy` in the background.
 fn spawn_propose(
     c: &bundle_trust::client::Client,
@@ -492,6 +542,67 @@ both!(
         }
     }
 );
+
+// `openshell-gateway serve` itself starts from a replica's directory, on
+// the primary's database (PostgreSQL) or a file of its own (SQLite).
+both!(serve_runs_from_a_replica_directory, |b| async move {
+    use std::io::BufRead as _;
+    let primary = Gw::start(b, ApprovalMode::Manual).await;
+    let alice = primary.person("alice", "author").await;
+    propose(&alice, "agent", BASE).await;
+    let out = tempfile::tempdir().unwrap();
+    let replica = out.path().join("r");
+    let mut cmd = std::process::Command::new(GATEWAY);
+    cmd.args(["replica-dir", "--dir"])
+        .arg(primary.dir.path())
+        .arg("--out")
+        .arg(&replica);
+    assert!(run(cmd).await.status.success());
+    assert!(!replica.join("ca.key").exists());
+    let db = match b {
+        Backend::Postgres => primary.db.clone(),
+        Backend::Sqlite => format!("sqlite:{}", replica.join("gateway.db").display()),
+    };
+    let mut child = std::process::Command::new(GATEWAY)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--db-pool-size",
+            "2",
+            "--db",
+            &db,
+            "--dir",
+        ])
+        .arg(&replica)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    assert!(line.contains("listening on https://"), "{line:?}: {:?}", {
+        let _ = child.kill();
+        child.wait_with_output().unwrap()
+    });
+    let url = line.trim().rsplit(' ').next().unwrap().to_owned();
+    let token = std::fs::read_to_string(replica.join("admin.token")).unwrap();
+    let admin = bundle_trust::client::Client::new(&url, &primary.ca, &token).unwrap();
+    let r = send(&admin, "GET", "/v1/proposals", None).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    let seen = r.json()["proposals"].as_array().unwrap().len();
+    assert_eq!(seen, usize::from(b == Backend::Postgres));
+});
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
