@@ -5,7 +5,9 @@
 # and VmRSS after the proof and after an idle pause, from /proc/PID/status.
 #
 # Usage: bench/gateway_big.sh [N] [GATEWAY_BINARY] [SERVE_FLAGS...]
-# (default N=2000, target/release/openshell-gateway; SQLite in a temp dir)
+# (default N=2000, target/release/openshell-gateway; SQLite in a temp dir).
+# IDLE=S sets the pause (default 15); SMAPS=1 adds the biggest resident
+# mappings at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-2000}
@@ -35,3 +37,5 @@ start=$(date +%s.%N)
 echo "big proposal answered in $(echo "$(date +%s.%N) - $start" | bc) s: $(mem)"
 sleep "${IDLE:-15}"
 echo "idle ${IDLE:-15} s later: $(mem)"
+[ -n "${SMAPS:-}" ] && awk '/^[0-9a-f]+-/ {name=$6} /^Rss:/ {r[name]+=$2} END {for (n in r) if (r[n] > 4096) print r[n], "kB", (n==""?"[anon]":n)}' "/proc/$pid/smaps" | sort -rn | head -5
+true
