@@ -416,6 +416,7 @@ async fn rollback(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiErr
         source: old.source,
         format: old.format,
         credentials: old.credentials,
+        files: old.files,
     };
     let new = propose::evaluate(app, &policy, candidate, &caller.name, Some(body.revision)).await?;
     store_proposal(app, new, &caller.name).await

@@ -44,6 +44,7 @@ pub struct Config {
     pub approval: ApprovalMode,
     pub prove_timeout: Duration,
     pub limits: Limits,
+    pub clients: ClientLimits,
 }
 
 /// How long a client may take and how many connections it may hold: a
@@ -51,7 +52,7 @@ pub struct Config {
 /// connection, a file descriptor and a task for ever, and many of them
 /// must not starve everyone else.
 #[derive(Debug, Clone)]
-pub struct Limits {
+pub struct ClientLimits {
     /// From a connection's first byte (or the end of its last answer) to
     /// the end of the next request's head; also the TLS handshake's bound.
     pub header_timeout: Duration,
@@ -72,9 +73,39 @@ pub struct Limits {
     pub access_log: bool,
 }
 
-impl Default for Limits {
+/// How big a proposal may be, and how proofs share the machine. Each is a
+/// `serve` flag; the error that a limit causes names the flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of source, included fragments and credentials together
+    /// (`--max-source-bytes`). A request body is refused past
+    /// [`BODY_LIMIT`] anyway.
+    pub max_source_bytes: usize,
+    /// Rules of the compiled bundle: network routes, L7 allow and deny
+    /// rules, filesystem paths (`--max-rules`).
+    pub max_rules: usize,
+    /// Network routes of the compiled bundle (`--max-endpoints`).
+    pub max_endpoints: usize,
+    /// Bytes of the compiled bundle (`--max-bundle-bytes`).
+    pub max_bundle_bytes: usize,
+    /// Proofs at once for any candidate (`--proof-slots`, default one per
+    /// CPU).
+    pub proof_slots: usize,
+    /// A proof whose two bundles together are at most this many bytes may
+    /// also take the slot kept for small proofs, so that it never waits
+    /// behind big ones (`--small-proof-bytes`).
+    pub small_proof_bytes: usize,
+    /// Bytes of revisions kept in memory for delivery
+    /// (`--revision-cache-bytes`).
+    pub revision_cache_bytes: usize,
+    /// Database connections (`--db-pool-size`; default 4 for SQLite, 16
+    /// for PostgreSQL).
+    pub db_pool_size: Option<u32>,
+}
+
+impl Default for ClientLimits {
     fn default() -> Self {
-        Limits {
+        ClientLimits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             max_connections: 4096,
@@ -82,6 +113,21 @@ impl Default for Limits {
             audited_refusals_per_minute: 60,
             shutdown_grace: Duration::from_secs(30),
             access_log: true,
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_source_bytes: 512 * 1024,
+            max_rules: 10_000,
+            max_endpoints: 2_000,
+            max_bundle_bytes: 4 * 1024 * 1024,
+            proof_slots: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            small_proof_bytes: 256 * 1024,
+            revision_cache_bytes: 64 * 1024 * 1024,
+            db_pool_size: None,
         }
     }
 }
@@ -110,7 +156,7 @@ pub struct App {
     /// Wakes the long-polls a change concerns.
     pub wakeups: Arc<Wakeups>,
     pub metrics: Metrics,
-    pub limits: Limits,
+    pub clients: ClientLimits,
     /// Set once `SIGTERM` came: long-polls answer at once, so that their
     /// clients come back to another replica.
     pub stopping: watch::Sender<bool>,
@@ -119,11 +165,62 @@ pub struct App {
     pub registry: prover::Registry,
     /// Proofs running at once: at most one per CPU; more proposals wait.
     pub proving: Arc<tokio::sync::Semaphore>,
-    /// The permits `proving` started with.
-    pub proof_slots: usize,
     pub connections: crate::server::Connections,
+    /// One more proof slot that only small candidates may take: a small
+    /// change is answered while big ones hold every other slot.
+    pub proving_small: Arc<tokio::sync::Semaphore>,
     /// Revisions served lately (they never change once written).
-    pub revisions: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<RevisionRow>>>,
+    pub revisions: std::sync::Mutex<RevisionCache>,
+    pub limits: Limits,
+}
+
+/// Revisions kept for delivery, bounded by their bytes rather than their
+/// number: one big bundle weighs as much as hundreds of small ones.
+#[derive(Default)]
+pub struct RevisionCache {
+    rows: std::collections::HashMap<(String, i64), Arc<RevisionRow>>,
+    /// Insertion order, oldest first: what is evicted first.
+    order: std::collections::VecDeque<(String, i64)>,
+    bytes: usize,
+}
+
+fn weight(row: &RevisionRow) -> usize {
+    row.bundle.len()
+        + row.source.len()
+        + row.credentials.as_ref().map_or(0, String::len)
+        + row.files.values().map(String::len).sum::<usize>()
+}
+
+impl RevisionCache {
+    fn get(&self, key: &(String, i64)) -> Option<Arc<RevisionRow>> {
+        self.rows.get(key).cloned()
+    }
+
+    /// Keeps `row` unless it alone is over `cap`, evicting the oldest
+    /// rows until everything fits.
+    fn insert(&mut self, key: (String, i64), row: Arc<RevisionRow>, cap: usize) {
+        let w = weight(&row);
+        if w > cap || self.rows.contains_key(&key) {
+            return;
+        }
+        while self.bytes + w > cap {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(r) = self.rows.remove(&old) {
+                self.bytes = self.bytes.saturating_sub(weight(&r));
+            }
+        }
+        self.bytes += w;
+        self.order.push_back(key.clone());
+        self.rows.insert(key, row);
+    }
+
+    /// Bytes held now.
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 /// The minute of refusals being audited: when it began, how many were
@@ -155,26 +252,22 @@ impl App {
         revision: i64,
     ) -> Result<Option<Arc<RevisionRow>>, StoreError> {
         let key = (policy.to_owned(), revision);
-        if let Some(r) = self
+        let cached = self
             .revisions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&key)
-        {
-            return Ok(Some(Arc::clone(r)));
+            .get(&key);
+        if let Some(r) = cached {
+            return Ok(Some(r));
         }
         let Some(row) = self.store.revision(policy, revision).await? else {
             return Ok(None);
         };
         let row = Arc::new(row);
-        let mut cache = self
-            .revisions
+        self.revisions
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if cache.len() >= 64 {
-            cache.clear();
-        }
-        cache.insert(key, Arc::clone(&row));
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, Arc::clone(&row), self.limits.revision_cache_bytes);
         Ok(Some(row))
     }
 

@@ -10,6 +10,7 @@ use bundle_trust::client::{Client, Response};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
+use crate::app::Limits;
 use crate::server::{self, ApprovalMode, Config};
 
 const EXIT_REFUSED: u8 = 1;
@@ -89,6 +90,17 @@ pub enum Command {
         prove_timeout_ms: u64,
         #[command(flatten)]
         limits: LimitArgs,
+        #[command(flatten)]
+        clients: ClientArgs,
+    },
+    /// Write, in OUT, only what another `serve` of the same database needs:
+    /// the server certificate and key, the active signing key, `trust.keys`,
+    /// `ca.pem` and `admin.token`; never the CA's key.
+    ReplicaDir {
+        #[arg(long, value_name = "D")]
+        dir: PathBuf,
+        #[arg(long, value_name = "R")]
+        out: PathBuf,
     },
     /// Propose FILE as the next revision of policy NAME.
     Propose {
@@ -186,7 +198,7 @@ pub enum Command {
 
 /// What a client may hold, and how `serve` stops.
 #[derive(clap::Args, Debug, Clone)]
-pub struct LimitArgs {
+pub struct ClientArgs {
     /// Seconds a client has for a TLS handshake and for each request's
     /// head.
     #[arg(long, default_value_t = 10, value_name = "S")]
@@ -212,10 +224,10 @@ pub struct LimitArgs {
     pub no_access_log: bool,
 }
 
-impl LimitArgs {
+impl ClientArgs {
     #[must_use]
-    pub fn limits(&self) -> crate::app::Limits {
-        crate::app::Limits {
+    pub fn limits(&self) -> crate::app::ClientLimits {
+        crate::app::ClientLimits {
             header_timeout: Duration::from_secs(self.header_timeout.max(1)),
             body_timeout: Duration::from_secs(self.body_timeout.max(1)),
             max_connections: self.max_connections.max(1),
@@ -223,6 +235,55 @@ impl LimitArgs {
             audited_refusals_per_minute: self.audited_refusals_per_minute,
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
             access_log: !self.no_access_log,
+        }
+    }
+}
+
+/// `serve`'s limits on proposals and its use of the machine and database.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Bytes of a proposal's source, fragments and credentials together
+    /// (at most 1 MiB, the request body limit).
+    #[arg(long, default_value_t = Limits::default().max_source_bytes, value_name = "N")]
+    pub max_source_bytes: usize,
+    /// Rules of a compiled candidate (routes, L7 rules, filesystem paths).
+    #[arg(long, default_value_t = Limits::default().max_rules, value_name = "N")]
+    pub max_rules: usize,
+    /// Network endpoints (routes) of a compiled candidate.
+    #[arg(long, default_value_t = Limits::default().max_endpoints, value_name = "N")]
+    pub max_endpoints: usize,
+    /// Bytes of a compiled candidate's bundle.
+    #[arg(long, default_value_t = Limits::default().max_bundle_bytes, value_name = "N")]
+    pub max_bundle_bytes: usize,
+    /// Proofs at once (default: one per CPU); one more slot is kept for
+    /// small proofs.
+    #[arg(long, value_name = "N")]
+    pub proof_slots: Option<usize>,
+    /// A proof whose two bundles together are at most N bytes may take the
+    /// slot kept for small proofs.
+    #[arg(long, default_value_t = Limits::default().small_proof_bytes, value_name = "N")]
+    pub small_proof_bytes: usize,
+    /// Bytes of revisions kept in memory for delivery.
+    #[arg(long, default_value_t = Limits::default().revision_cache_bytes, value_name = "N")]
+    pub revision_cache_bytes: usize,
+    /// Database connections of this process (default 4 for SQLite, 16 for
+    /// PostgreSQL); replicas share the server's `max_connections`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub db_pool_size: Option<u32>,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        let d = Limits::default();
+        Limits {
+            max_source_bytes: self.max_source_bytes,
+            max_rules: self.max_rules,
+            max_endpoints: self.max_endpoints,
+            max_bundle_bytes: self.max_bundle_bytes,
+            proof_slots: self.proof_slots.unwrap_or(d.proof_slots).max(1),
+            small_proof_bytes: self.small_proof_bytes,
+            revision_cache_bytes: self.revision_cache_bytes,
+            db_pool_size: self.db_pool_size,
         }
     }
 }
@@ -338,6 +399,7 @@ async fn run(command: Command) -> u8 {
             approval,
             prove_timeout_ms,
             limits,
+            clients,
         } => {
             let db = db.unwrap_or_else(|| format!("sqlite:{}", dir.join("gateway.db").display()));
             serve(Config {
@@ -347,9 +409,22 @@ async fn run(command: Command) -> u8 {
                 approval,
                 prove_timeout: Duration::from_millis(prove_timeout_ms),
                 limits: limits.limits(),
+                clients: clients.limits(),
             })
             .await
         }
+        Command::ReplicaDir { dir, out } => match crate::dir::replica(&dir, &out) {
+            Ok(written) => {
+                println!(
+                    "replica directory `{}` ready ({}); it holds no CA key. Start `serve --dir {} --db postgres://...` with the same database",
+                    out.display(),
+                    written.join(", "),
+                    out.display()
+                );
+                0
+            }
+            Err(e) => fail(EXIT_USAGE, e),
+        },
         other => client_command(other).await,
     }
 }
@@ -456,7 +531,20 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             } else {
                 "policy"
             };
-            let mut body = json!({ "source": read_file(&file)?, "format": format });
+            let source = read_file(&file)?;
+            // Included fragments travel with the policy: the gateway reads
+            // none from its own disk.
+            let files = if format == "policy" {
+                policy_lang::load::include_closure(&file).map_err(|e| fail(EXIT_USAGE, e))?
+            } else {
+                std::collections::BTreeMap::new()
+            };
+            let mut body = json!({ "source": source, "format": format });
+            if !files.is_empty()
+                && let Some(obj) = body.as_object_mut()
+            {
+                obj.insert("files".into(), json!(files));
+            }
             if let Some(c) = credentials
                 && let Some(obj) = body.as_object_mut()
             {
@@ -704,7 +792,10 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                 Ok(0)
             }
         }
-        Command::Init { .. } | Command::RotateKey { .. } | Command::Serve { .. } => Ok(EXIT_USAGE),
+        Command::Init { .. }
+        | Command::RotateKey { .. }
+        | Command::Serve { .. }
+        | Command::ReplicaDir { .. } => Ok(EXIT_USAGE),
     }
 }
 

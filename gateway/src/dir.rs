@@ -11,6 +11,10 @@
 //! D/trust.keys      every signing key's public half: the supervisors' --trust-key
 //! D/admin.token     the first admin token
 //! ```
+//!
+//! A replica's directory (`replica`) has all of these but `ca.key` and the
+//! signing keys that are not active: what `serve` reads, nothing it
+//! could mint certificates with.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -169,6 +173,67 @@ pub fn signing_key(dir: &Path) -> Result<SigningKey, DirError> {
         path: path.display().to_string(),
         why: e.to_string(),
     })
+}
+
+/// What a replica's directory holds, relative to it: every file `serve`
+/// reads (the TLS pair, the active signing key, the admin token it
+/// registers) and the two public files clients are given. `ca.key` is
+/// left out on purpose: only `init` uses it, and a replica that holds it
+/// could issue certificates any client of the gateway would trust.
+const REPLICA_PUBLIC: &[&str] = &["ca.pem", "server.pem", "trust.keys"];
+const REPLICA_SECRET: &[&str] = &["server.key", "admin.token"];
+
+/// Writes in `out` (which must not be a gateway directory yet) what
+/// another `serve` of the same database needs from `dir`. Returns the
+/// files written.
+pub fn replica(dir: &Path, out: &Path) -> Result<Vec<String>, DirError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    if out.join("ca.pem").exists() || out.join("signing").exists() {
+        return Err(DirError::Exists(out.display().to_string()));
+    }
+    // Read everything first, so that a broken source leaves nothing behind.
+    let active = read_text(&dir.join("signing").join("active"))?;
+    let id = active.trim();
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(DirError::Invalid {
+            path: dir.join("signing").join("active").display().to_string(),
+            why: format!("`{id}` is not a key id"),
+        });
+    }
+    let key_name = format!("signing/{id}.key");
+    let key_text = read_text(&dir.join(&key_name))?;
+    SigningKey::from_file(&key_text).map_err(|e| DirError::Invalid {
+        path: dir.join(&key_name).display().to_string(),
+        why: e.to_string(),
+    })?;
+    let mut public = Vec::new();
+    for name in REPLICA_PUBLIC {
+        public.push((*name, read_text(&dir.join(name))?));
+    }
+    let mut secret = Vec::new();
+    for name in REPLICA_SECRET {
+        secret.push((*name, read_text(&dir.join(name))?));
+    }
+    let signing = out.join("signing");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&signing)
+        .map_err(io("create", &signing))?;
+    let mut written = Vec::new();
+    for (name, text) in public {
+        write_public(&out.join(name), text.as_bytes())?;
+        written.push(name.to_owned());
+    }
+    for (name, text) in secret {
+        write_secret(&out.join(name), text.as_bytes())?;
+        written.push(name.to_owned());
+    }
+    write_secret(&out.join(&key_name), key_text.as_bytes())?;
+    written.push(key_name);
+    write_public(&signing.join("active"), format!("{id}\n").as_bytes())?;
+    written.push("signing/active".into());
+    Ok(written)
 }
 
 /// The admin token file's path.

@@ -3,7 +3,9 @@
 //! (as `diff --prove` does), and the review token that binds an approval
 //! to exactly what was proved.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use policy_lang::bundle::Bundle;
 use policy_lang::source::SourceFile;
@@ -26,6 +28,11 @@ pub struct Candidate {
     /// An OpenShell credentials file, when the policy needs one.
     #[serde(default)]
     pub credentials: Option<String>,
+    /// The fragments the source includes, by their path relative to the
+    /// policy's directory (`fragments/system.policy`): the only place an
+    /// `include` is looked up, never the gateway's disk.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
 }
 
 fn default_format() -> String {
@@ -33,8 +40,9 @@ fn default_format() -> String {
 }
 
 /// The review token: SHA-256 over the base digest, the candidate digest,
-/// the proof document, the credentials and the source. Approving must
-/// present it, so an approval is for exactly what the reviewer saw.
+/// the proof document, the credentials, the source and each included
+/// file (path and text). Approving must present it, so an approval is for
+/// exactly what the reviewer saw.
 #[must_use]
 pub fn review_token(
     base: Option<&str>,
@@ -42,19 +50,96 @@ pub fn review_token(
     proof: Option<&Value>,
     credentials: Option<&str>,
     source: &str,
+    files: &BTreeMap<String, String>,
 ) -> String {
     let mut h = Sha256::new();
-    for part in [
+    let proof = proof.map(Value::to_string).unwrap_or_default();
+    let fixed = [
         base.unwrap_or(""),
         candidate,
-        &proof.map(Value::to_string).unwrap_or_default(),
+        &proof,
         credentials.unwrap_or(""),
         source,
-    ] {
+    ];
+    // Every part is length-prefixed, so no file can pass for another
+    // split of the same bytes; no files adds nothing, so a policy without
+    // includes keeps the token it had.
+    let named = files.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]);
+    for part in fixed.into_iter().chain(named) {
         h.update(part.len().to_le_bytes());
         h.update(part.as_bytes());
     }
     format!("rt_{}", hex(&h.finalize()))
+}
+
+/// `413`: the text sent is over `--max-source-bytes`.
+fn check_source_size(candidate: &Candidate, limit: usize) -> Result<(), ApiError> {
+    let bytes = candidate.source.len()
+        + candidate.credentials.as_ref().map_or(0, String::len)
+        + candidate
+            .files
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>();
+    if bytes > limit {
+        return Err(ApiError::new(
+            hyper::StatusCode::PAYLOAD_TOO_LARGE,
+            "policy_too_large",
+            format!(
+                "the policy, its fragments and credentials are {bytes} bytes, over this gateway's limit of {limit} (raise it with `serve --max-source-bytes`)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What a compiled bundle weighs, for the limits.
+struct Size {
+    rules: usize,
+    endpoints: usize,
+    bytes: usize,
+}
+
+fn size(bundle: &Bundle, bytes: usize) -> Size {
+    let e = &bundle.enforcement;
+    let endpoints = e.seccomp.routes.len();
+    let l7: usize = e.l7.iter().map(|x| x.allow.len() + x.deny.len()).sum();
+    Size {
+        rules: endpoints + l7 + e.landlock.paths.len(),
+        endpoints,
+        bytes,
+    }
+}
+
+/// `422`: the compiled bundle is over one of the limits.
+fn check_compiled_size(size: &Size, limits: &crate::app::Limits) -> Result<(), ApiError> {
+    let over = [
+        (
+            size.bytes,
+            limits.max_bundle_bytes,
+            "bytes of bundle",
+            "--max-bundle-bytes",
+        ),
+        (size.rules, limits.max_rules, "rules", "--max-rules"),
+        (
+            size.endpoints,
+            limits.max_endpoints,
+            "network endpoints",
+            "--max-endpoints",
+        ),
+    ]
+    .into_iter()
+    .find(|(n, max, _, _)| n > max);
+    match over {
+        Some((n, max, what, flag)) => Err(ApiError::new(
+            hyper::StatusCode::UNPROCESSABLE_ENTITY,
+            "policy_too_large",
+            format!(
+                "the candidate compiles to {n} {what}, over this gateway's limit of {max} (raise it with `serve {flag}`, or split the policy)"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `diff --prove --format json`'s document when there is no proof (the
@@ -95,18 +180,32 @@ pub async fn evaluate(
         },
         None => None,
     };
+    check_source_size(&candidate, app.limits.max_source_bytes)?;
     let path = format!("{policy}.{ext}");
     let source = candidate.source.clone();
     let creds = candidate.credentials.clone();
+    let files = candidate.files.clone();
     let shown = path.clone();
     let compiled = tokio::task::spawn_blocking(move || {
         let main = SourceFile::new(shown, source);
         let creds = creds.map(|c| SourceFile::new("credentials.yaml", c));
-        policy_lang::load::compile_sources(main, creds)
+        policy_lang::load::compile_sources_with(main, &files, creds)
     })
     .await
     .map_err(|_| ApiError::bad_request("the policy could not be compiled"))?;
     let (checked, bundle) = compiled;
+    // A file no include reached would be stored and covered by the review
+    // token without being part of what was compiled.
+    if let Some(unused) = candidate
+        .files
+        .keys()
+        .find(|k| !checked.sources.iter().any(|s| s.path() == k.as_str()))
+        && bundle.is_some()
+    {
+        return Err(ApiError::bad_request(format!(
+            "`files` carries `{unused}`, which the policy does not include: send only the fragments it includes"
+        )));
+    }
     let mut proposal = NewProposal {
         policy: policy.to_owned(),
         state: ProposalState::Invalid,
@@ -115,6 +214,7 @@ pub async fn evaluate(
         format: candidate.format.clone(),
         source: candidate.source.clone(),
         credentials: candidate.credentials.clone(),
+        files: candidate.files.clone(),
         bundle: None,
         digest: None,
         verdict: None,
@@ -149,8 +249,12 @@ pub async fn evaluate(
         ));
     }
     let bytes = String::from_utf8_lossy(&bundle.to_bytes()).into_owned();
+    check_compiled_size(&size(&bundle, bytes.len()), &app.limits)?;
     let proof = match &base {
-        Some((_, r)) => Some(prove(app, &r.bundle, bundle.clone()).await),
+        Some((_, r)) => {
+            let small = r.bundle.len() + bytes.len() <= app.limits.small_proof_bytes;
+            Some(prove(app, &r.bundle, bundle.clone(), small).await)
+        }
         None => None,
     };
     proposal.verdict = proof
@@ -164,6 +268,7 @@ pub async fn evaluate(
         proof.as_ref(),
         candidate.credentials.as_deref(),
         &candidate.source,
+        &candidate.files,
     ));
     proposal.state = ProposalState::Pending;
     proposal.digest = Some(bundle.digest);
@@ -172,9 +277,15 @@ pub async fn evaluate(
     Ok(proposal)
 }
 
+/// How long a proof's slot stays taken past its budget: the prover stops
+/// at its deadline from its own clock, and this is the slack for it to
+/// notice. Past it the slot is free again whatever the prover does.
+const SLOT_MARGIN: Duration = Duration::from_millis(500);
+
 /// `diff --prove --format json` of the active bundle → the candidate, in
-/// process, within the gateway's prove timeout.
-async fn prove(app: &Arc<App>, old: &str, new: Bundle) -> Value {
+/// process, within the gateway's prove timeout. `small` candidates may
+/// take the slot kept for them when every other one is busy.
+async fn prove(app: &Arc<App>, old: &str, new: Bundle, small: bool) -> Value {
     let old = match Bundle::from_slice(old.as_bytes()) {
         Ok(b) => b,
         Err(e) => return inconclusive(&format!("the active revision's bundle: {e}")),
@@ -185,23 +296,51 @@ async fn prove(app: &Arc<App>, old: &str, new: Bundle) -> Value {
         registry: app.registry.clone(),
         ..prover::Options::default()
     };
-    // The permit lives as long as the proof, which may outlast the answer
-    // (it stops at the same budget, from its own clock).
-    let Ok(permit) = Arc::clone(&app.proving).acquire_owned().await else {
-        return inconclusive("the prover is shutting down");
+    let general = Arc::clone(&app.proving);
+    let reserved = Arc::clone(&app.proving_small);
+    let acquire = async move {
+        if small {
+            tokio::select! {
+                biased;
+                p = general.acquire_owned() => p,
+                p = reserved.acquire_owned() => p,
+            }
+        } else {
+            general.acquire_owned().await
+        }
     };
-    let work = tokio::task::spawn_blocking(move || {
-        let report = prover::diff(&old, &new, &opts);
-        drop(permit);
-        report
-    });
-    match tokio::time::timeout(budget, work).await {
-        Ok(Ok(Ok(report))) => report.to_json(),
-        Ok(Ok(Err(e))) => inconclusive(&e.to_string()),
-        Ok(Err(_)) => inconclusive("the prover stopped unexpectedly"),
-        Err(_) => inconclusive(&format!(
-            "the prover did not finish within {} ms (--prove-timeout-ms)",
-            budget.as_millis()
-        )),
+    // Waiting for a slot is bounded like the proof: a proposal is answered
+    // within about twice the budget, whatever is queued before it.
+    let permit = match tokio::time::timeout(budget, acquire).await {
+        Ok(Ok(p)) => p,
+        Ok(Err(_)) => return inconclusive("the prover is shutting down"),
+        Err(_) => {
+            return inconclusive(&format!(
+                "every proof slot stayed busy for {} ms (--proof-slots, --prove-timeout-ms)",
+                budget.as_millis()
+            ));
+        }
+    };
+    let mut work = tokio::task::spawn_blocking(move || prover::diff(&old, &new, &opts));
+    match tokio::time::timeout(budget, &mut work).await {
+        Ok(done) => {
+            drop(permit);
+            match done {
+                Ok(Ok(report)) => report.to_json(),
+                Ok(Err(e)) => inconclusive(&e.to_string()),
+                Err(_) => inconclusive("the prover stopped unexpectedly"),
+            }
+        }
+        Err(_) => {
+            // The answer goes now; the slot is held for the margin only.
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(SLOT_MARGIN, work).await;
+                drop(permit);
+            });
+            inconclusive(&format!(
+                "the prover did not finish within {} ms (--prove-timeout-ms)",
+                budget.as_millis()
+            ))
+        }
     }
 }

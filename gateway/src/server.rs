@@ -176,7 +176,7 @@ async fn handle(app: Arc<App>, peer: SocketAddr, req: Request<Incoming>) -> Answ
     let took = started.elapsed();
     app.metrics
         .request(&method, route, done.status.as_u16(), took);
-    if app.limits.access_log {
+    if app.clients.access_log {
         let line = json!({
             "at": now(),
             "peer": peer.to_string(),
@@ -231,7 +231,7 @@ async fn answer(app: &Arc<App>, req: Request<Incoming>) -> (Answer, Done) {
         .get(hyper::header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().trim_matches('"').to_owned());
-    let body = match read_body(req.into_body(), app.limits.body_timeout).await {
+    let body = match read_body(req.into_body(), app.clients.body_timeout).await {
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
             return refuse(app, caller.as_ref(), &method, &path, too_large(), true).await;
@@ -242,7 +242,7 @@ async fn answer(app: &Arc<App>, req: Request<Incoming>) -> (Answer, Done) {
                 "body_timeout",
                 format!(
                     "the request body did not arrive within {} s",
-                    app.limits.body_timeout.as_secs()
+                    app.clients.body_timeout.as_secs()
                 ),
             );
             return refuse(app, caller.as_ref(), &method, &path, e, true).await;
@@ -338,8 +338,11 @@ async fn metrics(app: &Arc<App>, caller: Option<&Caller>) -> (Answer, Done) {
         topics: app.wakeups.topics(),
         connections: app.connections.open(),
         proofs_running: app
+            .limits
             .proof_slots
-            .saturating_sub(app.proving.available_permits()),
+            .max(1)
+            .saturating_sub(app.proving.available_permits())
+            + 1usize.saturating_sub(app.proving_small.available_permits()),
     });
     let mut resp = Response::new(Full::new(Bytes::from(text)));
     resp.headers_mut().insert(
@@ -429,7 +432,7 @@ async fn admit_refusal(app: &App, caller: Option<&Caller>) -> bool {
         } else {
             None
         };
-        let admit = w.audited < app.limits.audited_refusals_per_minute;
+        let admit = w.audited < app.clients.audited_refusals_per_minute;
         if admit {
             w.audited += 1;
         } else {
@@ -500,7 +503,7 @@ impl Connections {
         let c = &app.connections;
         let mut map = c.per_peer.lock().unwrap_or_else(PoisonError::into_inner);
         let mine = map.get(&peer).copied().unwrap_or(0);
-        if mine >= app.limits.max_connections_per_peer || c.open.load(Ordering::Acquire) >= max {
+        if mine >= app.clients.max_connections_per_peer || c.open.load(Ordering::Acquire) >= max {
             return None;
         }
         map.insert(peer, mine + 1);
@@ -553,7 +556,7 @@ impl Running {
     pub async fn shutdown(self) -> usize {
         self.app.stopping.send_replace(true);
         self.app.wakeups.wake_all();
-        let deadline = tokio::time::Instant::now() + self.app.limits.shutdown_grace;
+        let deadline = tokio::time::Instant::now() + self.app.clients.shutdown_grace;
         let c = &self.app.connections;
         loop {
             let notified = c.changed.notified();
@@ -587,7 +590,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
 pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, ServeError> {
     let tls = dir::server_tls(&config.dir)?;
     let key = dir::signing_key(&config.dir)?;
-    let store = SqlStore::open(&config.db).await?;
+    let store = SqlStore::open_with(&config.db, config.limits.db_pool_size).await?;
     store.migrate().await?;
     let admin = dir::read_text(&dir::admin_token_path(&config.dir))?;
     store
@@ -600,7 +603,6 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
         })
         .await?;
     let listen_url = store.listen_url();
-    let proof_slots = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let app = Arc::new(App {
         store: Arc::new(store),
         key,
@@ -608,14 +610,17 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
         prove_timeout: config.prove_timeout,
         wakeups: Arc::default(),
         metrics: crate::metrics::Metrics::default(),
-        limits: config.limits.clone(),
+        clients: config.clients.clone(),
         stopping: watch::channel(false).0,
         refusals: Mutex::default(),
         connections: Connections::default(),
         registry: prover::Registry::embedded(),
         revisions: std::sync::Mutex::default(),
-        proving: Arc::new(tokio::sync::Semaphore::new(proof_slots)),
-        proof_slots,
+        proving: Arc::new(tokio::sync::Semaphore::new(
+            config.limits.proof_slots.max(1),
+        )),
+        proving_small: Arc::new(tokio::sync::Semaphore::new(1)),
+        limits: config.limits.clone(),
     });
     if let Some(url) = listen_url {
         crate::notify::listen(Arc::clone(&app), url).await?;
@@ -625,7 +630,7 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
         source,
     })?;
     let acceptor = TlsAcceptor::from(tls);
-    let max = connection_limit(config.limits.max_connections);
+    let max = connection_limit(config.clients.max_connections);
     let served = Arc::clone(&app);
     let task = tokio::spawn(async move {
         let mut stopping = served.stopping.subscribe();
@@ -664,7 +669,7 @@ async fn serve_connection(
     peer: SocketAddr,
     slot: Slot,
 ) {
-    let limits = app.limits.clone();
+    let limits = app.clients.clone();
     let Ok(Ok(tls)) = tokio::time::timeout(limits.header_timeout, acceptor.accept(tcp)).await
     else {
         return;

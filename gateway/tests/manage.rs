@@ -26,7 +26,8 @@ async fn start_on(dir: &std::path::Path, db: &str) -> Running {
             db: db.to_owned(),
             approval: ApprovalMode::Manual,
             prove_timeout: Duration::from_secs(20),
-            limits: quiet(),
+            limits: gateway::app::Limits::default(),
+            clients: quiet(),
         })
         .await;
         match r {

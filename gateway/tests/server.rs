@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use gateway::app::Limits;
+use gateway::app::ClientLimits;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -96,7 +96,7 @@ async fn closes_within(s: &mut TlsStream<TcpStream>, t: Duration) -> bool {
     )
 }
 
-fn limits(f: impl FnOnce(&mut Limits)) -> Limits {
+fn limits(f: impl FnOnce(&mut ClientLimits)) -> ClientLimits {
     let mut l = quiet();
     f(&mut l);
     l

@@ -2,6 +2,7 @@
 //! the fragments it includes, and an optional OpenShell credentials file.
 //! Then check (resolve + lint) or compile it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::ast::{DocKind, Document, Stmt};
@@ -60,7 +61,12 @@ pub fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError
     let mut loaded = Loaded::default();
     let main = read_source(path)?;
     let creds = credentials.map(read_source).transpose()?;
-    load_into(&mut loaded, main, &mut Included::default(), true);
+    load_into(
+        &mut loaded,
+        main,
+        &mut Included::default(),
+        &Fragments::Disk,
+    );
     if let Some(cf) = creds {
         let (doc, diags) = import::credentials_to_document(&cf);
         loaded.diagnostics.extend(diags);
@@ -74,8 +80,29 @@ pub fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError
 /// self-contained file and an optional OpenShell credentials file. Nothing
 /// is read from disk, so an `include` is an error here.
 pub fn load_sources(main: SourceFile, credentials: Option<SourceFile>) -> Loaded {
+    load_memory(main, Fragments::Refused, credentials)
+}
+
+/// Loads a policy held in memory whose includes are resolved only from
+/// `files`: paths relative to the main file's directory, `/`-separated,
+/// as [`include_closure`] names them. Nothing is read from disk; an
+/// absolute path, one that leaves that directory, or one `files` lacks is
+/// an `E0103` at the include.
+pub fn load_sources_with(
+    main: SourceFile,
+    files: &BTreeMap<String, String>,
+    credentials: Option<SourceFile>,
+) -> Loaded {
+    load_memory(main, Fragments::Memory(files), credentials)
+}
+
+fn load_memory(
+    main: SourceFile,
+    fragments: Fragments<'_>,
+    credentials: Option<SourceFile>,
+) -> Loaded {
     let mut loaded = Loaded::default();
-    load_into(&mut loaded, main, &mut Included::default(), false);
+    load_into(&mut loaded, main, &mut Included::default(), &fragments);
     if let Some(cf) = credentials {
         let (doc, diags) = import::credentials_to_document(&cf);
         loaded.diagnostics.extend(diags);
@@ -83,6 +110,88 @@ pub fn load_sources(main: SourceFile, credentials: Option<SourceFile>) -> Loaded
         loaded.docs.extend(doc);
     }
     loaded
+}
+
+/// Where `include` finds its fragments.
+enum Fragments<'a> {
+    /// On disk, relative to the including file.
+    Disk,
+    /// Nowhere: a single file from memory.
+    Refused,
+    /// In a map the caller sent along, never on disk.
+    Memory(&'a BTreeMap<String, String>),
+}
+
+/// The file an include names, read only once it is known to be needed.
+enum Target<'a> {
+    Disk(PathBuf),
+    Memory(&'a BTreeMap<String, String>, String),
+}
+
+/// Why an include path cannot name a file of an in-memory policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludePathError {
+    Absolute,
+    Escapes,
+}
+
+/// The key of `rel` included from the file keyed `including`: the path
+/// relative to the main file's directory, `.` and `..` folded away
+/// lexically. Lexical on purpose: these paths name map entries, not files,
+/// so no symlink can make them point elsewhere.
+pub fn include_key(including: &str, rel: &str) -> Result<String, IncludePathError> {
+    if rel.starts_with('/') || rel.starts_with('\\') {
+        return Err(IncludePathError::Absolute);
+    }
+    let mut parts: Vec<&str> = including.split('/').collect();
+    parts.pop();
+    for part in rel.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(IncludePathError::Escapes);
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.retain(|p| !p.is_empty() && *p != ".");
+    Ok(parts.join("/"))
+}
+
+/// The fragments `path` includes, directly or through other fragments,
+/// keyed as [`load_sources_with`] looks them up, with their text: what a
+/// client sends so that a policy held elsewhere compiles as it does here.
+/// A fragment that cannot be read or named is left out; compiling says
+/// where and why.
+pub fn include_closure(path: &Path) -> Result<BTreeMap<String, String>, LoadError> {
+    let main = read_source(path)?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let mut files = BTreeMap::new();
+    let mut todo: Vec<(String, SourceFile)> = vec![(String::new(), main)];
+    while let Some((key, file)) = todo.pop() {
+        let (Some(doc), _) = parse_source(&file) else {
+            continue;
+        };
+        for item in &doc.items {
+            let Stmt::Include(rel) = &item.stmt.node else {
+                continue;
+            };
+            let Ok(target) = include_key(&key, &rel.node) else {
+                continue;
+            };
+            if files.contains_key(&target) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(dir.join(&target)) else {
+                continue;
+            };
+            files.insert(target.clone(), text.clone());
+            todo.push((target.clone(), SourceFile::new(target, text)));
+        }
+    }
+    Ok(files)
 }
 
 /// Files met while following includes, by canonical path (each resolved
@@ -100,16 +209,14 @@ fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// `includes`: whether `include` reads fragments from disk.
-fn load_into(loaded: &mut Loaded, file: SourceFile, seen: &mut Included, includes: bool) {
+fn load_into(loaded: &mut Loaded, file: SourceFile, seen: &mut Included, from: &Fragments<'_>) {
     let (doc, diags) = parse_source(&file);
     loaded.diagnostics.extend(diags);
     loaded.sources.push(file.clone());
     let here = PathBuf::from(file.path());
-    let canon = if includes {
-        canonical(&here)
-    } else {
-        here.clone()
+    let canon = match from {
+        Fragments::Disk => canonical(&here),
+        Fragments::Refused | Fragments::Memory(_) => here.clone(),
     };
     seen.loaded.push(canon.clone());
     let Some(doc) = doc else { return };
@@ -123,46 +230,78 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, seen: &mut Included, include
         })
         .collect();
     loaded.docs.push(doc);
-    if !includes {
-        for (rel, span) in includes_of {
-            loaded.diagnostics.push(
-                Diagnostic::new(
-                    codes::E0103,
-                    &file,
-                    span,
-                    format!("cannot include `{rel}`: this policy was not read from disk"),
-                )
-                .label("no fragments here")
-                .help("submit one self-contained policy: paste the fragment's rules in place of the include"),
-            );
-        }
-        seen.stack.pop();
-        return;
-    }
     for (rel, span) in includes_of {
-        let target = here.parent().unwrap_or(Path::new(".")).join(&rel);
-        let canon = canonical(&target);
+        let fail = |message: String, label: &str, help: &str| {
+            Diagnostic::new(codes::E0103, &file, span, message)
+                .label(label)
+                .help(help)
+        };
+        let (canon, target) = match from {
+            Fragments::Refused => {
+                loaded.diagnostics.push(fail(
+                    format!("cannot include `{rel}`: this policy was not read from disk"),
+                    "no fragments here",
+                    "submit one self-contained policy: paste the fragment's rules in place of the include",
+                ));
+                continue;
+            }
+            Fragments::Disk => {
+                let target = here.parent().unwrap_or(Path::new(".")).join(&rel);
+                (canonical(&target), Target::Disk(target))
+            }
+            Fragments::Memory(files) => match include_key(file.path(), &rel) {
+                Err(IncludePathError::Absolute) => {
+                    loaded.diagnostics.push(fail(
+                        format!("cannot include `{rel}`: the path is absolute"),
+                        "absolute path",
+                        "this policy was not read from disk: include fragments by a path relative to it and send them with it",
+                    ));
+                    continue;
+                }
+                Err(IncludePathError::Escapes) => {
+                    loaded.diagnostics.push(fail(
+                        format!("cannot include `{rel}`: the path leaves the policy's directory"),
+                        "outside the policy's directory",
+                        "keep fragments in the policy's directory or below it",
+                    ));
+                    continue;
+                }
+                Ok(key) => (PathBuf::from(&key), Target::Memory(files, key)),
+            },
+        };
         let cyclic = seen.stack.contains(&canon);
         if cyclic {
-            loaded.diagnostics.push(
-                Diagnostic::new(
-                    codes::E0103,
-                    &file,
-                    span,
-                    format!("`{rel}` includes itself (directly or through other fragments)"),
-                )
-                .label("include cycle")
-                .help("remove one include so the fragments form a tree"),
-            );
+            loaded.diagnostics.push(fail(
+                format!("`{rel}` includes itself (directly or through other fragments)"),
+                "include cycle",
+                "remove one include so the fragments form a tree",
+            ));
             continue;
         }
         if seen.loaded.contains(&canon) {
             continue;
         }
-        match read_source(&target) {
+        let found = match target {
+            Target::Disk(target) => read_source(&target).map_err(|e| {
+                fail(
+                    format!("cannot include `{rel}`: {e}"),
+                    "not readable",
+                    "include paths are relative to the including file",
+                )
+            }),
+            Target::Memory(files, key) => match files.get(&key) {
+                Some(text) => Ok(SourceFile::new(key, text.clone())),
+                None => Err(fail(
+                    format!("cannot include `{rel}`: the proposal carries no file `{key}`"),
+                    "missing file",
+                    "this policy was not read from disk: send every fragment it includes with it",
+                )),
+            },
+        };
+        match found {
             Ok(inc) => {
                 let before = loaded.docs.len();
-                load_into(loaded, inc, seen, true);
+                load_into(loaded, inc, seen, from);
                 if let Some(d) = loaded.docs.get(before)
                     && d.kind != DocKind::Fragment
                 {
@@ -177,16 +316,7 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, seen: &mut Included, include
                     );
                 }
             }
-            Err(e) => loaded.diagnostics.push(
-                Diagnostic::new(
-                    codes::E0103,
-                    &file,
-                    span,
-                    format!("cannot include `{rel}`: {e}"),
-                )
-                .label("not readable")
-                .help("include paths are relative to the including file"),
-            ),
+            Err(d) => loaded.diagnostics.push(d),
         }
     }
     seen.stack.pop();
@@ -261,6 +391,16 @@ pub fn compile_sources(
     credentials: Option<SourceFile>,
 ) -> (Checked, Option<Bundle>) {
     compile_checked(check_loaded(load_sources(main, credentials)))
+}
+
+/// Compiles a policy that [`load_sources_with`] read, exactly as
+/// [`compile_file`] compiles it from disk with its fragments beside it.
+pub fn compile_sources_with(
+    main: SourceFile,
+    files: &BTreeMap<String, String>,
+    credentials: Option<SourceFile>,
+) -> (Checked, Option<Bundle>) {
+    compile_checked(check_loaded(load_sources_with(main, files, credentials)))
 }
 
 fn compile_checked(mut checked: Checked) -> (Checked, Option<Bundle>) {

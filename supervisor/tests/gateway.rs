@@ -53,6 +53,7 @@ impl Gw {
             approval: ApprovalMode::Manual,
             prove_timeout: Duration::from_secs(20),
             limits: gateway::app::Limits::default(),
+            clients: gateway::app::ClientLimits::default(),
         };
         let addr = config.listen;
         rt.block_on(async {

@@ -112,6 +112,9 @@ pub struct RevisionRow {
     pub source: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials: Option<String>,
+    /// The fragments the source includes, by the path it names them with.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub files: std::collections::BTreeMap<String, String>,
     /// The bundle's bytes as `compile` writes them.
     #[serde(skip)]
     pub bundle: String,
@@ -170,6 +173,9 @@ pub struct ProposalRow {
     pub source: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials: Option<String>,
+    /// The fragments the source includes, by the path it names them with.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub files: std::collections::BTreeMap<String, String>,
     #[serde(skip)]
     pub bundle: Option<String>,
     pub digest: Option<String>,
@@ -204,6 +210,8 @@ pub struct NewProposal {
     pub format: String,
     pub source: String,
     pub credentials: Option<String>,
+    /// The fragments the source includes.
+    pub files: std::collections::BTreeMap<String, String>,
     pub bundle: Option<String>,
     pub digest: Option<String>,
     pub verdict: Option<String>,

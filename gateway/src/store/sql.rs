@@ -79,8 +79,52 @@ const IMMUTABLE_POSTGRES: &[&str] = &[
 
 const SANDBOX_SELECT: &str = "SELECT s.id, s.policy, p.active_revision AS desired_revision, r.digest AS desired_digest, s.applied_revision, s.applied_digest, s.result, s.error, s.reported_at, s.version FROM sandboxes s LEFT JOIN policies p ON p.name = s.policy LEFT JOIN revisions r ON r.policy = s.policy AND r.revision = p.active_revision";
 
-const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version";
-const REVISION_COLUMNS: &str = "policy, revision, format, source, credentials, bundle, digest, signature, author, approved_by, proposal, created_at";
+const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version, files";
+const REVISION_COLUMNS: &str = "policy, revision, format, source, credentials, bundle, digest, signature, author, approved_by, proposal, created_at, files";
+
+/// Migration: the fragments a proposal's source includes (a JSON object,
+/// path → text; NULL for none), in proposals and in revisions, so that a
+/// rollback compiles exactly what was approved.
+const FILES_COLUMN: &[&str] = &["proposals", "revisions"];
+
+/// Adds the `files` column to `table` unless it is there.
+async fn add_files_column(
+    tx: &mut Transaction<'static, Any>,
+    dialect: Dialect,
+    table: &str,
+) -> Result<(), StoreError> {
+    match dialect {
+        Dialect::Postgres => {
+            sqlx::query(&format!(
+                "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS files TEXT"
+            ))
+            .execute(&mut **tx)
+            .await?;
+        }
+        Dialect::Sqlite => {
+            let n = sqlx::query(&format!(
+                "SELECT COUNT(*) AS n FROM pragma_table_info('{table}') WHERE name = 'files'"
+            ))
+            .fetch_one(&mut **tx)
+            .await?;
+            if n.try_get::<i64, _>("n")? == 0 {
+                sqlx::query(&format!("ALTER TABLE {table} ADD COLUMN files TEXT"))
+                    .execute(&mut **tx)
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn files_text(files: &std::collections::BTreeMap<String, String>) -> Option<String> {
+    (!files.is_empty()).then(|| serde_json::to_string(files).unwrap_or_default())
+}
+
+fn parse_files(text: Option<String>) -> std::collections::BTreeMap<String, String> {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
 
 fn conflict(e: sqlx::Error, what: &str) -> StoreError {
     match &e {
@@ -101,12 +145,23 @@ impl SqlStore {
     /// Opens (and for SQLite creates) the database at `url`:
     /// `sqlite:PATH` or `postgres://...`.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, None).await
+    }
+
+    /// As [`SqlStore::open`], with at most `pool_size` connections (default
+    /// 4 for SQLite, 16 for PostgreSQL): replicas share the server's
+    /// connection limit, so each must be told its part.
+    pub async fn open_with(url: &str, pool_size: Option<u32>) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         if let Some(path) = url.strip_prefix("sqlite:") {
-            Self::open_sqlite(Path::new(path.trim_start_matches("//"))).await
+            Self::open_sqlite(
+                Path::new(path.trim_start_matches("//")),
+                pool_size.unwrap_or(4).max(1),
+            )
+            .await
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let pool = AnyPoolOptions::new()
-                .max_connections(16)
+                .max_connections(pool_size.unwrap_or(16).max(1))
                 .acquire_timeout(std::time::Duration::from_secs(10))
                 .connect(url)
                 .await?;
@@ -122,7 +177,7 @@ impl SqlStore {
         }
     }
 
-    async fn open_sqlite(path: &Path) -> Result<Self, StoreError> {
+    async fn open_sqlite(path: &Path, pool_size: u32) -> Result<Self, StoreError> {
         let lock_path = PathBuf::from(format!("{}.lock", path.display()));
         let lock = File::options()
             .create(true)
@@ -140,7 +195,7 @@ impl SqlStore {
             .map_err(|e| StoreError::Io(format!("cannot use `{}`: {e}", path.display())))?;
         let url = format!("sqlite://{}?mode=rwc", abs.display());
         let pool = AnyPoolOptions::new()
-            .max_connections(4)
+            .max_connections(pool_size)
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute("PRAGMA busy_timeout = 5000").await?;
@@ -321,6 +376,7 @@ fn revision_row(r: &AnyRow) -> Result<RevisionRow, StoreError> {
         format: r.try_get("format")?,
         source: r.try_get("source")?,
         credentials: r.try_get("credentials")?,
+        files: parse_files(r.try_get("files")?),
         bundle: r.try_get("bundle")?,
         digest: r.try_get("digest")?,
         signature: r.try_get("signature")?,
@@ -343,6 +399,7 @@ fn proposal_row(r: &AnyRow) -> Result<ProposalRow, StoreError> {
         format: r.try_get("format")?,
         source: r.try_get("source")?,
         credentials: r.try_get("credentials")?,
+        files: parse_files(r.try_get("files")?),
         bundle: r.try_get("bundle")?,
         digest: r.try_get("digest")?,
         verdict: r.try_get("verdict")?,
@@ -401,6 +458,9 @@ impl Store for SqlStore {
             };
             for stmt in immutable {
                 sqlx::query(stmt).execute(&mut *tx).await?;
+            }
+            for table in FILES_COLUMN {
+                add_files_column(&mut tx, self.dialect, table).await?;
             }
             sqlx::query("INSERT INTO audit_head (id, seq, hash) VALUES (1, 0, $1) ON CONFLICT (id) DO NOTHING")
                 .bind(GENESIS)
@@ -602,7 +662,7 @@ impl Store for SqlStore {
                 .bind(audit.at)
                 .execute(&mut *tx)
                 .await?;
-            let row = sqlx::query("INSERT INTO proposals (policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, rollback_of, created_at, version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0) RETURNING id")
+            let row = sqlx::query("INSERT INTO proposals (policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, rollback_of, created_at, version, files) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17) RETURNING id")
                 .bind(&p.policy)
                 .bind(p.state.word())
                 .bind(p.base_revision)
@@ -619,6 +679,7 @@ impl Store for SqlStore {
                 .bind(&p.proposer)
                 .bind(p.rollback_of)
                 .bind(audit.at)
+                .bind(files_text(&p.files))
                 .fetch_one(&mut *tx)
                 .await?;
             let id: i64 = row.try_get("id")?;
@@ -726,7 +787,7 @@ impl Store for SqlStore {
                 )));
             }
             let signature = (a.sign)(&p.policy, revision, &digest, a.now);
-            sqlx::query(&format!("INSERT INTO revisions ({REVISION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"))
+            sqlx::query(&format!("INSERT INTO revisions ({REVISION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"))
                 .bind(&p.policy)
                 .bind(revision)
                 .bind(&p.format)
@@ -739,6 +800,7 @@ impl Store for SqlStore {
                 .bind(&a.approved_by)
                 .bind(p.id)
                 .bind(a.now)
+                .bind(files_text(&p.files))
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| conflict(e, "another approval made this revision first"))?;

@@ -72,13 +72,13 @@ impl Gw {
         Self::start_full(backend, approval, prove, quiet()).await
     }
 
-    /// A gateway with these limits.
-    pub async fn start_limited(backend: Backend, limits: gateway::app::Limits) -> Gw {
+    /// A gateway with these client limits.
+    pub async fn start_limited(backend: Backend, clients: gateway::app::ClientLimits) -> Gw {
         Self::start_full(
             backend,
             ApprovalMode::Manual,
             Duration::from_secs(20),
-            limits,
+            clients,
         )
         .await
     }
@@ -87,7 +87,7 @@ impl Gw {
         backend: Backend,
         approval: ApprovalMode,
         prove: Duration,
-        limits: gateway::app::Limits,
+        clients: gateway::app::ClientLimits,
     ) -> Gw {
         let dir = tempfile::tempdir().unwrap();
         gateway::dir::init(dir.path(), &[]).unwrap();
@@ -95,28 +95,8 @@ impl Gw {
             Backend::Sqlite => format!("sqlite:{}", dir.path().join("gateway.db").display()),
             Backend::Postgres => fresh_postgres().await,
         };
-        let running = server::start(Config {
-            dir: dir.path().to_path_buf(),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            db: db.clone(),
-            approval,
-            prove_timeout: prove,
-            limits,
-        })
-        .await
-        .unwrap();
-        let url = format!("https://127.0.0.1:{}", running.addr.port());
-        let ca = std::fs::read(dir.path().join("ca.pem")).unwrap();
-        let token = std::fs::read_to_string(dir.path().join("admin.token")).unwrap();
-        let admin = Client::new(&url, &ca, &token).unwrap();
-        Gw {
-            dir,
-            db,
-            running,
-            url,
-            ca,
-            admin,
-        }
+        let limits = gateway::app::Limits::default();
+        Self::start_on_dir_with(dir, db, approval, prove, limits, clients).await
     }
 
     pub fn path(&self, p: &str) -> PathBuf {
@@ -155,12 +135,12 @@ impl Gw {
     }
 }
 
-/// The default limits without the access log, which would only add noise
-/// to a failing test's output.
-pub fn quiet() -> gateway::app::Limits {
-    gateway::app::Limits {
+/// The default client limits without the access log, which would only
+/// add noise to a failing test's output.
+pub fn quiet() -> gateway::app::ClientLimits {
+    gateway::app::ClientLimits {
         access_log: false,
-        ..gateway::app::Limits::default()
+        ..gateway::app::ClientLimits::default()
     }
 }
 
@@ -236,4 +216,84 @@ macro_rules! both {
             }
         }
     };
+}
+
+impl Gw {
+    /// A gateway on a fresh directory with `limits`.
+    pub async fn start_limits(
+        backend: Backend,
+        approval: ApprovalMode,
+        prove: Duration,
+        limits: gateway::app::Limits,
+    ) -> Gw {
+        let dir = tempfile::tempdir().unwrap();
+        gateway::dir::init(dir.path(), &[]).unwrap();
+        let db = match backend {
+            Backend::Sqlite => format!("sqlite:{}", dir.path().join("gateway.db").display()),
+            Backend::Postgres => fresh_postgres().await,
+        };
+        Self::start_on_dir(dir, db, approval, prove, limits).await
+    }
+
+    /// A gateway serving `dir` as it is (made by `init` or `replica-dir`)
+    /// on the database `db`.
+    pub async fn start_on_dir(
+        dir: tempfile::TempDir,
+        db: String,
+        approval: ApprovalMode,
+        prove: Duration,
+        limits: gateway::app::Limits,
+    ) -> Gw {
+        Self::start_on_dir_with(dir, db, approval, prove, limits, quiet()).await
+    }
+
+    pub async fn start_on_dir_with(
+        dir: tempfile::TempDir,
+        db: String,
+        approval: ApprovalMode,
+        prove: Duration,
+        limits: gateway::app::Limits,
+        clients: gateway::app::ClientLimits,
+    ) -> Gw {
+        let running = server::start(Config {
+            dir: dir.path().to_path_buf(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            db: db.clone(),
+            approval,
+            prove_timeout: prove,
+            limits,
+            clients,
+        })
+        .await
+        .unwrap();
+        let url = format!("https://127.0.0.1:{}", running.addr.port());
+        let ca = std::fs::read(dir.path().join("ca.pem")).unwrap();
+        let token = std::fs::read_to_string(dir.path().join("admin.token")).unwrap();
+        let admin = Client::new(&url, &ca, &token).unwrap();
+        Gw {
+            dir,
+            db,
+            running,
+            url,
+            ca,
+            admin,
+        }
+    }
+
+    /// A token of `role` named `name`, written to a file for the command
+    /// line client.
+    pub async fn person_file(&self, name: &str, role: &str) -> (Client, PathBuf) {
+        let r = send(
+            &self.admin,
+            "POST",
+            "/v1/tokens",
+            Some(json!({"name": name, "role": role})),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{:?}", r.json());
+        let token = r.json()["token"].as_str().unwrap().to_owned();
+        let path = self.path(&format!("{name}.token"));
+        std::fs::write(&path, &token).unwrap();
+        (self.admin.with_token(&token), path)
+    }
 }
