@@ -201,12 +201,15 @@ impl Doc {
     }
 }
 
+/// The statuses answered, by `(method, template)`.
+type Seen = BTreeMap<(String, String), BTreeSet<u16>>;
+
 /// Sends requests and checks every answer against the document; counts
 /// what was checked, by operation and status.
 #[derive(Clone)]
 struct Checked {
     doc: Doc,
-    seen: Arc<Mutex<BTreeMap<(String, String), BTreeSet<u16>>>>,
+    seen: Arc<Mutex<Seen>>,
 }
 
 impl Checked {
@@ -1011,6 +1014,133 @@ both!(
         let statuses: BTreeSet<u16> = seen.values().flatten().copied().collect();
         for s in [200, 201, 304, 400, 401, 403, 404, 409, 413, 422] {
             assert!(statuses.contains(&s), "no {s} in the session: {seen:?}");
+        }
+    }
+);
+
+/// A TLS connection to the gateway that writes whatever bytes it is given.
+async fn raw(gw: &Gw) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject as _;
+    let tcp = tokio::net::TcpStream::connect(gw.running.addr)
+        .await
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&gw.ca) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap()
+}
+
+/// One answer off a raw connection: status and body (by
+/// `content-length`).
+async fn read_raw(
+    s: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+) -> (u16, Vec<u8>) {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed before an answer");
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    while buf.len() < end + len {
+        let n = s.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed inside the body");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    (status, buf[end..end + len].to_vec())
+}
+
+// What no well-behaved client sends: a request hyper cannot parse, a head
+// or a path too long, a body that never arrives. Each answer is checked
+// against the document's operation for the path asked for.
+both!(
+    answers_to_broken_requests_are_documented_too,
+    |b| async move {
+        use tokio::io::AsyncWriteExt as _;
+        let limits = gateway::app::Limits {
+            body_timeout: std::time::Duration::from_secs(1),
+            ..quiet()
+        };
+        let gw = Gw::start_limited(b, limits).await;
+        let doc = Doc::load();
+        let token = std::fs::read_to_string(gw.path("admin.token")).unwrap();
+        let token = token.trim();
+        let cases: Vec<(&str, &str, Vec<u8>, u16)> = vec![
+        (
+            "GET",
+            "/v1/audit",
+            b"GET /v1/audit HTTP/1.1\r\nhost: a\r\nbad header\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "GET",
+            "/healthz",
+            format!("GET /healthz HTTP/1.1\r\nhost: a\r\nx: {}\r\n\r\n", "a".repeat(600_000))
+                .into_bytes(),
+            431,
+        ),
+        (
+            "GET",
+            "/v1/audit",
+            format!("GET /v1/audit?x={} HTTP/1.1\r\nhost: a\r\n\r\n", "a".repeat(70_000))
+                .into_bytes(),
+            414,
+        ),
+        (
+            "POST",
+            "/v1/tokens",
+            format!(
+                "POST /v1/tokens HTTP/1.1\r\nhost: a\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: 40\r\n\r\n{{\"name\""
+            )
+            .into_bytes(),
+            408,
+        ),
+        (
+            "POST",
+            "/v1/tokens",
+            format!(
+                "POST /v1/tokens HTTP/1.1\r\nhost: a\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: 7\r\n\r\n{{\"name\""
+            )
+            .into_bytes(),
+            400,
+        ),
+    ];
+        for (method, template, bytes, want) in cases {
+            let mut s = raw(&gw).await;
+            // A head over the limit is cut off while it is still sent.
+            let _ = s.write_all(&bytes).await;
+            let _ = s.flush().await;
+            let (status, body) = tokio::time::timeout(T, read_raw(&mut s)).await.unwrap();
+            assert_eq!(
+                status,
+                want,
+                "{method} {template}: {}",
+                String::from_utf8_lossy(&body)
+            );
+            if let Err(e) = doc.check_response(method, template, status, &body) {
+                panic!("{e}");
+            }
         }
     }
 );
