@@ -142,6 +142,53 @@ impl Doc {
         }
     }
 
+    /// `(in, name)` of every parameter of the operation, its path item's
+    /// included.
+    fn parameters(
+        &self,
+        method: &str,
+        template: &str,
+    ) -> Result<BTreeSet<(String, String)>, String> {
+        let op = self.operation(method, template)?;
+        let item = format!("/paths/{}", escape(template));
+        let mut out = BTreeSet::new();
+        for at in [item, op] {
+            let Some(list) = self
+                .root
+                .pointer(&format!("{at}/parameters"))
+                .and_then(Value::as_array)
+            else {
+                continue;
+            };
+            for i in 0..list.len() {
+                let (_, p) = self.deref(format!("{at}/parameters/{i}"))?;
+                let (Some(place), Some(name)) = (p["in"].as_str(), p["name"].as_str()) else {
+                    return Err(format!("parameter {i} of `{at}` has no `in` or `name`"));
+                };
+                out.insert((place.to_owned(), name.to_owned()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether each query parameter of `path` is one the operation
+    /// documents.
+    fn check_query(&self, method: &str, template: &str, path: &str) -> Result<(), String> {
+        let Some((_, query)) = path.split_once('?') else {
+            return Ok(());
+        };
+        let known = self.parameters(method, template)?;
+        for pair in query.split('&') {
+            let key = pair.split('=').next().unwrap_or_default();
+            if !known.contains(&("query".to_owned(), key.to_owned())) {
+                return Err(format!(
+                    "`{method} {template}` has no query parameter `{key}` in the document"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether `status` with `body` is an answer the document gives for
     /// the operation.
     fn check_response(
@@ -235,6 +282,9 @@ impl Checked {
         let bare = path.split('?').next().unwrap();
         let template = gateway::metrics::route_template(bare);
         if let Err(e) = self.doc.check_response(method, template, r.status, &r.body) {
+            panic!("{method} {path}: {e}");
+        }
+        if let Err(e) = self.doc.check_query(method, template, path) {
             panic!("{method} {path}: {e}");
         }
         // What the server accepted, the document must accept too.
@@ -345,9 +395,36 @@ fn every_schema_in_the_document_compiles_and_every_reference_resolves() {
         doc.validator(&format!("/components/schemas/{name}"))
             .unwrap();
     }
-    // Every operation lists the shared error shape for its refusals.
+    // Every operation lists the shared error shape for its refusals,
+    // names its path parameters, and says which roles may call it.
+    let mut ids = BTreeSet::new();
     for (m, t) in doc.routes() {
         let op = doc.operation(&m, &t).unwrap();
+        let id = doc
+            .root
+            .pointer(&format!("{op}/operationId"))
+            .unwrap()
+            .to_string();
+        assert!(ids.insert(id.clone()), "operationId {id} twice");
+        let params = doc.parameters(&m, &t).unwrap();
+        for seg in t.split('/') {
+            if let Some(name) = seg.strip_prefix('{').and_then(|x| x.strip_suffix('}')) {
+                assert!(
+                    params.contains(&("path".to_owned(), name.to_owned())),
+                    "{m} {t}: no path parameter `{name}`"
+                );
+            }
+        }
+        let open = doc.root.pointer(&format!("{op}/security")) == Some(&json!([]));
+        assert_eq!(open, t == "/healthz" || t == "/readyz", "{m} {t}: security");
+        let says = doc
+            .root
+            .pointer(&format!("{op}/description"))
+            .and_then(Value::as_str);
+        assert!(
+            open || says.is_some_and(|d| d.contains("Roles:")),
+            "{m} {t}: the description names no roles"
+        );
         for (status, _) in doc
             .root
             .pointer(&format!("{op}/responses"))
@@ -410,6 +487,22 @@ fn the_checker_fails_on_wrong_answers_and_wrong_documents() {
     );
     assert!(
         doc.check_response("GET", "/v1/nowhere", 200, b"{}")
+            .is_err()
+    );
+    doc.check_query("GET", "/v1/audit", "/v1/audit?after=1&limit=2")
+        .unwrap();
+    doc.check_query(
+        "GET",
+        "/v1/sandboxes/{id}/bundle",
+        "/v1/sandboxes/sb/bundle?wait=1&nonce=n",
+    )
+    .unwrap();
+    assert!(
+        doc.check_query("GET", "/v1/audit", "/v1/audit?page=2")
+            .is_err()
+    );
+    assert!(
+        doc.check_query("GET", "/v1/tokens", "/v1/tokens?limit=2")
             .is_err()
     );
     // 304 has no body; a body there is wrong.
