@@ -425,6 +425,19 @@ fn every_schema_in_the_document_compiles_and_every_reference_resolves() {
             open || says.is_some_and(|d| d.contains("Roles:")),
             "{m} {t}: the description names no roles"
         );
+        if !open {
+            for role in roles(&doc, &m, &t) {
+                let word = if role == "sandbox" {
+                    "the sandbox"
+                } else {
+                    role.as_str()
+                };
+                assert!(
+                    says.is_some_and(|d| d.contains(word)),
+                    "{m} {t}: x-roles has `{role}`, the description does not"
+                );
+            }
+        }
         for (status, _) in doc
             .root
             .pointer(&format!("{op}/responses"))
@@ -1237,3 +1250,52 @@ both!(
         }
     }
 );
+
+/// The roles an operation's `x-roles` lists.
+fn roles(doc: &Doc, method: &str, template: &str) -> BTreeSet<String> {
+    let op = doc.operation(method, template).unwrap();
+    doc.root
+        .pointer(&format!("{op}/x-roles"))
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("{method} {template} has no x-roles"))
+        .iter()
+        .map(|r| r.as_str().unwrap().to_owned())
+        .collect()
+}
+
+// Each operation's `x-roles` is who the server serves: a token of a listed
+// role is not refused with `403`, a token of any other role is (a
+// sandbox's token asking about its own sandbox). Admin goes last: some of
+// its requests change what the others would be asked about.
+both!(x_roles_are_the_roles_the_server_serves, |b| async move {
+    let gw = Gw::start(b, ApprovalMode::Manual).await;
+    let check = Checked::new(Doc::load());
+    let author = gw.person("alice", "author").await;
+    let reader = gw.person("rita", "reader").await;
+    propose(&author, "agent", BASE).await;
+    let sandbox = gw.sandbox("sb", "agent").await;
+    let ops: Vec<(&str, &str)> = gateway::api::ROUTES
+        .iter()
+        .copied()
+        .chain([("GET", "/metrics")])
+        .collect();
+    for (role, token) in [
+        ("reader", &reader),
+        ("author", &author),
+        ("sandbox", &sandbox),
+        ("admin", &gw.admin),
+    ] {
+        for (method, template) in &ops {
+            let allowed = roles(&check.doc, method, template).contains(role);
+            let body = (*method == "POST").then(|| json!({}));
+            let r = check.call(token, method, &sample(template), body).await;
+            assert_eq!(
+                r.status == 403,
+                !allowed,
+                "{role} on {method} {template}: {} {:?}",
+                r.status,
+                r.json()
+            );
+        }
+    }
+});
