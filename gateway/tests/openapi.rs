@@ -1299,3 +1299,41 @@ both!(x_roles_are_the_roles_the_server_serves, |b| async move {
         }
     }
 });
+
+// Where the server refuses unknown fields, the document's request schema
+// is closed too: each body the API takes is sent with a field no schema
+// has, the server answers `400` naming it, and the document refuses it.
+both!(
+    request_bodies_are_closed_where_the_server_refuses_unknown_fields,
+    |b| async move {
+        let gw = Gw::start(b, ApprovalMode::Manual).await;
+        let check = Checked::new(Doc::load());
+        let mut bodies = 0;
+        for (method, template) in gateway::api::ROUTES {
+            let op = check.doc.operation(method, template).unwrap();
+            let at = format!("{op}/requestBody/content/application~1json/schema");
+            if check.doc.root.pointer(&at).is_none() {
+                continue;
+            }
+            bodies += 1;
+            let (_, schema) = check.doc.deref(at).unwrap();
+            assert_eq!(
+                schema["additionalProperties"],
+                json!(false),
+                "{method} {template}"
+            );
+            let body = json!({"zzz": 1});
+            assert!(check.doc.check_request(method, template, &body).is_err());
+            let r = check
+                .call(&gw.admin, method, &sample(template), Some(body))
+                .await;
+            assert_eq!(r.status, 400, "{method} {template}: {:?}", r.json());
+            let message = r.json()["error"]["message"].as_str().unwrap().to_owned();
+            assert!(
+                message.contains("unknown field `zzz`"),
+                "{method} {template}: {message}"
+            );
+        }
+        assert_eq!(bodies, 8);
+    }
+);
