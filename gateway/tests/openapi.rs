@@ -1337,3 +1337,27 @@ both!(
         assert_eq!(bodies, 8);
     }
 );
+
+/// The database gone under a running gateway (PostgreSQL: the test's own
+/// database dropped): `/readyz` and a request with a token answer `503`,
+/// each as the document says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_without_a_database_are_documented_too() {
+    use sqlx::Connection as _;
+    let gw = Gw::start(Backend::Postgres, ApprovalMode::Manual).await;
+    let check = Checked::new(Doc::load());
+    check.expect(&gw.admin, 200, "GET", "/readyz", None).await;
+    let (_, name) = gw.db.rsplit_once('/').unwrap();
+    let mut conn = sqlx::PgConnection::connect(&postgres_base()).await.unwrap();
+    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let ready = check.expect(&gw.admin, 503, "GET", "/readyz", None).await;
+    assert_eq!(ready["status"], "not_ready");
+    let e = check
+        .expect(&gw.admin, 503, "GET", "/v1/proposals", None)
+        .await;
+    assert_eq!(e["error"]["code"], "store_unavailable");
+    check.expect(&gw.admin, 200, "GET", "/healthz", None).await;
+}
