@@ -35,6 +35,32 @@ pub const MAX_REPORT_ERROR: usize = 2048;
 pub const DEFAULT_AUDIT_PAGE: i64 = 100;
 pub const MAX_AUDIT_PAGE: i64 = 1000;
 
+/// Every `(method, template)` [`route`] answers, in its order: what
+/// `docs/openapi.yaml` documents and the tests dispatch, so that a route
+/// added to one list and not the others fails a test.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/policies/{name}/proposals"),
+    ("GET", "/v1/policies/{name}/revisions"),
+    ("GET", "/v1/policies/{name}/revisions/{rev}"),
+    ("POST", "/v1/policies/{name}/rollback"),
+    ("GET", "/v1/proposals"),
+    ("GET", "/v1/proposals/{id}"),
+    ("POST", "/v1/proposals/{id}/approve"),
+    ("POST", "/v1/proposals/{id}/reject"),
+    ("POST", "/v1/sandboxes"),
+    ("GET", "/v1/sandboxes"),
+    ("GET", "/v1/sandboxes/{id}"),
+    ("DELETE", "/v1/sandboxes/{id}"),
+    ("POST", "/v1/sandboxes/{id}/token"),
+    ("GET", "/v1/sandboxes/{id}/bundle"),
+    ("POST", "/v1/sandboxes/{id}/status"),
+    ("POST", "/v1/tokens"),
+    ("GET", "/v1/tokens"),
+    ("DELETE", "/v1/tokens/{name}"),
+    ("GET", "/v1/audit"),
+    ("GET", "/v1/audit/verify"),
+];
+
 /// Dispatches on method and path.
 pub async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     let parts: Vec<&str> = r.path.trim_end_matches('/').split('/').skip(1).collect();
@@ -955,4 +981,32 @@ async fn audit_verify(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
         "head": { "seq": seq, "hash": hash },
         "problems": problems,
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ROUTES;
+
+    /// A path of `template` with each `{param}` filled in.
+    fn sample(template: &str) -> String {
+        template
+            .split('/')
+            .map(|seg| if seg.starts_with('{') { "x1" } else { seg })
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    #[test]
+    fn every_route_is_labelled_by_its_own_template_and_listed_once() {
+        let mut seen = std::collections::BTreeSet::new();
+        for (method, template) in ROUTES {
+            assert!(seen.insert((method, template)), "{method} {template} twice");
+            assert_eq!(
+                crate::metrics::route_template(&sample(template)),
+                *template,
+                "the metrics label of {method} {template}"
+            );
+        }
+        assert_eq!(crate::metrics::route_template("/v1/nowhere"), "other");
+    }
 }
