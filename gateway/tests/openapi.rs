@@ -956,7 +956,16 @@ both!(
         c.expect(&sb, 400, "GET", "/v1/sandboxes/sb/bundle?wait=soon", None)
             .await;
         let env = c
-            .expect(&sb, 200, "GET", "/v1/sandboxes/sb/bundle?nonce=n-1", None)
+            .expect(
+                &sb,
+                200,
+                "GET",
+                "/v1/sandboxes/sb/bundle?nonce=n-1-0123456789abcdef",
+                None,
+            )
+            .await;
+        assert_eq!(env["claims"]["nonce"], "n-1-0123456789abcdef");
+        c.expect(&sb, 400, "GET", "/v1/sandboxes/sb/bundle?nonce=short", None)
             .await;
         let digest = env["claims"]["digest"].as_str().unwrap().to_owned();
         let revision = env["claims"]["revision"].as_i64().unwrap();
@@ -1184,7 +1193,7 @@ both!(
     answers_to_broken_requests_are_documented_too,
     |b| async move {
         use tokio::io::AsyncWriteExt as _;
-        let limits = gateway::app::Limits {
+        let limits = gateway::app::ClientLimits {
             body_timeout: std::time::Duration::from_secs(1),
             ..quiet()
         };
