@@ -286,6 +286,19 @@ const SLOT_MARGIN: Duration = Duration::from_millis(500);
 /// process, within the gateway's prove timeout. `small` candidates may
 /// take the slot kept for them when every other one is busy.
 async fn prove(app: &Arc<App>, old: &str, new: Bundle, small: bool) -> Value {
+    let started = std::time::Instant::now();
+    let proof = prove_in_a_slot(app, old, new, small).await;
+    let verdict = proof
+        .get("verdict")
+        .and_then(Value::as_str)
+        .unwrap_or("none");
+    app.metrics.proof(verdict, started.elapsed());
+    proof
+}
+
+/// The proof, in a slot: waiting for one and proving each within the
+/// budget.
+async fn prove_in_a_slot(app: &Arc<App>, old: &str, new: Bundle, small: bool) -> Value {
     let old = match Bundle::from_slice(old.as_bytes()) {
         Ok(b) => b,
         Err(e) => return inconclusive(&format!("the active revision's bundle: {e}")),

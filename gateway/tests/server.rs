@@ -240,6 +240,7 @@ async fn health_readiness_and_metrics() {
             .status,
         200
     );
+    propose(&alice, "agent", &wide()).await;
     let sb = gw.sandbox("sb", "agent").await;
     assert_eq!(send(&sb, "GET", "/metrics", None).await.status, 403);
     let reader = gw.person("carol", "reader").await;
@@ -248,7 +249,8 @@ async fn health_readiness_and_metrics() {
     let text = String::from_utf8(m.body.to_vec()).unwrap();
     for want in [
         "openshell_gateway_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"} 1",
-        "openshell_gateway_requests_total{method=\"POST\",route=\"/v1/policies/{name}/proposals\",status=\"201\"} 1",
+        "openshell_gateway_requests_total{method=\"POST\",route=\"/v1/policies/{name}/proposals\",status=\"201\"} 2",
+        "openshell_gateway_proof_duration_seconds_count{verdict=\"widened\"} 1",
         "openshell_gateway_request_duration_seconds_count{route=\"/readyz\"} 1",
         "# TYPE openshell_gateway_proof_duration_seconds histogram",
         "openshell_gateway_waiting_polls 0",
