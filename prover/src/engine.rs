@@ -22,6 +22,7 @@ use crate::sandbox::Sandbox;
 use crate::solve::{Outcome, Search};
 use crate::solver::LazySmt;
 use crate::timing::Timings;
+use crate::weakened::{self, SandboxChange};
 use crate::websocket::Probe;
 use crate::witness::{self, Observed};
 
@@ -61,7 +62,14 @@ impl Default for Options {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
+    /// The candidate adds nothing: no request, binary or right it allows
+    /// that the old revision did not.
     NoNewAccess,
+    /// No new credentialed access, but new uncredentialed reach, a new
+    /// filesystem right or weaker enforcement (the report's `reach` and
+    /// `sandbox`). Exits 0 like `no-new-access`: only credentialed access
+    /// blocks a change, but nothing may treat it as "adds nothing".
+    NewReach,
     Widened,
     Inconclusive,
 }
@@ -90,7 +98,18 @@ pub struct Stats {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub verdict: Verdict,
+    /// What blocks the change: new credentialed access and the risk
+    /// categories.
     pub findings: Vec<Finding>,
+    /// New uncredentialed network reach (`reach_expansion`), with
+    /// witnesses like findings; it does not block.
+    pub reach: Vec<Finding>,
+    /// New filesystem rights and weaker sandbox enforcement.
+    pub sandbox: Vec<SandboxChange>,
+    /// Whether either policy declares a credential or secret: without one
+    /// the credentialed question is vacuous and only `reach` tells what
+    /// changed.
+    pub credentials_declared: bool,
     pub omitted: Vec<Omitted>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inconclusive: Option<String>,
@@ -107,6 +126,7 @@ impl Verdict {
     pub fn word(self) -> &'static str {
         match self {
             Verdict::NoNewAccess => "no-new-access",
+            Verdict::NewReach => "new-reach",
             Verdict::Widened => "widened",
             Verdict::Inconclusive => "inconclusive",
         }
@@ -120,6 +140,9 @@ impl Report {
         serde_json::json!({
             "verdict": self.verdict.word(),
             "findings": self.findings,
+            "reach": self.reach,
+            "sandbox": self.sandbox,
+            "credentials_declared": self.credentials_declared,
             "omitted": self.omitted,
             "inconclusive": self.inconclusive,
             "notes": self.notes,
@@ -206,18 +229,21 @@ fn binary_facts(dom: &Domain, reg: &Registry) -> BinaryFacts {
 /// `diff --prove`: what `new` allows with a credential that `old` did not.
 pub fn diff(old: &Bundle, new: &Bundle, opts: &Options) -> Result<Report, ProverError> {
     if !opts.print_smt && old.digest == new.digest && old.enforcement == new.enforcement {
-        return Ok(identical(opts));
+        return Ok(identical(opts, declares_credentials(new)));
     }
     run(Some(old), new, opts)
 }
 
 /// Two bundles with the same enforcement tables decide every request
 /// alike: nothing is new, and no solver is needed.
-fn identical(opts: &Options) -> Report {
+fn identical(opts: &Options, credentials_declared: bool) -> Report {
     let started = Instant::now();
     let mut report = Report {
         verdict: Verdict::NoNewAccess,
         findings: Vec::new(),
+        reach: Vec::new(),
+        sandbox: Vec::new(),
+        credentials_declared,
         omitted: Vec::new(),
         inconclusive: None,
         notes: Vec::new(),
@@ -297,6 +323,9 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     let mut report = Report {
         verdict: Verdict::NoNewAccess,
         findings: Vec::new(),
+        reach: Vec::new(),
+        sandbox: old.map(|o| weakened::compare(o, new)).unwrap_or_default(),
+        credentials_declared: bundles.iter().any(|b| declares_credentials(b)),
         omitted: Vec::new(),
         inconclusive: None,
         notes: Vec::new(),
@@ -357,7 +386,17 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
                 }
             }
         }
-        report.findings.extend(shown);
+        if q.category.is_reach() {
+            // Regions apart by a dimension the connection witness does not
+            // show would read as the same line twice.
+            for f in shown {
+                if !report.reach.iter().any(|r| r.witness == f.witness) {
+                    report.reach.push(f);
+                }
+            }
+        } else {
+            report.findings.extend(shown);
+        }
         let mut counted = 0;
         for f in found.iter().skip(opts.max_findings) {
             if witness::region_showable(&dom, &f.region) {
@@ -399,20 +438,42 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
             report.inconclusive.get_or_insert(why);
         }
     }
-    let widened = report.findings.iter().any(|f| !f.suppressed)
-        || report.omitted.iter().any(|o| o.count > 0 || o.at_least);
-    report.verdict = if widened {
-        Verdict::Widened
-    } else if report.inconclusive.is_some() {
-        Verdict::Inconclusive
-    } else {
-        Verdict::NoNewAccess
-    };
+    report.verdict = verdict(&report);
     report.stats.millis = started.elapsed().as_millis();
     timings.note(|| format!("answered {:?}", started.elapsed()));
     drop(search);
     report.stats.phases = timings.take();
     Ok(report)
+}
+
+/// Widened beats inconclusive (a shown widening stands whatever else was
+/// undecided), inconclusive beats new reach (an undecided credentialed
+/// question is not "no new credentialed access"), and anything new, even
+/// accepted as a risk, rules out `no-new-access`.
+fn verdict(report: &Report) -> Verdict {
+    let found = |reach: bool| {
+        report
+            .omitted
+            .iter()
+            .any(|o| o.category.is_reach() == reach && (o.count > 0 || o.at_least))
+    };
+    if report.findings.iter().any(|f| !f.suppressed) || found(false) {
+        Verdict::Widened
+    } else if report.inconclusive.is_some() {
+        Verdict::Inconclusive
+    } else if !report.findings.is_empty()
+        || !report.reach.is_empty()
+        || !report.sandbox.is_empty()
+        || found(true)
+    {
+        Verdict::NewReach
+    } else {
+        Verdict::NoNewAccess
+    }
+}
+
+fn declares_credentials(b: &Bundle) -> bool {
+    !b.enforcement.credentials.is_empty() || !b.enforcement.secrets.is_empty()
 }
 
 /// What the prover cannot see: endpoints of a protocol the model does not
@@ -694,6 +755,20 @@ impl Cx<'_> {
                 w.binary
             ),
             (Category::SecretExposure, _) => format!("`{}` can send it to `{dest}`", w.binary),
+            (Category::ReachExpansion, _) => {
+                if w.is_connection() {
+                    format!(
+                        "`{}` can now connect to `{dest}`, relayed uninspected; no credential applies",
+                        w.binary
+                    )
+                } else {
+                    format!("`{}` may now send `{req}`; no credential applies", w.binary)
+                }
+            }
+            // Not asked per request (`weakened`).
+            (Category::FileRightsExpansion | Category::EnforcementWeakened, _) => {
+                format!("`{}` reaches `{dest}`", w.binary)
+            }
         };
         format!("{m} [{}]", r.text)
     }
