@@ -283,6 +283,16 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         &timings,
     )?;
     timings.note(|| format!("domain {:?}", started.elapsed()));
+    let past = || Instant::now() >= deadline;
+    let credentials_declared = bundles.iter().any(|b| declares_credentials(b));
+    if past() {
+        return Ok(out_of_time(
+            opts,
+            started,
+            "building the domains",
+            credentials_declared,
+        ));
+    }
     let facts = binary_facts(&dom, &opts.registry);
     let mut defs = Defs::default();
     let nm = model::build("new", new, &dom, &facts, &Sandbox::of(new), &mut defs);
@@ -294,6 +304,14 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         )
     });
     let meta = defs.define("metadata_destination", model::metadata_dest(&dom));
+    if past() {
+        return Ok(out_of_time(
+            opts,
+            started,
+            "building the models",
+            credentials_declared,
+        ));
+    }
     let n = Side {
         bundle: nb,
         evaluator: std::cell::OnceCell::new(),
@@ -325,7 +343,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         findings: Vec::new(),
         reach: Vec::new(),
         sandbox: old.map(|o| weakened::compare(o, new)).unwrap_or_default(),
-        credentials_declared: bundles.iter().any(|b| declares_credentials(b)),
+        credentials_declared,
         omitted: Vec::new(),
         inconclusive: None,
         notes: Vec::new(),
@@ -377,6 +395,14 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         // inconclusive.
         let mut shown = Vec::new();
         for f in found.iter().take(opts.max_findings) {
+            // A region without its witness is not shown as a finding.
+            if past() {
+                report.inconclusive.get_or_insert(format!(
+                    "`{}` may hold, but the time ran out before its witness was shown",
+                    q.category
+                ));
+                break;
+            }
             match cx.finding(q, &f.region, &f.point) {
                 Ok(finding) => shown.push(finding),
                 Err(why) => {
@@ -399,6 +425,13 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         }
         let mut counted = 0;
         for f in found.iter().skip(opts.max_findings) {
+            if past() {
+                report.inconclusive.get_or_insert(format!(
+                    "`{}` may hold, but the time ran out while its regions were counted",
+                    q.category
+                ));
+                break;
+            }
             if witness::region_showable(&dom, &f.region) {
                 counted += 1;
             } else {
@@ -423,7 +456,13 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         }
     }
     let t = Instant::now();
-    cx.secret_exposure(&search, &mut report);
+    if !past() {
+        cx.secret_exposure(&search, &mut report);
+    } else if !new.enforcement.secrets.is_empty() {
+        report
+            .inconclusive
+            .get_or_insert("the time ran out before `secret_exposure` was asked".to_owned());
+    }
     if smt.missing() {
         return Err(ProverError::SolverNeeded);
     }
@@ -444,6 +483,25 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     drop(search);
     report.stats.phases = timings.take();
     Ok(report)
+}
+
+/// The answer when the deadline passes before the solver is asked
+/// anything: the phases before it can take seconds on a large policy, and
+/// a caller's timeout is a promise to stop.
+fn out_of_time(
+    opts: &Options,
+    started: Instant,
+    phase: &str,
+    credentials_declared: bool,
+) -> Report {
+    let mut report = identical(opts, credentials_declared);
+    report.verdict = Verdict::Inconclusive;
+    report.inconclusive = Some(format!(
+        "the time ({} ms) ran out while {phase}",
+        opts.timeout_ms
+    ));
+    report.stats.millis = started.elapsed().as_millis();
+    report
 }
 
 /// Widened beats inconclusive (a shown widening stands whatever else was
@@ -869,7 +927,8 @@ impl Cx<'_> {
         // it gives up. `Err` when neither can tell.
         let model_of = |f: &F| -> Result<Option<Point>, ()> {
             let g = and([f.clone(), search.destination()]);
-            match crate::fd::find(dom, self.defs, &g, &full, crate::fd::BUDGET) {
+            let deadline = search.smt.deadline();
+            match crate::fd::find(dom, self.defs, &g, &full, crate::fd::BUDGET, deadline) {
                 crate::fd::Outcome::Sat(x) => return Ok(Some(x)),
                 crate::fd::Outcome::Unsat => return Ok(None),
                 crate::fd::Outcome::GaveUp => {}
