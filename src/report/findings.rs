@@ -262,8 +262,11 @@ fn markdown(report: &Report, names: &Names) -> String {
         out.push_str("\n</details>\n");
     }
     if !report.reach.is_empty() || !report.sandbox.is_empty() {
+        if !out.ends_with("\n\n") {
+            out.push('\n');
+        }
         out.push_str(&format!(
-            "\n#### New reach (does not block)\n\n{}\n\n",
+            "#### New reach (does not block)\n\n{}\n\n",
             reach_line(report)
         ));
         for f in &report.reach {
