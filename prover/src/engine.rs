@@ -28,7 +28,9 @@ use crate::witness::{self, Observed};
 
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Budget for all solver calls together.
+    /// Budget for all solver calls together; the whole proof stops within
+    /// `solver::GRACE` of it and answers `inconclusive` (a gateway's
+    /// timeout is a promise to stop, not only to stop asking Z3).
     pub timeout_ms: u64,
     pub registry: Registry,
     pub accepted: Vec<Acceptance>,
@@ -283,7 +285,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         &timings,
     )?;
     timings.note(|| format!("domain {:?}", started.elapsed()));
-    let past = || Instant::now() >= deadline;
+    let past = || Instant::now() >= deadline + crate::solver::GRACE;
     let credentials_declared = bundles.iter().any(|b| declares_credentials(b));
     if past() {
         return Ok(out_of_time(
@@ -927,7 +929,7 @@ impl Cx<'_> {
         // it gives up. `Err` when neither can tell.
         let model_of = |f: &F| -> Result<Option<Point>, ()> {
             let g = and([f.clone(), search.destination()]);
-            let deadline = search.smt.deadline();
+            let deadline = search.smt.hard_deadline();
             match crate::fd::find(dom, self.defs, &g, &full, crate::fd::BUDGET, deadline) {
                 crate::fd::Outcome::Sat(x) => return Ok(Some(x)),
                 crate::fd::Outcome::Unsat => return Ok(None),

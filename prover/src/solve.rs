@@ -55,7 +55,7 @@ impl Search<'_> {
     /// is small beside the rest), or when it gives up, the regions are
     /// enumerated with Z3 as before.
     pub fn regions(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
-        if std::time::Instant::now() >= self.smt.deadline() {
+        if std::time::Instant::now() >= self.smt.hard_deadline() {
             return (Vec::new(), Outcome::Inconclusive("timeout".to_owned()));
         }
         if let Some(done) = self.regions_fd(q, cap) {
@@ -93,7 +93,7 @@ impl Search<'_> {
                 &and(parts),
                 &full,
                 fd::BUDGET,
-                self.smt.deadline(),
+                self.smt.hard_deadline(),
             );
             self.timings.note(|| {
                 format!(
@@ -320,7 +320,7 @@ impl Search<'_> {
         // up.
         if self.defs.items.len() <= SMALL_DEFS {
             let f = and([not(q.clone()), self.destination()]);
-            let deadline = self.smt.deadline();
+            let deadline = self.smt.hard_deadline();
             if fd::find(self.dom, self.defs, &f, r, fd::BUDGET, deadline) == fd::Outcome::Unsat {
                 return Ok(None);
             }
