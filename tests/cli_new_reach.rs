@@ -37,7 +37,9 @@ fn new_hosts_without_a_credential_are_new_reach_in_json() {
         .filter_map(|r| r["witness"]["host"].as_str())
         .collect();
     assert!(
-        hosts.iter().any(|h| h.contains("github") || h.contains("openai") || h.contains("chatgpt")),
+        hosts
+            .iter()
+            .any(|h| h.contains("github") || h.contains("openai") || h.contains("chatgpt")),
         "{hosts:?}"
     );
 }
@@ -56,10 +58,16 @@ fn identical_policies_still_add_nothing() {
 #[test]
 fn every_format_shows_the_reach_and_the_vacuous_credential_question() {
     let human = text(&diff(V1, V4, "human").stdout);
-    assert!(human.contains(": new reach: no new credentialed access, but "), "{human}");
+    assert!(
+        human.contains(": new reach: no new credentialed access, but "),
+        "{human}"
+    );
     assert!(human.contains("binaries ×"), "{human}");
     assert!(human.contains("+ reach_expansion (R0108)"), "{human}");
-    assert!(human.contains("neither policy declares a credential"), "{human}");
+    assert!(
+        human.contains("neither policy declares a credential"),
+        "{human}"
+    );
 
     let md = text(&diff(V1, V4, "markdown").stdout);
     assert!(md.starts_with("### 🔵 Policy prover: new reach"), "{md}");
