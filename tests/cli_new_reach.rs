@@ -3,7 +3,6 @@
 //! hosts and declares no credential. The verdict is `new-reach` (exit 0),
 //! never `no-new-access`, and every format shows the reach section and
 //! says that the credentialed question was vacuous.
-#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 mod common;
 
