@@ -25,28 +25,40 @@ pub struct SandboxChange {
     pub category: Category,
     pub code: &'static str,
     pub message: String,
-    /// The path a new right is granted on (`<workdir>` for the working
+    /// The path new rights are granted on (`<workdir>` for the working
     /// directory).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    /// The Landlock right newly granted there.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub right: Option<String>,
+    /// The Landlock rights newly granted there, in the table's order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rights: Vec<String>,
     /// The setting made weaker (`landlock.mode`, `seccomp.deny`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub setting: Option<String>,
 }
 
 impl SandboxChange {
-    fn right(path: &str, right: &str, message: String) -> SandboxChange {
-        SandboxChange {
+    /// One entry per path: a new tree usually brings a dozen rights, and
+    /// a line per right would bury the path.
+    fn rights(path: &str, shown: &str, rights: Vec<&str>) -> Option<SandboxChange> {
+        if rights.is_empty() {
+            return None;
+        }
+        let list = rights
+            .iter()
+            .map(|r| format!("`{r}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(SandboxChange {
             category: Category::FileRightsExpansion,
             code: Category::FileRightsExpansion.code().id,
-            message,
+            message: format!(
+                "{shown} is now granted {list}, which the old ruleset granted neither there nor above"
+            ),
             path: Some(path.to_owned()),
-            right: Some(right.to_owned()),
+            rights: rights.into_iter().map(str::to_owned).collect(),
             setting: None,
-        }
+        })
     }
 
     fn weakened(setting: &str, message: String) -> SandboxChange {
@@ -55,7 +67,7 @@ impl SandboxChange {
             code: Category::EnforcementWeakened.code().id,
             message,
             path: None,
-            right: None,
+            rights: Vec::new(),
             setting: Some(setting.to_owned()),
         }
     }
@@ -82,18 +94,15 @@ pub fn compare(old: &Bundle, new: &Bundle) -> Vec<SandboxChange> {
     let (o, n) = (&old.enforcement, &new.enforcement);
     let mut out = Vec::new();
     for p in &n.landlock.paths {
-        for r in rights(&p.access) {
-            if granted_by(&o.landlock.paths, &p.path, r).is_none() {
-                out.push(SandboxChange::right(
-                    &p.path,
-                    r,
-                    format!(
-                        "`{r}` is now granted on `{}`; the old ruleset granted it neither there nor above",
-                        p.path
-                    ),
-                ));
-            }
-        }
+        let granted: Vec<&str> = rights(&p.access)
+            .into_iter()
+            .filter(|r| granted_by(&o.landlock.paths, &p.path, r).is_none())
+            .collect();
+        out.extend(SandboxChange::rights(
+            &p.path,
+            &format!("`{}`", p.path),
+            granted,
+        ));
     }
     let old_wd = o
         .landlock
@@ -101,21 +110,20 @@ pub fn compare(old: &Bundle, new: &Bundle) -> Vec<SandboxChange> {
         .as_deref()
         .map(rights)
         .unwrap_or_default();
-    for r in n
+    let new_wd: Vec<&str> = n
         .landlock
         .workdir
         .as_deref()
         .map(rights)
         .unwrap_or_default()
-    {
-        if !old_wd.contains(r) {
-            out.push(SandboxChange::right(
-                "<workdir>",
-                r,
-                format!("`{r}` is now granted on the working directory"),
-            ));
-        }
-    }
+        .into_iter()
+        .filter(|r| !old_wd.contains(r))
+        .collect();
+    out.extend(SandboxChange::rights(
+        "<workdir>",
+        "the working directory",
+        new_wd,
+    ));
     if o.landlock.mode == LandlockMode::Hard && n.landlock.mode == LandlockMode::BestEffort {
         out.push(SandboxChange::weakened(
             "landlock.mode",

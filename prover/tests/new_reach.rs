@@ -112,7 +112,7 @@ fn a_new_file_right_is_new_reach_with_path_and_right() {
     let c = r
         .sandbox
         .iter()
-        .find(|c| c.right.as_deref() == Some("write_file"))
+        .find(|c| c.rights.iter().any(|r| r == "write_file"))
         .unwrap_or_else(|| panic!("{:#?}", r.sandbox));
     assert_eq!(c.category, Category::FileRightsExpansion);
     assert_eq!(c.path.as_deref(), Some("/sandbox"));
