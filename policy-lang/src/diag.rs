@@ -236,4 +236,10 @@ codes! {
     R0105 = (Warning, "reach to link-local or cloud metadata destinations");
     R0106 = (Warning, "sandbox-held secret readable by a binary that can send it");
     R0107 = (Warning, "network rule names a binary the workload can plant");
+    // What `diff --prove` reports as new reach: it does not block a change
+    // as the credentialed categories do, but it means the candidate adds
+    // something (`new-reach`, not `no-new-access`).
+    R0108 = (Warning, "new uncredentialed reach");
+    R0109 = (Warning, "new filesystem right");
+    R0110 = (Warning, "sandbox enforcement weakened");
 }

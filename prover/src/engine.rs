@@ -22,12 +22,15 @@ use crate::sandbox::Sandbox;
 use crate::solve::{Outcome, Search};
 use crate::solver::LazySmt;
 use crate::timing::Timings;
+use crate::weakened::{self, SandboxChange};
 use crate::websocket::Probe;
 use crate::witness::{self, Observed};
 
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Budget for all solver calls together.
+    /// Budget for all solver calls together; the whole proof stops within
+    /// `solver::GRACE` of it and answers `inconclusive` (a gateway's
+    /// timeout is a promise to stop, not only to stop asking Z3).
     pub timeout_ms: u64,
     pub registry: Registry,
     pub accepted: Vec<Acceptance>,
@@ -61,7 +64,14 @@ impl Default for Options {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
+    /// The candidate adds nothing: no request, binary or right it allows
+    /// that the old revision did not.
     NoNewAccess,
+    /// No new credentialed access, but new uncredentialed reach, a new
+    /// filesystem right or weaker enforcement (the report's `reach` and
+    /// `sandbox`). Exits 0 like `no-new-access`: only credentialed access
+    /// blocks a change, but nothing may treat it as "adds nothing".
+    NewReach,
     Widened,
     Inconclusive,
 }
@@ -90,7 +100,18 @@ pub struct Stats {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub verdict: Verdict,
+    /// What blocks the change: new credentialed access and the risk
+    /// categories.
     pub findings: Vec<Finding>,
+    /// New uncredentialed network reach (`reach_expansion`), with
+    /// witnesses like findings; it does not block.
+    pub reach: Vec<Finding>,
+    /// New filesystem rights and weaker sandbox enforcement.
+    pub sandbox: Vec<SandboxChange>,
+    /// Whether either policy declares a credential or secret: without one
+    /// the credentialed question is vacuous and only `reach` tells what
+    /// changed.
+    pub credentials_declared: bool,
     pub omitted: Vec<Omitted>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inconclusive: Option<String>,
@@ -107,6 +128,7 @@ impl Verdict {
     pub fn word(self) -> &'static str {
         match self {
             Verdict::NoNewAccess => "no-new-access",
+            Verdict::NewReach => "new-reach",
             Verdict::Widened => "widened",
             Verdict::Inconclusive => "inconclusive",
         }
@@ -120,6 +142,9 @@ impl Report {
         serde_json::json!({
             "verdict": self.verdict.word(),
             "findings": self.findings,
+            "reach": self.reach,
+            "sandbox": self.sandbox,
+            "credentials_declared": self.credentials_declared,
             "omitted": self.omitted,
             "inconclusive": self.inconclusive,
             "notes": self.notes,
@@ -206,18 +231,21 @@ fn binary_facts(dom: &Domain, reg: &Registry) -> BinaryFacts {
 /// `diff --prove`: what `new` allows with a credential that `old` did not.
 pub fn diff(old: &Bundle, new: &Bundle, opts: &Options) -> Result<Report, ProverError> {
     if !opts.print_smt && old.digest == new.digest && old.enforcement == new.enforcement {
-        return Ok(identical(opts));
+        return Ok(identical(opts, declares_credentials(new)));
     }
     run(Some(old), new, opts)
 }
 
 /// Two bundles with the same enforcement tables decide every request
 /// alike: nothing is new, and no solver is needed.
-fn identical(opts: &Options) -> Report {
+fn identical(opts: &Options, credentials_declared: bool) -> Report {
     let started = Instant::now();
     let mut report = Report {
         verdict: Verdict::NoNewAccess,
         findings: Vec::new(),
+        reach: Vec::new(),
+        sandbox: Vec::new(),
+        credentials_declared,
         omitted: Vec::new(),
         inconclusive: None,
         notes: Vec::new(),
@@ -257,6 +285,16 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         &timings,
     )?;
     timings.note(|| format!("domain {:?}", started.elapsed()));
+    let past = || Instant::now() >= deadline + crate::solver::GRACE;
+    let credentials_declared = bundles.iter().any(|b| declares_credentials(b));
+    if past() {
+        return Ok(out_of_time(
+            opts,
+            started,
+            "building the domains",
+            credentials_declared,
+        ));
+    }
     let facts = binary_facts(&dom, &opts.registry);
     let mut defs = Defs::default();
     let nm = model::build("new", new, &dom, &facts, &Sandbox::of(new), &mut defs);
@@ -268,6 +306,14 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         )
     });
     let meta = defs.define("metadata_destination", model::metadata_dest(&dom));
+    if past() {
+        return Ok(out_of_time(
+            opts,
+            started,
+            "building the models",
+            credentials_declared,
+        ));
+    }
     let n = Side {
         bundle: nb,
         evaluator: std::cell::OnceCell::new(),
@@ -297,6 +343,9 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     let mut report = Report {
         verdict: Verdict::NoNewAccess,
         findings: Vec::new(),
+        reach: Vec::new(),
+        sandbox: old.map(|o| weakened::compare(o, new)).unwrap_or_default(),
+        credentials_declared,
         omitted: Vec::new(),
         inconclusive: None,
         notes: Vec::new(),
@@ -348,6 +397,14 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         // inconclusive.
         let mut shown = Vec::new();
         for f in found.iter().take(opts.max_findings) {
+            // A region without its witness is not shown as a finding.
+            if past() {
+                report.inconclusive.get_or_insert(format!(
+                    "`{}` may hold, but the time ran out before its witness was shown",
+                    q.category
+                ));
+                break;
+            }
             match cx.finding(q, &f.region, &f.point) {
                 Ok(finding) => shown.push(finding),
                 Err(why) => {
@@ -357,9 +414,26 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
                 }
             }
         }
-        report.findings.extend(shown);
+        if q.category.is_reach() {
+            // Regions apart by a dimension the connection witness does not
+            // show would read as the same line twice.
+            for f in shown {
+                if !report.reach.iter().any(|r| r.witness == f.witness) {
+                    report.reach.push(f);
+                }
+            }
+        } else {
+            report.findings.extend(shown);
+        }
         let mut counted = 0;
         for f in found.iter().skip(opts.max_findings) {
+            if past() {
+                report.inconclusive.get_or_insert(format!(
+                    "`{}` may hold, but the time ran out while its regions were counted",
+                    q.category
+                ));
+                break;
+            }
             if witness::region_showable(&dom, &f.region) {
                 counted += 1;
             } else {
@@ -384,7 +458,13 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         }
     }
     let t = Instant::now();
-    cx.secret_exposure(&search, &mut report);
+    if !past() {
+        cx.secret_exposure(&search, &mut report);
+    } else if !new.enforcement.secrets.is_empty() {
+        report
+            .inconclusive
+            .get_or_insert("the time ran out before `secret_exposure` was asked".to_owned());
+    }
     if smt.missing() {
         return Err(ProverError::SolverNeeded);
     }
@@ -399,20 +479,61 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
             report.inconclusive.get_or_insert(why);
         }
     }
-    let widened = report.findings.iter().any(|f| !f.suppressed)
-        || report.omitted.iter().any(|o| o.count > 0 || o.at_least);
-    report.verdict = if widened {
-        Verdict::Widened
-    } else if report.inconclusive.is_some() {
-        Verdict::Inconclusive
-    } else {
-        Verdict::NoNewAccess
-    };
+    report.verdict = verdict(&report);
     report.stats.millis = started.elapsed().as_millis();
     timings.note(|| format!("answered {:?}", started.elapsed()));
     drop(search);
     report.stats.phases = timings.take();
     Ok(report)
+}
+
+/// The answer when the deadline passes before the solver is asked
+/// anything: the phases before it can take seconds on a large policy, and
+/// a caller's timeout is a promise to stop.
+fn out_of_time(
+    opts: &Options,
+    started: Instant,
+    phase: &str,
+    credentials_declared: bool,
+) -> Report {
+    let mut report = identical(opts, credentials_declared);
+    report.verdict = Verdict::Inconclusive;
+    report.inconclusive = Some(format!(
+        "the time ({} ms) ran out while {phase}",
+        opts.timeout_ms
+    ));
+    report.stats.millis = started.elapsed().as_millis();
+    report
+}
+
+/// Widened beats inconclusive (a shown widening stands whatever else was
+/// undecided), inconclusive beats new reach (an undecided credentialed
+/// question is not "no new credentialed access"), and anything new, even
+/// accepted as a risk, rules out `no-new-access`.
+fn verdict(report: &Report) -> Verdict {
+    let found = |reach: bool| {
+        report
+            .omitted
+            .iter()
+            .any(|o| o.category.is_reach() == reach && (o.count > 0 || o.at_least))
+    };
+    if report.findings.iter().any(|f| !f.suppressed) || found(false) {
+        Verdict::Widened
+    } else if report.inconclusive.is_some() {
+        Verdict::Inconclusive
+    } else if !report.findings.is_empty()
+        || !report.reach.is_empty()
+        || !report.sandbox.is_empty()
+        || found(true)
+    {
+        Verdict::NewReach
+    } else {
+        Verdict::NoNewAccess
+    }
+}
+
+fn declares_credentials(b: &Bundle) -> bool {
+    !b.enforcement.credentials.is_empty() || !b.enforcement.secrets.is_empty()
 }
 
 /// What the prover cannot see: endpoints of a protocol the model does not
@@ -694,6 +815,20 @@ impl Cx<'_> {
                 w.binary
             ),
             (Category::SecretExposure, _) => format!("`{}` can send it to `{dest}`", w.binary),
+            (Category::ReachExpansion, _) => {
+                if w.is_connection() {
+                    format!(
+                        "`{}` can now connect to `{dest}`, relayed uninspected; no credential applies",
+                        w.binary
+                    )
+                } else {
+                    format!("`{}` may now send `{req}`; no credential applies", w.binary)
+                }
+            }
+            // Not asked per request (`weakened`).
+            (Category::FileRightsExpansion | Category::EnforcementWeakened, _) => {
+                format!("`{}` reaches `{dest}`", w.binary)
+            }
         };
         format!("{m} [{}]", r.text)
     }
@@ -794,7 +929,8 @@ impl Cx<'_> {
         // it gives up. `Err` when neither can tell.
         let model_of = |f: &F| -> Result<Option<Point>, ()> {
             let g = and([f.clone(), search.destination()]);
-            match crate::fd::find(dom, self.defs, &g, &full, crate::fd::BUDGET) {
+            let deadline = search.smt.hard_deadline();
+            match crate::fd::find(dom, self.defs, &g, &full, crate::fd::BUDGET, deadline) {
                 crate::fd::Outcome::Sat(x) => return Ok(Some(x)),
                 crate::fd::Outcome::Unsat => return Ok(None),
                 crate::fd::Outcome::GaveUp => {}

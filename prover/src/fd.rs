@@ -15,6 +15,8 @@
 //! then evaluated concretely, and `Unsat` means every cell was ruled out.
 //! It gives up after a budget of work; the caller then asks Z3.
 
+use std::time::Instant;
+
 use crate::domain::Domain;
 use crate::formula::{Defs, F, Lit, Point, dim};
 use crate::region::{QUERY_VALUES, Region, apply_addr, first_port};
@@ -58,6 +60,8 @@ struct Ctx<'a> {
     f: &'a F,
     nodes: usize,
     budget: usize,
+    /// The proof's deadline: past it the search gives up like over budget.
+    deadline: Instant,
     /// The literals of each dimension being branched on that its subtree
     /// has read, with their values (see [`Ctx::branch`]).
     reads: Reads<'a>,
@@ -291,7 +295,8 @@ impl<'a> Ctx<'a> {
 
     fn dfs(&mut self, p: &mut Point, known: u64, depth: usize) -> Option<bool> {
         self.nodes += 1 + self.defs.items.len();
-        if self.nodes > self.budget {
+        // A node evaluates many formulas; reading the clock is small beside.
+        if self.nodes > self.budget || Instant::now() >= self.deadline {
             return None;
         }
         let mut memo = std::mem::take(self.memos.get_mut(depth)?);
@@ -354,7 +359,14 @@ impl<'a> Ctx<'a> {
 
 /// Looks for a point of `within` where `f` holds. `f` must include every
 /// constraint the point must meet (see `Search`).
-pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) -> Outcome {
+pub fn find(
+    dom: &Domain,
+    defs: &Defs,
+    f: &F,
+    within: &Region,
+    budget: usize,
+    deadline: Instant,
+) -> Outcome {
     if dom.queries.len() > MAX_QUERIES {
         return Outcome::GaveUp;
     }
@@ -388,6 +400,7 @@ pub fn find(dom: &Domain, defs: &Defs, f: &F, within: &Region, budget: usize) ->
         f,
         nodes: 0,
         budget,
+        deadline,
         reads: Reads::default(),
         needed,
         memos: vec![vec![Memo::Unset; defs.items.len()]],

@@ -14,7 +14,8 @@
 //! regions;
 //! [`witness`] picks concrete requests and replays them; [`finding`] and
 //! [`engine`] assemble reports; [`registry`], [`accepted`] and [`sandbox`]
-//! read the binary registry, accepted risks and Landlock rules; `oracle`
+//! read the binary registry, accepted risks and Landlock rules;
+//! [`weakened`] compares two sandboxes' filesystem rights and enforcement; `oracle`
 //! answers single requests for the differential tests (with `z3`).
 
 pub mod accepted;
@@ -40,6 +41,7 @@ pub mod solve;
 pub mod solver;
 pub mod strings;
 pub mod timing;
+pub mod weakened;
 pub mod websocket;
 pub mod witness;
 
@@ -48,3 +50,4 @@ pub use error::ProverError;
 pub use finding::{Finding, Loc, Witness};
 pub use query::Category;
 pub use registry::Registry;
+pub use weakened::SandboxChange;

@@ -20,10 +20,18 @@ pub enum Category {
     MetadataReach,
     SecretExposure,
     WritableBinaryIdentity,
+    /// New reach with no credential in scope: what the credentialed
+    /// categories leave out of "the candidate adds nothing".
+    ReachExpansion,
+    /// A filesystem right the old Landlock ruleset did not grant.
+    FileRightsExpansion,
+    /// Sandbox enforcement made weaker: Landlock mode or ABI, a syscall no
+    /// longer denied or trapped, another user or group.
+    EnforcementWeakened,
 }
 
 impl Category {
-    pub const ALL: [Category; 7] = [
+    pub const ALL: [Category; 10] = [
         Category::CredentialReachExpansion,
         Category::CapabilityExpansion,
         Category::L7BypassCredentialed,
@@ -31,6 +39,9 @@ impl Category {
         Category::MetadataReach,
         Category::SecretExposure,
         Category::WritableBinaryIdentity,
+        Category::ReachExpansion,
+        Category::FileRightsExpansion,
+        Category::EnforcementWeakened,
     ];
 
     pub fn name(self) -> &'static str {
@@ -42,6 +53,9 @@ impl Category {
             Category::MetadataReach => "metadata_reach",
             Category::SecretExposure => "secret_exposure",
             Category::WritableBinaryIdentity => "writable_binary_identity",
+            Category::ReachExpansion => "reach_expansion",
+            Category::FileRightsExpansion => "file_rights_expansion",
+            Category::EnforcementWeakened => "enforcement_weakened",
         }
     }
 
@@ -59,7 +73,24 @@ impl Category {
             Category::MetadataReach => codes::R0105,
             Category::SecretExposure => codes::R0106,
             Category::WritableBinaryIdentity => codes::R0107,
+            Category::ReachExpansion => codes::R0108,
+            Category::FileRightsExpansion => codes::R0109,
+            Category::EnforcementWeakened => codes::R0110,
         }
+    }
+
+    /// Whether the category is new reach rather than a finding: reported
+    /// in the report's `reach` section, it turns `no-new-access` into
+    /// `new-reach` but does not block a change (no credential is at
+    /// stake).
+    #[must_use]
+    pub fn is_reach(self) -> bool {
+        matches!(
+            self,
+            Category::ReachExpansion
+                | Category::FileRightsExpansion
+                | Category::EnforcementWeakened
+        )
     }
 
     pub fn summary(self) -> &'static str {
@@ -174,7 +205,11 @@ pub fn question<L: Logic>(
             Category::MetadataReach => Some(L::all([n.allow, meta.clone()])),
             Category::WritableBinaryIdentity => Some(L::all([n.plantable, n.allow])),
             Category::SecretExposure => Some(n.allow),
-            Category::CredentialReachExpansion | Category::CapabilityExpansion => None,
+            Category::CredentialReachExpansion
+            | Category::CapabilityExpansion
+            | Category::ReachExpansion
+            | Category::FileRightsExpansion
+            | Category::EnforcementWeakened => None,
         };
     };
     Some(match (category, variant) {
@@ -198,12 +233,19 @@ pub fn question<L: Logic>(
             L::all([o.plantable, o.allow]).negate(),
         ]),
         (Category::SecretExposure, _) => n.allow,
+        // The credentialed categories together ask `n.allow ∧ n.scope ∧
+        // ¬o.allow` (reach, a method or path, audit mode on a credentialed
+        // destination); this is the rest of `n.allow ∧ ¬o.allow`, so every
+        // request NEW lets through and OLD did not is in exactly one.
+        (Category::ReachExpansion, _) => L::all([n.allow, n.scope.negate(), o.allow.negate()]),
+        // Decided from the Landlock and process tables, not per request.
+        (Category::FileRightsExpansion | Category::EnforcementWeakened, _) => return None,
     })
 }
 
 /// The questions of `diff --prove`, in the order they are reported (the
 /// secret-exposure question is asked apart, of the new policy alone).
-const DIFF: [(Category, Variant); 7] = [
+const DIFF: [(Category, Variant); 8] = [
     (Category::CredentialReachExpansion, Variant::Main),
     (Category::CredentialReachExpansion, Variant::NewlyAttached),
     (Category::CapabilityExpansion, Variant::Main),
@@ -211,6 +253,7 @@ const DIFF: [(Category, Variant); 7] = [
     (Category::L7BypassCredentialed, Variant::Main),
     (Category::MetadataReach, Variant::Main),
     (Category::WritableBinaryIdentity, Variant::Main),
+    (Category::ReachExpansion, Variant::Main),
 ];
 
 /// The questions of `check`: risks of one policy on its own.

@@ -17,7 +17,7 @@ fn has(p: &LandlockPath, right: &str) -> bool {
     p.access.iter().any(|a| a.rights.iter().any(|r| r == right))
 }
 
-fn covers(dir: &str, file: &str) -> bool {
+pub(crate) fn covers(dir: &str, file: &str) -> bool {
     let dir = dir.trim_end_matches('/');
     dir.is_empty() || file == dir || file.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
 }

@@ -159,6 +159,10 @@ pub struct Smt {
     last: RefCell<Option<Solver>>,
     defs: Vec<Bool>,
     deadline: Instant,
+    /// The deadline passed before every definition was asserted: no
+    /// answer may come from the solver (a missing definition reads as
+    /// false).
+    incomplete: std::cell::Cell<bool>,
 }
 
 impl Smt {
@@ -245,6 +249,7 @@ impl Smt {
             last: RefCell::new(None),
             defs: Vec::new(),
             deadline,
+            incomplete: std::cell::Cell::new(false),
         };
         // The class variable is tied to the address bit-vectors through the
         // address sets the classes were built from: an address is in class
@@ -331,6 +336,12 @@ impl Smt {
     /// definition lists appended in order).
     pub fn define(&mut self, defs: &Defs) {
         for d in defs.items.iter().skip(self.defs.len()) {
+            // Translating a large model takes seconds; the deadline holds
+            // here as in the checks.
+            if Instant::now() >= self.deadline {
+                self.incomplete.set(true);
+                return;
+            }
             let c = Bool::new_const(d.name.clone());
             let body = self.translate(&d.body);
             let eq = c.eq(&body);
@@ -396,7 +407,7 @@ impl Smt {
     pub fn check(&self) -> SatResult {
         let left = self.deadline.saturating_duration_since(Instant::now());
         let ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX);
-        if ms == 0 {
+        if ms == 0 || self.incomplete.get() {
             return SatResult::Unknown;
         }
         let mut p = Params::new();
@@ -430,6 +441,9 @@ impl Smt {
 
     /// Why the last check was unknown.
     pub fn reason_unknown(&self) -> Option<String> {
+        if Instant::now() >= self.deadline {
+            return Some("timeout".to_owned());
+        }
         match self.last.borrow().as_ref() {
             Some(s) => s.get_reason_unknown(),
             None => self.inc.get_reason_unknown(),

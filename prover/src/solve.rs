@@ -55,6 +55,9 @@ impl Search<'_> {
     /// is small beside the rest), or when it gives up, the regions are
     /// enumerated with Z3 as before.
     pub fn regions(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
+        if std::time::Instant::now() >= self.smt.hard_deadline() {
+            return (Vec::new(), Outcome::Inconclusive("timeout".to_owned()));
+        }
         if let Some(done) = self.regions_fd(q, cap) {
             return done;
         }
@@ -84,7 +87,14 @@ impl Search<'_> {
             parts.extend(self.learned.iter().cloned());
             parts.extend(found.iter().map(|f| not(f.region.formula(dom))));
             let t = std::time::Instant::now();
-            let outcome = fd::find(dom, self.defs, &and(parts), &full, fd::BUDGET);
+            let outcome = fd::find(
+                dom,
+                self.defs,
+                &and(parts),
+                &full,
+                fd::BUDGET,
+                self.smt.hard_deadline(),
+            );
             self.timings.note(|| {
                 format!(
                     "  fd {} {:?}",
@@ -258,6 +268,10 @@ impl Search<'_> {
             keep(mine, theirs);
         }
         for _ in 0..16 {
+            // Past the deadline the cell alone is a sound region.
+            if std::time::Instant::now() >= self.smt.deadline() {
+                return cell;
+            }
             match self.counterexample(q, &r, &base, x) {
                 Ok(None) => return r,
                 Ok(Some(y)) => {
@@ -306,7 +320,8 @@ impl Search<'_> {
         // up.
         if self.defs.items.len() <= SMALL_DEFS {
             let f = and([not(q.clone()), self.destination()]);
-            if fd::find(self.dom, self.defs, &f, r, fd::BUDGET) == fd::Outcome::Unsat {
+            let deadline = self.smt.hard_deadline();
+            if fd::find(self.dom, self.defs, &f, r, fd::BUDGET, deadline) == fd::Outcome::Unsat {
                 return Ok(None);
             }
         }

@@ -10,7 +10,13 @@
 //! command to `openshell-policy-solver`).
 
 use std::cell::Cell;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long past the solver's deadline the rest of a proof may run: the
+/// finite-domain search still settles a question with no solution that
+/// takes it a few milliseconds (a zero budget does not make a small
+/// policy inconclusive), but nothing runs on for longer.
+pub const GRACE: Duration = Duration::from_millis(50);
 
 use crate::domain::Domain;
 use crate::formula::Defs;
@@ -78,5 +84,10 @@ impl<'a> LazySmt<'a> {
     /// When the solver budget runs out.
     pub fn deadline(&self) -> Instant {
         self.deadline
+    }
+
+    /// When everything else stops too ([`GRACE`] after the deadline).
+    pub fn hard_deadline(&self) -> Instant {
+        self.deadline + GRACE
     }
 }

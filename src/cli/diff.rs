@@ -1,6 +1,8 @@
 //! `openshell-policy diff --prove OLD NEW`: does NEW let a credentialed
-//! binary reach anything OLD did not? Exit 0 no new credentialed access,
-//! 1 widening found, 2 input error, 3 inconclusive.
+//! binary reach anything OLD did not? Exit 0 no new credentialed access
+//! (`no-new-access` when NEW adds nothing at all, `new-reach` when it adds
+//! uncredentialed reach or sandbox rights), 1 widening found, 2 input
+//! error, 3 inconclusive.
 
 use std::path::{Path, PathBuf};
 
@@ -89,6 +91,8 @@ pub(super) fn print_failure(
                 serde_json::json!({
                     "verdict": verdict,
                     "findings": [],
+                    "reach": [],
+                    "sandbox": [],
                     "omitted": [],
                     "inconclusive": inconclusive,
                     "notes": [],
@@ -212,6 +216,6 @@ pub fn run(args: &Args) -> u8 {
     match report.verdict {
         Verdict::Widened => EXIT_FINDINGS,
         Verdict::Inconclusive => EXIT_INCONCLUSIVE,
-        Verdict::NoNewAccess => EXIT_OK,
+        Verdict::NoNewAccess | Verdict::NewReach => EXIT_OK,
     }
 }

@@ -50,6 +50,64 @@ fn omitted_lines(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// The reach section's size: distinct binaries and destinations of the
+/// new uncredentialed reach, and the sandbox changes.
+fn reach_counts(report: &Report) -> (usize, usize, usize) {
+    let mut bins = std::collections::BTreeSet::new();
+    let mut dests = std::collections::BTreeSet::new();
+    for f in &report.reach {
+        bins.extend(f.region.binaries.iter());
+        dests.extend(f.region.hosts.iter().filter(|h| !h.starts_with('<')));
+        dests.extend(f.region.addresses.iter());
+    }
+    (
+        bins.len(),
+        dests.len().max(usize::from(!report.reach.is_empty())),
+        report.sandbox.len(),
+    )
+}
+
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// One line on the reach section: `2 binaries × 3 destinations, 1
+/// filesystem or enforcement change`.
+fn reach_line(report: &Report) -> String {
+    let (b, d, s) = reach_counts(report);
+    let more = report
+        .omitted
+        .iter()
+        .filter(|o| o.category.is_reach())
+        .map(|o| o.count)
+        .sum::<usize>();
+    let mut parts = Vec::new();
+    if !report.reach.is_empty() {
+        parts.push(format!(
+            "{} × {} ({}{})",
+            count(b, "binary", "binaries"),
+            count(d, "destination", "destinations"),
+            count(report.reach.len(), "witness", "witnesses"),
+            if more > 0 {
+                format!(", {more} more regions")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if s > 0 {
+        parts.push(count(
+            s,
+            "filesystem or enforcement change",
+            "filesystem or enforcement changes",
+        ));
+    }
+    parts.join(", ")
+}
+
+/// Said whenever the credentialed question had nothing to ask about.
+const NO_CREDENTIALS: &str = "neither policy declares a credential or secret: \"no new credentialed access\" holds vacuously, and only the new reach tells what changed";
+
 fn headline(report: &Report) -> String {
     let open = report.findings.iter().filter(|f| !f.suppressed).count();
     let accepted = report.findings.len() - open;
@@ -63,7 +121,16 @@ fn headline(report: &Report) -> String {
             "widened: {open} finding{}{acc}",
             if open == 1 { "" } else { "s" }
         ),
-        Verdict::NoNewAccess => format!("no new credentialed access{acc}"),
+        Verdict::NoNewAccess => format!("no new access: the candidate adds nothing{acc}"),
+        Verdict::NewReach => {
+            let line = reach_line(report);
+            let but = if line.is_empty() {
+                String::new()
+            } else {
+                format!(", but {line}")
+            };
+            format!("new reach: no new credentialed access{acc}{but}")
+        }
         Verdict::Inconclusive => format!(
             "inconclusive: {}",
             report
@@ -113,8 +180,37 @@ fn human(report: &Report, names: &Names) -> String {
             ));
         }
     }
+    if !report.reach.is_empty() || !report.sandbox.is_empty() {
+        out.push_str(&format!(
+            "\nnew reach (does not block; not \"adds nothing\"): {}\n",
+            reach_line(report)
+        ));
+    }
+    for f in &report.reach {
+        out.push_str(&format!(
+            "\n+ {} ({})\n  {}\n  witness:  {} from `{}`\n  allowed by: {}\n",
+            f.category,
+            f.code,
+            f.message,
+            f.witness.request_text(),
+            f.witness.binary,
+            rule_text(f)
+        ));
+        if !f.old_reason.is_empty() {
+            out.push_str(&format!("  before:   {}\n", f.old_reason));
+        }
+    }
+    for c in &report.sandbox {
+        out.push_str(&format!(
+            "\n+ {} ({})\n  {}\n",
+            c.category, c.code, c.message
+        ));
+    }
     for line in omitted_lines(report) {
         out.push_str(&format!("\n{line}\n"));
+    }
+    if !report.credentials_declared {
+        out.push_str(&format!("\nnote: {NO_CREDENTIALS}\n"));
     }
     for n in &report.notes {
         out.push_str(&format!("\nnote: {n}\n"));
@@ -131,6 +227,7 @@ fn markdown(report: &Report, names: &Names) -> String {
     let icon = match report.verdict {
         Verdict::Widened => "🔴",
         Verdict::NoNewAccess => "🟢",
+        Verdict::NewReach => "🔵",
         Verdict::Inconclusive => "🟡",
     };
     let mut out = format!(
@@ -164,6 +261,31 @@ fn markdown(report: &Report, names: &Names) -> String {
         }
         out.push_str("\n</details>\n");
     }
+    if !report.reach.is_empty() || !report.sandbox.is_empty() {
+        if !out.ends_with("\n\n") {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "#### New reach (does not block)\n\n{}\n\n",
+            reach_line(report)
+        ));
+        for f in &report.reach {
+            out.push_str(&format!(
+                "- ➕ **`{}`** — `{}` from `{}` · allowed by `{}` · {}\n",
+                f.category,
+                f.witness.request_text(),
+                f.witness.binary,
+                rule_text(f),
+                f.message
+            ));
+        }
+        for c in &report.sandbox {
+            out.push_str(&format!("- ➕ **`{}`** — {}\n", c.category, c.message));
+        }
+    }
+    if !report.credentials_declared {
+        out.push_str(&format!("\n> note: {NO_CREDENTIALS}\n"));
+    }
     for n in &report.notes {
         out.push_str(&format!("\n> note: {n}\n"));
     }
@@ -192,11 +314,44 @@ fn github(report: &Report, names: &Names) -> String {
             github_escape(&msg, false)
         ));
     }
+    for f in &report.reach {
+        let (file, line) = f
+            .new_rule
+            .as_ref()
+            .map_or((names.new.as_str(), 1), |l| (l.file.as_str(), l.line));
+        let msg = format!(
+            "{} — witness: {} from {} (before: {})",
+            f.message,
+            f.witness.request_text(),
+            f.witness.binary,
+            f.old_reason
+        );
+        out.push_str(&format!(
+            "::notice file={},line={line},title={}::{}\n",
+            github_escape(file, true),
+            github_escape(f.category.name(), true),
+            github_escape(&msg, false)
+        ));
+    }
+    for c in &report.sandbox {
+        out.push_str(&format!(
+            "::notice file={},line=1,title={}::{}\n",
+            github_escape(&names.new, true),
+            github_escape(c.category.name(), true),
+            github_escape(&c.message, false)
+        ));
+    }
+    if !report.credentials_declared {
+        out.push_str(&format!(
+            "::notice title=policy prover::{}\n",
+            github_escape(NO_CREDENTIALS, false)
+        ));
+    }
     let summary = headline(report);
     let level = match report.verdict {
         Verdict::Widened => "error",
         Verdict::Inconclusive => "warning",
-        Verdict::NoNewAccess => "notice",
+        Verdict::NoNewAccess | Verdict::NewReach => "notice",
     };
     out.push_str(&format!(
         "::{level} title=policy prover::{}\n",
@@ -213,7 +368,7 @@ fn sarif_rules() -> Vec<Value> {
                 "id": c.name(),
                 "name": c.name(),
                 "shortDescription": { "text": c.summary() },
-                "defaultConfiguration": { "level": "error" },
+                "defaultConfiguration": { "level": if c.is_reach() { "note" } else { "error" } },
                 "properties": { "code": c.code().id },
             })
         })
@@ -221,7 +376,7 @@ fn sarif_rules() -> Vec<Value> {
 }
 
 fn sarif_doc(report: &Report, names: &Names) -> Value {
-    let results: Vec<Value> = report
+    let mut results: Vec<Value> = report
         .findings
         .iter()
         .map(|f| {
@@ -252,7 +407,45 @@ fn sarif_doc(report: &Report, names: &Names) -> Value {
             r
         })
         .collect();
-    sarif::document(sarif_rules(), results)
+    // New reach is a note: it does not block, but code scanning shows it.
+    results.extend(report.reach.iter().map(|f| {
+        let (file, line) = f
+            .new_rule
+            .as_ref()
+            .map_or((names.new.as_str(), 1), |l| (l.file.as_str(), l.line));
+        json!({
+            "ruleId": f.category.name(),
+            "level": "note",
+            "message": { "text": format!("{} (witness: {} from {}; before: {})", f.message, f.witness.request_text(), f.witness.binary, f.old_reason) },
+            "locations": [sarif::location(file, line, 1, line, 1)],
+            "properties": {
+                "witness": f.witness,
+                "region": f.region,
+                "verified": f.verified,
+                "credentialed": false,
+            },
+        })
+    }));
+    results.extend(report.sandbox.iter().map(|c| {
+        json!({
+            "ruleId": c.category.name(),
+            "level": "note",
+            "message": { "text": c.message },
+            "locations": [sarif::location(&names.new, 1, 1, 1, 1)],
+            "properties": { "change": c },
+        })
+    }));
+    let mut doc = sarif::document(sarif_rules(), results);
+    if let Some(run) = doc.pointer_mut("/runs/0").and_then(Value::as_object_mut) {
+        run.insert(
+            "properties".to_owned(),
+            json!({
+                "verdict": report.verdict.word(),
+                "credentials_declared": report.credentials_declared,
+            }),
+        );
+    }
+    doc
 }
 
 /// `check`: each finding of the single-policy queries as a warning at the

@@ -1,0 +1,228 @@
+//! What a candidate bundle lets the workload do outside the network that
+//! the old one did not: a filesystem right on a path the old Landlock
+//! ruleset did not cover, or sandbox enforcement made weaker. These are
+//! table comparisons, not solver questions: a right is granted or not, a
+//! syscall denied or not, whatever the request.
+//!
+//! A right counts as held before when the old ruleset granted it on the
+//! path or on any path above it (Landlock rights are inherited, see
+//! `sandbox`). Rights are compared by name whatever ABI introduced them:
+//! the ABI a right needs does not make it narrower.
+
+use std::collections::BTreeSet;
+
+use policy_lang::bundle::{Bundle, LandlockPath, RightsAtAbi};
+use policy_lang::ir::LandlockMode;
+use serde::Serialize;
+
+use crate::query::Category;
+use crate::sandbox::covers;
+
+/// One thing the new sandbox allows that the old one did not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SandboxChange {
+    /// `file_rights_expansion` or `enforcement_weakened`.
+    pub category: Category,
+    pub code: &'static str,
+    pub message: String,
+    /// The path new rights are granted on (`<workdir>` for the working
+    /// directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The Landlock rights newly granted there, in the table's order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rights: Vec<String>,
+    /// The setting made weaker (`landlock.mode`, `seccomp.deny`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setting: Option<String>,
+}
+
+impl SandboxChange {
+    /// One entry per path: a new tree usually brings a dozen rights, and
+    /// a line per right would bury the path.
+    fn rights(path: &str, shown: &str, rights: Vec<&str>) -> Option<SandboxChange> {
+        if rights.is_empty() {
+            return None;
+        }
+        let list = rights
+            .iter()
+            .map(|r| format!("`{r}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(SandboxChange {
+            category: Category::FileRightsExpansion,
+            code: Category::FileRightsExpansion.code().id,
+            message: format!(
+                "{shown} is now granted {list}, which the old ruleset granted neither there nor above"
+            ),
+            path: Some(path.to_owned()),
+            rights: rights.into_iter().map(str::to_owned).collect(),
+            setting: None,
+        })
+    }
+
+    fn weakened(setting: &str, message: String) -> SandboxChange {
+        SandboxChange {
+            category: Category::EnforcementWeakened,
+            code: Category::EnforcementWeakened.code().id,
+            message,
+            path: None,
+            rights: Vec::new(),
+            setting: Some(setting.to_owned()),
+        }
+    }
+}
+
+fn rights(access: &[RightsAtAbi]) -> BTreeSet<&str> {
+    access
+        .iter()
+        .flat_map(|a| a.rights.iter().map(String::as_str))
+        .collect()
+}
+
+/// The granted path of `paths` that gives `right` on `path`, if any.
+fn granted_by<'a>(paths: &'a [LandlockPath], path: &str, right: &str) -> Option<&'a str> {
+    paths
+        .iter()
+        .find(|p| covers(&p.path, path) && rights(&p.access).contains(right))
+        .map(|p| p.path.as_str())
+}
+
+/// Everything `new`'s sandbox allows beyond `old`'s, in table order.
+#[must_use]
+pub fn compare(old: &Bundle, new: &Bundle) -> Vec<SandboxChange> {
+    let (o, n) = (&old.enforcement, &new.enforcement);
+    let mut out = Vec::new();
+    for p in &n.landlock.paths {
+        let granted: Vec<&str> = rights(&p.access)
+            .into_iter()
+            .filter(|r| granted_by(&o.landlock.paths, &p.path, r).is_none())
+            .collect();
+        out.extend(SandboxChange::rights(
+            &p.path,
+            &format!("`{}`", p.path),
+            granted,
+        ));
+    }
+    let old_wd = o
+        .landlock
+        .workdir
+        .as_deref()
+        .map(rights)
+        .unwrap_or_default();
+    let new_wd: Vec<&str> = n
+        .landlock
+        .workdir
+        .as_deref()
+        .map(rights)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| !old_wd.contains(r))
+        .collect();
+    out.extend(SandboxChange::rights(
+        "<workdir>",
+        "the working directory",
+        new_wd,
+    ));
+    if o.landlock.mode == LandlockMode::Hard && n.landlock.mode == LandlockMode::BestEffort {
+        out.push(SandboxChange::weakened(
+            "landlock.mode",
+            "Landlock is now `best_effort`: on an older kernel the sandbox starts with less of the ruleset applied"
+                .to_owned(),
+        ));
+    }
+    if n.landlock.min_abi < o.landlock.min_abi {
+        out.push(SandboxChange::weakened(
+            "landlock.min_abi",
+            format!(
+                "the lowest Landlock ABI accepted fell from {} to {}",
+                o.landlock.min_abi, n.landlock.min_abi
+            ),
+        ));
+    }
+    let new_ports = &n.landlock.tcp_connect_ports;
+    let old_ports = &o.landlock.tcp_connect_ports;
+    if let Some(port) = new_ports
+        .ranges()
+        .iter()
+        .flat_map(|&(lo, hi)| lo..=hi)
+        .find(|&p| !old_ports.contains(p))
+    {
+        out.push(SandboxChange::weakened(
+            "landlock.tcp_connect_ports",
+            format!("Landlock now lets the workload connect to TCP port {port} (and perhaps more)"),
+        ));
+    }
+    for s in o
+        .landlock
+        .scoped
+        .iter()
+        .filter(|s| !n.landlock.scoped.contains(s))
+    {
+        out.push(SandboxChange::weakened(
+            "landlock.scoped",
+            format!("Landlock no longer scopes `{s}` to the sandbox"),
+        ));
+    }
+    // A denial whose conditions changed counts as removed: comparing
+    // argument conditions for inclusion is not worth the risk of a wrong
+    // "nothing new".
+    for d in o
+        .seccomp
+        .deny
+        .iter()
+        .filter(|d| !n.seccomp.deny.contains(d))
+    {
+        out.push(SandboxChange::weakened(
+            "seccomp.deny",
+            format!(
+                "syscall `{}` is no longer denied{}",
+                d.syscall,
+                if d.when.is_empty() {
+                    ""
+                } else {
+                    " under the same conditions"
+                }
+            ),
+        ));
+    }
+    for t in o
+        .seccomp
+        .notify
+        .iter()
+        .filter(|t| !n.seccomp.notify.contains(t))
+    {
+        out.push(SandboxChange::weakened(
+            "seccomp.notify",
+            format!(
+                "syscall `{}` is no longer trapped to the supervisor",
+                t.syscall
+            ),
+        ));
+    }
+    let who = |u: &Option<String>| {
+        u.as_deref()
+            .map_or("(unchanged by the policy)".to_owned(), |u| format!("`{u}`"))
+    };
+    if o.process.user != n.process.user {
+        out.push(SandboxChange::weakened(
+            "run_as.user",
+            format!(
+                "the workload now runs as user {} instead of {}",
+                who(&n.process.user),
+                who(&o.process.user)
+            ),
+        ));
+    }
+    if o.process.group != n.process.group {
+        out.push(SandboxChange::weakened(
+            "run_as.group",
+            format!(
+                "the workload now runs as group {} instead of {}",
+                who(&n.process.group),
+                who(&o.process.group)
+            ),
+        ));
+    }
+    out
+}
