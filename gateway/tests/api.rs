@@ -572,7 +572,7 @@ both!(
         assert_eq!(p["rollback_of"], 1);
         assert_eq!(p["base_revision"], 2);
         // Back to revision 1 adds example.com again: proved, not waved through.
-        assert_eq!(p["verdict"], "no-new-access");
+        assert_eq!(p["verdict"], "new-reach");
         assert_eq!(p["digest"], first["digest"]);
         let ok = approve(&bob, &p).await;
         assert_eq!(ok.json()["revision"], 3);
