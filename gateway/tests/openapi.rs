@@ -889,10 +889,20 @@ both!(
             )
             .await;
         assert_eq!(back["rollback_of"], 1);
-        // Revision 1 reaches example.com again, without a credential: no new
-        // credentialed access, approved at once; approving it again is `409`.
-        assert_eq!(back["state"], "approved", "{back}");
+        // Revision 1 reaches example.com again, without a credential: new
+        // reach, which a person approves even in auto mode; approving it
+        // again is `409`.
+        assert_eq!(back["state"], "pending", "{back}");
+        assert_eq!(back["verdict"], "new-reach", "{back}");
         let bid = back["id"].as_i64().unwrap();
+        c.expect(
+            &bob,
+            200,
+            "POST",
+            &format!("/v1/proposals/{bid}/approve"),
+            Some(json!({"review_token": back["review_token"]})),
+        )
+        .await;
         c.expect(
             &bob,
             409,

@@ -381,7 +381,7 @@ both!(
         assert_eq!(big.status, 201, "{:?}", big.json()["error"]);
         assert_eq!(
             big.json()["verdict"],
-            "no-new-access",
+            "new-reach",
             "{:?}",
             big.json()["proof"]
         );
