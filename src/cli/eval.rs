@@ -118,6 +118,7 @@ pub fn run(args: &Args) -> u8 {
     let ask = Ask {
         binary: &args.binary,
         sha256: args.sha256.clone(),
+        hash_binary: true,
         url: args.url.as_deref(),
         method: args.method.as_deref(),
         host: args.host.as_deref(),
@@ -157,8 +158,10 @@ pub fn run(args: &Args) -> u8 {
 /// gives the answer it expects.
 pub(super) struct Ask<'a> {
     pub binary: &'a str,
-    /// Default: hashed from `binary` when that file is readable.
     pub sha256: Option<String>,
+    /// Without `sha256`, hash `binary` when that file is readable (`eval`
+    /// asks about this machine; a test case must not depend on it).
+    pub hash_binary: bool,
     pub url: Option<&'a str>,
     pub method: Option<&'a str>,
     pub host: Option<&'a str>,
@@ -181,7 +184,10 @@ pub(super) enum AskError {
 pub(super) fn decide(ev: &Evaluator, ask: &Ask<'_>) -> Result<Decision, AskError> {
     let mut req = Request {
         binary: ask.binary.to_owned(),
-        sha256: ask.sha256.clone().or_else(|| hash_file(ask.binary)),
+        sha256: ask
+            .sha256
+            .clone()
+            .or_else(|| ask.hash_binary.then(|| hash_file(ask.binary)).flatten()),
         addr: ask.addr,
         ..Request::default()
     };

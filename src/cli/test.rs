@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
 use policy_lang::bundle::Bundle;
+use policy_lang::diag::Diagnostic;
 use policy_lang::eval::{Decision, Evaluator, RouteKind, Verdict};
 use policy_lang::ir::Origin;
 use policy_lang::load;
@@ -231,6 +232,7 @@ fn run_case(ev: &Evaluator, sources: &[SourceFile], case: Case) -> CaseRun {
     let ask = Ask {
         binary: &case.binary,
         sha256: case.sha256.clone(),
+        hash_binary: false,
         url: case.url.as_deref(),
         method: case.method.as_deref(),
         host: case.host.as_deref(),
@@ -481,13 +483,12 @@ fn json_doc(runs: &[FileRun]) -> Value {
     let files: Vec<Value> = runs
         .iter()
         .map(|r| {
-            let (diagnostics, errs) = r
-                .failure
-                .as_ref()
-                .map(|f| f.json_members())
-                .unwrap_or((json!([]), json!([])));
-            if let Value::Array(e) = errs {
-                errors.extend(e);
+            let mut diagnostics = Vec::new();
+            if let Some(f) = &r.failure {
+                diagnostics.extend(f.diagnostics().map(Diagnostic::to_json));
+                if let (_, Value::Array(e)) = f.json_members() {
+                    errors.extend(e);
+                }
             }
             json!({
                 "path": r.path,
