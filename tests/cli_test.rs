@@ -1,10 +1,6 @@
 //! `openshell-policy test`, and the directories and standard input that
 //! `check` and `fmt` take.
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "tests fail loudly"
-)]
+#![expect(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
 mod common;
 
@@ -646,6 +642,21 @@ fn fmt_check_fails_on_a_file_with_errors() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn fmt_formats_a_fragment_that_uses_its_includers_names() {
+    let d = dir("fmt-fragment");
+    write(
+        &d,
+        "f.policy",
+        "fragment \"f\" {\n    allow agent -> a.com:443\n}\n",
+    );
+    let o = run_in(&d, &["fmt", "--check", "f.policy"]);
+    assert_eq!(code(&o), 1, "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "f.policy\n");
+    assert_eq!(code(&run_in(&d, &["fmt", "f.policy"])), 0);
+    assert_eq!(code(&run_in(&d, &["fmt", "--check", "f.policy"])), 0);
 }
 
 #[test]

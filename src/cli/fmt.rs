@@ -57,10 +57,13 @@ fn format_one(input: &Input, check: bool) -> u8 {
         },
     };
     let shown = input.shown();
-    // A file is checked as `check` would check it (includes, names, rules),
-    // not only parsed: a file with errors is never reported as formatted.
+    // A policy is checked as `check` would check it (includes, names,
+    // rules), not only parsed: a file with errors is never reported as
+    // formatted. A fragment may use names the policies including it
+    // define, so only its syntax is checked.
     let errors: Vec<_> = match input {
         Input::File(path) => match load::check(path, None) {
+            Ok(checked) if checked.is_fragment => parser::parse(&file).1.sorted(),
             Ok(checked) => checked.diagnostics,
             Err(e) => {
                 eprintln!("error: {e}");

@@ -181,7 +181,7 @@ pub fn parse(file: &SourceFile, base: &Path) -> Result<TestFile, Vec<Diagnostic>
             r.error(
                 T0001,
                 e.span,
-                format!("this is not YAML: {}", e.message),
+                format!("cannot read the YAML: {}", e.message),
                 "fix the YAML syntax at this place",
             );
             return Err(r.diags);
