@@ -334,6 +334,37 @@ fn bodies_reach_the_evaluator_as_eval_sends_them() {
 }
 
 #[test]
+fn an_openshell_policy_with_a_credentials_file() {
+    let d = dir("openshell");
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shared/fixtures/openshell");
+    write(
+        &d,
+        "p.test.yaml",
+        &format!(
+            "policy: {fx}/prover-policy.yaml\ncredentials: {fx}/prover-credentials.yaml\ncases:\n  - name: a read carries the token\n    binary: /usr/bin/gh\n    url: https://api.github.com/repos/o/r\n    expect: allow\n    rule: 'access: read-only'\n    credential: github-pat\n  - name: a write is refused without it\n    binary: /usr/bin/gh\n    url: https://api.github.com/repos/o/r\n    method: POST\n    expect: deny\n    rule: '- host: api.github.com'\n    credential: none\n",
+            fx = fx.display()
+        ),
+    );
+    let o = run_in(&d, &["test", "p.test.yaml"]);
+    assert_eq!(code(&o), 0, "{}{}", text(&o.stdout), text(&o.stderr));
+    // Without the credentials file no token is injected, and the case says so.
+    let t = std::fs::read_to_string(d.join("p.test.yaml")).unwrap();
+    let without: String = t
+        .lines()
+        .filter(|l| !l.starts_with("credentials:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    write(&d, "p.test.yaml", &without);
+    let o = run_in(&d, &["test", "p.test.yaml"]);
+    assert_eq!(code(&o), 1);
+    assert!(
+        text(&o.stdout).contains("credential: expected `github-pat`, got none"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
 fn a_bundle_can_be_tested() {
     let d = dir("bundle");
     write(&d, "t.policy", POLICY);
