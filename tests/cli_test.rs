@@ -121,6 +121,14 @@ fn shipped_policies_pass_their_tests() {
         out.contains(&format!("in {policies} files")),
         "one test file per policy: {out}"
     );
+    for e in std::fs::read_dir("policies").unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "policy") {
+            let stem = p.file_stem().unwrap().to_string_lossy();
+            let t = format!("policies/tests/{stem}.test.yaml");
+            assert!(Path::new(&t).is_file(), "{} has no {t}", p.display());
+        }
+    }
 }
 
 #[test]
@@ -203,6 +211,10 @@ fn malformed_test_files_are_input_errors() {
         (
             "policy: t.policy\nbundle: t.bundle\ncases:\n  - binary: /b\n    url: https://x/\n    expect: deny\n",
             "T0004",
+        ),
+        (
+            "policy: t.policy\ncases:\n  - binary: /b\n    url: https://x/\n    rule: 9\n    expect: deny\n",
+            "T0003",
         ),
     ];
     for (body, want) in cases {

@@ -452,6 +452,15 @@ impl Reader<'_> {
                 "rule" => {
                     c.rule = if v.is_null() {
                         Some(ExpectRule::None)
+                    } else if v.as_u64().is_some() {
+                        // A bare line number would match no rule's text.
+                        self.error(
+                            T0003,
+                            v.span,
+                            "`rule` is the rule's text, `FILE:LINE` or `none`, not a line number",
+                            "write the policy file too, relative to this test file: `rule: ../NAME.policy:LINE`",
+                        );
+                        None
                     } else {
                         self.string(v, key).map(|s| expect_rule(&s, self.base))
                     }
