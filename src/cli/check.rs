@@ -1,13 +1,18 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use policy_lang::load;
+use policy_lang::source::SourceFile;
+
+use super::inputs::{self, Input};
 
 use super::{CredentialsArg, DiagFormat, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INPUT, EXIT_OK};
 use crate::report::{self, FileReport, InputError};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Policy files: `.policy` (this language) or `.yaml`/`.yml` (OpenShell).
+    /// Policy files: `.policy` (this language) or `.yaml`/`.yml` (OpenShell);
+    /// a directory for every such file under it (test files `*.test.yaml`
+    /// excepted), or `-` for a policy in this language on standard input.
     #[arg(required = true, value_name = "FILES")]
     files: Vec<PathBuf>,
     #[command(flatten)]
@@ -96,32 +101,38 @@ pub fn run(args: &Args) -> u8 {
     } else {
         None
     };
+    let (inputs, unusable) = inputs::expand(&args.files, inputs::is_checkable, "policy files");
+    errors.extend(unusable);
     if opts.is_some() {
-        let paths: Vec<&std::path::Path> = args.files.iter().map(PathBuf::as_path).collect();
+        let paths: Vec<&std::path::Path> = inputs
+            .iter()
+            .filter_map(|i| match i {
+                Input::File(p) => Some(p.as_path()),
+                Input::Stdin => None,
+            })
+            .collect();
         if let Some(why) = super::solver::delegate_if_large(&paths) {
             report::print_check(&[], &[], Some(&why), args.format);
             return EXIT_INCONCLUSIVE;
         }
     }
-    for path in &args.files {
-        match load::check(path, args.credentials.credentials.as_deref()) {
+    for input in &inputs {
+        match check_input(input, args.credentials.credentials.as_deref()) {
             Ok(checked) => {
+                let shown = std::path::PathBuf::from(input.shown());
                 let risks = match &opts {
-                    Some(o) => risk_warnings(&checked, o, path),
+                    Some(o) => risk_warnings(&checked, o, &shown),
                     None => Risks::default(),
                 };
                 inconclusive.extend(risks.inconclusive);
                 let mut diagnostics = checked.diagnostics;
                 diagnostics.extend(risks.warnings);
                 reports.push(FileReport {
-                    path: path.display().to_string(),
+                    path: input.shown(),
                     diagnostics,
                 });
             }
-            Err(e) => errors.push(InputError::new(
-                Some(path.display().to_string()),
-                e.to_string(),
-            )),
+            Err(e) => errors.push(e),
         }
     }
     let why = (!inconclusive.is_empty()).then(|| inconclusive.join("; "));
@@ -137,7 +148,12 @@ pub fn run(args: &Args) -> u8 {
     if args.format == DiagFormat::Human {
         eprintln!(
             "{}",
-            summary(args.files.len(), errors.len(), n_errors, n_warnings)
+            summary(
+                reports.len() + errors.len(),
+                errors.len(),
+                n_errors,
+                n_warnings
+            )
         );
         if let Some(why) = &why {
             eprintln!("inconclusive: a risk question was not answered: {why}");
@@ -152,6 +168,27 @@ pub fn run(args: &Args) -> u8 {
     } else {
         EXIT_OK
     }
+}
+
+/// Checks one input. Standard input is read as this language and, having
+/// no directory of its own, cannot `include` (an error that says so).
+fn check_input(input: &Input, credentials: Option<&Path>) -> Result<load::Checked, InputError> {
+    let path = match input {
+        Input::File(p) => p,
+        Input::Stdin => {
+            let text = inputs::read_stdin()?;
+            let creds = credentials
+                .map(load::read_source)
+                .transpose()
+                .map_err(|e| {
+                    InputError::new(credentials.map(|c| c.display().to_string()), e.to_string())
+                })?;
+            let main = SourceFile::new(inputs::STDIN_NAME, text);
+            return Ok(load::check_loaded(load::load_sources(main, creds)));
+        }
+    };
+    load::check(path, credentials)
+        .map_err(|e| InputError::new(Some(path.display().to_string()), e.to_string()))
 }
 
 /// `checked 3 files: no errors, 2 warnings`, for people.

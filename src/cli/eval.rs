@@ -107,67 +107,44 @@ pub fn run(args: &Args) -> u8 {
         Ok(b) => b,
         Err(f) => return failed(args.format, &f),
     };
-    let mut req = Request {
-        binary: args.binary.clone(),
-        sha256: args.sha256.clone().or_else(|| hash_file(&args.binary)),
-        addr: args.addr,
-        ..Request::default()
-    };
     let body = match request_body(args) {
         Ok(b) => b,
         Err(e) => return failed(args.format, &Failure::error(None, e)),
     };
-    if let Some(url) = &args.url {
-        match parse_url(url) {
-            Ok((host, port, target)) => {
-                let default = if body.is_some() { "POST" } else { "GET" };
-                req.host = Some(host);
-                req.port = port;
-                req.http = Some(HttpRequest {
-                    method: args
-                        .method
-                        .as_deref()
-                        .unwrap_or(default)
-                        .to_ascii_uppercase(),
-                    target,
-                });
-            }
-            Err(e) => {
-                return failed(
-                    args.format,
-                    &Failure::error(None, format!("invalid `--url`: {e}")),
-                );
-            }
-        }
-    } else {
-        req.host = args.host.clone();
-        req.port = args.port.unwrap_or(0);
-    }
     let ws_message = match websocket_message(args) {
         Ok(m) => m,
         Err(e) => return failed(args.format, &Failure::error(None, e)),
     };
-    let websocket =
-        args.websocket || ws_message.is_some() || args.url.as_deref().is_some_and(is_websocket_url);
-    if websocket && (body.is_some() || args.method.is_some()) {
-        return failed(
-            args.format,
-            &Failure::error(
-                None,
-                "a WebSocket upgrade is a GET without a body; drop `--method` and the body flags",
-            ),
-        );
-    }
-    let ev = Evaluator::new(bundle);
-    let decision = if websocket {
-        let message = match &ws_message {
-            Some(WsMessageArg::Text(t)) => Some(WsClientMessage::Text(t)),
-            Some(WsMessageArg::Binary(b)) => Some(WsClientMessage::Binary(b)),
-            None => None,
-        };
-        ev.eval_websocket(&req, message)
-    } else {
-        ev.eval_with_body(&req, body.as_deref())
+    let ask = Ask {
+        binary: &args.binary,
+        sha256: args.sha256.clone(),
+        hash_binary: true,
+        url: args.url.as_deref(),
+        method: args.method.as_deref(),
+        host: args.host.as_deref(),
+        port: args.port,
+        addr: args.addr,
+        body,
+        websocket: args.websocket,
+        ws_message,
+    };
+    let decision = match decide(&Evaluator::new(bundle), &ask) {
+        Ok(d) => d,
+        Err(AskError::Url(e)) => {
+            return failed(
+                args.format,
+                &Failure::error(None, format!("invalid `--url`: {e}")),
+            );
+        }
+        Err(AskError::WebsocketWithBody) => {
+            return failed(
+                args.format,
+                &Failure::error(
+                    None,
+                    "a WebSocket upgrade is a GET without a body; drop `--method` and the body flags",
+                ),
+            );
+        }
     };
     match args.format {
         Format::Json => outln!("{}", serde_json::to_string(&decision).unwrap_or_default()),
@@ -176,9 +153,77 @@ pub fn run(args: &Args) -> u8 {
     EXIT_OK
 }
 
+/// One request to decide, as `eval`'s flags or a `test` case describe it:
+/// both are answered by [`decide`], so a test passes exactly when `eval`
+/// gives the answer it expects.
+pub(super) struct Ask<'a> {
+    pub binary: &'a str,
+    pub sha256: Option<String>,
+    /// Without `sha256`, hash `binary` when that file is readable (`eval`
+    /// asks about this machine; a test case must not depend on it).
+    pub hash_binary: bool,
+    pub url: Option<&'a str>,
+    pub method: Option<&'a str>,
+    pub host: Option<&'a str>,
+    pub port: Option<u16>,
+    pub addr: Option<IpAddr>,
+    pub body: Option<Vec<u8>>,
+    /// An upgrade asked for explicitly (a `ws://` URL or a message imply it).
+    pub websocket: bool,
+    pub ws_message: Option<WsMessageArg>,
+}
+
+/// Why an [`Ask`] describes no request.
+#[derive(Debug)]
+pub(super) enum AskError {
+    Url(String),
+    WebsocketWithBody,
+}
+
+/// The reference evaluator's decision for one request.
+pub(super) fn decide(ev: &Evaluator, ask: &Ask<'_>) -> Result<Decision, AskError> {
+    let mut req = Request {
+        binary: ask.binary.to_owned(),
+        sha256: ask
+            .sha256
+            .clone()
+            .or_else(|| ask.hash_binary.then(|| hash_file(ask.binary)).flatten()),
+        addr: ask.addr,
+        ..Request::default()
+    };
+    if let Some(url) = ask.url {
+        let (host, port, target) = parse_url(url).map_err(AskError::Url)?;
+        let default = if ask.body.is_some() { "POST" } else { "GET" };
+        req.host = Some(host);
+        req.port = port;
+        req.http = Some(HttpRequest {
+            method: ask.method.unwrap_or(default).to_ascii_uppercase(),
+            target,
+        });
+    } else {
+        req.host = ask.host.map(str::to_owned);
+        req.port = ask.port.unwrap_or(0);
+    }
+    let websocket =
+        ask.websocket || ask.ws_message.is_some() || ask.url.is_some_and(is_websocket_url);
+    if websocket && (ask.body.is_some() || ask.method.is_some()) {
+        return Err(AskError::WebsocketWithBody);
+    }
+    Ok(if websocket {
+        let message = match &ask.ws_message {
+            Some(WsMessageArg::Text(t)) => Some(WsClientMessage::Text(t)),
+            Some(WsMessageArg::Binary(b)) => Some(WsClientMessage::Binary(b)),
+            None => None,
+        };
+        ev.eval_websocket(&req, message)
+    } else {
+        ev.eval_with_body(&req, ask.body.as_deref())
+    })
+}
+
 /// A client message of `--websocket-text`, `--websocket-text-file` or
 /// `--websocket-binary`.
-enum WsMessageArg {
+pub(super) enum WsMessageArg {
     Text(String),
     Binary(Vec<u8>),
 }
@@ -249,14 +294,10 @@ fn request_body(args: &Args) -> Result<Option<Vec<u8>>, String> {
         );
     }
     if let Some(document) = &args.graphql {
-        let mut request = serde_json::Map::new();
-        request.insert("query".into(), document.as_str().into());
-        if let Some(name) = &args.graphql_operation_name {
-            request.insert("operationName".into(), name.as_str().into());
-        }
-        return Ok(Some(
-            serde_json::Value::Object(request).to_string().into_bytes(),
-        ));
+        return Ok(Some(graphql_body(
+            document,
+            args.graphql_operation_name.as_deref(),
+        )));
     }
     if let Some(path) = &args.body {
         return read_file_or_stdin(path)
@@ -266,8 +307,26 @@ fn request_body(args: &Args) -> Result<Option<Vec<u8>>, String> {
     if args.jsonrpc_methods.is_empty() {
         return Ok(None);
     }
-    let calls: Vec<serde_json::Value> = args
-        .jsonrpc_methods
+    Ok(Some(jsonrpc_body(
+        &args.jsonrpc_methods,
+        args.tool.as_deref(),
+    )))
+}
+
+/// The GraphQL JSON body `{"query", "operationName"}` of `--graphql`.
+pub(super) fn graphql_body(document: &str, operation_name: Option<&str>) -> Vec<u8> {
+    let mut request = serde_json::Map::new();
+    request.insert("query".into(), document.into());
+    if let Some(name) = operation_name {
+        request.insert("operationName".into(), name.into());
+    }
+    serde_json::Value::Object(request).to_string().into_bytes()
+}
+
+/// JSON-RPC 2.0 calls, one per method (a batch when there are several);
+/// `tools/call` calls carry `tool` as `params.name`.
+pub(super) fn jsonrpc_body(methods: &[String], tool: Option<&str>) -> Vec<u8> {
+    let calls: Vec<serde_json::Value> = methods
         .iter()
         .enumerate()
         .map(|(i, method)| {
@@ -276,7 +335,7 @@ fn request_body(args: &Args) -> Result<Option<Vec<u8>>, String> {
             call.insert("id".into(), (i + 1).into());
             call.insert("method".into(), method.as_str().into());
             if method == policy_lang::matcher::TOOLS_CALL
-                && let Some(tool) = &args.tool
+                && let Some(tool) = tool
             {
                 call.insert(
                     "params".into(),
@@ -290,7 +349,7 @@ fn request_body(args: &Args) -> Result<Option<Vec<u8>>, String> {
         [one] => one.to_string(),
         _ => serde_json::Value::Array(calls).to_string(),
     };
-    Ok(Some(body.into_bytes()))
+    body.into_bytes()
 }
 
 /// No decision: the reason in the requested format, exit 2.

@@ -7,7 +7,10 @@ mod eval;
 mod explain;
 mod fmt;
 mod import;
+mod inputs;
 mod solver;
+mod test;
+mod test_file;
 
 use std::path::PathBuf;
 
@@ -25,7 +28,7 @@ pub const EXIT_INCONCLUSIVE: u8 = 3;
 #[command(
     name = "openshell-policy",
     version,
-    about = "Check, compile, explain, evaluate, format and import sandbox policies"
+    about = "Check, compile, explain, evaluate, test, format and import sandbox policies"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -48,6 +51,9 @@ enum Command {
     Import(import::Args),
     /// Prove whether a policy change widens credentialed reach (`--prove`).
     Diff(diff::Args),
+    /// Run policy test files (`*.test.yaml`): requests and the decisions
+    /// they must get.
+    Test(test::Args),
 }
 
 /// Shared `--credentials` option: an OpenShell credentials file.
@@ -67,6 +73,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Fmt(a) => fmt::run(&a),
         Command::Import(a) => import::run(&a),
         Command::Diff(a) => diff::run(&a),
+        Command::Test(a) => test::run(&a),
     }
 }
 
@@ -119,6 +126,7 @@ pub fn parse() -> Result<Cli, u8> {
         (Some("eval"), Some("json")) => {
             eval::failed_json(&failure);
         }
+        (Some("test"), Some(f)) => test::print_usage_error(f, failure),
         _ => {}
     }
     Err(code)
