@@ -1145,55 +1145,17 @@ both!(
 
 /// A TLS connection to the gateway that writes whatever bytes it is given.
 async fn raw(gw: &Gw) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    use rustls::pki_types::pem::PemObject as _;
-    let tcp = tokio::net::TcpStream::connect(gw.running.addr)
-        .await
-        .unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&gw.ca) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
+    connect_raw(gw.running.addr, &gw.ca, "127.0.0.1")
         .await
         .unwrap()
 }
 
-/// One answer off a raw connection: status and body (by
-/// `content-length`).
+/// One answer off a raw connection: status and body.
 async fn read_raw(
     s: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
 ) -> (u16, Vec<u8>) {
-    use tokio::io::AsyncReadExt as _;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = s.read(&mut chunk).await.unwrap();
-        assert!(n > 0, "closed before an answer");
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .map_or(0, |v| v.trim().parse().unwrap());
-    while buf.len() < end + len {
-        let n = s.read(&mut chunk).await.unwrap();
-        assert!(n > 0, "closed inside the body");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    (status, buf[end..end + len].to_vec())
+    let (status, _, body) = read_raw_answer(s).await;
+    (status, body)
 }
 
 // What no well-behaved client sends: a request hyper cannot parse, a head

@@ -12,41 +12,15 @@ use std::time::Duration;
 
 use common::*;
 use gateway::app::ClientLimits;
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpSocket, TcpStream};
-use tokio_rustls::TlsConnector;
+use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 /// A TLS connection to the gateway from `from` (another loopback address
 /// is another peer).
 async fn connect(gw: &Gw, from: &str) -> std::io::Result<TlsStream<TcpStream>> {
     connect_raw(gw.running.addr, &gw.ca, from).await
-}
-
-async fn connect_raw(
-    addr: std::net::SocketAddr,
-    ca: &[u8],
-    from: &str,
-) -> std::io::Result<TlsStream<TcpStream>> {
-    let socket = TcpSocket::new_v4()?;
-    socket.bind(format!("{from}:0").parse().unwrap())?;
-    let tcp = socket.connect(addr).await?;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
 }
 
 fn admin_token(gw: &Gw) -> String {
@@ -56,35 +30,14 @@ fn admin_token(gw: &Gw) -> String {
         .to_owned()
 }
 
-/// Reads one answer: status, head, body (by `content-length`).
+/// Reads one answer: status, head, JSON body.
 async fn read_answer(s: &mut TlsStream<TcpStream>) -> (u16, String, Value) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = s.read(&mut chunk).await.unwrap();
-        assert!(
-            n > 0,
-            "closed before an answer: {:?}",
-            String::from_utf8_lossy(&buf)
-        );
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .map_or(0, |v| v.trim().parse().unwrap());
-    while buf.len() < head_end + len {
-        let n = s.read(&mut chunk).await.unwrap();
-        assert!(n > 0, "closed inside the body");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let body = serde_json::from_slice(&buf[head_end..head_end + len]).unwrap_or(Value::Null);
-    (status, head, body)
+    let (status, head, body) = read_raw_answer(s).await;
+    (
+        status,
+        head,
+        serde_json::from_slice(&body).unwrap_or(Value::Null),
+    )
 }
 
 /// Whether the server closes the connection (EOF or reset) within `t`.

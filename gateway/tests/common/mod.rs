@@ -54,6 +54,17 @@ pub async fn fresh_postgres() -> String {
     format!("{prefix}/{name}")
 }
 
+/// A gateway directory made by `init`, and a database of its own.
+pub async fn fresh_dir(backend: Backend) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    gateway::dir::init(dir.path(), &[]).unwrap();
+    let db = match backend {
+        Backend::Sqlite => format!("sqlite:{}", dir.path().join("gateway.db").display()),
+        Backend::Postgres => fresh_postgres().await,
+    };
+    (dir, db)
+}
+
 pub struct Gw {
     pub dir: tempfile::TempDir,
     pub db: String,
@@ -89,12 +100,7 @@ impl Gw {
         prove: Duration,
         clients: gateway::app::ClientLimits,
     ) -> Gw {
-        let dir = tempfile::tempdir().unwrap();
-        gateway::dir::init(dir.path(), &[]).unwrap();
-        let db = match backend {
-            Backend::Sqlite => format!("sqlite:{}", dir.path().join("gateway.db").display()),
-            Backend::Postgres => fresh_postgres().await,
-        };
+        let (dir, db) = fresh_dir(backend).await;
         let limits = gateway::app::Limits::default();
         Self::start_on_dir_with(dir, db, approval, prove, limits, clients).await
     }
@@ -226,12 +232,7 @@ impl Gw {
         prove: Duration,
         limits: gateway::app::Limits,
     ) -> Gw {
-        let dir = tempfile::tempdir().unwrap();
-        gateway::dir::init(dir.path(), &[]).unwrap();
-        let db = match backend {
-            Backend::Sqlite => format!("sqlite:{}", dir.path().join("gateway.db").display()),
-            Backend::Postgres => fresh_postgres().await,
-        };
+        let (dir, db) = fresh_dir(backend).await;
         Self::start_on_dir(dir, db, approval, prove, limits).await
     }
 
@@ -296,4 +297,68 @@ impl Gw {
         std::fs::write(&path, &token).unwrap();
         (self.admin.with_token(&token), path)
     }
+}
+
+/// A TLS connection to the gateway at `addr` from `from` (another loopback
+/// address is another peer), for writing bytes no client would.
+pub async fn connect_raw(
+    addr: std::net::SocketAddr,
+    ca: &[u8],
+    from: &str,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    use rustls::pki_types::pem::PemObject as _;
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(format!("{from}:0").parse().unwrap())?;
+    let tcp = socket.connect(addr).await?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            tcp,
+        )
+        .await
+}
+
+/// One answer off a raw connection: status, head (lower case), body (by
+/// `content-length`).
+pub async fn read_raw_answer(
+    s: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+) -> (u16, String, Vec<u8>) {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut chunk).await.unwrap();
+        assert!(
+            n > 0,
+            "closed before an answer: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    while buf.len() < end + len {
+        let n = s.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed inside the body");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body = buf[end..end + len].to_vec();
+    (status, head, body)
 }
