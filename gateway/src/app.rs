@@ -108,8 +108,8 @@ impl Default for ClientLimits {
         ClientLimits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
-            max_connections: 4096,
-            max_connections_per_peer: 256,
+            max_connections: 8192,
+            max_connections_per_peer: 1024,
             audited_refusals_per_minute: 60,
             shutdown_grace: Duration::from_secs(30),
             access_log: true,

@@ -207,10 +207,11 @@ pub struct ClientArgs {
     #[arg(long, default_value_t = 30, value_name = "S")]
     pub body_timeout: u64,
     /// Connections open at once (lowered to fit the open-files limit).
-    #[arg(long, default_value_t = 4096, value_name = "N")]
+    #[arg(long, default_value_t = 8192, value_name = "N")]
     pub max_connections: usize,
-    /// Connections open at once from one address.
-    #[arg(long, default_value_t = 256, value_name = "N")]
+    /// Connections open at once from one address (behind a proxy or NAT
+    /// every supervisor has the same one: raise it there).
+    #[arg(long, default_value_t = 1024, value_name = "N")]
     pub max_connections_per_peer: usize,
     /// Refusals of requests without a valid token written to the audit
     /// log per minute; the rest are counted and summed up in one row.
