@@ -22,6 +22,9 @@ struct Proc {
     child: Child,
     url: String,
     admin: Client,
+    /// Its standard error (the access log among it), in a file: a pipe
+    /// nobody reads would stop the gateway once full.
+    log: std::path::PathBuf,
 }
 
 impl Drop for Proc {
@@ -44,6 +47,9 @@ fn init(dir: &Path) {
 }
 
 fn serve(dir: &Path, listen: &str, db: &str, approval: &str) -> Result<Proc, Output> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log = dir.join(format!("serve-{n}.log"));
     let mut child = Command::new(GATEWAY)
         .args([
             "serve",
@@ -57,7 +63,7 @@ fn serve(dir: &Path, listen: &str, db: &str, approval: &str) -> Result<Proc, Out
             approval,
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -65,13 +71,23 @@ fn serve(dir: &Path, listen: &str, db: &str, approval: &str) -> Result<Proc, Out
         .read_line(&mut line)
         .unwrap();
     if line.is_empty() {
-        return Err(child.wait_with_output().unwrap());
+        let status = child.wait().unwrap();
+        return Err(Output {
+            status,
+            stdout: Vec::new(),
+            stderr: std::fs::read(&log).unwrap(),
+        });
     }
     let url = line.trim().rsplit(' ').next().unwrap().to_owned();
     let ca = std::fs::read(dir.join("ca.pem")).unwrap();
     let token = std::fs::read_to_string(dir.join("admin.token")).unwrap();
     let admin = Client::new(&url, &ca, &token).unwrap();
-    Ok(Proc { child, url, admin })
+    Ok(Proc {
+        child,
+        url,
+        admin,
+        log,
+    })
 }
 
 fn port(url: &str) -> &str {
@@ -440,4 +456,85 @@ async fn the_client_commands_drive_an_approval() {
     assert!(out.contains("\"ok\": true"));
     let (rc, _, err) = cli(d, "https://127.0.0.1:1", &admin, &["proposals"]);
     assert_eq!(rc, 3, "unreachable: {err}");
+}
+
+// `SIGTERM` as an orchestrator sends it: the waiting poll is answered at
+// once (its supervisor reconnects, to another replica), and the process
+// exits 0 once nothing is in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_the_waiting_polls_and_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    init(dir.path());
+    let db = format!("sqlite:{}", dir.path().join("gateway.db").display());
+    let mut gw = serve(dir.path(), "127.0.0.1:0", &db, "manual").unwrap();
+    let person = |name: &str, role: &str| {
+        let c = gw.admin.clone();
+        let body = json!({"name": name, "role": role});
+        async move {
+            let r = send(&c, "POST", "/v1/tokens", Some(body)).await;
+            c.with_token(r.json()["token"].as_str().unwrap())
+        }
+    };
+    let alice = person("alice", "author").await;
+    let bob = person("bob", "author").await;
+    let carol = person("carol", "reader").await;
+    assert_eq!(
+        approve(&bob, &propose(&alice, "agent", BASE).await)
+            .await
+            .status,
+        200
+    );
+    let r = send(
+        &gw.admin,
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"id": "sb", "policy": "agent"})),
+    )
+    .await;
+    let sb = gw.admin.with_token(r.json()["token"].as_str().unwrap());
+    let first = send(&sb, "GET", "/v1/sandboxes/sb/bundle", None).await;
+    let inm = format!("\"{}\"", first.json()["claims"]["digest"].as_str().unwrap());
+    let poll = tokio::spawn(async move {
+        sb.send(
+            "GET",
+            "/v1/sandboxes/sb/bundle?wait=120",
+            None,
+            &[("if-none-match", inm.as_str())],
+            Duration::from_secs(150),
+        )
+        .await
+        .unwrap()
+    });
+    let deadline = Instant::now() + T;
+    loop {
+        let m = send(&carol, "GET", "/metrics", None).await;
+        if String::from_utf8_lossy(&m.body).contains("openshell_gateway_waiting_polls 1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the poll never parked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &gw.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let answered = tokio::time::timeout(T, poll).await.unwrap().unwrap();
+    assert_eq!(answered.status, 304, "{:?}", answered.json());
+    let status = loop {
+        if let Some(s) = gw.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the gateway did not exit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status}");
+    let err = std::fs::read_to_string(&gw.log).unwrap();
+    assert!(err.contains("openshell-gateway: stopped"), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.contains("\"route\":\"/v1/sandboxes/{id}/bundle\"")
+                && l.contains("\"status\":304")),
+        "no access-log line for the answered poll:\n{err}"
+    );
 }

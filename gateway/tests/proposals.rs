@@ -570,6 +570,7 @@ both!(serve_runs_from_a_replica_directory, |b| async move {
             "127.0.0.1:0",
             "--db-pool-size",
             "2",
+            "--no-access-log",
             "--db",
             &db,
             "--dir",
