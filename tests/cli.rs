@@ -112,6 +112,33 @@ fn check_prove_adds_the_risk_questions() {
 }
 
 #[test]
+fn explain_of_a_policy_source_says_to_compile_it_first() {
+    // By its extension, and by its content whatever its name.
+    let renamed = tmp("agent.txt");
+    std::fs::copy("policies/github-readwrite.policy", &renamed).unwrap();
+    for file in [
+        "policies/github-readwrite.policy",
+        renamed.to_str().unwrap(),
+    ] {
+        let e = run(&["explain", file]);
+        assert_eq!(code(&e), 2);
+        let err = String::from_utf8_lossy(&e.stderr);
+        assert!(
+            err.contains("is a policy source, not a compiled bundle")
+                && err.contains(&format!("openshell-policy compile {file} -o bundle.json")),
+            "{err}"
+        );
+        assert!(!err.contains("not valid JSON"), "{err}");
+    }
+    // Other text that is not JSON is still refused as a bundle.
+    let junk = tmp("junk.bundle");
+    std::fs::write(&junk, "not a bundle {").unwrap();
+    let j = run(&["explain", junk.to_str().unwrap()]);
+    assert_eq!(code(&j), 2);
+    assert!(String::from_utf8_lossy(&j.stderr).contains("not valid JSON"));
+}
+
+#[test]
 fn compile_explain_and_bundle_integrity() {
     let out = tmp("gh.bundle");
     let c = run(&[

@@ -1,9 +1,11 @@
 use crate::output::out;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use policy_lang::bundle::{ArgCondition, ArgOp, Bundle, L7Matcher, RightsAtAbi, Via};
+use policy_lang::bundle::{ArgCondition, ArgOp, Bundle, BundleError, L7Matcher, RightsAtAbi, Via};
 use policy_lang::ir::{Dest, Injection, Origin, SecretSource};
+use policy_lang::source::SourceFile;
+use policy_lang::{load, parser};
 
 use super::{EXIT_OK, input_error};
 
@@ -24,8 +26,29 @@ pub fn run(args: &Args) -> u8 {
             out!("{}", explain(&b));
             EXIT_OK
         }
+        Err(BundleError::Json(_)) if is_policy_source(&args.bundle, &bytes) => {
+            input_error(&format!(
+                "`{0}` is a policy source, not a compiled bundle; compile it first: \
+                 `openshell-policy compile {0} -o bundle.json`, then `openshell-policy explain bundle.json`",
+                args.bundle.display()
+            ))
+        }
         Err(e) => input_error(&format!("`{}`: {e}", args.bundle.display())),
     }
+}
+
+/// True when a file that is not a bundle is a policy `compile` reads: a
+/// `.policy` or OpenShell `.yaml`/`.yml` file, or text that parses as a
+/// policy whatever its name.
+fn is_policy_source(path: &Path, bytes: &[u8]) -> bool {
+    if load::is_yaml(path) || path.extension().is_some_and(|e| e == "policy") {
+        return true;
+    }
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return false;
+    };
+    let file = SourceFile::new(path.display().to_string(), text);
+    parser::parse(&file).0.is_some()
 }
 
 fn words(access: &[RightsAtAbi]) -> String {
