@@ -14,5 +14,11 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // The shared command line is named `openshell-policy`; the version
+    // line names this program.
+    if matches!(std::env::args().nth(1).as_deref(), Some("--version" | "-V")) {
+        println!("openshell-policy-solver {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
     openshell_policy::main()
 }
