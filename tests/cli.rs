@@ -354,3 +354,36 @@ fn every_policy_compiles_from_the_command_line() {
         }
     }
 }
+
+#[test]
+fn check_warns_of_an_unknown_http_method_with_its_place() {
+    let p = tmp("gte.policy");
+    std::fs::write(
+        &p,
+        "policy \"m\" {\n  binaries agent = /usr/bin/curl\n  allow agent -> api.example.com:443 http {\n    allow GTE /x\n  }\n}\n",
+    )
+    .unwrap();
+    let o = run(&["check", "--format", "json", p.to_str().unwrap()]);
+    assert_eq!(code(&o), 0);
+    let v = json(&o);
+    let text = v.to_string();
+    let d = v["files"][0]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "W0111")
+        .unwrap_or_else(|| panic!("no W0111: {text}"));
+    assert_eq!(d["severity"], "warning");
+    assert_eq!(d["message"], "`GTE` is not a known HTTP method");
+    assert!(
+        d["help"]
+            .as_str()
+            .unwrap()
+            .starts_with("did you mean `GET`?")
+    );
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(4), Some(11))
+    );
+    assert!(d["file"].as_str().unwrap().ends_with("gte.policy"));
+}

@@ -222,6 +222,7 @@ codes! {
     W0108 = (Warning, "broad binary pattern");
     W0109 = (Warning, "L7 rules not enforced");
     W0110 = (Warning, "unpinned binary in a writable tree");
+    W0111 = (Warning, "unknown HTTP method");
     W0130 = (Warning, "workload runs as root");
     W0131 = (Warning, "no run_as user");
     W0701 = (Warning, "OpenShell default made explicit");

@@ -14,6 +14,22 @@ pub const STANDARD_METHODS: &[&str] = &[
     "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE",
 ];
 
+/// Extension methods in common use (WebDAV, RFC 4918 and RFC 3253, and
+/// the `QUERY` method of the HTTP working group), which `check` takes as
+/// known beside [`STANDARD_METHODS`].
+pub const EXTENSION_METHODS: &[&str] = &[
+    "PROPFIND",
+    "PROPPATCH",
+    "MKCOL",
+    "COPY",
+    "MOVE",
+    "LOCK",
+    "UNLOCK",
+    "REPORT",
+    "SEARCH",
+    "QUERY",
+];
+
 /// The synthetic method of a client text message on an upgraded WebSocket
 /// connection, as OpenShell names it in rules.
 pub const WEBSOCKET_TEXT: &str = "WEBSOCKET_TEXT";

@@ -35,7 +35,7 @@ pub use error::PatternError;
 pub use graphql::{GRAPHQL_NAME_REGEX, GraphqlNameGlob, OperationType, OperationTypeSet};
 pub use host::{HostPattern, normalize_host};
 pub use http_path::HttpPathGlob;
-pub use method::{Method, MethodSet, WEBSOCKET_TEXT};
+pub use method::{EXTENSION_METHODS, Method, MethodSet, STANDARD_METHODS, WEBSOCKET_TEXT};
 pub use net::{
     AddrClass, AddrSet, EndpointText, EndpointTextError, METADATA_HOSTS, PortSet, canonical_ip,
     classify_addr, internal_ranges, is_metadata_host, split_endpoint,

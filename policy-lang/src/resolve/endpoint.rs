@@ -8,8 +8,9 @@ use crate::ir::{
     BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, HttpEndpoint, L7Protocol, L7Rule, TlsMode,
 };
 use crate::matcher::{
-    AddrSet, BinaryGlob, EndpointTextError, HostPattern, HttpPathGlob, MethodSet, OperationTypeSet,
-    PatternError, PortSet, QueryMatcher, ValueGlob, split_endpoint,
+    AddrSet, BinaryGlob, EXTENSION_METHODS, EndpointTextError, HostPattern, HttpPathGlob,
+    MethodSet, OperationTypeSet, PatternError, PortSet, QueryMatcher, STANDARD_METHODS, ValueGlob,
+    WEBSOCKET_TEXT, split_endpoint,
 };
 use crate::source::{Node, SourceFile, Span};
 
@@ -569,7 +570,11 @@ fn l7_rules(
     paths: &[Node<String>],
     query: &[Node<String>],
 ) -> Vec<L7Rule> {
-    let methods = r.methods(file, methods);
+    let parsed = r.methods(file, methods);
+    if parsed.is_some() {
+        unknown_methods(r, file, methods);
+    }
+    let methods = parsed;
     let mut globs = Vec::new();
     for p in paths {
         match HttpPathGlob::parse(&p.node) {
@@ -600,6 +605,46 @@ fn l7_rules(
             origin: origin(file, span, rule_name),
         })
         .collect()
+}
+
+/// Warns of each method of a rule that is neither one RFC 9110 defines nor
+/// a common extension method: most often a misspelling (`GTE`), which
+/// would otherwise allow or deny nothing the client sends.
+fn unknown_methods(r: &mut Resolver, file: &SourceFile, methods: &[Node<String>]) {
+    let known: Vec<&str> = STANDARD_METHODS
+        .iter()
+        .chain(EXTENSION_METHODS)
+        .chain(&[WEBSOCKET_TEXT])
+        .copied()
+        .collect();
+    for m in methods {
+        let upper = m.node.to_ascii_uppercase();
+        let words = upper
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|w| !w.is_empty() && *w != "*" && !known.contains(w));
+        for word in words {
+            let help = match closest(word, &known) {
+                Some(k) => format!(
+                    "did you mean `{k}`? a method other than {} is matched exactly as written, and only a server that defines it receives it",
+                    STANDARD_METHODS.join(", ")
+                ),
+                None => format!(
+                    "the methods HTTP defines are {}; an extension method is matched exactly as written, and only a server that defines it receives it",
+                    STANDARD_METHODS.join(", ")
+                ),
+            };
+            r.diags.push(
+                Diagnostic::new(
+                    codes::W0111,
+                    file,
+                    m.span,
+                    format!("`{word}` is not a known HTTP method"),
+                )
+                .label("unknown method")
+                .help(help),
+            );
+        }
+    }
 }
 
 /// `?key=glob` or `?key=glob|glob`: the key must be present and every value
