@@ -784,7 +784,12 @@ impl Walker {
                 } else {
                     format!("expected {expected}, found `{found}`")
                 };
-                (message, help_for(positives))
+                let help = help_for(positives);
+                let help = match closest_option(positives, &found) {
+                    Some(k) => format!("did you mean `{k}`? {help}"),
+                    None => help,
+                };
+                (message, help)
             }
             ErrorVariant::CustomError { message } => (message.clone(), String::new()),
         };
@@ -929,6 +934,55 @@ fn closest_statement(word: &str) -> Option<&'static str> {
     let word = word.to_ascii_lowercase();
     let mut best: Option<(usize, &'static str)> = None;
     for k in STATEMENTS {
+        let d = edit_distance(&word, k);
+        if d <= 2 && d < k.len() && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+/// Every one-word endpoint option, for "did you mean".
+const OPTIONS: &[&str] = &[
+    "http",
+    "mcp",
+    "json-rpc",
+    "graphql",
+    "websocket",
+    "tcp",
+    "l4",
+    "enforce",
+    "audit",
+    "read-only",
+    "read-write",
+    "full",
+    "tls",
+    "encoded_slash",
+    "uninspected_credentials",
+    "all_mcp_methods",
+    "loose_tool_names",
+];
+
+/// The endpoint option a misspelt word most likely meant, where the
+/// parser expected an option: within two edits, and closer than to any
+/// other option.
+fn closest_option(expected: &[Rule], found: &str) -> Option<&'static str> {
+    let wants_option = expected.iter().any(|r| {
+        matches!(
+            r,
+            Rule::protocol_opt
+                | Rule::enforcement_opt
+                | Rule::access_opt
+                | Rule::tls_opt
+                | Rule::flag_opt
+        )
+    });
+    if !wants_option || found.is_empty() || found == "end of line" {
+        return None;
+    }
+    let word = found.to_ascii_lowercase();
+    let mut best: Option<(usize, &'static str)> = None;
+    for k in OPTIONS {
         let d = edit_distance(&word, k);
         if d <= 2 && d < k.len() && best.is_none_or(|(b, _)| d < b) {
             best = Some((d, k));
@@ -1199,6 +1253,25 @@ policy "github-readonly" {
         let (_, diags) = parse(&file);
         let d = diags.iter().find(|d| d.code.id == "E0101").unwrap();
         assert!(d.help.starts_with("did you mean `allow`?"), "{}", d.help);
+    }
+
+    #[test]
+    fn a_misspelt_endpoint_option_gets_a_suggestion() {
+        let file = SourceFile::new(
+            "t.policy",
+            "policy \"p\" {\n  allow /usr/bin/x -> a.example.com:443 https read-only\n}\n",
+        );
+        let (_, diags) = parse(&file);
+        let d = diags.iter().find(|d| d.code.id == "E0100").unwrap();
+        assert!(d.help.starts_with("did you mean `http`?"), "{}", d.help);
+        assert!(d.help.contains("endpoint options are:"), "{}", d.help);
+        let far = SourceFile::new(
+            "t.policy",
+            "policy \"p\" {\n  allow /usr/bin/x -> a.example.com:443 frobnicate\n}\n",
+        );
+        let (_, diags) = parse(&far);
+        let d = diags.iter().find(|d| d.code.id == "E0100").unwrap();
+        assert!(!d.help.contains("did you mean"), "{}", d.help);
     }
 
     #[test]
