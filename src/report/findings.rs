@@ -294,8 +294,10 @@ fn markdown(report: &Report, names: &Names) -> String {
 
 fn github(report: &Report, names: &Names) -> String {
     let mut out = String::new();
-    for f in &report.findings {
-        let level = if f.suppressed { "notice" } else { "error" };
+    // New reach does not block: a notice, like an accepted finding.
+    let blocking = report.findings.iter().map(|f| (f, !f.suppressed));
+    for (f, blocks) in blocking.chain(report.reach.iter().map(|f| (f, false))) {
+        let level = if blocks { "error" } else { "notice" };
         let (file, line) = f
             .new_rule
             .as_ref()
@@ -309,25 +311,6 @@ fn github(report: &Report, names: &Names) -> String {
         );
         out.push_str(&format!(
             "::{level} file={},line={line},title={}::{}\n",
-            github_escape(file, true),
-            github_escape(f.category.name(), true),
-            github_escape(&msg, false)
-        ));
-    }
-    for f in &report.reach {
-        let (file, line) = f
-            .new_rule
-            .as_ref()
-            .map_or((names.new.as_str(), 1), |l| (l.file.as_str(), l.line));
-        let msg = format!(
-            "{} — witness: {} from {} (before: {})",
-            f.message,
-            f.witness.request_text(),
-            f.witness.binary,
-            f.old_reason
-        );
-        out.push_str(&format!(
-            "::notice file={},line={line},title={}::{}\n",
             github_escape(file, true),
             github_escape(f.category.name(), true),
             github_escape(&msg, false)

@@ -332,12 +332,16 @@ async fn append(tx: &mut Transaction<'static, Any>, e: &AuditEntry) -> Result<()
     Ok(())
 }
 
-fn token_info(r: &AnyRow) -> Result<TokenInfo, StoreError> {
+fn role(r: &AnyRow) -> Result<Role, StoreError> {
     let role: String = r.try_get("role")?;
+    Role::parse(&role)
+        .ok_or_else(|| StoreError::Io(format!("unknown role `{role}` in the database")))
+}
+
+fn token_info(r: &AnyRow) -> Result<TokenInfo, StoreError> {
     Ok(TokenInfo {
         name: r.try_get("name")?,
-        role: Role::parse(&role)
-            .ok_or_else(|| StoreError::Io(format!("unknown role `{role}` in the database")))?,
+        role: role(r)?,
         sandbox: r.try_get("sandbox")?,
         expires_at: r.try_get("expires_at")?,
         created_at: r.try_get("created_at")?,
@@ -358,12 +362,10 @@ fn audit_row(r: &AnyRow) -> Result<AuditRow, StoreError> {
 }
 
 fn token_row(r: &AnyRow) -> Result<TokenRow, StoreError> {
-    let role: String = r.try_get("role")?;
     Ok(TokenRow {
         hash: r.try_get("hash")?,
         name: r.try_get("name")?,
-        role: Role::parse(&role)
-            .ok_or_else(|| StoreError::Io(format!("unknown role `{role}` in the database")))?,
+        role: role(r)?,
         sandbox: r.try_get("sandbox")?,
         expires_at: r.try_get("expires_at")?,
     })
