@@ -32,7 +32,7 @@ use std::fmt;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use ed25519_dalek::{Signature, Signer as _, Verifier as _};
-use policy_lang::bundle::{Bundle, BundleError};
+use policy_bundle::{Bundle, BundleError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 

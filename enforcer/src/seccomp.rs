@@ -95,7 +95,7 @@ pub struct NotifyRule {
 /// top of Landlock, the network namespace and the dropped capabilities.
 ///
 /// The lists themselves are policy, not kernel mechanics: the compiled
-/// bundle carries them (`policy_lang::compile::{deny_list, notify_list}`,
+/// bundle carries them (`policy_bundle::kernel::{deny_list, notify_list}`,
 /// which explain each entry), and the supervisor converts them into these
 /// types. The tests build theirs the same way.
 #[derive(Debug, Clone, PartialEq, Eq)]

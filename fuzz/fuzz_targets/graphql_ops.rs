@@ -6,11 +6,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use policy_lang::l7body::graphql::{
+use policy_bundle::l7body::graphql::{
     self, DEFAULT_BODY_LIMIT, GraphqlOp, WsMessage, classify_ws_text, op_from_document,
     ops_from_post, ops_from_query_string,
 };
-use policy_lang::matcher::graphql::is_name_char;
+use policy_bundle::matcher::graphql::is_name_char;
 
 fn is_name(s: &str) -> bool {
     s.chars().next().is_some_and(|c| !c.is_ascii_digit()) && s.chars().all(is_name_char)

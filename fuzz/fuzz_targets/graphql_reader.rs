@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use policy_lang::l7body::graphql::readings_for_fuzzing;
+use policy_bundle::l7body::graphql::readings_for_fuzzing;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -16,7 +16,7 @@ fn meaning(doc: &Document) -> (Vec<&'static str>, Option<String>) {
     codes.sort_unstable();
     let digest = (!diags.has_errors()).then(|| {
         let bundle = compile::compile(&resolved.policy);
-        let loaded = policy_lang::bundle::Bundle::from_slice(&bundle.to_bytes());
+        let loaded = policy_bundle::Bundle::from_slice(&bundle.to_bytes());
         assert!(loaded.is_ok(), "a compiled bundle must load back: {loaded:?}");
         bundle.digest
     });

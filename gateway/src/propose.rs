@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy_lang::bundle::Bundle;
+use policy_bundle::Bundle;
 use policy_lang::source::SourceFile;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};

@@ -11,8 +11,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use policy_lang::l7body::graphql::{GraphqlOp, GraphqlReader, check_content_type, ops_from_post};
-use policy_lang::matcher::{GraphqlNameGlob, OperationTypeSet};
+use policy_bundle::l7body::graphql::{GraphqlOp, GraphqlReader, check_content_type, ops_from_post};
+use policy_bundle::matcher::{GraphqlNameGlob, OperationTypeSet};
 
 /// The kind of query `gh pr list` sends: variables, fragments, aliases,
 /// nested connections.
@@ -182,7 +182,7 @@ fn main() {
         }),
         phase(&|| {
             black_box(
-                policy_lang::l7body::graphql::op_from_document(black_box(DOCUMENT), None).ok(),
+                policy_bundle::l7body::graphql::op_from_document(black_box(DOCUMENT), None).ok(),
             );
         }),
         phase(&|| {
@@ -229,7 +229,7 @@ fn large(reader: &GraphqlReader) {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/github-graphql.policy");
     let (_, bundle) = policy_lang::load::compile_file(&path, None).expect("reads");
-    let eval = policy_lang::eval::Evaluator::new(bundle.expect("compiles"));
+    let eval = policy_bundle::eval::Evaluator::new(bundle.expect("compiles"));
     let conn = eval.decide_connection("/usr/bin/gh", None, Some("api.github.com"), None, 443);
     let judge = || {
         eval.decide_body(
@@ -242,7 +242,7 @@ fn large(reader: &GraphqlReader) {
     };
     assert_eq!(
         judge().decision,
-        policy_lang::eval::Verdict::Allow,
+        policy_bundle::eval::Verdict::Allow,
         "{:?}",
         judge()
     );
@@ -254,7 +254,7 @@ fn large(reader: &GraphqlReader) {
         }),
         time(&|| {
             black_box(
-                policy_lang::l7body::graphql::op_from_document(black_box(&document), None).ok(),
+                policy_bundle::l7body::graphql::op_from_document(black_box(&document), None).ok(),
             );
         }),
         time(&|| {

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use policy_lang::bundle::Bundle;
-use policy_lang::eval::{Evaluator, HttpRequest, Request};
+use policy_bundle::Bundle;
+use policy_bundle::eval::{Evaluator, HttpRequest, Request};
 use policy_lang::load;
 
 const ENDPOINTS: usize = 2_000;
@@ -191,7 +191,7 @@ fn main() {
             if round % 10 == 0 {
                 per_req.push(el);
             }
-            if round == 0 && d.decision != policy_lang::eval::Verdict::Deny {
+            if round == 0 && d.decision != policy_bundle::eval::Verdict::Deny {
                 allowed += 1;
             }
         }

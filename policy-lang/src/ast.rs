@@ -5,6 +5,8 @@
 //! (is this a valid host pattern?) is decided later by the resolver through
 //! the matcher module, which is what lets errors point inside a token.
 
+pub(crate) use policy_bundle::{Enforcement, LandlockMode, TlsMode};
+
 use crate::source::{Node, SourceFile};
 
 /// A line of trivia before a statement: a comment or an empty line. Kept so
@@ -70,13 +72,6 @@ impl<T> Item<T> {
             stmt,
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LandlockMode {
-    BestEffort,
-    Hard,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -200,31 +195,11 @@ impl Protocol {
     }
 }
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Enforcement {
-    Enforce,
-    Audit,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Access {
     ReadOnly,
     ReadWrite,
     Full,
-}
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum TlsMode {
-    /// The proxy terminates TLS when the client speaks it, else reads plain HTTP.
-    Auto,
-    /// The connection is relayed without inspection.
-    Skip,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -4,45 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-pub use crate::bundle::L7Protocol;
-use crate::matcher::{
-    AddrSet, BinaryGlob, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher, RpcMethod,
-    ToolSet,
+use policy_bundle::matcher::{
+    AddrSet, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher, RpcMethod, ToolSet,
 };
-
-pub use crate::ast::{Enforcement, LandlockMode, TlsMode};
-
-/// Where a rule came from, for blame, logs and reports.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Origin {
-    pub file: String,
-    pub line: u32,
-    pub column: u32,
-    /// The rule's name: the binary set (or binary list) an endpoint rule is
-    /// for, or the credential / secret name.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub rule: String,
-}
-
-impl Origin {
-    /// The documented blame form, `file:line (binaries)`, that `eval`, the
-    /// proxy's refusals and the deny log all carry.
-    pub fn blame(&self) -> String {
-        if self.rule.is_empty() {
-            self.to_string()
-        } else {
-            format!("{self} ({})", self.rule)
-        }
-    }
-}
-
-impl std::fmt::Display for Origin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.file, self.line)
-    }
-}
+pub(crate) use policy_bundle::{
+    BinaryRef, Dest, Enforcement, Injection, L7Protocol, LandlockMode, Origin, SecretSource,
+    TlsMode,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -123,21 +91,6 @@ pub struct FsGrant {
     pub origin: Origin,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct BinaryRef {
-    pub glob: BinaryGlob,
-    /// Lowercase hex SHA-256 the executable must have.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Dest {
-    Host(HostPattern),
-    Addrs(AddrSet),
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub binaries: Vec<BinaryRef>,
@@ -192,13 +145,13 @@ pub struct HttpEndpoint {
     /// GraphQL endpoints: operation rules and the persisted-query registry.
     pub graphql_allow: Vec<GraphqlRule>,
     pub graphql_deny: Vec<GraphqlRule>,
-    pub persisted: Vec<crate::bundle::PersistedQuery>,
+    pub persisted: Vec<policy_bundle::PersistedQuery>,
 }
 
 /// One operation pattern of a GraphQL endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GraphqlRule {
-    pub rule: crate::bundle::GraphqlRule,
+    pub rule: policy_bundle::GraphqlRule,
     pub origin: Origin,
 }
 
@@ -216,22 +169,6 @@ pub struct L7Rule {
     pub path: HttpPathGlob,
     pub query: Vec<QueryMatcher>,
     pub origin: Origin,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SecretSource {
-    Env(String),
-    File(String),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Injection {
-    /// Set this header to the template with `{secret}` replaced.
-    Header { name: String, template: String },
-    /// Replace the placeholder wherever it appears in request headers.
-    Replace,
 }
 
 /// A secret the supervisor holds and the proxy injects; the workload sees at

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use crate::ast::Document;
 use crate::diag::{Diagnostic, Diagnostics, codes};
 use crate::ir::{BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, L7Protocol, TlsMode};
-use crate::matcher::HostPattern;
 use crate::resolve::Resolved;
+use policy_bundle::matcher::HostPattern;
 
 /// W0131 on the policy's header: without a user the workload keeps the
 /// supervisor's, which is root wherever the supervisor runs as root.

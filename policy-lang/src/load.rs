@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::ast::{DocKind, Document, Stmt};
-use crate::bundle::Bundle;
 use crate::diag::{Diagnostic, Diagnostics, codes};
 use crate::resolve::{Resolved, resolve};
 use crate::source::{SourceFile, Span};
 use crate::{compile, import, lint, parser};
+use policy_bundle::Bundle;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -5,7 +5,7 @@
     reason = "test helpers fail loudly on bad case files"
 )]
 
-use policy_lang::eval::{Evaluator, HttpRequest, Request, RouteKind, Verdict};
+use policy_bundle::eval::{Evaluator, HttpRequest, Request, RouteKind, Verdict};
 use policy_lang::load;
 use serde::Deserialize;
 

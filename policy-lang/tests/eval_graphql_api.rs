@@ -5,10 +5,10 @@
     reason = "test helpers fail loudly on bad fixtures"
 )]
 
-use policy_lang::bundle::{Bundle, GraphqlRule, L7Endpoint, L7Protocol, PersistedQuery};
-use policy_lang::eval::{Decision, Evaluator, Verdict};
+use policy_bundle::eval::{Decision, Evaluator, Verdict};
+use policy_bundle::matcher::{GraphqlNameGlob, OperationType, OperationTypeSet};
+use policy_bundle::{Bundle, GraphqlRule, L7Endpoint, L7Protocol, PersistedQuery};
 use policy_lang::load;
-use policy_lang::matcher::{GraphqlNameGlob, OperationType, OperationTypeSet};
 
 const HOST: &str = "api.example.com";
 
@@ -324,7 +324,7 @@ fn persisted_queries_go_through_the_registry() {
 #[test]
 fn refusals_and_audit_mode() {
     let edit = |ep: &mut L7Endpoint| {
-        ep.enforcement = policy_lang::ir::Enforcement::Audit;
+        ep.enforcement = policy_bundle::Enforcement::Audit;
         ep.body_limit = Some(64);
         ep.graphql_allow = vec![rule("query", None, None)];
     };
@@ -333,7 +333,7 @@ fn refusals_and_audit_mode() {
     assert_eq!(post(&mixed, &doc("mutation { x }")).decision, Verdict::Deny);
     let mut b = bundle();
     for ep in &mut b.enforcement.l7 {
-        ep.enforcement = policy_lang::ir::Enforcement::Audit;
+        ep.enforcement = policy_bundle::Enforcement::Audit;
     }
     let audit = evaluator_in(b, edit);
     // Not allowed: audited.

@@ -5,10 +5,10 @@
     reason = "test helpers fail loudly on bad fixtures"
 )]
 
-use policy_lang::bundle::{Bundle, L7Protocol, RpcMatcher};
-use policy_lang::eval::{Evaluator, Verdict};
+use policy_bundle::eval::{Evaluator, Verdict};
+use policy_bundle::matcher::{RpcMethod, ToolSet};
+use policy_bundle::{Bundle, L7Protocol, RpcMatcher};
 use policy_lang::load;
-use policy_lang::matcher::{RpcMethod, ToolSet};
 
 fn bundle() -> Bundle {
     let tmp = std::env::temp_dir().join(format!("osp-rpc-api-{}.policy", std::process::id()));
@@ -28,7 +28,7 @@ fn rule(method: &str, tools: Option<&str>) -> RpcMatcher {
     }
 }
 
-fn evaluator(edit: impl FnOnce(&mut policy_lang::bundle::L7Endpoint)) -> Evaluator {
+fn evaluator(edit: impl FnOnce(&mut policy_bundle::L7Endpoint)) -> Evaluator {
     let mut b = bundle();
     let ep = b.enforcement.l7.first_mut().unwrap();
     ep.allow.clear();
@@ -42,7 +42,7 @@ fn evaluator(edit: impl FnOnce(&mut policy_lang::bundle::L7Endpoint)) -> Evaluat
     Evaluator::new(Bundle::from_slice(&b.to_bytes()).unwrap())
 }
 
-fn decide(ev: &Evaluator, method: &str, body: &str) -> policy_lang::eval::Decision {
+fn decide(ev: &Evaluator, method: &str, body: &str) -> policy_bundle::eval::Decision {
     let conn = ev.decide_connection("/usr/bin/agent", None, Some("mcp.example.com"), None, 443);
     assert!(conn.allowed(), "{}", conn.reason);
     assert!(ev.body_limit(&conn, "/mcp").is_some());
@@ -126,7 +126,7 @@ fn mcp_rules_allow_deny_and_batches() {
 #[test]
 fn refusals_ignore_audit_mode() {
     let ev = evaluator(|ep| {
-        ep.enforcement = policy_lang::ir::Enforcement::Audit;
+        ep.enforcement = policy_bundle::Enforcement::Audit;
         ep.protocol = L7Protocol::JsonRpc;
         ep.body_limit = Some(64);
         ep.rpc_allow = vec![rule("*", None)];
@@ -145,7 +145,7 @@ fn refusals_ignore_audit_mode() {
     assert!(d.reason.contains("limit of 64"), "{}", d.reason);
     // A call no rule allows is only audited.
     let ev = evaluator(|ep| {
-        ep.enforcement = policy_lang::ir::Enforcement::Audit;
+        ep.enforcement = policy_bundle::Enforcement::Audit;
         ep.protocol = L7Protocol::JsonRpc;
         ep.rpc_allow = vec![rule("reports.get", None)];
     });

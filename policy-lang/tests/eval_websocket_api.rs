@@ -4,7 +4,7 @@
 
 mod support;
 
-use policy_lang::eval::{
+use policy_bundle::eval::{
     DEFAULT_MESSAGE_LIMIT, Decision, Evaluator, Verdict, WsClientMessage, WsRelay,
 };
 use support::compile;

@@ -14,8 +14,8 @@
 )]
 
 use globset::GlobBuilder;
+use policy_bundle::matcher::{BinaryGlob, HostPattern, HttpPathGlob, ValueGlob};
 use policy_lang::import::patterns::{self, PathKind, Translated};
-use policy_lang::matcher::{BinaryGlob, HostPattern, HttpPathGlob, ValueGlob};
 
 // ------------------------------------------------- the OpenShell reference --
 

@@ -214,7 +214,7 @@ fn later_diagnostics_point_into_the_yaml() {
 /// the same bundle, and the bundle stores and reloads the dotted globs.
 #[test]
 fn imported_dotted_globs_round_trip_through_the_formatter_and_the_bundle() {
-    use policy_lang::bundle::Bundle;
+    use policy_bundle::Bundle;
     use policy_lang::{compile, parser};
     let file = SourceFile::new("everything.yaml", EVERYTHING);
     let (doc, diags) = import::yaml_to_document(&file);
@@ -342,7 +342,7 @@ fn graphql_refusals() {
 /// written round-trips to the same bundle.
 #[test]
 fn websocket_endpoints() {
-    use policy_lang::bundle::L7Protocol;
+    use policy_bundle::L7Protocol;
     use policy_lang::{compile, parser};
     let text = std::fs::read_to_string("tests/import/websocket.yaml").unwrap();
     insta::assert_snapshot!("websocket", import_text("websocket.yaml", &text, false));

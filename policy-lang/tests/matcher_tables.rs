@@ -19,7 +19,7 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-use policy_lang::matcher::{
+use policy_bundle::matcher::{
     AddrSet, BinaryGlob, CanonError, HostPattern, HttpPathGlob, MethodSet, PortSet, QueryMatcher,
     ValueGlob, canonical_ip, canonicalize_path, classify_addr, net, normalize_host,
     parse_query_string,
@@ -167,7 +167,7 @@ impl Pattern for HostPattern {
     }
 }
 
-fn pe(e: policy_lang::matcher::PatternError) -> String {
+fn pe(e: policy_bundle::matcher::PatternError) -> String {
     format!("{e} (help: {}; at {})", e.help, e.offset)
 }
 

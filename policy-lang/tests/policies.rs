@@ -139,7 +139,7 @@ fn compiled_bundles_match_snapshots() {
 fn compiled_bundles_load_back() {
     for path in policy_files() {
         if let (_, Some(bundle)) = load::compile_file(&path, None).unwrap() {
-            let loaded = policy_lang::bundle::Bundle::from_slice(&bundle.to_bytes()).unwrap();
+            let loaded = policy_bundle::Bundle::from_slice(&bundle.to_bytes()).unwrap();
             assert_eq!(loaded, bundle, "{}", path.display());
         }
     }

@@ -3,7 +3,7 @@
 
 mod support;
 
-use policy_lang::bundle::L7Protocol;
+use policy_bundle::L7Protocol;
 use support::{assert_formats_to, compile};
 
 const MESSY: &str = "policy \"rpc\" {

@@ -3,8 +3,8 @@
 
 mod support;
 
-use policy_lang::bundle::L7Protocol;
-use policy_lang::matcher::MethodSet;
+use policy_bundle::L7Protocol;
+use policy_bundle::matcher::MethodSet;
 use support::{assert_formats_to, compile};
 
 const MESSY: &str = "policy \"ws\" {

@@ -24,7 +24,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use policy_lang::bundle::Bundle;
+use policy_bundle::Bundle;
 use policy_lang::load;
 use prover::{Options, Verdict};
 

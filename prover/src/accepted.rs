@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use policy_lang::matcher::{
+use policy_bundle::matcher::{
     AddrSet, BinaryGlob, EndpointTextError, HostPattern, HttpPathGlob, Method, PortSet,
     split_endpoint,
 };

@@ -70,9 +70,9 @@
 //! HTTP body, every endpoint refuses them (no JSON-RPC or GraphQL request
 //! has a `type` member).
 
-use policy_lang::bundle::{Bundle, L7Endpoint, L7Protocol, RpcMatcher};
-use policy_lang::l7body::jsonrpc::{RpcDialect, TOOL_NAME_MAX, parse_rpc_body};
-use policy_lang::matcher::{RpcMethod, TOOLS_CALL, ValueGlob};
+use policy_bundle::l7body::jsonrpc::{RpcDialect, TOOL_NAME_MAX, parse_rpc_body};
+use policy_bundle::matcher::{RpcMethod, TOOLS_CALL, ValueGlob};
+use policy_bundle::{Bundle, L7Endpoint, L7Protocol, RpcMatcher};
 
 use crate::error::ProverError;
 use crate::graphql::{Judged, Op, Ops};
@@ -921,7 +921,7 @@ impl Calls {
     /// for one the model represents by its single operations (a batch,
     /// several root fields); `None` when the body is no GraphQL request.
     fn classify_graphql(&self, body: &[u8]) -> Option<Option<u32>> {
-        use policy_lang::l7body::graphql::{GraphqlOp, ops_from_post};
+        use policy_bundle::l7body::graphql::{GraphqlOp, ops_from_post};
         let ops = self.graphql.as_ref()?;
         let size = self.limits.iter().position(|&l| body.len() <= l)?;
         let read = ops_from_post(body).ok()?;

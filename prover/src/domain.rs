@@ -7,13 +7,13 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use policy_lang::bundle::{Bundle, Tables};
-use policy_lang::ir::Dest;
-use policy_lang::matcher::method::STANDARD_METHODS;
-use policy_lang::matcher::{
+use policy_bundle::Dest;
+use policy_bundle::matcher::method::STANDARD_METHODS;
+use policy_bundle::matcher::{
     AddrSet, BinaryGlob, HostPattern, HttpPathGlob, METADATA_HOSTS, MethodSet, PortSet,
     QueryMatcher, internal_ranges,
 };
+use policy_bundle::{Bundle, Tables};
 
 use crate::calls::Calls;
 use crate::error::ProverError;

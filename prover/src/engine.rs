@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use policy_lang::bundle::Bundle;
-use policy_lang::eval::Evaluator;
-use policy_lang::matcher::BinaryGlob;
+use policy_bundle::Bundle;
+use policy_bundle::eval::Evaluator;
+use policy_bundle::matcher::BinaryGlob;
 use serde::Serialize;
 
 use crate::accepted::{Acceptance, DestScope, today};
@@ -624,7 +624,7 @@ struct Cx<'a> {
 impl Cx<'_> {
     fn observe(
         &self,
-        req: &policy_lang::eval::Request,
+        req: &policy_bundle::eval::Request,
         body: Option<&[u8]>,
         probe: Option<&Probe>,
     ) -> Observations {
@@ -653,7 +653,7 @@ impl Cx<'_> {
                 let od = witness::decide(o.eval(), &req, body.as_deref(), probe.as_ref());
                 let conn = oobs.is_some_and(|x| x.conn);
                 let (mut text, at) = finding::old_reason(&od, conn);
-                if conn && od.decision != policy_lang::eval::Verdict::Deny {
+                if conn && od.decision != policy_bundle::eval::Verdict::Deny {
                     text = self.old_context(q, &od, text);
                 }
                 (text, at)
@@ -687,17 +687,17 @@ impl Cx<'_> {
     fn witness_form(
         &self,
         q: &Query,
-        full: policy_lang::eval::Request,
+        full: policy_bundle::eval::Request,
         body: Option<Vec<u8>>,
         probe: Option<Probe>,
     ) -> (
-        policy_lang::eval::Request,
+        policy_bundle::eval::Request,
         Option<Vec<u8>>,
         Option<Probe>,
         Observations,
     ) {
         let obs = self.observe(&full, body.as_deref(), probe.as_ref());
-        let conn = policy_lang::eval::Request {
+        let conn = policy_bundle::eval::Request {
             http: None,
             ..full.clone()
         };
@@ -713,7 +713,7 @@ impl Cx<'_> {
         }
     }
 
-    fn old_context(&self, q: &Query, _od: &policy_lang::eval::Decision, text: String) -> String {
+    fn old_context(&self, q: &Query, _od: &policy_bundle::eval::Decision, text: String) -> String {
         match q.category {
             Category::L7BypassCredentialed => {
                 format!(
@@ -732,12 +732,12 @@ impl Cx<'_> {
         }
     }
 
-    fn credential_named(&self, w: &Witness, d: &policy_lang::eval::Decision) -> String {
+    fn credential_named(&self, w: &Witness, d: &policy_bundle::eval::Decision) -> String {
         if let Some(c) = &d.credential {
             return format!("credential `{c}`");
         }
         let t = &self.n.bundle.enforcement;
-        let host = policy_lang::matcher::normalize_host(&w.host).ok();
+        let host = policy_bundle::matcher::normalize_host(&w.host).ok();
         let bound = host.as_deref().and_then(|h| {
             t.credentials
                 .iter()
@@ -757,7 +757,7 @@ impl Cx<'_> {
         &self,
         q: &Query,
         w: &Witness,
-        nd: &policy_lang::eval::Decision,
+        nd: &policy_bundle::eval::Decision,
         r: &finding::RegionSummary,
         obs: &Observed,
     ) -> String {
@@ -1012,8 +1012,8 @@ impl Cx<'_> {
             summary.text = format!("binaries {}", summary.binaries.join(", "));
             let w = Witness::with_body(&req, body.as_deref()).with_probe(probe.as_ref());
             let source = match &s.source {
-                policy_lang::ir::SecretSource::Env(v) => format!("environment variable `{v}`"),
-                policy_lang::ir::SecretSource::File(f) => {
+                policy_bundle::SecretSource::Env(v) => format!("environment variable `{v}`"),
+                policy_bundle::SecretSource::File(f) => {
                     let by = nsand.reader_of(f).unwrap_or("?");
                     format!("file `{f}`, readable under `{by}`")
                 }

@@ -1,8 +1,8 @@
 //! Findings as reported: category, message, witness request, blame in the
 //! new policy, why the old policy did not allow it, and the region's size.
 
-use policy_lang::eval::{Decision, Request, Verdict};
-use policy_lang::ir::Origin;
+use policy_bundle::Origin;
+use policy_bundle::eval::{Decision, Request, Verdict};
 use serde::Serialize;
 
 use crate::accepted::AcceptanceNote;
@@ -456,7 +456,7 @@ fn addr_strings(cells: &[AddrCell]) -> (Vec<String>, u128) {
     for (lo, hi) in v6 {
         nets.extend(ipnet::Ipv6Subnets::new(lo.into(), hi.into(), 0).map(ipnet::IpNet::V6));
     }
-    let set = policy_lang::matcher::AddrSet::from_nets(nets);
+    let set = policy_bundle::matcher::AddrSet::from_nets(nets);
     (set.to_strings(), count)
 }
 

@@ -4,7 +4,7 @@
 //! body, or a GET query string): an operation matching a deny rule denies
 //! the request, one that no allow rule admits denies it too (the endpoint
 //! is authoritative for its path), a request it cannot read is refused
-//! whatever the mode (`policy_lang::eval`'s `judge_graphql`). The model
+//! whatever the mode (`policy_bundle::eval`'s `judge_graphql`). The model
 //! gives a request one operation, from:
 //!
 //! - [`Op`]: a document's operation, as a type, a name atom (or
@@ -57,8 +57,8 @@
 //! an APQ request with its document (judged as the document, which the
 //! document values cover).
 
-use policy_lang::bundle::{GraphqlRule, L7Endpoint};
-use policy_lang::matcher::{GRAPHQL_NAME_REGEX, GraphqlNameGlob, OperationType};
+use policy_bundle::matcher::{GRAPHQL_NAME_REGEX, GraphqlNameGlob, OperationType};
+use policy_bundle::{GraphqlRule, L7Endpoint};
 
 use crate::error::ProverError;
 use crate::strings::validity::Rule;

@@ -8,7 +8,7 @@
 //! [`websocket`] the WebSocket upgrade and client messages;
 //! [`domain`] gathers every dimension's values from both
 //! bundles; [`formula`] is the formula DAG; [`model`] turns a bundle into
-//! formulas mirroring `policy_lang::eval`; [`query`] states the finding
+//! formulas mirroring `policy_bundle::eval`; [`query`] states the finding
 //! categories; [`solver`] creates Z3 when a question needs it and `smt`
 //! talks to it (only with the `z3` feature); [`solve`] enumerates widened
 //! regions;

@@ -1,5 +1,5 @@
 //! A bundle as formulas over the request variables, mirroring
-//! `policy_lang::eval::Evaluator` step by step:
+//! `policy_bundle::eval::Evaluator` step by step:
 //!
 //! 1. the binary's identities: exact or glob path, and the SHA-256 pin;
 //! 2. the routes of those identities that apply to the destination: port,
@@ -21,15 +21,15 @@
 
 use std::collections::BTreeMap;
 
-use policy_lang::bundle::{Bundle, L7Endpoint, L7Protocol, Via};
-use policy_lang::ir::{Dest, Enforcement};
-use policy_lang::matcher::{AddrSet, internal_ranges};
+use policy_bundle::matcher::{AddrSet, internal_ranges};
+use policy_bundle::{Bundle, L7Endpoint, L7Protocol, Via};
+use policy_bundle::{Dest, Enforcement};
 
 use crate::domain::{self, Domain, ENCODED_SLASH_KEY};
 use crate::formula::Defs;
 use crate::formula::{F, FALSE, Lit, and, ids, lit, not, or};
 use crate::sandbox::Sandbox;
-use policy_lang::matcher::METADATA_HOSTS;
+use policy_bundle::matcher::METADATA_HOSTS;
 
 /// The formulas of one bundle.
 #[derive(Debug, Clone)]
@@ -69,7 +69,7 @@ pub struct BinaryFacts {
     pub exfil: Vec<u32>,
 }
 
-fn ports(set: &policy_lang::matcher::PortSet) -> F {
+fn ports(set: &policy_bundle::matcher::PortSet) -> F {
     or(set.ranges().iter().map(|&(lo, hi)| lit(Lit::Port(lo, hi))))
 }
 
@@ -210,7 +210,7 @@ pub fn build(
             format!("{prefix}.l7_{e}.part"),
             and([inl7, restrict, slash_ok]),
         );
-        let rules = |rs: &[policy_lang::bundle::L7Matcher], deny: bool| {
+        let rules = |rs: &[policy_bundle::L7Matcher], deny: bool| {
             or(rs.iter().map(|m| {
                 let qs = m.query.iter().map(|q| match dom.query_index(q) {
                     Some(i) if deny => lit(Lit::QDeny(i)),
@@ -411,7 +411,7 @@ struct Rpc {
     allow: F,
 }
 
-/// Mirrors `judge_rpc` in `policy_lang::eval`: over the limit or
+/// Mirrors `judge_rpc` in `policy_bundle::eval`: over the limit or
 /// unreadable → refused; MCP `GET` without a body → allowed; another
 /// method than `POST` → no rule; then deny rules, then allow rules.
 fn rpc(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
@@ -439,7 +439,7 @@ fn rpc(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
 /// Binary atoms inside a writable tree (and an executable one, unless the
 /// ruleset is best effort), with no pin required.
 fn plantable(dom: &Domain, sandbox: &Sandbox) -> F {
-    let under = |trees: Vec<(String, policy_lang::matcher::BinaryGlob)>| -> Vec<u32> {
+    let under = |trees: Vec<(String, policy_bundle::matcher::BinaryGlob)>| -> Vec<u32> {
         trees
             .iter()
             .flat_map(|(_, g)| dom.bins.atoms_of(&domain::binary_key(g)).iter().copied())
@@ -454,7 +454,7 @@ fn plantable(dom: &Domain, sandbox: &Sandbox) -> F {
     and([write, exec, lit(Lit::Sha(0))])
 }
 
-/// Mirrors `judge_graphql` in `policy_lang::eval` (see `crate::graphql`):
+/// Mirrors `judge_graphql` in `policy_bundle::eval` (see `crate::graphql`):
 /// a method other than `GET` or `POST`, a value that is no GraphQL
 /// request, one over the limit or an unregistered persisted id → refused;
 /// else the operation is denied (a deny rule, or no allow rule) or
@@ -471,7 +471,7 @@ fn graphql(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
 }
 
 /// A credential binding covers host, `methods` and path.
-fn cred_binding(dom: &Domain, c: &policy_lang::bundle::CredentialBinding, methods: F) -> F {
+fn cred_binding(dom: &Domain, c: &policy_bundle::CredentialBinding, methods: F) -> F {
     let hosts: Vec<u32> = c
         .hosts
         .iter()
@@ -507,7 +507,7 @@ struct WsPart {
 }
 
 /// REST rules of `rs` that hold `method`, as formulas over path and query.
-fn rules_for(dom: &Domain, rs: &[policy_lang::bundle::L7Matcher], deny: bool, method: &str) -> F {
+fn rules_for(dom: &Domain, rs: &[policy_bundle::L7Matcher], deny: bool, method: &str) -> F {
     or(rs.iter().filter(|m| m.methods.contains(method)).map(|m| {
         let qs = m.query.iter().map(|q| match dom.query_index(q) {
             Some(i) if deny => lit(Lit::QDeny(i)),
@@ -522,11 +522,11 @@ fn rules_for(dom: &Domain, rs: &[policy_lang::bundle::L7Matcher], deny: bool, me
     }))
 }
 
-/// Mirrors `judge_websocket` in `policy_lang::eval` for a websocket
+/// Mirrors `judge_websocket` in `policy_bundle::eval` for a websocket
 /// endpoint.
 fn ws_part(
     dom: &Domain,
-    t: &policy_lang::bundle::Tables,
+    t: &policy_bundle::Tables,
     ep: &L7Endpoint,
     e: usize,
     part: &F,
@@ -541,7 +541,7 @@ fn ws_part(
         .zip(matched)
         .filter(|(r, _)| r.via == Via::L7(e32) && r.uninspected_credentials)
         .map(|(_, m)| m.clone()));
-    let text = policy_lang::matcher::WEBSOCKET_TEXT;
+    let text = policy_bundle::matcher::WEBSOCKET_TEXT;
     let rest_deny = rules_for(dom, &ep.deny, true, text);
     let (text_refused, text_deny, text_allow) = if ep.graphql_over_websocket() {
         graphql_message(dom, ep, rest_deny)
@@ -561,7 +561,7 @@ fn ws_part(
     }
 }
 
-/// Mirrors `graphql_message` in `policy_lang::eval`: refused, denied
+/// Mirrors `graphql_message` in `policy_bundle::eval`: refused, denied
 /// and allowed, over the body value (`crate::calls::WsRead`) and the
 /// endpoint's `deny WEBSOCKET_TEXT` rules (`rest_deny`). A lifecycle
 /// message is allowed before any rule is read; an operation matching a

@@ -1,13 +1,13 @@
 //! The prover's own answer to "is this concrete request allowed, and does
 //! it carry a credential?": the request is mapped to atoms and values, and
 //! Z3 decides the bundle's formulas at that point. The differential tests
-//! compare it with `policy_lang::eval` on generated policies.
+//! compare it with `policy_bundle::eval` on generated policies.
 
 use std::time::{Duration, Instant};
 
-use policy_lang::bundle::Bundle;
-use policy_lang::eval::Request;
-use policy_lang::matcher::{canonical_ip, canonicalize_path, normalize_host, parse_query_string};
+use policy_bundle::Bundle;
+use policy_bundle::eval::Request;
+use policy_bundle::matcher::{canonical_ip, canonicalize_path, normalize_host, parse_query_string};
 
 use crate::domain::{Domain, Extra};
 use crate::error::ProverError;

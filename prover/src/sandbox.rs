@@ -7,11 +7,11 @@
 //! older kernel may apply less). The working directory's rights are
 //! decided at launch and are not modelled.
 
-use policy_lang::bundle::{Bundle, LandlockPath};
-use policy_lang::ir::{LandlockMode, SecretSource};
+use policy_bundle::{Bundle, LandlockPath};
+use policy_bundle::{LandlockMode, SecretSource};
 
 use crate::domain::tree_glob;
-use policy_lang::matcher::BinaryGlob;
+use policy_bundle::matcher::BinaryGlob;
 
 fn has(p: &LandlockPath, right: &str) -> bool {
     p.access.iter().any(|a| a.rights.iter().any(|r| r == right))

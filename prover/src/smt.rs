@@ -75,7 +75,7 @@ const MAX_BLOCKS: usize = 12;
 
 fn in_cidrs(v: &BV, lo: u128, hi: u128) -> Bool {
     let bits = v.get_size();
-    let blocks = policy_lang::matcher::net::cidr_blocks(&[(lo, hi)], bits);
+    let blocks = policy_bundle::matcher::net::cidr_blocks(&[(lo, hi)], bits);
     if blocks.len() > MAX_BLOCKS {
         return in_range(v, lo, hi);
     }

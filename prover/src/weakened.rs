@@ -11,8 +11,8 @@
 
 use std::collections::BTreeSet;
 
-use policy_lang::bundle::{Bundle, LandlockPath, RightsAtAbi};
-use policy_lang::ir::LandlockMode;
+use policy_bundle::LandlockMode;
+use policy_bundle::{Bundle, LandlockPath, RightsAtAbi};
 use serde::Serialize;
 
 use crate::query::Category;

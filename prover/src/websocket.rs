@@ -3,7 +3,7 @@
 //! holds (`Domain::methods_of` leaves them out), so only `websocket`
 //! endpoints judge them and every other formula reads them as no request.
 //!
-//! What the model follows (`policy_lang::eval::Evaluator::eval_websocket`):
+//! What the model follows (`policy_bundle::eval::Evaluator::eval_websocket`):
 //!
 //! - the upgrade is a `GET` judged by the websocket endpoints' REST rules
 //!   (other endpoints on the path take no part); no websocket endpoint on
@@ -39,7 +39,7 @@
 //! limit smaller than the witness), the point cannot be shown and the
 //! engine answers inconclusive rather than certify it.
 
-use policy_lang::bundle::{Bundle, L7Endpoint, L7Protocol};
+use policy_bundle::{Bundle, L7Endpoint, L7Protocol};
 
 use crate::calls::Calls;
 
@@ -222,10 +222,10 @@ impl Probe {
     /// The evaluator's decision on it, `req` being the upgrade.
     pub fn decide(
         &self,
-        ev: &policy_lang::eval::Evaluator,
-        req: &policy_lang::eval::Request,
-    ) -> policy_lang::eval::Decision {
-        use policy_lang::eval::WsClientMessage;
+        ev: &policy_bundle::eval::Evaluator,
+        req: &policy_bundle::eval::Request,
+    ) -> policy_bundle::eval::Decision {
+        use policy_bundle::eval::WsClientMessage;
         match self {
             Probe::Upgrade => ev.eval_websocket(req, None),
             Probe::Text(t) => ev.eval_websocket(req, Some(WsClientMessage::Text(t))),

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use policy_lang::eval::{Decision, Evaluator, HttpRequest, Request, Verdict};
-use policy_lang::matcher::{is_metadata_host, normalize_host};
+use policy_bundle::eval::{Decision, Evaluator, HttpRequest, Request, Verdict};
+use policy_bundle::matcher::{is_metadata_host, normalize_host};
 
 use crate::domain::{self, Domain};
 use crate::formula::AddrCell;
@@ -629,7 +629,7 @@ pub fn observe(
         None => !readable.is_empty(),
     };
     let allow = matches!(d.decision, Verdict::Allow | Verdict::Audit);
-    let under = |trees: Vec<(String, policy_lang::matcher::BinaryGlob)>| {
+    let under = |trees: Vec<(String, policy_bundle::matcher::BinaryGlob)>| {
         trees.iter().any(|(_, g)| g.matches(&req.binary))
     };
     let plantable = req.sha256.is_none()

@@ -9,9 +9,10 @@ mod support;
 
 use std::net::IpAddr;
 
-use policy_lang::eval::{Evaluator, Request, Verdict};
-use policy_lang::ir::{Dest, Endpoint, EndpointKind, Origin, Policy};
-use policy_lang::matcher::{canonical_ip, normalize_host};
+use policy_bundle::eval::{Evaluator, Request, Verdict};
+use policy_bundle::matcher::{canonical_ip, normalize_host};
+use policy_bundle::{Dest, Origin};
+use policy_lang::ir::{Endpoint, EndpointKind, Policy};
 use support::generate::{self, Rng};
 
 /// The IR of generated policy text.

@@ -5,7 +5,7 @@
 
 mod support;
 
-use policy_lang::eval::{Evaluator, Verdict};
+use policy_bundle::eval::{Evaluator, Verdict};
 use prover::oracle::Oracle;
 use support::generate::{self as generate, Rng};
 

@@ -7,7 +7,7 @@
 
 mod support;
 
-use policy_lang::matcher::parse_query_string;
+use policy_bundle::matcher::parse_query_string;
 use prover::Verdict;
 use support::*;
 

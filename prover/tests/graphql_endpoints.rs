@@ -6,7 +6,7 @@
 
 mod support;
 
-use policy_lang::bundle::Bundle;
+use policy_bundle::Bundle;
 use prover::{Finding, Report, Verdict};
 use support::*;
 
@@ -184,7 +184,7 @@ fn an_empty_root_selection_does_not_parse() {
         "{ ...F } fragment F on Query { }",
     ] {
         assert!(
-            policy_lang::l7body::graphql::op_from_document(doc, None).is_err(),
+            policy_bundle::l7body::graphql::op_from_document(doc, None).is_err(),
             "{doc}"
         );
     }

@@ -17,7 +17,7 @@ fn with(extra: &str) -> String {
 /// Every reach witness replays: NEW lets it through, OLD does not, and no
 /// credential rides on it.
 fn assert_reach_replays(r: &prover::Report, old: &str, new: &str) {
-    use policy_lang::eval::Evaluator;
+    use policy_bundle::eval::Evaluator;
     let (o, n) = (compile(&policy(old)), compile(&policy(new)));
     for f in &r.reach {
         assert_eq!(f.category, Category::ReachExpansion, "{f:#?}");

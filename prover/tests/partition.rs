@@ -1,7 +1,7 @@
 //! The string partition: atoms are disjoint, cover the universe, and each
 //! witness has exactly its atom's signature.
 
-use policy_lang::matcher::{BinaryGlob, HostPattern, HttpPathGlob};
+use policy_bundle::matcher::{BinaryGlob, HostPattern, HttpPathGlob};
 use prover::strings::search::{self, Outcome};
 use prover::strings::validity::{Rule, Validity};
 use prover::strings::{Atom, DimSpec, Partition, PatternKind, PatternSet, Size, universe};

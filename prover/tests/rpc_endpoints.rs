@@ -7,7 +7,7 @@
 
 mod support;
 
-use policy_lang::bundle::Bundle;
+use policy_bundle::Bundle;
 use prover::{Finding, Report, Verdict};
 use support::*;
 
@@ -144,7 +144,7 @@ fn loose_tool_names_let_names_outside_the_strict_pattern_through() {
         .expect("a finding naming a tool");
     let tool = f.witness.tool.as_deref().unwrap();
     assert!(
-        !policy_lang::l7body::jsonrpc::is_strict_tool_name(tool),
+        !policy_bundle::l7body::jsonrpc::is_strict_tool_name(tool),
         "`{tool}` passes the strict pattern"
     );
     assert_replays(f, &old, &new);

@@ -21,9 +21,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use support::{decide, let_through};
 
-use policy_lang::bundle::Bundle;
-use policy_lang::eval::{Evaluator, Request};
-use policy_lang::matcher::normalize_host;
+use policy_bundle::Bundle;
+use policy_bundle::eval::{Evaluator, Request};
+use policy_bundle::matcher::normalize_host;
 use prover::Verdict;
 use prover::strings::universe::is_resolved_binary;
 use prover::websocket::Probe as WsProbe;
@@ -182,8 +182,8 @@ fn run_pair(dir: &std::path::Path, opts: &prover::Options, seed: u64, tally: &Ta
         tally.sized.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(WsProbe::Text(t)) = &ws
-        && policy_lang::l7body::graphql::classify_ws_text(t)
-            .is_ok_and(|m| matches!(m, policy_lang::l7body::graphql::WsMessage::Operation(_)))
+        && policy_bundle::l7body::graphql::classify_ws_text(t)
+            .is_ok_and(|m| matches!(m, policy_bundle::l7body::graphql::WsMessage::Operation(_)))
     {
         tally.ws_graphql.fetch_add(1, Ordering::Relaxed);
     }

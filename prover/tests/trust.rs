@@ -6,7 +6,7 @@
 
 mod support;
 
-use policy_lang::eval::{Evaluator, RouteKind, Verdict as EvalVerdict};
+use policy_bundle::eval::{Evaluator, RouteKind, Verdict as EvalVerdict};
 use prover::{Options, Verdict};
 use support::*;
 
@@ -26,15 +26,15 @@ fn yaml_with(binaries: &[&str]) -> String {
     )
 }
 
-fn compile_yaml(text: &str) -> policy_lang::bundle::Bundle {
+fn compile_yaml(text: &str) -> policy_bundle::Bundle {
     compile_yaml_with_credentials(text, CREDS)
 }
 
 /// The finding's witness, replayed as printed: NEW lets it through with
 /// `credential`, OLD does not let it through.
 fn replays_with_credential(
-    old: &policy_lang::bundle::Bundle,
-    new: &policy_lang::bundle::Bundle,
+    old: &policy_bundle::Bundle,
+    new: &policy_bundle::Bundle,
     r: &prover::Report,
     credential: &str,
 ) {

@@ -11,8 +11,8 @@
 
 mod support;
 
-use policy_lang::bundle::Bundle;
-use policy_lang::eval::{Evaluator, Verdict as Eval, WsClientMessage};
+use policy_bundle::Bundle;
+use policy_bundle::eval::{Evaluator, Verdict as Eval, WsClientMessage};
 use prover::websocket::Probe;
 use prover::{Finding, Report, Verdict};
 use support::*;

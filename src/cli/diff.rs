@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use policy_lang::bundle::Bundle;
+use policy_bundle::Bundle;
 use policy_lang::load;
 use prover::{Options, Registry, Verdict};
 

@@ -3,8 +3,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use policy_lang::bundle::Bundle;
-use policy_lang::eval::{
+use policy_bundle::Bundle;
+use policy_bundle::eval::{
     Decision, Evaluator, HttpRequest, Request, RouteKind, Verdict, WsClientMessage,
 };
 use policy_lang::load;
@@ -286,7 +286,7 @@ fn request_body(args: &Args) -> Result<Option<Vec<u8>>, String> {
         && !args
             .jsonrpc_methods
             .iter()
-            .any(|m| m == policy_lang::matcher::TOOLS_CALL)
+            .any(|m| m == policy_bundle::matcher::TOOLS_CALL)
     {
         return Err(
             "`--tool` names the tool of a `tools/call` call; add `--jsonrpc-method tools/call`"
@@ -334,7 +334,7 @@ pub(super) fn jsonrpc_body(methods: &[String], tool: Option<&str>) -> Vec<u8> {
             call.insert("jsonrpc".into(), "2.0".into());
             call.insert("id".into(), (i + 1).into());
             call.insert("method".into(), method.as_str().into());
-            if method == policy_lang::matcher::TOOLS_CALL
+            if method == policy_bundle::matcher::TOOLS_CALL
                 && let Some(tool) = tool
             {
                 call.insert(

@@ -2,8 +2,8 @@ use crate::output::out;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use policy_lang::bundle::{ArgCondition, ArgOp, Bundle, BundleError, L7Matcher, RightsAtAbi, Via};
-use policy_lang::ir::{Dest, Injection, Origin, SecretSource};
+use policy_bundle::{ArgCondition, ArgOp, Bundle, BundleError, L7Matcher, RightsAtAbi, Via};
+use policy_bundle::{Dest, Injection, Origin, SecretSource};
 use policy_lang::source::SourceFile;
 use policy_lang::{load, parser};
 
@@ -122,8 +122,8 @@ pub fn explain(b: &Bundle) -> String {
     let _ = writeln!(o);
     let ll = &t.landlock;
     let mode = match ll.mode {
-        policy_lang::ir::LandlockMode::Hard => "hard",
-        policy_lang::ir::LandlockMode::BestEffort => "best effort",
+        policy_bundle::LandlockMode::Hard => "hard",
+        policy_bundle::LandlockMode::BestEffort => "best effort",
     };
     let _ = writeln!(o, "1. Landlock ({mode}, minimum ABI {})", ll.min_abi);
     let width = ll
@@ -250,8 +250,8 @@ pub fn explain(b: &Bundle) -> String {
     }
     for (i, ep) in t.l7.iter().enumerate() {
         let mode = match ep.enforcement {
-            policy_lang::ir::Enforcement::Enforce => "enforce",
-            policy_lang::ir::Enforcement::Audit => "audit",
+            policy_bundle::Enforcement::Enforce => "enforce",
+            policy_bundle::Enforcement::Audit => "audit",
         };
         let path = ep
             .path

@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
-use policy_lang::bundle::Bundle;
+use policy_bundle::Bundle;
+use policy_bundle::Origin;
+use policy_bundle::eval::{Decision, Evaluator, RouteKind, Verdict};
 use policy_lang::diag::Diagnostic;
-use policy_lang::eval::{Decision, Evaluator, RouteKind, Verdict};
-use policy_lang::ir::Origin;
 use policy_lang::load;
 use policy_lang::source::SourceFile;
 use serde_json::{Value, json};

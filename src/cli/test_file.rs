@@ -567,7 +567,7 @@ impl Reader<'_> {
         if has("tool")
             && !jsonrpc
                 .iter()
-                .any(|m| m == policy_lang::matcher::TOOLS_CALL)
+                .any(|m| m == policy_bundle::matcher::TOOLS_CALL)
         {
             self.error(
                 T0004,

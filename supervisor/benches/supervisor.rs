@@ -148,7 +148,7 @@ fn start_to_exec(net: &TestNet, dir: &Dir) -> (f64, f64, f64, usize) {
     let load: Vec<f64> = (0..LAUNCHES)
         .map(|_| {
             let start = Instant::now();
-            let parsed = policy_lang::bundle::Bundle::from_slice(&bytes).unwrap();
+            let parsed = policy_bundle::Bundle::from_slice(&bytes).unwrap();
             let ms = start.elapsed().as_secs_f64() * 1000.0;
             drop(parsed);
             ms

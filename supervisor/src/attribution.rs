@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::Mutex;
 
-use policy_lang::matcher::canonical_ip;
+use policy_bundle::matcher::canonical_ip;
 
 /// Addresses remembered at most (beyond the operator's).
 const MAX_ADDRS: usize = 65_536;

@@ -153,7 +153,7 @@ fn parse_resolve(text: &str) -> Result<(String, IpAddr), String> {
     let (host, ip) = text
         .split_once('=')
         .ok_or_else(|| format!("`{text}` is not HOST=IP"))?;
-    let host = policy_lang::matcher::normalize_host(host)
+    let host = policy_bundle::matcher::normalize_host(host)
         .map_err(|e| format!("`{host}` is not a host name: {}", e.message))?;
     let ip = ip
         .trim_start_matches('[')

@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{LazyLock, Mutex, PoisonError};
 
-use policy_lang::bundle::Bundle;
-use policy_lang::ir::{Injection, SecretSource};
+use policy_bundle::Bundle;
+use policy_bundle::{Injection, SecretSource};
 
 /// Every placeholder starts with this, so one substring search per header
 /// value finds them all.

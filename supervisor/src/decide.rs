@@ -1,5 +1,5 @@
 //! The connect decision: who is calling, where to, and what the bundle
-//! says. The decision itself is `policy_lang::eval::Evaluator::
+//! says. The decision itself is `policy_bundle::eval::Evaluator::
 //! decide_connection`, the reference evaluator the prover is tested
 //! against; this module only chooses its inputs.
 //!
@@ -31,9 +31,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use enforcer::FingerprintCache;
-use policy_lang::bundle::Via;
-use policy_lang::eval::{ConnectionDecision, Evaluator};
-use policy_lang::ir::Dest;
+use policy_bundle::Dest;
+use policy_bundle::Via;
+use policy_bundle::eval::{ConnectionDecision, Evaluator};
 
 use crate::attribution::{Attributed, Attribution};
 use crate::policy::{Active, Policy};

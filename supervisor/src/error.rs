@@ -24,7 +24,7 @@ pub enum LaunchError {
     BundleRefused {
         path: PathBuf,
         #[source]
-        source: policy_lang::bundle::BundleError,
+        source: policy_bundle::BundleError,
     },
 
     #[error("the bundle cannot be enforced: {0}")]

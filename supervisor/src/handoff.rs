@@ -6,7 +6,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use policy_lang::eval::ConnectionDecision;
+use policy_bundle::eval::ConnectionDecision;
 
 use crate::decide::Binary;
 

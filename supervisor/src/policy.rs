@@ -14,8 +14,8 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use policy_lang::bundle::Bundle;
-use policy_lang::eval::Evaluator;
+use policy_bundle::Bundle;
+use policy_bundle::eval::Evaluator;
 
 use crate::broker::aliases::Aliases;
 use crate::credentials::{CredentialSet, Placeholders};

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use policy_lang::bundle::Tables;
+use policy_bundle::Tables;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::broker::aliases::Aliases;
@@ -137,12 +137,12 @@ impl Reloader {
 
     /// Puts the network part of a verified `bundle` in force (the
     /// gateway's, see [`crate::gateway`]); `shown` names where it came from.
-    pub async fn apply(&self, bundle: policy_lang::bundle::Bundle, shown: &str) -> Outcome {
+    pub async fn apply(&self, bundle: policy_bundle::Bundle, shown: &str) -> Outcome {
         let _one_at_a_time = self.busy.lock().await;
         self.apply_locked(bundle, shown).await
     }
 
-    async fn apply_locked(&self, bundle: policy_lang::bundle::Bundle, shown: &str) -> Outcome {
+    async fn apply_locked(&self, bundle: policy_bundle::Bundle, shown: &str) -> Outcome {
         let old = self.policy.current();
         if bundle.digest == old.bundle().digest {
             return Outcome::Unchanged;

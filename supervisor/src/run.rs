@@ -91,7 +91,7 @@ fn launch(args: &RunArgs, started: Instant) -> Result<u8, LaunchError> {
 struct Prepared {
     gateway: Option<crate::gateway::Gateway>,
     from_gateway: Option<bundle_trust::Verified>,
-    bundle: policy_lang::bundle::Bundle,
+    bundle: policy_bundle::Bundle,
     mode: NetnsMode,
     caps: u64,
     abi: u8,

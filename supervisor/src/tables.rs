@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use enforcer::{
     ArgCond, ArgOp, Compat, DenyRule, Errno, FilterSpec, FsAccess, FsRule, NotifyRule, TrappedCall,
 };
-use policy_lang::bundle::{self, Bundle, LandlockTable, RightsAtAbi, SeccompTable};
-use policy_lang::ir::LandlockMode;
+use policy_bundle::LandlockMode;
+use policy_bundle::{Bundle, LandlockTable, RightsAtAbi, SeccompTable};
 
 use crate::error::LaunchError;
 
@@ -190,7 +190,7 @@ pub fn root_metadata_rules() -> Vec<DenyRule> {
     .collect()
 }
 
-fn conditions(when: &[bundle::ArgCondition]) -> Result<Vec<ArgCond>, LaunchError> {
+fn conditions(when: &[policy_bundle::ArgCondition]) -> Result<Vec<ArgCond>, LaunchError> {
     when.iter()
         .map(|c| {
             if c.arg > 5 {
@@ -202,9 +202,9 @@ fn conditions(when: &[bundle::ArgCondition]) -> Result<Vec<ArgCond>, LaunchError
             Ok(ArgCond {
                 index: u32::from(c.arg),
                 op: match c.op {
-                    bundle::ArgOp::MaskedEq(mask) => ArgOp::MaskedEq(mask),
-                    bundle::ArgOp::Ne => ArgOp::Ne,
-                    bundle::ArgOp::Ge => ArgOp::Ge,
+                    policy_bundle::ArgOp::MaskedEq(mask) => ArgOp::MaskedEq(mask),
+                    policy_bundle::ArgOp::Ne => ArgOp::Ne,
+                    policy_bundle::ArgOp::Ge => ArgOp::Ge,
                 },
                 value: c.value,
             })
@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn the_broker_answers_exactly_the_calls_the_compiler_traps() {
-        let trapped: std::collections::BTreeSet<String> = policy_lang::compile::notify_list()
+        let trapped: std::collections::BTreeSet<String> = policy_bundle::kernel::notify_list()
             .into_iter()
             .map(|t| t.syscall)
             .collect();

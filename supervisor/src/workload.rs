@@ -6,8 +6,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use policy_lang::bundle::Bundle;
-use policy_lang::ir::SecretSource;
+use policy_bundle::Bundle;
+use policy_bundle::SecretSource;
 
 use crate::cli::EnvArg;
 use crate::error::LaunchError;

@@ -228,7 +228,7 @@ fn a_rule_naming_the_supervisors_pid_literally_is_refused() {
 /// another compiler (or an edited one) could carry it: `check` refuses
 /// such a path, the supervisor must refuse it on its own.
 fn with_extra_read(bundle_path: &Path, path: &str) {
-    use policy_lang::bundle::Bundle;
+    use policy_bundle::Bundle;
     let b = Bundle::from_slice(&std::fs::read(bundle_path).unwrap()).unwrap();
     let mut enforcement = b.enforcement;
     let mut rule = enforcement

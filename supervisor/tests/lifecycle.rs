@@ -70,9 +70,9 @@ fn a_kernel_that_cannot_keep_a_hard_bundle_means_the_command_never_runs() {
     // kernel lacks, which is the same thing to the supervisor.
     let body = format!("  landlock hard min_abi 4\n{SYSTEM}");
     let b = bundle(&dir, "hard", &body);
-    let mut parsed = policy_lang::bundle::Bundle::from_slice(&std::fs::read(&b).unwrap()).unwrap();
+    let mut parsed = policy_bundle::Bundle::from_slice(&std::fs::read(&b).unwrap()).unwrap();
     parsed.enforcement.landlock.min_abi = 99;
-    let parsed = policy_lang::bundle::Bundle::new(parsed.enforcement, parsed.provenance);
+    let parsed = policy_bundle::Bundle::new(parsed.enforcement, parsed.provenance);
     std::fs::write(&b, parsed.to_bytes()).unwrap();
     let marker = dir.join("ran");
     let out = net.run(&dir, &b, &[], &["/usr/bin/touch", marker.to_str().unwrap()]);

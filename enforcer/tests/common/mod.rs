@@ -174,10 +174,10 @@ pub fn landlock_abi_at_least(abi: u8) -> bool {
 }
 
 /// The product's filter: the deny and notify lists every compiled bundle
-/// carries (`policy_lang::compile`), converted as the supervisor does.
+/// carries (`policy_bundle::kernel`), converted as the supervisor does.
 pub fn product_filter() -> enforcer::FilterSpec {
-    use policy_lang::bundle::ArgOp as BundleOp;
-    let conds = |when: &[policy_lang::bundle::ArgCondition]| {
+    use policy_bundle::ArgOp as BundleOp;
+    let conds = |when: &[policy_bundle::ArgCondition]| {
         when.iter()
             .map(|c| enforcer::ArgCond {
                 index: u32::from(c.arg),
@@ -191,7 +191,7 @@ pub fn product_filter() -> enforcer::FilterSpec {
             .collect()
     };
     enforcer::FilterSpec {
-        deny: policy_lang::compile::deny_list()
+        deny: policy_bundle::kernel::deny_list()
             .iter()
             .map(|d| enforcer::DenyRule {
                 syscall: d.syscall.clone(),
@@ -199,7 +199,7 @@ pub fn product_filter() -> enforcer::FilterSpec {
                 arg_conditions: conds(&d.when),
             })
             .collect(),
-        notify: policy_lang::compile::notify_list()
+        notify: policy_bundle::kernel::notify_list()
             .iter()
             .map(|n| enforcer::NotifyRule {
                 syscall: n.syscall.clone(),

@@ -207,7 +207,10 @@ fn methods(cx: &mut Cx<'_>, m: &Node<String>, websocket: bool) -> Option<Vec<Nod
         return None;
     }
     if websocket {
-        if !matches!(upper.as_str(), "GET" | crate::matcher::WEBSOCKET_TEXT) {
+        if !matches!(
+            upper.as_str(),
+            "GET" | policy_bundle::matcher::WEBSOCKET_TEXT
+        ) {
             cx.push(
                 codes::W0702,
                 m.span,

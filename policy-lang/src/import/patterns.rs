@@ -10,7 +10,7 @@
 //! it never allowed anything). `docs/openshell-import.md` has the tables.
 
 use super::rego_glob::{self, GTok};
-use crate::matcher::HttpPathGlob;
+use policy_bundle::matcher::HttpPathGlob;
 
 // Callers find every pattern translation here; `query_glob` only borrows
 // this module's helpers, so the re-export is the one edge back.

@@ -6,7 +6,7 @@
 
 use super::patterns::{MAX_EXPANSION, PathKind, push_class};
 use super::rego_glob::{self, GTok};
-use crate::matcher::DOTTED_PREFIX;
+use policy_bundle::matcher::DOTTED_PREFIX;
 
 /// Translate one query value glob (`glob.match(g, [], v)`, where the empty
 /// delimiter list means `.`) into alternatives in our value-glob syntax.

@@ -6,8 +6,8 @@
 
 use crate::ast::{EndpointStmt, Item, Protocol, RuleAction, Trivia};
 use crate::diag::codes;
-use crate::matcher::{RpcMethod, TOOLS_CALL};
 use crate::source::{Node, Span};
+use policy_bundle::matcher::{RpcMethod, TOOLS_CALL};
 
 use super::patterns::query_value;
 use super::yaml::YNode;

@@ -7,12 +7,12 @@ use crate::diag::{Diagnostic, codes};
 use crate::ir::{
     BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, HttpEndpoint, L7Protocol, L7Rule, TlsMode,
 };
-use crate::matcher::{
+use crate::source::{Node, SourceFile, Span};
+use policy_bundle::matcher::{
     AddrSet, BinaryGlob, EXTENSION_METHODS, EndpointTextError, HostPattern, HttpPathGlob,
     MethodSet, OperationTypeSet, PatternError, PortSet, QueryMatcher, STANDARD_METHODS, ValueGlob,
     WEBSOCKET_TEXT, split_endpoint,
 };
-use crate::source::{Node, SourceFile, Span};
 
 use super::{Resolver, origin, pattern_diag};
 

@@ -12,8 +12,8 @@ use crate::diag::{Code, Diagnostic, Diagnostics, codes};
 use crate::ir::{
     self, BinaryRef, Credential, Injection, Landlock, Origin, Policy, RunAs, SandboxSecret,
 };
-use crate::matcher::{BinaryGlob, HostPattern, HttpPathGlob, MethodSet, PatternError};
 use crate::source::{Node, SourceFile, Span};
+use policy_bundle::matcher::{BinaryGlob, HostPattern, HttpPathGlob, MethodSet, PatternError};
 
 /// Where each IR element came from, for diagnostics that need a span
 /// (lints run on the IR but report against the source).

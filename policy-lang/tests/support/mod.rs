@@ -6,7 +6,7 @@
     reason = "test helpers fail loudly on bad fixtures"
 )]
 
-use policy_lang::bundle::Bundle;
+use policy_bundle::Bundle;
 use policy_lang::source::SourceFile;
 use policy_lang::{fmt, load, parser};
 

@@ -4,7 +4,7 @@
 //! actually meet (a pattern such as `/*` also matches `/..`, which no
 //! canonical path is).
 
-use policy_lang::matcher::canonicalize_path;
+use policy_bundle::matcher::canonicalize_path;
 
 /// A universe: strings matching `accept` and none of `reject`.
 #[derive(Debug, Clone)]
@@ -72,6 +72,6 @@ pub fn is_resolved_binary(path: &str) -> bool {
 
 /// Whether a string is a host name as `normalize_host` writes it.
 pub fn is_normal_host(host: &str) -> bool {
-    policy_lang::matcher::normalize_host(host).is_ok_and(|h| h == host)
+    policy_bundle::matcher::normalize_host(host).is_ok_and(|h| h == host)
         && host.parse::<std::net::IpAddr>().is_err()
 }

@@ -232,7 +232,7 @@ fn binary_accept(s: u16) -> bool {
     s == B_IN_SEG
 }
 
-// Canonical request paths (see `policy_lang::matcher::canonicalize_path`):
+// Canonical request paths (see `policy_bundle::matcher::canonicalize_path`):
 // printable ASCII only; no `#`, `?`, `\`, `;`; no empty segment except a
 // trailing one; no `.` or `..` segment, nor one continued by `%3B`; every
 // escape two uppercase hex digits naming a byte that canonicalization

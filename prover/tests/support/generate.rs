@@ -1,7 +1,7 @@
 //! Random policies (as `.policy` text) and random requests, for the
 //! differential tests. Deterministic: a seed gives the same policy.
 
-use policy_lang::eval::{HttpRequest, Request};
+use policy_bundle::eval::{HttpRequest, Request};
 
 /// xorshift64*: small, deterministic, good enough for test data.
 pub struct Rng(u64);

@@ -16,7 +16,7 @@ pub mod rpc;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use policy_lang::bundle::Bundle;
+use policy_bundle::Bundle;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -94,17 +94,17 @@ pub fn assert_verified(r: &prover::Report) {
 }
 
 /// Whether the evaluator lets the request through (allowed or audited).
-pub fn let_through(d: &policy_lang::eval::Decision) -> bool {
+pub fn let_through(d: &policy_bundle::eval::Decision) -> bool {
     matches!(
         d.decision,
-        policy_lang::eval::Verdict::Allow | policy_lang::eval::Verdict::Audit
+        policy_bundle::eval::Verdict::Allow | policy_bundle::eval::Verdict::Audit
     )
 }
 
 /// The witness, replayed with its body: NEW lets it through with the
 /// credential, OLD does not.
 pub fn assert_replays(f: &prover::Finding, old: &Bundle, new: &Bundle) {
-    use policy_lang::eval::Evaluator;
+    use policy_bundle::eval::Evaluator;
     let req = replay(&f.witness);
     let (n, n_cred) = replay_decision(&Evaluator::new(new.clone()), &f.witness, &req);
     let (o, _) = replay_decision(&Evaluator::new(old.clone()), &f.witness, &req);
@@ -126,7 +126,7 @@ pub fn diff_bundles(old: &Bundle, new: &Bundle) -> prover::Report {
 
 /// The request a witness stands for, exactly as printed: a connection
 /// witness (no method) replays as a connection without a request.
-pub fn replay(w: &prover::Witness) -> policy_lang::eval::Request {
+pub fn replay(w: &prover::Witness) -> policy_bundle::eval::Request {
     let addr = w
         .address
         .as_deref()
@@ -138,13 +138,13 @@ pub fn replay(w: &prover::Witness) -> policy_lang::eval::Request {
         })
         .map(|a| a.parse().unwrap());
     let host = (w.host.parse::<std::net::IpAddr>().is_err()).then(|| w.host.clone());
-    policy_lang::eval::Request {
+    policy_bundle::eval::Request {
         binary: w.binary.clone(),
         sha256: w.sha256.clone(),
         host,
         addr,
         port: w.port,
-        http: w.method.as_ref().map(|m| policy_lang::eval::HttpRequest {
+        http: w.method.as_ref().map(|m| policy_bundle::eval::HttpRequest {
             method: m.clone(),
             target: format!(
                 "{}{}",
@@ -162,10 +162,10 @@ pub fn replay(w: &prover::Witness) -> policy_lang::eval::Request {
 /// `--websocket-text` or `--websocket-binary` when it is a WebSocket one),
 /// and whether a credential rides on it.
 pub fn replay_decision(
-    ev: &policy_lang::eval::Evaluator,
+    ev: &policy_bundle::eval::Evaluator,
     w: &prover::Witness,
-    req: &policy_lang::eval::Request,
-) -> (policy_lang::eval::Decision, bool) {
+    req: &policy_bundle::eval::Request,
+) -> (policy_bundle::eval::Decision, bool) {
     decide(ev, req, w.body_bytes().as_deref(), w.probe().as_ref())
 }
 
@@ -174,11 +174,11 @@ pub fn replay_decision(
 /// and whether a credential rides on it: a message rides on the
 /// connection its upgrade credentialed.
 pub fn decide(
-    ev: &policy_lang::eval::Evaluator,
-    req: &policy_lang::eval::Request,
+    ev: &policy_bundle::eval::Evaluator,
+    req: &policy_bundle::eval::Request,
     body: Option<&[u8]>,
     probe: Option<&prover::websocket::Probe>,
-) -> (policy_lang::eval::Decision, bool) {
+) -> (policy_bundle::eval::Decision, bool) {
     match probe {
         None => {
             let d = ev.eval_with_body(req, body);

@@ -5,7 +5,7 @@
 //! strings where two patterns differ (one component deeper, one label
 //! more, an empty `*`) are the strings the requests try.
 
-use policy_lang::eval::{HttpRequest, Request};
+use policy_bundle::eval::{HttpRequest, Request};
 
 use super::generate::Rng;
 use super::graphql::Gql;

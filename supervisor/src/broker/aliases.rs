@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use policy_lang::bundle::Identity;
+use policy_bundle::Identity;
 
 use crate::writable::Writable;
 

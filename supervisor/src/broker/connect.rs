@@ -23,7 +23,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use enforcer::{SockAddr, SocketInfo, UnixAddr};
-use policy_lang::matcher::canonical_ip;
+use policy_bundle::matcher::canonical_ip;
 
 use super::upstream::{self, Target};
 use super::{Broker, Call, NetMode};

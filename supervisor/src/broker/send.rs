@@ -20,7 +20,7 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use enforcer::{SockAddr, TrappedCall};
-use policy_lang::matcher::canonical_ip;
+use policy_bundle::matcher::canonical_ip;
 
 use super::connect::in_sandbox;
 use super::{Broker, Call, NetMode};

@@ -79,7 +79,7 @@ impl Answerer {
             return ResponseCode::Refused;
         }
         let qtype = query.query_type();
-        let Ok(name) = policy_lang::matcher::normalize_host(&query.name().to_ascii()) else {
+        let Ok(name) = policy_bundle::matcher::normalize_host(&query.name().to_ascii()) else {
             return ResponseCode::NXDomain;
         };
         if !self.policy.current().allows(&name) {

@@ -158,7 +158,7 @@ pub fn host_nameservers() -> Vec<IpAddr> {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("nameserver"))
         .filter_map(|v| v.trim().split('%').next()?.parse().ok())
-        .map(policy_lang::matcher::canonical_ip)
+        .map(policy_bundle::matcher::canonical_ip)
         .collect();
     if out.is_empty() {
         out = vec![

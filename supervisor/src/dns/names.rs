@@ -5,8 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use policy_lang::bundle::SeccompTable;
-use policy_lang::matcher::HostPattern;
+use policy_bundle::SeccompTable;
+use policy_bundle::matcher::HostPattern;
 
 /// Exact names in a set; wildcard patterns indexed by their literal
 /// suffix, so a lookup costs one probe per label of the name.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use policy_lang::matcher::normalize_host;
+use policy_bundle::matcher::normalize_host;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;

@@ -66,7 +66,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use policy_lang::matcher::canonical_ip;
+use policy_bundle::matcher::canonical_ip;
 use rustls::ClientConfig;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;

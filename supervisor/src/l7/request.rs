@@ -42,12 +42,12 @@ use hyper::header::{
     HOST, HeaderMap, HeaderValue, IF_RANGE, RANGE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 use hyper::{Method, Request, Response, StatusCode};
-use policy_lang::bundle::L7Protocol;
-use policy_lang::eval::{ConnectionDecision, Decision, Verdict};
-use policy_lang::ir::Injection;
-use policy_lang::l7body::graphql::check_content_type;
-use policy_lang::l7body::jsonrpc::accepts_event_stream;
-use policy_lang::matcher::{canonicalize_path, normalize_host};
+use policy_bundle::Injection;
+use policy_bundle::L7Protocol;
+use policy_bundle::eval::{ConnectionDecision, Decision, Verdict};
+use policy_bundle::l7body::graphql::check_content_type;
+use policy_bundle::l7body::jsonrpc::accepts_event_stream;
+use policy_bundle::matcher::{canonicalize_path, normalize_host};
 
 use super::body::{self, UpstreamBody};
 use super::forward::{self, Injected};
@@ -415,7 +415,7 @@ pub(super) fn check(
         .target
         .as_ref()
         .map_or_else(|| target.to_owned(), |c| c.path.clone());
-    let rule = d.rule.as_ref().map(policy_lang::ir::Origin::blame).or(rule);
+    let rule = d.rule.as_ref().map(policy_bundle::Origin::blame).or(rule);
     let refuse = |code: &'static str, reason: String| {
         Refusal::new(StatusCode::FORBIDDEN, code, reason)
             .rule(rule.clone())
@@ -589,7 +589,7 @@ pub(super) fn parse_authority(text: &str) -> Option<NamedHost> {
     let port = auth.port_u16();
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
-        let ip = policy_lang::matcher::canonical_ip(ip);
+        let ip = policy_bundle::matcher::canonical_ip(ip);
         return Some(NamedHost {
             name: ip.to_string(),
             ip: Some(ip),

@@ -32,8 +32,8 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, Full};
 use hyper::header::{CACHE_CONTROL, CONNECTION, CONTENT_TYPE, HeaderValue};
 use hyper::{Response, StatusCode};
-use policy_lang::l7body::graphql::GraphqlOp;
-use policy_lang::l7body::jsonrpc::RpcCall;
+use policy_bundle::l7body::graphql::GraphqlOp;
+use policy_bundle::l7body::jsonrpc::RpcCall;
 use serde_json::json;
 
 use super::state::ConnState;

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use hyper::client::conn::http1::SendRequest;
-use policy_lang::eval::ConnectionDecision;
+use policy_bundle::eval::ConnectionDecision;
 
 use super::body::UpstreamBody;
 use super::{ProxiedConnection, Proxy, dst_ip};

@@ -5,11 +5,11 @@
 //! says).
 
 use crate::ast::RuleAction;
-use crate::bundle::{GraphqlRule as Matcher, PersistedQuery};
 use crate::diag::{Diagnostic, codes};
 use crate::ir::GraphqlRule;
-use crate::matcher::{GraphqlNameGlob, OperationType, OperationTypeSet};
 use crate::source::{Node, SourceFile, Span};
+use policy_bundle::matcher::{GraphqlNameGlob, OperationType, OperationTypeSet};
+use policy_bundle::{GraphqlRule as Matcher, PersistedQuery};
 
 use super::super::{Resolver, origin, pattern_diag};
 

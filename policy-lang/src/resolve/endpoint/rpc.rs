@@ -5,8 +5,8 @@
 use crate::ast::{Protocol, RuleAction};
 use crate::diag::{Diagnostic, codes};
 use crate::ir::RpcRule;
-use crate::matcher::{RpcMethod, TOOLS_CALL, ToolSet};
 use crate::source::{Node, SourceFile, Span};
+use policy_bundle::matcher::{RpcMethod, TOOLS_CALL, ToolSet};
 
 use super::super::{Resolver, origin, pattern_diag};
 

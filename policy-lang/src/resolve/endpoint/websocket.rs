@@ -6,8 +6,8 @@
 
 use crate::ast::Protocol;
 use crate::diag::{Diagnostic, codes};
-use crate::matcher::{MethodSet, WEBSOCKET_TEXT};
 use crate::source::{Node, SourceFile, Span};
+use policy_bundle::matcher::{MethodSet, WEBSOCKET_TEXT};
 
 use super::super::Resolver;
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use policy_lang::eval::{Verdict, WsClientMessage};
+use policy_bundle::eval::{Verdict, WsClientMessage};
 
 use super::handshake;
 use super::relay::{self, End, Judged, Limits, Message};
@@ -190,7 +190,7 @@ impl relay::Judge for MessageJudge {
         let rule = d
             .rule
             .as_ref()
-            .map(policy_lang::ir::Origin::blame)
+            .map(policy_bundle::Origin::blame)
             .or(scope.rule);
         let info = RequestInfo {
             method,

@@ -283,7 +283,7 @@ fn stays_clear_of_apollos_limits() {
 
 #[test]
 fn reads_the_benchmark_document() {
-    let doc = include_str!("../../../benches/graphql.rs");
+    let doc = include_str!("../../../../policy-lang/benches/graphql.rs");
     let start = doc.find("query PullRequestList").expect("document");
     let end = doc.find("\";\n").expect("end");
     let document = doc.get(start..end).expect("slice");

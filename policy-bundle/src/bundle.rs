@@ -11,12 +11,12 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::ir::{
-    BinaryRef, Dest, Enforcement, Injection, LandlockMode, Origin, SecretSource, TlsMode,
-};
 use crate::matcher::{
     AddrSet, GraphqlNameGlob, HostPattern, HttpPathGlob, MethodSet, OperationType,
     OperationTypeSet, PortSet, QueryMatcher, RpcMethod, ToolSet,
+};
+use crate::vocab::{
+    BinaryRef, Dest, Enforcement, Injection, LandlockMode, Origin, SecretSource, TlsMode,
 };
 
 /// The bundle format this build writes. Version 2 added JSON-RPC and MCP

@@ -15,7 +15,6 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::bundle::{Bundle, L7Endpoint, L7Protocol, Route, Via};
-use crate::ir::{Dest, Enforcement, Origin};
 use crate::l7body::graphql::DocumentCache;
 use crate::l7body::jsonrpc::{RpcBody, RpcCall, RpcDialect, parse_rpc_body};
 use crate::matcher::net::is_metadata_host;
@@ -23,6 +22,7 @@ use crate::matcher::{
     AddrClass, CanonicalTarget, WEBSOCKET_TEXT, canonical_ip, canonicalize_path, classify_addr,
     normalize_host, parse_query_string,
 };
+use crate::vocab::{Dest, Enforcement, Origin};
 
 /// One connection attempt, optionally with the HTTP request sent on it.
 #[derive(Debug, Clone, Default)]
