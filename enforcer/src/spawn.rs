@@ -24,7 +24,7 @@
 //! a thread that lives as long as the workload (the main thread).
 //!
 //! The child's side (the `fork` itself and every step up to `exec`) lives
-//! in `sys::child`, next to the one `unsafe` block it justifies.
+//! in `sys::child`, next to the `fork` whose soundness rests on it.
 
 #![forbid(unsafe_code)]
 
