@@ -4,6 +4,8 @@
 //! become the workload's user without capabilities
 //! ([`crate::with_credentials`]) to ask for the workload.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -15,17 +17,11 @@ use std::path::Path;
 pub fn may_write(path: &Path) -> io::Result<bool> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
-    // SAFETY: `c` is a NUL-terminated string that lives across the call;
-    // faccessat only reads it.
-    let rc = unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
+    match crate::sys::fd::access(&c, libc::W_OK, libc::AT_EACCESS) {
+        Ok(()) => Ok(true),
+        Err(crate::Errno(libc::EACCES | libc::EPERM | libc::EROFS)) => Ok(false),
         // ETXTBSY: a running executable, writable once it stops running.
-        Some(libc::EACCES | libc::EPERM | libc::EROFS) => Ok(false),
-        Some(libc::ETXTBSY) => Ok(true),
-        _ => Err(e),
+        Err(crate::Errno(libc::ETXTBSY)) => Ok(true),
+        Err(e) => Err(e.into()),
     }
 }

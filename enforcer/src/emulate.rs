@@ -17,30 +17,25 @@
 //! no capabilities. Relative paths are the caller's business (see the
 //! supervisor).
 
+#![forbid(unsafe_code)]
+
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 
-use crate::errno::{Errno, check_int};
+use crate::errno::Errno;
 use crate::sockaddr::SockAddr;
 use crate::spawn::Credentials;
 
 /// `connect(sock, addr)`, on a socket the caller holds.
 pub fn connect_on(sock: BorrowedFd<'_>, addr: &SockAddr) -> Result<(), Errno> {
-    let bytes = addr.encode();
-    let len = libc::socklen_t::try_from(bytes.len()).map_err(|_| Errno(libc::EINVAL))?;
-    // SAFETY: `bytes` is a live buffer of `len` bytes holding a socket
-    // address in the kernel's layout; connect only reads it.
-    check_int(unsafe { libc::connect(sock.as_raw_fd(), bytes.as_ptr().cast(), len) }).map(drop)
+    crate::sys::net::connect(sock, &addr.encode())
 }
 
 /// The network namespace a socket was created in (`SIOCGSKNS`), as an fd.
 /// Needs `CAP_NET_ADMIN` over that namespace (the root supervisor has it).
 pub fn socket_netns(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    // SAFETY: SIOCGSKNS takes no argument and returns a new fd.
-    let fd = check_int(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGSKNS) })?;
-    // SAFETY: the kernel just returned this fd and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(crate::sys::net::socket_netns(sock)?)
 }
 
 /// Whether two namespace fds (from `/proc/<pid>/ns/*` or
@@ -80,6 +75,5 @@ where
 /// harmless (the fd number may name another socket by now; this one is
 /// the socket that was checked).
 pub fn listen_on(sock: BorrowedFd<'_>, backlog: i32) -> Result<(), Errno> {
-    // SAFETY: listen takes no pointer; the fd is live for the call.
-    check_int(unsafe { libc::listen(sock.as_raw_fd(), backlog) }).map(drop)
+    crate::sys::net::listen(sock, backlog)
 }

@@ -4,6 +4,8 @@
 //! their signatures say what they promise: no allocation, nothing but a
 //! number to hand back through a pipe or an exit status.
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 
 /// An errno value as returned by a failed system call.

@@ -5,6 +5,8 @@
 //! path may have been replaced or deleted since the exec. The caller checks
 //! [`crate::id_valid`] afterwards, so a pid reused meanwhile is noticed.
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;

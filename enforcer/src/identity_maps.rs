@@ -13,10 +13,12 @@
 //! process as text (a python3 has hundreds). The text is the fallback on
 //! older kernels.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
@@ -60,29 +62,6 @@ fn text_mappings(text: &[u8]) -> Vec<CodeMapping> {
     out
 }
 
-/// `struct procmap_query` of `<linux/fs.h>`.
-#[repr(C)]
-#[derive(Default)]
-struct ProcmapQuery {
-    size: u64,
-    query_flags: u64,
-    query_addr: u64,
-    vma_start: u64,
-    vma_end: u64,
-    vma_flags: u64,
-    vma_page_size: u64,
-    vma_offset: u64,
-    inode: u64,
-    dev_major: u32,
-    dev_minor: u32,
-    vma_name_size: u32,
-    build_id_size: u32,
-    vma_name_addr: u64,
-    build_id_addr: u64,
-}
-
-/// `_IOWR('f', 17, struct procmap_query)`.
-const PROCMAP_QUERY: libc::c_ulong = (3 << 30) | (104 << 16) | (0x66 << 8) | 17;
 const QUERY_VMA_EXECUTABLE: u64 = 0x04;
 const QUERY_COVERING_OR_NEXT_VMA: u64 = 0x10;
 const QUERY_FILE_BACKED_VMA: u64 = 0x20;
@@ -96,32 +75,18 @@ fn query_mappings(maps: &File) -> io::Result<Option<Vec<CodeMapping>>> {
     let mut name = vec![0_u8; NAME_MAX];
     let mut addr = 0_u64;
     loop {
-        let mut q = ProcmapQuery {
-            size: std::mem::size_of::<ProcmapQuery>() as u64,
-            query_flags: QUERY_COVERING_OR_NEXT_VMA | QUERY_VMA_EXECUTABLE | QUERY_FILE_BACKED_VMA,
-            query_addr: addr,
-            vma_name_size: u32::try_from(name.len()).unwrap_or(u32::MAX),
-            vma_name_addr: name.as_mut_ptr() as u64,
-            ..ProcmapQuery::default()
+        let flags = QUERY_COVERING_OR_NEXT_VMA | QUERY_VMA_EXECUTABLE | QUERY_FILE_BACKED_VMA;
+        let found = match crate::sys::mem::procmap_query(maps.as_fd(), flags, addr, &mut name) {
+            Ok(found) => found,
+            // No mapping at or after `addr`: done.
+            Err(crate::Errno(libc::ENOENT)) => return Ok(Some(out)),
+            Err(crate::Errno(libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP)) if out.is_empty() => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
         };
-        // SAFETY: `q` is a live, correctly sized `procmap_query`; the only
-        // pointer in it is `name`, valid for `vma_name_size` bytes, which
-        // the kernel writes at most; `build_id_size` is 0, so no build id
-        // is written.
-        let rc = unsafe { libc::ioctl(maps.as_raw_fd(), PROCMAP_QUERY, &raw mut q) };
-        if rc != 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                // No mapping at or after `addr`: done.
-                Some(libc::ENOENT) => Ok(Some(out)),
-                Some(libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP) if out.is_empty() => Ok(None),
-                _ => Err(e),
-            };
-        }
-        // The name is NUL-terminated; `vma_name_size` counts the NUL.
-        let len = usize::try_from(q.vma_name_size)
-            .unwrap_or(0)
-            .saturating_sub(1);
+        // The name is NUL-terminated; `name_len` counts the NUL.
+        let len = found.name_len.saturating_sub(1);
         let text = name.get(..len).unwrap_or_default();
         let (path, deleted) = match text.strip_suffix(DELETED_SUFFIX) {
             Some(p) => (p, true),
@@ -136,10 +101,10 @@ fn query_mappings(maps: &File) -> io::Result<Option<Vec<CodeMapping>>> {
                 },
             );
         }
-        if q.vma_end <= addr {
+        if found.end <= addr {
             return Err(io::Error::other("PROCMAP_QUERY did not advance"));
         }
-        addr = q.vma_end;
+        addr = found.end;
     }
 }
 
@@ -228,7 +193,6 @@ mod tests {
         queried.sort_by(|a, b| a.path.cmp(&b.path));
         text.sort_by(|a, b| a.path.cmp(&b.path));
         assert_eq!(queried, text);
-        assert_eq!(std::mem::size_of::<ProcmapQuery>(), 104);
     }
 
     #[test]

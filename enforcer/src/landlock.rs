@@ -17,18 +17,21 @@
 //! while the supervisor must print exactly what was dropped, and hard mode
 //! must refuse instead.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::CString;
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use crate::errno::{Errno, check};
+use crate::errno::Errno;
+use crate::sys;
 
-const CREATE_RULESET_VERSION: libc::c_ulong = 1;
-const RULE_PATH_BENEATH: libc::c_long = 1;
-const RULE_NET_PORT: libc::c_long = 2;
+pub(crate) const CREATE_RULESET_VERSION: libc::c_ulong = 1;
+pub(crate) const RULE_PATH_BENEATH: libc::c_long = 1;
+pub(crate) const RULE_NET_PORT: libc::c_long = 2;
 const ACCESS_NET_BIND_TCP: u64 = 1;
 const ACCESS_NET_CONNECT_TCP: u64 = 2;
 const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1;
@@ -419,39 +422,10 @@ fn join(items: &[Downgrade]) -> String {
         .join("; ")
 }
 
-#[repr(C)]
-struct RulesetAttr {
-    handled_access_fs: u64,
-    handled_access_net: u64,
-    scoped: u64,
-}
-
-#[repr(C, packed)]
-struct PathBeneathAttr {
-    allowed_access: u64,
-    parent_fd: i32,
-}
-
-#[repr(C)]
-struct NetPortAttr {
-    allowed_access: u64,
-    port: u64,
-}
-
 /// The running kernel's Landlock ABI; 0 when Landlock is not built in or
 /// disabled at boot.
 pub fn kernel_abi() -> Result<u8, LandlockError> {
-    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the
-    // kernel reads no memory and only returns the ABI number.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<RulesetAttr>(),
-            0_usize,
-            CREATE_RULESET_VERSION,
-        )
-    };
-    match check(ret) {
+    match sys::landlock::abi_version() {
         Ok(abi) => Ok(u8::try_from(abi).unwrap_or(u8::MAX)),
         Err(Errno(libc::ENOSYS | libc::EOPNOTSUPP)) => Ok(0),
         Err(e) => Err(LandlockError::QueryAbi(e.into())),
@@ -501,69 +475,19 @@ impl PreparedRuleset {
         for rule in &self.own {
             add_own_rule(fd, rule)?;
         }
-        // SAFETY: the fd is a live Landlock ruleset fd owned by `self`; flags
-        // 0 is valid on every ABI. No memory is passed.
-        let ret = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0_u32) };
-        check(ret).map(drop)
+        sys::landlock::restrict_self(fd.as_fd())
     }
 }
 
 /// Async-signal-safe: syscalls on memory prepared before `fork`.
 fn add_own_rule(ruleset: &OwnedFd, rule: &OwnRule) -> Result<(), Errno> {
-    let ret = open_no_magiclinks(&rule.path);
-    let path_fd = match ret {
+    let path_fd = match sys::landlock::open_path_no_magiclinks(&rule.path) {
         Ok(fd) => fd,
         Err(Errno(libc::ENOENT | libc::ENOTDIR)) => return Ok(()),
         Err(e) => return Err(e),
     };
-    let attr = PathBeneathAttr {
-        allowed_access: rule.access,
-        parent_fd: path_fd,
-    };
-    // SAFETY: `attr` is a live path-beneath attribute; both fds are live.
-    let added = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_add_rule,
-            ruleset.as_raw_fd(),
-            RULE_PATH_BENEATH,
-            &raw const attr,
-            0_u32,
-        )
-    };
-    // SAFETY: `path_fd` was opened above and is closed once.
-    unsafe { libc::close(path_fd) };
-    check(added).map(drop)
-}
-
-/// `struct open_how` (libc's is non-exhaustive).
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
-/// `openat2(AT_FDCWD, path, O_PATH | O_CLOEXEC, RESOLVE_NO_MAGICLINKS)`.
-/// Async-signal-safe: one syscall, no allocation.
-fn open_no_magiclinks(path: &std::ffi::CStr) -> Result<i32, Errno> {
-    let how = OpenHow {
-        flags: u64::from((libc::O_PATH | libc::O_CLOEXEC).unsigned_abs()),
-        mode: 0,
-        resolve: libc::RESOLVE_NO_MAGICLINKS,
-    };
-    // SAFETY: the path is NUL-terminated and `how` is a live open_how whose
-    // size is passed alongside; the kernel only reads them.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            &raw const how,
-            size_of::<OpenHow>(),
-        )
-    };
-    let fd = check(ret)?;
-    i32::try_from(fd).map_err(|_| Errno(libc::EBADF))
+    // `path_fd` is closed on return (close is async-signal-safe).
+    sys::landlock::add_path_beneath_rule(ruleset.as_fd(), rule.access, path_fd.as_fd())
 }
 
 /// A rule whose path is open and whose rights fit this kernel.
@@ -628,23 +552,14 @@ pub fn prepare(spec: &LandlockSpec) -> Result<PreparedRuleset, LandlockError> {
         }
     }
 
-    let ruleset = create_ruleset(&RulesetAttr {
-        handled_access_fs: supported.bits(),
-        handled_access_net: handled_net,
-        scoped,
-    })
-    .map_err(LandlockError::CreateRuleset)?;
+    let ruleset = sys::landlock::create_ruleset(supported.bits(), handled_net, scoped)
+        .map_err(|e| LandlockError::CreateRuleset(e.into()))?;
     for rule in &rules {
-        let attr = PathBeneathAttr {
-            allowed_access: rule.access.bits(),
-            parent_fd: rule.fd.as_raw_fd(),
-        };
-        add_rule(&ruleset, RULE_PATH_BENEATH, (&raw const attr).cast()).map_err(|source| {
-            LandlockError::AddPathRule {
+        sys::landlock::add_path_beneath_rule(ruleset.as_fd(), rule.access.bits(), rule.fd.as_fd())
+            .map_err(|e| LandlockError::AddPathRule {
                 path: rule.path.to_path_buf(),
-                source,
-            }
-        })?;
+                source: e.into(),
+            })?;
     }
     for (ports, right) in [
         (&spec.tcp_connect_ports, ACCESS_NET_CONNECT_TCP),
@@ -655,12 +570,12 @@ pub fn prepare(spec: &LandlockSpec) -> Result<PreparedRuleset, LandlockError> {
             continue;
         }
         for &port in ports {
-            let attr = NetPortAttr {
-                allowed_access: right,
-                port: u64::from(port),
-            };
-            add_rule(&ruleset, RULE_NET_PORT, (&raw const attr).cast())
-                .map_err(|source| LandlockError::AddPortRule { port, source })?;
+            sys::landlock::add_net_port_rule(ruleset.as_fd(), right, u64::from(port)).map_err(
+                |e| LandlockError::AddPortRule {
+                    port,
+                    source: e.into(),
+                },
+            )?;
         }
     }
     Ok(PreparedRuleset {
@@ -803,45 +718,5 @@ fn net_and_scope(spec: &LandlockSpec, abi: u8, downgrades: &mut Vec<Downgrade>) 
 fn open_path(path: &Path) -> io::Result<File> {
     let path = CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let fd = open_no_magiclinks(&path).map_err(io::Error::from)?;
-    // SAFETY: the kernel just returned this fd and nothing else owns it.
-    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
-}
-
-fn create_ruleset(attr: &RulesetAttr) -> io::Result<OwnedFd> {
-    // SAFETY: `attr` points to a live, fully initialised struct whose size is
-    // passed alongside; fields the kernel does not know are zero, which
-    // `copy_struct_from_user` accepts on older kernels.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::from_ref(attr),
-            size_of::<RulesetAttr>(),
-            0_u32,
-        )
-    };
-    let fd = check(ret).map_err(io::Error::from)?;
-    let fd = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-    // SAFETY: the kernel just returned this fd (close-on-exec) and nothing
-    // else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn add_rule(
-    ruleset: &OwnedFd,
-    rule_type: libc::c_long,
-    attr: *const libc::c_void,
-) -> io::Result<()> {
-    // SAFETY: `attr` points to a live attribute struct of the layout the
-    // kernel expects for `rule_type` (guaranteed by the two callers).
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_add_rule,
-            ruleset.as_raw_fd(),
-            rule_type,
-            attr,
-            0_u32,
-        )
-    };
-    check(ret).map(drop).map_err(io::Error::from)
+    Ok(File::from(sys::landlock::open_path_no_magiclinks(&path)?))
 }

@@ -5,6 +5,8 @@
 //!
 //! As everywhere, check [`crate::id_valid`] after the reads.
 
+#![forbid(unsafe_code)]
+
 use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::FileExt;

@@ -2,65 +2,47 @@
 //! it sends to anything but itself goes through a socket the supervisor
 //! opened from its own namespace.
 
+#![forbid(unsafe_code)]
+
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use crate::errno::{Errno, check_int};
+use crate::errno::Errno;
+use crate::sys;
+
+/// The loopback interface's name.
+const LOOPBACK: &[u8] = b"lo";
 
 /// Moves the calling (child) process into a new network namespace.
 /// Async-signal-safe. Needs `CAP_SYS_ADMIN` (or a new user namespace).
 pub fn unshare_net() -> Result<(), Errno> {
-    // SAFETY: unshare takes a flag word and touches no caller memory.
-    check_int(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
+    sys::ns::unshare_net()
 }
 
 /// Sets `lo` up in the caller's namespace; the kernel then gives it
 /// 127.0.0.1/8 and ::1. Async-signal-safe: a datagram socket and two
 /// ioctls on a stack buffer, no netlink message to build.
 pub fn bring_up_loopback() -> Result<(), Errno> {
-    // SAFETY: socket takes three integers and returns a new fd.
-    let fd = check_int(unsafe {
-        libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
-    })?;
-    // SAFETY: the kernel just returned this fd and nothing else owns it.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut req = loopback_ifreq();
-    // SAFETY: SIOCGIFFLAGS reads the name from, and writes the flags into,
-    // `req`, a live, initialised ifreq.
-    check_int(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &raw mut req) })?;
-    // SAFETY: after SIOCGIFFLAGS the union holds the flags member.
-    let flags = unsafe { req.ifr_ifru.ifru_flags };
-    req.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
-    // SAFETY: SIOCSIFFLAGS reads name and flags from `req`, live and
-    // initialised.
-    check_int(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &raw mut req) })?;
-    Ok(())
+    let sock = control_socket()?;
+    let flags = sys::net::interface_flags(sock.as_fd(), LOOPBACK)?;
+    sys::net::set_interface_flags(
+        sock.as_fd(),
+        LOOPBACK,
+        flags | libc::IFF_UP as libc::c_short,
+    )
 }
 
-fn loopback_ifreq() -> libc::ifreq {
-    // SAFETY: an all-zero ifreq is valid plain data.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo") {
-        *dst = *src as libc::c_char;
-    }
-    req
+/// A datagram socket to ask interface ioctls through.
+fn control_socket() -> Result<OwnedFd, Errno> {
+    sys::net::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
 }
 
 /// Whether `lo` is up in the caller's namespace (for tests and health
 /// checks).
 pub fn loopback_is_up() -> io::Result<bool> {
-    // SAFETY: socket takes three integers and returns a new fd.
-    let fd = check_int(unsafe {
-        libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
-    })?;
-    // SAFETY: the kernel just returned this fd and nothing else owns it.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut req = loopback_ifreq();
-    // SAFETY: as in `bring_up_loopback`.
-    check_int(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &raw mut req) })?;
-    // SAFETY: after SIOCGIFFLAGS the union holds the flags member.
-    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    let sock = control_socket()?;
+    let flags = sys::net::interface_flags(sock.as_fd(), LOOPBACK)?;
     Ok(flags & libc::IFF_UP as libc::c_short != 0)
 }
 
@@ -82,9 +64,8 @@ where
 {
     std::thread::scope(|scope| {
         let worker = scope.spawn(|| {
-            // SAFETY: setns takes a live namespace fd and a flag word; it
-            // changes only the calling thread, which is ours alone.
-            check_int(unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) })?;
+            // Changes only the calling thread, which is ours alone.
+            sys::ns::setns_net(netns)?;
             Ok(f())
         });
         match worker.join() {
@@ -120,7 +101,7 @@ pub fn netns_support() -> NetnsSupport {
     if direct {
         return NetnsSupport::Direct;
     }
-    if probe_in_child(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) {
+    if sys::child::unshare_works_in_child(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) {
         NetnsSupport::ViaUserNamespace
     } else {
         NetnsSupport::Unavailable
@@ -131,32 +112,4 @@ pub fn netns_support() -> NetnsSupport {
 #[must_use]
 pub fn can_create_netns() -> bool {
     netns_support() != NetnsSupport::Unavailable
-}
-
-fn probe_in_child(flags: libc::c_int) -> bool {
-    // SAFETY: the child only calls unshare and _exit, both
-    // async-signal-safe, so forking a multi-threaded process is sound.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: as above; _exit never returns.
-        unsafe {
-            let ok = libc::unshare(flags) == 0;
-            libc::_exit(i32::from(!ok));
-        }
-    }
-    if pid < 0 {
-        return false;
-    }
-    let mut status = 0;
-    loop {
-        // SAFETY: `status` is a live, writable int; `pid` is our child.
-        let ret = unsafe { libc::waitpid(pid, &raw mut status, 0) };
-        if ret == pid {
-            break;
-        }
-        if ret < 0 && Errno::last() != Errno(libc::EINTR) {
-            return false;
-        }
-    }
-    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }

@@ -21,11 +21,14 @@
 //!    one "continue" here, [`respond_continue_unchecked`], is named for what
 //!    it does and is not for policy decisions.
 
+#![forbid(unsafe_code)]
+
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use crate::errno::{Errno, check, check_int};
+use crate::errno::Errno;
+use crate::sys;
 
 /// `AUDIT_ARCH_X86_64`: the only architecture the filter lets through.
 pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
@@ -126,36 +129,23 @@ pub fn wait_listener(
     listener: impl AsFd,
     timeout: Option<std::time::Duration>,
 ) -> Result<ListenerEvent, Errno> {
-    let mut pfd = libc::pollfd {
-        fd: listener.as_fd().as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
     let ms = timeout.map_or(-1, |t| i32::try_from(t.as_millis()).unwrap_or(i32::MAX));
-    // SAFETY: `pfd` is one live, initialised pollfd.
-    let n = check_int(unsafe { libc::poll(&raw mut pfd, 1, ms) })?;
-    Ok(if n == 0 {
-        ListenerEvent::TimedOut
-    } else if pfd.revents & libc::POLLIN != 0 {
-        ListenerEvent::Ready
-    } else {
-        ListenerEvent::Closed
-    })
+    Ok(
+        match sys::fd::poll_one(listener.as_fd(), libc::POLLIN, ms)? {
+            None => ListenerEvent::TimedOut,
+            Some(revents) if revents & libc::POLLIN != 0 => ListenerEvent::Ready,
+            Some(_) => ListenerEvent::Closed,
+        },
+    )
 }
 
 /// Whether `fd` becomes writable within `timeout` (zero: right now), as a
 /// non-blocking `connect` in progress does once it is established or has
 /// failed.
 pub fn wait_writable(fd: BorrowedFd<'_>, timeout: std::time::Duration) -> Result<bool, Errno> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLOUT,
-        revents: 0,
-    };
     let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: `pfd` is one live, initialised pollfd.
-    let n = check_int(unsafe { libc::poll(&raw mut pfd, 1, ms) })?;
-    Ok(n == 1 && pfd.revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0)
+    let revents = sys::fd::poll_one(fd, libc::POLLOUT, ms)?;
+    Ok(revents.is_some_and(|r| r & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0))
 }
 
 /// Receives the next notification. The ioctl blocks even on a
@@ -163,19 +153,7 @@ pub fn wait_writable(fd: BorrowedFd<'_>, timeout: std::time::Duration) -> Result
 /// single consumer (two would race for one readable event). `ENOENT` means
 /// the trapped thread went away meanwhile: poll again.
 pub fn recv(listener: impl AsFd) -> Result<Notif, Errno> {
-    // SAFETY: an all-zero seccomp_notif is valid plain data, and the kernel
-    // insists on a zeroed buffer (EINVAL otherwise).
-    let mut raw: libc::seccomp_notif = unsafe { std::mem::zeroed() };
-    // SAFETY: RECV writes exactly one seccomp_notif into `raw`, which is
-    // live, writable and of the size the ioctl number encodes.
-    let ret = unsafe {
-        libc::ioctl(
-            listener.as_fd().as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_RECV,
-            &raw mut raw,
-        )
-    };
-    check_int(ret)?;
+    let raw = sys::seccomp::notif_recv(listener.as_fd())?;
     Ok(Notif {
         id: raw.id,
         pid: raw.pid,
@@ -190,28 +168,11 @@ pub fn recv(listener: impl AsFd) -> Result<Notif, Errno> {
 /// the call). Any failure counts as "no": the safe answer.
 #[must_use]
 pub fn id_valid(listener: impl AsFd, id: u64) -> bool {
-    // SAFETY: ID_VALID reads one u64 from the pointer, which is live.
-    let ret = unsafe {
-        libc::ioctl(
-            listener.as_fd().as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
-            &raw const id,
-        )
-    };
-    ret == 0
+    sys::seccomp::notif_id_valid(listener.as_fd(), id)
 }
 
 fn send(listener: BorrowedFd<'_>, resp: &libc::seccomp_notif_resp) -> Result<(), Errno> {
-    // SAFETY: SEND reads one seccomp_notif_resp from the pointer, which is
-    // live and fully initialised.
-    let ret = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SEND,
-            std::ptr::from_ref(resp),
-        )
-    };
-    check_int(ret).map(drop)
+    sys::seccomp::notif_send(listener, resp)
 }
 
 /// Fails the trapped call with `errno` (a positive errno number).
@@ -277,26 +238,10 @@ fn addfd(
     cloexec: bool,
     flags: u64,
 ) -> Result<i32, Errno> {
-    let (Ok(srcfd), Ok(newfd)) = (u32::try_from(src.as_raw_fd()), u32::try_from(target_fd)) else {
-        return Err(Errno(libc::EBADF));
-    };
-    let req = libc::seccomp_notif_addfd {
-        id,
-        flags: u32::try_from(flags).map_err(|_| Errno(libc::EINVAL))?,
-        srcfd,
-        newfd,
-        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
-    };
-    // SAFETY: ADDFD reads one seccomp_notif_addfd from the pointer, which is
-    // live and fully initialised; `src` is a live fd for the call.
-    let ret = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
-            &raw const req,
-        )
-    };
-    check_int(ret)
+    let newfd = u32::try_from(target_fd).map_err(|_| Errno(libc::EBADF))?;
+    let flags = u32::try_from(flags).map_err(|_| Errno(libc::EINVAL))?;
+    let newfd_flags = if cloexec { libc::O_CLOEXEC as u32 } else { 0 };
+    sys::seccomp::notif_addfd(listener, id, src, newfd, newfd_flags, flags)
 }
 
 /// Puts `src` into the workload at fd number `target_fd` (closing what was
@@ -340,15 +285,6 @@ pub fn addfd_setfd(
     )
 }
 
-fn pidfd_open(pid: u32, flags: u32) -> Result<OwnedFd, Errno> {
-    // SAFETY: pidfd_open takes two integers and returns a new fd.
-    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) };
-    let fd = check(ret)?;
-    let fd = i32::try_from(fd).map_err(|_| Errno(libc::EBADF))?;
-    // SAFETY: the kernel just returned this fd and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 /// Duplicates fd `fd` of thread `pid` into the caller (close-on-exec).
 ///
 /// Also how the supervisor gets the listener from the child: the child
@@ -358,17 +294,11 @@ fn pidfd_open(pid: u32, flags: u32) -> Result<OwnedFd, Errno> {
 /// older kernels fall back to a process pidfd. Needs ptrace-level access to
 /// the target (the root supervisor has it).
 pub fn take_fd_from(pid: u32, fd: i32) -> io::Result<OwnedFd> {
-    let pidfd = match pidfd_open(pid, libc::PIDFD_THREAD) {
-        Err(Errno(libc::EINVAL)) => pidfd_open(pid, 0),
+    let pidfd = match sys::seccomp::pidfd_open(pid, libc::PIDFD_THREAD) {
+        Err(Errno(libc::EINVAL)) => sys::seccomp::pidfd_open(pid, 0),
         other => other,
     }?;
-    // SAFETY: pidfd_getfd takes a live pidfd, a target fd number and zero
-    // flags, and returns a new fd.
-    let ret = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0_u32) };
-    let new = check(ret)?;
-    let new = i32::try_from(new).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-    // SAFETY: the kernel just returned this fd and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    Ok(sys::seccomp::pidfd_getfd(pidfd.as_fd(), fd)?)
 }
 
 /// What the supervisor must know to build a replacement socket the workload
@@ -403,10 +333,8 @@ pub fn socket_info(sock: BorrowedFd<'_>) -> io::Result<SocketInfo> {
     let domain = getsockopt_int(sock, libc::SO_DOMAIN)?;
     let sock_type = getsockopt_int(sock, libc::SO_TYPE)?;
     let protocol = getsockopt_int(sock, libc::SO_PROTOCOL)?;
-    // SAFETY: F_GETFL/F_GETFD take no pointer and only read fd state.
-    let fl = check_int(unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) })?;
-    // SAFETY: as above.
-    let fd_flags = check_int(unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFD) })?;
+    let fl = sys::fd::status_flags(sock)?;
+    let fd_flags = sys::fd::descriptor_flags(sock)?;
     Ok(SocketInfo {
         domain,
         sock_type,
@@ -417,21 +345,7 @@ pub fn socket_info(sock: BorrowedFd<'_>) -> io::Result<SocketInfo> {
 }
 
 fn getsockopt_int(sock: BorrowedFd<'_>, opt: libc::c_int) -> io::Result<i32> {
-    let mut value: libc::c_int = 0;
-    let mut len = libc::socklen_t::try_from(size_of::<libc::c_int>()).unwrap_or(4);
-    // SAFETY: `value` and `len` are live and writable, and `len` holds the
-    // size of `value`.
-    let ret = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&raw mut value).cast(),
-            &raw mut len,
-        )
-    };
-    check_int(ret)?;
-    Ok(value)
+    Ok(sys::net::getsockopt_int(sock, libc::SOL_SOCKET, opt)?)
 }
 
 /// Reads `FD_CLOEXEC` of the workload's fd from `/proc/<pid>/fdinfo/<fd>`.

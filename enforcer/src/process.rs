@@ -17,37 +17,18 @@
 //! 6. Landlock, then seccomp (last, so the filter cannot get in the way of
 //!    the steps above), then `exec`.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::CString;
 use std::io;
 
-use crate::errno::{Errno, check, check_int};
-
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-fn prctl(option: libc::c_int, arg2: libc::c_ulong) -> Result<libc::c_int, Errno> {
-    // SAFETY: every option used in this module takes integer arguments
-    // only; the trailing zeros are the unused ones.
-    check_int(unsafe { libc::prctl(option, arg2, 0_u64, 0_u64, 0_u64) })
-}
+use crate::errno::Errno;
+use crate::sys;
 
 /// Sets `no_new_privs`: exec can no longer grant privileges (setuid bits,
 /// file capabilities), and Landlock and seccomp may be applied unprivileged.
 pub fn set_no_new_privs() -> Result<(), Errno> {
-    prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map(drop)
+    sys::process::set_no_new_privs()
 }
 
 /// Asks for `signal` when the parent dies, then closes the race where the
@@ -57,9 +38,9 @@ pub fn set_no_new_privs() -> Result<(), Errno> {
 /// forked exits, so fork from a thread that lives as long as the workload.
 pub fn set_pdeathsig(signal: libc::c_int, expected_parent: libc::pid_t) -> Result<(), Errno> {
     let signal = libc::c_ulong::try_from(signal).map_err(|_| Errno(libc::EINVAL))?;
-    prctl(libc::PR_SET_PDEATHSIG, signal)?;
-    // SAFETY: getppid has no arguments and cannot fail.
-    if unsafe { libc::getppid() } == expected_parent {
+    sys::process::set_pdeathsig(signal)?;
+    let parent = libc::pid_t::try_from(std::os::unix::process::parent_id()).unwrap_or(0);
+    if parent == expected_parent {
         Ok(())
     } else {
         Err(Errno(libc::ESRCH))
@@ -80,40 +61,19 @@ pub fn cap_last_cap() -> io::Result<u32> {
 /// [`set_identity`].
 pub fn drop_bounding_and_ambient(last_cap: u32) -> Result<(), Errno> {
     for cap in 0..=last_cap {
-        match prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap)) {
+        match sys::process::capbset_drop(libc::c_ulong::from(cap)) {
             // A capability this kernel does not know is not held either.
             Ok(_) | Err(Errno(libc::EINVAL)) => {}
             Err(e) => return Err(e),
         }
     }
-    // SAFETY: PR_CAP_AMBIENT_CLEAR_ALL takes integer arguments only.
-    check_int(unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0_u64,
-            0_u64,
-            0_u64,
-        )
-    })
-    .map(drop)
+    sys::process::clear_ambient_capabilities()
 }
 
 /// Empties the effective, permitted and inheritable sets of the calling
 /// thread. Dropping is always allowed, so this works after [`set_identity`].
 pub fn clear_capability_sets() -> Result<(), Errno> {
-    let mut header = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [CapData {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: capset reads a v3 header and the two data words v3 requires,
-    // all live and initialised.
-    check(unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) }).map(drop)
+    sys::process::clear_capability_sets()
 }
 
 /// [`drop_bounding_and_ambient`] then [`clear_capability_sets`], for a child
@@ -132,28 +92,15 @@ pub fn set_identity(
     gid: libc::gid_t,
     groups: &[libc::gid_t],
 ) -> Result<(), Errno> {
-    // SAFETY: setgroups reads `groups.len()` gids from a live slice.
-    check(unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) })?;
-    // SAFETY: setresgid/setresuid take integers only.
-    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
-    // SAFETY: as above.
-    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
-    Ok(())
+    sys::process::setgroups(groups)?;
+    sys::process::setresgid(gid)?;
+    sys::process::setresuid(uid)
 }
 
 /// Marks every fd from `first` up close-on-exec, so nothing the supervisor
 /// left open leaks into the workload. Async-signal-safe.
 pub fn mark_fds_cloexec_from(first: u32) -> Result<(), Errno> {
-    // SAFETY: close_range takes integers only.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            first,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        )
-    })
-    .map(drop)
+    sys::fd::mark_cloexec_from(first)
 }
 
 /// A user's ids from the password database.
@@ -182,71 +129,26 @@ pub enum LookupError {
 /// call before `fork`).
 pub fn resolve_user(name: &str) -> Result<UserIds, LookupError> {
     let cname = CString::new(name).map_err(|_| LookupError::NoUser(name.to_owned()))?;
-    let mut buf = vec![0_u8; 16 * 1024];
-    loop {
-        // SAFETY: an all-zero passwd is valid plain data.
-        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: every pointer is live and writable; `buf.len()` is the
-        // size of `buf`.
-        let rc = unsafe {
-            libc::getpwnam_r(
-                cname.as_ptr(),
-                &raw mut pwd,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &raw mut result,
-            )
-        };
-        match rc {
-            0 if result.is_null() => return Err(LookupError::NoUser(name.to_owned())),
-            0 => {
-                return Ok(UserIds {
-                    uid: pwd.pw_uid,
-                    gid: pwd.pw_gid,
-                });
-            }
-            libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 2, 0),
-            rc => {
-                return Err(LookupError::Lookup {
-                    name: name.to_owned(),
-                    source: io::Error::from_raw_os_error(rc),
-                });
-            }
-        }
+    match sys::process::user_by_name(&cname) {
+        Ok(Some((uid, gid))) => Ok(UserIds { uid, gid }),
+        Ok(None) => Err(LookupError::NoUser(name.to_owned())),
+        Err(source) => Err(LookupError::Lookup {
+            name: name.to_owned(),
+            source,
+        }),
     }
 }
 
 /// Looks a group up with `getgrnam_r` (call before `fork`).
 pub fn resolve_group(name: &str) -> Result<libc::gid_t, LookupError> {
     let cname = CString::new(name).map_err(|_| LookupError::NoGroup(name.to_owned()))?;
-    let mut buf = vec![0_u8; 16 * 1024];
-    loop {
-        // SAFETY: an all-zero group is valid plain data.
-        let mut grp: libc::group = unsafe { std::mem::zeroed() };
-        let mut result: *mut libc::group = std::ptr::null_mut();
-        // SAFETY: every pointer is live and writable; `buf.len()` is the
-        // size of `buf`.
-        let rc = unsafe {
-            libc::getgrnam_r(
-                cname.as_ptr(),
-                &raw mut grp,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &raw mut result,
-            )
-        };
-        match rc {
-            0 if result.is_null() => return Err(LookupError::NoGroup(name.to_owned())),
-            0 => return Ok(grp.gr_gid),
-            libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 2, 0),
-            rc => {
-                return Err(LookupError::Lookup {
-                    name: name.to_owned(),
-                    source: io::Error::from_raw_os_error(rc),
-                });
-            }
-        }
+    match sys::process::group_by_name(&cname) {
+        Ok(Some(gid)) => Ok(gid),
+        Ok(None) => Err(LookupError::NoGroup(name.to_owned())),
+        Err(source) => Err(LookupError::Lookup {
+            name: name.to_owned(),
+            source,
+        }),
     }
 }
 

@@ -14,13 +14,12 @@
 //! rule that lands in a `/proc/<pid>` directory (a pid written literally)
 //! is refused ([`process_entry`]).
 
+#![forbid(unsafe_code)]
+
 use std::fs::File;
 use std::io;
-use std::mem::MaybeUninit;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Component, Path, PathBuf};
-
-use crate::errno::check_int;
 
 /// `PROC_SUPER_MAGIC`, the `f_type` of procfs.
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
@@ -29,13 +28,7 @@ const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 /// process's `/proc/<pid>` directory (that directory included); `None`
 /// for anything else, `/proc` itself and its global files among them.
 pub(crate) fn process_entry(file: &File) -> io::Result<Option<PathBuf>> {
-    let mut stat = MaybeUninit::<libc::statfs>::zeroed();
-    // SAFETY: `stat` is a writable statfs-sized buffer; the fd is live.
-    check_int(unsafe { libc::fstatfs(file.as_raw_fd(), stat.as_mut_ptr()) })?;
-    // SAFETY: fstatfs succeeded, so the kernel filled the struct (it was
-    // zeroed before, so every field is initialised either way).
-    let stat = unsafe { stat.assume_init() };
-    if stat.f_type != PROC_SUPER_MAGIC {
+    if crate::sys::fd::filesystem_type(file.as_fd())? != PROC_SUPER_MAGIC {
         return Ok(None);
     }
     let resolved = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;

@@ -26,12 +26,14 @@
 //! garbage in the upper half makes the rule *more* likely to match (deny or
 //! trap), never less.
 
+#![forbid(unsafe_code)]
+
 use std::io::{Read, Seek};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 
 use libseccomp::{ScmpAction, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall};
 
-use crate::errno::{Errno, check};
+use crate::errno::Errno;
 
 /// How an argument is compared; see the module docs on 32-bit arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +135,7 @@ pub enum SeccompError {
 #[derive(Debug, Clone)]
 pub struct PreparedFilter {
     program: Vec<libc::sock_filter>,
-    len: u16,
+    /// Flags besides `SECCOMP_FILTER_FLAG_NEW_LISTENER`, always set.
     flags: libc::c_ulong,
 }
 
@@ -163,16 +165,14 @@ pub fn build(spec: &FilterSpec) -> Result<PreparedFilter, SeccompError> {
     }
     let bytes = export(&ctx)?;
     let program = decode(&bytes)?;
-    let len = u16::try_from(program.len()).map_err(|_| SeccompError::BadProgram(bytes.len()))?;
-    let mut flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
-    if spec.wait_killable_recv {
-        flags |= libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
-    }
-    Ok(PreparedFilter {
-        program,
-        len,
-        flags,
-    })
+    // `sock_fprog` counts instructions in a u16.
+    u16::try_from(program.len()).map_err(|_| SeccompError::BadProgram(bytes.len()))?;
+    let flags = if spec.wait_killable_recv {
+        libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+    } else {
+        0
+    };
+    Ok(PreparedFilter { program, flags })
 }
 
 fn add(
@@ -230,11 +230,9 @@ fn resolve(name: &str) -> Result<ScmpSyscall, SeccompError> {
 /// libseccomp 2.5 (Debian 12) can only write the program to an fd; a memfd
 /// keeps it off the filesystem.
 fn export(ctx: &ScmpFilterContext) -> Result<Vec<u8>, SeccompError> {
-    // SAFETY: the name is a NUL-terminated literal; the flags are valid.
-    let fd = unsafe { libc::memfd_create(c"seccomp-bpf".as_ptr(), libc::MFD_CLOEXEC) };
-    let fd = crate::errno::check_int(fd).map_err(|e| SeccompError::Export(e.into()))?;
-    // SAFETY: memfd_create just returned this fd and nothing else owns it.
-    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let fd = crate::sys::fd::memfd_create(c"seccomp-bpf", libc::MFD_CLOEXEC)
+        .map_err(|e| SeccompError::Export(e.into()))?;
+    let mut file = std::fs::File::from(fd);
     ctx.export_bpf(&file)
         .map_err(|e| SeccompError::Export(std::io::Error::other(e)))?;
     let mut bytes = Vec::new();
@@ -279,22 +277,7 @@ impl PreparedFilter {
     /// Requires `no_new_privs` (or `CAP_SYS_ADMIN`). No `TSYNC`: the forked
     /// child has a single thread, and `TSYNC` cannot be combined with
     /// `NEW_LISTENER` anyway.
-    pub fn install_with_listener(&self) -> Result<RawFd, Errno> {
-        let prog = libc::sock_fprog {
-            len: self.len,
-            filter: self.program.as_ptr().cast_mut(),
-        };
-        // SAFETY: `prog` points to `len` initialised instructions owned by
-        // `self`, alive for the duration of the call; the kernel copies them.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                self.flags,
-                &raw const prog,
-            )
-        };
-        let fd = check(ret)?;
-        RawFd::try_from(fd).map_err(|_| Errno(libc::EBADF))
+    pub fn install_with_listener(&self) -> Result<OwnedFd, Errno> {
+        crate::sys::seccomp::install_filter_with_listener(&self.program, self.flags)
     }
 }

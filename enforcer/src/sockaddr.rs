@@ -6,6 +6,8 @@
 //! and [`SockAddrError::errno`] gives the errno the kernel would have
 //! answered, so a malformed address fails exactly as it would unsandboxed.
 
+#![forbid(unsafe_code)]
+
 use std::fs::File;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
@@ -92,28 +94,12 @@ pub fn read_memory(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<()> {
     }
     let fault = || io::Error::from_raw_os_error(libc::EFAULT);
     let remote_base = usize::try_from(addr).map_err(|_| fault())?;
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: remote_base as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
     let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
-    // SAFETY: `local` describes `buf`, live and writable for its length; the
-    // remote iovec is only interpreted in the target's address space.
-    let n = unsafe { libc::process_vm_readv(pid, &raw const local, 1, &raw const remote, 1, 0) };
-    if n >= 0 {
-        return if usize::try_from(n).ok() == Some(buf.len()) {
-            Ok(())
-        } else {
-            Err(fault())
-        };
-    }
-    let err = io::Error::last_os_error();
-    if !matches!(err.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
-        return Err(err);
+    match crate::sys::mem::process_vm_read(pid, remote_base, buf) {
+        Ok(n) if n == buf.len() => return Ok(()),
+        Ok(_) => return Err(fault()),
+        Err(crate::Errno(libc::ENOSYS | libc::EPERM)) => {}
+        Err(e) => return Err(e.into()),
     }
     let mem = File::open(format!("/proc/{pid}/mem"))?;
     mem.read_exact_at(buf, addr).map_err(|e| {
@@ -498,10 +484,15 @@ mod tests {
         let mut name = inet(53, [127, 0, 0, 1]);
         name.resize(200, 0);
         let read = |namelen: u32| {
-            // SAFETY: `msghdr` is plain data; all-zero is a valid value.
-            let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-            hdr.msg_name = name.as_ptr().cast_mut().cast();
-            hdr.msg_namelen = namelen;
+            let hdr = libc::msghdr {
+                msg_name: name.as_ptr().cast_mut().cast(),
+                msg_namelen: namelen,
+                msg_iov: std::ptr::null_mut(),
+                msg_iovlen: 0,
+                msg_control: std::ptr::null_mut(),
+                msg_controllen: 0,
+                msg_flags: 0,
+            };
             read_msghdr_name(std::process::id(), std::ptr::from_ref(&hdr) as u64)
         };
         let want = Some(SockAddr::Inet("127.0.0.1:53".parse().unwrap()));

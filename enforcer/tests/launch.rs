@@ -11,7 +11,7 @@ mod common;
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -82,7 +82,7 @@ fn launch(script: &str) -> (libc::pid_t, OwnedFd) {
         let Ok(listener) = filter.install_with_listener() else {
             return 20;
         };
-        if !write_u32(&fd_w, listener as u32) || read_u32(&ack_r).is_none() {
+        if !write_u32(&fd_w, listener.as_raw_fd() as u32) || read_u32(&ack_r).is_none() {
             return 21;
         }
         unsafe { libc::execve(argv[0], argv.as_ptr(), envp.as_ptr()) };

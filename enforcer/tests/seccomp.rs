@@ -29,10 +29,10 @@ fn spawn_filtered(spec: &FilterSpec, body: impl FnOnce() -> i32) -> (libc::pid_t
         let Ok(listener) = filter.install_with_listener() else {
             return 91;
         };
-        if !write_u32(&fd_w, listener as u32) || read_u32(&ack_r).is_none() {
+        if !write_u32(&fd_w, listener.as_raw_fd() as u32) || read_u32(&ack_r).is_none() {
             return 92;
         }
-        unsafe { libc::close(listener) };
+        drop(listener);
         body()
     });
     drop((fd_w, ack_r));

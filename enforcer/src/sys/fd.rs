@@ -1,0 +1,126 @@
+//! Descriptors and paths: pipes, reads and writes, polling, flags.
+//! Everything here but [`memfd_create`]'s caller is async-signal-safe.
+
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::errno::{Errno, check, check_int};
+
+/// A close-on-exec pipe: (read end, write end).
+pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), Errno> {
+    let mut fds: [RawFd; 2] = [-1; 2];
+    // SAFETY: pipe2 writes two fds into the live two-element array.
+    check_int(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    let [r, w] = fds;
+    // SAFETY: pipe2 just returned `r` and nothing else owns it.
+    let r = unsafe { OwnedFd::from_raw_fd(r) };
+    // SAFETY: as for `r`.
+    let w = unsafe { OwnedFd::from_raw_fd(w) };
+    Ok((r, w))
+}
+
+/// One `read(2)` into `buf`: the byte count (0 at end of file).
+pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {
+    // SAFETY: `buf` is live and writable for `buf.len()` bytes, the most
+    // the kernel writes.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    usize::try_from(n).map_err(|_| Errno::last())
+}
+
+/// One `write(2)` from `bytes`: the byte count written.
+pub(crate) fn write(fd: BorrowedFd<'_>, bytes: &[u8]) -> Result<usize, Errno> {
+    // SAFETY: `bytes` is live and initialised for its length; write only
+    // reads it.
+    let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+    usize::try_from(n).map_err(|_| Errno::last())
+}
+
+/// Writes all of `bytes`, retrying on `EINTR` and short writes.
+pub(crate) fn write_all(fd: BorrowedFd<'_>, bytes: &[u8]) -> Result<(), Errno> {
+    let mut done = 0;
+    while let Some(rest) = bytes.get(done..).filter(|r| !r.is_empty()) {
+        match write(fd, rest) {
+            Ok(n) => done += n,
+            Err(Errno(libc::EINTR)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Polls one descriptor for `events`: `None` when `timeout_ms` (-1: no
+/// limit) passed first, else the returned events.
+pub(crate) fn poll_one(
+    fd: BorrowedFd<'_>,
+    events: libc::c_short,
+    timeout_ms: libc::c_int,
+) -> Result<Option<libc::c_short>, Errno> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one live, initialised pollfd, and the count is 1.
+    let n = check_int(unsafe { libc::poll(&raw mut pfd, 1, timeout_ms) })?;
+    Ok((n != 0).then_some(pfd.revents))
+}
+
+/// The open file's status flags (`F_GETFL`: `O_NONBLOCK`...).
+pub(crate) fn status_flags(fd: BorrowedFd<'_>) -> Result<libc::c_int, Errno> {
+    // SAFETY: F_GETFL takes no third argument and only reads fd state.
+    check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })
+}
+
+/// The descriptor's own flags (`F_GETFD`: `FD_CLOEXEC`).
+pub(crate) fn descriptor_flags(fd: BorrowedFd<'_>) -> Result<libc::c_int, Errno> {
+    // SAFETY: F_GETFD takes no third argument and only reads fd state.
+    check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) })
+}
+
+/// `f_type` of the filesystem holding `fd` (`fstatfs`).
+pub(crate) fn filesystem_type(fd: BorrowedFd<'_>) -> Result<i64, Errno> {
+    let mut stat = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: `stat` is a writable statfs-sized buffer; the fd is live.
+    check_int(unsafe { libc::fstatfs(fd.as_raw_fd(), stat.as_mut_ptr()) })?;
+    // SAFETY: the buffer was zeroed, so every field is initialised, and
+    // fstatfs succeeded, so the kernel filled it.
+    let stat = unsafe { stat.assume_init() };
+    Ok(stat.f_type)
+}
+
+/// `faccessat(AT_FDCWD, path, mode, flags)`.
+pub(crate) fn access(path: &CStr, mode: libc::c_int, flags: libc::c_int) -> Result<(), Errno> {
+    // SAFETY: `path` is NUL-terminated and lives across the call; faccessat
+    // only reads it.
+    check_int(unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), mode, flags) }).map(drop)
+}
+
+/// An anonymous memory file (`memfd_create`).
+pub(crate) fn memfd_create(name: &CStr, flags: libc::c_uint) -> Result<OwnedFd, Errno> {
+    // SAFETY: `name` is NUL-terminated and lives across the call.
+    let fd = check_int(unsafe { libc::memfd_create(name.as_ptr(), flags) })?;
+    // SAFETY: memfd_create just returned this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Marks every fd from `first` up close-on-exec (`close_range` with
+/// `CLOSE_RANGE_CLOEXEC`): nothing is closed, so no owner loses its fd.
+pub(crate) fn mark_cloexec_from(first: u32) -> Result<(), Errno> {
+    // SAFETY: close_range takes integers only; with CLOSE_RANGE_CLOEXEC it
+    // closes nothing.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    })
+    .map(drop)
+}
+
+/// `chdir(path)`.
+pub(crate) fn chdir(path: &CStr) -> Result<(), Errno> {
+    // SAFETY: `path` is NUL-terminated and lives across the call.
+    check_int(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+}

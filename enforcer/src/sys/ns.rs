@@ -1,0 +1,75 @@
+//! Namespaces and mounts. Async-signal-safe.
+
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use crate::errno::{Errno, check_int};
+
+/// `unshare(CLONE_NEWNET)`.
+pub(crate) fn unshare_net() -> Result<(), Errno> {
+    // SAFETY: unshare takes a flag word and touches no memory of ours; a
+    // new network namespace changes no descriptor or memory of the caller.
+    check_int(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// `unshare(CLONE_NEWNS)`.
+pub(crate) fn unshare_mount_ns() -> Result<(), Errno> {
+    // SAFETY: as in `unshare_net`; open files keep their mounts.
+    check_int(unsafe { libc::unshare(libc::CLONE_NEWNS) }).map(drop)
+}
+
+/// `setns(netns, CLONE_NEWNET)`: moves the calling thread only.
+pub(crate) fn setns_net(netns: BorrowedFd<'_>) -> Result<(), Errno> {
+    // SAFETY: setns takes a live namespace fd and a flag word.
+    check_int(unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// Makes every mount of the caller's namespace a slave, recursively
+/// (`mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL)`).
+pub(crate) fn make_mounts_slave() -> Result<(), Errno> {
+    // SAFETY: the target is a NUL-terminated literal; the other pointers
+    // are null, which a propagation change accepts.
+    check_int(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// Bind-mounts `source` over `target` (`MS_BIND`).
+pub(crate) fn bind_mount(source: &CStr, target: &CStr) -> Result<(), Errno> {
+    // SAFETY: both paths are NUL-terminated strings that outlive the call;
+    // a bind mount reads no filesystem type or data (null).
+    check_int(unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// Changes the flags of the mount at `target` (`flags` includes
+/// `MS_REMOUNT`).
+pub(crate) fn remount(target: &CStr, flags: libc::c_ulong) -> Result<(), Errno> {
+    // SAFETY: `target` is NUL-terminated and outlives the call; a remount
+    // reads no source, type or data (null).
+    check_int(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
