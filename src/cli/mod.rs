@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub use crate::report::DiagFormat;
+pub(crate) use inputs::STDIN_NAME;
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_FINDINGS: u8 = 1;
@@ -113,7 +114,7 @@ pub fn parse() -> Result<Cli, u8> {
             if let Ok(f) = DiagFormat::from_str(f, true)
                 && f != DiagFormat::Human
             {
-                crate::report::print_check(&[], &failure.errors, None, f);
+                crate::report::print_check(&[], &failure.errors, None, f, code);
             }
         }
         (Some("diff"), Some(f)) => {
