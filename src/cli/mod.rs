@@ -8,6 +8,7 @@ mod explain;
 mod fmt;
 mod import;
 mod inputs;
+mod manual;
 mod solver;
 mod test;
 mod test_file;
@@ -55,6 +56,10 @@ enum Command {
     /// Run policy test files (`*.test.yaml`): requests and the decisions
     /// they must get.
     Test(test::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(manual::CompletionsArgs),
+    /// Print a manual page (roff), or write every page with `--out DIR`.
+    Man(manual::ManArgs),
 }
 
 /// Shared `--credentials` option: an OpenShell credentials file.
@@ -75,6 +80,8 @@ pub fn run(cli: Cli) -> u8 {
         Command::Import(a) => import::run(&a),
         Command::Diff(a) => diff::run(&a),
         Command::Test(a) => test::run(&a),
+        Command::Completions(a) => manual::completions(&a),
+        Command::Man(a) => manual::man(&a),
     }
 }
 
