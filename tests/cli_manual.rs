@@ -30,7 +30,7 @@ fn the_bash_completion_names_every_command() {
     );
     for c in COMMANDS {
         assert!(
-            script.contains(&format!("openshell__policy__{c})")),
+            script.contains(&format!("cmd=\"openshell__policy__subcmd__{c}\"")),
             "`{c}` missing"
         );
     }
