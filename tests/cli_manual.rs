@@ -1,6 +1,5 @@
 //! Shell completions and manual pages, generated from the clap
 //! definitions: every command is in them.
-#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 mod common;
 
