@@ -3,6 +3,7 @@
 #![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 mod common;
+mod sarif_schema;
 
 use std::path::{Path, PathBuf};
 
@@ -62,7 +63,7 @@ fn check_formats_for_ci() {
     let file = "policy-lang/tests/diagnostics/warnings.policy";
     let sarif = run(&["check", file, "--format", "sarif"]);
     assert_eq!(code(&sarif), 0);
-    let v = json(&sarif);
+    let v = sarif_schema::validated(&sarif);
     assert_eq!(v["version"], "2.1.0");
     let results = v["runs"][0]["results"].as_array().unwrap();
     assert!(!results.is_empty());

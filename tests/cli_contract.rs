@@ -5,6 +5,7 @@
 #![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 mod common;
+mod sarif_schema;
 
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
@@ -52,7 +53,7 @@ fn diff_prints_a_document_when_a_side_does_not_compile() {
 
     let o = run(&["diff", "--prove", &broken, GOOD, "--format", "sarif"]);
     assert_eq!(code(&o), 2);
-    let v = json(&o);
+    let v = sarif_schema::validated(&o);
     assert_eq!(v["version"], "2.1.0");
     assert_eq!(v["runs"][0]["results"][0]["ruleId"], "E0100");
     assert_eq!(v["runs"][0]["invocations"][0]["executionSuccessful"], false);
@@ -80,7 +81,10 @@ fn check_and_eval_print_a_document_on_input_errors() {
 
     let o = run(&["check", "no/such.policy", "--format", "sarif"]);
     assert_eq!(code(&o), 2);
-    assert_eq!(json(&o)["runs"][0]["results"][0]["ruleId"], "input-error");
+    assert_eq!(
+        sarif_schema::validated(&o)["runs"][0]["results"][0]["ruleId"],
+        "input-error"
+    );
 
     let o = run(&["check", "no/such.policy", "--format", "github"]);
     assert_eq!(code(&o), 2);
@@ -133,7 +137,7 @@ fn usage_errors_print_a_document_in_machine_formats() {
 
     let o = run(&["check", "--format", "sarif"]);
     assert_eq!(code(&o), 2);
-    assert_eq!(json(&o)["version"], "2.1.0");
+    assert_eq!(sarif_schema::validated(&o)["version"], "2.1.0");
 
     // Human format: clap's message on stderr, nothing on stdout.
     let o = run(&["check"]);

@@ -5,6 +5,7 @@
 //! says that the credentialed question was vacuous.
 
 mod common;
+mod sarif_schema;
 
 use common::{code, json, run, text};
 
@@ -81,16 +82,16 @@ fn every_format_shows_the_reach_and_the_vacuous_credential_question() {
 
     let o = diff(V1, V4, "sarif");
     assert_eq!(code(&o), 0);
-    let s = json(&o);
+    let s = sarif_schema::validated(&o);
     let run0 = &s["runs"][0];
     assert_eq!(run0["properties"]["verdict"], "new-reach");
     assert_eq!(run0["properties"]["credentials_declared"], false);
     let results = run0["results"].as_array().unwrap();
     assert!(!results.is_empty());
     assert!(
-        results
-            .iter()
-            .all(|r| r["ruleId"] == "reach_expansion" && r["level"] == "note"),
+        results.iter().all(|r| r["ruleId"] == "R0108"
+            && r["properties"]["category"] == "reach_expansion"
+            && r["level"] == "note"),
         "{results:?}"
     );
 }

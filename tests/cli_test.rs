@@ -3,6 +3,7 @@
 #![expect(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
 mod common;
+mod sarif_schema;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -528,13 +529,14 @@ fn sarif_and_github_name_the_failing_case() {
     let d = failing_tree("sarif");
     let o = run_in(&d, &["test", "--format", "sarif", "tests"]);
     assert_eq!(code(&o), 1);
-    let v = json(&o);
+    let v = sarif_schema::validated(&o);
     assert_eq!(v["version"], "2.1.0");
     let results = v["runs"][0]["results"].as_array().unwrap();
     assert_eq!(results.len(), 1);
     assert_eq!(results[0]["ruleId"], "policy-test-failed");
     let loc = &results[0]["locations"][0]["physicalLocation"];
     assert_eq!(loc["artifactLocation"]["uri"], "tests/t.test.yaml");
+    assert_eq!(loc["artifactLocation"]["uriBaseId"], "SRCROOT");
     assert_eq!(loc["region"]["startLine"], 22);
     let rules = v["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap();
     assert!(rules.iter().any(|r| r["id"] == "policy-test-failed"));

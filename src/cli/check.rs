@@ -94,6 +94,7 @@ pub fn run(args: &Args) -> u8 {
                     &[InputError::new(path, e.to_string())],
                     None,
                     args.format,
+                    EXIT_INPUT,
                 );
                 return EXIT_INPUT;
             }
@@ -112,7 +113,7 @@ pub fn run(args: &Args) -> u8 {
             })
             .collect();
         if let Some(why) = super::solver::delegate_if_large(&paths) {
-            report::print_check(&[], &[], Some(&why), args.format);
+            report::print_check(&[], &[], Some(&why), args.format, EXIT_INCONCLUSIVE);
             return EXIT_INCONCLUSIVE;
         }
     }
@@ -136,7 +137,6 @@ pub fn run(args: &Args) -> u8 {
         }
     }
     let why = (!inconclusive.is_empty()).then(|| inconclusive.join("; "));
-    report::print_check(&reports, &errors, why.as_deref(), args.format);
     let count = |error: bool| {
         reports
             .iter()
@@ -145,6 +145,16 @@ pub fn run(args: &Args) -> u8 {
             .count()
     };
     let (n_errors, n_warnings) = (count(true), count(false));
+    let code = if !errors.is_empty() {
+        EXIT_INPUT
+    } else if n_errors > 0 || (args.deny_warnings && n_warnings > 0) {
+        EXIT_FINDINGS
+    } else if why.is_some() {
+        EXIT_INCONCLUSIVE
+    } else {
+        EXIT_OK
+    };
+    report::print_check(&reports, &errors, why.as_deref(), args.format, code);
     if args.format == DiagFormat::Human {
         eprintln!(
             "{}",
@@ -159,15 +169,7 @@ pub fn run(args: &Args) -> u8 {
             eprintln!("inconclusive: a risk question was not answered: {why}");
         }
     }
-    if !errors.is_empty() {
-        EXIT_INPUT
-    } else if n_errors > 0 || (args.deny_warnings && n_warnings > 0) {
-        EXIT_FINDINGS
-    } else if why.is_some() {
-        EXIT_INCONCLUSIVE
-    } else {
-        EXIT_OK
-    }
+    code
 }
 
 /// Checks one input. Standard input is read as this language and, having

@@ -101,7 +101,14 @@ pub(super) fn print_failure(
                 })
             );
         }
-        FindingsFormat::Sarif => outln!("{}", failure.sarif()),
+        FindingsFormat::Sarif => {
+            let code = if verdict == "inconclusive" {
+                EXIT_INCONCLUSIVE
+            } else {
+                EXIT_INPUT
+            };
+            outln!("{}", failure.sarif(code));
+        }
         FindingsFormat::Github => report::failure::emit(&failure.github()),
         FindingsFormat::Markdown => outln!("{}", failure.markdown().trim_end()),
     }
@@ -212,10 +219,11 @@ pub fn run(args: &Args) -> u8 {
         old: args.old.display().to_string(),
         new: args.new.display().to_string(),
     };
-    report::findings::print(&report, args.format, &names);
-    match report.verdict {
+    let code = match report.verdict {
         Verdict::Widened => EXIT_FINDINGS,
         Verdict::Inconclusive => EXIT_INCONCLUSIVE,
         Verdict::NoNewAccess | Verdict::NewReach => EXIT_OK,
-    }
+    };
+    report::findings::print(&report, args.format, &names, code);
+    code
 }

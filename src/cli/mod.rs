@@ -8,6 +8,7 @@ mod explain;
 mod fmt;
 mod import;
 mod inputs;
+mod manual;
 mod solver;
 mod test;
 mod test_file;
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub use crate::report::DiagFormat;
+pub(crate) use inputs::STDIN_NAME;
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_FINDINGS: u8 = 1;
@@ -54,6 +56,10 @@ enum Command {
     /// Run policy test files (`*.test.yaml`): requests and the decisions
     /// they must get.
     Test(test::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(manual::CompletionsArgs),
+    /// Print a manual page (roff), or write every page with `--out DIR`.
+    Man(manual::ManArgs),
 }
 
 /// Shared `--credentials` option: an OpenShell credentials file.
@@ -74,6 +80,8 @@ pub fn run(cli: Cli) -> u8 {
         Command::Import(a) => import::run(&a),
         Command::Diff(a) => diff::run(&a),
         Command::Test(a) => test::run(&a),
+        Command::Completions(a) => manual::completions(&a),
+        Command::Man(a) => manual::man(&a),
     }
 }
 
@@ -113,7 +121,7 @@ pub fn parse() -> Result<Cli, u8> {
             if let Ok(f) = DiagFormat::from_str(f, true)
                 && f != DiagFormat::Human
             {
-                crate::report::print_check(&[], &failure.errors, None, f);
+                crate::report::print_check(&[], &failure.errors, None, f, code);
             }
         }
         (Some("diff"), Some(f)) => {

@@ -89,7 +89,7 @@ pub(super) fn print_usage_error(format: &str, failure: Failure) {
             cases: Vec::new(),
             failure: Some(failure),
         }];
-        print(&runs, f);
+        print(&runs, f, EXIT_INPUT);
     }
 }
 
@@ -112,7 +112,12 @@ pub fn run(args: &Args) -> u8 {
         })
         .collect();
     runs.extend(inputs.iter().map(run_file));
-    print(&runs, args.format);
+    let code = exit_code(&runs);
+    print(&runs, args.format, code);
+    code
+}
+
+fn exit_code(runs: &[FileRun]) -> u8 {
     if runs
         .iter()
         .any(|r| r.failure.is_some() || r.cases.iter().any(|c| c.outcome.is_err()))
@@ -371,7 +376,7 @@ fn totals(runs: &[FileRun]) -> Totals {
     }
 }
 
-fn print(runs: &[FileRun], format: Format) {
+fn print(runs: &[FileRun], format: Format, exit_code: u8) {
     match format {
         Format::Human => print_human(runs),
         Format::Json => outln!("{}", json_doc(runs)),
@@ -381,7 +386,7 @@ fn print(runs: &[FileRun], format: Format) {
                 outln!("{line}");
             }
         }
-        Format::Sarif => outln!("{}", sarif_doc(runs)),
+        Format::Sarif => outln!("{}", sarif_doc(runs, exit_code)),
     }
 }
 
@@ -644,67 +649,28 @@ fn github(runs: &[FileRun]) -> Vec<String> {
     lines
 }
 
-fn sarif_doc(runs: &[FileRun]) -> Value {
-    let mut failure = Failure::default();
+fn sarif_doc(runs: &[FileRun], exit_code: u8) -> Value {
+    let mut log = sarif::Log::new();
     for f in runs.iter().filter_map(|r| r.failure.as_ref()) {
-        failure.files.extend(f.files.iter().map(|r| FileReport {
-            path: r.path.clone(),
-            diagnostics: r.diagnostics.clone(),
-        }));
-        failure.errors.extend(f.errors.iter().cloned());
+        f.push_sarif(&mut log);
     }
-    let mut doc = failure.sarif();
-    let results: Vec<Value> = runs
-        .iter()
-        .flat_map(|r| {
-            r.cases.iter().filter(|c| !c.passed()).map(|c| {
-                json!({
-                    "ruleId": "policy-test-failed",
-                    "level": "error",
-                    "message": { "text": format!("{}: {}", c.case.name, failure_message(c)) },
-                    "locations": [sarif::location(&r.path, c.case.line, 1, c.case.line, 1)],
-                })
-            })
-        })
-        .collect();
-    if let Some(run) = doc
-        .get_mut("runs")
-        .and_then(Value::as_array_mut)
-        .and_then(|r| r.first_mut())
-    {
-        if let Some(rules) = run
-            .pointer_mut("/tool/driver/rules")
-            .and_then(Value::as_array_mut)
-        {
-            rules.push(json!({
-                "id": "policy-test-failed",
-                "name": "policy test failed",
-                "shortDescription": { "text": "a request got another decision, rule or credential than its test expects" },
-                "defaultConfiguration": { "level": "error" },
-            }));
-            rules.extend(
-                [
-                    test_file::T0001,
-                    test_file::T0002,
-                    test_file::T0003,
-                    test_file::T0004,
-                ]
-                .iter()
-                .map(|c| {
-                    json!({
-                        "id": c.id,
-                        "name": c.summary,
-                        "shortDescription": { "text": c.summary },
-                        "defaultConfiguration": { "level": sarif::level(c.severity) },
-                    })
-                }),
-            );
-        }
-        if let Some(all) = run.get_mut("results").and_then(Value::as_array_mut) {
-            all.extend(results);
+    let failed = sarif::Rule::new(
+        "policy-test-failed",
+        "policy test failed",
+        "a request got another decision, rule or credential than its test expects: the message names the case and each difference; fix the policy, or the case if the policy is right",
+        "error",
+    );
+    for r in runs {
+        for c in r.cases.iter().filter(|c| !c.passed()) {
+            let result = json!({
+                "level": "error",
+                "message": { "text": format!("{}: {}", c.case.name, failure_message(c)) },
+                "locations": log.locations(&r.path, Some(sarif::Region::at(c.case.line, 1))),
+            });
+            log.push(&failed, result);
         }
     }
-    doc
+    log.finish(exit_code)
 }
 
 #[cfg(test)]

@@ -73,15 +73,21 @@ impl Failure {
         }
     }
 
-    /// Results for the diagnostics and the errors, and whether the run
-    /// could do its job, as SARIF.
-    pub fn sarif(&self) -> Value {
-        let mut results: Vec<Value> = self.diagnostics().map(sarif::diagnostic_result).collect();
-        results.extend(self.errors.iter().map(sarif_error));
-        with_invocation(
-            sarif::document(sarif::diagnostic_rules(), results),
-            self.errors.is_empty() && !self.diagnostics().any(Diagnostic::is_error),
-        )
+    /// The diagnostics and the errors as SARIF results.
+    pub fn push_sarif(&self, log: &mut sarif::Log) {
+        for d in self.diagnostics() {
+            sarif::push_diagnostic(log, d);
+        }
+        for e in &self.errors {
+            push_sarif_error(log, e);
+        }
+    }
+
+    /// The whole SARIF log of a command that could not answer.
+    pub fn sarif(&self, exit_code: u8) -> Value {
+        let mut log = sarif::Log::new();
+        self.push_sarif(&mut log);
+        log.finish(exit_code)
     }
 
     /// One workflow command per diagnostic and error.
@@ -135,36 +141,23 @@ pub fn errors_json(errors: &[InputError]) -> Value {
     )
 }
 
-fn sarif_error(e: &InputError) -> Value {
-    let mut r = json!({
-        "ruleId": "input-error",
-        "level": "error",
-        "message": { "text": e.message },
-    });
-    if let (Some(p), Some(obj)) = (&e.path, r.as_object_mut()) {
-        let uri = p.strip_prefix("./").unwrap_or(p);
-        obj.insert(
-            "locations".to_owned(),
-            json!([{ "physicalLocation": { "artifactLocation": { "uri": uri } } }]),
-        );
-    }
-    r
-}
-
-/// Records in the run whether the tool could do its job.
-pub fn with_invocation(mut doc: Value, successful: bool) -> Value {
-    if let Some(run) = doc
-        .get_mut("runs")
-        .and_then(Value::as_array_mut)
-        .and_then(|r| r.first_mut())
-        .and_then(Value::as_object_mut)
-    {
-        run.insert(
-            "invocations".to_owned(),
-            json!([{ "executionSuccessful": successful }]),
-        );
-    }
-    doc
+/// An input error at its file; one without a file (a refused command
+/// line, a bad flag value) concerns the run, not a location, so it is a
+/// tool execution notification: code scanning refuses results without one.
+pub fn push_sarif_error(log: &mut sarif::Log, e: &InputError) {
+    let Some(path) = e.path.as_deref() else {
+        log.notify("error", &e.message);
+        return;
+    };
+    let locations = log.locations(path, None);
+    log.push(
+        &sarif::Rule::input_error(),
+        json!({
+            "level": "error",
+            "message": { "text": e.message },
+            "locations": locations,
+        }),
+    );
 }
 
 pub fn github_error(e: &InputError) -> String {

@@ -2,7 +2,7 @@
 //! workflow annotations, and a Markdown PR comment.
 
 use crate::output::outln;
-use prover::{Category, Finding, Report, Verdict};
+use prover::{Finding, Report, Verdict};
 use serde_json::{Value, json};
 
 use super::{github_escape, sarif};
@@ -23,11 +23,12 @@ pub struct Names {
     pub new: String,
 }
 
-pub fn print(report: &Report, format: FindingsFormat, names: &Names) {
+/// Prints the report; SARIF records `exit_code` in its invocation.
+pub fn print(report: &Report, format: FindingsFormat, names: &Names, exit_code: u8) {
     let out = match format {
         FindingsFormat::Human => human(report, names),
         FindingsFormat::Json => report.to_json().to_string(),
-        FindingsFormat::Sarif => sarif_doc(report, names).to_string(),
+        FindingsFormat::Sarif => sarif_doc(report, names, exit_code).to_string(),
         FindingsFormat::Github => github(report, names),
         FindingsFormat::Markdown => markdown(report, names),
     };
@@ -298,10 +299,12 @@ fn github(report: &Report, names: &Names) -> String {
     let blocking = report.findings.iter().map(|f| (f, !f.suppressed));
     for (f, blocks) in blocking.chain(report.reach.iter().map(|f| (f, false))) {
         let level = if blocks { "error" } else { "notice" };
-        let (file, line) = f
-            .new_rule
-            .as_ref()
-            .map_or((names.new.as_str(), 1), |l| (l.file.as_str(), l.line));
+        let (file, line, column) = place(f, names);
+        let col = if column > 0 {
+            format!(",col={column}")
+        } else {
+            String::new()
+        };
         let msg = format!(
             "{} — witness: {} from {} (before: {})",
             f.message,
@@ -310,7 +313,7 @@ fn github(report: &Report, names: &Names) -> String {
             f.old_reason
         );
         out.push_str(&format!(
-            "::{level} file={},line={line},title={}::{}\n",
+            "::{level} file={},line={line}{col},title={}::{}\n",
             github_escape(file, true),
             github_escape(f.category.name(), true),
             github_escape(&msg, false)
@@ -343,92 +346,90 @@ fn github(report: &Report, names: &Names) -> String {
     out
 }
 
-fn sarif_rules() -> Vec<Value> {
-    Category::ALL
-        .iter()
-        .map(|c| {
-            json!({
-                "id": c.name(),
-                "name": c.name(),
-                "shortDescription": { "text": c.summary() },
-                "defaultConfiguration": { "level": if c.is_reach() { "note" } else { "error" } },
-                "properties": { "code": c.code().id },
-            })
-        })
-        .collect()
+/// Where a finding is reported: the rule that allows it, or the new
+/// policy's first line when no single rule does. The column is the one
+/// the JSON report gives (`new_rule.column`), absent when it has none.
+fn place<'a>(f: &'a Finding, names: &'a Names) -> (&'a str, u32, u32) {
+    f.new_rule.as_ref().map_or((names.new.as_str(), 1, 0), |l| {
+        (l.file.as_str(), l.line, l.column)
+    })
 }
 
-fn sarif_doc(report: &Report, names: &Names) -> Value {
-    let mut results: Vec<Value> = report
-        .findings
-        .iter()
-        .map(|f| {
-            let (file, line) = f
-                .new_rule
-                .as_ref()
-                .map_or((names.new.as_str(), 1), |l| (l.file.as_str(), l.line));
-            let mut r = json!({
-                "ruleId": f.category.name(),
-                "level": if f.suppressed { "note" } else { "error" },
-                "message": { "text": format!("{} (witness: {} from {}; before: {})", f.message, f.witness.request_text(), f.witness.binary, f.old_reason) },
-                "locations": [sarif::location(file, line, 1, line, 1)],
-                "properties": {
-                    "witness": f.witness,
-                    "region": f.region,
-                    "verified": f.verified,
-                },
-            });
-            if f.suppressed
-                && let Some(obj) = r.as_object_mut()
-            {
-                let why = f.acceptance.as_ref().map_or(String::new(), |a| a.reason.clone());
-                obj.insert(
-                    "suppressions".to_owned(),
-                    json!([{ "kind": "external", "justification": why }]),
-                );
-            }
-            r
-        })
-        .collect();
-    // New reach is a note: it does not block, but code scanning shows it.
-    results.extend(report.reach.iter().map(|f| {
-        let (file, line) = f
-            .new_rule
-            .as_ref()
-            .map_or((names.new.as_str(), 1), |l| (l.file.as_str(), l.line));
-        json!({
-            "ruleId": f.category.name(),
-            "level": "note",
-            "message": { "text": format!("{} (witness: {} from {}; before: {})", f.message, f.witness.request_text(), f.witness.binary, f.old_reason) },
-            "locations": [sarif::location(file, line, 1, line, 1)],
+fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
+    let mut log = sarif::Log::new();
+    let witness_text = |f: &Finding| {
+        format!(
+            "{} (witness: {} from {}; before: {})",
+            f.message,
+            f.witness.request_text(),
+            f.witness.binary,
+            f.old_reason
+        )
+    };
+    let region = |line: u32, column: u32| sarif::Region::at(line, column.max(1));
+    for f in &report.findings {
+        let (file, line, column) = place(f, names);
+        let mut r = json!({
+            "level": if f.suppressed { "note" } else { "error" },
+            "message": { "text": witness_text(f) },
+            "locations": log.locations(file, Some(region(line, column))),
             "properties": {
+                "category": f.category.name(),
+                "witness": f.witness,
+                "region": f.region,
+                "verified": f.verified,
+            },
+        });
+        if f.suppressed
+            && let Some(obj) = r.as_object_mut()
+        {
+            let why = f
+                .acceptance
+                .as_ref()
+                .map_or(String::new(), |a| a.reason.clone());
+            obj.insert(
+                "suppressions".to_owned(),
+                json!([{ "kind": "external", "justification": why }]),
+            );
+        }
+        log.push(&sarif::Rule::category(f.category), r);
+    }
+    // New reach is a note: it does not block, but code scanning shows it.
+    for f in &report.reach {
+        let (file, line, column) = place(f, names);
+        let r = json!({
+            "level": "note",
+            "message": { "text": witness_text(f) },
+            "locations": log.locations(file, Some(region(line, column))),
+            "properties": {
+                "category": f.category.name(),
                 "witness": f.witness,
                 "region": f.region,
                 "verified": f.verified,
                 "credentialed": false,
             },
-        })
-    }));
-    results.extend(report.sandbox.iter().map(|c| {
-        json!({
-            "ruleId": c.category.name(),
+        });
+        log.push(&sarif::Rule::category(f.category), r);
+    }
+    for c in &report.sandbox {
+        let r = json!({
             "level": "note",
             "message": { "text": c.message },
-            "locations": [sarif::location(&names.new, 1, 1, 1, 1)],
-            "properties": { "change": c },
-        })
-    }));
-    let mut doc = sarif::document(sarif_rules(), results);
-    if let Some(run) = doc.pointer_mut("/runs/0").and_then(Value::as_object_mut) {
-        run.insert(
-            "properties".to_owned(),
-            json!({
-                "verdict": report.verdict.word(),
-                "credentials_declared": report.credentials_declared,
-            }),
-        );
+            "locations": log.locations(&names.new, Some(sarif::Region::at(1, 1))),
+            "properties": { "category": c.category.name(), "change": c },
+        });
+        log.push(&sarif::Rule::category(c.category), r);
     }
-    doc
+    if report.verdict == Verdict::Inconclusive
+        && let Some(why) = &report.inconclusive
+    {
+        log.notify("warning", why);
+    }
+    log.set_properties(json!({
+        "verdict": report.verdict.word(),
+        "credentials_declared": report.credentials_declared,
+    }));
+    log.finish(exit_code)
 }
 
 /// `check`: each finding of the single-policy queries as a warning at the

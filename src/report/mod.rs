@@ -26,18 +26,26 @@ pub enum DiagFormat {
     Sarif,
 }
 
+/// Diagnostics alone, for the commands that print them on the way to
+/// another answer (`compile`, `fmt`, `import`).
 pub fn print_diagnostics(reports: &[FileReport], format: DiagFormat) {
-    print_check(reports, &[], None, format);
+    let failed = reports
+        .iter()
+        .flat_map(|r| &r.diagnostics)
+        .any(Diagnostic::is_error);
+    print_check(reports, &[], None, format, u8::from(failed));
 }
 
 /// The diagnostics of several files, the inputs that could not be read,
 /// and (for `check --prove`) why a risk question went unanswered. Machine
-/// formats always get a whole document, even when every file failed.
+/// formats always get a whole document, even when every file failed;
+/// SARIF records `exit_code` in its invocation.
 pub fn print_check(
     reports: &[FileReport],
     errors: &[InputError],
     inconclusive: Option<&str>,
     format: DiagFormat,
+    exit_code: u8,
 ) {
     match format {
         DiagFormat::Human => {
@@ -71,26 +79,20 @@ pub fn print_check(
             }
         }
         DiagFormat::Sarif => {
-            let results: Vec<_> = reports
-                .iter()
-                .flat_map(|r| &r.diagnostics)
-                .map(sarif::diagnostic_result)
-                .collect();
-            let failed = Failure {
-                files: Vec::new(),
-                errors: errors.to_vec(),
-            };
-            let mut doc = failed.sarif();
-            if let Some(all) = doc
-                .get_mut("runs")
-                .and_then(serde_json::Value::as_array_mut)
-                .and_then(|r| r.first_mut())
-                .and_then(|r| r.get_mut("results"))
-                .and_then(serde_json::Value::as_array_mut)
-            {
-                all.splice(0..0, results);
+            let mut log = sarif::Log::new();
+            for d in reports.iter().flat_map(|r| &r.diagnostics) {
+                sarif::push_diagnostic(&mut log, d);
             }
-            outln!("{doc}");
+            for e in errors {
+                failure::push_sarif_error(&mut log, e);
+            }
+            if let Some(why) = inconclusive {
+                log.notify(
+                    "warning",
+                    &format!("a risk question was not answered: {why}"),
+                );
+            }
+            outln!("{}", log.finish(exit_code));
         }
     }
 }
