@@ -23,9 +23,9 @@ use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 
+use crate::child_spec::Credentials;
 use crate::errno::Errno;
 use crate::sockaddr::SockAddr;
-use crate::spawn::Credentials;
 
 /// `connect(sock, addr)`, on a socket the caller holds.
 pub fn connect_on(sock: BorrowedFd<'_>, addr: &SockAddr) -> Result<(), Errno> {

@@ -57,6 +57,7 @@
 #![deny(clippy::multiple_unsafe_ops_per_block)]
 
 mod access;
+mod child_spec;
 mod emulate;
 mod errno;
 mod identity;
@@ -78,6 +79,7 @@ mod spawn;
 mod sys;
 
 pub use access::may_write;
+pub use child_spec::{ChildSpec, Credentials, EXIT_SETUP_FAILED};
 pub use emulate::{connect_on, listen_on, same_namespace, socket_netns, with_credentials};
 pub use errno::Errno;
 pub use identity::{
@@ -112,6 +114,6 @@ pub use sockaddr::{
     read_mmsghdr_names, read_msghdr_name, read_sockaddr,
 };
 pub use spawn::{
-    ChildSpec, Credentials, EXIT_SETUP_FAILED, ExitStatus, Pending, Reaped, SpawnError,
-    send_signal, set_child_subreaper, spawn, try_reap, wait_for,
+    ExitStatus, Pending, Reaped, SpawnError, send_signal, set_child_subreaper, spawn, try_reap,
+    wait_for,
 };

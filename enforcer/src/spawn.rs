@@ -28,56 +28,14 @@
 
 #![forbid(unsafe_code)]
 
-use std::ffi::{CStr, CString};
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
+use crate::child_spec::ChildSpec;
 use crate::errno::Errno;
-use crate::landlock::PreparedRuleset;
-use crate::seccomp::PreparedFilter;
 use crate::sys;
 use crate::sys::child::{MSG_EXEC_FAILED, MSG_LISTENER, MSG_STEP_FAILED, STEPS};
-
-/// A user to become: ids and the exact supplementary groups.
-#[derive(Debug, Clone, Copy)]
-pub struct Credentials<'a> {
-    pub uid: libc::uid_t,
-    pub gid: libc::gid_t,
-    pub groups: &'a [libc::gid_t],
-}
-
-/// Everything the child does between `fork` and `exec`.
-#[derive(Debug)]
-pub struct ChildSpec<'a> {
-    /// Enter a new network namespace and bring its loopback up (needs
-    /// `CAP_SYS_ADMIN`).
-    pub new_netns: bool,
-    /// In a new mount namespace whose mounts no longer propagate back, bind
-    /// `source` read-only over `target` (`/etc/resolv.conf`). Needs
-    /// `CAP_SYS_ADMIN`.
-    pub bind_file: Option<(&'a CStr, &'a CStr)>,
-    /// Duplicated onto fds 0, 1 and 2 where given.
-    pub stdio: [Option<BorrowedFd<'a>>; 3],
-    /// Empty the bounding and ambient capability sets (needs
-    /// `CAP_SETPCAP`; without it no_new_privs already stops exec from
-    /// granting capabilities).
-    pub drop_bounding: bool,
-    /// From [`crate::cap_last_cap`], read before the fork.
-    pub last_cap: u32,
-    /// Become this user (needs `CAP_SETUID` and `CAP_SETGID`).
-    pub identity: Option<Credentials<'a>>,
-    pub cwd: &'a CStr,
-    pub ruleset: &'a PreparedRuleset,
-    pub filter: &'a PreparedFilter,
-    /// An absolute path (no `PATH` search happens in the child).
-    pub program: &'a CStr,
-    pub argv: &'a [CString],
-    pub envp: &'a [CString],
-}
-
-/// The child's exit status when a step before `exec` fails.
-pub const EXIT_SETUP_FAILED: i32 = 125;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -11,8 +11,8 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
+use crate::child_spec::{ChildSpec, EXIT_SETUP_FAILED};
 use crate::errno::Errno;
-use crate::spawn::{ChildSpec, EXIT_SETUP_FAILED};
 use crate::sys::fd::{chdir, mark_cloexec_from, read, write_all};
 use crate::sys::process::{CStrArray, exit_now, waitpid};
 

@@ -49,6 +49,26 @@ pub use cache::DocumentCache;
 pub use envelope::check_content_type;
 pub use ws::{WsMessage, classify_ws_text};
 
+// Shared by the two parsers (`document`, `reader`), which must agree on them.
+
+/// Selection sets nested this deep are refused (OpenShell allows 128; real
+/// queries stay far below 32).
+const RECURSION_LIMIT: usize = 64;
+
+/// Lexer tokens per document, whitespace runs included. A document within
+/// the default body limit cannot reach it (a token is at least a byte), so
+/// it only bounds the parse time on endpoints with a larger limit. OpenShell
+/// stops at 20,000, which a pretty-printed query near 64 KiB can reach.
+const TOKEN_LIMIT: usize = 65_536;
+
+/// The selected operation of a document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Selected {
+    kind: OperationType,
+    name: Option<String>,
+    root_fields: Vec<String>,
+}
+
 /// Body bytes buffered for inspection unless the endpoint says otherwise;
 /// OpenShell's `graphql_max_body_bytes` default.
 pub const DEFAULT_BODY_LIMIT: usize = 65536;
@@ -228,7 +248,7 @@ pub fn readings_for_fuzzing(
     document: &str,
     operation_name: Option<&str>,
 ) -> (Option<GraphqlOp>, Result<GraphqlOp, GraphqlError>) {
-    let op = |selected: document::Selected| GraphqlOp::Parsed {
+    let op = |selected: Selected| GraphqlOp::Parsed {
         kind: selected.kind,
         name: selected.name,
         root_fields: selected.root_fields,
@@ -326,7 +346,7 @@ fn analyze(
     cache: Option<&DocumentCache>,
     document: &str,
     operation_name: Option<&str>,
-) -> Result<document::Selected, GraphqlError> {
+) -> Result<Selected, GraphqlError> {
     match cache {
         Some(cache) => cache.analyze(document, operation_name),
         None => document::analyze(document, operation_name),

@@ -20,7 +20,8 @@ use std::sync::{Mutex, PoisonError};
 use foldhash::quality::RandomState;
 
 use super::GraphqlError;
-use super::document::{self, Selected};
+use super::Selected;
+use super::document;
 
 type Answer = Result<Selected, GraphqlError>;
 

@@ -14,25 +14,7 @@ use apollo_parser::cst::{self, CstChildren};
 
 use super::lexer::Unsure;
 use super::reader;
-use super::{GraphqlError, OperationType};
-
-/// Selection sets nested this deep are refused (OpenShell allows 128; real
-/// queries stay far below 32).
-pub(super) const RECURSION_LIMIT: usize = 64;
-
-/// Lexer tokens per document, whitespace runs included. A document within
-/// the default body limit cannot reach it (a token is at least a byte), so
-/// it only bounds the parse time on endpoints with a larger limit. OpenShell
-/// stops at 20,000, which a pretty-printed query near 64 KiB can reach.
-pub(super) const TOKEN_LIMIT: usize = 65_536;
-
-/// The selected operation of a document.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Selected {
-    pub(super) kind: OperationType,
-    pub(super) name: Option<String>,
-    pub(super) root_fields: Vec<String>,
-}
+use super::{GraphqlError, OperationType, RECURSION_LIMIT, Selected, TOKEN_LIMIT};
 
 /// Parses `document` and selects the operation a server runs for
 /// `operation_name` (already `None` when empty).

@@ -15,10 +15,9 @@
 //! instead. So every answer given here is the answer apollo-parser's path
 //! gives, and every refusal keeps apollo-parser's message and position.
 
-use super::OperationType;
-use super::document::{RECURSION_LIMIT, Selected, TOKEN_LIMIT};
 use super::expand::{Fragment, Item, Operation, root_fields, select};
 use super::lexer::{Kind, Lexer, Token, Unsure};
+use super::{OperationType, RECURSION_LIMIT, Selected, TOKEN_LIMIT};
 
 /// Nesting this deep gives up, well before apollo-parser's limit. The
 /// reader counts every `{` and `[`, apollo-parser every selection set,

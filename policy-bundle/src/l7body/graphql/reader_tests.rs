@@ -7,7 +7,8 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
 
 use super::OperationType::{Mutation, Query, Subscription};
-use super::document::{Selected, analyze_with_apollo};
+use super::Selected;
+use super::document::analyze_with_apollo;
 use super::reader::read;
 
 /// Asserts agreement and says whether the reader answered.

@@ -30,6 +30,7 @@ use tokio::time::Instant;
 use super::frame::{
     self, Header, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, Violation, close,
 };
+use super::injected;
 use super::scrubbed::{self, Scrubbing};
 
 /// A message begun must be complete within these: a client cannot hold
@@ -416,16 +417,6 @@ impl FrameCut {
 
     fn at_boundary(&self) -> bool {
         self.header.is_empty() && self.remaining == 0
-    }
-}
-
-/// The close the proxy sends down a server-to-client direction, once it
-/// sends one; `None` when it was dropped unsent. Never ready again after
-/// it was taken (the caller sets `inject` to `None`).
-pub(super) async fn injected(inject: &mut Option<oneshot::Receiver<Vec<u8>>>) -> Option<Vec<u8>> {
-    match inject.as_mut() {
-        Some(rx) => rx.await.ok(),
-        None => std::future::pending().await,
     }
 }
 

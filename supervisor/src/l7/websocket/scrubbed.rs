@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use super::frame::{
     self, Header, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING, OP_PONG, OP_TEXT, Violation,
 };
-use super::relay::injected;
+use super::injected;
 use crate::l7::forms::SecretForms;
 
 /// What to take out of the server's messages, and the largest message
