@@ -2,6 +2,8 @@
 //! `openshell-policy-solver` (the same commands, with Z3 linked: see
 //! `prover::solver`).
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod output;
 mod report;

@@ -4,6 +4,8 @@
 //! Exit codes: 0 clean, 1 errors or findings, 2 usage or unreadable input,
 //! 3 a proof or a risk question inconclusive.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 /// A prove of two small policies makes about 14,000 short-lived

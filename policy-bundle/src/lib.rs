@@ -5,6 +5,8 @@
 //! (`policy-lang`) writes bundles; the supervisor, the prover and
 //! `bundle-trust` read them, and link nothing of the parser.
 
+#![forbid(unsafe_code)]
+
 mod bundle;
 pub mod eval;
 pub mod kernel;

@@ -3,6 +3,8 @@
 //! (`policy-bundle`, which holds the bundle's types, the matchers and the
 //! evaluator).
 
+#![forbid(unsafe_code)]
+
 pub mod ast;
 pub mod compile;
 pub mod diag;

@@ -18,6 +18,8 @@
 //! [`weakened`] compares two sandboxes' filesystem rights and enforcement; `oracle`
 //! answers single requests for the differential tests (with `z3`).
 
+#![forbid(unsafe_code)]
+
 pub mod accepted;
 pub mod calls;
 pub mod domain;

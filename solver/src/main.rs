@@ -8,6 +8,8 @@
 //! its whole command line to this program, which it finds beside itself
 //! (or at `$OPENSHELL_POLICY_SOLVER`), and this program answers it.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 #[global_allocator]

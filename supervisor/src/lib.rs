@@ -31,6 +31,8 @@
 //! proxy's; `docs/threat-model.md` says what is enforced, what is
 //! continued and why.
 
+#![forbid(unsafe_code)]
+
 pub mod attribution;
 pub mod broker;
 pub mod cli;

@@ -5,6 +5,8 @@
 //! command never ran); 126/127 when the command cannot be executed / is not
 //! found; 2 for a usage error.
 
+#![forbid(unsafe_code)]
+
 fn main() -> std::process::ExitCode {
     supervisor::main()
 }

@@ -45,7 +45,7 @@ impl GraphqlRules {
         });
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[expect(clippy::too_many_arguments, reason = "one call per rule form; a struct would only restate the parameters")]
     pub(super) fn rule(
         &mut self,
         r: &mut Resolver,
