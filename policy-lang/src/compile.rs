@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use policy_bundle::kernel::landlock::{Abi, FsRight};
 use policy_bundle::kernel::{deny_list, notify_list};
 use policy_bundle::matcher::{HostPattern, PortSet};
 use policy_bundle::*;
@@ -372,40 +373,30 @@ fn routes(policy: &Policy, l7_index: &[Option<u32>]) -> RouteTables {
 /// Landlock rights for the language's read / write / exec, split by the
 /// ABI that introduced each right.
 fn landlock_rights(r: FsRights) -> Vec<RightsAtAbi> {
-    let mut by_abi: BTreeMap<u8, Vec<&str>> = BTreeMap::new();
-    let mut add = |abi: u8, rights: &[&'static str]| by_abi.entry(abi).or_default().extend(rights);
+    use FsRight::*;
+    let mut wanted = Vec::new();
     if r.read || r.write || r.exec {
-        add(1, &["read_dir", "read_file"]);
+        wanted.extend([ReadDir, ReadFile]);
     }
     if r.exec {
-        add(1, &["execute"]);
+        wanted.push(Execute);
     }
     if r.write {
-        add(
-            1,
-            &[
-                "make_block",
-                "make_char",
-                "make_dir",
-                "make_fifo",
-                "make_reg",
-                "make_sock",
-                "make_sym",
-                "remove_dir",
-                "remove_file",
-                "write_file",
-            ],
-        );
-        add(2, &["refer"]);
-        add(3, &["truncate"]);
-        add(5, &["ioctl_dev"]);
+        wanted.extend([
+            MakeBlock, MakeChar, MakeDir, MakeFifo, MakeReg, MakeSock, MakeSym, RemoveDir,
+            RemoveFile, WriteFile, Refer, Truncate, IoctlDev,
+        ]);
+    }
+    let mut by_abi: BTreeMap<Abi, Vec<&str>> = BTreeMap::new();
+    for right in wanted {
+        by_abi.entry(right.since()).or_default().push(right.name());
     }
     by_abi
         .into_iter()
         .map(|(abi, mut rights)| {
             rights.sort_unstable();
             RightsAtAbi {
-                abi,
+                abi: abi.0,
                 rights: rights.into_iter().map(str::to_string).collect(),
             }
         })

@@ -50,6 +50,12 @@ pub const O_TMPFILE_BIT: u64 = 0o20_000_000;
 pub const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
 pub const FS_IOC32_SETFLAGS: u64 = 0x4004_6602;
 pub const FS_IOC_FSSETXATTR: u64 = 0x401c_5820;
+/// x86-64 numbers of the trapped calls (`kernel::TrappedCall`).
+pub const SYS_CONNECT: i64 = 42;
+pub const SYS_SENDTO: i64 = 44;
+pub const SYS_SENDMSG: i64 = 46;
+pub const SYS_LISTEN: i64 = 50;
+pub const SYS_SENDMMSG: i64 = 307;
 
 #[cfg(test)]
 mod tests {
@@ -108,6 +114,16 @@ mod tests {
             ("SOCK_TYPE_MASK", SOCK_TYPE_MASK, 0xf),
         ];
         for (name, ours, kernel) in pairs {
+            assert_eq!(ours, kernel, "{name}");
+        }
+        let calls = [
+            ("SYS_connect", SYS_CONNECT, libc::SYS_connect),
+            ("SYS_sendto", SYS_SENDTO, libc::SYS_sendto),
+            ("SYS_sendmsg", SYS_SENDMSG, libc::SYS_sendmsg),
+            ("SYS_listen", SYS_LISTEN, libc::SYS_listen),
+            ("SYS_sendmmsg", SYS_SENDMMSG, libc::SYS_sendmmsg),
+        ];
+        for (name, ours, kernel) in calls {
             assert_eq!(ours, kernel, "{name}");
         }
     }

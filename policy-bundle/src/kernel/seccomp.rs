@@ -9,6 +9,7 @@ use super::numbers::{
     SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_SET_MODE_FILTER, SOCK_PACKET, SOCK_RAW,
     SOCK_TYPE_MASK, SOCKADDR_IN_LEN, TIOCLINUX, TIOCSTI,
 };
+use super::TrappedCall;
 use crate::bundle::{ArgCondition, ArgOp, DeniedSyscall, TrappedSyscall};
 
 /// The low 32 bits: an `int` argument, whatever the caller left above it.
@@ -243,22 +244,27 @@ fn metadata_rules(list: &mut Vec<DeniedSyscall>) {
 /// `send`; glibc's 12-byte netlink address stays untrapped); `sendmsg` and
 /// `sendmmsg`, whose addresses sit in memory the filter cannot read; and
 /// `listen`, which binds an unbound IP socket to an ephemeral port on every
-/// address without the bind check Landlock makes on `bind`. The enforcer's
-/// `TrappedCall::ALL` is what the supervisor answers; a supervisor test holds
-/// the two equal, and the supervisor refuses a bundle that traps anything else.
+/// address without the bind check Landlock makes on `bind`. Built from
+/// [`TrappedCall::ALL`], what the supervisor answers; the supervisor refuses a
+/// bundle that traps anything else.
 pub fn notify_list() -> Vec<TrappedSyscall> {
-    let trap = |syscall: &str, when: Vec<ArgCondition>| TrappedSyscall {
-        syscall: syscall.to_string(),
-        when,
-    };
-    vec![
-        trap("connect", Vec::new()),
-        trap("listen", Vec::new()),
-        trap("sendmmsg", Vec::new()),
-        trap("sendmsg", Vec::new()),
-        trap(
-            "sendto",
-            vec![cond(4, ArgOp::Ne, 0), cond(5, ArgOp::Ge, SOCKADDR_IN_LEN)],
-        ),
-    ]
+    let mut list: Vec<TrappedSyscall> = TrappedCall::ALL
+        .into_iter()
+        .map(|call| TrappedSyscall {
+            syscall: call.name().to_string(),
+            when: match call {
+                TrappedCall::Sendto => {
+                    vec![cond(4, ArgOp::Ne, 0), cond(5, ArgOp::Ge, SOCKADDR_IN_LEN)]
+                }
+                TrappedCall::Connect
+                | TrappedCall::Sendmsg
+                | TrappedCall::Sendmmsg
+                | TrappedCall::Listen => Vec::new(),
+            },
+        })
+        .collect();
+    // The bundle's lists are sorted, so the digest never depends on the
+    // order calls are declared in.
+    list.sort_by(|a, b| a.syscall.cmp(&b.syscall));
+    list
 }

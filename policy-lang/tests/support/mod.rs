@@ -1,6 +1,9 @@
 //! Helpers shared by the language's endpoint-syntax tests.
 
-#![allow(dead_code, reason = "each test binary uses a different part of the shared helpers")]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different part of the shared helpers"
+)]
 #![expect(
     clippy::unwrap_used,
     reason = "test helpers fail loudly on bad fixtures"

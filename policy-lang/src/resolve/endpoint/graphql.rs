@@ -45,7 +45,10 @@ impl GraphqlRules {
         });
     }
 
-    #[expect(clippy::too_many_arguments, reason = "one call per rule form; a struct would only restate the parameters")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call per rule form; a struct would only restate the parameters"
+    )]
     pub(super) fn rule(
         &mut self,
         r: &mut Resolver,

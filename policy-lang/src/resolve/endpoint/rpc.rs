@@ -35,7 +35,10 @@ pub(super) struct Spans {
 
 impl RpcRules {
     /// One IR rule per method of the line.
-    #[expect(clippy::too_many_arguments, reason = "one call per rule form; a struct would only restate the parameters")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call per rule form; a struct would only restate the parameters"
+    )]
     pub(super) fn rule(
         &mut self,
         r: &mut Resolver,
