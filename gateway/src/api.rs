@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use bundle_trust::Claims;
 use hyper::{Method, StatusCode};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::app::{ApiError, App, MAX_WAIT_SECS, Reply, Req, now, token_hash};
@@ -14,6 +13,7 @@ use crate::propose::{self, Candidate};
 use crate::store::{
     Approval, AuditEntry, ProposalRow, ProposalState, Role, SandboxRow, StatusReport, TokenRow,
 };
+use crate::wire;
 
 const PEOPLE: &[Role] = &[Role::Admin, Role::Author];
 /// Who automatic approvals are recorded as; no token may carry the name.
@@ -169,15 +169,6 @@ fn entry(actor: &str, action: &str, subject: String, detail: Value) -> AuditEntr
     }
 }
 
-fn proposal_json(p: &ProposalRow) -> Value {
-    let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
-    if let Some(obj) = v.as_object_mut() {
-        let needs_person = p.state == ProposalState::Pending;
-        obj.insert("awaiting_approval".into(), needs_person.into());
-    }
-    v
-}
-
 async fn propose(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiError> {
     let caller = r.require(PEOPLE)?.clone();
     let policy = name("policy", policy)?;
@@ -229,7 +220,7 @@ async fn store_proposal(
             .await?
             .ok_or_else(|| ApiError::not_found(format!("no proposal {id}")))?;
     }
-    Ok(Reply::json(StatusCode::CREATED, proposal_json(&p)))
+    Ok(Reply::json(StatusCode::CREATED, &wire::Proposal::from(&p)))
 }
 
 async fn decide_approval(
@@ -288,28 +279,16 @@ async fn proposals(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     r.require(READERS)?;
     let policy = r.query("policy").map(|p| name("policy", p)).transpose()?;
     let all = app.store.proposals(policy.as_deref()).await?;
-    let list: Vec<Value> = all
-        .iter()
-        .map(|p| {
-            json!({
-                "id": p.id, "policy": p.policy, "state": p.state, "verdict": p.verdict,
-                "proposer": p.proposer, "base_revision": p.base_revision,
-                "revision": p.revision, "created_at": p.created_at,
-            })
-        })
-        .collect();
-    Ok(Reply::ok(json!({ "proposals": list })))
+    Ok(Reply::ok(&wire::ProposalList {
+        proposals: all.iter().map(wire::ProposalSummary::from).collect(),
+    }))
 }
 
 async fn proposal(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
     r.require(READERS)?;
-    Ok(Reply::ok(proposal_json(&load_proposal(app, id).await?)))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ApproveBody {
-    review_token: String,
+    Ok(Reply::ok(&wire::Proposal::from(
+        &load_proposal(app, id).await?,
+    )))
 }
 
 /// A proposal a person may still approve or reject; `409` otherwise.
@@ -327,7 +306,7 @@ async fn pending_proposal(app: &Arc<App>, id: &str) -> Result<ProposalRow, ApiEr
 
 async fn approve(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
     let caller = r.require(PEOPLE)?.clone();
-    let body: ApproveBody = r.json()?;
+    let body: wire::ApproveRequest = r.json()?;
     let p = pending_proposal(app, id).await?;
     if p.proposer == caller.name {
         return Err(ApiError::forbidden(format!(
@@ -354,22 +333,14 @@ async fn approve(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
     }
     let revision = decide_approval(app, &p, &caller.name, "manual").await?;
     let p = load_proposal(app, &p.id.to_string()).await?;
-    let mut body = proposal_json(&p);
-    if let Some(obj) = body.as_object_mut() {
-        obj.insert("revision".into(), revision.into());
-    }
-    Ok(Reply::ok(body))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RejectBody {
-    reason: String,
+    let mut body = wire::Proposal::from(&p);
+    body.revision = Some(revision);
+    Ok(Reply::ok(&body))
 }
 
 async fn reject(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
     let caller = r.require(PEOPLE)?.clone();
-    let body: RejectBody = r.json()?;
+    let body: wire::RejectRequest = r.json()?;
     let p = pending_proposal(app, id).await?;
     let detail = json!({ "proposal": p.id, "reason": body.reason });
     app.store
@@ -386,7 +357,9 @@ async fn reject(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
             ),
         )
         .await?;
-    Ok(Reply::ok(proposal_json(&load_proposal(app, id).await?)))
+    Ok(Reply::ok(&wire::Proposal::from(
+        &load_proposal(app, id).await?,
+    )))
 }
 
 async fn revisions(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiError> {
@@ -397,11 +370,11 @@ async fn revisions(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiEr
         return Err(ApiError::not_found(format!("no policy `{policy}`")));
     };
     let list = app.store.revisions(&policy).await?;
-    Ok(Reply::ok(json!({
-        "policy": policy,
-        "active_revision": active.active_revision,
-        "revisions": list,
-    })))
+    Ok(Reply::ok(&wire::RevisionList {
+        policy,
+        active_revision: active.active_revision,
+        revisions: list.iter().map(wire::Revision::from).collect(),
+    }))
 }
 
 async fn revision(app: &Arc<App>, r: &Req, policy: &str, rev: &str) -> Result<Reply, ApiError> {
@@ -413,24 +386,16 @@ async fn revision(app: &Arc<App>, r: &Req, policy: &str, rev: &str) -> Result<Re
         .revision(&policy, rev)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("`{policy}` has no revision {rev}")))?;
-    let mut v = serde_json::to_value(&row).unwrap_or(Value::Null);
-    if let Some(obj) = v.as_object_mut() {
-        let bundle: Value = serde_json::from_str(&row.bundle).unwrap_or(Value::Null);
-        obj.insert("bundle".into(), bundle);
-    }
-    Ok(Reply::ok(v))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RollbackBody {
-    revision: i64,
+    Ok(Reply::ok(&wire::RevisionWithBundle {
+        revision: wire::Revision::from(&row),
+        bundle: serde_json::from_str(&row.bundle).unwrap_or(Value::Null),
+    }))
 }
 
 async fn rollback(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiError> {
     let caller = r.require(PEOPLE)?.clone();
     let policy = name("policy", policy)?;
-    let body: RollbackBody = r.json()?;
+    let body: wire::RollbackRequest = r.json()?;
     let old = app
         .store
         .revision(&policy, body.revision)
@@ -448,22 +413,13 @@ async fn rollback(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiErr
     store_proposal(app, new, &caller.name).await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SandboxBody {
-    id: String,
-    policy: String,
-    #[serde(default)]
-    ttl_seconds: Option<u64>,
-}
-
 fn expiry(ttl: Option<u64>) -> Option<i64> {
     ttl.map(|s| now().saturating_add(i64::try_from(s).unwrap_or(i64::MAX)))
 }
 
 async fn create_sandbox(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     let caller = r.require(&[Role::Admin])?.clone();
-    let body: SandboxBody = r.json()?;
+    let body: wire::CreateSandboxRequest = r.json()?;
     let id = name("sandbox", &body.id)?;
     let policy = name("policy", &body.policy)?;
     let token = crate::dir::new_token();
@@ -490,15 +446,16 @@ async fn create_sandbox(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
         .await?;
     Ok(Reply::json(
         StatusCode::CREATED,
-        json!({ "id": id, "policy": policy, "token": token }),
+        &wire::SandboxCreated { id, policy, token },
     ))
 }
 
 async fn list_sandboxes(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     r.require(READERS)?;
     let all = app.store.sandboxes().await?;
-    let list: Vec<Value> = all.iter().map(sandbox_json).collect();
-    Ok(Reply::ok(json!({ "sandboxes": list })))
+    Ok(Reply::ok(&wire::SandboxList {
+        sandboxes: all.iter().map(wire::Sandbox::from).collect(),
+    }))
 }
 
 /// `DELETE /v1/sandboxes/{id}`: the sandbox and its tokens go together, so
@@ -522,16 +479,11 @@ async fn delete_sandbox(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiE
         .await?;
     // Its waiting long-polls answer `404` now rather than at their end.
     app.changed(&crate::wake::sandbox(&id));
-    Ok(Reply::ok(
-        json!({ "id": id, "policy": s.policy, "deleted": true }),
-    ))
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RenewBody {
-    #[serde(default)]
-    ttl_seconds: Option<u64>,
+    Ok(Reply::ok(&wire::DeletedSandbox {
+        id,
+        policy: s.policy,
+        deleted: true,
+    }))
 }
 
 /// `POST /v1/sandboxes/{id}/token`: a new token for the sandbox (an
@@ -539,8 +491,8 @@ struct RenewBody {
 async fn renew_sandbox_token(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
     let caller = r.require(&[Role::Admin])?.clone();
     let id = name("sandbox", id)?;
-    let body: RenewBody = if r.body.is_empty() {
-        RenewBody::default()
+    let body: wire::RenewTokenRequest = if r.body.is_empty() {
+        wire::RenewTokenRequest::default()
     } else {
         r.json()?
     };
@@ -570,7 +522,12 @@ async fn renew_sandbox_token(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply,
         .await?;
     Ok(Reply::json(
         StatusCode::CREATED,
-        json!({ "id": id, "policy": s.policy, "token": token, "expires_at": expires_at }),
+        &wire::SandboxToken {
+            id,
+            policy: s.policy,
+            token,
+            expires_at,
+        },
     ))
 }
 
@@ -595,21 +552,6 @@ async fn load_sandbox(app: &Arc<App>, id: &str) -> Result<SandboxRow, ApiError> 
         .ok_or_else(|| ApiError::not_found(format!("no sandbox `{id}`")))
 }
 
-fn sandbox_json(s: &SandboxRow) -> Value {
-    let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert(
-            "relaunch_required".into(),
-            (s.result.as_deref() == Some("network_only")).into(),
-        );
-        obj.insert(
-            "in_sync".into(),
-            (s.desired_revision.is_some() && s.applied_revision == s.desired_revision).into(),
-        );
-    }
-    v
-}
-
 /// `GET /v1/sandboxes/{id}?revision=R&wait=S`: with `revision`, waits until
 /// the sandbox reports that revision applied (or the wait ends).
 async fn sandbox_status(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
@@ -630,7 +572,7 @@ async fn sandbox_status(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiE
                 && matches!(s.result.as_deref(), Some("applied" | "network_only"))
         });
         if done || tokio::time::Instant::now() >= deadline || app.is_stopping() {
-            return Ok(Reply::ok(sandbox_json(&s)));
+            return Ok(Reply::ok(&wire::Sandbox::from(&s)));
         }
         tokio::select! {
             _ = tokio::time::sleep_until(deadline) => {}
@@ -699,7 +641,7 @@ async fn bundle(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
             );
             let later = Arc::clone(app);
             tokio::spawn(async move { later.audit(audit).await });
-            let mut reply = Reply::ok(serde_json::to_value(&envelope).unwrap_or(Value::Null));
+            let mut reply = Reply::ok(&envelope);
             reply.headers.push(("etag", format!("\"{}\"", row.digest)));
             return Ok(reply);
         }
@@ -758,21 +700,11 @@ pub fn clip(text: &str, max: usize) -> String {
     out
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatusBody {
-    revision: i64,
-    digest: String,
-    result: String,
-    #[serde(default)]
-    error: Option<String>,
-}
-
 async fn report(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
     let id = name("sandbox", id)?;
     may_see_sandbox(r, &id, false)?;
     let caller = r.caller()?.name.clone();
-    let body: StatusBody = r.json()?;
+    let body: wire::StatusReportRequest = r.json()?;
     if !matches!(body.result.as_str(), "applied" | "network_only" | "refused") {
         return Err(ApiError::bad_request(format!(
             "`{}` is not a result (`applied`, `network_only`, `refused`)",
@@ -824,21 +756,14 @@ async fn report(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
         )
         .await?;
     app.changed(&crate::wake::sandbox(&id));
-    Ok(Reply::ok(sandbox_json(&load_sandbox(app, &id).await?)))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TokenBody {
-    name: String,
-    role: Role,
-    #[serde(default)]
-    ttl_seconds: Option<u64>,
+    Ok(Reply::ok(&wire::Sandbox::from(
+        &load_sandbox(app, &id).await?,
+    )))
 }
 
 async fn create_token(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     let caller = r.require(&[Role::Admin])?.clone();
-    let body: TokenBody = r.json()?;
+    let body: wire::CreateTokenRequest = r.json()?;
     if body.name.starts_with(SANDBOX_PREFIX) {
         return Err(ApiError::bad_request(format!(
             "names starting with `{SANDBOX_PREFIX}` are the sandboxes' tokens (`POST /v1/sandboxes/ID/token`); choose another"
@@ -881,14 +806,18 @@ async fn create_token(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
         .await?;
     Ok(Reply::json(
         StatusCode::CREATED,
-        json!({ "name": who, "role": body.role, "token": token }),
+        &wire::TokenCreated {
+            name: who,
+            role: body.role,
+            token,
+        },
     ))
 }
 
 async fn list_tokens(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     r.require(&[Role::Admin])?;
     let tokens = app.store.tokens().await?;
-    Ok(Reply::ok(json!({ "tokens": tokens })))
+    Ok(Reply::ok(&wire::TokenList { tokens }))
 }
 
 /// `DELETE /v1/tokens/{name}`: the token is gone from the database, which
@@ -914,7 +843,10 @@ async fn revoke_token(app: &Arc<App>, r: &Req, who: &str) -> Result<Reply, ApiEr
             ),
         )
         .await?;
-    Ok(Reply::ok(json!({ "name": who, "revoked": true })))
+    Ok(Reply::ok(&wire::RevokedToken {
+        name: who,
+        revoked: true,
+    }))
 }
 
 /// A query parameter that is a whole number in `min..`, or `default`.
@@ -948,7 +880,7 @@ async fn audit(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     } else {
         None
     };
-    Ok(Reply::ok(json!({ "rows": rows, "next": next })))
+    Ok(Reply::ok(&wire::AuditPage { rows, next }))
 }
 
 /// Rows read at once by `GET /v1/audit/verify`.
@@ -975,12 +907,12 @@ async fn audit_verify(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     }
     let rows = check.rows();
     let problems = check.finish((seq, &hash));
-    Ok(Reply::ok(json!({
-        "ok": problems.is_empty(),
-        "rows": rows,
-        "head": { "seq": seq, "hash": hash },
-        "problems": problems,
-    })))
+    Ok(Reply::ok(&wire::AuditVerification {
+        ok: problems.is_empty(),
+        rows,
+        head: wire::AuditHead { seq, hash },
+        problems,
+    }))
 }
 
 #[cfg(test)]

@@ -349,14 +349,18 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub fn json(status: StatusCode, body: serde_json::Value) -> Self {
+    /// `body`, one of the [`crate::wire`] types. It goes out through a
+    /// `serde_json::Value`, whose objects keep their keys sorted, so the
+    /// bytes do not depend on the order fields are declared in.
+    pub fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> Self {
         Self {
             status,
-            body: Some(body),
+            // The wire types have string keys only: they always convert.
+            body: Some(serde_json::to_value(body).unwrap_or(serde_json::Value::Null)),
             headers: Vec::new(),
         }
     }
-    pub fn ok(body: serde_json::Value) -> Self {
+    pub fn ok<T: serde::Serialize>(body: &T) -> Self {
         Self::json(StatusCode::OK, body)
     }
 }

@@ -3,20 +3,26 @@
 //! deleting one breaks the link of the next; the head (last sequence number
 //! and hash, kept apart) catches a deleted last row.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 /// One audit row as stored, with its place in the hash chain.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
 pub struct AuditRow {
+    #[schemars(range(min = 1))]
     pub seq: i64,
+    #[schemars(with = "crate::wire::shape::Time")]
     pub at: i64,
     pub actor: String,
     pub action: String,
     pub subject: String,
-    /// JSON text.
+    /// JSON text, as hashed.
     pub detail: String,
+    #[schemars(pattern(r"^[0-9a-f]{64}$"))]
     pub prev: String,
+    #[schemars(pattern(r"^[0-9a-f]{64}$"))]
     pub hash: String,
 }
 
@@ -67,7 +73,8 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 /// One break in the chain.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[schemars(extend("additionalProperties" = false))]
 pub struct Problem {
     pub seq: i64,
     pub problem: String,

@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use bundle_trust::client::{Client, Response};
 use clap::{Parser, Subcommand, ValueEnum};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::app::Limits;
 use crate::server::{self, ApprovalMode, Config};
+use crate::wire;
 
 const EXIT_REFUSED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -177,6 +179,9 @@ pub enum Command {
         #[arg(long, default_value_t = 60, value_name = "S")]
         timeout: u64,
     },
+    /// Print the API's OpenAPI 3.1 document (`docs/openapi.yaml` is its
+    /// output, checked in).
+    Openapi,
     /// The audit log, a page at a time (oldest first); `--verify` checks
     /// its hash chain.
     Audit {
@@ -426,6 +431,13 @@ async fn run(command: Command) -> u8 {
             }
             Err(e) => fail(EXIT_USAGE, e),
         },
+        Command::Openapi => match crate::openapi::yaml() {
+            Ok(text) => {
+                print!("{text}");
+                0
+            }
+            Err(e) => fail(EXIT_USAGE, e),
+        },
         other => client_command(other).await,
     }
 }
@@ -480,36 +492,49 @@ fn read_file(path: &Path) -> Result<String, u8> {
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-async fn call(
+/// Sends `body` (a [`wire`] request) and reads the answer as `T` (the
+/// [`wire`] type the server answers with); a refusal's message is read
+/// from its [`wire::ErrorBody`].
+async fn call<T: DeserializeOwned>(
     client: &Client,
     method: &str,
     path: &str,
-    body: Option<&Value>,
+    body: Option<&impl Serialize>,
     timeout: Duration,
-) -> Result<Value, u8> {
+) -> Result<T, u8> {
+    let body = body
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| fail(EXIT_USAGE, format!("cannot write the request: {e}")))?;
     let resp: Response = client
-        .send(method, path, body, &[], timeout)
+        .send(method, path, body.as_ref(), &[], timeout)
         .await
         .map_err(|e| fail(EXIT_UNREACHABLE, e))?;
-    let json = resp.json();
     if resp.status >= 400 {
-        let msg = json
-            .pointer("/error/message")
-            .and_then(Value::as_str)
-            .map_or_else(
-                || format!("the gateway answered {}", resp.status),
-                str::to_owned,
-            );
+        let msg = serde_json::from_slice::<wire::ErrorBody>(&resp.body).map_or_else(
+            |_| format!("the gateway answered {}", resp.status),
+            |e| e.error.message,
+        );
         return Err(fail(EXIT_REFUSED, format!("{} ({})", msg, resp.status)));
     }
-    Ok(json)
+    serde_json::from_slice(&resp.body).map_err(|e| {
+        fail(
+            EXIT_REFUSED,
+            format!("the gateway's answer to `{method} {path}` is not one this client reads: {e}"),
+        )
+    })
 }
 
-fn print_json(v: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-    );
+/// `call` without a body.
+async fn get<T: DeserializeOwned>(client: &Client, path: &str, timeout: Duration) -> Result<T, u8> {
+    call(client, "GET", path, None::<&()>, timeout).await
+}
+
+/// An answer as the API sent it: through a `Value`, so keys are sorted
+/// as on the wire.
+fn print_json(v: &impl Serialize) {
+    let text = serde_json::to_value(v).and_then(|v| serde_json::to_string_pretty(&v));
+    println!("{}", text.unwrap_or_default());
 }
 
 async fn client_command(command: Command) -> u8 {
@@ -540,18 +565,13 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             } else {
                 std::collections::BTreeMap::new()
             };
-            let mut body = json!({ "source": source, "format": format });
-            if !files.is_empty()
-                && let Some(obj) = body.as_object_mut()
-            {
-                obj.insert("files".into(), json!(files));
-            }
-            if let Some(c) = credentials
-                && let Some(obj) = body.as_object_mut()
-            {
-                obj.insert("credentials".into(), read_file(&c)?.into());
-            }
-            let v = call(
+            let body = wire::ProposalRequest {
+                source,
+                format: format.to_owned(),
+                credentials: credentials.map(|c| read_file(&c)).transpose()?,
+                files,
+            };
+            let v: wire::Proposal = call(
                 &client,
                 "POST",
                 &format!("/v1/policies/{name}/proposals"),
@@ -559,8 +579,8 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                 TIMEOUT,
             )
             .await?;
-            print!("{}", render(&v, ShowFormat::Human));
-            Ok(if at(&v, "/state") == "invalid" {
+            print!("{}", crate::show::render(&v, ShowFormat::Human));
+            Ok(if v.state == wire::ProposalState::Invalid {
                 EXIT_REFUSED
             } else {
                 0
@@ -572,20 +592,13 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                 || "/v1/proposals".to_owned(),
                 |n| format!("/v1/proposals?policy={n}"),
             );
-            print_json(&call(&client, "GET", &path, None, TIMEOUT).await?);
+            print_json(&get::<wire::ProposalList>(&client, &path, TIMEOUT).await?);
             Ok(0)
         }
         Command::Show { conn, id, format } => {
             let client = connect(&conn)?;
-            let v = call(
-                &client,
-                "GET",
-                &format!("/v1/proposals/{id}"),
-                None,
-                TIMEOUT,
-            )
-            .await?;
-            print!("{}", render(&v, format));
+            let v: wire::Proposal = get(&client, &format!("/v1/proposals/{id}"), TIMEOUT).await?;
+            print!("{}", crate::show::render(&v, format));
             Ok(0)
         }
         Command::Approve {
@@ -597,42 +610,35 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             let token = match review_token {
                 Some(t) => t,
                 None => {
-                    let v = call(
-                        &client,
-                        "GET",
-                        &format!("/v1/proposals/{id}"),
-                        None,
-                        TIMEOUT,
-                    )
-                    .await?;
-                    at(&v, "/review_token")
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned()
+                    let v: wire::Proposal =
+                        get(&client, &format!("/v1/proposals/{id}"), TIMEOUT).await?;
+                    v.review_token.unwrap_or_default()
                 }
             };
-            let v = call(
+            let v: wire::Proposal = call(
                 &client,
                 "POST",
                 &format!("/v1/proposals/{id}/approve"),
-                Some(&json!({ "review_token": token })),
+                Some(&wire::ApproveRequest {
+                    review_token: token,
+                }),
                 TIMEOUT,
             )
             .await?;
             println!(
                 "proposal {id} approved: `{}` revision {}",
-                at(&v, "/policy").as_str().unwrap_or(""),
-                at(&v, "/revision")
+                v.policy,
+                shown(v.revision)
             );
             Ok(0)
         }
         Command::Reject { conn, id, reason } => {
             let client = connect(&conn)?;
-            call(
+            let _: wire::Proposal = call(
                 &client,
                 "POST",
                 &format!("/v1/proposals/{id}/reject"),
-                Some(&json!({ "reason": reason })),
+                Some(&wire::RejectRequest { reason }),
                 TIMEOUT,
             )
             .await?;
@@ -641,29 +647,21 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
         }
         Command::Revisions { conn, name } => {
             let client = connect(&conn)?;
-            print_json(
-                &call(
-                    &client,
-                    "GET",
-                    &format!("/v1/policies/{name}/revisions"),
-                    None,
-                    TIMEOUT,
-                )
-                .await?,
-            );
+            let path = format!("/v1/policies/{name}/revisions");
+            print_json(&get::<wire::RevisionList>(&client, &path, TIMEOUT).await?);
             Ok(0)
         }
         Command::Rollback { conn, name, rev } => {
             let client = connect(&conn)?;
-            let v = call(
+            let v: wire::Proposal = call(
                 &client,
                 "POST",
                 &format!("/v1/policies/{name}/rollback"),
-                Some(&json!({ "revision": rev })),
+                Some(&wire::RollbackRequest { revision: rev }),
                 TIMEOUT,
             )
             .await?;
-            print!("{}", render(&v, ShowFormat::Human));
+            print!("{}", crate::show::render(&v, ShowFormat::Human));
             Ok(0)
         }
         Command::Sandbox {
@@ -676,24 +674,31 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                 },
         } => {
             let client = connect(&conn)?;
-            let body = with_ttl(json!({ "id": name, "policy": policy }), ttl);
-            print_json(&call(&client, "POST", "/v1/sandboxes", Some(&body), TIMEOUT).await?);
+            let body = wire::CreateSandboxRequest {
+                id: name,
+                policy,
+                ttl_seconds: ttl,
+            };
+            let v: wire::SandboxCreated =
+                call(&client, "POST", "/v1/sandboxes", Some(&body), TIMEOUT).await?;
+            print_json(&v);
             Ok(0)
         }
         Command::Sandbox {
             command: SandboxCommand::List { conn },
         } => {
             let client = connect(&conn)?;
-            print_json(&call(&client, "GET", "/v1/sandboxes", None, TIMEOUT).await?);
+            print_json(&get::<wire::SandboxList>(&client, "/v1/sandboxes", TIMEOUT).await?);
             Ok(0)
         }
         Command::Sandbox {
             command: SandboxCommand::Token { conn, id, ttl },
         } => {
             let client = connect(&conn)?;
-            let body = with_ttl(json!({}), ttl);
+            let body = wire::RenewTokenRequest { ttl_seconds: ttl };
             let path = format!("/v1/sandboxes/{id}/token");
-            print_json(&call(&client, "POST", &path, Some(&body), TIMEOUT).await?);
+            let v: wire::SandboxToken = call(&client, "POST", &path, Some(&body), TIMEOUT).await?;
+            print_json(&v);
             Ok(0)
         }
         Command::Sandbox {
@@ -701,7 +706,8 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
         } => {
             let client = connect(&conn)?;
             let path = format!("/v1/sandboxes/{id}");
-            call(&client, "DELETE", &path, None, TIMEOUT).await?;
+            let _: wire::DeletedSandbox =
+                call(&client, "DELETE", &path, None::<&()>, TIMEOUT).await?;
             println!("sandbox `{id}` deleted; its tokens are revoked");
             Ok(0)
         }
@@ -709,7 +715,7 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             command: TokenCommand::List { conn },
         } => {
             let client = connect(&conn)?;
-            print_json(&call(&client, "GET", "/v1/tokens", None, TIMEOUT).await?);
+            print_json(&get::<wire::TokenList>(&client, "/v1/tokens", TIMEOUT).await?);
             Ok(0)
         }
         Command::Token {
@@ -717,7 +723,8 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
         } => {
             let client = connect(&conn)?;
             let path = format!("/v1/tokens/{name}");
-            call(&client, "DELETE", &path, None, TIMEOUT).await?;
+            let _: wire::RevokedToken =
+                call(&client, "DELETE", &path, None::<&()>, TIMEOUT).await?;
             println!("token `{name}` revoked");
             Ok(0)
         }
@@ -731,8 +738,20 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                 },
         } => {
             let client = connect(&conn)?;
-            let body = with_ttl(json!({ "name": name, "role": role }), ttl);
-            print_json(&call(&client, "POST", "/v1/tokens", Some(&body), TIMEOUT).await?);
+            let Some(role) = wire::Role::parse(&role) else {
+                return Err(fail(
+                    EXIT_USAGE,
+                    format!("`{role}` is not a role (`admin`, `author`, `reader`)"),
+                ));
+            };
+            let body = wire::CreateTokenRequest {
+                name,
+                role,
+                ttl_seconds: ttl,
+            };
+            let v: wire::TokenCreated =
+                call(&client, "POST", "/v1/tokens", Some(&body), TIMEOUT).await?;
+            print_json(&v);
             Ok(0)
         }
         Command::Status {
@@ -746,17 +765,10 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                 Some(rev) => format!("/v1/sandboxes/{sandbox}?revision={rev}&wait={timeout}"),
                 None => format!("/v1/sandboxes/{sandbox}"),
             };
-            let v = call(
-                &client,
-                "GET",
-                &path,
-                None,
-                Duration::from_secs(timeout + 30),
-            )
-            .await?;
+            let v: wire::Sandbox = get(&client, &path, Duration::from_secs(timeout + 30)).await?;
             print_json(&v);
             match wait {
-                Some(rev) if at(&v, "/applied_revision").as_i64() != Some(rev) => {
+                Some(rev) if v.applied_revision != Some(rev) => {
                     eprintln!(
                         "openshell-gateway: sandbox `{sandbox}` has not applied revision {rev} within {timeout}s"
                     );
@@ -769,13 +781,9 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             conn, verify: true, ..
         } => {
             let client = connect(&conn)?;
-            let v = call(&client, "GET", "/v1/audit/verify", None, TIMEOUT).await?;
+            let v: wire::AuditVerification = get(&client, "/v1/audit/verify", TIMEOUT).await?;
             print_json(&v);
-            Ok(if at(&v, "/ok").as_bool() == Some(true) {
-                0
-            } else {
-                EXIT_REFUSED
-            })
+            Ok(if v.ok { 0 } else { EXIT_REFUSED })
         }
         Command::Audit {
             conn,
@@ -788,7 +796,7 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             if all {
                 audit_all(&client, after.unwrap_or(0), limit).await
             } else {
-                let v = call(&client, "GET", &audit_path(after, limit), None, TIMEOUT).await?;
+                let v: wire::AuditPage = get(&client, &audit_path(after, limit), TIMEOUT).await?;
                 print_json(&v);
                 Ok(0)
             }
@@ -796,7 +804,8 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
         Command::Init { .. }
         | Command::RotateKey { .. }
         | Command::Serve { .. }
-        | Command::ReplicaDir { .. } => Ok(EXIT_USAGE),
+        | Command::ReplicaDir { .. }
+        | Command::Openapi => Ok(EXIT_USAGE),
     }
 }
 
@@ -825,20 +834,16 @@ async fn audit_all(client: &Client, mut after: i64, limit: Option<i64>) -> Resul
     let broken = |e: std::io::Error| fail(EXIT_USAGE, format!("cannot write the output: {e}"));
     write!(out, "{{\n  \"rows\": [").map_err(broken)?;
     loop {
-        let page = call(
-            client,
-            "GET",
-            &audit_path(Some(after), Some(limit.unwrap_or(1000))),
-            None,
-            TIMEOUT,
-        )
-        .await?;
-        for row in at(&page, "/rows").as_array().into_iter().flatten() {
+        let path = audit_path(Some(after), Some(limit.unwrap_or(1000)));
+        let page: wire::AuditPage = get(client, &path, TIMEOUT).await?;
+        for row in &page.rows {
             let sep = if first { "\n    " } else { ",\n    " };
             first = false;
+            // Compact, keys sorted: each row as the API sent it.
+            let row = serde_json::to_value(row).unwrap_or_default();
             write!(out, "{sep}{row}").map_err(broken)?;
         }
-        match at(&page, "/next").as_i64() {
+        match page.next {
             Some(next) if next > after => after = next,
             _ => break,
         }
@@ -852,134 +857,7 @@ async fn audit_all(client: &Client, mut after: i64, limit: Option<i64>) -> Resul
     Ok(0)
 }
 
-/// The value at a JSON pointer, `null` when absent.
-fn at<'a>(v: &'a Value, pointer: &str) -> &'a Value {
-    static NULL: Value = Value::Null;
-    v.pointer(pointer).unwrap_or(&NULL)
-}
-
-/// A proposal for people (`human`), for a pull-request comment
-/// (`markdown`), or as the API returns it (`json`).
-#[must_use]
-pub fn render(p: &Value, format: ShowFormat) -> String {
-    if format == ShowFormat::Json {
-        return format!("{}\n", serde_json::to_string_pretty(p).unwrap_or_default());
-    }
-    let md = format == ShowFormat::Markdown;
-    let s = |k: &str| p[k].as_str().unwrap_or("").to_owned();
-    let verdict = at(p, "/verdict")
-        .as_str()
-        .unwrap_or(match at(p, "/base_revision") {
-            Value::Null => "first revision (a person approves)",
-            _ => "none",
-        });
-    let mut out = if md {
-        format!(
-            "### Proposal {} for `{}`: {} — {}\n\n",
-            at(p, "/id"),
-            s("policy"),
-            s("state"),
-            verdict
-        )
-    } else {
-        format!(
-            "proposal {} for `{}`: {} ({verdict})\n",
-            at(p, "/id"),
-            s("policy"),
-            s("state")
-        )
-    };
-    let line = |out: &mut String, text: String| {
-        out.push_str(if md { "- " } else { "  " });
-        out.push_str(&text);
-        out.push('\n');
-    };
-    line(
-        &mut out,
-        format!(
-            "proposed by `{}`, base revision {}",
-            s("proposer"),
-            at(p, "/base_revision")
-        ),
-    );
-    if let Some(d) = at(p, "/digest").as_str() {
-        line(&mut out, format!("candidate digest `{d}`"));
-    }
-    for f in at(p, "/proof/findings").as_array().into_iter().flatten() {
-        let w = at(f, "/witness");
-        line(
-            &mut out,
-            format!(
-                "{} `{}` {}: {} (witness: `{}` → {}:{}{})",
-                if at(f, "/suppressed").as_bool() == Some(true) {
-                    "accepted"
-                } else {
-                    "✗"
-                },
-                at(f, "/category").as_str().unwrap_or(""),
-                at(f, "/code").as_str().unwrap_or(""),
-                at(f, "/message").as_str().unwrap_or(""),
-                at(w, "/binary").as_str().unwrap_or(""),
-                at(w, "/host").as_str().unwrap_or(""),
-                at(w, "/port"),
-                at(w, "/path").as_str().unwrap_or(""),
-            ),
-        );
-    }
-    if let Some(why) = at(p, "/proof/inconclusive").as_str() {
-        line(&mut out, format!("inconclusive: {why}"));
-    }
-    for file in at(p, "/diagnostics/files").as_array().into_iter().flatten() {
-        for d in file["diagnostics"].as_array().into_iter().flatten() {
-            line(
-                &mut out,
-                format!(
-                    "{} {} {}:{}:{}: {}",
-                    at(d, "/severity").as_str().unwrap_or(""),
-                    at(d, "/code").as_str().unwrap_or(""),
-                    at(d, "/file").as_str().unwrap_or(""),
-                    at(d, "/line"),
-                    at(d, "/column"),
-                    at(d, "/message").as_str().unwrap_or("")
-                ),
-            );
-        }
-    }
-    if let Some(t) = at(p, "/review_token")
-        .as_str()
-        .filter(|_| s("state") == "pending")
-    {
-        line(
-            &mut out,
-            format!(
-                "review token `{t}` (approve with `approve {} --review-token {t}`)",
-                at(p, "/id")
-            ),
-        );
-    }
-    if let Some(rev) = at(p, "/revision").as_i64() {
-        line(
-            &mut out,
-            format!(
-                "approved as revision {rev} by `{}` ({})",
-                s("decided_by"),
-                s("decision")
-            ),
-        );
-    }
-    if s("state") == "rejected" {
-        line(
-            &mut out,
-            format!("rejected by `{}`: {}", s("decided_by"), s("reason")),
-        );
-    }
-    out
-}
-
-/// A creation request, with the token's lifetime when one was given.
-fn with_ttl(mut body: serde_json::Value, ttl: Option<u64>) -> serde_json::Value {
-    if let (Some(t), Some(obj)) = (ttl, body.as_object_mut()) {
-        obj.insert("ttl_seconds".into(), t.into());
-    }
-    body
+/// `Some(n)` as `n`, `None` as `null`: how the API writes it.
+fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "null".to_owned(), |v| v.to_string())
 }

@@ -68,10 +68,15 @@ pub fn replacement(buf: &[u8]) -> Option<Vec<u8>> {
         ),
     };
     let reason = rest.get(4..)?.split("\r\n").next()?;
-    let body = serde_json::json!({
-        "error": { "status": status, "code": code, "message": message }
-    })
-    .to_string();
+    let body = crate::wire::ErrorBody {
+        error: crate::wire::ErrorDetail {
+            status,
+            code: code.to_owned(),
+            message: message.to_owned(),
+        },
+    };
+    // Through a `Value`, as every other answer goes: keys sorted.
+    let body = serde_json::to_value(&body).ok()?.to_string();
     Some(
         format!(
             "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",

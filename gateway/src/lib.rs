@@ -17,7 +17,9 @@
 //! tokens on disk), [`server`] (TLS, HTTP, authentication, errors),
 //! [`api`] (the `/v1` routes), [`propose`] (compile and prove),
 //! [`store`] (the database), [`audit`] (the hash chain), [`notify`]
-//! (Postgres `LISTEN`). `docs/gateway.md` is the operator's guide.
+//! (Postgres `LISTEN`), [`wire`] (every JSON body, shared by the server
+//! and the client commands), [`openapi`] (the API document, generated
+//! from [`wire`]). `docs/gateway.md` is the operator's guide.
 
 pub mod api;
 pub mod app;
@@ -27,7 +29,10 @@ pub mod dir;
 pub mod http_errors;
 pub mod metrics;
 pub mod notify;
+pub mod openapi;
 pub mod propose;
 pub mod server;
+pub mod show;
 pub mod store;
 pub mod wake;
+pub mod wire;

@@ -17,27 +17,7 @@ use crate::audit::hex;
 use crate::store::{NewProposal, ProposalState};
 
 /// What a proposer sends.
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Candidate {
-    /// The policy text.
-    pub source: String,
-    /// `policy` (this language) or `yaml` (OpenShell).
-    #[serde(default = "default_format")]
-    pub format: String,
-    /// An OpenShell credentials file, when the policy needs one.
-    #[serde(default)]
-    pub credentials: Option<String>,
-    /// The fragments the source includes, by their path relative to the
-    /// policy's directory (`fragments/system.policy`): the only place an
-    /// `include` is looked up, never the gateway's disk.
-    #[serde(default)]
-    pub files: BTreeMap<String, String>,
-}
-
-fn default_format() -> String {
-    "policy".into()
-}
+pub use crate::wire::ProposalRequest as Candidate;
 
 /// The review token: SHA-256 over the base digest, the candidate digest,
 /// the proof document, the credentials, the source and each included

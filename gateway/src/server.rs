@@ -22,6 +22,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::dir;
 use crate::metrics::{Gauges, route_template};
 use crate::store::{AuditEntry, Role, SqlStore, Store, TokenRow};
+use crate::wire;
 
 pub use crate::app::{
     ApiError, App, ApprovalMode, BODY_LIMIT, Caller, Config, Limits, MAX_WAIT_SECS, Reply, Req,
@@ -53,8 +54,14 @@ async fn authenticate(app: &App, req: &Request<Incoming>) -> Result<Option<Calle
     }))
 }
 
-fn error_body(e: &ApiError) -> serde_json::Value {
-    json!({ "error": { "status": e.status.as_u16(), "code": e.code, "message": e.message } })
+fn error_body(e: &ApiError) -> wire::ErrorBody {
+    wire::ErrorBody {
+        error: wire::ErrorDetail {
+            status: e.status.as_u16(),
+            code: e.code.to_owned(),
+            message: e.message.clone(),
+        },
+    }
 }
 
 type Answer = Response<Full<Bytes>>;
@@ -197,7 +204,12 @@ async fn answer(app: &Arc<App>, req: Request<Incoming>) -> (Answer, Done) {
     let path = req.uri().path().to_owned();
     if method == hyper::Method::GET {
         match path.as_str() {
-            "/healthz" => return plain_json(StatusCode::OK, json!({ "status": "ok" })),
+            "/healthz" => {
+                let ok = wire::Health {
+                    status: wire::HealthStatus::Ok,
+                };
+                return plain_json(StatusCode::OK, &ok);
+            }
             "/readyz" => return ready(app).await,
             _ => {}
         }
@@ -277,7 +289,7 @@ async fn answer(app: &Arc<App>, req: Request<Incoming>) -> (Answer, Done) {
     }
 }
 
-fn plain_json(status: StatusCode, body: serde_json::Value) -> (Answer, Done) {
+fn plain_json<T: serde::Serialize>(status: StatusCode, body: &T) -> (Answer, Done) {
     (
         respond(Reply::json(status, body)),
         Done {
@@ -294,11 +306,11 @@ fn plain_json(status: StatusCode, body: serde_json::Value) -> (Answer, Done) {
 async fn ready(app: &Arc<App>) -> (Answer, Done) {
     let db = tokio::time::timeout(Duration::from_secs(5), app.store.audit_head()).await;
     let (status, db) = match db {
-        Ok(Ok(_)) => (StatusCode::OK, json!("ok")),
-        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, json!(e.to_string())),
+        Ok(Ok(_)) => (StatusCode::OK, "ok".to_owned()),
+        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         Err(_) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            json!("the database did not answer within 5 s"),
+            "the database did not answer within 5 s".to_owned(),
         ),
     };
     let stopping = app.is_stopping();
@@ -307,15 +319,17 @@ async fn ready(app: &Arc<App>) -> (Answer, Done) {
     } else {
         status
     };
-    plain_json(
-        status,
-        json!({
-            "status": if status == StatusCode::OK { "ready" } else { "not_ready" },
-            "database": db,
-            "signing_key": app.key.id(),
-            "stopping": stopping,
-        }),
-    )
+    let body = wire::Readiness {
+        status: if status == StatusCode::OK {
+            wire::ReadyStatus::Ready
+        } else {
+            wire::ReadyStatus::NotReady
+        },
+        database: db,
+        signing_key: app.key.id().to_owned(),
+        stopping,
+    };
+    plain_json(status, &body)
 }
 
 /// `GET /metrics`, for any person's token (a sandbox's may not read it).
@@ -393,7 +407,7 @@ async fn refuse(
         })
         .await;
     }
-    let mut resp = respond(Reply::json(e.status, error_body(&e)));
+    let mut resp = respond(Reply::json(e.status, &error_body(&e)));
     if close {
         resp.headers_mut().insert(
             hyper::header::CONNECTION,

@@ -17,6 +17,8 @@ use serde::Serialize;
 
 pub use sql::SqlStore;
 
+pub use crate::wire::{ProposalState, Role, TokenInfo};
+
 /// A store operation in flight.
 pub type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
@@ -40,40 +42,6 @@ pub enum StoreError {
     Io(String),
 }
 
-/// Roles a bearer token can have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Admin,
-    Author,
-    Reader,
-    /// Reaches only its own sandbox's bundle and status.
-    Sandbox,
-}
-
-impl Role {
-    #[must_use]
-    pub fn word(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Author => "author",
-            Role::Reader => "reader",
-            Role::Sandbox => "sandbox",
-        }
-    }
-
-    #[must_use]
-    pub fn parse(word: &str) -> Option<Role> {
-        match word {
-            "admin" => Some(Role::Admin),
-            "author" => Some(Role::Author),
-            "reader" => Some(Role::Reader),
-            "sandbox" => Some(Role::Sandbox),
-            _ => None,
-        }
-    }
-}
-
 /// A token as stored: its SHA-256, never the token.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenRow {
@@ -83,17 +51,6 @@ pub struct TokenRow {
     pub role: Role,
     pub sandbox: Option<String>,
     pub expires_at: Option<i64>,
-}
-
-/// A token as listed: what an admin needs to decide whether to revoke it,
-/// and no way to use it (neither the token nor its hash).
-#[derive(Debug, Clone, Serialize)]
-pub struct TokenInfo {
-    pub name: String,
-    pub role: Role,
-    pub sandbox: Option<String>,
-    pub expires_at: Option<i64>,
-    pub created_at: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -125,40 +82,6 @@ pub struct RevisionRow {
     pub approved_by: String,
     pub proposal: i64,
     pub created_at: i64,
-}
-
-/// What a proposal is waiting for, or what became of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProposalState {
-    /// Does not compile; nothing to approve.
-    Invalid,
-    Pending,
-    Approved,
-    Rejected,
-}
-
-impl ProposalState {
-    #[must_use]
-    pub fn word(self) -> &'static str {
-        match self {
-            ProposalState::Invalid => "invalid",
-            ProposalState::Pending => "pending",
-            ProposalState::Approved => "approved",
-            ProposalState::Rejected => "rejected",
-        }
-    }
-
-    #[must_use]
-    pub fn parse(word: &str) -> Option<Self> {
-        match word {
-            "invalid" => Some(Self::Invalid),
-            "pending" => Some(Self::Pending),
-            "approved" => Some(Self::Approved),
-            "rejected" => Some(Self::Rejected),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -1,0 +1,125 @@
+//! A proposal for people (`show`, `propose`, `rollback`): its verdict,
+//! the prover's findings with their witnesses, the diagnostics of a
+//! candidate that does not compile, and what to do next.
+
+use crate::cli::ShowFormat;
+use crate::wire::{Proposal, ProposalState};
+
+/// `Some(n)` as `n`, `None` as `null`: how the API writes it.
+fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "null".to_owned(), |v| v.to_string())
+}
+
+/// A proposal for people (`human`), for a pull-request comment
+/// (`markdown`), or as the API returns it (`json`).
+#[must_use]
+pub fn render(p: &Proposal, format: ShowFormat) -> String {
+    if format == ShowFormat::Json {
+        let text = serde_json::to_value(p).and_then(|v| serde_json::to_string_pretty(&v));
+        return format!("{}\n", text.unwrap_or_default());
+    }
+    let md = format == ShowFormat::Markdown;
+    let state = p.state.word();
+    let verdict = p.verdict.as_deref().unwrap_or(match p.base_revision {
+        None => "first revision (a person approves)",
+        Some(_) => "none",
+    });
+    let mut out = if md {
+        format!(
+            "### Proposal {} for `{}`: {state} — {verdict}\n\n",
+            p.id, p.policy
+        )
+    } else {
+        format!(
+            "proposal {} for `{}`: {state} ({verdict})\n",
+            p.id, p.policy
+        )
+    };
+    let line = |out: &mut String, text: String| {
+        out.push_str(if md { "- " } else { "  " });
+        out.push_str(&text);
+        out.push('\n');
+    };
+    line(
+        &mut out,
+        format!(
+            "proposed by `{}`, base revision {}",
+            p.proposer,
+            shown(p.base_revision)
+        ),
+    );
+    if let Some(d) = &p.digest {
+        line(&mut out, format!("candidate digest `{d}`"));
+    }
+    let proof = p.proof_view().unwrap_or_default();
+    for f in &proof.findings {
+        let w = &f.witness;
+        line(
+            &mut out,
+            format!(
+                "{} `{}` {}: {} (witness: `{}` → {}:{}{})",
+                if f.suppressed { "accepted" } else { "✗" },
+                f.category,
+                f.code,
+                f.message,
+                w.binary,
+                w.host,
+                shown(w.port),
+                w.path.as_deref().unwrap_or(""),
+            ),
+        );
+    }
+    if let Some(why) = &proof.inconclusive {
+        line(&mut out, format!("inconclusive: {why}"));
+    }
+    for file in p.check_view().unwrap_or_default().files {
+        for d in file.diagnostics {
+            line(
+                &mut out,
+                format!(
+                    "{} {} {}:{}:{}: {}",
+                    d.severity,
+                    d.code,
+                    d.file,
+                    shown(d.line),
+                    shown(d.column),
+                    d.message
+                ),
+            );
+        }
+    }
+    if let Some(t) = p
+        .review_token
+        .as_deref()
+        .filter(|_| p.state == ProposalState::Pending)
+    {
+        line(
+            &mut out,
+            format!(
+                "review token `{t}` (approve with `approve {} --review-token {t}`)",
+                p.id
+            ),
+        );
+    }
+    if let Some(rev) = p.revision {
+        line(
+            &mut out,
+            format!(
+                "approved as revision {rev} by `{}` ({})",
+                p.decided_by.as_deref().unwrap_or(""),
+                p.decision.as_deref().unwrap_or("")
+            ),
+        );
+    }
+    if p.state == ProposalState::Rejected {
+        line(
+            &mut out,
+            format!(
+                "rejected by `{}`: {}",
+                p.decided_by.as_deref().unwrap_or(""),
+                p.reason.as_deref().unwrap_or("")
+            ),
+        );
+    }
+    out
+}

@@ -1,0 +1,277 @@
+//! Sandboxes, tokens, the signed envelope and the audit log.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Role, shape};
+use crate::audit::{AuditRow, Problem};
+use crate::store::SandboxRow;
+
+/// `POST /v1/sandboxes`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSandboxRequest {
+    #[schemars(with = "shape::Name")]
+    pub id: String,
+    #[schemars(with = "shape::Name")]
+    pub policy: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "shape::Ttl")]
+    pub ttl_seconds: Option<u64>,
+}
+
+/// The sandbox and its token (named `sandbox:ID`), shown once.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct SandboxCreated {
+    #[schemars(with = "shape::Name")]
+    pub id: String,
+    #[schemars(with = "shape::Name")]
+    pub policy: String,
+    #[schemars(with = "shape::Token")]
+    pub token: String,
+}
+
+/// `POST /v1/sandboxes/{id}/token`; the body may be left out (no expiry).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenewTokenRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "shape::Ttl")]
+    pub ttl_seconds: Option<u64>,
+}
+
+/// The sandbox's new token, shown once.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct SandboxToken {
+    #[schemars(with = "shape::Name")]
+    pub id: String,
+    #[schemars(with = "shape::Name")]
+    pub policy: String,
+    #[schemars(with = "shape::Token")]
+    pub token: String,
+    pub expires_at: Option<i64>,
+}
+
+/// `DELETE /v1/sandboxes/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct DeletedSandbox {
+    #[schemars(with = "shape::Name")]
+    pub id: String,
+    #[schemars(with = "shape::Name")]
+    pub policy: String,
+    #[schemars(extend("const" = true))]
+    pub deleted: bool,
+}
+
+/// What a supervisor reported.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[expect(dead_code, reason = "a schema only: the store keeps the word")]
+enum SandboxResult {
+    Applied,
+    NetworkOnly,
+    Refused,
+}
+
+/// A sandbox, what its policy wants it to run and what it says it runs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Sandbox {
+    #[schemars(with = "shape::Name")]
+    pub id: String,
+    #[schemars(with = "shape::Name")]
+    pub policy: String,
+    /// The policy's active revision.
+    pub desired_revision: Option<i64>,
+    #[schemars(with = "Option<shape::Digest>")]
+    pub desired_digest: Option<String>,
+    pub applied_revision: Option<i64>,
+    #[schemars(with = "Option<shape::Digest>")]
+    pub applied_digest: Option<String>,
+    #[schemars(with = "Option<SandboxResult>")]
+    pub result: Option<String>,
+    #[schemars(length(max = 2048))]
+    pub error: Option<String>,
+    pub reported_at: Option<i64>,
+    #[schemars(range(min = 0))]
+    pub version: i64,
+    /// The last report was `network_only`.
+    pub relaunch_required: bool,
+    /// The applied revision is the desired one.
+    pub in_sync: bool,
+}
+
+impl From<&SandboxRow> for Sandbox {
+    fn from(s: &SandboxRow) -> Self {
+        Self {
+            id: s.id.clone(),
+            policy: s.policy.clone(),
+            desired_revision: s.desired_revision,
+            desired_digest: s.desired_digest.clone(),
+            applied_revision: s.applied_revision,
+            applied_digest: s.applied_digest.clone(),
+            result: s.result.clone(),
+            error: s.error.clone(),
+            reported_at: s.reported_at,
+            version: s.version,
+            relaunch_required: s.result.as_deref() == Some("network_only"),
+            in_sync: s.desired_revision.is_some() && s.applied_revision == s.desired_revision,
+        }
+    }
+}
+
+/// `GET /v1/sandboxes`: sandboxes, by id.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct SandboxList {
+    pub sandboxes: Vec<Sandbox>,
+}
+
+/// `POST /v1/sandboxes/{id}/status`: what a supervisor did with a
+/// revision. `revision` must be a revision of the sandbox's policy and
+/// `digest` its digest; `error` is kept up to 2 KiB.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatusReportRequest {
+    pub revision: i64,
+    pub digest: String,
+    #[schemars(with = "SandboxResult")]
+    pub result: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What the signature covers (its canonical JSON, keys sorted, no
+/// spaces).
+// The server sends `bundle_trust::Envelope`; this is its serialized
+// form, which a test below holds to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Claims {
+    #[schemars(with = "shape::Digest")]
+    pub digest: String,
+    #[schemars(with = "shape::Time")]
+    pub issued_at: i64,
+    #[schemars(with = "shape::Name")]
+    pub policy: String,
+    #[schemars(range(min = 1))]
+    pub revision: i64,
+    #[schemars(with = "shape::Name")]
+    pub sandbox: String,
+    /// The client's `nonce`, echoed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^[A-Za-z0-9_-]{16,128}$"))]
+    pub nonce: Option<String>,
+}
+
+/// `GET /v1/sandboxes/{id}/bundle`: the signed envelope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    pub claims: Claims,
+    #[schemars(length(min = 1))]
+    pub key_id: String,
+    /// The Ed25519 signature of the claims' canonical JSON, base64.
+    #[schemars(extend("contentEncoding" = "base64"))]
+    pub signature: String,
+    /// The bundle's bytes, exactly as `openshell-policy compile` writes
+    /// them.
+    pub bundle: String,
+}
+
+/// `POST /v1/tokens`: a token for a person or a program.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTokenRequest {
+    #[schemars(with = "shape::Name")]
+    pub name: String,
+    #[schemars(with = "PersonRole")]
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "shape::Ttl")]
+    pub ttl_seconds: Option<u64>,
+}
+
+/// The roles `POST /v1/tokens` gives; a sandbox's token comes with its
+/// sandbox.
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[expect(dead_code, reason = "a schema only")]
+enum PersonRole {
+    Admin,
+    Author,
+    Reader,
+}
+
+/// The token, shown once.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct TokenCreated {
+    #[schemars(with = "shape::Name")]
+    pub name: String,
+    pub role: Role,
+    #[schemars(with = "shape::Token")]
+    pub token: String,
+}
+
+/// A token as listed: what an admin needs to decide whether to revoke it,
+/// and no way to use it (neither the token nor its hash).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct TokenInfo {
+    pub name: String,
+    pub role: Role,
+    pub sandbox: Option<String>,
+    pub expires_at: Option<i64>,
+    #[schemars(with = "shape::Time")]
+    pub created_at: i64,
+}
+
+/// `GET /v1/tokens`: tokens, by name.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct TokenList {
+    pub tokens: Vec<TokenInfo>,
+}
+
+/// `DELETE /v1/tokens/{name}`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct RevokedToken {
+    pub name: String,
+    #[schemars(extend("const" = true))]
+    pub revoked: bool,
+}
+
+/// `GET /v1/audit`: a page; `next` is the `after` of the next page,
+/// `null` on the last.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct AuditPage {
+    #[schemars(length(max = 1000))]
+    pub rows: Vec<AuditRow>,
+    #[schemars(range(min = 1))]
+    pub next: Option<i64>,
+}
+
+/// The chain's head as last written.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct AuditHead {
+    #[schemars(range(min = 0))]
+    pub seq: i64,
+    pub hash: String,
+}
+
+/// `GET /v1/audit/verify`: `ok` is false when any problem was found.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct AuditVerification {
+    pub ok: bool,
+    pub rows: u64,
+    pub head: AuditHead,
+    pub problems: Vec<Problem>,
+}
