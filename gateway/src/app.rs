@@ -165,7 +165,7 @@ pub struct App {
     pub registry: prover::Registry,
     /// Proofs running at once: at most one per CPU; more proposals wait.
     pub proving: Arc<tokio::sync::Semaphore>,
-    pub connections: crate::server::Connections,
+    pub connections: Arc<crate::connections::Connections>,
     /// One more proof slot that only small candidates may take: a small
     /// change is answered while big ones hold every other slot.
     pub proving_small: Arc<tokio::sync::Semaphore>,

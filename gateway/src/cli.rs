@@ -7,12 +7,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use bundle_trust::client::{Client, Response};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::app::Limits;
 use crate::server::{self, ApprovalMode, Config};
+use crate::show::ShowFormat;
 use crate::wire;
 
 const EXIT_REFUSED: u8 = 1;
@@ -50,13 +51,6 @@ pub struct Conn {
     /// A file holding the bearer token.
     #[arg(long, env = "OPENSHELL_GATEWAY_TOKEN_FILE", value_name = "FILE")]
     pub token_file: PathBuf,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShowFormat {
-    Human,
-    Json,
-    Markdown,
 }
 
 #[derive(Subcommand, Debug)]

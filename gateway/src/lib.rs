@@ -21,10 +21,13 @@
 //! and the client commands), [`openapi`] (the API document, generated
 //! from [`wire`]). `docs/gateway.md` is the operator's guide.
 
+#![forbid(unsafe_code)]
+
 pub mod api;
 pub mod app;
 pub mod audit;
 pub mod cli;
+pub mod connections;
 pub mod dir;
 pub mod http_errors;
 pub mod metrics;

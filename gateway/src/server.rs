@@ -4,9 +4,8 @@
 //! errors, the health and metrics endpoints, the access log, and a
 //! graceful stop.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -19,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
+use crate::connections::{Connections, Slot};
 use crate::dir;
 use crate::metrics::{Gauges, route_template};
 use crate::store::{AuditEntry, Role, SqlStore, Store, TokenRow};
@@ -475,60 +475,6 @@ async fn admit_refusal(app: &App, caller: Option<&Caller>) -> bool {
     admit
 }
 
-/// The connections open, in all and per address.
-#[derive(Debug, Default)]
-pub struct Connections {
-    open: AtomicUsize,
-    per_peer: Mutex<HashMap<IpAddr, usize>>,
-    changed: tokio::sync::Notify,
-}
-
-/// One open connection; its drop releases its place.
-struct Slot {
-    app: Arc<App>,
-    peer: IpAddr,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let c = &self.app.connections;
-        {
-            let mut map = c.per_peer.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(n) = map.get_mut(&self.peer) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    map.remove(&self.peer);
-                }
-            }
-        }
-        c.open.fetch_sub(1, Ordering::AcqRel);
-        c.changed.notify_waiters();
-    }
-}
-
-impl Connections {
-    #[must_use]
-    pub fn open(&self) -> usize {
-        self.open.load(Ordering::Acquire)
-    }
-
-    /// A place for a connection from `peer`, or `None` over a limit.
-    fn take(app: &Arc<App>, peer: IpAddr, max: usize) -> Option<Slot> {
-        let c = &app.connections;
-        let mut map = c.per_peer.lock().unwrap_or_else(PoisonError::into_inner);
-        let mine = map.get(&peer).copied().unwrap_or(0);
-        if mine >= app.clients.max_connections_per_peer || c.open.load(Ordering::Acquire) >= max {
-            return None;
-        }
-        map.insert(peer, mine + 1);
-        c.open.fetch_add(1, Ordering::AcqRel);
-        Some(Slot {
-            app: Arc::clone(app),
-            peer,
-        })
-    }
-}
-
 /// The process's limit of open files (`/proc/self/limits`), when it can be
 /// read: connections beyond it would fail `accept` for everyone.
 fn open_files_limit() -> Option<usize> {
@@ -573,7 +519,7 @@ impl Running {
         let deadline = tokio::time::Instant::now() + self.app.clients.shutdown_grace;
         let c = &self.app.connections;
         loop {
-            let notified = c.changed.notified();
+            let notified = c.changed();
             if c.open() == 0 {
                 break;
             }
@@ -627,7 +573,7 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
         clients: config.clients.clone(),
         stopping: watch::channel(false).0,
         refusals: Mutex::default(),
-        connections: Connections::default(),
+        connections: Arc::default(),
         registry: prover::Registry::embedded(),
         revisions: std::sync::Mutex::default(),
         proving: Arc::new(tokio::sync::Semaphore::new(
@@ -659,7 +605,12 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
             };
             // Over a limit the connection is closed at once: its file
             // descriptor is back before the next `accept`.
-            let Some(slot) = Connections::take(&served, peer.ip(), max) else {
+            let Some(slot) = Connections::take(
+                &served.connections,
+                peer.ip(),
+                max,
+                served.clients.max_connections_per_peer,
+            ) else {
                 served
                     .metrics
                     .connections_refused

@@ -2,8 +2,15 @@
 //! the prover's findings with their witnesses, the diagnostics of a
 //! candidate that does not compile, and what to do next.
 
-use crate::cli::ShowFormat;
 use crate::wire::{Proposal, ProposalState};
+
+/// How `show` and the proposal commands print a proposal.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShowFormat {
+    Human,
+    Json,
+    Markdown,
+}
 
 /// `Some(n)` as `n`, `None` as `null`: how the API writes it.
 fn shown<T: std::fmt::Display>(v: Option<T>) -> String {

@@ -185,7 +185,7 @@ fn check_input(input: &Input, credentials: Option<&Path>) -> Result<load::Checke
                 .map_err(|e| {
                     InputError::new(credentials.map(|c| c.display().to_string()), e.to_string())
                 })?;
-            let main = SourceFile::new(inputs::STDIN_NAME, text);
+            let main = SourceFile::new(report::STDIN_NAME, text);
             return Ok(load::check_loaded(load::load_sources(main, creds)));
         }
     };

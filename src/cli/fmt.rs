@@ -49,7 +49,7 @@ fn format_one(input: &Input, check: bool) -> u8 {
             }
         },
         Input::Stdin => match inputs::read_stdin() {
-            Ok(text) => SourceFile::new(inputs::STDIN_NAME, text),
+            Ok(text) => SourceFile::new(report::STDIN_NAME, text),
             Err(e) => {
                 eprintln!("error: {}", e.message);
                 return EXIT_INPUT;

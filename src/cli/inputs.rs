@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::report::InputError;
+use crate::report::{InputError, STDIN_NAME};
 
 /// One input named on the command line, after directories are expanded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,9 +25,6 @@ impl Input {
         }
     }
 }
-
-/// The file name diagnostics carry for standard input.
-pub const STDIN_NAME: &str = "<stdin>";
 
 /// True for `*.test.yaml` / `*.test.yml`: policy test files, never policies.
 pub fn is_test_file(path: &Path) -> bool {

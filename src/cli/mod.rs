@@ -18,7 +18,6 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub use crate::report::DiagFormat;
-pub(crate) use inputs::STDIN_NAME;
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_FINDINGS: u8 = 1;

@@ -12,6 +12,9 @@ use serde_json::json;
 
 pub use failure::{Failure, InputError};
 
+/// The file name diagnostics carry for standard input.
+pub const STDIN_NAME: &str = "<stdin>";
+
 pub struct FileReport {
     pub path: String,
     pub diagnostics: Vec<Diagnostic>,

@@ -3,13 +3,13 @@
 //! policy; they live here, beside the kernel numbers they compare against,
 //! so the compiler, the enforcer's tests and the supervisor read one list.
 
+use super::TrappedCall;
 use super::numbers::{
     AF_NETLINK, AF_PACKET, CLONE_NEWTIME, FS_IOC_FSSETXATTR, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS,
     NAMESPACE_FLAGS, NETLINK_ROUTE, O_CREAT, O_TMPFILE_BIT, S_ISGID, S_ISUID,
     SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_SET_MODE_FILTER, SOCK_PACKET, SOCK_RAW,
     SOCK_TYPE_MASK, SOCKADDR_IN_LEN, TIOCLINUX, TIOCSTI,
 };
-use super::TrappedCall;
 use crate::bundle::{ArgCondition, ArgOp, DeniedSyscall, TrappedSyscall};
 
 /// The low 32 bits: an `int` argument, whatever the caller left above it.

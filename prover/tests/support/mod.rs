@@ -1,6 +1,9 @@
 //! Helpers shared by the prover's integration tests.
 
-#![allow(dead_code, reason = "each test binary uses a different part of the shared helpers")]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different part of the shared helpers"
+)]
 #![expect(
     clippy::unwrap_used,
     clippy::panic,
