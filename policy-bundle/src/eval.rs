@@ -3,9 +3,11 @@
 //! the proxy use. The prover is tested against it.
 
 mod graphql;
+mod reason;
 mod websocket;
 
 pub use graphql::GraphqlNote;
+pub use reason::Reason;
 pub use websocket::{DEFAULT_MESSAGE_LIMIT, WsClientMessage, WsRelay};
 use websocket::{WsAsk, WsContext};
 
@@ -69,7 +71,7 @@ pub struct Decision {
     pub route: Option<RouteKind>,
     pub rule: Option<Origin>,
     pub credential: Option<String>,
-    pub reason: String,
+    pub reason: Reason,
     /// The request target as the rules saw it: what the proxy forwards, so
     /// that what was checked is what the server gets. `None` when no
     /// inspected endpoint could read the target (or for a connection).
@@ -105,7 +107,7 @@ pub struct ConnectionDecision {
     /// L7 endpoints the connection's requests are checked against; empty
     /// when the connection is relayed uninspected.
     pub l7: Vec<u32>,
-    pub reason: String,
+    pub reason: Reason,
     /// For each matching route, the rules that granted it to this binary
     /// (route index, rule), in route order: what blame may name.
     pub grants: Vec<(u32, Origin)>,
@@ -222,7 +224,7 @@ impl Evaluator {
         addr: Option<IpAddr>,
         port: u16,
     ) -> ConnectionDecision {
-        let deny = |reason: String| ConnectionDecision {
+        let deny = |reason: Reason| ConnectionDecision {
             routes: Vec::new(),
             l7: Vec::new(),
             reason,
@@ -239,16 +241,18 @@ impl Evaluator {
             _ => (host.and_then(|h| normalize_host(h).ok()), addr),
         };
         if host.is_none() && addr.is_none() {
-            return deny(
-                "the destination has neither a valid host name nor an address".to_string(),
-            );
+            return deny(Reason::NoDestination);
         }
         let (identities, pin_mismatch) = self.identities_for(binary, sha256);
         if identities.is_empty() {
             let why = if pin_mismatch {
-                format!("`{binary}` does not have the SHA-256 its rules pin")
+                Reason::PinMismatch {
+                    binary: binary.to_string(),
+                }
             } else {
-                format!("no rule names the binary `{binary}`")
+                Reason::UnknownBinary {
+                    binary: binary.to_string(),
+                }
             };
             return deny(why);
         }
@@ -296,11 +300,13 @@ impl Evaluator {
             .unwrap_or_default();
         if matched.is_empty() {
             let reason = if internal_refused {
-                format!(
-                    "`{shown}` resolves to an internal address that no rule names explicitly (add it to the rule's `addresses`)"
-                )
+                Reason::InternalAddress { dest: shown }
             } else {
-                format!("no rule allows `{binary}` to reach `{shown}:{port}`")
+                Reason::NoRoute {
+                    binary: binary.to_string(),
+                    dest: shown,
+                    port,
+                }
             };
             return deny(reason);
         }
@@ -313,12 +319,11 @@ impl Evaluator {
             .collect();
         l7.sort_unstable();
         l7.dedup();
-        let reason = if l7.is_empty() {
-            format!("`{binary}` may connect to `{shown}:{port}` (relayed without inspection)")
-        } else {
-            format!(
-                "`{binary}` may connect to `{shown}:{port}`; its requests are checked by L7 rules"
-            )
+        let reason = Reason::Connect {
+            binary: binary.to_string(),
+            dest: shown,
+            port,
+            inspected: !l7.is_empty(),
         };
         ConnectionDecision {
             routes: matched,
@@ -466,10 +471,9 @@ impl Evaluator {
                 route: Some(RouteKind::L7),
                 rule: None,
                 credential: None,
-                reason: format!(
-                    "no websocket endpoint covers `{}`: upgrades are refused there",
-                    http.target
-                ),
+                reason: Reason::NoWebsocketEndpoint {
+                    target: http.target.clone(),
+                },
                 target: None,
                 rpc: None,
                 graphql: None,
@@ -481,7 +485,7 @@ impl Evaluator {
         };
         if up.decision == Verdict::Deny {
             return Decision {
-                reason: format!("the upgrade is refused: {}", up.reason),
+                reason: Reason::UpgradeRefused(Box::new(up.reason)),
                 credential: None,
                 ..up
             };
@@ -632,7 +636,7 @@ impl Evaluator {
         let mut denied_by: Option<Denial> = None;
         let mut allowed_by: Option<Allowance> = None;
         let mut refused: Option<Refusal> = None;
-        let mut unmatched: Option<(String, Note)> = None;
+        let mut unmatched: Option<(Reason, Note)> = None;
         let mut participating: Vec<(u32, Enforcement)> = Vec::new();
         let mut canon_error = None;
         let mut canonical_path = None;
@@ -727,14 +731,22 @@ impl Evaluator {
                 if denied_by.is_none()
                     && let Some(i) = find_rule(ep, &method, &canon.path, &params, true)
                 {
-                    let why = format!("{method} {} matches a deny rule", canon.path);
+                    let why = Reason::Rest {
+                        method: method.clone(),
+                        path: canon.path.clone(),
+                        deny: true,
+                    };
                     denied_by =
                         Some((e, Some(Rule::Rest(i)), ep.enforcement, why, Note::default()));
                 }
                 if allowed_by.is_none()
                     && let Some(i) = find_rule(ep, &method, &canon.path, &params, false)
                 {
-                    let why = format!("{method} {} matches an allow rule", canon.path);
+                    let why = Reason::Rest {
+                        method: method.clone(),
+                        path: canon.path.clone(),
+                        deny: false,
+                    };
                     allowed_by = Some((e, Some(Rule::Rest(i)), why, Note::default()));
                 }
             }
@@ -787,7 +799,7 @@ impl Evaluator {
             _ => self.credential_for(host, &method, canonical_path.as_deref()),
         };
         let mk =
-            |decision, rule, reason: String, credential: Option<String>, note: Note| Decision {
+            |decision, rule, reason: Reason, credential: Option<String>, note: Note| Decision {
                 decision,
                 route: Some(RouteKind::L7),
                 rule,
@@ -799,8 +811,11 @@ impl Evaluator {
             };
         if participating.is_empty() {
             let reason = match canon_error {
-                Some(e) => format!("request target `{target}` refused: {e}"),
-                None => format!("no inspected endpoint covers the path `{path}`"),
+                Some(error) => Reason::TargetRefused {
+                    target: target.to_string(),
+                    error,
+                },
+                None => Reason::NoEndpoint { path },
             };
             return mk(
                 Verdict::Deny,
@@ -842,7 +857,10 @@ impl Evaluator {
         let first = participating.first().map(|(e, _)| *e);
         let (why, note) = unmatched.unwrap_or_else(|| {
             (
-                format!("{method} {path} matches no allow rule"),
+                Reason::NoAllowRule {
+                    method: method.clone(),
+                    path: path.clone(),
+                },
                 Note::default(),
             )
         });
@@ -850,7 +868,7 @@ impl Evaluator {
             return mk(
                 Verdict::Audit,
                 first.and_then(endpoint_origin),
-                format!("{why}; the endpoint is in audit mode"),
+                Reason::Audit(Box::new(why)),
                 credential,
                 note,
             );
@@ -900,9 +918,9 @@ enum Ask<'a> {
     Message(WsClientMessage<'a>),
 }
 
-type Refusal = (u32, String, Note);
-type Denial = (u32, Option<Rule>, Enforcement, String, Note);
-type Allowance = (u32, Option<Rule>, String, Note);
+type Refusal = (u32, Reason, Note);
+type Denial = (u32, Option<Rule>, Enforcement, Reason, Note);
+type Allowance = (u32, Option<Rule>, Reason, Note);
 
 /// Keeps the first outcome of each kind, as endpoints are judged in turn.
 fn record(
@@ -912,20 +930,22 @@ fn record(
     refused: &mut Option<Refusal>,
     denied_by: &mut Option<Denial>,
     allowed_by: &mut Option<Allowance>,
-    unmatched: &mut Option<(String, Note)>,
+    unmatched: &mut Option<(Reason, Note)>,
 ) {
+    let body = |text: String, deny_rule: bool| Reason::Body { text, deny_rule };
     match outcome {
         BodyOutcome::Refused(why, note) => {
-            refused.get_or_insert((e, why, note));
+            refused.get_or_insert((e, body(why, false), note));
         }
         BodyOutcome::Denied(rule, why, note) => {
+            let why = body(why, rule.is_some());
             denied_by.get_or_insert((e, rule, enforcement, why, note));
         }
         BodyOutcome::Allowed(rule, why, note) => {
-            allowed_by.get_or_insert((e, rule, why, note));
+            allowed_by.get_or_insert((e, rule, body(why, false), note));
         }
         BodyOutcome::NoMatch(why, note) => {
-            unmatched.get_or_insert((why, note));
+            unmatched.get_or_insert((body(why, false), note));
         }
     }
 }

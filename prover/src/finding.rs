@@ -580,7 +580,7 @@ pub fn old_reason(d: &Decision, conn_allowed: bool) -> (String, Option<Loc>) {
     let at = d.rule.as_ref().map(Loc::of);
     let text = if !conn_allowed {
         format!("default deny: {}", d.reason)
-    } else if d.decision == Verdict::Deny && d.reason.contains("deny rule") {
+    } else if d.decision == Verdict::Deny && d.reason.by_deny_rule() {
         match &at {
             Some(l) => format!("a deny rule at {l}: {}", d.reason),
             None => format!("a deny rule: {}", d.reason),
@@ -593,7 +593,7 @@ pub fn old_reason(d: &Decision, conn_allowed: bool) -> (String, Option<Loc>) {
     } else {
         match &at {
             Some(l) => format!("allowed by the rule at {l}, but {}", d.reason),
-            None => d.reason.clone(),
+            None => d.reason.to_string(),
         }
     };
     (text, at)

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use enforcer::FingerprintCache;
 use policy_bundle::Dest;
 use policy_bundle::Via;
-use policy_bundle::eval::{ConnectionDecision, Evaluator};
+use policy_bundle::eval::{ConnectionDecision, Evaluator, Reason};
 
 use crate::attribution::{Attributed, Attribution};
 use crate::policy::{Active, Policy};
@@ -67,7 +67,7 @@ impl Decision {
         self.conn.allowed()
     }
 
-    fn refused(reason: String) -> Self {
+    fn refused(reason: Reason) -> Self {
         Self {
             conn: ConnectionDecision {
                 routes: Vec::new(),
@@ -239,13 +239,11 @@ impl Decider {
             }
             last = decision;
         }
-        let shown: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-        last.conn.reason = format!(
-            "{} (`{}` runs as the target of the link {} named in the policy)",
-            last.conn.reason,
-            binary.path,
-            shown.join(", ")
-        );
+        last.conn.reason = Reason::LinkTarget {
+            inner: Box::new(last.conn.reason),
+            binary: binary.path.clone(),
+            links: names.to_vec(),
+        };
         last
     }
 
@@ -288,9 +286,10 @@ impl Decider {
             .find(|n| n.name == host)
         {
             Some(named) => Self::named(active, binary, named, ip, port),
-            None => Decision::refused(format!(
-                "`{host}` was never given to the sandbox as a name of `{ip}`"
-            )),
+            None => Decision::refused(Reason::UnattributedName {
+                host: host.to_string(),
+                ip,
+            }),
         }
     }
 
@@ -332,10 +331,9 @@ impl Decider {
 
 fn deleted(binary: &Binary) -> Option<Decision> {
     binary.deleted.then(|| {
-        Decision::refused(format!(
-            "`{}` was deleted after it was executed; its path no longer identifies it",
-            binary.path
-        ))
+        Decision::refused(Reason::DeletedBinary {
+            binary: binary.path.clone(),
+        })
     })
 }
 
@@ -367,7 +365,11 @@ fn operator_named(
     conn.l7.sort_unstable();
     conn.l7.dedup();
     if conn.allowed() {
-        conn.reason = format!("{} (`{ip}` named for `{host}` by --resolve)", conn.reason);
+        conn.reason = Reason::Resolved {
+            inner: Box::new(conn.reason),
+            ip,
+            host: host.to_string(),
+        };
     }
     conn
 }

@@ -174,7 +174,7 @@ fn ip_connect(
         NetEvent {
             binary: Some(&binary.path),
             host: decision.host.as_deref(),
-            reason: &decision.conn.reason,
+            reason: &decision.conn.reason.to_string(),
             ..event("")
         },
     );

@@ -163,7 +163,7 @@ fn route(
             ip: Some(dst.ip()),
             port: Some(dst.port()),
             rule: decision.rule.as_deref(),
-            reason: &decision.conn.reason,
+            reason: &decision.conn.reason.to_string(),
             note: Some(RELAYED_AS_L4),
             ..NetEvent::default()
         });

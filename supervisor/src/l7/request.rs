@@ -422,7 +422,7 @@ pub(super) fn check(
             .path(path.clone())
     };
     if d.decision == Verdict::Deny {
-        return Err(refuse("policy_denied", d.reason));
+        return Err(refuse("policy_denied", d.reason.to_string()));
     }
     for name in found_placeholders(&active.credentials, headers, target) {
         if d.credential.as_deref() != Some(name) {
@@ -465,7 +465,7 @@ pub(super) fn check(
                 rpc: info.rpc,
                 graphql: info.graphql,
             },
-            &d.reason,
+            &d.reason.to_string(),
         );
     }
     // A target no endpoint could read was refused above, by the decision.

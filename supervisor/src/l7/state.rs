@@ -113,7 +113,7 @@ impl ConnState {
             );
             cur.generation = active.generation;
             if !d.allowed() {
-                cur.revoked = Some(d.conn.reason);
+                cur.revoked = Some(d.conn.reason.to_string());
             } else if d.conn.l7.is_empty() {
                 cur.revoked = Some(
                     "the reloaded policy relays this destination without inspection; reconnect"

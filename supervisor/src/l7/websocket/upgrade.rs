@@ -203,12 +203,13 @@ impl relay::Judge for MessageJudge {
         match d.decision {
             Verdict::Allow => Judged::Forward,
             Verdict::Audit => {
-                st.log_audit(&info, &d.reason);
+                st.log_audit(&info, &d.reason.to_string());
                 Judged::Forward
             }
             Verdict::Deny => {
-                st.log_http(&info, true, false, &d.reason, Some("policy_denied"));
-                Judged::Deny(d.reason)
+                let reason = d.reason.to_string();
+                st.log_http(&info, true, false, &reason, Some("policy_denied"));
+                Judged::Deny(reason)
             }
         }
     }

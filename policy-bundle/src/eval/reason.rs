@@ -1,0 +1,243 @@
+//! Why the evaluator decided as it did, as data: callers match on the
+//! variant (the prover tells a deny rule from a narrower pattern, the
+//! supervisor wraps a reason in what it did on top), and the prose is
+//! built only when a reason is shown or serialized. `Display` is the one
+//! place that prose lives; logs, reports and JSON all read it.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use serde::{Serialize, Serializer};
+
+/// One reason for a connection or request decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// The destination was neither a valid host name nor an address.
+    NoDestination,
+    /// Rules name the binary, but pin a SHA-256 it does not have.
+    PinMismatch { binary: String },
+    /// No rule names the binary.
+    UnknownBinary { binary: String },
+    /// The destination resolves to an internal address no rule names.
+    InternalAddress { dest: String },
+    /// No rule lets the binary reach the destination.
+    NoRoute {
+        binary: String,
+        dest: String,
+        port: u16,
+    },
+    /// Allowed and relayed at L4 (`inspected` false) or through the L7
+    /// proxy (`inspected` true).
+    Connect {
+        binary: String,
+        dest: String,
+        port: u16,
+        inspected: bool,
+    },
+    /// The request target could not be canonicalised.
+    TargetRefused { target: String, error: String },
+    /// No inspected endpoint of the connection covers the path.
+    NoEndpoint { path: String },
+    /// A REST deny (`deny` true) or allow rule matches.
+    Rest {
+        method: String,
+        path: String,
+        deny: bool,
+    },
+    /// No allow rule matches the request.
+    NoAllowRule { method: String, path: String },
+    /// The verdict of an endpoint that judges bodies or messages
+    /// (JSON-RPC, MCP, GraphQL, WebSocket): its prose is built where the
+    /// body is read. `deny_rule` says whether a deny rule matched.
+    Body { text: String, deny_rule: bool },
+    /// Let through because every endpoint involved is in audit mode.
+    Audit(Box<Reason>),
+    /// No websocket endpoint covers the target of an upgrade.
+    NoWebsocketEndpoint { target: String },
+    /// A message was judged on a connection whose upgrade is refused.
+    UpgradeRefused(Box<Reason>),
+    /// The supervisor attributed the address to the host because the
+    /// operator named it with `--resolve`.
+    Resolved {
+        inner: Box<Reason>,
+        ip: IpAddr,
+        host: String,
+    },
+    /// The binary was judged as the targets of the links that name it in
+    /// the policy.
+    LinkTarget {
+        inner: Box<Reason>,
+        binary: String,
+        links: Vec<String>,
+    },
+    /// The workload connected to a name the sandbox never gave it for the
+    /// address.
+    UnattributedName { host: String, ip: IpAddr },
+    /// The executable was deleted after it was executed.
+    DeletedBinary { binary: String },
+}
+
+impl Reason {
+    /// Whether a deny rule decided: the reason the old policy refused a
+    /// request differs from a pattern that was merely narrower.
+    #[must_use]
+    pub fn by_deny_rule(&self) -> bool {
+        match self {
+            Self::Rest { deny, .. } => *deny,
+            Self::Body { deny_rule, .. } => *deny_rule,
+            Self::Audit(inner) | Self::UpgradeRefused(inner) => inner.by_deny_rule(),
+            Self::Resolved { inner, .. } | Self::LinkTarget { inner, .. } => inner.by_deny_rule(),
+            _ => false,
+        }
+    }
+
+    /// Whether the rendered prose contains `pat`. Tests assert on the
+    /// words people read; code that acts on a reason matches the variant.
+    #[must_use]
+    pub fn contains(&self, pat: &str) -> bool {
+        self.to_string().contains(pat)
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoDestination => {
+                f.write_str("the destination has neither a valid host name nor an address")
+            }
+            Self::PinMismatch { binary } => {
+                write!(f, "`{binary}` does not have the SHA-256 its rules pin")
+            }
+            Self::UnknownBinary { binary } => write!(f, "no rule names the binary `{binary}`"),
+            Self::InternalAddress { dest } => write!(
+                f,
+                "`{dest}` resolves to an internal address that no rule names explicitly (add it to the rule's `addresses`)"
+            ),
+            Self::NoRoute { binary, dest, port } => {
+                write!(f, "no rule allows `{binary}` to reach `{dest}:{port}`")
+            }
+            Self::Connect {
+                binary,
+                dest,
+                port,
+                inspected: false,
+            } => write!(
+                f,
+                "`{binary}` may connect to `{dest}:{port}` (relayed without inspection)"
+            ),
+            Self::Connect {
+                binary,
+                dest,
+                port,
+                inspected: true,
+            } => write!(
+                f,
+                "`{binary}` may connect to `{dest}:{port}`; its requests are checked by L7 rules"
+            ),
+            Self::TargetRefused { target, error } => {
+                write!(f, "request target `{target}` refused: {error}")
+            }
+            Self::NoEndpoint { path } => {
+                write!(f, "no inspected endpoint covers the path `{path}`")
+            }
+            Self::Rest { method, path, deny } => {
+                let rule = if *deny {
+                    "a deny rule"
+                } else {
+                    "an allow rule"
+                };
+                write!(f, "{method} {path} matches {rule}")
+            }
+            Self::NoAllowRule { method, path } => {
+                write!(f, "{method} {path} matches no allow rule")
+            }
+            Self::Body { text, .. } => f.write_str(text),
+            Self::Audit(inner) => write!(f, "{inner}; the endpoint is in audit mode"),
+            Self::NoWebsocketEndpoint { target } => write!(
+                f,
+                "no websocket endpoint covers `{target}`: upgrades are refused there"
+            ),
+            Self::UpgradeRefused(inner) => write!(f, "the upgrade is refused: {inner}"),
+            Self::Resolved { inner, ip, host } => {
+                write!(f, "{inner} (`{ip}` named for `{host}` by --resolve)")
+            }
+            Self::LinkTarget {
+                inner,
+                binary,
+                links,
+            } => {
+                write!(f, "{inner} (`{binary}` runs as the target of the link ")?;
+                for (k, link) in links.iter().enumerate() {
+                    if k > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "`{link}`")?;
+                }
+                f.write_str(" named in the policy)")
+            }
+            Self::UnattributedName { host, ip } => {
+                write!(
+                    f,
+                    "`{host}` was never given to the sandbox as a name of `{ip}`"
+                )
+            }
+            Self::DeletedBinary { binary } => write!(
+                f,
+                "`{binary}` was deleted after it was executed; its path no longer identifies it"
+            ),
+        }
+    }
+}
+
+/// JSON carries the prose, as it always has.
+impl Serialize for Reason {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrappers_render_around_the_inner_reason() {
+        let inner = Reason::Rest {
+            method: "GET".into(),
+            path: "/a".into(),
+            deny: true,
+        };
+        assert_eq!(inner.to_string(), "GET /a matches a deny rule");
+        let up = Reason::UpgradeRefused(Box::new(inner.clone()));
+        assert_eq!(
+            up.to_string(),
+            "the upgrade is refused: GET /a matches a deny rule"
+        );
+        assert!(up.by_deny_rule());
+        let link = Reason::LinkTarget {
+            inner: Box::new(Reason::UnknownBinary {
+                binary: "/bin/x".into(),
+            }),
+            binary: "/bin/y".into(),
+            links: vec!["/bin/x".into(), "/usr/bin/x".into()],
+        };
+        assert_eq!(
+            link.to_string(),
+            "no rule names the binary `/bin/x` (`/bin/y` runs as the target of the link `/bin/x`, `/usr/bin/x` named in the policy)"
+        );
+        assert!(!link.by_deny_rule());
+    }
+
+    #[test]
+    fn serializes_as_its_prose() {
+        let r = Reason::Rest {
+            method: "POST".into(),
+            path: "/b".into(),
+            deny: false,
+        };
+        assert_eq!(
+            serde_json::to_string(&r).ok().as_deref(),
+            Some("\"POST /b matches an allow rule\"")
+        );
+    }
+}
