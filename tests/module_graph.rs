@@ -8,6 +8,13 @@
 //! its code (comments and `#[cfg(test)]` modules at the end of a file left
 //! out). Each path counts for the deepest module it names that is a file.
 
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "a test of the source tree fails loudly on what it cannot read"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -26,6 +26,8 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use policy_bundle::kernel::landlock::{Abi, FsRight};
+
 use crate::errno::Errno;
 use crate::sys;
 
@@ -37,54 +39,41 @@ const ACCESS_NET_CONNECT_TCP: u64 = 2;
 const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1;
 const SCOPE_SIGNAL: u64 = 2;
 /// First ABI with TCP port rules.
-const ABI_NET: u8 = 4;
+const ABI_NET: u8 = Abi::NET.0;
 /// First ABI with IPC scoping.
-const ABI_SCOPE: u8 = 6;
+const ABI_SCOPE: u8 = Abi::SCOPE.0;
 
 /// A set of Landlock filesystem rights (`LANDLOCK_ACCESS_FS_*`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct FsAccess(u64);
 
 /// Every known right with its name and the first ABI that has it.
-const RIGHTS: [(FsAccess, &str, u8); 16] = [
-    (FsAccess::EXECUTE, "execute", 1),
-    (FsAccess::WRITE_FILE, "write_file", 1),
-    (FsAccess::READ_FILE, "read_file", 1),
-    (FsAccess::READ_DIR, "read_dir", 1),
-    (FsAccess::REMOVE_DIR, "remove_dir", 1),
-    (FsAccess::REMOVE_FILE, "remove_file", 1),
-    (FsAccess::MAKE_CHAR, "make_char", 1),
-    (FsAccess::MAKE_DIR, "make_dir", 1),
-    (FsAccess::MAKE_REG, "make_reg", 1),
-    (FsAccess::MAKE_SOCK, "make_sock", 1),
-    (FsAccess::MAKE_FIFO, "make_fifo", 1),
-    (FsAccess::MAKE_BLOCK, "make_block", 1),
-    (FsAccess::MAKE_SYM, "make_sym", 1),
-    (FsAccess::REFER, "refer", 2),
-    (FsAccess::TRUNCATE, "truncate", 3),
-    (FsAccess::IOCTL_DEV, "ioctl_dev", 5),
-];
+fn rights() -> impl Iterator<Item = (FsAccess, &'static str, u8)> {
+    FsRight::ALL
+        .into_iter()
+        .map(|r| (FsAccess(r.bit()), r.name(), r.since().0))
+}
 
 impl FsAccess {
     pub const EMPTY: Self = Self(0);
-    pub const EXECUTE: Self = Self(1 << 0);
-    pub const WRITE_FILE: Self = Self(1 << 1);
-    pub const READ_FILE: Self = Self(1 << 2);
-    pub const READ_DIR: Self = Self(1 << 3);
-    pub const REMOVE_DIR: Self = Self(1 << 4);
-    pub const REMOVE_FILE: Self = Self(1 << 5);
-    pub const MAKE_CHAR: Self = Self(1 << 6);
-    pub const MAKE_DIR: Self = Self(1 << 7);
-    pub const MAKE_REG: Self = Self(1 << 8);
-    pub const MAKE_SOCK: Self = Self(1 << 9);
-    pub const MAKE_FIFO: Self = Self(1 << 10);
-    pub const MAKE_BLOCK: Self = Self(1 << 11);
-    pub const MAKE_SYM: Self = Self(1 << 12);
-    pub const REFER: Self = Self(1 << 13);
-    pub const TRUNCATE: Self = Self(1 << 14);
-    pub const IOCTL_DEV: Self = Self(1 << 15);
+    pub const EXECUTE: Self = Self(FsRight::Execute.bit());
+    pub const WRITE_FILE: Self = Self(FsRight::WriteFile.bit());
+    pub const READ_FILE: Self = Self(FsRight::ReadFile.bit());
+    pub const READ_DIR: Self = Self(FsRight::ReadDir.bit());
+    pub const REMOVE_DIR: Self = Self(FsRight::RemoveDir.bit());
+    pub const REMOVE_FILE: Self = Self(FsRight::RemoveFile.bit());
+    pub const MAKE_CHAR: Self = Self(FsRight::MakeChar.bit());
+    pub const MAKE_DIR: Self = Self(FsRight::MakeDir.bit());
+    pub const MAKE_REG: Self = Self(FsRight::MakeReg.bit());
+    pub const MAKE_SOCK: Self = Self(FsRight::MakeSock.bit());
+    pub const MAKE_FIFO: Self = Self(FsRight::MakeFifo.bit());
+    pub const MAKE_BLOCK: Self = Self(FsRight::MakeBlock.bit());
+    pub const MAKE_SYM: Self = Self(FsRight::MakeSym.bit());
+    pub const REFER: Self = Self(FsRight::Refer.bit());
+    pub const TRUNCATE: Self = Self(FsRight::Truncate.bit());
+    pub const IOCTL_DEV: Self = Self(FsRight::IoctlDev.bit());
     /// Every right this crate knows.
-    pub const ALL: Self = Self((1 << 16) - 1);
+    pub const ALL: Self = Self((1 << FsRight::ALL.len()) - 1);
     /// The rights that mean something on a non-directory; the kernel refuses
     /// a rule on a file that grants any other.
     pub const FILE: Self = Self(
@@ -141,10 +130,9 @@ impl FsAccess {
     /// empty set), so a policy can state which kernels it needs.
     #[must_use]
     pub fn min_abi(self) -> u8 {
-        RIGHTS
-            .iter()
+        rights()
             .filter(|(right, _, _)| self.contains(*right))
-            .map(|(_, _, abi)| *abi)
+            .map(|(_, _, abi)| abi)
             .max()
             .unwrap_or(1)
     }
@@ -152,27 +140,22 @@ impl FsAccess {
     /// Every right a kernel with this ABI can restrict.
     #[must_use]
     pub fn supported_by_abi(abi: u8) -> Self {
-        RIGHTS
-            .iter()
+        rights()
             .filter(|(_, _, min)| *min <= abi)
-            .fold(Self::EMPTY, |acc, (right, _, _)| acc.union(*right))
+            .fold(Self::EMPTY, |acc, (right, _, _)| acc.union(right))
     }
 
     /// The right called `name` (`read_file`, `make_dir`, ... as in the
     /// kernel's `LANDLOCK_ACCESS_FS_*` names, lowercase).
     #[must_use]
     pub fn from_name(name: &str) -> Option<Self> {
-        RIGHTS
-            .iter()
-            .find(|(_, n, _)| *n == name)
-            .map(|(right, _, _)| *right)
+        FsRight::from_name(name).map(|r| Self(r.bit()))
     }
 
     /// The single rights in the set, in bit order.
     pub fn iter(self) -> impl Iterator<Item = Self> {
-        RIGHTS
-            .iter()
-            .map(|(right, _, _)| *right)
+        rights()
+            .map(|(right, _, _)| right)
             .filter(move |right| self.contains(*right))
     }
 }
@@ -200,8 +183,8 @@ impl std::ops::BitAnd for FsAccess {
 impl fmt::Display for FsAccess {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        for (right, name, _) in &RIGHTS {
-            if self.contains(*right) {
+        for (right, name, _) in rights() {
+            if self.contains(right) {
                 if !first {
                     f.write_str("|")?;
                 }

@@ -49,57 +49,9 @@ pub struct Notif {
     pub instruction_pointer: u64,
 }
 
-/// The syscalls the product's filter sends to the supervisor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrappedCall {
-    Connect,
-    Sendto,
-    Sendmsg,
-    Sendmmsg,
-    /// `listen`: on an unbound IP socket it binds an ephemeral port on
-    /// every address, which Landlock's bind check never sees.
-    Listen,
-}
-
-impl TrappedCall {
-    /// Every call the supervisor answers. A bundle's notify list must name
-    /// only these: a trapped call nobody answers fails at run time with
-    /// `ENOSYS`, so the supervisor refuses such a bundle at load.
-    pub const ALL: [TrappedCall; 5] = [
-        TrappedCall::Connect,
-        TrappedCall::Sendto,
-        TrappedCall::Sendmsg,
-        TrappedCall::Sendmmsg,
-        TrappedCall::Listen,
-    ];
-
-    /// The name the bundle's notify list uses.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            TrappedCall::Connect => "connect",
-            TrappedCall::Sendto => "sendto",
-            TrappedCall::Sendmsg => "sendmsg",
-            TrappedCall::Sendmmsg => "sendmmsg",
-            TrappedCall::Listen => "listen",
-        }
-    }
-
-    #[must_use]
-    pub fn from_name(name: &str) -> Option<TrappedCall> {
-        TrappedCall::ALL.into_iter().find(|c| c.name() == name)
-    }
-
-    fn number(self) -> i64 {
-        match self {
-            TrappedCall::Connect => libc::SYS_connect,
-            TrappedCall::Sendto => libc::SYS_sendto,
-            TrappedCall::Sendmsg => libc::SYS_sendmsg,
-            TrappedCall::Sendmmsg => libc::SYS_sendmmsg,
-            TrappedCall::Listen => libc::SYS_listen,
-        }
-    }
-}
+/// The syscalls the product's filter sends to the supervisor; the list
+/// lives with the other kernel facts the bundle is built from.
+pub use policy_bundle::kernel::TrappedCall;
 
 impl Notif {
     /// Which trapped call this is, if it is one the product traps.
@@ -108,8 +60,7 @@ impl Notif {
         if self.arch != AUDIT_ARCH_X86_64 {
             return None;
         }
-        let nr = i64::from(self.syscall_nr);
-        TrappedCall::ALL.into_iter().find(|c| c.number() == nr)
+        TrappedCall::from_number(i64::from(self.syscall_nr))
     }
 }
 

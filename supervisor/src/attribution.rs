@@ -120,13 +120,6 @@ impl Attribution {
         out
     }
 
-    /// Whether the operator named `ip` for `name` with `--resolve`.
-    #[must_use]
-    pub fn operator_named(&self, name: &str, ip: IpAddr) -> bool {
-        self.operator_pairs
-            .contains(&(name.to_owned(), canonical_ip(ip)))
-    }
-
     /// The operator's addresses for `name`, for the DNS stub.
     #[must_use]
     pub fn operator_addrs(&self, name: &str) -> Vec<IpAddr> {
@@ -168,8 +161,6 @@ mod tests {
                 operator: true
             }]
         );
-        assert!(a.operator_named("local.test", ip("127.0.0.1")));
-        assert!(!a.operator_named("a.example", ip("93.184.216.34")));
         assert_eq!(a.operator_addrs("local.test"), [ip("127.0.0.1")]);
         assert!(a.names_for(ip("10.0.0.1")).is_empty());
     }

@@ -97,8 +97,6 @@ pub struct Credential {
     /// The secret, or why it could not be read.
     pub secret: Result<Secret, String>,
     pub placeholder: Option<String>,
-    /// The workload's variable that holds the placeholder.
-    pub placeholder_env: Option<String>,
     pub inject: Injection,
 }
 
@@ -126,7 +124,6 @@ impl CredentialSet {
                     .placeholder
                     .as_ref()
                     .map(|_| placeholders.get_or_make(&c.name)),
-                placeholder_env: c.placeholder.clone(),
                 inject: c.inject.clone(),
             })
             .collect();

@@ -155,11 +155,6 @@ impl Decider {
         &self.policy
     }
 
-    #[must_use]
-    pub fn attribution(&self) -> &Attribution {
-        &self.attribution
-    }
-
     /// Identifies the binary thread `tid` runs. The caller checks the
     /// notification is still valid afterwards.
     pub fn identify(&self, tid: u32) -> io::Result<Binary> {

@@ -18,13 +18,13 @@
 //!   └─ lifecycle: wait, --timeout, signals, kill what is left
 //! ```
 //!
-//! Modules, each small and named for its job: [`cli`] (arguments),
-//! [`run`] (one launch), [`tables`] (bundle → enforcer specs), [`workload`]
-//! (user, environment, program), [`broker`] (the notification loop and
-//! decisions), [`dns`] (the stub), [`attribution`] (name ↔ address memory),
-//! [`denylog`] (OCSF JSON lines), [`l7`] (the proxy), [`credentials`]
-//! (secrets and placeholders), [`policy`] (the bundle in force, swappable),
-//! [`reload`] (hot reload), [`gateway`] (bundles from the gateway), [`stdio`] (transcript), [`lifecycle`] (waiting
+//! Modules, each small and named for its job: `cli` (arguments),
+//! `run` (one launch), `tables` (bundle → enforcer specs), `workload`
+//! (user, environment, program), `broker` (the notification loop and
+//! decisions), `dns` (the stub), `attribution` (name ↔ address memory),
+//! `denylog` (OCSF JSON lines), `l7` (the proxy), `credentials`
+//! (secrets and placeholders), `policy` (the bundle in force, swappable),
+//! `reload` (hot reload), `gateway` (bundles from the gateway), `stdio` (transcript), `lifecycle` (waiting
 //! and cleanup).
 //!
 //! `docs/supervisor.md` is the operator's guide, `docs/proxy.md` the
@@ -33,26 +33,26 @@
 
 #![forbid(unsafe_code)]
 
-pub mod attribution;
-pub mod broker;
-pub mod cli;
-pub mod credentials;
-pub mod decide;
-pub mod denylog;
-pub mod dns;
-pub mod error;
-pub mod gateway;
-pub mod handoff;
-pub mod l7;
-pub mod lifecycle;
+mod attribution;
+mod broker;
+mod cli;
+mod credentials;
+mod decide;
+mod denylog;
+mod dns;
+mod error;
+mod gateway;
+mod handoff;
+mod l7;
+mod lifecycle;
 mod notes;
-pub mod policy;
-pub mod reload;
-pub mod run;
-pub mod state;
-pub mod stdio;
-pub mod tables;
-pub mod workload;
+mod policy;
+mod reload;
+mod run;
+mod state;
+mod stdio;
+mod tables;
+mod workload;
 pub mod writable;
 
 use std::process::ExitCode;

@@ -8,13 +8,14 @@ use enforcer::{
     ArgCond, ArgOp, Compat, DenyRule, Errno, FilterSpec, FsAccess, FsRule, NotifyRule, TrappedCall,
 };
 use policy_bundle::LandlockMode;
+use policy_bundle::kernel::landlock::Abi;
 use policy_bundle::{Bundle, LandlockTable, RightsAtAbi, SeccompTable};
 
 use crate::error::LaunchError;
 
 /// First Landlock ABI with TCP port rules and with IPC scoping.
-const ABI_NET: u8 = 4;
-const ABI_SCOPE: u8 = 6;
+const ABI_NET: u8 = Abi::NET.0;
+const ABI_SCOPE: u8 = Abi::SCOPE.0;
 /// Beyond this many ports a Landlock port list costs more at launch than
 /// it adds behind the broker (which decides every connect anyway).
 const MAX_PORT_RULES: u32 = 1024;

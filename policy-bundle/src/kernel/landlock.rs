@@ -110,7 +110,7 @@ impl FsRight {
 
     /// The kernel's bit for this right.
     #[must_use]
-    pub fn bit(self) -> u64 {
+    pub const fn bit(self) -> u64 {
         1 << (self as u32)
     }
 

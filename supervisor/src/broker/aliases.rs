@@ -75,9 +75,4 @@ impl Aliases {
     pub fn names_for(&self, path: &str) -> &[String] {
         self.by_target.get(path).map_or(&[], Vec::as_slice)
     }
-
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.by_target.is_empty()
-    }
 }

@@ -32,6 +32,10 @@ use enforcer::SocketInfo;
 
 /// Where the brokered connection goes.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per trapped call, built once and moved; boxing would only add an allocation"
+)]
 pub(super) enum Target {
     /// A route the bundle allows: the destination, or the L7 proxy.
     Route { binary: Binary, decision: Decision },
