@@ -128,10 +128,6 @@ pub fn or(parts: impl IntoIterator<Item = F>) -> F {
     }
 }
 
-pub fn implies(a: F, b: F) -> F {
-    or([not(a), b])
-}
-
 /// A named, shared sub-formula.
 #[derive(Debug, Clone)]
 pub struct Def {

@@ -22,30 +22,30 @@
 
 pub mod accepted;
 pub mod calls;
-pub mod domain;
-pub mod engine;
-pub mod error;
-pub mod fd;
-pub mod finding;
-pub mod formula;
-pub mod graphql;
-pub mod model;
+mod domain;
+mod engine;
+mod error;
+mod fd;
+mod finding;
+mod formula;
+mod graphql;
+mod model;
 #[cfg(feature = "z3")]
 pub mod oracle;
-pub mod query;
-pub mod region;
-pub mod registry;
+mod query;
+mod region;
+mod registry;
 mod registry_format;
-pub mod sandbox;
+mod sandbox;
 #[cfg(feature = "z3")]
-pub mod smt;
-pub mod solve;
+mod smt;
+mod solve;
 pub mod solver;
 pub mod strings;
-pub mod timing;
-pub mod weakened;
+mod timing;
+mod weakened;
 pub mod websocket;
-pub mod witness;
+mod witness;
 
 pub use engine::{Options, Report, Verdict, check, diff};
 pub use error::ProverError;
