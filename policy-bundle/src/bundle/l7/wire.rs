@@ -371,3 +371,48 @@ impl From<&L7Endpoint> for WireEndpoint {
         }
     }
 }
+
+/// The flat view, field by field, for readers that look across protocols
+/// (the prover's models, the proxy's logs): a protocol without such rules
+/// reads as having none.
+impl L7Endpoint {
+    pub fn allow(&self) -> &[Sourced<L7Matcher>] {
+        self.rest().map_or(&[], |r| &r.allow)
+    }
+
+    pub fn deny(&self) -> &[Sourced<L7Matcher>] {
+        self.rest().map_or(&[], |r| &r.deny)
+    }
+
+    pub fn rpc_allow(&self) -> &[Sourced<RpcMatcher>] {
+        self.rpc().map_or(&[], |r| &r.allow)
+    }
+
+    pub fn rpc_deny(&self) -> &[Sourced<RpcMatcher>] {
+        self.rpc().map_or(&[], |r| &r.deny)
+    }
+
+    pub fn graphql_allow(&self) -> &[Sourced<GraphqlRule>] {
+        self.graphql().map_or(&[], |g| &g.allow)
+    }
+
+    pub fn graphql_deny(&self) -> &[Sourced<GraphqlRule>] {
+        self.graphql().map_or(&[], |g| &g.deny)
+    }
+
+    pub fn persisted_queries(&self) -> &[PersistedQuery] {
+        self.graphql().map_or(&[], |g| &g.persisted_queries)
+    }
+
+    pub fn strict_tool_names(&self) -> bool {
+        self.rpc().is_none_or(|r| r.strict_tool_names)
+    }
+
+    pub fn all_mcp_methods(&self) -> bool {
+        self.rpc().is_some_and(|r| r.all_mcp_methods)
+    }
+
+    pub fn tools_narrowed(&self) -> bool {
+        self.rpc().is_some_and(RpcRules::tools_narrowed)
+    }
+}
