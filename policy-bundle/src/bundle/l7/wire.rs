@@ -416,3 +416,93 @@ impl L7Endpoint {
         self.rpc().is_some_and(RpcRules::tools_narrowed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHARED: &str =
+        r#""enforcement":"enforce","tls":"auto","path":null,"encoded_slash":false"#;
+
+    fn read(fields: &str) -> Result<L7Endpoint, String> {
+        serde_json::from_str(&format!("{{{SHARED},{fields}}}")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn fields_of_another_protocol_are_refused() {
+        let err =
+            read(r#""allow":[],"deny":[],"rpc_allow":[{"methods":"initialize"}]"#).unwrap_err();
+        assert!(
+            err.contains("protocol `rest` has `rpc_allow`, which only `json_rpc` and `mcp`"),
+            "{err}"
+        );
+        let err = read(
+            r#""allow":[{"methods":["GET"],"path":"/**","query":[]}],"deny":[],"protocol":"graphql""#,
+        )
+        .unwrap_err();
+        assert!(err.contains("protocol `graphql` has `allow`"), "{err}");
+        let err = read(r#""allow":[],"deny":[],"protocol":"json_rpc","all_mcp_methods":true"#)
+            .unwrap_err();
+        assert!(
+            err.contains("protocol `json_rpc` has `all_mcp_methods`"),
+            "{err}"
+        );
+        let err = read(r#""allow":[],"deny":[],"body_limit":10"#).unwrap_err();
+        assert!(err.contains("protocol `rest` has `body_limit`"), "{err}");
+    }
+
+    #[test]
+    fn each_protocol_reads_into_its_payload_and_writes_back_the_same_json() {
+        for fields in [
+            r#""allow":[{"methods":["GET"],"path":"/**","query":[]}],"deny":[]"#,
+            r#""allow":[],"deny":[],"protocol":"mcp","body_limit":10,"strict_tool_names":false,"all_mcp_methods":true,"rpc_deny":[{"methods":"tools/call"}]"#,
+            r#""allow":[],"deny":[],"protocol":"json_rpc","rpc_allow":[{"methods":"a.b"}]"#,
+            r#""allow":[],"deny":[],"protocol":"graphql","body_limit":99,"graphql_allow":[{"types":"query"}]"#,
+            r#""allow":[{"methods":["GET"],"path":"/ws","query":[]}],"deny":[],"protocol":"websocket","body_limit":5,"persisted_queries":[{"id":"x","type":"query"}]"#,
+        ] {
+            let ep = read(fields).unwrap();
+            let protocol = ep.protocol();
+            assert_eq!(
+                serde_json::to_string(&ep).unwrap(),
+                format!("{{{SHARED},{fields}}}"),
+                "{protocol:?}"
+            );
+        }
+        let ws = read(
+            r#""allow":[],"deny":[],"protocol":"websocket","graphql_deny":[{"types":"mutation"}]"#,
+        )
+        .unwrap();
+        assert!(ws.graphql_over_websocket());
+        assert!(matches!(ws.rules, L7Rules::Websocket(_)));
+    }
+
+    #[test]
+    fn origins_travel_with_the_rules_and_stay_out_of_equality() {
+        let mut ep = read(
+            r#""allow":[{"methods":["GET"],"path":"/a","query":[]},{"methods":["GET"],"path":"/b","query":[]}],"deny":[]"#,
+        )
+        .unwrap();
+        let plain = ep.clone();
+        let at = |line| Origin {
+            file: "p.policy".to_string(),
+            line,
+            column: 1,
+            rule: String::new(),
+        };
+        let prov = L7Provenance {
+            endpoint: vec![at(1), at(5)],
+            allow: vec![vec![at(2)], vec![at(6)]],
+            allow_within: vec![vec![0], vec![1]],
+            ..L7Provenance::default()
+        };
+        ep.attach_provenance(prov.clone());
+        assert_eq!(ep.allow().get(1).unwrap().origins, vec![at(6)]);
+        assert_eq!(ep.allow().get(1).unwrap().within, Some(vec![1]));
+        assert_eq!(ep.provenance(), prov);
+        assert_eq!(ep, plain);
+        assert_eq!(
+            serde_json::to_string(&ep).unwrap(),
+            serde_json::to_string(&plain).unwrap()
+        );
+    }
+}
