@@ -223,14 +223,11 @@ struct WireBundleRef<'a> {
     format_version: u32,
     digest: &'a str,
     enforcement: &'a Tables,
-    provenance: WireProvenance<
-        &'a str,
-        &'a [String],
-        &'a [Vec<Origin>],
-        &'a [Vec<Vec<Origin>>],
-        &'a [Origin],
-    >,
+    provenance: BorrowedProvenance<'a>,
 }
+
+type BorrowedProvenance<'a> =
+    WireProvenance<&'a str, &'a [String], &'a [Vec<Origin>], &'a [Vec<Vec<Origin>>], &'a [Origin]>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
