@@ -83,7 +83,7 @@ struct Size {
 fn size(bundle: &Bundle, bytes: usize) -> Size {
     let e = &bundle.enforcement;
     let endpoints = e.seccomp.routes.len();
-    let l7: usize = e.l7.iter().map(|x| x.allow.len() + x.deny.len()).sum();
+    let l7: usize = e.l7.iter().map(|x| x.allow().len() + x.deny().len()).sum();
     Size {
         rules: endpoints + l7 + e.landlock.paths.len(),
         endpoints,

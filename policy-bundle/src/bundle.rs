@@ -11,13 +11,12 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::matcher::{
-    AddrSet, GraphqlNameGlob, HostPattern, HttpPathGlob, MethodSet, OperationType,
-    OperationTypeSet, PortSet, QueryMatcher, RpcMethod, ToolSet,
-};
-use crate::vocab::{
-    BinaryRef, Dest, Enforcement, Injection, LandlockMode, Origin, SecretSource, TlsMode,
-};
+mod l7;
+
+pub use l7::*;
+
+use crate::matcher::{AddrSet, HostPattern, HttpPathGlob, MethodSet, PortSet};
+use crate::vocab::{BinaryRef, Dest, Injection, LandlockMode, Origin, SecretSource};
 
 /// The bundle format this build writes. Version 2 added JSON-RPC and MCP
 /// endpoints; every new field has a default that means what version 1
@@ -31,8 +30,10 @@ pub const FORMAT_VERSION: u32 = 2;
 /// The oldest bundle format this build reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Written and read through [`WireBundle`], which puts the L7 rules'
+/// origins in the provenance section.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "WireBundle")]
 pub struct Bundle {
     pub format_version: u32,
     /// `sha256:<hex>` of the canonical JSON of `enforcement`.
@@ -179,260 +180,6 @@ pub enum Via {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct L7Endpoint {
-    pub enforcement: Enforcement,
-    pub tls: TlsMode,
-    pub path: Option<HttpPathGlob>,
-    pub encoded_slash: bool,
-    /// REST rules (`http` endpoints only).
-    pub allow: Vec<L7Matcher>,
-    pub deny: Vec<L7Matcher>,
-    /// What the request bodies carry. Fields that only JSON-RPC and MCP
-    /// use are left out of a REST endpoint's JSON, so REST bundles keep
-    /// their digests.
-    #[serde(default, skip_serializing_if = "L7Protocol::is_rest")]
-    pub protocol: L7Protocol,
-    /// Bytes of body read for inspection; `None` is
-    /// [`crate::l7body::jsonrpc::DEFAULT_BODY_LIMIT`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body_limit: Option<u64>,
-    /// MCP: `tools/call` tool names must match `^[A-Za-z0-9_.-]{1,128}$`.
-    #[serde(default = "yes", skip_serializing_if = "is_true")]
-    pub strict_tool_names: bool,
-    /// MCP: the allow-all method profile (`all_mcp_methods`). Every call is
-    /// allowed at the method layer, except that `tools/call` is left to the
-    /// tool rules when an `rpc_allow` rule names tools; `rpc_deny` applies.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub all_mcp_methods: bool,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rpc_allow: Vec<RpcMatcher>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rpc_deny: Vec<RpcMatcher>,
-    /// GraphQL: every operation of a request must match one of these.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub graphql_allow: Vec<GraphqlRule>,
-    /// GraphQL: an operation matching one of these denies the request.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub graphql_deny: Vec<GraphqlRule>,
-    /// GraphQL: the trusted persisted-query registry. A request that sends
-    /// only a hash or saved-query id runs whatever the server stored under
-    /// it, so it is judged as the operation registered here; an id not
-    /// registered is denied (empty = every hash-only request is denied).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub persisted_queries: Vec<PersistedQuery>,
-}
-
-fn yes() -> bool {
-    true
-}
-
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
-fn is_true(b: &bool) -> bool {
-    *b
-}
-
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
-impl L7Endpoint {
-    /// Whether rules judge the request body, so the proxy must read it.
-    pub fn reads_body(&self) -> bool {
-        !matches!(self.protocol, L7Protocol::Rest | L7Protocol::Websocket)
-    }
-
-    /// A websocket endpoint with GraphQL rules or a registry: its client
-    /// text messages are GraphQL-over-WebSocket messages, judged by the
-    /// GraphQL rules and never by `WEBSOCKET_TEXT` allow rules.
-    pub fn graphql_over_websocket(&self) -> bool {
-        self.protocol == L7Protocol::Websocket
-            && !(self.graphql_allow.is_empty()
-                && self.graphql_deny.is_empty()
-                && self.persisted_queries.is_empty())
-    }
-
-    /// The body limit in effect, in bytes.
-    pub fn effective_body_limit(&self) -> usize {
-        let default = match self.protocol {
-            L7Protocol::Graphql => crate::l7body::graphql::DEFAULT_BODY_LIMIT,
-            L7Protocol::Websocket => crate::eval::DEFAULT_MESSAGE_LIMIT,
-            _ => crate::l7body::jsonrpc::DEFAULT_BODY_LIMIT,
-        };
-        self.body_limit
-            .map_or(default, |n| usize::try_from(n).unwrap_or(usize::MAX))
-    }
-
-    /// The registered persisted query with this hash or saved-query id.
-    pub fn persisted_query(&self, id: &str) -> Option<&PersistedQuery> {
-        self.persisted_queries.iter().find(|q| q.id == id)
-    }
-
-    /// MCP with an `rpc_allow` rule that names tools: `tools/call` is then
-    /// allowed by tool rules only, never by the method profile.
-    pub fn tools_narrowed(&self) -> bool {
-        self.rpc_allow.iter().any(|r| r.tools.is_some())
-    }
-}
-
-/// The protocol an L7 endpoint inspects.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum L7Protocol {
-    /// HTTP method, path and query.
-    #[default]
-    Rest,
-    /// Generic JSON-RPC 2.0 over HTTP POST: methods only.
-    JsonRpc,
-    /// MCP Streamable HTTP: methods, and tools of `tools/call`.
-    Mcp,
-    /// GraphQL over HTTP (GET and POST): operation types, operation names
-    /// and root fields.
-    Graphql,
-    /// WebSocket: the RFC 6455 upgrade `GET` and each client text message
-    /// (`WEBSOCKET_TEXT`) by the REST rules, or by the GraphQL rules when
-    /// the endpoint has any (GraphQL over WebSocket).
-    Websocket,
-}
-
-impl L7Protocol {
-    #[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
-    pub fn is_rest(&self) -> bool {
-        *self == Self::Rest
-    }
-
-    /// The word policies use for it.
-    pub fn keyword(self) -> &'static str {
-        match self {
-            Self::Rest => "http",
-            Self::JsonRpc => "json-rpc",
-            Self::Mcp => "mcp",
-            Self::Graphql => "graphql",
-            Self::Websocket => "websocket",
-        }
-    }
-}
-
-/// One JSON-RPC rule: calls whose method matches and, when `tools` is set,
-/// whose tool (`params.name` of an MCP `tools/call`) matches too. A call
-/// without a tool never matches a rule with `tools`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RpcMatcher {
-    pub methods: RpcMethod,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<ToolSet>,
-}
-
-impl RpcMatcher {
-    /// Whether a call matches.
-    pub fn matches(&self, method: &str, tool: Option<&str>) -> bool {
-        self.methods.matches(method)
-            && match &self.tools {
-                None => true,
-                Some(set) => tool.is_some_and(|t| set.matches(t)),
-            }
-    }
-}
-
-/// One GraphQL rule. An allow rule matches an operation whose type is in
-/// `types`, whose name matches `name` (an anonymous operation is named
-/// `""`) and each of whose root fields matches one of `fields`; a deny rule
-/// matches when type and name match and any root field matches one of
-/// `fields`. `None` means any name, any fields.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GraphqlRule {
-    pub types: OperationTypeSet,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<GraphqlNameGlob>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fields: Option<Vec<GraphqlNameGlob>>,
-}
-
-impl GraphqlRule {
-    /// Whether type and name match, fields aside.
-    pub fn type_and_name(&self, kind: OperationType, name: Option<&str>) -> bool {
-        self.types.contains(kind)
-            && self
-                .name
-                .as_ref()
-                .is_none_or(|g| g.matches_operation_name(name))
-    }
-
-    /// As an allow rule: `fields` is `None` when the root fields are not
-    /// known (a registered persisted query that lists none), which only a
-    /// rule without field patterns admits. An operation without root
-    /// fields never meets a rule with field patterns, as in OpenShell.
-    pub fn allows(
-        &self,
-        kind: OperationType,
-        name: Option<&str>,
-        fields: Option<&[String]>,
-    ) -> bool {
-        self.type_and_name(kind, name)
-            && match (&self.fields, fields) {
-                (None, _) => true,
-                (Some(_), None) => false,
-                (Some(globs), Some(fields)) => {
-                    !fields.is_empty() && fields.iter().all(|f| globs.iter().any(|g| g.matches(f)))
-                }
-            }
-    }
-
-    /// As a deny rule: the first root field a field pattern matches, or
-    /// `Some(None)` when the rule matches without naming a field. Unknown
-    /// fields (`None`) may be any field, so every field pattern is taken
-    /// to match them: OpenShell lets such an operation pass field deny
-    /// rules, which a registry entry without `fields` must not buy.
-    pub fn denies<'a>(
-        &self,
-        kind: OperationType,
-        name: Option<&str>,
-        fields: Option<&'a [String]>,
-    ) -> Option<Option<&'a str>> {
-        if !self.type_and_name(kind, name) {
-            return None;
-        }
-        match (&self.fields, fields) {
-            (None, _) | (Some(_), None) => Some(None),
-            (Some(globs), Some(fields)) => fields
-                .iter()
-                .find(|f| globs.iter().any(|g| g.matches(f)))
-                .map(|f| Some(f.as_str())),
-        }
-    }
-}
-
-/// A registry entry: what the server runs for a hash-only request with this
-/// id. `name` and `fields` are GraphQL names, not patterns; `fields: None`
-/// means the root fields are not known.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PersistedQuery {
-    /// The `sha256Hash` of an automatic persisted query, or a saved-query
-    /// id (`id`, `documentId`, `queryId`), exactly as the client sends it.
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: OperationType,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fields: Option<Vec<String>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct L7Matcher {
-    pub methods: MethodSet,
-    pub path: HttpPathGlob,
-    pub query: Vec<QueryMatcher>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CredentialBinding {
     pub name: String,
     pub source: SecretSource,
@@ -453,9 +200,9 @@ pub struct SecretEntry {
 
 /// Where each piece of the enforcement content came from. Lists run
 /// parallel to the enforcement lists; a route or rule written several times
-/// keeps every origin.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// keeps every origin. The L7 rules carry their origins themselves
+/// ([`Sourced`]); the bundle's JSON writes them here, as `l7`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Provenance {
     pub policy: String,
     pub files: Vec<String>,
@@ -463,52 +210,107 @@ pub struct Provenance {
     /// Parallel to each identity's `routes`: the rules that gave that binary
     /// that route. Routes are shared by content across rules written for
     /// different binaries, so blame has to start from the binary.
-    #[serde(default)]
     pub identities: Vec<Vec<Vec<Origin>>>,
-    pub l7: Vec<L7Provenance>,
     pub credentials: Vec<Origin>,
     pub secrets: Vec<Origin>,
     pub fs: Vec<Origin>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The bundle's JSON: the provenance section with the L7 origins taken
+/// from the endpoints' rules.
+#[derive(Serialize)]
+struct WireBundleRef<'a> {
+    format_version: u32,
+    digest: &'a str,
+    enforcement: &'a Tables,
+    provenance: BorrowedProvenance<'a>,
+}
+
+type BorrowedProvenance<'a> =
+    WireProvenance<&'a str, &'a [String], &'a [Vec<Origin>], &'a [Vec<Vec<Origin>>], &'a [Origin]>;
+
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct L7Provenance {
-    pub endpoint: Vec<Origin>,
-    pub allow: Vec<Vec<Origin>>,
-    pub deny: Vec<Vec<Origin>>,
-    /// Parallel to `allow`: for each origin, the index in `endpoint` of the
-    /// rule it was written in. An endpoint's content is shared by rules for
-    /// other binaries and hosts; blame keeps only the ones that applied.
+struct WireBundle {
+    format_version: u32,
+    digest: String,
+    enforcement: Tables,
+    provenance: OwnedProvenance,
+}
+
+type OwnedProvenance =
+    WireProvenance<String, Vec<String>, Vec<Vec<Origin>>, Vec<Vec<Vec<Origin>>>, Vec<Origin>>;
+
+/// The provenance section, owned for reading and borrowed for writing.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireProvenance<S, F, R, I, O> {
+    policy: S,
+    files: F,
+    routes: R,
     #[serde(default)]
-    pub allow_within: Vec<Vec<u32>>,
-    /// Parallel to `deny`, as `allow_within`.
-    #[serde(default)]
-    pub deny_within: Vec<Vec<u32>>,
-    /// Parallel to the endpoint's `rpc_allow`, as `allow`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rpc_allow: Vec<Vec<Origin>>,
-    /// Parallel to the endpoint's `rpc_deny`, as `deny`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rpc_deny: Vec<Vec<Origin>>,
-    /// Parallel to `rpc_allow`, as `allow_within`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rpc_allow_within: Vec<Vec<u32>>,
-    /// Parallel to `rpc_deny`, as `allow_within`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rpc_deny_within: Vec<Vec<u32>>,
-    /// Parallel to the endpoint's `graphql_allow`, as `allow`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub graphql_allow: Vec<Vec<Origin>>,
-    /// Parallel to the endpoint's `graphql_deny`, as `deny`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub graphql_deny: Vec<Vec<Origin>>,
-    /// Parallel to `graphql_allow`, as `allow_within`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub graphql_allow_within: Vec<Vec<u32>>,
-    /// Parallel to `graphql_deny`, as `allow_within`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub graphql_deny_within: Vec<Vec<u32>>,
+    identities: I,
+    l7: Vec<L7Provenance>,
+    credentials: O,
+    secrets: O,
+    fs: O,
+}
+
+impl From<WireBundle> for Bundle {
+    fn from(w: WireBundle) -> Self {
+        let (enforcement, provenance) = join_provenance(w.enforcement, w.provenance);
+        Bundle {
+            format_version: w.format_version,
+            digest: w.digest,
+            enforcement,
+            provenance,
+        }
+    }
+}
+
+/// Hands each L7 endpoint its origins; endpoints beyond the provenance
+/// list (older or hand-made bundles) keep none.
+fn join_provenance(mut tables: Tables, p: OwnedProvenance) -> (Tables, Provenance) {
+    for (ep, l7) in tables.l7.iter_mut().zip(p.l7) {
+        ep.attach_provenance(l7);
+    }
+    let provenance = Provenance {
+        policy: p.policy,
+        files: p.files,
+        routes: p.routes,
+        identities: p.identities,
+        credentials: p.credentials,
+        secrets: p.secrets,
+        fs: p.fs,
+    };
+    (tables, provenance)
+}
+
+impl Serialize for Bundle {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let p = &self.provenance;
+        WireBundleRef {
+            format_version: self.format_version,
+            digest: &self.digest,
+            enforcement: &self.enforcement,
+            provenance: WireProvenance {
+                policy: &p.policy,
+                files: &p.files,
+                routes: &p.routes,
+                identities: &p.identities,
+                l7: self
+                    .enforcement
+                    .l7
+                    .iter()
+                    .map(L7Endpoint::provenance)
+                    .collect(),
+                credentials: &p.credentials,
+                secrets: &p.secrets,
+                fs: &p.fs,
+            },
+        }
+        .serialize(s)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -639,8 +441,9 @@ impl Bundle {
         }
         let enforcement: Tables = serde_json::from_str(raw.enforcement.get())
             .map_err(|e| BundleError::Schema(e.to_string()))?;
-        let provenance: Provenance = serde_json::from_str(raw.provenance.get())
+        let provenance: OwnedProvenance = serde_json::from_str(raw.provenance.get())
             .map_err(|e| BundleError::Schema(e.to_string()))?;
+        let (enforcement, provenance) = join_provenance(enforcement, provenance);
         Ok(Bundle {
             format_version: raw.format_version,
             digest: raw.digest,

@@ -16,7 +16,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::bundle::{Bundle, L7Endpoint, L7Protocol, Route, Via};
+use crate::bundle::{Bundle, L7Endpoint, L7Protocol, L7Rules, RestRules, Route, RpcRules, Via};
 use crate::l7body::graphql::DocumentCache;
 use crate::l7body::jsonrpc::{RpcBody, RpcCall, RpcDialect, parse_rpc_body};
 use crate::matcher::net::is_metadata_host;
@@ -576,7 +576,7 @@ impl Evaluator {
         conn.l7
             .iter()
             .filter_map(|&e| tables.l7.get(e as usize))
-            .filter(|ep| ep.protocol == L7Protocol::Websocket)
+            .filter(|ep| ep.protocol() == L7Protocol::Websocket)
             .filter(|ep| {
                 canonicalize_path(target, ep.encoded_slash)
                     .is_ok_and(|c| ep.path.as_ref().is_none_or(|p| p.matches(&c.path)))
@@ -647,7 +647,7 @@ impl Evaluator {
             let Some(ep) = tables.l7.get(e as usize) else {
                 continue;
             };
-            if upgraded && ep.protocol != L7Protocol::Websocket {
+            if upgraded && ep.protocol() != L7Protocol::Websocket {
                 continue;
             }
             let canon = match canonicalize_path(target, ep.encoded_slash) {
@@ -670,7 +670,7 @@ impl Evaluator {
                 }
             };
             participating.push((e, ep.enforcement));
-            let ws_outcome = (ep.protocol == L7Protocol::Websocket).then(|| {
+            let ws_outcome = ep.websocket().map(|ws| {
                 let ws_ask = match ask {
                     Ask::Http(_) => WsAsk::Request,
                     Ask::Upgrade => WsAsk::Upgrade,
@@ -687,7 +687,7 @@ impl Evaluator {
                     })
                 });
                 websocket::judge_websocket(
-                    ep,
+                    ws,
                     ws_ask,
                     &WsContext {
                         method: &method,
@@ -701,21 +701,20 @@ impl Evaluator {
                 )
             });
             let outcome = ws_outcome.or_else(|| {
-                ep.reads_body().then(|| {
-                    let what = format!("{method} {}", canon.path);
-                    let body = body.unwrap_or_default();
-                    match ep.protocol {
-                        L7Protocol::Graphql => graphql::judge_graphql(
-                            ep,
-                            &method,
-                            canon.query.as_deref(),
-                            &what,
-                            body,
-                            &self.graphql_cache,
-                        ),
-                        _ => judge_rpc(ep, &method, &what, body),
-                    }
-                })
+                let what = format!("{method} {}", canon.path);
+                let body = body.unwrap_or_default();
+                match &ep.rules {
+                    L7Rules::Graphql(g) => Some(graphql::judge_graphql(
+                        g,
+                        &method,
+                        canon.query.as_deref(),
+                        &what,
+                        body,
+                        &self.graphql_cache,
+                    )),
+                    L7Rules::Rpc(r) => Some(judge_rpc(r, &method, &what, body)),
+                    L7Rules::Rest(_) | L7Rules::Websocket(_) => None,
+                }
             });
             if let Some(outcome) = outcome {
                 record(
@@ -728,8 +727,10 @@ impl Evaluator {
                     &mut unmatched,
                 );
             } else {
+                let rest = ep.rest();
                 if denied_by.is_none()
-                    && let Some(i) = find_rule(ep, &method, &canon.path, &params, true)
+                    && let Some(i) =
+                        rest.and_then(|r| find_rule(r, &method, &canon.path, &params, true))
                 {
                     let why = Reason::Rest {
                         method: method.clone(),
@@ -740,7 +741,8 @@ impl Evaluator {
                         Some((e, Some(Rule::Rest(i)), ep.enforcement, why, Note::default()));
                 }
                 if allowed_by.is_none()
-                    && let Some(i) = find_rule(ep, &method, &canon.path, &params, false)
+                    && let Some(i) =
+                        rest.and_then(|r| find_rule(r, &method, &canon.path, &params, false))
                 {
                     let why = Reason::Rest {
                         method: method.clone(),
@@ -752,25 +754,19 @@ impl Evaluator {
             }
             canonical_path.get_or_insert(canon.path);
         }
-        let prov = &self.bundle.provenance.l7;
         // An endpoint's rules are shared by every policy rule with the same
         // content; blame names one written for this binary and destination.
         let rule_origin = |e: u32, rule: Rule, deny: bool| {
-            let p = prov.get(e as usize)?;
-            let (origins, within) = match (rule, deny) {
-                (Rule::Rest(i), true) => (p.deny.get(i)?, p.deny_within.get(i)),
-                (Rule::Rest(i), false) => (p.allow.get(i)?, p.allow_within.get(i)),
-                (Rule::Rpc(i), true) => (p.rpc_deny.get(i)?, p.rpc_deny_within.get(i)),
-                (Rule::Rpc(i), false) => (p.rpc_allow.get(i)?, p.rpc_allow_within.get(i)),
-                (Rule::Graphql(i), true) => (p.graphql_deny.get(i)?, p.graphql_deny_within.get(i)),
-                (Rule::Graphql(i), false) => {
-                    (p.graphql_allow.get(i)?, p.graphql_allow_within.get(i))
-                }
+            let ep = tables.l7.get(e as usize)?;
+            let (origins, within) = match rule {
+                Rule::Rest(i) => ep.rest().and_then(|r| r.rule(deny, i))?.sources(),
+                Rule::Rpc(i) => ep.rpc().and_then(|r| r.rule(deny, i))?.sources(),
+                Rule::Graphql(i) => ep.graphql().and_then(|r| r.rule(deny, i))?.sources(),
             };
             let granted = self.l7_grants(conn, e);
             let applies = |k: usize| {
                 let at = within.and_then(|w| w.get(k))?;
-                let endpoint = p.endpoint.get(*at as usize)?;
+                let endpoint = ep.origins.get(*at as usize)?;
                 granted.contains(&endpoint).then_some(())
             };
             origins
@@ -783,11 +779,11 @@ impl Evaluator {
         };
         let endpoint_origin = |e: u32| {
             let granted = self.l7_grants(conn, e);
-            let p = prov.get(e as usize)?;
-            p.endpoint
+            let ep = tables.l7.get(e as usize)?;
+            ep.origins
                 .iter()
                 .find(|o| granted.contains(o))
-                .or_else(|| granted.is_empty().then(|| p.endpoint.first()).flatten())
+                .or_else(|| granted.is_empty().then(|| ep.origins.first()).flatten())
                 .cloned()
         };
         let path = canonical_path.clone().unwrap_or_else(|| target.to_string());
@@ -1011,7 +1007,7 @@ fn describe(call: &RpcCall, index: usize, body: &RpcBody) -> String {
     out
 }
 
-fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> BodyOutcome {
+fn judge_rpc(ep: &RpcRules, method: &str, what: &str, body: &[u8]) -> BodyOutcome {
     let limit = ep.effective_body_limit();
     if body.len() > limit {
         return BodyOutcome::Refused(
@@ -1022,10 +1018,7 @@ fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> BodyOutc
             Note::default(),
         );
     }
-    let dialect = match ep.protocol {
-        L7Protocol::Mcp => RpcDialect::Mcp,
-        _ => RpcDialect::JsonRpc,
-    };
+    let dialect = ep.dialect;
     if dialect == RpcDialect::Mcp && method == "GET" && body.is_empty() {
         return BodyOutcome::Allowed(
             None,
@@ -1064,7 +1057,7 @@ fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> BodyOutc
     }
     for (k, call) in parsed.calls.iter().enumerate() {
         if let Some(i) = ep
-            .rpc_deny
+            .deny
             .iter()
             .position(|r| r.matches(&call.method, call.tool.as_deref()))
         {
@@ -1078,7 +1071,7 @@ fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> BodyOutc
     let mut first_rule = None;
     for (k, call) in parsed.calls.iter().enumerate() {
         let rule = ep
-            .rpc_allow
+            .allow
             .iter()
             .position(|r| r.matches(&call.method, call.tool.as_deref()));
         let by_profile = ep.all_mcp_methods
@@ -1106,24 +1099,13 @@ fn judge_rpc(ep: &L7Endpoint, method: &str, what: &str, body: &[u8]) -> BodyOutc
 }
 
 fn find_rule(
-    ep: &L7Endpoint,
+    rules: &RestRules,
     method: &str,
     path: &str,
     params: &[(String, String)],
     deny: bool,
 ) -> Option<usize> {
-    let rules = if deny { &ep.deny } else { &ep.allow };
-    rules.iter().position(|m| {
-        m.methods.contains(method)
-            && m.path.matches(path)
-            && m.query.iter().all(|q| {
-                if deny {
-                    q.denies(params)
-                } else {
-                    q.allows(params)
-                }
-            })
-    })
+    rules.find(method, path, params, deny)
 }
 
 enum Applies {

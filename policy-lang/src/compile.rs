@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use policy_bundle::kernel::landlock::{Abi, FsRight};
 use policy_bundle::kernel::{deny_list, notify_list};
+use policy_bundle::l7body::jsonrpc::RpcDialect;
 use policy_bundle::matcher::{HostPattern, PortSet};
 use policy_bundle::*;
 
@@ -29,8 +30,7 @@ pub fn compile(policy: &Policy) -> Bundle {
         .collect();
     prov.files = files.into_iter().collect();
 
-    let (l7, l7_prov, l7_index) = l7_endpoints(policy);
-    prov.l7 = l7_prov;
+    let (l7, l7_index) = l7_endpoints(policy);
     let (routes, route_prov, identities, identity_prov) = routes(policy, &l7_index);
     prov.routes = route_prov;
     prov.identities = identity_prov;
@@ -123,9 +123,10 @@ fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
     v
 }
 
-/// Build the L7 endpoint table, de-duplicated by content. Returns the table,
-/// its provenance, and for each IR endpoint its L7 index (if inspected).
-fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Option<u32>>) {
+/// Build the L7 endpoint table, de-duplicated by content, each rule with
+/// its origins. Returns the table and for each IR endpoint its L7 index
+/// (if inspected).
+fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<Option<u32>>) {
     // Merge rules by content within each endpoint, keeping every origin.
     let mut by_content: BTreeMap<L7Endpoint, L7Provenance> = BTreeMap::new();
     let mut keys: Vec<Option<L7Endpoint>> = Vec::new();
@@ -144,22 +145,46 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
         let (rpc_deny, rpc_deny_prov) = merge_rpc_rules(&h.rpc_deny);
         let (graphql_allow, graphql_allow_prov) = merge_graphql_rules(&h.graphql_allow);
         let (graphql_deny, graphql_deny_prov) = merge_graphql_rules(&h.graphql_deny);
+        let rest = RestRules {
+            allow: sourced(allow),
+            deny: sourced(deny),
+        };
+        let ops = GraphqlOps {
+            allow: sourced(graphql_allow),
+            deny: sourced(graphql_deny),
+            persisted_queries: sorted(h.persisted.clone()),
+        };
+        let rpc = |dialect| RpcRules {
+            dialect,
+            allow: sourced(rpc_allow.clone()),
+            deny: sourced(rpc_deny.clone()),
+            body_limit: h.body_limit,
+            strict_tool_names: h.strict_tool_names,
+            all_mcp_methods: h.all_mcp_methods,
+        };
+        // Resolution has refused rules of other protocols, so only the
+        // endpoint's own protocol has any to carry.
+        let rules = match h.protocol {
+            L7Protocol::Rest => L7Rules::Rest(rest),
+            L7Protocol::JsonRpc => L7Rules::Rpc(rpc(RpcDialect::JsonRpc)),
+            L7Protocol::Mcp => L7Rules::Rpc(rpc(RpcDialect::Mcp)),
+            L7Protocol::Graphql => L7Rules::Graphql(GraphqlRules {
+                ops,
+                body_limit: h.body_limit,
+            }),
+            L7Protocol::Websocket => L7Rules::Websocket(WsRules {
+                rest,
+                graphql: ops,
+                message_limit: h.body_limit,
+            }),
+        };
         let key = L7Endpoint {
             enforcement: h.enforcement,
             tls: h.tls,
             path: h.path.clone(),
             encoded_slash: h.encoded_slash,
-            allow,
-            deny,
-            protocol: h.protocol,
-            body_limit: h.body_limit,
-            strict_tool_names: h.strict_tool_names,
-            all_mcp_methods: h.all_mcp_methods,
-            rpc_allow,
-            rpc_deny,
-            graphql_allow,
-            graphql_deny,
-            persisted_queries: sorted(h.persisted.clone()),
+            rules,
+            origins: Vec::new(),
         };
         let entry = by_content
             .entry(key.clone())
@@ -222,8 +247,18 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<L7Provenance>, Vec<Opt
         .iter()
         .map(|k| k.as_ref().and_then(|k| index.get(k).copied()))
         .collect();
-    let (table, prov): (Vec<_>, Vec<_>) = by_content.into_iter().unzip();
-    (table, prov, ids)
+    let table = by_content
+        .into_iter()
+        .map(|(mut ep, prov)| {
+            ep.attach_provenance(prov);
+            ep
+        })
+        .collect();
+    (table, ids)
+}
+
+fn sourced<T>(rules: Vec<T>) -> Vec<Sourced<T>> {
+    rules.into_iter().map(Sourced::new).collect()
 }
 
 /// Add one IR endpoint's rule origins to the provenance lists of the

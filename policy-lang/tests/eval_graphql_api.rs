@@ -7,7 +7,7 @@
 
 use policy_bundle::eval::{Decision, Evaluator, Verdict};
 use policy_bundle::matcher::{GraphqlNameGlob, OperationType, OperationTypeSet};
-use policy_bundle::{Bundle, GraphqlRule, L7Endpoint, L7Protocol, PersistedQuery};
+use policy_bundle::{Bundle, GraphqlRule, L7Endpoint, L7Protocol, PersistedQuery, WireEndpoint};
 use policy_lang::load;
 
 const HOST: &str = "api.example.com";
@@ -38,11 +38,11 @@ fn rule(types: &str, name: Option<&str>, fields: Option<&[&str]>) -> GraphqlRule
 
 /// The `/graphql` endpoint turned into a GraphQL endpoint by `edit`; the
 /// second endpoint (REST, `GET /**`) stays beside it.
-fn evaluator(edit: impl FnOnce(&mut L7Endpoint)) -> Evaluator {
+fn evaluator(edit: impl FnOnce(&mut WireEndpoint)) -> Evaluator {
     evaluator_in(bundle(), edit)
 }
 
-fn evaluator_in(mut b: Bundle, edit: impl FnOnce(&mut L7Endpoint)) -> Evaluator {
+fn evaluator_in(mut b: Bundle, edit: impl FnOnce(&mut WireEndpoint)) -> Evaluator {
     let at = b
         .enforcement
         .l7
@@ -50,12 +50,16 @@ fn evaluator_in(mut b: Bundle, edit: impl FnOnce(&mut L7Endpoint)) -> Evaluator 
         .position(|ep| ep.path.is_some())
         .unwrap();
     let ep = b.enforcement.l7.get_mut(at).unwrap();
-    ep.allow.clear();
-    ep.protocol = L7Protocol::Graphql;
-    edit(ep);
-    let prov = b.provenance.l7.get_mut(at).unwrap();
-    prov.allow.clear();
-    prov.allow_within.clear();
+    // Edited in the flat form a bundle is written in, and read back as a
+    // loaded bundle is; the endpoint keeps its origins, the new rules have
+    // none.
+    let mut wire = WireEndpoint::from(&*ep);
+    wire.allow.clear();
+    wire.protocol = L7Protocol::Graphql;
+    edit(&mut wire);
+    let origins = std::mem::take(&mut ep.origins);
+    *ep = L7Endpoint::try_from(wire).unwrap();
+    ep.origins = origins;
     let b = Bundle::new(b.enforcement, b.provenance);
     Evaluator::new(Bundle::from_slice(&b.to_bytes()).unwrap())
 }
@@ -323,7 +327,7 @@ fn persisted_queries_go_through_the_registry() {
 
 #[test]
 fn refusals_and_audit_mode() {
-    let edit = |ep: &mut L7Endpoint| {
+    let edit = |ep: &mut WireEndpoint| {
         ep.enforcement = policy_bundle::Enforcement::Audit;
         ep.body_limit = Some(64);
         ep.graphql_allow = vec![rule("query", None, None)];

@@ -7,7 +7,7 @@
 
 use policy_bundle::eval::{Evaluator, Verdict};
 use policy_bundle::matcher::{RpcMethod, ToolSet};
-use policy_bundle::{Bundle, L7Protocol, RpcMatcher};
+use policy_bundle::{Bundle, L7Endpoint, L7Protocol, RpcMatcher, WireEndpoint};
 use policy_lang::load;
 
 fn bundle() -> Bundle {
@@ -28,16 +28,19 @@ fn rule(method: &str, tools: Option<&str>) -> RpcMatcher {
     }
 }
 
-fn evaluator(edit: impl FnOnce(&mut policy_bundle::L7Endpoint)) -> Evaluator {
+fn evaluator(edit: impl FnOnce(&mut WireEndpoint)) -> Evaluator {
     let mut b = bundle();
     let ep = b.enforcement.l7.first_mut().unwrap();
-    ep.allow.clear();
-    ep.protocol = L7Protocol::Mcp;
-    edit(ep);
-    // Provenance lists run parallel to the rules.
-    let prov = b.provenance.l7.first_mut().unwrap();
-    prov.allow.clear();
-    prov.allow_within.clear();
+    // Edited in the flat form a bundle is written in, and read back as a
+    // loaded bundle is; the endpoint keeps its origins, the new rules have
+    // none.
+    let mut wire = WireEndpoint::from(&*ep);
+    wire.allow.clear();
+    wire.protocol = L7Protocol::Mcp;
+    edit(&mut wire);
+    let origins = std::mem::take(&mut ep.origins);
+    *ep = L7Endpoint::try_from(wire).unwrap();
+    ep.origins = origins;
     let b = Bundle::new(b.enforcement, b.provenance);
     Evaluator::new(Bundle::from_slice(&b.to_bytes()).unwrap())
 }

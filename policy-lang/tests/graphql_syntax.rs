@@ -3,8 +3,8 @@
 
 mod support;
 
-use policy_bundle::L7Protocol;
 use policy_bundle::matcher::OperationType;
+use policy_bundle::{L7Endpoint, L7Protocol, WireEndpoint};
 use support::{assert_formats_to, compile};
 
 const MESSY: &str = "policy \"gql\" {
@@ -41,7 +41,8 @@ fn formatting_is_canonical_and_keeps_the_digest() {
 #[test]
 fn rules_presets_and_registry_reach_the_bundle() {
     let b = compile("bundle", CANONICAL);
-    let l7 = &b.enforcement.l7;
+    // The flat view: each protocol's settings as the bundle writes them.
+    let l7: Vec<WireEndpoint> = b.enforcement.l7.iter().map(WireEndpoint::from).collect();
     assert!(l7.iter().all(|e| e.protocol == L7Protocol::Graphql));
     let gh = l7.iter().find(|e| e.path.is_some()).unwrap();
     assert_eq!(gh.body_limit, Some(131_072));
@@ -67,7 +68,11 @@ fn rules_presets_and_registry_reach_the_bundle() {
         ]
     );
     assert_eq!(gh.graphql_deny.len(), 1);
-    let registered = gh.persisted_query("abc 123").unwrap();
+    let registered = gh
+        .persisted_queries
+        .iter()
+        .find(|q| q.id == "abc 123")
+        .unwrap();
     assert_eq!(registered.kind, OperationType::Query);
     assert_eq!(registered.name.as_deref(), Some("GetViewer"));
     assert_eq!(
@@ -76,9 +81,10 @@ fn rules_presets_and_registry_reach_the_bundle() {
     );
     // Blame: each GraphQL rule keeps the line it was written on.
     let prov = b
-        .provenance
+        .enforcement
         .l7
         .iter()
+        .map(L7Endpoint::provenance)
         .find(|p| p.graphql_deny.len() == 1)
         .unwrap();
     assert_eq!(prov.graphql_deny[0][0].line, 7);

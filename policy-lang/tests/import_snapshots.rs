@@ -313,11 +313,11 @@ fn graphql_endpoints() {
         .enforcement
         .l7
         .iter()
-        .find(|e| !e.persisted_queries.is_empty())
+        .find(|e| e.graphql().is_some_and(|g| !g.persisted_queries.is_empty()))
         .unwrap();
-    assert_eq!(gh.persisted_queries.len(), 2);
-    assert_eq!(gh.body_limit, Some(131_072));
-    assert_eq!(gh.graphql_deny.len(), 2);
+    assert_eq!(gh.graphql().unwrap().persisted_queries.len(), 2);
+    assert_eq!(gh.body_limit(), Some(131_072));
+    assert_eq!(gh.graphql().unwrap().deny.len(), 2);
     let written = format_document(&doc);
     let (reparsed, parse_diags) = parser::parse(&SourceFile::new("g.policy", written));
     assert!(!parse_diags.has_errors());
@@ -354,7 +354,7 @@ fn websocket_endpoints() {
     let bundle = compile::compile(&resolved.policy);
     let l7 = &bundle.enforcement.l7;
     assert_eq!(l7.len(), 6);
-    assert!(l7.iter().all(|e| e.protocol == L7Protocol::Websocket));
+    assert!(l7.iter().all(|e| e.protocol() == L7Protocol::Websocket));
     let written = format_document(&doc);
     assert!(
         written.contains("rw.graphql.test:443 websocket read-only"),
@@ -362,10 +362,10 @@ fn websocket_endpoints() {
     );
     let gql = l7
         .iter()
-        .find(|e| e.graphql_over_websocket() && !e.graphql_allow.is_empty())
+        .find(|e| e.graphql_over_websocket() && !e.graphql().unwrap().allow.is_empty())
         .unwrap();
-    assert_eq!(gql.graphql_allow.len(), 2);
-    assert_eq!(gql.graphql_deny.len(), 1);
+    assert_eq!(gql.graphql().unwrap().allow.len(), 2);
+    assert_eq!(gql.graphql().unwrap().deny.len(), 1);
     assert!(gql.persisted_query("abc123").is_some());
     let (reparsed, parse_diags) = parser::parse(&SourceFile::new("w.policy", written));
     assert!(!parse_diags.has_errors());

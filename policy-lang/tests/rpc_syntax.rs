@@ -3,7 +3,7 @@
 
 mod support;
 
-use policy_bundle::L7Protocol;
+use policy_bundle::{L7Protocol, WireEndpoint};
 use support::{assert_formats_to, compile};
 
 const MESSY: &str = "policy \"rpc\" {
@@ -36,7 +36,8 @@ fn formatting_is_canonical_and_keeps_the_digest() {
 #[test]
 fn endpoint_settings_reach_the_bundle() {
     let b = compile("settings", CANONICAL);
-    let l7 = &b.enforcement.l7;
+    // The flat view: each protocol's settings as the bundle writes them.
+    let l7: Vec<WireEndpoint> = b.enforcement.l7.iter().map(WireEndpoint::from).collect();
     let mcp = l7.iter().find(|e| e.protocol == L7Protocol::Mcp).unwrap();
     assert!(mcp.all_mcp_methods);
     assert!(!mcp.strict_tool_names);

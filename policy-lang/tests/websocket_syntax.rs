@@ -3,8 +3,8 @@
 
 mod support;
 
-use policy_bundle::L7Protocol;
 use policy_bundle::matcher::MethodSet;
+use policy_bundle::{L7Endpoint, L7Protocol};
 use support::{assert_formats_to, compile};
 
 const MESSY: &str = "policy \"ws\" {
@@ -51,32 +51,38 @@ fn rules_presets_and_limits_reach_the_bundle() {
     let b = compile("ws-bundle", CANONICAL);
     let l7 = &b.enforcement.l7;
     assert_eq!(l7.len(), 3);
-    assert!(l7.iter().all(|e| e.protocol == L7Protocol::Websocket));
+    assert!(l7.iter().all(|e| e.protocol() == L7Protocol::Websocket));
     assert!(l7.iter().all(|e| !e.reads_body()));
-    let rt = l7.iter().find(|e| e.body_limit.is_some()).unwrap();
-    assert_eq!(rt.body_limit, Some(65536));
-    assert_eq!(rt.allow.len(), 2);
-    assert_eq!(rt.deny.len(), 1);
+    let rt = l7.iter().find(|e| e.body_limit().is_some()).unwrap();
+    assert_eq!(rt.body_limit(), Some(65536));
+    assert_eq!(rt.rest().unwrap().allow.len(), 2);
+    assert_eq!(rt.rest().unwrap().deny.len(), 1);
     assert_eq!(
-        rt.deny[0].methods,
+        rt.rest().unwrap().deny[0].methods,
         MethodSet::parse("WEBSOCKET_TEXT").unwrap()
     );
     assert!(!rt.graphql_over_websocket());
     let gql = l7.iter().find(|e| e.path.is_some()).unwrap();
     assert!(gql.graphql_over_websocket());
-    assert_eq!(gql.graphql_allow.len(), 1);
+    assert_eq!(gql.graphql().unwrap().allow.len(), 1);
     assert!(gql.persisted_query("abc").is_some());
     // read-write: the upgrade and client text messages, nothing else.
     let open = l7
         .iter()
-        .find(|e| e.path.is_none() && e.body_limit.is_none())
+        .find(|e| e.path.is_none() && e.body_limit().is_none())
         .unwrap();
-    assert_eq!(open.allow.len(), 1);
+    assert_eq!(open.rest().unwrap().allow.len(), 1);
     assert_eq!(
-        open.allow[0].methods,
+        open.rest().unwrap().allow[0].methods,
         MethodSet::parse("GET WEBSOCKET_TEXT").unwrap()
     );
     // Blame: each rule keeps the line it was written on.
-    let prov = b.provenance.l7.iter().find(|p| p.deny.len() == 1).unwrap();
+    let prov = b
+        .enforcement
+        .l7
+        .iter()
+        .map(L7Endpoint::provenance)
+        .find(|p| p.deny.len() == 1)
+        .unwrap();
     assert_eq!(prov.deny[0][0].line, 6);
 }

@@ -72,7 +72,7 @@
 
 use policy_bundle::l7body::jsonrpc::{RpcDialect, TOOL_NAME_MAX, parse_rpc_body};
 use policy_bundle::matcher::{RpcMethod, TOOLS_CALL, ValueGlob};
-use policy_bundle::{Bundle, L7Endpoint, L7Protocol, RpcMatcher};
+use policy_bundle::{Bundle, L7Endpoint, L7Protocol, RpcMatcher, Sourced};
 
 use crate::error::ProverError;
 use crate::graphql::{Judged, Op, Ops};
@@ -100,7 +100,7 @@ pub fn modelled(p: L7Protocol) -> bool {
 
 /// Whether an endpoint judges JSON-RPC calls in the body.
 pub fn reads_calls(ep: &L7Endpoint) -> bool {
-    matches!(ep.protocol, L7Protocol::JsonRpc | L7Protocol::Mcp)
+    matches!(ep.protocol(), L7Protocol::JsonRpc | L7Protocol::Mcp)
 }
 
 /// What a single-message body is, up to what endpoints can tell apart.
@@ -234,7 +234,7 @@ fn needs_chars(text: &str) -> bool {
 }
 
 fn rules(ep: &L7Endpoint) -> impl Iterator<Item = &RpcMatcher> {
-    ep.rpc_allow.iter().chain(&ep.rpc_deny)
+    ep.rpc_allow().iter().chain(ep.rpc_deny()).map(|r| &r.rule)
 }
 
 impl Calls {
@@ -263,7 +263,7 @@ impl Calls {
         let gql: Vec<&L7Endpoint> = all
             .iter()
             .copied()
-            .filter(|e| e.protocol == L7Protocol::Graphql)
+            .filter(|e| e.protocol() == L7Protocol::Graphql)
             .collect();
         let ws_gql: Vec<&L7Endpoint> = all
             .iter()
@@ -279,8 +279,8 @@ impl Calls {
             let both: Vec<&L7Endpoint> = gql.iter().chain(&ws_gql).copied().collect();
             Some(Ops::build(&both, budget)?)
         };
-        let mcp = eps.iter().any(|e| e.protocol == L7Protocol::Mcp);
-        let json = eps.iter().any(|e| e.protocol == L7Protocol::JsonRpc);
+        let mcp = eps.iter().any(|e| e.protocol() == L7Protocol::Mcp);
+        let json = eps.iter().any(|e| e.protocol() == L7Protocol::JsonRpc);
         let mut methods = PatternSet::default();
         methods.add(TOOLS_CALL, PatternKind::Exact(TOOLS_CALL.to_owned()));
         methods.add("", PatternKind::Exact(String::new()));
@@ -299,7 +299,7 @@ impl Calls {
                     methods.needs_chars();
                 }
                 methods.add(&method_key(m), kind);
-                if ep.protocol != L7Protocol::Mcp {
+                if ep.protocol() != L7Protocol::Mcp {
                     continue;
                 }
                 for g in r.tools.iter().flat_map(|t| t.globs()) {
@@ -320,7 +320,7 @@ impl Calls {
         }
         let strict = eps
             .iter()
-            .any(|e| e.protocol == L7Protocol::Mcp && e.strict_tool_names);
+            .any(|e| e.protocol() == L7Protocol::Mcp && e.strict_tool_names());
         if strict {
             tools.add(
                 STRICT_TOOL_KEY,
@@ -440,7 +440,7 @@ impl Calls {
     }
 
     fn read(&self, ep: &L7Endpoint, v: CallValue) -> Read {
-        let mcp = ep.protocol == L7Protocol::Mcp;
+        let mcp = ep.protocol() == L7Protocol::Mcp;
         if v.shape == Shape::NoBody {
             return Read::Empty;
         }
@@ -471,7 +471,7 @@ impl Calls {
                 };
                 if !mcp {
                     Read::Call(tc, None)
-                } else if ep.strict_tool_names && !self.strict_ok(t) {
+                } else if ep.strict_tool_names() && !self.strict_ok(t) {
                     Read::Refused
                 } else {
                     Read::Call(tc, Some(t))
@@ -505,7 +505,7 @@ impl Calls {
     }
 
     /// Values with a call matching one of `rules` as the endpoint reads it.
-    pub fn matching(&self, ep: &L7Endpoint, rules: &[RpcMatcher]) -> Vec<u32> {
+    pub fn matching(&self, ep: &L7Endpoint, rules: &[Sourced<RpcMatcher>]) -> Vec<u32> {
         self.ids(|v| match self.read(ep, v) {
             Read::Call(m, t) => rules.iter().any(|r| self.matches(r, m, t)),
             _ => false,
@@ -519,10 +519,10 @@ impl Calls {
         self.ids(|v| match self.read(ep, v) {
             Read::ResponseOnly => true,
             Read::Call(m, t) => {
-                let profile = ep.all_mcp_methods
+                let profile = ep.all_mcp_methods()
                     && Some(m) != self.empty_method
                     && (Some(m) != self.tools_call || !ep.tools_narrowed());
-                profile || ep.rpc_allow.iter().any(|r| self.matches(r, m, t))
+                profile || ep.rpc_allow().iter().any(|r| self.matches(r, m, t))
             }
             _ => false,
         })

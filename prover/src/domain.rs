@@ -214,7 +214,7 @@ impl Domain {
             for p in request_paths(t) {
                 add_path(&mut paths, p);
             }
-            for m in t.l7.iter().flat_map(|e| e.allow.iter().chain(&e.deny)) {
+            for m in t.l7.iter().flat_map(|e| e.allow().iter().chain(e.deny())) {
                 add_methods(&m.methods);
                 queries.extend(m.query.iter().cloned());
             }
@@ -411,7 +411,7 @@ fn request_paths(t: &Tables) -> impl Iterator<Item = &HttpPathGlob> {
     let endpoints = t.l7.iter().flat_map(|e| {
         e.path
             .iter()
-            .chain(e.allow.iter().chain(&e.deny).map(|m| &m.path))
+            .chain(e.allow().iter().chain(e.deny()).map(|m| &m.path))
     });
     endpoints.chain(t.credentials.iter().flat_map(|c| c.paths.iter().flatten()))
 }

@@ -547,7 +547,7 @@ fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
         b.enforcement
             .l7
             .iter()
-            .map(|e| e.protocol)
+            .map(|e| e.protocol())
             .find(|p| !crate::calls::modelled(*p))
     };
     let protocol = unknown(new).or_else(|| old.and_then(unknown))?;

@@ -122,7 +122,10 @@ fn add(set: &mut PatternSet, g: &GraphqlNameGlob) {
 }
 
 fn rules(ep: &L7Endpoint) -> impl Iterator<Item = &GraphqlRule> {
-    ep.graphql_allow.iter().chain(&ep.graphql_deny)
+    ep.graphql_allow()
+        .iter()
+        .chain(ep.graphql_deny())
+        .map(|r| &r.rule)
 }
 
 impl Ops {
@@ -139,7 +142,7 @@ impl Ops {
                     add(&mut fields, g);
                 }
             }
-            for q in &ep.persisted_queries {
+            for q in ep.persisted_queries() {
                 if !persisted.contains(&q.id) {
                     persisted.push(q.id.clone());
                 }
@@ -192,9 +195,9 @@ impl Ops {
     }
 
     pub fn judge_op(&self, ep: &L7Endpoint, op: Op) -> Judged {
-        if ep.graphql_deny.iter().any(|r| self.matches(r, op)) {
+        if ep.graphql_deny().iter().any(|r| self.matches(r, op)) {
             Judged::Denied
-        } else if ep.graphql_allow.iter().any(|r| self.matches(r, op)) {
+        } else if ep.graphql_allow().iter().any(|r| self.matches(r, op)) {
             Judged::Allowed
         } else {
             Judged::Denied
@@ -214,13 +217,13 @@ impl Ops {
         };
         let (kind, name, fields) = (q.kind, q.name.as_deref(), q.fields.as_deref());
         if ep
-            .graphql_deny
+            .graphql_deny()
             .iter()
             .any(|r| r.denies(kind, name, fields).is_some())
         {
             Judged::Denied
         } else if ep
-            .graphql_allow
+            .graphql_allow()
             .iter()
             .any(|r| r.allows(kind, name, fields))
         {

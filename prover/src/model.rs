@@ -210,7 +210,7 @@ pub fn build(
             format!("{prefix}.l7_{e}.part"),
             and([inl7, restrict, slash_ok]),
         );
-        let rules = |rs: &[policy_bundle::L7Matcher], deny: bool| {
+        let rules = |rs: &[policy_bundle::Sourced<policy_bundle::L7Matcher>], deny: bool| {
             or(rs.iter().map(|m| {
                 let qs = m.query.iter().map(|q| match dom.query_index(q) {
                     Some(i) if deny => lit(Lit::QDeny(i)),
@@ -228,17 +228,17 @@ pub fn build(
                 .chain(qs))
             }))
         };
-        if ep.protocol == L7Protocol::Websocket {
+        if ep.protocol() == L7Protocol::Websocket {
             // A plain request on its path is refused whatever the mode;
             // upgrades and messages are judged below.
             refused_parts.push(p.clone());
             ws_parts.push(ws_part(dom, t, ep, e, &p, &matched, &cred_get));
-        } else if !crate::calls::modelled(ep.protocol) {
+        } else if !crate::calls::modelled(ep.protocol()) {
             // A protocol the model does not know: the endpoint is taken to
             // allow every request it sees, and the engine does not certify
             // a change that involves one (`engine::unmodelled_protocols`).
             allow_parts.push(p.clone());
-        } else if ep.protocol == L7Protocol::Graphql {
+        } else if ep.protocol() == L7Protocol::Graphql {
             let c = graphql(dom, ep, &post, &get);
             refused_parts.push(and([p.clone(), c.refused]));
             deny_parts.push(and([p.clone(), c.deny]));
@@ -249,8 +249,8 @@ pub fn build(
             deny_parts.push(and([p.clone(), c.deny]));
             allow_parts.push(and([p.clone(), c.allow]));
         } else {
-            deny_parts.push(and([p.clone(), rules(&ep.deny, true)]));
-            allow_parts.push(and([p.clone(), rules(&ep.allow, false)]));
+            deny_parts.push(and([p.clone(), rules(ep.deny(), true)]));
+            allow_parts.push(and([p.clone(), rules(ep.allow(), false)]));
         }
         part.push((p, ep.enforcement == Enforcement::Enforce));
     }
@@ -420,7 +420,7 @@ fn rpc(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
     // A GraphQL GET carries its operation in the query string: no body.
     let gql_get = and([call(calls.graphql_values()), get.clone()]);
     let no_body = or([call(vec![0]), gql_get.clone()]);
-    let mcp = ep.protocol == L7Protocol::Mcp;
+    let mcp = ep.protocol() == L7Protocol::Mcp;
     let stream = if mcp {
         and([no_body.clone(), get.clone()])
     } else {
@@ -431,7 +431,7 @@ fn rpc(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
             and([call(calls.refused(ep)), not(gql_get)]),
             and([no_body, not(stream.clone())]),
         ]),
-        deny: and([post.clone(), call(calls.matching(ep, &ep.rpc_deny))]),
+        deny: and([post.clone(), call(calls.matching(ep, ep.rpc_deny()))]),
         allow: or([stream, and([post.clone(), call(calls.allowed(ep))])]),
     }
 }
@@ -507,7 +507,12 @@ struct WsPart {
 }
 
 /// REST rules of `rs` that hold `method`, as formulas over path and query.
-fn rules_for(dom: &Domain, rs: &[policy_bundle::L7Matcher], deny: bool, method: &str) -> F {
+fn rules_for(
+    dom: &Domain,
+    rs: &[policy_bundle::Sourced<policy_bundle::L7Matcher>],
+    deny: bool,
+    method: &str,
+) -> F {
     or(rs.iter().filter(|m| m.methods.contains(method)).map(|m| {
         let qs = m.query.iter().map(|q| match dom.query_index(q) {
             Some(i) if deny => lit(Lit::QDeny(i)),
@@ -542,17 +547,17 @@ fn ws_part(
         .filter(|(r, _)| r.via == Via::L7(e32) && r.uninspected_credentials)
         .map(|(_, m)| m.clone()));
     let text = policy_bundle::matcher::WEBSOCKET_TEXT;
-    let rest_deny = rules_for(dom, &ep.deny, true, text);
+    let rest_deny = rules_for(dom, ep.deny(), true, text);
     let (text_refused, text_deny, text_allow) = if ep.graphql_over_websocket() {
         graphql_message(dom, ep, rest_deny)
     } else {
-        (FALSE, rest_deny, rules_for(dom, &ep.allow, false, text))
+        (FALSE, rest_deny, rules_for(dom, ep.allow(), false, text))
     };
     WsPart {
         part: part.clone(),
         enforce: ep.enforcement == Enforcement::Enforce,
-        upgrade_deny: and([part.clone(), rules_for(dom, &ep.deny, true, "GET")]),
-        upgrade_allow: and([part.clone(), rules_for(dom, &ep.allow, false, "GET")]),
+        upgrade_deny: and([part.clone(), rules_for(dom, ep.deny(), true, "GET")]),
+        upgrade_allow: and([part.clone(), rules_for(dom, ep.allow(), false, "GET")]),
         text_refused: and([part.clone(), text_refused]),
         text_deny: and([part.clone(), text_deny]),
         text_allow: and([part.clone(), text_allow]),

@@ -145,7 +145,7 @@ fn websocket_endpoints<'a>(bundles: &'a [&'a Bundle]) -> impl Iterator<Item = &'
     bundles
         .iter()
         .flat_map(|b| b.enforcement.l7.iter())
-        .filter(|e| e.protocol == L7Protocol::Websocket)
+        .filter(|e| e.protocol() == L7Protocol::Websocket)
 }
 
 /// The message sizes of the classes, ascending: the witness text's length

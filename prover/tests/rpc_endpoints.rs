@@ -120,8 +120,8 @@ fn loose_tool_names_let_names_outside_the_strict_pattern_through() {
         "mcp loose_tool_names",
         "    allow rpc tools/call tool search",
     );
-    assert!(old.enforcement.l7[0].strict_tool_names);
-    assert!(!new.enforcement.l7[0].strict_tool_names);
+    assert!(old.enforcement.l7[0].strict_tool_names());
+    assert!(!new.enforcement.l7[0].strict_tool_names());
     // The allowed tool is the same: what is new is names the strict
     // pattern refuses, through a rule that matches them. With a literal
     // tool there is none; with all methods allowed there is.

@@ -264,24 +264,13 @@ pub fn explain(b: &Bundle) -> String {
             ""
         };
         let _ = writeln!(o, "   #{i} {mode}{path}{slash}");
-        let prov = p.l7.get(i);
-        for (j, m) in ep.allow.iter().enumerate() {
-            let _ = writeln!(
-                o,
-                "      allow {}{}",
-                rule(m),
-                origin(prov.and_then(|x| x.allow.get(j)).and_then(|v| v.first()))
-            );
+        for m in ep.allow() {
+            let _ = writeln!(o, "      allow {}{}", rule(m), origin(m.origins.first()));
         }
-        for (j, m) in ep.deny.iter().enumerate() {
-            let _ = writeln!(
-                o,
-                "      deny  {}{}",
-                rule(m),
-                origin(prov.and_then(|x| x.deny.get(j)).and_then(|v| v.first()))
-            );
+        for m in ep.deny() {
+            let _ = writeln!(o, "      deny  {}{}", rule(m), origin(m.origins.first()));
         }
-        if ep.allow.is_empty() {
+        if ep.allow().is_empty() {
             let _ = writeln!(o, "      (no allow rules: every request is refused)");
         }
     }

@@ -28,7 +28,7 @@
 use serde::Serialize;
 
 use super::{BodyOutcome, Note, Rule};
-use crate::bundle::L7Endpoint;
+use crate::bundle::{GraphqlOps, GraphqlRules};
 use crate::l7body::graphql::{self, DocumentCache, GraphqlOp};
 use crate::matcher::OperationType;
 
@@ -70,7 +70,7 @@ impl Effective<'_> {
 }
 
 pub(super) fn judge_graphql(
-    ep: &L7Endpoint,
+    ep: &GraphqlRules,
     method: &str,
     query: Option<&str>,
     what: &str,
@@ -99,14 +99,14 @@ pub(super) fn judge_graphql(
         Err(err) => return refused(format!("{what}: GraphQL request refused: {err}")),
     };
     let batch = ops.len() > 1 || (method == "POST" && body.trim_ascii_start().starts_with(b"["));
-    judge_operations(ep, what, ops, batch)
+    judge_operations(&ep.ops, what, ops, batch)
 }
 
 /// Judges the operations a request or message carries by the endpoint's
 /// GraphQL rules and registry: deny wins, and an operation no allow rule
 /// admits denies the whole request (the endpoint is authoritative).
 pub(super) fn judge_operations(
-    ep: &L7Endpoint,
+    ep: &GraphqlOps,
     what: &str,
     ops: Vec<GraphqlOp>,
     batch: bool,
@@ -161,7 +161,7 @@ pub(super) fn judge_operations(
     }
     let count = effective.len();
     for (k, op) in effective.iter().enumerate() {
-        for (i, rule) in ep.graphql_deny.iter().enumerate() {
+        for (i, rule) in ep.deny.iter().enumerate() {
             if let Some(field) = rule.denies(op.kind, op.name, op.fields) {
                 let on = match field {
                     Some(f) => format!(" on root field `{f}`"),
@@ -178,17 +178,14 @@ pub(super) fn judge_operations(
     let mut first_rule = None;
     for (k, op) in effective.iter().enumerate() {
         let rule = ep
-            .graphql_allow
+            .allow
             .iter()
             .position(|r| r.allows(op.kind, op.name, op.fields));
         let Some(rule) = rule else {
-            let near = ep
-                .graphql_allow
-                .iter()
-                .any(|r| r.type_and_name(op.kind, op.name));
+            let near = ep.allow.iter().any(|r| r.type_and_name(op.kind, op.name));
             let field = op.fields.filter(|_| near).and_then(|fields| {
                 fields.iter().find(|f| {
-                    !ep.graphql_allow
+                    !ep.allow
                         .iter()
                         .any(|r| r.allows(op.kind, op.name, Some(std::slice::from_ref(*f))))
                 })

@@ -24,7 +24,7 @@
 
 use super::graphql::judge_operations;
 use super::{BodyOutcome, Note, Rule, find_rule};
-use crate::bundle::L7Endpoint;
+use crate::bundle::WsRules;
 use crate::l7body::graphql::{self, DocumentCache, WsMessage};
 
 /// Largest client message assembled and judged unless the endpoint's
@@ -78,7 +78,7 @@ pub(super) struct WsContext<'a> {
     pub(super) uninspected_credentials: bool,
 }
 
-pub(super) fn judge_websocket(ep: &L7Endpoint, ask: WsAsk<'_>, cx: &WsContext<'_>) -> BodyOutcome {
+pub(super) fn judge_websocket(ep: &WsRules, ask: WsAsk<'_>, cx: &WsContext<'_>) -> BodyOutcome {
     let what = cx.what;
     let message = match ask {
         WsAsk::Request => {
@@ -89,7 +89,7 @@ pub(super) fn judge_websocket(ep: &L7Endpoint, ask: WsAsk<'_>, cx: &WsContext<'_
         WsAsk::Upgrade => return by_rest_rules(ep, cx, "the upgrade"),
         WsAsk::Message(m) => m,
     };
-    let limit = ep.effective_body_limit();
+    let limit = ep.effective_message_limit();
     if message.len() > limit {
         return refused(format!(
             "{what}: the message has {} bytes, over the endpoint's message limit of {limit}",
@@ -117,16 +117,16 @@ pub(super) fn judge_websocket(ep: &L7Endpoint, ask: WsAsk<'_>, cx: &WsContext<'_
 }
 
 /// The REST rules' verdict on `cx.method` at the upgrade's path and query.
-fn by_rest_rules(ep: &L7Endpoint, cx: &WsContext<'_>, kind: &str) -> BodyOutcome {
+fn by_rest_rules(ep: &WsRules, cx: &WsContext<'_>, kind: &str) -> BodyOutcome {
     let what = cx.what;
-    if let Some(i) = find_rule(ep, cx.method, cx.path, cx.params, true) {
+    if let Some(i) = find_rule(&ep.rest, cx.method, cx.path, cx.params, true) {
         return BodyOutcome::Denied(
             Some(Rule::Rest(i)),
             format!("{what}: {kind} matches a deny rule"),
             Note::default(),
         );
     }
-    match find_rule(ep, cx.method, cx.path, cx.params, false) {
+    match find_rule(&ep.rest, cx.method, cx.path, cx.params, false) {
         Some(i) => BodyOutcome::Allowed(
             Some(Rule::Rest(i)),
             format!("{what}: {kind} matches an allow rule"),
@@ -139,7 +139,7 @@ fn by_rest_rules(ep: &L7Endpoint, cx: &WsContext<'_>, kind: &str) -> BodyOutcome
     }
 }
 
-fn graphql_message(ep: &L7Endpoint, cx: &WsContext<'_>, text: &str, limit: usize) -> BodyOutcome {
+fn graphql_message(ep: &WsRules, cx: &WsContext<'_>, text: &str, limit: usize) -> BodyOutcome {
     let what = cx.what;
     let op = match graphql::ws_text(text, limit, Some(cx.cache)) {
         Ok(WsMessage::Operation(op)) => op,
@@ -163,14 +163,14 @@ fn graphql_message(ep: &L7Endpoint, cx: &WsContext<'_>, text: &str, limit: usize
             ));
         }
     };
-    if let Some(i) = find_rule(ep, cx.method, cx.path, cx.params, true) {
+    if let Some(i) = find_rule(&ep.rest, cx.method, cx.path, cx.params, true) {
         return BodyOutcome::Denied(
             Some(Rule::Rest(i)),
             format!("{what}: text message matches a deny rule"),
             Note::default(),
         );
     }
-    judge_operations(ep, what, vec![op], false)
+    judge_operations(&ep.graphql, what, vec![op], false)
 }
 
 fn refused(why: String) -> BodyOutcome {

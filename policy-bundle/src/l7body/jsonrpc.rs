@@ -35,7 +35,7 @@ pub struct RpcCall {
 /// Which protocol reads the body. Generic JSON-RPC looks only at methods;
 /// MCP also reads the tool of `tools/call` and requires request ids to be
 /// strings or numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RpcDialect {
     JsonRpc,
     Mcp,

@@ -246,7 +246,7 @@ fn body_kinds(active: &Active, conn: &ConnectionDecision, target: &str) -> BodyK
         if !applies {
             continue;
         }
-        match ep.protocol {
+        match ep.protocol() {
             L7Protocol::Graphql => kinds.graphql = true,
             _ => kinds.rpc = true,
         }

@@ -1,0 +1,71 @@
+//! REST rules: HTTP method, path and query matchers.
+
+use serde::{Deserialize, Serialize};
+
+use super::Sourced;
+use crate::matcher::{HttpPathGlob, MethodSet, QueryMatcher};
+
+/// The allow and deny rules of a REST endpoint (or of a websocket
+/// endpoint's upgrade and text messages). Deny wins.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RestRules {
+    pub allow: Vec<Sourced<L7Matcher>>,
+    pub deny: Vec<Sourced<L7Matcher>>,
+}
+
+impl RestRules {
+    /// The index of the first allow (or deny) rule matching the request.
+    pub fn find(
+        &self,
+        method: &str,
+        path: &str,
+        params: &[(String, String)],
+        deny: bool,
+    ) -> Option<usize> {
+        let rules = if deny { &self.deny } else { &self.allow };
+        rules
+            .iter()
+            .position(|m| m.matches(method, path, params, deny))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct L7Matcher {
+    pub methods: MethodSet,
+    pub path: HttpPathGlob,
+    pub query: Vec<QueryMatcher>,
+}
+
+impl L7Matcher {
+    /// Whether a request matches, read as a deny rule or as an allow rule
+    /// (query matchers treat absent parameters differently).
+    pub fn matches(
+        &self,
+        method: &str,
+        path: &str,
+        params: &[(String, String)],
+        deny: bool,
+    ) -> bool {
+        self.methods.contains(method)
+            && self.path.matches(path)
+            && self.query.iter().all(|q| {
+                if deny {
+                    q.denies(params)
+                } else {
+                    q.allows(params)
+                }
+            })
+    }
+}
+
+impl RestRules {
+    /// Deny rule `i`, or allow rule `i`.
+    pub fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<L7Matcher>> {
+        if deny {
+            self.deny.get(i)
+        } else {
+            self.allow.get(i)
+        }
+    }
+}

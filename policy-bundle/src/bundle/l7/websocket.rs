@@ -1,0 +1,30 @@
+//! WebSocket rules: REST rules for the upgrade `GET` and client text
+//! messages (`WEBSOCKET_TEXT`), or GraphQL rules for GraphQL over
+//! WebSocket.
+
+use super::{GraphqlOps, RestRules};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WsRules {
+    pub rest: RestRules,
+    /// Empty unless the endpoint speaks GraphQL over WebSocket.
+    pub graphql: GraphqlOps,
+    /// The largest client message assembled and judged; `None` is
+    /// [`crate::eval::DEFAULT_MESSAGE_LIMIT`].
+    pub message_limit: Option<u64>,
+}
+
+impl WsRules {
+    /// Client text messages are GraphQL-over-WebSocket messages, judged by
+    /// the GraphQL rules and never by `WEBSOCKET_TEXT` allow rules.
+    pub fn graphql_over_websocket(&self) -> bool {
+        !self.graphql.is_empty()
+    }
+
+    pub fn effective_message_limit(&self) -> usize {
+        self.message_limit
+            .map_or(crate::eval::DEFAULT_MESSAGE_LIMIT, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            })
+    }
+}
