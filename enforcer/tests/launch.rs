@@ -46,6 +46,7 @@ fn launch(script: &str) -> (libc::pid_t, OwnedFd) {
     let filter = enforcer::build(&common::product_filter()).unwrap();
     let nobody = enforcer::resolve_user("nobody").unwrap();
     let last_cap = enforcer::cap_last_cap().unwrap();
+    // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
     let argv_owned = [
         CString::new(BASH).unwrap(),
@@ -85,6 +86,7 @@ fn launch(script: &str) -> (libc::pid_t, OwnedFd) {
         if !write_u32(&fd_w, listener.as_raw_fd() as u32) || read_u32(&ack_r).is_none() {
             return 21;
         }
+        // SAFETY: `argv` and `envp` are null-terminated arrays of C strings that outlive the call.
         unsafe { libc::execve(argv[0], argv.as_ptr(), envp.as_ptr()) };
         22
     });

@@ -23,6 +23,7 @@ fn status_line(pid: i32, field: &str) -> String {
 fn child_sequence_leaves_no_privilege() {
     let last_cap = enforcer::cap_last_cap().unwrap();
     let nobody = enforcer::resolve_user("nobody").unwrap();
+    // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
     let (ready_r, ready_w) = pipe();
     let (hold_r, hold_w) = pipe();
@@ -43,17 +44,20 @@ fn child_sequence_leaves_no_privilege() {
             return 6;
         }
         let mut sig = 0;
+        // SAFETY: PR_GET_PDEATHSIG writes one int into `sig`, a live local.
         unsafe { libc::prctl(libc::PR_GET_PDEATHSIG, &mut sig) };
         if sig != libc::SIGKILL {
             return 7;
         }
         // Privilege is gone for good: going back to root must fail.
+        // SAFETY: setresuid takes plain integers; the test only reads whether it fails.
         if unsafe { libc::syscall(libc::SYS_setresuid, 0, 0, 0) } != -1 {
             return 8;
         }
         write_u32(&ready_w, 1);
         // Our copy of the write end would keep the read below from ever
         // seeing EOF.
+        // SAFETY: the child closes its inherited copy of the fd, which nothing else in it uses.
         unsafe { libc::close(hold_w.as_raw_fd()) };
         read_u32(&hold_r);
         0
@@ -103,11 +107,13 @@ fn root_reads_as_privileged_for_contrast() {
 fn pdeathsig_kills_the_child_when_the_parent_dies() {
     // Orphans are re-parented to us instead of init, so we can reap them.
     assert_eq!(
+        // SAFETY: PR_SET_CHILD_SUBREAPER takes plain integers.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
         0
     );
     let (pid_r, pid_w) = pipe();
     let middle = fork_child(|| {
+        // SAFETY: getpid has no preconditions.
         let me = unsafe { libc::getpid() };
         let (ready_r, ready_w) = pipe();
         let grandchild = fork_child(|| {
@@ -116,6 +122,7 @@ fn pdeathsig_kills_the_child_when_the_parent_dies() {
             }
             write_u32(&ready_w, 1);
             loop {
+                // SAFETY: pause has no preconditions; the child waits to be killed.
                 unsafe { libc::pause() };
             }
         });
@@ -150,6 +157,7 @@ fn pdeathsig_reports_a_parent_that_is_already_gone() {
 
 #[test]
 fn inherited_fds_are_marked_close_on_exec() {
+    // SAFETY: dup, fcntl and close act on fd numbers only; the child owns what it opens.
     let pid = fork_child(|| unsafe {
         let fd = libc::dup(0);
         if fd < 0 || libc::fcntl(fd, libc::F_GETFD) & libc::FD_CLOEXEC != 0 {
@@ -174,6 +182,7 @@ fn inherited_fds_are_marked_close_on_exec() {
 #[test]
 fn a_credential_change_clears_pdeathsig() {
     let nobody = enforcer::resolve_user("nobody").unwrap();
+    // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
     let pid = fork_child(|| {
         if enforcer::set_pdeathsig(libc::SIGKILL, parent).is_err() {
@@ -183,6 +192,7 @@ fn a_credential_change_clears_pdeathsig() {
             return 3;
         }
         let mut sig = -1;
+        // SAFETY: PR_GET_PDEATHSIG writes one int into `sig`, a live local.
         unsafe { libc::prctl(libc::PR_GET_PDEATHSIG, &mut sig) };
         if sig == 0 { 0 } else { 4 }
     });

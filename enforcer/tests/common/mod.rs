@@ -21,10 +21,12 @@ pub enum Exit {
 /// Forks; the child runs `body` and `_exit`s with its return value (101 if
 /// it panics). Returns the child's pid.
 pub fn fork_child(body: impl FnOnce() -> i32) -> libc::pid_t {
+    // SAFETY: fork has no memory-safety preconditions; the child only runs the test body and exits, as a forked test process does.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed: {}", std::io::Error::last_os_error());
     if pid == 0 {
         let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(101);
+        // SAFETY: _exit ends the forked child without running the parent's destructors twice.
         unsafe { libc::_exit(code) };
     }
     pid
@@ -39,6 +41,7 @@ pub fn wait(pid: libc::pid_t) -> Exit {
     }
     kill(pid);
     let mut status = 0;
+    // SAFETY: `status` is a live local the kernel writes one int into.
     unsafe { libc::waitpid(pid, &mut status, 0) };
     panic!("child {pid} hung");
 }
@@ -46,6 +49,7 @@ pub fn wait(pid: libc::pid_t) -> Exit {
 /// Non-blocking wait: `None` while the child runs.
 pub fn try_wait(pid: libc::pid_t) -> Option<Exit> {
     let mut status = 0;
+    // SAFETY: `status` is a live local the kernel writes one int into.
     let ret = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     assert!(
         ret >= 0,
@@ -64,19 +68,23 @@ fn decode(status: i32) -> Exit {
 }
 
 pub fn kill(pid: libc::pid_t) {
+    // SAFETY: kill takes plain integers; `pid` is a child this test forked.
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }
 
 /// A pipe as (read end, write end), close-on-exec.
 pub fn pipe() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];
+    // SAFETY: `fds` is a two-int array the kernel fills.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: pipe2 succeeded, so both fds are open and owned by nobody else.
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
 /// Writes a u32 with one `write(2)`; usable in a child.
 pub fn write_u32(fd: &OwnedFd, value: u32) -> bool {
     let bytes = value.to_ne_bytes();
+    // SAFETY: `bytes` is a live 4-byte array and `fd` is borrowed open for the call.
     unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), 4) == 4 }
 }
 
@@ -90,6 +98,7 @@ pub fn read_u32(fd: &OwnedFd) -> Option<u32> {
         if !readable(fd, Duration::from_secs(30)) {
             return None;
         }
+        // SAFETY: the pointer and length stay within `bytes`, and `fd` is borrowed open.
         let n = unsafe { libc::read(fd.as_raw_fd(), bytes[got..].as_mut_ptr().cast(), 4 - got) };
         if n <= 0 {
             return None;
@@ -107,6 +116,7 @@ pub fn readable(fd: &impl AsRawFd, timeout: Duration) -> bool {
         revents: 0,
     };
     let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: `pfd` is one live pollfd, matching the count of 1.
     unsafe { libc::poll(&mut pfd, 1, ms) == 1 && pfd.revents & libc::POLLIN != 0 }
 }
 

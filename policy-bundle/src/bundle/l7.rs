@@ -12,7 +12,7 @@ mod wire;
 pub use graphql::{GraphqlOps, GraphqlRule, GraphqlRules, PersistedQuery};
 pub use rest::{L7Matcher, RestRules};
 pub use rpc::{RpcMatcher, RpcRules};
-pub use websocket::WsRules;
+pub use websocket::{DEFAULT_MESSAGE_LIMIT, WsRules};
 pub use wire::{L7Provenance, WireEndpoint};
 
 use std::cmp::Ordering;

@@ -27,9 +27,7 @@ use super::{BodyOutcome, Note, Rule, find_rule};
 use crate::bundle::WsRules;
 use crate::l7body::graphql::{self, DocumentCache, WsMessage};
 
-/// Largest client message assembled and judged unless the endpoint's
-/// `body_limit` says otherwise: OpenShell's `MAX_TEXT_MESSAGE_BYTES`.
-pub const DEFAULT_MESSAGE_LIMIT: usize = 4 * 1024 * 1024;
+pub use crate::bundle::DEFAULT_MESSAGE_LIMIT;
 
 /// One complete client-to-server WebSocket message: fragments joined, unmasked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

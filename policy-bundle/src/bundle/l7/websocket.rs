@@ -4,13 +4,17 @@
 
 use super::{GraphqlOps, RestRules};
 
+/// Largest client message assembled and judged unless the endpoint's
+/// `body_limit` says otherwise: OpenShell's `MAX_TEXT_MESSAGE_BYTES`.
+pub const DEFAULT_MESSAGE_LIMIT: usize = 4 * 1024 * 1024;
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct WsRules {
     pub rest: RestRules,
     /// Empty unless the endpoint speaks GraphQL over WebSocket.
     pub graphql: GraphqlOps,
     /// The largest client message assembled and judged; `None` is
-    /// [`crate::eval::DEFAULT_MESSAGE_LIMIT`].
+    /// [`DEFAULT_MESSAGE_LIMIT`].
     pub message_limit: Option<u64>,
 }
 
@@ -22,9 +26,8 @@ impl WsRules {
     }
 
     pub fn effective_message_limit(&self) -> usize {
-        self.message_limit
-            .map_or(crate::eval::DEFAULT_MESSAGE_LIMIT, |n| {
-                usize::try_from(n).unwrap_or(usize::MAX)
-            })
+        self.message_limit.map_or(DEFAULT_MESSAGE_LIMIT, |n| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        })
     }
 }
