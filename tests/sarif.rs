@@ -153,7 +153,7 @@ fn regions_match_the_json_in_code_points() {
     let rule = rules.iter().find(|r| r["id"] == "E0402").unwrap();
     assert_eq!(
         rule["shortDescription"]["text"],
-        "filesystem path must be absolute"
+        "filesystem path must be absolute and normalized"
     );
     assert_eq!(run["invocations"][0]["executionSuccessful"], true);
 }

@@ -59,6 +59,11 @@ pub enum SecretSource {
     File(String),
 }
 
+/// How every credential placeholder the supervisor hands the workload
+/// begins, so a message can be searched for one without knowing the
+/// random part.
+pub const PLACEHOLDER_PREFIX: &str = "openshell-placeholder-";
+
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Injection {

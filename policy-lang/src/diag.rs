@@ -195,7 +195,7 @@ codes! {
     E0312 = (Error, "invalid GraphQL operation type");
     E0313 = (Error, "invalid GraphQL name or pattern");
     E0401 = (Error, "filesystem rule Landlock cannot enforce");
-    E0402 = (Error, "filesystem path must be absolute");
+    E0402 = (Error, "filesystem path must be absolute and normalized");
     E0403 = (Error, "unsupported Landlock ABI");
     E0410 = (Error, "unpinned binary in a writable tree");
     E0501 = (Error, "option not valid for this protocol");

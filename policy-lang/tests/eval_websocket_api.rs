@@ -235,6 +235,47 @@ fn binary_messages_pass_unless_the_upgrade_carried_a_credential() {
     assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
 }
 
+/// A client text message carrying a credential placeholder ends a
+/// credentialed connection: placeholders are never replaced inside
+/// messages, and OpenShell (with `websocket_credential_rewrite` off) fails
+/// closed. Where no credential applies, or the rule accepts uninspected
+/// credentials, the message is judged by the rules as any other.
+#[test]
+fn a_placeholder_in_a_text_message_is_refused_on_a_credentialed_connection() {
+    let credentialed = |flag: &str| {
+        format!(
+            r#"policy "ws" {{
+  credential token {{
+    secret env TOKEN
+    placeholder env TOKEN
+    inject replace
+    hosts realtime.example.com
+  }}
+  allow /usr/bin/agent -> realtime.example.com:443 websocket read-write {flag}
+  allow /usr/bin/agent -> other.example.com:443 websocket read-write
+}}
+"#
+        )
+    };
+    let frame = r#"{"op":2,"d":{"token":"openshell-placeholder-token-0123456789abcdef0123456789abcdef"}}"#;
+    let ev = evaluator(&credentialed(""));
+    let d = text(&ev, RT, "/v1/realtime/chat", frame);
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(
+        d.reason.contains("credential placeholder") && d.reason.contains("`token`"),
+        "{}",
+        d.reason
+    );
+    let d = text(&ev, RT, "/v1/realtime/chat", r#"{"op":2}"#);
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+    let d = text(&ev, "other.example.com", "/v1/realtime/chat", frame);
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+
+    let ev = evaluator(&credentialed("uninspected_credentials"));
+    let d = text(&ev, RT, "/v1/realtime/chat", frame);
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+}
+
 #[test]
 fn presets_expand_as_openshell_expands_them() {
     let ev = evaluator(

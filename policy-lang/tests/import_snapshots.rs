@@ -102,7 +102,7 @@ filesystem_policy:
   read_write:
     - /sandbox
 landlock: { compatibility: strict }
-process: { run_as_user: agent, run_as_group: agent }
+process: { run_as_user: sandbox, run_as_group: "1001" }
 network_policies:
   github.api:
     name: GitHub API
@@ -124,7 +124,8 @@ network_policies:
       - { host: "*.githubusercontent.com", port: 443, protocol: rest, access: read-only, tls: skip }
       - { host: "10.0.0.5", port: 22 }
       - { host: "2001:db8::1", port: 443 }
-      - { port: 6379, protocol: tcp, allowed_ips: ["10.0.0.0/8", "fd00::/8"] }
+      - { port: 6379, allowed_ips: ["10.0.0.0/8", "fd00::/8"] }
+      - { host: redis.example.com, port: 6380, protocol: tcp }
       - host: internal.example.com
         port: 80
         allowed_ips: [192.168.0.0/16]
@@ -171,6 +172,18 @@ fn broken_inputs() {
         (
             "middlewares",
             "version: 1\nnetwork_middlewares:\n  guard: { kind: content }\n",
+        ),
+        (
+            "openshell_refuses_identity",
+            "version: 1\nprocess: { run_as_user: \"0\", run_as_group: root }\n",
+        ),
+        (
+            "openshell_refuses_paths",
+            "version: 1\nfilesystem_policy:\n  read_only: [/, /usr/../etc, /opt/x/..]\n  read_write: [/, /tmp, ///]\n",
+        ),
+        (
+            "openshell_refuses_endpoints",
+            "version: 1\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [] }\n      - { host: b.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{ allow: {} }, { name: x }] }\n      - { host: 10.0.0.5, port: 5432, protocol: tcp }\n      - { port: 5432, protocol: tcp, allowed_ips: [10.0.0.0/8] }\n      - { host: db.example.com, port: 5432, protocol: tcp, enforcement: enforce, path: /x, access: full }\n      - { host: c.example.com, port: 443, deny_rules: [{ method: POST, path: /x }] }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, deny_rules: [{ method: POST, path: /x }] }\n      - { host: e.example.com, port: 443, allowed_ips: [127.0.0.1, 169.254.169.254/32, \"::1\", 0.0.0.0/0, 10.0.0.0/8] }\n      - { host: f.example.com, port: 443, protocol: json-rpc, enforcement: enforce }\n      - { host: g.example.com, port: 443, protocol: mcp, enforcement: enforce }\n      - { host: h.example.com, port: 443, protocol: mcp, enforcement: enforce, mcp: { allow_all_known_mcp_methods: true } }\n    binaries: [{ path: /usr/bin/curl }]\n",
         ),
         (
             "credentials_missing",
@@ -385,4 +398,14 @@ fn websocket_refusals() {
         "broken__websocket",
         import_text("websocket-broken.yaml", text, false)
     );
+}
+
+/// OpenShell accepts a read-only `/` (only a read-write one is refused),
+/// and so does the resolver: `/` is absolute and normalized.
+#[test]
+fn read_only_root_imports() {
+    let text = "version: 1\nlandlock: { compatibility: best_effort }\nfilesystem_policy:\n  read_only: [/]\n  read_write: [/tmp/]\n";
+    let out = import_text("root.yaml", text, false);
+    assert!(out.contains("fs exec /\n"), "{out}");
+    assert!(out.contains("fs write /tmp/\n"), "{out}");
 }

@@ -30,7 +30,7 @@ use policy_bundle::{Injection, SecretSource};
 
 /// Every placeholder starts with this, so one substring search per header
 /// value finds them all.
-pub const PLACEHOLDER_PREFIX: &str = "openshell-placeholder-";
+pub const PLACEHOLDER_PREFIX: &str = policy_bundle::PLACEHOLDER_PREFIX;
 
 /// The prefix search, built once (every header of every request runs it).
 static PREFIX: LazyLock<memchr::memmem::Finder<'static>> =

@@ -19,11 +19,16 @@
 //!   frames, except where the upgrade carried a credential and the route
 //!   does not accept uninspected credentials: OpenShell then closes the
 //!   connection, since nothing can check what a binary frame carries.
+//! - A text message carrying a credential placeholder on such a
+//!   connection is refused too: placeholders are never replaced inside
+//!   messages, and OpenShell, with `websocket_credential_rewrite` off,
+//!   ends the connection rather than send one on.
 //! - A message over the endpoint's message limit is refused; the proxy
 //!   closes the connection with 1009 before it gets here.
 
 use super::graphql::judge_operations;
 use super::{BodyOutcome, Note, Rule, find_rule};
+use crate::PLACEHOLDER_PREFIX;
 use crate::bundle::WsRules;
 use crate::l7body::graphql::{self, DocumentCache, WsMessage};
 
@@ -107,10 +112,15 @@ pub(super) fn judge_websocket(ep: &WsRules, ask: WsAsk<'_>, cx: &WsContext<'_>) 
                 Note::default(),
             ),
         },
-        WsClientMessage::Text(text) if ep.graphql_over_websocket() => {
-            graphql_message(ep, cx, text, limit)
-        }
-        WsClientMessage::Text(_) => by_rest_rules(ep, cx, "text message"),
+        WsClientMessage::Text(text) => match cx.credential {
+            Some(name) if !cx.uninspected_credentials && text.contains(PLACEHOLDER_PREFIX) => {
+                refused(format!(
+                    "{what}: text message refused: it carries a credential placeholder, which is never replaced inside messages, and the upgrade carried credential `{name}` (add `uninspected_credentials` to the rule to accept that)"
+                ))
+            }
+            _ if ep.graphql_over_websocket() => graphql_message(ep, cx, text, limit),
+            _ => by_rest_rules(ep, cx, "text message"),
+        },
     }
 }
 

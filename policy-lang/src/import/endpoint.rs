@@ -17,30 +17,25 @@ use super::yaml::YNode;
 use super::{Cx, item, key};
 use super::{graphql, l7, rpc, websocket};
 
+mod checks;
+
 /// Endpoint fields OpenShell accepts that we refuse unless left at their
 /// default (`false`, empty, `0`).
 const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "websocket_credential_rewrite",
-        "credential rewriting inside WebSocket messages is not supported",
+        "credential rewriting inside WebSocket messages is not implemented: a placeholder in a client message ends the connection here, as OpenShell does with the rewrite off",
     ),
     (
         "request_body_credential_rewrite",
-        "credential rewriting inside request bodies is not supported",
+        "credential rewriting inside request bodies is not implemented: secrets are injected into headers and the query only",
     ),
-    (
-        "credential_signing",
-        "request signing (such as AWS SigV4) is not supported",
-    ),
-    (
-        "signing_service",
-        "request signing (such as AWS SigV4) is not supported",
-    ),
-    (
-        "signing_region",
-        "request signing (such as AWS SigV4) is not supported",
-    ),
+    ("credential_signing", SIGNING),
+    ("signing_service", SIGNING),
+    ("signing_region", SIGNING),
 ];
+
+const SIGNING: &str = "request signing (`credential_signing: sigv4`) is left out: a signature covers each request's canonical bytes with a secret key the proxy would hold, which the prover cannot reason about; reach the service with a header credential";
 
 #[derive(Default)]
 struct Fields<'n> {
@@ -71,6 +66,9 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
         Some(f) => f,
         None => return Vec::new(),
     };
+    if !checks::accepted(cx, ep, &f) {
+        return Vec::new();
+    }
     let Some(ports) = ports(cx, ep, &f) else {
         return Vec::new();
     };

@@ -39,7 +39,7 @@ pub(super) fn policy(cx: &mut Cx<'_>, root: &YNode) -> Vec<Item<Stmt>> {
             "network_policies" => network = Some(v),
             "network_middlewares" => {
                 if !(v.is_null() || v.entries().is_some_and(<[_]>::is_empty)) {
-                    cx.unsupported(k, "the policy", "network middlewares (request interceptors) have no equivalent here; remove the section to import the rest");
+                    cx.unsupported(k, "the policy", "network middlewares are left out: they run operator-supplied interceptors on every request, so what the policy allows would depend on code neither `check` nor the prover can see; remove the section to import the rest");
                 }
             }
             other => {
@@ -164,8 +164,96 @@ fn process_stmt(cx: &mut Cx<'_>, node: &YNode) -> Option<Item<Stmt>> {
             ),
         }
     }
+    let refused = [("run_as_user", &user), ("run_as_group", &group)]
+        .into_iter()
+        .filter(|(field, v)| !v.as_ref().is_none_or(|v| sandbox_identity(cx, field, v)))
+        .count();
+    if refused > 0 {
+        return None;
+    }
     let span = user.as_ref().or(group.as_ref())?.span;
     Some(item(Stmt::RunAs { user, group }, span, Vec::new()))
+}
+
+/// OpenShell's `is_valid_sandbox_identity`: `sandbox` or a numeric id
+/// other than root's and the invalid-id sentinel; a name such as `root` or
+/// `nobody` is refused.
+fn sandbox_identity(cx: &mut Cx<'_>, field: &str, v: &Node<String>) -> bool {
+    const MAX: u32 = u32::MAX - 1;
+    let ok = v.node == "sandbox"
+        || v.node
+            .parse::<u32>()
+            .is_ok_and(|id| (1..=MAX).contains(&id));
+    if !ok {
+        cx.invalid(
+            v.span,
+            format!(
+                "OpenShell refuses `{field}: {}` when it loads the policy: {field} must be 'sandbox' or a numeric UID/GID in range [1, {MAX}], got '{}'",
+                v.node, v.node
+            ),
+            "run the workload as `sandbox` or a dedicated numeric id, never as root (0)",
+        );
+    }
+    ok
+}
+
+/// OpenShell's filesystem checks: no `..` component, no read-write `/`,
+/// at most 256 paths of at most 4096 bytes. (A relative path is left to
+/// the resolver, whose E0402 says the same.)
+fn filesystem_refused(
+    cx: &mut Cx<'_>,
+    read: &[Node<String>],
+    write: &[Node<String>],
+    at: Span,
+) -> bool {
+    const MAX_PATHS: usize = 256;
+    const MAX_LEN: usize = 4096;
+    let mut refused = false;
+    let mut refuse = |cx: &mut Cx<'_>, span: Span, reason: String, help: &str| {
+        refused = true;
+        cx.invalid(
+            span,
+            format!("OpenShell refuses `filesystem_policy` when it loads the policy: {reason}"),
+            help,
+        );
+    };
+    let count = read.len() + write.len();
+    if count > MAX_PATHS {
+        refuse(
+            cx,
+            at,
+            format!("too many filesystem paths ({count} > {MAX_PATHS})"),
+            "grant common parent directories instead of listing each path",
+        );
+    }
+    for p in read.iter().chain(write) {
+        if p.node.len() > MAX_LEN {
+            refuse(
+                cx,
+                p.span,
+                format!("path exceeds maximum length ({} > {MAX_LEN})", p.node.len()),
+                "name a shorter path, such as a parent directory",
+            );
+        } else if p.node.split('/').any(|c| c == "..") {
+            refuse(
+                cx,
+                p.span,
+                format!("path contains '..' traversal component: {}", p.node),
+                "write the path without `..`, as `realpath` prints it",
+            );
+        }
+    }
+    for p in write {
+        if p.node.trim_end_matches('/').is_empty() && !p.node.is_empty() {
+            refuse(
+                cx,
+                p.span,
+                format!("read-write path is overly broad: {}", p.node),
+                "list the directories the workload writes (its workspace, `/tmp`), or make `/` read-only",
+            );
+        }
+    }
+    refused
 }
 
 fn filesystem(cx: &mut Cx<'_>, node: &YNode) -> Vec<Item<Stmt>> {
@@ -188,6 +276,14 @@ fn filesystem(cx: &mut Cx<'_>, node: &YNode) -> Vec<Item<Stmt>> {
                 "`filesystem_policy` has `include_workdir`, `read_only` and `read_write`",
             ),
         }
+    }
+    if filesystem_refused(
+        cx,
+        read.as_ref().map_or(&[][..], |(_, l)| l),
+        write.as_ref().map_or(&[][..], |(_, l)| l),
+        node.span,
+    ) {
+        return Vec::new();
     }
     // OpenShell grants its Landlock rules with the landlock crate's
     // `from_read` (read_only) and `from_all` (read_write, the working

@@ -170,10 +170,11 @@ fn check_path(file: &SourceFile, span: Span, p: &str, diags: &mut Diagnostics) -
     } else {
         p
     };
-    if trimmed
-        .split('/')
-        .skip(1)
-        .any(|c| c.is_empty() || c == "." || c == "..")
+    if trimmed != "/"
+        && trimmed
+            .split('/')
+            .skip(1)
+            .any(|c| c.is_empty() || c == "." || c == "..")
     {
         diags.push(
             Diagnostic::new(
