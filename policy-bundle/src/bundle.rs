@@ -165,6 +165,31 @@ pub struct Route {
     pub uninspected_credentials: bool,
 }
 
+impl Route {
+    /// The credential that closes this route, if any. A route that relays
+    /// uninspected (L4, or `http` with `tls skip`) to a host a credential
+    /// is bound to carries that credential's placeholder out unchecked;
+    /// unless the author accepted it (`uninspected_credentials`), every
+    /// connection over it is refused, as OpenShell's supervisor refuses
+    /// such a CONNECT (`EndpointCredentialGuard::blocks_connect`). A
+    /// transparent `tcp` route is OpenShell's `protocol: tcp`, which that
+    /// guard does not close.
+    pub fn credential_guard<'c>(
+        &self,
+        credentials: &'c [CredentialBinding],
+    ) -> Option<&'c CredentialBinding> {
+        if self.uninspected_credentials || !matches!(self.via, Via::L4 | Via::Uninspected) {
+            return None;
+        }
+        let Dest::Host(host) = &self.dest else {
+            return None;
+        };
+        credentials
+            .iter()
+            .find(|c| c.hosts.iter().any(|h| h.may_overlap(host)))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Via {

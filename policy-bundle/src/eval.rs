@@ -139,6 +139,8 @@ pub struct Evaluator {
     /// a new bundle starts with an empty one. Keyed by the exact document
     /// text, so a hit is the analysis of the very same input.
     graphql_cache: DocumentCache,
+    /// Per route, the credential that closes it (`Route::credential_guard`).
+    guarded: Vec<Option<String>>,
 }
 
 impl Evaluator {
@@ -171,7 +173,14 @@ impl Evaluator {
             }
             indexes.push(idx);
         }
+        let credentials = &bundle.enforcement.credentials;
+        let guarded = seccomp
+            .routes
+            .iter()
+            .map(|r| r.credential_guard(credentials).map(|c| c.name.clone()))
+            .collect();
         Self {
+            guarded,
             bundle,
             exact_binaries,
             glob_binaries,
@@ -260,6 +269,7 @@ impl Evaluator {
         let mut matched: Vec<u32> = Vec::new();
         let mut grants: Vec<(u32, Origin)> = Vec::new();
         let mut internal_refused = false;
+        let mut guarded_by: Option<&str> = None;
         for &i in &identities {
             let Some(idx) = self.indexes.get(i) else {
                 continue;
@@ -282,6 +292,10 @@ impl Evaluator {
                 };
                 match route_applies(route, host.as_deref(), addr, port) {
                     Applies::Yes => {
+                        if let Some(Some(c)) = self.guarded.get(r as usize) {
+                            guarded_by = Some(c);
+                            continue;
+                        }
                         matched.push(r);
                         grants.extend(self.granted_by(i, r).map(|o| (r, o.clone())));
                     }
@@ -299,7 +313,13 @@ impl Evaluator {
             .or_else(|| addr.map(|a| a.to_string()))
             .unwrap_or_default();
         if matched.is_empty() {
-            let reason = if internal_refused {
+            let reason = if let Some(credential) = guarded_by {
+                Reason::CredentialGuard {
+                    dest: shown,
+                    port,
+                    credential: credential.to_string(),
+                }
+            } else if internal_refused {
                 Reason::InternalAddress { dest: shown }
             } else {
                 Reason::NoRoute {

@@ -12,7 +12,6 @@ use crate::ast::Document;
 use crate::diag::{Diagnostic, Diagnostics, codes};
 use crate::ir::{BinaryRef, Dest, Endpoint, EndpointKind, Enforcement, L7Protocol, TlsMode};
 use crate::resolve::Resolved;
-use policy_bundle::matcher::HostPattern;
 
 /// W0131 on the policy's header: without a user the workload keeps the
 /// supervisor's, which is root wherever the supervisor runs as root.
@@ -30,6 +29,8 @@ pub fn no_run_as_user(main: &Document, r: &Resolved) -> Option<Diagnostic> {
 pub fn lint(r: &Resolved) -> Diagnostics {
     let mut d = Diagnostics::default();
     let p = &r.policy;
+    let eps = &p.endpoints;
+    let shadowed = shadowed_rules(eps);
     for (i, ep) in p.endpoints.iter().enumerate() {
         let Some((file, span)) = r.spans.endpoints.get(i) else {
             continue;
@@ -57,7 +58,7 @@ pub fn lint(r: &Resolved) -> Diagnostics {
             .map(|h| {
                 p.credentials
                     .iter()
-                    .filter(|c| c.hosts.iter().any(|ch| hosts_overlap(ch, h)))
+                    .filter(|c| c.hosts.iter().any(|ch| ch.may_overlap(h)))
                     .map(|c| c.name.as_str())
                     .collect()
             })
@@ -99,10 +100,37 @@ pub fn lint(r: &Resolved) -> Diagnostics {
             }
             EndpointKind::L4 | EndpointKind::Tcp => {}
         }
-        if !ep.kind.is_inspected() && !creds.is_empty() && !ep.uninspected_credentials {
+        // A rule an inspected one shadows never carries the connection
+        // (W0104 says so), so nothing reaches the credential through it.
+        let inspected_instead = shadowed
+            .iter()
+            .any(|&(a, b)| a == i && eps.get(b).is_some_and(|b| b.kind.is_inspected()));
+        if !ep.kind.is_inspected()
+            && !creds.is_empty()
+            && !ep.uninspected_credentials
+            && !inspected_instead
+        {
+            let closed = !matches!(ep.kind, EndpointKind::Tcp);
+            let (message, label) = if closed {
+                (
+                    format!(
+                        "every connection over this rule is refused: credential `{}` is bound to a host it reaches without inspection",
+                        creds.join("`, `")
+                    ),
+                    "refused at connect, as OpenShell refuses it",
+                )
+            } else {
+                (
+                    format!(
+                        "credential `{}` is bound to a host this rule reaches without inspection",
+                        creds.join("`, `")
+                    ),
+                    "not inspected",
+                )
+            };
             d.push(
-                Diagnostic::new(codes::W0102, file, *span, format!("credential `{}` is bound to a host this rule reaches without inspection", creds.join("`, `")))
-                    .label("not inspected")
+                Diagnostic::new(codes::W0102, file, *span, message)
+                    .label(label)
                     .help("make the rule `http` so the proxy checks each request, or add `uninspected_credentials` to accept the risk"),
             );
         }
@@ -113,7 +141,7 @@ pub fn lint(r: &Resolved) -> Diagnostics {
         };
         let reached = p.endpoints.iter().any(|ep| {
             ep.kind.is_inspected()
-                && matches!(&ep.dest, Dest::Host(h) if c.hosts.iter().any(|ch| hosts_overlap(ch, h)))
+                && matches!(&ep.dest, Dest::Host(h) if c.hosts.iter().any(|ch| ch.may_overlap(h)))
         });
         if !reached {
             d.push(
@@ -130,16 +158,16 @@ pub fn lint(r: &Resolved) -> Diagnostics {
             );
         }
     }
-    shadowing(r, &mut d);
+    shadowing(r, &shadowed, &mut d);
     planted::planted(r, &mut d);
     d
 }
 
-/// Report rules that have no effect because another rule covers them: an
-/// uninspected rule inside an inspected one (inspection wins), or a rule
-/// inside another of the same kind.
-fn shadowing(r: &Resolved, d: &mut Diagnostics) {
-    let eps = &r.policy.endpoints;
+/// Rules that have no effect because another rule covers them, as
+/// (shadowed, shadowing) pairs: an uninspected rule inside an inspected one
+/// (inspection wins), or a rule inside another of the same kind.
+fn shadowed_rules(eps: &[Endpoint]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
     // Only rules whose destinations can contain one another are compared:
     // an exact host against the same host and the wildcards matching it, a
     // wildcard against the same wildcard, addresses against addresses.
@@ -176,12 +204,20 @@ fn shadowing(r: &Resolved, d: &mut Diagnostics) {
             },
             Dest::Addrs(_) => addrs.clone(),
         };
-        let Some(j) = candidates
+        if let Some(j) = candidates
             .into_iter()
             .find(|&j| j != i && shadows(eps, j, i))
-        else {
-            continue;
-        };
+        {
+            out.push((i, j));
+        }
+    }
+    out
+}
+
+fn shadowing(r: &Resolved, shadowed: &[(usize, usize)], d: &mut Diagnostics) {
+    let eps = &r.policy.endpoints;
+    for &(i, j) in shadowed {
+        let Some(a) = eps.get(i) else { continue };
         let (Some((file, span)), Some((bfile, bspan))) =
             (r.spans.endpoints.get(i), r.spans.endpoints.get(j))
         else {
@@ -252,19 +288,4 @@ fn binary_covers(b: &BinaryRef, a: &BinaryRef) -> bool {
     b.glob == a.glob
         || a.glob.exact().is_some_and(|e| b.glob.matches(e))
         || b.glob.to_string() == "/**"
-}
-
-/// Whether two host patterns can match a common host. Exact for exact
-/// hosts; for two wildcards a necessary condition (one literal suffix ends
-/// with the other), which may over-approximate.
-pub(crate) fn hosts_overlap(a: &HostPattern, b: &HostPattern) -> bool {
-    match (a.exact(), b.exact()) {
-        (Some(x), Some(y)) => x == y,
-        (Some(x), None) => b.matches(x),
-        (None, Some(y)) => a.matches(y),
-        (None, None) => {
-            let (x, y) = (a.literal_suffix(), b.literal_suffix());
-            x.ends_with(y) || y.ends_with(x)
-        }
-    }
 }

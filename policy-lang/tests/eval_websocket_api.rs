@@ -257,7 +257,8 @@ fn a_placeholder_in_a_text_message_is_refused_on_a_credentialed_connection() {
 "#
         )
     };
-    let frame = r#"{"op":2,"d":{"token":"openshell-placeholder-token-0123456789abcdef0123456789abcdef"}}"#;
+    let frame =
+        r#"{"op":2,"d":{"token":"openshell-placeholder-token-0123456789abcdef0123456789abcdef"}}"#;
     let ev = evaluator(&credentialed(""));
     let d = text(&ev, RT, "/v1/realtime/chat", frame);
     assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);

@@ -5,7 +5,9 @@
 //! 2. the routes of those identities that apply to the destination: port,
 //!    host pattern (a wildcard never reaches a metadata name) or address
 //!    set, the host's allowed `addresses`, and internal addresses refused
-//!    unless named;
+//!    unless named; a route that relays uninspected to a host a credential
+//!    is bound to, without `uninspected_credentials`, matches nothing
+//!    (`Route::credential_guard`);
 //! 3. no matching route: denied; no matching inspected (L7) endpoint:
 //!    relayed uninspected, every request passes;
 //! 4. otherwise the participating endpoints (route matched, `path`
@@ -163,7 +165,11 @@ pub fn build(
                 and([host, not_meta, or([not(lit(Lit::HasAddr)), addr_ok])])
             }
         };
-        let body = and([ports(&route.ports), dest, who]);
+        let body = if route.credential_guard(&t.credentials).is_some() {
+            FALSE
+        } else {
+            and([ports(&route.ports), dest, who])
+        };
         matched.push(defs.define(format!("{prefix}.route{r}"), body));
     }
     let conn = defs.define(format!("{prefix}.conn"), or(matched.iter().cloned()));

@@ -110,7 +110,7 @@ fn enforce_to_audit_is_a_downgrade() {
 fn uninspected_route_to_a_credentialed_host_is_an_l7_bypass() {
     let old = with_cred("  allow agent -> api.github.com:443 http read-only");
     let new = with_cred(
-        "  allow agent -> api.github.com:443 http read-only\n  allow /usr/bin/nc -> api.github.com:443",
+        "  allow agent -> api.github.com:443 http read-only\n  allow /usr/bin/nc -> api.github.com:443 uninspected_credentials",
     );
     let r = diff(&old, &new);
     assert!(
@@ -119,6 +119,43 @@ fn uninspected_route_to_a_credentialed_host_is_an_l7_bypass() {
         r.findings
     );
     assert_verified(&r);
+}
+
+/// An uninspected rule to a credentialed host without
+/// `uninspected_credentials` is refused at connect (as OpenShell refuses
+/// it): adding one widens nothing, adding the flag to it is the widening,
+/// and moving a credentialed REST rule to it narrows.
+#[test]
+fn the_credential_guard_closes_uninspected_rules_until_the_flag_opens_them() {
+    let inspected = "  allow agent -> api.github.com:443 http read-only";
+    let guarded = "  allow /usr/bin/nc -> api.github.com:443";
+    let skipped = "  allow /usr/bin/nc -> api.github.com:443 http tls skip read-only";
+    let opened = "  allow /usr/bin/nc -> api.github.com:443 uninspected_credentials";
+    let old = with_cred(inspected);
+    for closed in [guarded, skipped] {
+        let r = diff(&old, &with_cred(&format!("{inspected}\n{closed}")));
+        assert_eq!(
+            r.verdict,
+            Verdict::NoNewAccess,
+            "{closed}: {:#?}",
+            r.findings
+        );
+        assert!(r.findings.is_empty(), "{closed}: {:#?}", r.findings);
+    }
+    let r = diff(
+        &with_cred(&format!("{inspected}\n{guarded}")),
+        &with_cred(&format!("{inspected}\n{opened}")),
+    );
+    assert_eq!(r.verdict, Verdict::Widened);
+    assert!(
+        categories(&r).contains(&"l7_bypass_credentialed"),
+        "{:#?}",
+        r.findings
+    );
+    assert_verified(&r);
+    let r = diff(&old, &with_cred("  allow agent -> api.github.com:443"));
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{:#?}", r.findings);
+    assert!(r.findings.is_empty(), "{:#?}", r.findings);
 }
 
 #[test]

@@ -111,7 +111,7 @@ fn an_l7_bypass_has_a_connection_witness_that_replays() {
         "{cred}\n  allow agent -> api.github.com:443 http read-only"
     )));
     let new = compile(&policy(&format!(
-        "{cred}\n  allow agent -> api.github.com:443"
+        "{cred}\n  allow agent -> api.github.com:443 uninspected_credentials"
     )));
     let r = prover::diff(&old, &new, &opts()).unwrap();
     let f = r

@@ -216,6 +216,13 @@ pub fn explain(b: &Bundle) -> String {
                 Via::Uninspected => "http, not inspected (tls skip)".to_string(),
                 Via::L7(e) => format!("L7 endpoint #{e}"),
             };
+            let via = match route.credential_guard(&t.credentials) {
+                Some(c) => format!(
+                    "{via}; REFUSED: credential `{}` is bound to this host (uninspected_credentials not given)",
+                    c.name
+                ),
+                None => via,
+            };
             let addrs = route
                 .addresses
                 .as_ref()

@@ -20,6 +20,14 @@ pub enum Reason {
     UnknownBinary { binary: String },
     /// The destination resolves to an internal address no rule names.
     InternalAddress { dest: String },
+    /// The only rules that reach the destination relay it uninspected to
+    /// a host `credential` is bound to, without `uninspected_credentials`
+    /// (`Route::credential_guard`).
+    CredentialGuard {
+        dest: String,
+        port: u16,
+        credential: String,
+    },
     /// No rule lets the binary reach the destination.
     NoRoute {
         binary: String,
@@ -112,6 +120,14 @@ impl fmt::Display for Reason {
             Self::InternalAddress { dest } => write!(
                 f,
                 "`{dest}` resolves to an internal address that no rule names explicitly (add it to the rule's `addresses`)"
+            ),
+            Self::CredentialGuard {
+                dest,
+                port,
+                credential,
+            } => write!(
+                f,
+                "refused: the rule reaching `{dest}:{port}` relays it uninspected, and credential `{credential}` is bound to that host (make the rule `http` so requests are inspected, or add `uninspected_credentials` to accept the risk)"
             ),
             Self::NoRoute { binary, dest, port } => {
                 write!(f, "no rule allows `{binary}` to reach `{dest}:{port}`")

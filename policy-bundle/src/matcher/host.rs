@@ -325,6 +325,22 @@ impl HostPattern {
         self.is_exact().then_some(self.text.as_str())
     }
 
+    /// Whether the two patterns can match a common host: exact when either
+    /// is a literal host; for two wildcards a necessary condition (one
+    /// literal suffix ends with the other), so it may answer yes where no
+    /// host matches both, as OpenShell's own overlap test does.
+    pub fn may_overlap(&self, other: &HostPattern) -> bool {
+        match (self.exact(), other.exact()) {
+            (Some(x), Some(y)) => x == y,
+            (Some(x), None) => other.matches(x),
+            (None, Some(y)) => self.matches(y),
+            (None, None) => {
+                let (x, y) = (self.literal_suffix(), other.literal_suffix());
+                x.ends_with(y) || y.ends_with(x)
+            }
+        }
+    }
+
     /// The labels right of the rightmost wildcard label (`api.example.com`
     /// for `*.api.example.com`), the whole host for an exact pattern. Every
     /// matching host ends with `.` + this, so patterns can be indexed by it.
