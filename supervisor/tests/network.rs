@@ -17,12 +17,18 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_with(|_, port| format!("  allow clients -> local.test:{port}\n"))
+}
+
+/// As `setup`, with the rules `rules(dir, port)` gives.
+fn setup_with(rules: impl Fn(&Dir, u16) -> String) -> Setup {
     let net = TestNet::new();
     let dir = Dir::new();
     let port = common::http_server(net.tcp("127.0.0.1:0")).port();
     let body = format!(
-        "  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  binaries clients = {}\n  allow clients -> local.test:{port}\n",
-        clients()
+        "  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  binaries clients = {}\n{}",
+        clients(),
+        rules(&dir, port)
     );
     let bundle = bundle(&dir, "net", &body);
     Setup {
@@ -216,4 +222,43 @@ fn bash_dev_tcp_reaches_an_allowed_server_and_sees_a_blocking_socket_work() {
     let (out, log) = s.run(&["/usr/bin/bash", "-c", &script]);
     assert_eq!(stdout(&out), "ok", "{}", stderr(&out));
     assert!(log.is_empty(), "{log:?}");
+}
+
+/// A credential bound to the host closes the plain L4 rule to it: the
+/// workload's connect is refused and logged (OpenShell's supervisor
+/// refuses such a CONNECT too), and `uninspected_credentials` opens it.
+#[test]
+fn an_l4_rule_to_a_credentialed_host_is_refused_at_connect() {
+    let rules = |flag: &'static str| {
+        move |dir: &Dir, port: u16| {
+            let secret = dir.join("secret");
+            std::fs::write(&secret, "real-secret").unwrap();
+            format!(
+                "  credential key {{\n    secret file {}\n    inject header X-Api-Key \"{{secret}}\"\n    hosts local.test\n  }}\n  allow clients -> local.test:{port} {flag}\n",
+                secret.display()
+            )
+        }
+    };
+    let s = setup_with(rules(""));
+    let code = py_connect("AF_INET", "local.test", s.port);
+    let (out, log) = s.run(&["/usr/bin/python3", "-c", &code]);
+    let printed = stdout(&out);
+    assert_eq!(
+        printed.split_whitespace().next(),
+        Some("111"),
+        "ECONNREFUSED: {printed} {}",
+        stderr(&out)
+    );
+    let denied: Vec<_> = log.iter().filter(|l| l["action"] == "Denied").collect();
+    assert_eq!(denied.len(), 1, "{log:?}");
+    let message = denied[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("credential `key`") && message.contains("uninspected_credentials"),
+        "{message}"
+    );
+
+    let s = setup_with(rules("uninspected_credentials"));
+    let url = format!("http://local.test:{}/", s.port);
+    let (out, _) = s.run(&["/usr/bin/curl", "-sS", "--max-time", "10", &url]);
+    assert_eq!(stdout(&out), "ok", "{}", stderr(&out));
 }

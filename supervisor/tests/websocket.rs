@@ -270,6 +270,10 @@ fn real_clients_get_allowed_messages_through_and_denied_ones_closed_with_1008() 
     assert_eq!(open["authorization"], format!("Bearer {SECRET}"));
     steps.closed("credentialed-binary", 1008);
     assert_eq!(s.messages("/stream/binary"), Vec::<String>::new());
+    // Nor does a text message carrying a placeholder: it is never replaced
+    // inside messages, so the connection ends before the server sees it.
+    steps.closed("credentialed-placeholder", 1008);
+    assert_eq!(s.messages("/stream/placeholder"), Vec::<String>::new());
 
     // A server that echoes the injected header: every message (whole,
     // in fragments, binary) and the close reason reach the client with

@@ -207,6 +207,8 @@ if GROUP == "clients":
     client_step("server-refuses", "rt.test", "/v1/realtime/missing", ["never"])
     client_step("credentialed-text", "cred.test", "/stream/text", ["hi"])
     client_step("credentialed-binary", "cred.test", "/stream/binary", [b"\x00\x01"])
+    client_step("credentialed-placeholder", "cred.test", "/stream/placeholder",
+                ['{"token": "openshell-placeholder-tok-0123456789abcdef0123456789abcdef"}'])
     reflect_step("credentialed-reflect", "cred.test", "/stream/reflect")
 
     gql_step("gql-query", "query Viewer { viewer { login } }")
