@@ -819,7 +819,21 @@ impl Walker {
         } else {
             found.len().max(1)
         };
-        let span = Span::new(at, (at + len).min(self.file.text().len().max(at)));
+        let mut span = Span::new(at, (at + len).min(self.file.text().len().max(at)));
+        // `agent->host:443` is one word to the grammar, a binary named
+        // all of it; say what was meant rather than "expected `->`".
+        let (message, help) = match glued_arrow(full).filter(|_| code == codes::E0100) {
+            Some((start, word)) if matches!(&err.variant, ErrorVariant::ParsingError { positives, .. } if positives.contains(&Rule::arrow) || positives.contains(&Rule::subject)) =>
+            {
+                span = Span::new(offset + start, offset + start + word.len());
+                let spaced = word.replacen("->", " -> ", 1);
+                (
+                    format!("`{word}` reads as one binary name: `->` needs a space on each side"),
+                    format!("write `{}`", spaced.trim()),
+                )
+            }
+            _ => (message, help),
+        };
         self.diags.push(
             Diagnostic::new(code, &self.file, span, message)
                 .label("here")
@@ -1009,6 +1023,20 @@ fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev.last().copied().unwrap_or(0)
+}
+
+/// The first word holding `->` with something glued to it, and where it
+/// starts in `text`.
+fn glued_arrow(text: &str) -> Option<(usize, &str)> {
+    let mut at = 0;
+    for word in text.split_inclusive(char::is_whitespace) {
+        let w = word.trim_end();
+        if w.len() > 2 && w.contains("->") && !w.starts_with('"') {
+            return Some((at, w));
+        }
+        at += word.len();
+    }
+    None
 }
 
 fn first_word(text: &str) -> &str {

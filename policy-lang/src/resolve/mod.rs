@@ -400,10 +400,15 @@ impl Resolver {
         let mut hosts: Option<Vec<HostPattern>> = None;
         let mut methods = None;
         let mut paths: Option<Vec<HttpPathGlob>> = None;
+        let mut unreadable = false;
         for item in &c.items {
             let s = item.stmt.span;
             let seen = match &item.stmt.node {
-                CredStmt::Secret(src) => set_once(&mut source, self.secret_source(file, src)),
+                CredStmt::Secret(src) => {
+                    let src = self.secret_source(file, src);
+                    unreadable |= src.is_none();
+                    set_once(&mut source, src)
+                }
                 CredStmt::Placeholder(p) => set_once(&mut placeholder, Some(p.node.clone())),
                 CredStmt::InjectHeader { name, template } => {
                     if !template.node.contains("{secret}") {
@@ -445,7 +450,10 @@ impl Resolver {
                     }
                     set_once(&mut paths, Some(globs))
                 }
-                CredStmt::Invalid(_) => true,
+                CredStmt::Invalid(_) => {
+                    unreadable = true;
+                    true
+                }
             };
             if !seen {
                 self.err(
@@ -478,7 +486,9 @@ impl Resolver {
         .filter(|(m, _)| *m)
         .map(|(_, s)| *s)
         .collect();
-        if !missing.is_empty() {
+        // A setting that did not parse is already an error where it is
+        // written; "incomplete" would only repeat it, and first.
+        if !missing.is_empty() && !unreadable {
             self.err(
                 codes::E0601,
                 file,
