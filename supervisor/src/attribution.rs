@@ -2,8 +2,10 @@
 //! `connect` to an address is decided against the host rules too.
 //!
 //! The DNS stub records every answer it gives; `--resolve HOST=IP` entries
-//! are recorded up front and also mark `IP` as *named by the operator* for
-//! `HOST` (see [`crate::decide`]). Entries live as long as the
+//! are recorded up front and, once the workload has asked for `HOST`, mark
+//! `IP` as *named by the operator* for it (see [`crate::decide`]). A
+//! connection to an address is never attributed to a name the workload did
+//! not ask for: an address is not a name, whoever else it belongs to. Entries live as long as the
 //! sandbox: programs keep addresses far longer than a record's TTL (Java
 //! caches forever), and an address once given for an allowed name stays
 //! the one the workload was told. The table is bounded; the oldest address
@@ -40,6 +42,8 @@ pub struct Attribution {
     learned: Mutex<Table>,
     operator: HashMap<IpAddr, Vec<String>>,
     operator_pairs: HashSet<(String, IpAddr)>,
+    /// The operator's pairs the workload has asked the stub for.
+    asked: Mutex<HashSet<(String, IpAddr)>>,
 }
 
 impl Attribution {
@@ -60,6 +64,7 @@ impl Attribution {
             learned: Mutex::new(Table::default()),
             operator: by_addr,
             operator_pairs: pairs,
+            asked: Mutex::new(HashSet::new()),
         }
     }
 
@@ -70,7 +75,11 @@ impl Attribution {
         };
         for ip in addrs {
             let ip = canonical_ip(ip);
-            if self.operator_pairs.contains(&(name.to_owned(), ip)) {
+            let pair = (name.to_owned(), ip);
+            if self.operator_pairs.contains(&pair) {
+                if let Ok(mut asked) = self.asked.lock() {
+                    asked.insert(pair);
+                }
                 continue;
             }
             let fresh = !table.by_addr.contains_key(&ip);
@@ -89,21 +98,28 @@ impl Attribution {
         }
     }
 
-    /// The names given for `ip`: the operator's first, then the most
-    /// recently answered.
+    /// The names given for `ip`: the operator's the workload asked for
+    /// first, then the most recently answered.
     #[must_use]
     pub fn names_for(&self, ip: IpAddr) -> Vec<Attributed> {
         let ip = canonical_ip(ip);
+        let asked = self.asked.lock().ok();
         let mut out: Vec<Attributed> = self
             .operator
             .get(&ip)
             .into_iter()
             .flatten()
+            .filter(|name| {
+                asked
+                    .as_ref()
+                    .is_some_and(|a| a.contains(&((*name).clone(), ip)))
+            })
             .map(|name| Attributed {
                 name: name.clone(),
                 operator: true,
             })
             .collect();
+        drop(asked);
         if let Ok(table) = self.learned.lock() {
             out.extend(
                 table
@@ -153,6 +169,9 @@ mod tests {
             .map(|n| n.name)
             .collect();
         assert_eq!(names, ["b.example", "a.example"]);
+        // Not asked for yet: the address alone names nothing.
+        assert!(a.names_for(ip("127.0.0.1")).is_empty());
+        a.remember("local.test", [ip("127.0.0.1")]);
         let local = a.names_for(ip("::ffff:127.0.0.1"));
         assert_eq!(
             local,

@@ -14,9 +14,12 @@
 //!   could have written (`LD_PRELOAD`, `LD_AUDIT`, `dlopen`, ctypes) runs
 //!   behind the binary's identity, so that identity no longer holds.
 //! - **Destination**: every name the DNS stub gave the workload for the
-//!   address is tried (the operator's `--resolve` names first, then the most
-//!   recent answer), each as `host = Some(name), addr = Some(ip)`; then the
-//!   bare address, `host = None`. The first that allows decides.
+//!   address is tried (the operator's `--resolve` names the workload asked
+//!   for first, then the most recent answer), each as `host = Some(name),
+//!   addr = Some(ip)`; then the bare address, `host = None`. The first
+//!   that allows decides. A name the workload never asked for is never
+//!   tried: an address is not a name, and a reverse map would hand a bare
+//!   connection a host's rules and its name in the deny log.
 //! - **Operator naming**: `--resolve HOST=IP` is the operator's statement
 //!   that IP is HOST. The evaluator refuses internal addresses (loopback,
 //!   private, link-local, metadata) behind a host rule unless the rule names

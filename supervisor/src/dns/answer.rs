@@ -96,6 +96,7 @@ impl Answerer {
         }
         let operator = self.attribution.operator_addrs(&name);
         if !operator.is_empty() {
+            self.attribution.remember(&name, operator.iter().copied());
             for ip in operator {
                 if let Some(rdata) = rdata_for(qtype, ip) {
                     resp.add_answer(Record::from_rdata(
