@@ -48,4 +48,4 @@ pub struct ChildSpec<'a> {
 }
 
 /// The child's exit status when a step before `exec` fails.
-pub const EXIT_SETUP_FAILED: i32 = 125;
+pub(crate) const EXIT_SETUP_FAILED: i32 = 125;

@@ -72,11 +72,11 @@ fn sha256_reader(mut r: impl Read) -> io::Result<[u8; 32]> {
 /// given its old `mtime` still gets a new `ctime`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileKey {
-    pub dev: u64,
-    pub ino: u64,
-    pub size: u64,
-    pub mtime_ns: i128,
-    pub ctime_ns: i128,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i128,
+    pub(crate) ctime_ns: i128,
 }
 
 impl FileKey {

@@ -62,12 +62,8 @@ impl FsAccess {
     pub const READ_DIR: Self = Self(FsRight::ReadDir.bit());
     pub const REMOVE_DIR: Self = Self(FsRight::RemoveDir.bit());
     pub const REMOVE_FILE: Self = Self(FsRight::RemoveFile.bit());
-    pub const MAKE_CHAR: Self = Self(FsRight::MakeChar.bit());
     pub const MAKE_DIR: Self = Self(FsRight::MakeDir.bit());
     pub const MAKE_REG: Self = Self(FsRight::MakeReg.bit());
-    pub const MAKE_SOCK: Self = Self(FsRight::MakeSock.bit());
-    pub const MAKE_FIFO: Self = Self(FsRight::MakeFifo.bit());
-    pub const MAKE_BLOCK: Self = Self(FsRight::MakeBlock.bit());
     pub const MAKE_SYM: Self = Self(FsRight::MakeSym.bit());
     pub const REFER: Self = Self(FsRight::Refer.bit());
     pub const TRUNCATE: Self = Self(FsRight::Truncate.bit());
@@ -76,7 +72,7 @@ impl FsAccess {
     pub const ALL: Self = Self((1 << FsRight::ALL.len()) - 1);
     /// The rights that mean something on a non-directory; the kernel refuses
     /// a rule on a file that grants any other.
-    pub const FILE: Self = Self(
+    pub(crate) const FILE: Self = Self(
         Self::EXECUTE.0
             | Self::WRITE_FILE.0
             | Self::READ_FILE.0
@@ -276,7 +272,7 @@ impl Downgrade {
     /// than written, never looser (and a policy stays usable across
     /// distributions, say with and without `/lib64`); it is reported.
     #[must_use]
-    pub fn refused_in_hard_mode(&self) -> bool {
+    pub(crate) fn refused_in_hard_mode(&self) -> bool {
         !matches!(
             self,
             Self::NotApplicableToFile { .. }
@@ -340,7 +336,7 @@ impl fmt::Display for Downgrade {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyReport {
     pub kernel_abi: u8,
-    pub mode: Compat,
+    pub(crate) mode: Compat,
     /// Filesystem rights restricted everywhere no rule grants them.
     pub handled_fs: FsAccess,
     pub downgrades: Vec<Downgrade>,

@@ -111,7 +111,7 @@ pub fn write_msg_len(pid: u32, msgvec: u64, index: u64, sent: u32) -> io::Result
 
 /// Copies `bytes` to `addr` in process (or thread) `pid`, through
 /// `/proc/<pid>/mem` (which needs the same ptrace access as reading).
-pub fn write_memory(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_memory(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
     let mem = OpenOptions::new()
         .write(true)
         .open(format!("/proc/{pid}/mem"))?;

@@ -31,7 +31,7 @@ use crate::errno::Errno;
 use crate::sys;
 
 /// `AUDIT_ARCH_X86_64`: the only architecture the filter lets through.
-pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+pub(crate) const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 /// `O_CLOEXEC` as the fdinfo `flags:` field shows it (octal 02000000).
 const FDINFO_CLOEXEC: u32 = 0o2_000_000;
 
@@ -43,10 +43,10 @@ pub struct Notif {
     /// The trapped thread's id (not necessarily the process id), in the
     /// supervisor's pid namespace.
     pub pid: u32,
-    pub syscall_nr: i32,
+    pub(crate) syscall_nr: i32,
     pub args: [u64; 6],
-    pub arch: u32,
-    pub instruction_pointer: u64,
+    pub(crate) arch: u32,
+    pub(crate) instruction_pointer: u64,
 }
 
 /// The syscalls the product's filter sends to the supervisor; the list

@@ -76,13 +76,6 @@ pub fn clear_capability_sets() -> Result<(), Errno> {
     sys::process::clear_capability_sets()
 }
 
-/// [`drop_bounding_and_ambient`] then [`clear_capability_sets`], for a child
-/// that keeps its uid.
-pub fn drop_all_capabilities(last_cap: u32) -> Result<(), Errno> {
-    drop_bounding_and_ambient(last_cap)?;
-    clear_capability_sets()
-}
-
 /// Becomes `uid`/`gid` with exactly `groups` as supplementary groups (pass
 /// `&[gid]` to drop the supervisor's). Raw syscalls rather than libc's
 /// wrappers: glibc's broadcast every credential change to all threads with

@@ -22,7 +22,7 @@
 //! full 64-bit register. A rule `socket(family == AF_PACKET)` written as a
 //! 64-bit equality is bypassed by `socket(AF_PACKET | 1 << 32, ..)`. Rules on
 //! `int` arguments therefore compare under the mask `0xffff_ffff`
-//! ([`ArgCond::eq32`]); `Ne` and `Ge` conditions are only used where
+//! ([`ArgOp::MaskedEq`]); `Ne` and `Ge` conditions are only used where
 //! garbage in the upper half makes the rule *more* likely to match (deny or
 //! trap), never less.
 
@@ -54,28 +54,6 @@ pub struct ArgCond {
     pub index: u32,
     pub op: ArgOp,
     pub value: u64,
-}
-
-impl ArgCond {
-    /// Equality on an `int` argument, immune to garbage in the upper half.
-    #[must_use]
-    pub const fn eq32(index: u32, value: u32) -> Self {
-        Self {
-            index,
-            op: ArgOp::MaskedEq(0xffff_ffff),
-            value: value as u64,
-        }
-    }
-
-    /// True when any bit of `bits` is set in the argument.
-    #[must_use]
-    pub const fn has_bits(index: u32, bits: u64) -> Self {
-        Self {
-            index,
-            op: ArgOp::MaskedEq(bits),
-            value: bits,
-        }
-    }
 }
 
 /// A syscall answered with `-errno` when all its conditions hold.

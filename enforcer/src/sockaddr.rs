@@ -14,7 +14,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 use std::os::unix::fs::FileExt;
 
 /// `sizeof(struct sockaddr_storage)`: the kernel refuses longer addresses.
-pub const SOCKADDR_MAX: usize = 128;
+pub(crate) const SOCKADDR_MAX: usize = 128;
 const SOCKADDR_IN_LEN: usize = 16;
 /// RFC 2133's `sockaddr_in6` without `sin6_scope_id`, still accepted.
 const SOCKADDR_IN6_MIN: usize = 24;
@@ -88,7 +88,7 @@ impl SockAddrError {
 /// Uses `process_vm_readv`; falls back to `/proc/<pid>/mem` when that call
 /// is unavailable or refused (a seccomp policy on the supervisor itself, or
 /// an old kernel). A short read is `EFAULT`, as the kernel would say.
-pub fn read_memory(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+pub(crate) fn read_memory(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<()> {
     if buf.is_empty() {
         return Ok(());
     }
@@ -204,7 +204,7 @@ impl SockAddr {
     /// The address in the kernel's layout, as `connect(2)` takes it: the
     /// inverse of [`parse_sockaddr`] (a unix pathname gains its NUL).
     #[must_use]
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let family = |f: i32| u16::try_from(f).unwrap_or_default().to_ne_bytes();
         let mut out = Vec::with_capacity(SOCKADDR_IN6_LEN);
         match self {
@@ -297,7 +297,7 @@ fn inet_fields(bytes: &[u8]) -> SocketAddrV4 {
 }
 
 /// Parses address bytes as the kernel's protocol handlers would check them.
-pub fn parse_sockaddr(bytes: &[u8]) -> Result<SockAddr, SockAddrError> {
+pub(crate) fn parse_sockaddr(bytes: &[u8]) -> Result<SockAddr, SockAddrError> {
     let Some((family, rest)) = bytes.split_first_chunk::<2>() else {
         return Err(SockAddrError::Truncated {
             family: 0,
