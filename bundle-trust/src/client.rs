@@ -157,7 +157,7 @@ impl Client {
     }
 
     /// Every URL, in the order they are tried.
-    pub fn urls(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn urls(&self) -> impl Iterator<Item = &str> {
         self.endpoints.iter().map(|e| e.url.as_str())
     }
 

@@ -56,16 +56,17 @@ pub struct Claims {
 impl Claims {
     /// The bytes that are signed without a nonce: compact JSON with sorted
     /// keys.
+    #[cfg(test)]
     #[must_use]
-    pub fn canonical(&self) -> Vec<u8> {
+    pub(crate) fn canonical(&self) -> Vec<u8> {
         self.canonical_with(None)
     }
 
     /// The bytes that are signed with `nonce` among the claims (sorted
-    /// between `issued_at` and `policy`); without one, exactly
-    /// [`Claims::canonical`].
+    /// between `issued_at` and `policy`); without one, exactly the bytes
+    /// envelopes were signed over before nonces existed.
     #[must_use]
-    pub fn canonical_with(&self, nonce: Option<&str>) -> Vec<u8> {
+    pub(crate) fn canonical_with(&self, nonce: Option<&str>) -> Vec<u8> {
         serde_json::to_vec(&WireClaims::of(self, nonce.map(str::to_owned))).unwrap_or_default()
     }
 }
@@ -102,8 +103,8 @@ pub struct Envelope {
     pub nonce: Option<String>,
     /// Which key signed (see [`key_id`]).
     pub key_id: String,
-    /// The Ed25519 signature of [`Claims::canonical_with`] the nonce,
-    /// base64.
+    /// The Ed25519 signature, base64, of the claims' canonical JSON (keys
+    /// sorted, no spaces) with the nonce among them when there is one.
     pub signature: String,
     /// The bundle's bytes exactly as `openshell-policy compile` writes them.
     pub bundle: String,
@@ -227,7 +228,7 @@ pub enum TrustError {
 
 /// A key's id: the first 16 hex digits of the SHA-256 of its public key.
 #[must_use]
-pub fn key_id(public: &ed25519_dalek::VerifyingKey) -> String {
+pub(crate) fn key_id(public: &ed25519_dalek::VerifyingKey) -> String {
     let hash = Sha256::digest(public.as_bytes());
     hash.iter()
         .take(8)
@@ -430,7 +431,8 @@ impl TrustedKeys {
     }
 
     /// The ids of the trusted keys.
-    pub fn ids(&self) -> impl Iterator<Item = &str> {
+    #[cfg(test)]
+    pub(crate) fn ids(&self) -> impl Iterator<Item = &str> {
         self.keys.iter().map(|(id, _)| id.as_str())
     }
 
