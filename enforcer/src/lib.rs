@@ -51,6 +51,7 @@
 //! 7 on the development machines): each one is an attack that must fail or
 //! a proof that an allowed path still works.
 
+#![warn(missing_docs)]
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]

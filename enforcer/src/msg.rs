@@ -23,6 +23,8 @@ const MSG_LEN_OFFSET: u64 = MSGHDR_LEN as u64;
 /// One message of a `sendmsg`/`sendmmsg`, as far as a send needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
+    /// `msg_name`: the destination, `None` when the call names none (a
+    /// connected socket sends to its peer).
     pub name: Option<SockAddr>,
     /// (address, length) of each data buffer, in the workload.
     pub iov: Vec<(u64, u64)>,

@@ -44,6 +44,8 @@ pub struct Notif {
     /// supervisor's pid namespace.
     pub pid: u32,
     pub(crate) syscall_nr: i32,
+    /// The raw registers; pointers among them point into the workload and
+    /// may be rewritten by another of its threads at any time.
     pub args: [u64; 6],
     pub(crate) arch: u32,
     pub(crate) instruction_pointer: u64,
@@ -71,6 +73,7 @@ pub enum ListenerEvent {
     Ready,
     /// No process uses the filter any more: nothing will ever arrive.
     Closed,
+    /// The timeout passed first; ask again.
     TimedOut,
 }
 
@@ -260,6 +263,7 @@ pub struct SocketInfo {
     pub domain: i32,
     /// `SOCK_*`, without flags.
     pub sock_type: i32,
+    /// As `SO_PROTOCOL` reports it (`IPPROTO_*`, 0 for a unix socket).
     pub protocol: i32,
     /// `O_NONBLOCK` on the open file; the replacement must match, or an
     /// event loop blocks on what it believes is a non-blocking socket.

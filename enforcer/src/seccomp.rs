@@ -51,23 +51,32 @@ pub enum ArgOp {
 /// A condition on one syscall argument (index 0..=5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArgCond {
+    /// Which argument, 0..=5.
     pub index: u32,
+    /// How the argument is compared with `value`.
     pub op: ArgOp,
+    /// The full 64-bit operand (for `MaskedEq`, compared after masking).
     pub value: u64,
 }
 
 /// A syscall answered with `-errno` when all its conditions hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DenyRule {
+    /// The syscall's name, as libseccomp knows it (a few newer ones are
+    /// resolved here).
     pub syscall: String,
+    /// Positive (`libc::EPERM`); the caller sees `-1` and this errno.
     pub errno: i32,
+    /// All must hold; empty denies the call whatever its arguments.
     pub arg_conditions: Vec<ArgCond>,
 }
 
 /// A syscall sent to the supervisor when all its conditions hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifyRule {
+    /// The syscall's name, as for [`DenyRule::syscall`].
     pub syscall: String,
+    /// All must hold; empty traps every call.
     pub arg_conditions: Vec<ArgCond>,
 }
 
@@ -80,7 +89,10 @@ pub struct NotifyRule {
 /// types. The tests build theirs the same way.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterSpec {
+    /// Answered by the kernel, never seen by the supervisor.
     pub deny: Vec<DenyRule>,
+    /// Each call that matches waits for the supervisor's answer on the
+    /// listener.
     pub notify: Vec<NotifyRule>,
     /// Install with `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (Linux 5.19):
     /// once the supervisor has received a notification, only a fatal signal
@@ -90,21 +102,32 @@ pub struct FilterSpec {
     pub wait_killable_recv: bool,
 }
 
+/// Why [`build`] made no filter; a spec that cannot be compiled whole is
+/// never installed in part.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SeccompError {
+    /// Neither libseccomp nor this crate's own table knows the name.
     #[error("unknown syscall `{0}`")]
     UnknownSyscall(String),
+    /// libseccomp refused the rule, for instance one it could only have
+    /// added rewritten.
     #[error("cannot add the seccomp rule for `{syscall}`")]
     AddRule {
+        /// The rule's syscall name.
         syscall: String,
+        /// From libseccomp.
         #[source]
         source: libseccomp::error::SeccompError,
     },
+    /// libseccomp could not create the filter context.
     #[error("cannot set up the seccomp filter")]
     Setup(#[source] libseccomp::error::SeccompError),
+    /// Writing the program out through a memfd failed.
     #[error("cannot export the seccomp program")]
     Export(#[source] std::io::Error),
+    /// The program is empty, not whole instructions, or longer than the
+    /// kernel takes; the size is in bytes.
     #[error("the exported seccomp program has an invalid size of {0} bytes")]
     BadProgram(usize),
 }

@@ -34,19 +34,27 @@ pub enum SockAddr {
     /// so the same bytes read as one are kept (`None` when shorter than a
     /// `sockaddr_in`); see [`SockAddr::sent_on`].
     Unspec {
+        /// The bytes read as a `sockaddr_in`, family aside.
         inet: Option<SocketAddrV4>,
     },
+    /// `AF_INET`.
     Inet(SocketAddrV4),
+    /// `AF_INET6`, flow info and scope id kept.
     Inet6(SocketAddrV6),
+    /// `AF_UNIX`.
     Unix(UnixAddr),
     /// A family this crate does not parse, with the raw bytes after the
     /// family field.
     Other {
+        /// `sa_family` as given.
         family: u16,
+        /// Everything after the family field, up to the given length.
         bytes: Vec<u8>,
     },
 }
 
+/// The three kinds of `sockaddr_un`, told apart the way the kernel does:
+/// by the length and the first byte of `sun_path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnixAddr {
     /// Only the family was given.
@@ -57,17 +65,26 @@ pub enum UnixAddr {
     Abstract(Vec<u8>),
 }
 
+/// Why an address or message could not be read from the workload; the
+/// trapped call is then answered with [`SockAddrError::errno`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SockAddrError {
+    /// The length argument, as the workload passed it.
     #[error("address length {0} is out of range")]
     BadLength(u64),
+    /// Shorter than the family's address structure.
     #[error("address of family {family} needs {need} bytes, got {got}")]
     Truncated {
+        /// `sa_family` as given.
         family: u16,
+        /// The structure's size, in bytes.
         need: usize,
+        /// The length passed, in bytes.
         got: usize,
     },
+    /// The pointer does not lead to readable memory of the workload (or the
+    /// thread is gone).
     #[error("cannot read the workload's memory")]
     Memory(#[source] io::Error),
 }
