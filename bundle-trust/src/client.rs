@@ -19,17 +19,32 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::TlsConnector;
 
+/// Why no answer came back. An HTTP error status is not one: it is a
+/// [`Response`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
+    /// The URL as given; empty when none was.
     #[error("`{0}` is not a gateway URL (`https://HOST:PORT`)")]
     Url(String),
+    /// No PEM certificate in the CA file, or one rustls refuses.
     #[error("the gateway CA file is not valid: {0}")]
     Ca(String),
+    /// TCP, TLS or HTTP failed with this replica; from [`Client::send`],
+    /// only once every replica failed.
     #[error("cannot reach the gateway at `{url}`: {why}")]
-    Unreachable { url: String, why: String },
+    Unreachable {
+        /// The replica's URL.
+        url: String,
+        /// The underlying error's message.
+        why: String,
+    },
+    /// A replica's exchange took longer than the `timeout` given to
+    /// [`Client::send`].
     #[error("the gateway did not answer within {0:?}")]
     Timeout(Duration),
+    /// The request could not be built (a method or header that is not
+    /// valid HTTP).
     #[error("the request could not be sent: {0}")]
     Request(String),
 }
@@ -37,8 +52,12 @@ pub enum ClientError {
 /// A response: status, the headers the API uses, the body.
 #[derive(Debug, Clone)]
 pub struct Response {
+    /// Any status, `4xx` and `5xx` included: the caller decides.
     pub status: u16,
+    /// The `ETag` header; for a bundle, the gateway sends its quoted
+    /// digest.
     pub etag: Option<String>,
+    /// The whole body, read before returning.
     pub body: Bytes,
 }
 
@@ -157,7 +176,7 @@ impl Client {
     }
 
     /// Every URL, in the order they are tried.
-    pub fn urls(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn urls(&self) -> impl Iterator<Item = &str> {
         self.endpoints.iter().map(|e| e.url.as_str())
     }
 

@@ -27,6 +27,8 @@
 //! This crate holds no runtime and no database: the supervisor links it
 //! next to its own network code, the gateway next to its store.
 
+#![warn(missing_docs)]
+
 use std::fmt;
 
 use base64::Engine as _;
@@ -56,16 +58,17 @@ pub struct Claims {
 impl Claims {
     /// The bytes that are signed without a nonce: compact JSON with sorted
     /// keys.
+    #[cfg(test)]
     #[must_use]
-    pub fn canonical(&self) -> Vec<u8> {
+    pub(crate) fn canonical(&self) -> Vec<u8> {
         self.canonical_with(None)
     }
 
     /// The bytes that are signed with `nonce` among the claims (sorted
-    /// between `issued_at` and `policy`); without one, exactly
-    /// [`Claims::canonical`].
+    /// between `issued_at` and `policy`); without one, exactly the bytes
+    /// envelopes were signed over before nonces existed.
     #[must_use]
-    pub fn canonical_with(&self, nonce: Option<&str>) -> Vec<u8> {
+    pub(crate) fn canonical_with(&self, nonce: Option<&str>) -> Vec<u8> {
         serde_json::to_vec(&WireClaims::of(self, nonce.map(str::to_owned))).unwrap_or_default()
     }
 }
@@ -96,14 +99,17 @@ pub fn valid_nonce(nonce: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "WireEnvelope", into = "WireEnvelope")]
 pub struct Envelope {
+    /// Signed, but not yet verified: trust them only through
+    /// [`TrustedKeys::verify`].
     pub claims: Claims,
     /// The nonce of the request this envelope answers, when it sent one;
     /// signed with the claims.
     pub nonce: Option<String>,
-    /// Which key signed (see [`key_id`]).
+    /// Which key signed: the first 16 hex digits of the SHA-256 of its
+    /// public key, as the trust file lists it.
     pub key_id: String,
-    /// The Ed25519 signature of [`Claims::canonical_with`] the nonce,
-    /// base64.
+    /// The Ed25519 signature, base64, of the claims' canonical JSON (keys
+    /// sorted, no spaces) with the nonce among them when there is one.
     pub signature: String,
     /// The bundle's bytes exactly as `openshell-policy compile` writes them.
     pub bundle: String,
@@ -184,50 +190,97 @@ impl From<Envelope> for WireEnvelope {
     }
 }
 
+/// Why an envelope, a trust file or a key file was refused. Every refusal
+/// of an envelope leaves the bundle in force as it was.
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[non_exhaustive]
 pub enum TrustError {
+    /// Not an envelope's JSON, or a nonce of the wrong shape; the parser's
+    /// message.
     #[error("the envelope is not valid: {0}")]
     Malformed(String),
+    /// The key id the envelope names is not in the trust file.
     #[error("the bundle is signed with key `{0}`, which is not trusted")]
     UnknownKey(String),
+    /// A trusted key id, but the signature is not that key's over these
+    /// claims; the id of the key tried.
     #[error(
         "the signature does not verify with key `{0}`: the envelope was modified or signed by another key"
     )]
     BadSignature(String),
+    /// Validly signed for another sandbox: never applied here.
     #[error("the bundle is for sandbox `{found}`, not `{expected}`")]
-    WrongSandbox { expected: String, found: String },
+    WrongSandbox {
+        /// The verifier's own sandbox.
+        expected: String,
+        /// The one the claims name.
+        found: String,
+    },
+    /// The bundle's bytes are not a bundle this build accepts (format
+    /// version, content digest); the bundle crate's message.
     #[error("the bundle does not verify: {0}")]
     Bundle(String),
+    /// The bundle verifies on its own, but is not the one signed.
     #[error("the signed digest is {signed}, but the bundle's is {actual}")]
-    DigestMismatch { signed: String, actual: String },
+    DigestMismatch {
+        /// From the claims.
+        signed: String,
+        /// Computed from the bundle's bytes.
+        actual: String,
+    },
+    /// A rollback attack, or a stale replica; a rollback on purpose is
+    /// issued as a new revision.
     #[error("revision {offered} of `{policy}` is older than revision {applied}, which is in force")]
     OlderRevision {
+        /// The policy's name, from the claims.
         policy: String,
+        /// The envelope's revision.
         offered: i64,
+        /// The revision in force.
         applied: i64,
     },
+    /// A line of the trust file that is not a valid key entry, or a file
+    /// with no key at all.
     #[error("the trust file is not valid: line {line}: {why}")]
-    TrustFile { line: usize, why: String },
+    TrustFile {
+        /// 1-based; 0 when the file as a whole is at fault.
+        line: usize,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The secret key file is not what [`SigningKey::to_file`] writes.
     #[error("the signing key file is not valid: {0}")]
     KeyFile(String),
+    /// See [`Verified::check_fresh`].
     #[error(
         "the envelope answers another request (its signed nonce is not the one sent): a replay"
     )]
     NonceMismatch,
+    /// See [`Verified::check_fresh`]; both in seconds.
     #[error(
         "the envelope was issued {age} s ago, more than the {max_age} s accepted, and does not sign the nonce sent: a replay, or a gateway that does not know nonces"
     )]
-    Stale { age: i64, max_age: i64 },
+    Stale {
+        /// How long ago the envelope was issued.
+        age: i64,
+        /// The most accepted.
+        max_age: i64,
+    },
+    /// See [`Verified::check_fresh`]; both in seconds.
     #[error(
         "the envelope was issued {ahead} s in the future (at most {skew} s of clock skew is accepted)"
     )]
-    FromTheFuture { ahead: i64, skew: i64 },
+    FromTheFuture {
+        /// How far ahead of the verifier's clock `issued_at` is.
+        ahead: i64,
+        /// The most accepted.
+        skew: i64,
+    },
 }
 
 /// A key's id: the first 16 hex digits of the SHA-256 of its public key.
 #[must_use]
-pub fn key_id(public: &ed25519_dalek::VerifyingKey) -> String {
+pub(crate) fn key_id(public: &ed25519_dalek::VerifyingKey) -> String {
     let hash = Sha256::digest(public.as_bytes());
     hash.iter()
         .take(8)
@@ -260,6 +313,8 @@ impl SigningKey {
         }
     }
 
+    /// The id envelopes sealed with this key carry, and the trust file
+    /// lists.
     #[must_use]
     pub fn id(&self) -> &str {
         &self.id
@@ -346,10 +401,14 @@ pub struct TrustedKeys {
 /// What a verified envelope holds.
 #[derive(Debug, Clone)]
 pub struct Verified {
+    /// Checked: signed by a trusted key, for this sandbox, not older than
+    /// the revision in force. Freshness is the caller's to check.
     pub claims: Claims,
     /// The signed nonce, if the envelope carries one.
     pub nonce: Option<String>,
+    /// The trusted key that signed, for the log.
     pub key_id: String,
+    /// Parsed, and its digest is the signed one.
     pub bundle: Bundle,
 }
 
@@ -430,7 +489,8 @@ impl TrustedKeys {
     }
 
     /// The ids of the trusted keys.
-    pub fn ids(&self) -> impl Iterator<Item = &str> {
+    #[cfg(test)]
+    pub(crate) fn ids(&self) -> impl Iterator<Item = &str> {
         self.keys.iter().map(|(id, _)| id.as_str())
     }
 

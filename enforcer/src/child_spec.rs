@@ -13,8 +13,12 @@ use crate::seccomp::PreparedFilter;
 /// A user to become: ids and the exact supplementary groups.
 #[derive(Debug, Clone, Copy)]
 pub struct Credentials<'a> {
+    /// Set as real, effective and saved uid.
     pub uid: libc::uid_t,
+    /// Set as real, effective and saved gid.
     pub gid: libc::gid_t,
+    /// Replaces the supplementary groups outright; pass `&[gid]` to drop
+    /// the supervisor's.
     pub groups: &'a [libc::gid_t],
 }
 
@@ -38,14 +42,23 @@ pub struct ChildSpec<'a> {
     pub last_cap: u32,
     /// Become this user (needs `CAP_SETUID` and `CAP_SETGID`).
     pub identity: Option<Credentials<'a>>,
+    /// Entered after the identity change: the workload's user, not root,
+    /// must be able to enter it, or the launch fails.
     pub cwd: &'a CStr,
+    /// Applied in the child just before the filter; built in the parent by
+    /// [`crate::prepare`].
     pub ruleset: &'a PreparedRuleset,
+    /// Installed last before `exec`; its listener is what
+    /// [`Pending`](crate::Pending) hands back.
     pub filter: &'a PreparedFilter,
     /// An absolute path (no `PATH` search happens in the child).
     pub program: &'a CStr,
+    /// Passed to `execve` as is, `argv[0]` included.
     pub argv: &'a [CString],
+    /// The workload's whole environment: nothing of the supervisor's is
+    /// inherited.
     pub envp: &'a [CString],
 }
 
 /// The child's exit status when a step before `exec` fails.
-pub const EXIT_SETUP_FAILED: i32 = 125;
+pub(crate) const EXIT_SETUP_FAILED: i32 = 125;

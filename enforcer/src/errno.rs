@@ -15,7 +15,7 @@ pub struct Errno(pub i32);
 impl Errno {
     /// The calling thread's current errno; reading it does not allocate.
     #[must_use]
-    pub fn last() -> Self {
+    pub(crate) fn last() -> Self {
         Self(
             std::io::Error::last_os_error()
                 .raw_os_error()

@@ -22,6 +22,8 @@ const DELETED_SUFFIX: &[u8] = b" (deleted)";
 /// The path a process was executed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExePath {
+    /// Absolute and with links resolved: the kernel's name for the open
+    /// file, not the name the program was executed by.
     pub path: PathBuf,
     /// The file has since been unlinked; `path` names what it was. A policy
     /// should not trust a path match alone for such a binary.
@@ -72,11 +74,11 @@ fn sha256_reader(mut r: impl Read) -> io::Result<[u8; 32]> {
 /// given its old `mtime` still gets a new `ctime`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileKey {
-    pub dev: u64,
-    pub ino: u64,
-    pub size: u64,
-    pub mtime_ns: i128,
-    pub ctime_ns: i128,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i128,
+    pub(crate) ctime_ns: i128,
 }
 
 impl FileKey {
@@ -95,13 +97,17 @@ impl FileKey {
 /// A running binary's identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fingerprint {
+    /// Of the file the process runs, read through `/proc/<pid>/exe`.
     pub key: FileKey,
+    /// Of the content behind `key`, so a binary swapped at the same path
+    /// gets another hash.
     pub sha256: [u8; 32],
     /// The hash came from the cache rather than from reading the file.
     pub cached: bool,
 }
 
 impl Fingerprint {
+    /// Lowercase, as policies pin binaries by hash.
     #[must_use]
     pub fn sha256_hex(&self) -> String {
         self.sha256.iter().map(|b| format!("{b:02x}")).collect()
@@ -127,11 +133,15 @@ impl FingerprintCache {
         }
     }
 
+    /// Binaries hashed since the cache last started over; tests watch it to
+    /// see a hit.
     #[must_use]
     pub fn len(&self) -> usize {
         self.hashes.len()
     }
 
+    /// True until the first binary is hashed, and again right after a
+    /// start-over.
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.hashes.is_empty()

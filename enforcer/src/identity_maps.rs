@@ -27,6 +27,8 @@ const DELETED_SUFFIX: &[u8] = b" (deleted)";
 /// One file mapped executable into a process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeMapping {
+    /// As the kernel names the mapped file (links resolved), `" (deleted)"`
+    /// stripped.
     pub path: PathBuf,
     /// The kernel marks the file unlinked (or the mapping is a memfd):
     /// `path` no longer leads to what was mapped.

@@ -55,28 +55,37 @@ fn rights() -> impl Iterator<Item = (FsAccess, &'static str, u8)> {
 }
 
 impl FsAccess {
+    /// No right, the start of a set built with [`FsAccess::union`].
     pub const EMPTY: Self = Self(0);
+    /// `LANDLOCK_ACCESS_FS_EXECUTE`, since ABI 1.
     pub const EXECUTE: Self = Self(FsRight::Execute.bit());
+    /// `LANDLOCK_ACCESS_FS_WRITE_FILE`, since ABI 1.
     pub const WRITE_FILE: Self = Self(FsRight::WriteFile.bit());
+    /// `LANDLOCK_ACCESS_FS_READ_FILE`, since ABI 1.
     pub const READ_FILE: Self = Self(FsRight::ReadFile.bit());
+    /// `LANDLOCK_ACCESS_FS_READ_DIR`, since ABI 1.
     pub const READ_DIR: Self = Self(FsRight::ReadDir.bit());
+    /// `LANDLOCK_ACCESS_FS_REMOVE_DIR`, since ABI 1.
     pub const REMOVE_DIR: Self = Self(FsRight::RemoveDir.bit());
+    /// `LANDLOCK_ACCESS_FS_REMOVE_FILE`, since ABI 1.
     pub const REMOVE_FILE: Self = Self(FsRight::RemoveFile.bit());
-    pub const MAKE_CHAR: Self = Self(FsRight::MakeChar.bit());
+    /// `LANDLOCK_ACCESS_FS_MAKE_DIR`, since ABI 1.
     pub const MAKE_DIR: Self = Self(FsRight::MakeDir.bit());
+    /// `LANDLOCK_ACCESS_FS_MAKE_REG`, since ABI 1.
     pub const MAKE_REG: Self = Self(FsRight::MakeReg.bit());
-    pub const MAKE_SOCK: Self = Self(FsRight::MakeSock.bit());
-    pub const MAKE_FIFO: Self = Self(FsRight::MakeFifo.bit());
-    pub const MAKE_BLOCK: Self = Self(FsRight::MakeBlock.bit());
+    /// `LANDLOCK_ACCESS_FS_MAKE_SYM`, since ABI 1.
     pub const MAKE_SYM: Self = Self(FsRight::MakeSym.bit());
+    /// `LANDLOCK_ACCESS_FS_REFER`, since ABI 2.
     pub const REFER: Self = Self(FsRight::Refer.bit());
+    /// `LANDLOCK_ACCESS_FS_TRUNCATE`, since ABI 3.
     pub const TRUNCATE: Self = Self(FsRight::Truncate.bit());
+    /// `LANDLOCK_ACCESS_FS_IOCTL_DEV`, since ABI 5.
     pub const IOCTL_DEV: Self = Self(FsRight::IoctlDev.bit());
     /// Every right this crate knows.
     pub const ALL: Self = Self((1 << FsRight::ALL.len()) - 1);
     /// The rights that mean something on a non-directory; the kernel refuses
     /// a rule on a file that grants any other.
-    pub const FILE: Self = Self(
+    pub(crate) const FILE: Self = Self(
         Self::EXECUTE.0
             | Self::WRITE_FILE.0
             | Self::READ_FILE.0
@@ -101,26 +110,34 @@ impl FsAccess {
         }
     }
 
+    /// `|` for `const` items, such as the supervisor's table of write
+    /// rights.
     #[must_use]
     pub const fn union(self, other: Self) -> Self {
         Self(self.0 | other.0)
     }
 
+    /// `&`, usable in `const` items.
     #[must_use]
     pub const fn intersection(self, other: Self) -> Self {
         Self(self.0 & other.0)
     }
 
+    /// The rights of `self` that `other` lacks: what a kernel without
+    /// `other` has to drop.
     #[must_use]
     pub const fn difference(self, other: Self) -> Self {
         Self(self.0 & !other.0)
     }
 
+    /// Whether `self` has every right of `other` (so always for an empty
+    /// `other`).
     #[must_use]
     pub const fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0
     }
 
+    /// No right at all; a rule with no right grants nothing.
     #[must_use]
     pub const fn is_empty(self) -> bool {
         self.0 == 0
@@ -219,16 +236,23 @@ pub enum Compat {
 /// file or tree it resolves to then, whatever the name points to later.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FsRule {
+    /// A path that does not exist drops the rule
+    /// ([`Downgrade::MissingPath`]); one through a `/proc` magic link is
+    /// refused ([`LandlockError::MagicLink`]).
     pub path: PathBuf,
+    /// Granted on the file, or on everything beneath the directory.
     pub access: FsAccess,
 }
 
 /// Everything Landlock is asked to enforce on the workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LandlockSpec {
+    /// Whether a gap refuses the launch or is reported.
     pub mode: Compat,
     /// The oldest ABI the policy accepts; hard mode refuses older kernels.
     pub min_abi: u8,
+    /// Every path the workload may touch; all others are closed for every
+    /// handled right.
     pub fs: Vec<FsRule>,
     /// `None`: TCP connect is not handled by Landlock; `Some(ports)`: only
     /// these ports may be connected to.
@@ -247,19 +271,40 @@ pub enum Downgrade {
     /// Landlock is not built in or is disabled at boot: nothing is enforced.
     Unavailable,
     /// The kernel ABI is older than the spec's minimum.
-    AbiBelowMinimum { kernel: u8, required: u8 },
+    AbiBelowMinimum {
+        /// The running kernel's ABI.
+        kernel: u8,
+        /// The spec's `min_abi`.
+        required: u8,
+    },
     /// A rule grants rights this kernel cannot handle; they were dropped from
     /// the rule (and are not restricted anywhere, except `refer`, which ABI 1
     /// always denies across directories).
-    RightsUnsupported { path: PathBuf, rights: FsAccess },
+    RightsUnsupported {
+        /// The rule's path, as written.
+        path: PathBuf,
+        /// The rights dropped from it.
+        rights: FsAccess,
+    },
     /// The rule's path does not exist; the rule was dropped.
-    MissingPath { path: PathBuf },
+    MissingPath {
+        /// The rule's path, as written.
+        path: PathBuf,
+    },
     /// The path is not a directory, so rights that only apply to directories
     /// were dropped; nothing is lost by it.
-    NotApplicableToFile { path: PathBuf, rights: FsAccess },
+    NotApplicableToFile {
+        /// The rule's path, as written.
+        path: PathBuf,
+        /// The directory-only rights dropped from it.
+        rights: FsAccess,
+    },
     /// Rights no rule names that this kernel cannot restrict: they stay
     /// allowed everywhere.
-    UnrestrictedRights { rights: FsAccess },
+    UnrestrictedRights {
+        /// Left allowed on every path.
+        rights: FsAccess,
+    },
     /// TCP connect port rules need ABI 4; ports are not restricted.
     TcpConnectUnsupported,
     /// TCP bind port rules need ABI 4; ports are not restricted.
@@ -276,7 +321,7 @@ impl Downgrade {
     /// than written, never looser (and a policy stays usable across
     /// distributions, say with and without `/lib64`); it is reported.
     #[must_use]
-    pub fn refused_in_hard_mode(&self) -> bool {
+    pub(crate) fn refused_in_hard_mode(&self) -> bool {
         !matches!(
             self,
             Self::NotApplicableToFile { .. }
@@ -339,10 +384,13 @@ impl fmt::Display for Downgrade {
 /// What [`prepare`] made of a spec on this kernel, for the supervisor to print.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyReport {
+    /// What the kernel reported, 0 without Landlock.
     pub kernel_abi: u8,
-    pub mode: Compat,
+    pub(crate) mode: Compat,
     /// Filesystem rights restricted everywhere no rule grants them.
     pub handled_fs: FsAccess,
+    /// Every gap, in the order found; empty when the spec is enforced as
+    /// written.
     pub downgrades: Vec<Downgrade>,
 }
 
@@ -355,18 +403,33 @@ impl ApplyReport {
     }
 }
 
+/// Why [`prepare`] built no ruleset; nothing has been applied to any
+/// process yet.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LandlockError {
+    /// Hard mode on a kernel older than the spec's `min_abi` (or without
+    /// Landlock).
     #[error("kernel landlock ABI {kernel} is below the required {required}")]
-    AbiTooLow { kernel: u8, required: u8 },
+    AbiTooLow {
+        /// The running kernel's ABI.
+        kernel: u8,
+        /// The spec's `min_abi`.
+        required: u8,
+    },
+    /// Hard mode, and these gaps would loosen the sandbox.
     #[error("hard mode cannot honour the landlock spec: {}", join(.0))]
     CannotHonour(Vec<Downgrade>),
+    /// `landlock_create_ruleset` failed other than with "not supported".
     #[error("cannot query the landlock ABI")]
     QueryAbi(#[source] io::Error),
+    /// A rule's path exists but cannot be opened, or, once open, its place
+    /// in `/proc` cannot be told.
     #[error("cannot open `{}`", .path.display())]
     OpenPath {
+        /// The rule's path, as written.
         path: PathBuf,
+        /// From `open`, `fstatfs` or `readlink`.
         #[source]
         source: io::Error,
     },
@@ -375,23 +438,40 @@ pub enum LandlockError {
         "`{}` resolves to `{}`, one process's entries in /proc (through `self`, `thread-self`, `net` or `mounts`, the supervisor's: its network namespace, command line and mounts), never the workload's own: a path rule cannot name each process's own entries; remove the rule",
         .path.display(), .resolved.display()
     )]
-    ProcessEntry { path: PathBuf, resolved: PathBuf },
+    ProcessEntry {
+        /// The rule's path, as written.
+        path: PathBuf,
+        /// Where it leads in the supervisor's own `/proc`.
+        resolved: PathBuf,
+    },
     #[error(
         "`{}` goes through a magic link of /proc (`root`, `cwd`, `exe`, `fd`, `ns`...), which leads out of /proc to whatever it points at; name that path instead",
         .path.display()
     )]
-    MagicLink { path: PathBuf },
+    /// A rule's path crosses a `/proc` magic link, which would grant the
+    /// rights wherever the link points.
+    MagicLink {
+        /// The rule's path, as written.
+        path: PathBuf,
+    },
+    /// `landlock_create_ruleset` failed on a kernel that has Landlock.
     #[error("cannot create the landlock ruleset")]
     CreateRuleset(#[source] io::Error),
+    /// The kernel refused a path rule it should take.
     #[error("cannot add the landlock rule for `{}`", .path.display())]
     AddPathRule {
+        /// The rule's path, as written.
         path: PathBuf,
+        /// From `landlock_add_rule`.
         #[source]
         source: io::Error,
     },
+    /// The kernel refused a TCP port rule.
     #[error("cannot add the landlock rule for TCP port {port}")]
     AddPortRule {
+        /// The port of the refused rule.
         port: u16,
+        /// From `landlock_add_rule`.
         #[source]
         source: io::Error,
     },

@@ -51,9 +51,9 @@
 //! 7 on the development machines): each one is an attack that must fail or
 //! a proof that an allowed path still works.
 
+#![warn(missing_docs)]
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
-#![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(clippy::multiple_unsafe_ops_per_block)]
 
 mod access;
@@ -79,7 +79,7 @@ mod spawn;
 mod sys;
 
 pub use access::may_write;
-pub use child_spec::{ChildSpec, Credentials, EXIT_SETUP_FAILED};
+pub use child_spec::{ChildSpec, Credentials};
 pub use emulate::{connect_on, listen_on, same_namespace, socket_netns, with_credentials};
 pub use errno::Errno;
 pub use identity::{
@@ -90,28 +90,26 @@ pub use landlock::{
     ApplyReport, Compat, Downgrade, FsAccess, FsRule, LandlockError, LandlockSpec, PreparedRuleset,
     kernel_abi, prepare,
 };
-pub use mounts::{bind_mount_readonly, unshare_mount_ns};
-pub use msg::{Message, read_message, read_messages, read_payload, write_memory, write_msg_len};
+pub use msg::{Message, read_message, read_messages, read_payload, write_msg_len};
 pub use netns::{
     NetnsSupport, bring_up_loopback, can_create_netns, in_netns, loopback_is_up, netns_support,
     open_netns, unshare_net,
 };
 pub use notify::{
-    AUDIT_ARCH_X86_64, ListenerEvent, Notif, SocketInfo, TrappedCall, addfd_setfd,
-    addfd_setfd_send, fd_cloexec, fd_socket_info, id_valid, recv, respond_continue_unchecked,
-    respond_errno, respond_value, socket_info, take_fd_from, wait_listener, wait_writable,
+    ListenerEvent, Notif, SocketInfo, TrappedCall, addfd_setfd, addfd_setfd_send, fd_cloexec,
+    fd_socket_info, id_valid, recv, respond_continue_unchecked, respond_errno, respond_value,
+    socket_info, take_fd_from, wait_listener, wait_writable,
 };
 pub use process::{
-    LookupError, UserIds, cap_last_cap, caps, clear_capability_sets, drop_all_capabilities,
-    drop_bounding_and_ambient, effective_caps, mark_fds_cloexec_from, no_new_privs, resolve_group,
-    resolve_user, set_identity, set_no_new_privs, set_pdeathsig,
+    LookupError, UserIds, cap_last_cap, caps, clear_capability_sets, drop_bounding_and_ambient,
+    effective_caps, mark_fds_cloexec_from, no_new_privs, resolve_group, resolve_user, set_identity,
+    set_no_new_privs, set_pdeathsig,
 };
 pub use seccomp::{
     ArgCond, ArgOp, DenyRule, FilterSpec, NotifyRule, PreparedFilter, SeccompError, build,
 };
 pub use sockaddr::{
-    SOCKADDR_MAX, SockAddr, SockAddrError, UnixAddr, parse_sockaddr, read_memory,
-    read_mmsghdr_names, read_msghdr_name, read_sockaddr,
+    SockAddr, SockAddrError, UnixAddr, read_mmsghdr_names, read_msghdr_name, read_sockaddr,
 };
 pub use spawn::{
     ExitStatus, Pending, Reaped, SpawnError, send_signal, set_child_subreaper, spawn, try_reap,

@@ -17,7 +17,7 @@ use crate::sys;
 /// Moves the calling (child) process into a new mount namespace and makes
 /// every mount in it a slave: host mounts still propagate in, ours never
 /// propagate out. Async-signal-safe; needs `CAP_SYS_ADMIN`.
-pub fn unshare_mount_ns() -> Result<(), Errno> {
+pub(crate) fn unshare_mount_ns() -> Result<(), Errno> {
     sys::ns::unshare_mount_ns()?;
     sys::ns::make_mounts_slave()
 }
@@ -25,7 +25,7 @@ pub fn unshare_mount_ns() -> Result<(), Errno> {
 /// Binds `source` over `target` and makes that mount read-only, nosuid,
 /// nodev and noexec. Async-signal-safe; needs `CAP_SYS_ADMIN`. The target
 /// path follows symlinks, as `mount(2)` does.
-pub fn bind_mount_readonly(source: &CStr, target: &CStr) -> Result<(), Errno> {
+pub(crate) fn bind_mount_readonly(source: &CStr, target: &CStr) -> Result<(), Errno> {
     sys::ns::bind_mount(source, target)?;
     let flags = libc::MS_BIND
         | libc::MS_REMOUNT

@@ -23,6 +23,8 @@ const MSG_LEN_OFFSET: u64 = MSGHDR_LEN as u64;
 /// One message of a `sendmsg`/`sendmmsg`, as far as a send needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
+    /// `msg_name`: the destination, `None` when the call names none (a
+    /// connected socket sends to its peer).
     pub name: Option<SockAddr>,
     /// (address, length) of each data buffer, in the workload.
     pub iov: Vec<(u64, u64)>,
@@ -111,7 +113,7 @@ pub fn write_msg_len(pid: u32, msgvec: u64, index: u64, sent: u32) -> io::Result
 
 /// Copies `bytes` to `addr` in process (or thread) `pid`, through
 /// `/proc/<pid>/mem` (which needs the same ptrace access as reading).
-pub fn write_memory(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_memory(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
     let mem = OpenOptions::new()
         .write(true)
         .open(format!("/proc/{pid}/mem"))?;

@@ -83,6 +83,7 @@ pub enum NetnsSupport {
     Direct,
     /// Only inside a new user namespace (unprivileged user namespaces).
     ViaUserNamespace,
+    /// Neither: the workload can only share the supervisor's namespace.
     Unavailable,
 }
 

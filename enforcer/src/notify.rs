@@ -31,7 +31,7 @@ use crate::errno::Errno;
 use crate::sys;
 
 /// `AUDIT_ARCH_X86_64`: the only architecture the filter lets through.
-pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+pub(crate) const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 /// `O_CLOEXEC` as the fdinfo `flags:` field shows it (octal 02000000).
 const FDINFO_CLOEXEC: u32 = 0o2_000_000;
 
@@ -43,10 +43,12 @@ pub struct Notif {
     /// The trapped thread's id (not necessarily the process id), in the
     /// supervisor's pid namespace.
     pub pid: u32,
-    pub syscall_nr: i32,
+    pub(crate) syscall_nr: i32,
+    /// The raw registers; pointers among them point into the workload and
+    /// may be rewritten by another of its threads at any time.
     pub args: [u64; 6],
-    pub arch: u32,
-    pub instruction_pointer: u64,
+    pub(crate) arch: u32,
+    pub(crate) instruction_pointer: u64,
 }
 
 /// The syscalls the product's filter sends to the supervisor; the list
@@ -71,6 +73,7 @@ pub enum ListenerEvent {
     Ready,
     /// No process uses the filter any more: nothing will ever arrive.
     Closed,
+    /// The timeout passed first; ask again.
     TimedOut,
 }
 
@@ -260,6 +263,7 @@ pub struct SocketInfo {
     pub domain: i32,
     /// `SOCK_*`, without flags.
     pub sock_type: i32,
+    /// As `SO_PROTOCOL` reports it (`IPPROTO_*`, 0 for a unix socket).
     pub protocol: i32,
     /// `O_NONBLOCK` on the open file; the replacement must match, or an
     /// event loop blocks on what it believes is a non-blocking socket.

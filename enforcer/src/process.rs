@@ -76,13 +76,6 @@ pub fn clear_capability_sets() -> Result<(), Errno> {
     sys::process::clear_capability_sets()
 }
 
-/// [`drop_bounding_and_ambient`] then [`clear_capability_sets`], for a child
-/// that keeps its uid.
-pub fn drop_all_capabilities(last_cap: u32) -> Result<(), Errno> {
-    drop_bounding_and_ambient(last_cap)?;
-    clear_capability_sets()
-}
-
 /// Becomes `uid`/`gid` with exactly `groups` as supplementary groups (pass
 /// `&[gid]` to drop the supervisor's). Raw syscalls rather than libc's
 /// wrappers: glibc's broadcast every credential change to all threads with
@@ -106,20 +99,30 @@ pub fn mark_fds_cloexec_from(first: u32) -> Result<(), Errno> {
 /// A user's ids from the password database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UserIds {
+    /// The user's uid.
     pub uid: libc::uid_t,
+    /// The primary group from the password entry, not from `/etc/group`.
     pub gid: libc::gid_t,
 }
 
+/// Why [`resolve_user`] or [`resolve_group`] found no id; the launch must
+/// stop rather than run the workload as someone else.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LookupError {
+    /// The database has no such user (or the name holds a NUL).
     #[error("no user `{0}`")]
     NoUser(String),
+    /// The database has no such group (or the name holds a NUL).
     #[error("no group `{0}`")]
     NoGroup(String),
+    /// The lookup itself failed (an NSS module, a file that cannot be
+    /// read), so whether the name exists is unknown.
     #[error("cannot look up `{name}`")]
     Lookup {
+        /// The user or group name asked for.
         name: String,
+        /// From `getpwnam_r` or `getgrnam_r`.
         #[source]
         source: io::Error,
     },

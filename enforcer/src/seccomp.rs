@@ -22,7 +22,7 @@
 //! full 64-bit register. A rule `socket(family == AF_PACKET)` written as a
 //! 64-bit equality is bypassed by `socket(AF_PACKET | 1 << 32, ..)`. Rules on
 //! `int` arguments therefore compare under the mask `0xffff_ffff`
-//! ([`ArgCond::eq32`]); `Ne` and `Ge` conditions are only used where
+//! ([`ArgOp::MaskedEq`]); `Ne` and `Ge` conditions are only used where
 //! garbage in the upper half makes the rule *more* likely to match (deny or
 //! trap), never less.
 
@@ -51,45 +51,32 @@ pub enum ArgOp {
 /// A condition on one syscall argument (index 0..=5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArgCond {
+    /// Which argument, 0..=5.
     pub index: u32,
+    /// How the argument is compared with `value`.
     pub op: ArgOp,
+    /// The full 64-bit operand (for `MaskedEq`, compared after masking).
     pub value: u64,
-}
-
-impl ArgCond {
-    /// Equality on an `int` argument, immune to garbage in the upper half.
-    #[must_use]
-    pub const fn eq32(index: u32, value: u32) -> Self {
-        Self {
-            index,
-            op: ArgOp::MaskedEq(0xffff_ffff),
-            value: value as u64,
-        }
-    }
-
-    /// True when any bit of `bits` is set in the argument.
-    #[must_use]
-    pub const fn has_bits(index: u32, bits: u64) -> Self {
-        Self {
-            index,
-            op: ArgOp::MaskedEq(bits),
-            value: bits,
-        }
-    }
 }
 
 /// A syscall answered with `-errno` when all its conditions hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DenyRule {
+    /// The syscall's name, as libseccomp knows it (a few newer ones are
+    /// resolved here).
     pub syscall: String,
+    /// Positive (`libc::EPERM`); the caller sees `-1` and this errno.
     pub errno: i32,
+    /// All must hold; empty denies the call whatever its arguments.
     pub arg_conditions: Vec<ArgCond>,
 }
 
 /// A syscall sent to the supervisor when all its conditions hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotifyRule {
+    /// The syscall's name, as for [`DenyRule::syscall`].
     pub syscall: String,
+    /// All must hold; empty traps every call.
     pub arg_conditions: Vec<ArgCond>,
 }
 
@@ -102,7 +89,10 @@ pub struct NotifyRule {
 /// types. The tests build theirs the same way.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterSpec {
+    /// Answered by the kernel, never seen by the supervisor.
     pub deny: Vec<DenyRule>,
+    /// Each call that matches waits for the supervisor's answer on the
+    /// listener.
     pub notify: Vec<NotifyRule>,
     /// Install with `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (Linux 5.19):
     /// once the supervisor has received a notification, only a fatal signal
@@ -112,21 +102,32 @@ pub struct FilterSpec {
     pub wait_killable_recv: bool,
 }
 
+/// Why [`build`] made no filter; a spec that cannot be compiled whole is
+/// never installed in part.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SeccompError {
+    /// Neither libseccomp nor this crate's own table knows the name.
     #[error("unknown syscall `{0}`")]
     UnknownSyscall(String),
+    /// libseccomp refused the rule, for instance one it could only have
+    /// added rewritten.
     #[error("cannot add the seccomp rule for `{syscall}`")]
     AddRule {
+        /// The rule's syscall name.
         syscall: String,
+        /// From libseccomp.
         #[source]
         source: libseccomp::error::SeccompError,
     },
+    /// libseccomp could not create the filter context.
     #[error("cannot set up the seccomp filter")]
     Setup(#[source] libseccomp::error::SeccompError),
+    /// Writing the program out through a memfd failed.
     #[error("cannot export the seccomp program")]
     Export(#[source] std::io::Error),
+    /// The program is empty, not whole instructions, or longer than the
+    /// kernel takes; the size is in bytes.
     #[error("the exported seccomp program has an invalid size of {0} bytes")]
     BadProgram(usize),
 }

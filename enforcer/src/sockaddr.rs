@@ -14,7 +14,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 use std::os::unix::fs::FileExt;
 
 /// `sizeof(struct sockaddr_storage)`: the kernel refuses longer addresses.
-pub const SOCKADDR_MAX: usize = 128;
+pub(crate) const SOCKADDR_MAX: usize = 128;
 const SOCKADDR_IN_LEN: usize = 16;
 /// RFC 2133's `sockaddr_in6` without `sin6_scope_id`, still accepted.
 const SOCKADDR_IN6_MIN: usize = 24;
@@ -34,19 +34,27 @@ pub enum SockAddr {
     /// so the same bytes read as one are kept (`None` when shorter than a
     /// `sockaddr_in`); see [`SockAddr::sent_on`].
     Unspec {
+        /// The bytes read as a `sockaddr_in`, family aside.
         inet: Option<SocketAddrV4>,
     },
+    /// `AF_INET`.
     Inet(SocketAddrV4),
+    /// `AF_INET6`, flow info and scope id kept.
     Inet6(SocketAddrV6),
+    /// `AF_UNIX`.
     Unix(UnixAddr),
     /// A family this crate does not parse, with the raw bytes after the
     /// family field.
     Other {
+        /// `sa_family` as given.
         family: u16,
+        /// Everything after the family field, up to the given length.
         bytes: Vec<u8>,
     },
 }
 
+/// The three kinds of `sockaddr_un`, told apart the way the kernel does:
+/// by the length and the first byte of `sun_path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnixAddr {
     /// Only the family was given.
@@ -57,17 +65,26 @@ pub enum UnixAddr {
     Abstract(Vec<u8>),
 }
 
+/// Why an address or message could not be read from the workload; the
+/// trapped call is then answered with [`SockAddrError::errno`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SockAddrError {
+    /// The length argument, as the workload passed it.
     #[error("address length {0} is out of range")]
     BadLength(u64),
+    /// Shorter than the family's address structure.
     #[error("address of family {family} needs {need} bytes, got {got}")]
     Truncated {
+        /// `sa_family` as given.
         family: u16,
+        /// The structure's size, in bytes.
         need: usize,
+        /// The length passed, in bytes.
         got: usize,
     },
+    /// The pointer does not lead to readable memory of the workload (or the
+    /// thread is gone).
     #[error("cannot read the workload's memory")]
     Memory(#[source] io::Error),
 }
@@ -88,7 +105,7 @@ impl SockAddrError {
 /// Uses `process_vm_readv`; falls back to `/proc/<pid>/mem` when that call
 /// is unavailable or refused (a seccomp policy on the supervisor itself, or
 /// an old kernel). A short read is `EFAULT`, as the kernel would say.
-pub fn read_memory(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+pub(crate) fn read_memory(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<()> {
     if buf.is_empty() {
         return Ok(());
     }
@@ -204,7 +221,7 @@ impl SockAddr {
     /// The address in the kernel's layout, as `connect(2)` takes it: the
     /// inverse of [`parse_sockaddr`] (a unix pathname gains its NUL).
     #[must_use]
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let family = |f: i32| u16::try_from(f).unwrap_or_default().to_ne_bytes();
         let mut out = Vec::with_capacity(SOCKADDR_IN6_LEN);
         match self {
@@ -297,7 +314,7 @@ fn inet_fields(bytes: &[u8]) -> SocketAddrV4 {
 }
 
 /// Parses address bytes as the kernel's protocol handlers would check them.
-pub fn parse_sockaddr(bytes: &[u8]) -> Result<SockAddr, SockAddrError> {
+pub(crate) fn parse_sockaddr(bytes: &[u8]) -> Result<SockAddr, SockAddrError> {
     let Some((family, rest)) = bytes.split_first_chunk::<2>() else {
         return Err(SockAddrError::Truncated {
             family: 0,

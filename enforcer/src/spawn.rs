@@ -37,17 +37,30 @@ use crate::errno::Errno;
 use crate::sys;
 use crate::sys::child::{MSG_EXEC_FAILED, MSG_LISTENER, MSG_STEP_FAILED, STEPS};
 
+/// Why [`spawn`] or [`Pending::start`] did not leave a workload running;
+/// a child that got as far as forking has been reaped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpawnError {
+    /// The pipes or the `fork` itself failed; no child exists.
     #[error("cannot prepare the launch")]
     Prepare(#[source] io::Error),
+    /// A step of the child's setup failed, so the workload never ran.
     #[error("the sandbox could not {step}: {errno}")]
-    Step { step: &'static str, errno: Errno },
+    Step {
+        /// What the child was doing, worded to follow "could not".
+        step: &'static str,
+        /// What the failing call returned.
+        errno: Errno,
+    },
+    /// The sandbox was complete but `execve` failed (`ENOENT`: no such
+    /// program).
     #[error("cannot execute the command: {0}")]
     Exec(Errno),
+    /// `pidfd_getfd` on the child's listener failed.
     #[error("cannot take the seccomp listener from the child")]
     TakeListener(#[source] io::Error),
+    /// The child exited or was killed without reporting why.
     #[error("the child ended before it was ready ({0})")]
     ChildDied(ExitStatus),
 }
@@ -55,7 +68,9 @@ pub enum SpawnError {
 /// How a process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitStatus {
+    /// It exited with this code.
     Code(i32),
+    /// A signal of this number killed it.
     Signal(i32),
 }
 
@@ -97,6 +112,8 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// The child's pid, already valid before [`Pending::start`], so the
+    /// caller can open its namespaces.
     #[must_use]
     pub fn pid(&self) -> u32 {
         u32::try_from(self.pid).unwrap_or_default()

@@ -41,8 +41,10 @@ fn spec(fs: Vec<FsRule>) -> LandlockSpec {
 }
 
 fn open(path: &CString, flags: i32) -> i32 {
+    // SAFETY: `path` is a NUL-terminated string alive for the whole call.
     let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC, 0o644) };
     if fd >= 0 {
+        // SAFETY: `fd` was opened just above and is closed once, here.
         unsafe { libc::close(fd) };
     }
     fd
@@ -93,6 +95,10 @@ fn filesystem_attacks_fail_and_allowed_work_still_works() {
         CString::new("exit 42").unwrap(),
     );
 
+    // SAFETY: in the forked child: every path is a CString built before the
+    // fork and alive until the child execs or exits, argv and envp are
+    // null-terminated arrays on the child's stack, and the other arguments are
+    // integers.
     let pid = fork_child(|| unsafe {
         if enforcer::set_no_new_privs().is_err() || prepared.restrict_self().is_err() {
             return 2;
@@ -279,6 +285,8 @@ fn tcp_connect_is_limited_to_the_listed_ports() {
 }
 
 fn connect_loopback(port: u16) -> i32 {
+    // SAFETY: `addr` is a live `sockaddr_in` of the length passed, `fd` is
+    // closed once, and `__errno_location` points at this thread's errno.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
         let addr = libc::sockaddr_in {
@@ -310,7 +318,9 @@ fn scoped_child_cannot_signal_outside_its_domain() {
     s.min_abi = 6;
     s.scope_signals_and_abstract_unix = true;
     let prepared = prepare(&s).unwrap();
+    // SAFETY: getpid takes no arguments and cannot fail.
     let parent = unsafe { libc::getpid() };
+    // SAFETY: kill and getpid take integers only.
     let pid = fork_child(|| unsafe {
         if libc::kill(parent, 0) != 0 {
             return 2;

@@ -19,6 +19,9 @@ fn netns_link(path: &str) -> std::path::PathBuf {
 /// Names of the interfaces the caller's namespace has.
 fn interface_names() -> Vec<Vec<u8>> {
     let mut names = Vec::new();
+    // SAFETY: if_nameindex returns null or an array ended by an entry with
+    // index 0, each name NUL-terminated; it is read only before the one
+    // if_freenameindex that releases it.
     unsafe {
         let list = libc::if_nameindex();
         let mut cur = list;

@@ -64,11 +64,14 @@ fn loopback(port: u16) -> libc::sockaddr_in {
 const SIN_LEN: u32 = size_of::<libc::sockaddr_in>() as u32;
 
 fn connect_to(fd: i32, addr: &libc::sockaddr_in) -> i32 {
+    // SAFETY: `addr` is a live `sockaddr_in` and `SIN_LEN` its size.
     unsafe { libc::connect(fd, (addr as *const libc::sockaddr_in).cast(), SIN_LEN) }
 }
 
 #[test]
 fn denied_connect_fails_fast_with_the_supervisors_errno() {
+    // SAFETY: in the filtered child: socket takes integers, and `connect_to` is
+    // given a live address.
     let (pid, listener) = spawn_filtered(&common::product_filter(), || unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
         let start = Instant::now();
@@ -98,6 +101,9 @@ fn denied_connect_fails_fast_with_the_supervisors_errno() {
 /// the workload's fd number; the workload talks over its original fd.
 fn redirect_connect(send_in_one_step: bool) {
     let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: in the filtered child: `buf`, `pfd` and the literal outlive the
+    // calls that read or write them, with the lengths given; the rest are
+    // integers.
     let (pid, listener) = spawn_filtered(&common::product_filter(), || unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
         // Port 1 is closed: only the supervisor's socket can answer.
@@ -169,6 +175,10 @@ fn allowed_connect_can_return_zero_with_a_separate_answer() {
 
 #[test]
 fn destination_bearing_sends_are_trapped_and_readable() {
+    // SAFETY: in the filtered child: `msg`, `dst`, `iov`, `hdr` and `msgs` are
+    // locals alive across every call that reads them, with the lengths given;
+    // all-zero `msghdr`s and `mmsghdr`s are valid (null pointers, zero
+    // lengths).
     let (pid, listener) = spawn_filtered(&common::product_filter(), || unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
         let dst = loopback(5353);
@@ -261,8 +271,10 @@ fn run_unsupervised_with(spec: &FilterSpec, body: impl FnOnce() -> i32) -> (Exit
 }
 
 fn raw_socket(family: u64, ty: u64, proto: u64) -> i64 {
+    // SAFETY: socket takes integers only.
     let fd = unsafe { libc::syscall(libc::SYS_socket, family, ty, proto) };
     if fd >= 0 {
+        // SAFETY: `fd` was created just above and is closed once, here.
         unsafe { libc::close(fd as i32) };
     }
     fd
@@ -286,6 +298,10 @@ fn allow_all_program() -> libc::sock_fprog {
 /// `not_a_tty`: the TIOCSTI attempt must not reach a real terminal should
 /// the rule be missing.
 fn attempt_escapes(sleeper: libc::pid_t, not_a_tty: i32) -> i32 {
+    // SAFETY: every pointer passed is to a live local or literal of the size
+    // given (`params`, `clone_args`, `prog`, `c`, `local` over `buf`, the C
+    // strings); the raw clones share no memory with the caller (no `CLONE_VM`)
+    // and a child one makes `_exit`s at once; the other arguments are integers.
     unsafe {
         let mut params = [0_u8; 120];
         if !failed_with(
@@ -421,6 +437,7 @@ fn attempt_escapes(sleeper: libc::pid_t, not_a_tty: i32) -> i32 {
 }
 
 fn deny_list_run(spec: &FilterSpec) -> (Exit, usize) {
+    // SAFETY: pause takes no arguments; the child waits to be killed.
     let sleeper = fork_child(|| unsafe {
         libc::pause();
         0
@@ -446,6 +463,9 @@ fn deny_list_stops_the_escape_routes() {
 
 #[test]
 fn ordinary_work_is_not_disturbed() {
+    // SAFETY: in the filtered child: `pair`, the literal, `prog` and `ifa`
+    // are live locals of the sizes given, and `ifa` is freed once, by
+    // freeifaddrs.
     let (exit, trapped) = run_unsupervised(|| unsafe {
         // Threads: glibc tries clone3, gets ENOSYS, falls back to clone.
         let Ok(handle) = std::thread::Builder::new().spawn(|| 7) else {
@@ -496,12 +516,16 @@ fn ordinary_work_is_not_disturbed() {
 #[cfg(target_arch = "x86_64")]
 fn foreign_syscall_abis_are_killed() {
     // x32: native arch, syscall number with bit 30 set.
+    // SAFETY: an integer syscall; the filter kills the child before it runs.
     let (exit, _) = run_unsupervised(|| unsafe {
         libc::syscall(0x4000_0000 | libc::SYS_getpid);
         50
     });
     assert_eq!(exit, Exit::Signal(libc::SIGSYS));
     // i386 entry from a 64-bit process (getpid is 20 there).
+    // SAFETY: the filter kills the child on the `int 0x80` itself (a foreign
+    // ABI), so the asm never returns and no register it does not declare is
+    // read afterwards.
     let (exit, _) = run_unsupervised(|| unsafe {
         let mut nr: i32 = 20;
         std::arch::asm!("int 0x80", inout("eax") nr);
@@ -518,6 +542,8 @@ fn the_kernel_also_refuses_a_second_listener() {
     // kernel would allow a new one, so our own rule must stay.
     let mut spec = common::product_filter();
     spec.deny.retain(|r| r.syscall != "seccomp");
+    // SAFETY: in the filtered child: `prog` is a live `sock_fprog` over a
+    // static program; the rest are integers.
     let (pid, listener) = spawn_filtered(&spec, || unsafe {
         let prog = allow_all_program();
         let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
@@ -550,6 +576,8 @@ fn build_rejects_unknown_syscalls_and_fits_the_kernel_limit() {
 
 #[test]
 fn a_dead_notifier_invalidates_its_id() {
+    // SAFETY: in the filtered child: socket takes integers, and `connect_to` is
+    // given a live address.
     let (pid, listener) = spawn_filtered(&common::product_filter(), || unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
         connect_to(fd, &loopback(9));
@@ -608,6 +636,7 @@ fn every_deny_rule_is_load_bearing() {
 #[test]
 fn a_call_from_a_second_thread_is_traced_to_that_thread() {
     let (pid, listener) = spawn_filtered(&common::product_filter(), || {
+        // SAFETY: socket takes integers, and `connect_to` is given a live address.
         let worker = std::thread::Builder::new().spawn(|| unsafe {
             let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
             failed_with(connect_to(fd, &loopback(9)), libc::ECONNREFUSED)

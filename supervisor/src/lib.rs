@@ -32,6 +32,7 @@
 //! continued and why.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod attribution;
 mod broker;

@@ -34,8 +34,12 @@ const S_ISVTX: u32 = 0o1000;
 /// The workload's user, as the permission checks need it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {
+    /// The uid the workload runs as, after `run_as`.
     pub uid: libc::uid_t,
+    /// Its primary group.
     pub gid: libc::gid_t,
+    /// Its supplementary groups, exactly as the workload gets them: a
+    /// directory writable by one of them is writable by the workload.
     pub groups: Vec<libc::gid_t>,
 }
 
@@ -87,7 +91,7 @@ impl Writable {
     /// A tree whose Landlock rule grants a write right on `dir` (a
     /// canonical path), on something below it or on something above it.
     #[must_use]
-    pub fn tree_touching(&self, dir: &Path) -> Option<&Path> {
+    pub(crate) fn tree_touching(&self, dir: &Path) -> Option<&Path> {
         self.trees
             .iter()
             .find(|t| dir.starts_with(t) || t.starts_with(dir))
@@ -97,7 +101,7 @@ impl Writable {
     /// Why the workload could change what `file` (a canonical path) holds,
     /// or `None` when it cannot.
     #[must_use]
-    pub fn exposure(&self, file: &Path) -> Option<String> {
+    pub(crate) fn exposure(&self, file: &Path) -> Option<String> {
         let shown = file.display();
         if self.tree_of(file).is_some() {
             match self.may_write(file) {
