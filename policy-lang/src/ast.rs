@@ -174,18 +174,18 @@ pub enum Protocol {
 
 impl Protocol {
     /// Whether the endpoint's rules are `rpc` rules on request bodies.
-    pub fn is_rpc(self) -> bool {
+    pub(crate) fn is_rpc(self) -> bool {
         matches!(self, Protocol::Mcp | Protocol::JsonRpc)
     }
 
     /// Whether requests pass the L7 proxy (REST, JSON-RPC or GraphQL
     /// rules).
-    pub fn is_l7(self) -> bool {
+    pub(crate) fn is_l7(self) -> bool {
         matches!(self, Protocol::Http | Protocol::Websocket) || self.reads_body()
     }
 
     /// Whether `allow|deny graphql` rules and `persisted` entries apply.
-    pub fn takes_graphql(self) -> bool {
+    pub(crate) fn takes_graphql(self) -> bool {
         matches!(self, Protocol::Graphql | Protocol::Websocket)
     }
 

@@ -164,8 +164,6 @@ macro_rules! codes {
         pub mod codes {
             use super::{Code, Severity};
             $( pub const $name: Code = Code { id: stringify!($name), severity: Severity::$sev, summary: $summary }; )*
-            /// Every code, for documentation and SARIF rule tables.
-            pub const ALL: &[Code] = &[$( $name ),*];
         }
     };
 }

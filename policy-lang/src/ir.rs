@@ -120,7 +120,7 @@ pub enum EndpointKind {
 
 impl EndpointKind {
     /// True when requests on this endpoint pass the L7 proxy's rules.
-    pub fn is_inspected(&self) -> bool {
+    pub(crate) fn is_inspected(&self) -> bool {
         matches!(self, EndpointKind::Http(h) if h.tls == TlsMode::Auto)
     }
 }

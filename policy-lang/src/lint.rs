@@ -16,7 +16,7 @@ use policy_bundle::matcher::HostPattern;
 
 /// W0131 on the policy's header: without a user the workload keeps the
 /// supervisor's, which is root wherever the supervisor runs as root.
-pub fn no_run_as_user(main: &Document, r: &Resolved) -> Option<Diagnostic> {
+pub(crate) fn no_run_as_user(main: &Document, r: &Resolved) -> Option<Diagnostic> {
     if r.policy.run_as.as_ref().is_some_and(|ra| ra.user.is_some()) {
         return None;
     }

@@ -40,7 +40,7 @@ pub fn read_source(path: &Path) -> Result<SourceFile, LoadError> {
 }
 
 /// Parse one source file in the format its extension says.
-pub fn parse_source(file: &SourceFile) -> (Option<Document>, Diagnostics) {
+pub(crate) fn parse_source(file: &SourceFile) -> (Option<Document>, Diagnostics) {
     if is_yaml(Path::new(file.path())) {
         import::yaml_to_document(file)
     } else {
@@ -52,12 +52,12 @@ pub fn parse_source(file: &SourceFile) -> (Option<Document>, Diagnostics) {
 pub struct Loaded {
     /// The main document first, then included fragments in include order,
     /// then the credentials file (as a fragment), if any.
-    pub docs: Vec<Document>,
-    pub sources: Vec<SourceFile>,
-    pub diagnostics: Diagnostics,
+    pub(crate) docs: Vec<Document>,
+    pub(crate) sources: Vec<SourceFile>,
+    pub(crate) diagnostics: Diagnostics,
 }
 
-pub fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError> {
+pub(crate) fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError> {
     let mut loaded = Loaded::default();
     let main = read_source(path)?;
     let creds = credentials.map(read_source).transpose()?;
@@ -88,7 +88,7 @@ pub fn load_sources(main: SourceFile, credentials: Option<SourceFile>) -> Loaded
 /// as [`include_closure`] names them. Nothing is read from disk; an
 /// absolute path, one that leaves that directory, or one `files` lacks is
 /// an `E0103` at the include.
-pub fn load_sources_with(
+pub(crate) fn load_sources_with(
     main: SourceFile,
     files: &BTreeMap<String, String>,
     credentials: Option<SourceFile>,
@@ -130,7 +130,7 @@ enum Target<'a> {
 
 /// Why an include path cannot name a file of an in-memory policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncludePathError {
+pub(crate) enum IncludePathError {
     Absolute,
     Escapes,
 }
@@ -139,7 +139,7 @@ pub enum IncludePathError {
 /// relative to the main file's directory, `.` and `..` folded away
 /// lexically. Lexical on purpose: these paths name map entries, not files,
 /// so no symlink can make them point elsewhere.
-pub fn include_key(including: &str, rel: &str) -> Result<String, IncludePathError> {
+pub(crate) fn include_key(including: &str, rel: &str) -> Result<String, IncludePathError> {
     if rel.starts_with('/') || rel.starts_with('\\') {
         return Err(IncludePathError::Absolute);
     }

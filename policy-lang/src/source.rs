@@ -131,7 +131,7 @@ impl SourceFile {
         self.inner.text.get(span.start..span.end).unwrap_or("")
     }
 
-    pub fn same_file(&self, other: &SourceFile) -> bool {
+    pub(crate) fn same_file(&self, other: &SourceFile) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 }

@@ -17,7 +17,7 @@ use policy_bundle::matcher::HttpPathGlob;
 pub use super::query_glob::query_value;
 
 /// The most patterns one alternation may expand into.
-pub const MAX_EXPANSION: usize = 16;
+pub(crate) const MAX_EXPANSION: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Translated {
@@ -424,7 +424,7 @@ pub fn binary(path: &str) -> Translated {
 /// (`validate_host_wildcard`); bare `*` has been refused since host
 /// wildcards exist (2026-03, before that it was compared as the literal
 /// text `*` and matched no host).
-pub fn openshell_refused_host(host: &str) -> Option<&'static str> {
+pub(crate) fn openshell_refused_host(host: &str) -> Option<&'static str> {
     if !host.contains('*') {
         return None;
     }

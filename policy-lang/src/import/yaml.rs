@@ -16,7 +16,7 @@ use saphyr_parser::{Event, Parser, ScalarStyle};
 use crate::source::Span;
 
 /// Upper bound on nodes after alias expansion ("billion laughs" guard).
-pub const MAX_NODES: usize = 200_000;
+pub(crate) const MAX_NODES: usize = 200_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
