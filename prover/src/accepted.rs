@@ -97,7 +97,7 @@ fn parse_date(s: &str) -> Option<(i32, u32, u32)> {
 }
 
 /// Today's date (UTC), from the system clock.
-pub fn today() -> (i32, u32, u32) {
+pub(crate) fn today() -> (i32, u32, u32) {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -250,11 +250,11 @@ pub fn parse(shown: &str, text: &str) -> Result<Vec<Acceptance>, ProverError> {
 }
 
 impl Acceptance {
-    pub fn expired(&self, today: (i32, u32, u32)) -> bool {
+    pub(crate) fn expired(&self, today: (i32, u32, u32)) -> bool {
         self.expires.is_some_and(|e| e < today)
     }
 
-    pub fn note(&self, today: (i32, u32, u32)) -> AcceptanceNote {
+    pub(crate) fn note(&self, today: (i32, u32, u32)) -> AcceptanceNote {
         AcceptanceNote {
             query: self.query.clone(),
             reason: self.reason.clone(),

@@ -26,7 +26,7 @@ fn is_zero(x: &u32) -> bool {
 }
 
 impl Loc {
-    pub fn of(o: &Origin) -> Loc {
+    pub(crate) fn of(o: &Origin) -> Loc {
         Loc {
             file: o.file.clone(),
             line: o.line,
@@ -99,7 +99,7 @@ pub struct Witness {
 }
 
 impl Witness {
-    pub fn of(req: &Request) -> Witness {
+    pub(crate) fn of(req: &Request) -> Witness {
         let (method, path, query) = match &req.http {
             None => (None, None, None),
             Some(h) => {
@@ -138,7 +138,7 @@ impl Witness {
 
     /// The witness as the WebSocket upgrade or message `probe` says (a
     /// connection witness stays one).
-    pub fn with_probe(mut self, probe: Option<&Probe>) -> Witness {
+    pub(crate) fn with_probe(mut self, probe: Option<&Probe>) -> Witness {
         let Some(probe) = probe.filter(|_| !self.is_connection()) else {
             return self;
         };
@@ -181,7 +181,7 @@ impl Witness {
     }
 
     /// The witness of a request with this body (`None`: no body).
-    pub fn with_body(req: &Request, body: Option<&[u8]>) -> Witness {
+    pub(crate) fn with_body(req: &Request, body: Option<&[u8]>) -> Witness {
         let mut w = Witness::of(req);
         let Some(body) = body.filter(|_| req.http.is_some()) else {
             return w;
@@ -460,7 +460,7 @@ fn addr_strings(cells: &[AddrCell]) -> (Vec<String>, u128) {
     (set.to_strings(), count)
 }
 
-pub fn summarize(dom: &Domain, r: &Region) -> RegionSummary {
+pub(crate) fn summarize(dom: &Domain, r: &Region) -> RegionSummary {
     let all_bins = r.bins.len() >= dom.bins.len();
     let binaries = if all_bins {
         vec!["any binary".to_owned()]
@@ -576,7 +576,7 @@ pub fn summarize(dom: &Domain, r: &Region) -> RegionSummary {
 }
 
 /// Why the old policy did not let the request through, in words.
-pub fn old_reason(d: &Decision, conn_allowed: bool) -> (String, Option<Loc>) {
+pub(crate) fn old_reason(d: &Decision, conn_allowed: bool) -> (String, Option<Loc>) {
     let at = d.rule.as_ref().map(Loc::of);
     let text = if !conn_allowed {
         format!("default deny: {}", d.reason)

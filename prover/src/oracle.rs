@@ -17,9 +17,9 @@ use crate::sandbox::Sandbox;
 use crate::smt::Smt;
 
 pub struct Oracle {
-    pub dom: Domain,
-    pub defs: Defs,
-    pub model: Model,
+    pub(crate) dom: Domain,
+    pub(crate) defs: Defs,
+    pub(crate) model: Model,
     smt: Smt,
     /// `allow`, `audit` and `inject` as one Z3 term (three bits) with
     /// definitions inlined.
@@ -76,7 +76,7 @@ impl Oracle {
     /// decoded (the generator avoids those: the model's path variable is a
     /// canonical path), or the body is a batch (the model has single
     /// calls, see `crate::calls`).
-    pub fn point(&self, req: &Request, body: Option<&[u8]>) -> Option<Point> {
+    pub(crate) fn point(&self, req: &Request, body: Option<&[u8]>) -> Option<Point> {
         let dom = &self.dom;
         let mut addr = req.addr.map(canonical_ip);
         let mut host = dom.host_none();

@@ -106,15 +106,15 @@ impl std::fmt::Display for Category {
 
 /// One question: a category, which flavour of it, and its formula.
 #[derive(Debug, Clone)]
-pub struct Query {
-    pub category: Category,
+pub(crate) struct Query {
+    pub(crate) category: Category,
     /// Distinguishes the two ways a credential's reach grows.
-    pub variant: Variant,
-    pub f: F,
+    pub(crate) variant: Variant,
+    pub(crate) f: F,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
+pub(crate) enum Variant {
     Main,
     /// A credential newly attached to a request the old policy let
     /// through without it.
@@ -124,7 +124,7 @@ pub enum Variant {
 /// What a question is stated over: formulas when the solver is asked, and
 /// `bool` when a witness is replayed through the reference evaluator. Each
 /// category is written once, in [`question`], for both.
-pub trait Logic: Clone {
+pub(crate) trait Logic: Clone {
     fn all<const N: usize>(parts: [Self; N]) -> Self;
     fn negate(self) -> Self;
 }
@@ -149,14 +149,14 @@ impl Logic for bool {
 
 /// One policy's facts about a request, as the questions read them.
 #[derive(Debug, Clone)]
-pub struct Facts<L> {
-    pub conn: L,
-    pub allow: L,
-    pub audit: L,
-    pub scope: L,
-    pub credentialed: L,
-    pub bypass: L,
-    pub plantable: L,
+pub(crate) struct Facts<L> {
+    pub(crate) conn: L,
+    pub(crate) allow: L,
+    pub(crate) audit: L,
+    pub(crate) scope: L,
+    pub(crate) credentialed: L,
+    pub(crate) bypass: L,
+    pub(crate) plantable: L,
 }
 
 impl Facts<F> {
@@ -190,7 +190,7 @@ impl Facts<bool> {
 /// The question a category asks of a request: of the new policy `n`
 /// against the old one `o` (`diff --prove`), or of one policy on its own
 /// (`check`, `o` is `None`). `None` when the category asks nothing there.
-pub fn question<L: Logic>(
+pub(crate) fn question<L: Logic>(
     category: Category,
     variant: Variant,
     n: &Facts<L>,
@@ -266,7 +266,7 @@ const SINGLE: [Category; 4] = [
 
 /// The queries of `diff --prove`: what the new policy allows that the old
 /// one did not.
-pub fn diff(n: &Model, o: &Model, meta: &F) -> Vec<Query> {
+pub(crate) fn diff(n: &Model, o: &Model, meta: &F) -> Vec<Query> {
     let (n, o) = (Facts::<F>::of(n), Facts::<F>::of(o));
     DIFF.into_iter()
         .filter_map(|(category, variant)| {
@@ -281,7 +281,7 @@ pub fn diff(n: &Model, o: &Model, meta: &F) -> Vec<Query> {
 }
 
 /// The queries of `check`: risks of one policy on its own.
-pub fn single(n: &Model, meta: &F) -> Vec<Query> {
+pub(crate) fn single(n: &Model, meta: &F) -> Vec<Query> {
     let n = Facts::<F>::of(n);
     SINGLE
         .into_iter()
@@ -298,7 +298,7 @@ pub fn single(n: &Model, meta: &F) -> Vec<Query> {
 
 /// The same question asked of the reference evaluator's observations of
 /// one request (`old` is `None` for `check`).
-pub fn holds(
+pub(crate) fn holds(
     category: Category,
     variant: Variant,
     n: &Observed,

@@ -90,7 +90,7 @@ fn granted_by<'a>(paths: &'a [LandlockPath], path: &str, right: &str) -> Option<
 
 /// Everything `new`'s sandbox allows beyond `old`'s, in table order.
 #[must_use]
-pub fn compare(old: &Bundle, new: &Bundle) -> Vec<SandboxChange> {
+pub(crate) fn compare(old: &Bundle, new: &Bundle) -> Vec<SandboxChange> {
     let (o, n) = (&old.enforcement, &new.enforcement);
     let mut out = Vec::new();
     for p in &n.landlock.paths {

@@ -72,7 +72,7 @@ impl Atom {
 pub struct Partition {
     pub atoms: Vec<Atom>,
     /// For each pattern, the atoms it covers (sorted).
-    pub members: Vec<Vec<u32>>,
+    pub(crate) members: Vec<Vec<u32>>,
     keys: HashMap<String, u32>,
     names: Vec<String>,
     dfa: MultiDfa,

@@ -122,7 +122,7 @@ pub fn witness(
 /// for one signature is the walk up to the moment it is decided. Walking
 /// once for all of them therefore gives each the outcome (and the witness)
 /// its own search would, for the price of the longest.
-pub fn witnesses(
+pub(crate) fn witnesses(
     dfa: &MultiDfa,
     sigs: &[&[u32]],
     v: &Validity,
