@@ -178,7 +178,12 @@ impl<'a> Cx<'a> {
     }
 
     /// E0703 for an ill-formed value.
-    pub(crate) fn invalid(&mut self, span: Span, message: impl Into<String>, help: impl Into<String>) {
+    pub(crate) fn invalid(
+        &mut self,
+        span: Span,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) {
         self.push(codes::E0703, span, message, help);
     }
 
