@@ -13,10 +13,14 @@ use crate::region::Region;
 use crate::strings::{Partition, Size};
 use crate::websocket::Probe;
 
+/// A rule's place in the policy source, for blame.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Loc {
+    /// The source file as loaded (its path or display name).
     pub file: String,
+    /// 1-based.
     pub line: u32,
+    /// 1-based; 0 when unknown (then left out of JSON).
     #[serde(skip_serializing_if = "is_zero")]
     pub column: u32,
 }
@@ -47,18 +51,25 @@ impl std::fmt::Display for Loc {
 /// one would suggest the L7 rules decide it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Witness {
+    /// The executable's resolved absolute path.
     pub binary: String,
     /// The host name, or the address when the destination has no name.
     pub host: String,
+    /// The destination TCP port.
     pub port: u16,
+    /// The HTTP method; `None` for a connection witness.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
+    /// The canonical request path; `None` for a connection witness.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The destination address, when the finding depends on it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// The query string (without `?`), when query rules decide.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
+    /// The binary's SHA-256 (hex), when a pin decides.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     /// The JSON-RPC method of the call in the body, when a JSON-RPC or
@@ -362,17 +373,27 @@ pub struct RegionSummary {
     pub text: String,
 }
 
+/// One widening or risk, with a concrete request that shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
+    /// Which question found it.
     pub category: Category,
+    /// One sentence for people.
     pub message: String,
+    /// A request the new policy decides as the category says.
     pub witness: Witness,
+    /// The new policy's rule that allows the witness, when one does.
     pub new_rule: Option<Loc>,
+    /// Why the old policy did not allow the witness (empty for `check`).
     pub old_reason: String,
+    /// The old policy's rule behind `old_reason`, when one decided.
     pub old_rule: Option<Loc>,
+    /// An accepted risk matches: reported, but it does not block.
     pub suppressed: bool,
+    /// The acceptance that matched, expired or not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<AcceptanceNote>,
+    /// How many requests are like the witness, per dimension.
     pub region: RegionSummary,
     /// The witness was replayed through the reference evaluator and the
     /// decision flips as the category says.

@@ -19,6 +19,7 @@
 //! answers single requests for the differential tests (with `z3`).
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 #![cfg_attr(
     not(feature = "z3"),
     expect(

@@ -16,6 +16,8 @@ use crate::model::{self, BinaryFacts, Model};
 use crate::sandbox::Sandbox;
 use crate::smt::Smt;
 
+/// One bundle's formulas with Z3 ready, to answer single requests in
+/// the differential tests.
 pub struct Oracle {
     pub(crate) dom: Domain,
     pub(crate) defs: Defs,
@@ -29,12 +31,16 @@ pub struct Oracle {
 /// The prover's decision on one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answer {
+    /// The request is let through (allowed or audited).
     pub allowed: bool,
+    /// Let through only because the endpoints are in audit mode.
     pub audited: bool,
+    /// The proxy injects a credential on it.
     pub credential: bool,
 }
 
 impl Oracle {
+    /// Builds the domain and model of `b` alone and starts Z3 on them.
     pub fn new(b: &Bundle) -> Result<Oracle, ProverError> {
         let dom = Domain::build(
             &[b],

@@ -13,12 +13,19 @@ use crate::witness::Observed;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
+    /// A credentialed destination reachable where it was not.
     CredentialReachExpansion,
+    /// A new method or path on a credentialed destination.
     CapabilityExpansion,
+    /// A credentialed destination reachable without inspection.
     L7BypassCredentialed,
+    /// Audit mode lets denied credentialed requests through.
     EnforcementDowngrade,
+    /// Reach to link-local or cloud metadata addresses.
     MetadataReach,
+    /// A secret the sandbox holds is readable by a binary that can send it.
     SecretExposure,
+    /// A network rule names a binary the workload can plant.
     WritableBinaryIdentity,
     /// New reach with no credential in scope: what the credentialed
     /// categories leave out of "the candidate adds nothing".
@@ -31,6 +38,7 @@ pub enum Category {
 }
 
 impl Category {
+    /// Every category, in report order.
     pub const ALL: [Category; 10] = [
         Category::CredentialReachExpansion,
         Category::CapabilityExpansion,
@@ -44,6 +52,7 @@ impl Category {
         Category::EnforcementWeakened,
     ];
 
+    /// The stable snake_case id (JSON, SARIF, `--accept` files).
     pub fn name(self) -> &'static str {
         match self {
             Category::CredentialReachExpansion => "credential_reach_expansion",
@@ -59,6 +68,7 @@ impl Category {
         }
     }
 
+    /// The inverse of [`Category::name`].
     pub fn parse(s: &str) -> Option<Category> {
         Category::ALL.into_iter().find(|c| c.name() == s)
     }
@@ -93,6 +103,7 @@ impl Category {
         )
     }
 
+    /// The code's one-line summary, for rule tables.
     pub fn summary(self) -> &'static str {
         self.code().summary
     }

@@ -52,6 +52,8 @@ impl Facts {
     }
 }
 
+/// What the prover knows about binaries: the embedded table, plus files
+/// (`--registry`) that override it per binary.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     pub(crate) binaries: BTreeMap<String, Facts>,

@@ -23,7 +23,9 @@ use crate::sandbox::covers;
 pub struct SandboxChange {
     /// `file_rights_expansion` or `enforcement_weakened`.
     pub category: Category,
+    /// The diagnostic code `check` reports it under.
     pub code: &'static str,
+    /// One sentence for people.
     pub message: String,
     /// The path new rights are granted on (`<workdir>` for the working
     /// directory).

@@ -169,7 +169,9 @@ pub(crate) fn sizes(bundles: &[&Bundle]) -> Vec<usize> {
 /// A concrete upgrade or client message a point stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
+    /// The upgrade `GET` itself.
     Upgrade,
+    /// A text message with this content.
     Text(String),
     /// A binary message of this many zero bytes.
     Binary(usize),
@@ -215,6 +217,7 @@ pub(crate) fn text_of_size(size: usize) -> String {
 }
 
 impl Probe {
+    /// A client message rather than the upgrade.
     pub fn is_message(&self) -> bool {
         !matches!(self, Probe::Upgrade)
     }

@@ -23,11 +23,14 @@ use crate::error::ProverError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Size {
+    /// This many strings.
     Finite(u128),
+    /// Unboundedly many (a `*` or `**` somewhere).
     Infinite,
 }
 
 impl Size {
+    /// Saturating: a sum too large for `u128` is as good as infinite.
     pub fn plus(self, o: Size) -> Size {
         match (self, o) {
             (Size::Finite(a), Size::Finite(b)) => Size::Finite(a.saturating_add(b)),
@@ -91,6 +94,8 @@ const SIZE_LIMIT: usize = 96 << 20;
 type Part = (u32, u32);
 
 impl MultiDfa {
+    /// Builds the product of the patterns' DFAs; `unicode` reads UTF-8
+    /// characters instead of bytes. Fails when the product outgrows its limit.
     pub fn build(patterns: &[String], unicode: bool) -> Result<Self, ProverError> {
         let parts = patterns
             .iter()

@@ -33,6 +33,7 @@ use super::validity::{DEAD, Validity};
 /// What the search found for one signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// A valid string no pattern names exactly.
     Found(String),
     /// No string of the signature is valid and unnamed.
     Empty,

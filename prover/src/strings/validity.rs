@@ -31,7 +31,10 @@ pub enum Rule {
     /// Resolved absolute executable paths (`is_resolved_binary`).
     Binary,
     /// Canonical request paths (`is_canonical_path`).
-    HttpPath { encoded_slash: bool },
+    HttpPath {
+        /// A `%2F` is allowed in a segment.
+        encoded_slash: bool,
+    },
     /// Host names: the universe regex already spells the label syntax.
     Any,
 }
