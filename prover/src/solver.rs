@@ -26,12 +26,9 @@ use crate::timing::Timings;
 pub const IN_PROCESS: bool = cfg!(feature = "z3");
 
 pub(crate) struct LazySmt<'a> {
-    #[cfg_attr(not(feature = "z3"), allow(dead_code))]
     dom: &'a Domain,
-    #[cfg_attr(not(feature = "z3"), allow(dead_code))]
     defs: &'a Defs,
     deadline: Instant,
-    #[cfg_attr(not(feature = "z3"), allow(dead_code))]
     timings: &'a Timings,
     #[cfg(feature = "z3")]
     cell: std::cell::OnceCell<crate::smt::Smt>,
