@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use crate::ast::*;
 
+/// The canonical text of a document, comments kept. Parsing the output
+/// gives an equal document, and formatting it again changes nothing.
 pub fn format_document(doc: &Document) -> String {
     let mut out = String::new();
     trivia_lines(&mut out, &doc.header, 0);

@@ -27,6 +27,8 @@ pub(crate) fn no_run_as_user(main: &Document, r: &Resolved) -> Option<Diagnostic
     )
 }
 
+/// The warnings of a resolved policy: rules that do not mean what they
+/// say. Run only when resolution found no error.
 pub fn lint(r: &Resolved) -> Diagnostics {
     let mut d = Diagnostics::default();
     let p = &r.policy;

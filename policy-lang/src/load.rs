@@ -12,12 +12,18 @@ use crate::source::{SourceFile, Span};
 use crate::{compile, import, lint, parser};
 use policy_bundle::Bundle;
 
+/// A file could not be read; whatever is wrong inside a file is a
+/// diagnostic instead.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
+    /// The main file or the credentials file (an include that cannot be
+    /// read is an `E0103` instead).
     #[error("cannot read `{path}`: {source}")]
     Read {
+        /// The path as given.
         path: String,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -31,6 +37,7 @@ pub fn is_yaml(path: &Path) -> bool {
     )
 }
 
+/// Reads a file as UTF-8 text, named by its path as given.
 pub fn read_source(path: &Path) -> Result<SourceFile, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
         path: path.display().to_string(),
@@ -48,6 +55,8 @@ pub(crate) fn parse_source(file: &SourceFile) -> (Option<Document>, Diagnostics)
     }
 }
 
+/// Every document of a policy, parsed, with the diagnostics of reading
+/// and parsing; [`check_loaded`] takes it from here.
 #[derive(Debug, Clone, Default)]
 pub struct Loaded {
     /// The main document first, then included fragments in include order,
@@ -325,23 +334,31 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, seen: &mut Included, from: &
 /// The result of checking one policy.
 #[derive(Debug, Clone)]
 pub struct Checked {
+    /// `None` when no document parsed.
     pub resolved: Option<Resolved>,
+    /// Sorted by file and position.
     pub diagnostics: Vec<Diagnostic>,
+    /// The main file first, for rendering diagnostics and provenance.
     pub sources: Vec<SourceFile>,
+    /// The main file is a `fragment`: it checks, but does not compile.
     pub is_fragment: bool,
 }
 
 impl Checked {
+    /// Whether any diagnostic is an error.
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
 }
 
+/// Loads a policy from disk with its includes and resolves and lints it.
 pub fn check(path: &Path, credentials: Option<&Path>) -> Result<Checked, LoadError> {
     let loaded = load(path, credentials)?;
     Ok(check_loaded(loaded))
 }
 
+/// Resolves and lints; lints run only when there is no error, since
+/// their warnings would mostly echo it.
 pub fn check_loaded(loaded: Loaded) -> Checked {
     let mut diagnostics = loaded.diagnostics;
     let is_fragment = loaded

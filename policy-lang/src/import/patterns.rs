@@ -19,12 +19,15 @@ pub use super::query_glob::query_value;
 /// The most patterns one alternation may expand into.
 pub(crate) const MAX_EXPANSION: usize = 16;
 
+/// An OpenShell pattern in our syntax, or why it cannot be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Translated {
     /// Our patterns whose union matches what the OpenShell pattern matched,
     /// with notes about translations worth a warning.
     Patterns {
+        /// Never empty.
         patterns: Vec<String>,
+        /// One W0702 each.
         notes: Vec<String>,
     },
     /// The OpenShell pattern matches nothing it is ever compared with.

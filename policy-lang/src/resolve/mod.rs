@@ -24,8 +24,10 @@ pub(crate) struct SpanTable {
     pub(crate) secrets: Vec<(SourceFile, Span)>,
 }
 
+/// A resolved policy with the spans lints report against.
 #[derive(Debug, Clone)]
 pub struct Resolved {
+    /// What the compiler and the prover read.
     pub policy: Policy,
     pub(crate) spans: SpanTable,
 }
