@@ -15,6 +15,8 @@ use policy_bundle::*;
 
 use crate::ir::{self, EndpointKind, FsRights, Policy};
 
+/// Writes the bundle enforcement and the prover read. Infallible: the
+/// resolver has already refused whatever the bundle cannot express.
 pub fn compile(policy: &Policy) -> Bundle {
     let mut prov = Provenance {
         policy: policy.name.clone(),

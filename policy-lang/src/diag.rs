@@ -4,10 +4,13 @@
 
 use crate::source::{SourceFile, Span};
 
+/// An error fails `check` and blocks `compile`; a warning does neither.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// The policy cannot be compiled as written.
     Error,
+    /// It compiles, but probably does not mean what it says.
     Warning,
 }
 
@@ -15,25 +18,39 @@ pub enum Severity {
 /// never change meaning once published, so CI filters can rely on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Code {
+    /// `E0301`, `W0104`, `R0101`, …: what CI filters and SARIF rule ids use.
     pub id: &'static str,
+    /// Fixed per code.
     pub severity: Severity,
+    /// A short title for rule tables.
     pub summary: &'static str,
 }
 
+/// A secondary place a diagnostic points at, with its own text.
 #[derive(Debug, Clone)]
 pub struct Label {
+    /// In the diagnostic's file.
     pub span: Span,
+    /// What this place has to do with the problem.
     pub text: String,
 }
 
+/// One error or warning, located in its file.
 #[derive(Debug, Clone)]
 pub struct Diagnostic {
+    /// The stable code.
     pub code: Code,
+    /// The code's severity, copied for renderers.
     pub severity: Severity,
+    /// What is wrong, in one lowercase sentence.
     pub message: String,
+    /// How to fix it; empty when there is nothing to add.
     pub help: String,
+    /// The file the span points into.
     pub file: SourceFile,
+    /// The primary location.
     pub span: Span,
+    /// Text at the primary span; empty for none.
     pub label: String,
     /// Other places in the same file that explain the problem (the rule that
     /// shadows this one, the first definition of a duplicate name).
@@ -41,6 +58,8 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
+    /// A diagnostic with the code's severity and no help, label or
+    /// secondary spans; the builder methods add them.
     pub fn new(code: Code, file: &SourceFile, span: Span, message: impl Into<String>) -> Self {
         Self {
             code,
@@ -54,16 +73,19 @@ impl Diagnostic {
         }
     }
 
+    /// Sets the help text.
     pub fn help(mut self, help: impl Into<String>) -> Self {
         self.help = help.into();
         self
     }
 
+    /// Sets the text shown at the primary span.
     pub fn label(mut self, label: impl Into<String>) -> Self {
         self.label = label.into();
         self
     }
 
+    /// Adds another place in the same file.
     pub fn secondary(mut self, span: Span, text: impl Into<String>) -> Self {
         self.secondary.push(Label {
             span,
@@ -72,10 +94,12 @@ impl Diagnostic {
         self
     }
 
+    /// 1-based line and column (in characters) of the span's start.
     pub fn line_col(&self) -> (u32, u32) {
         self.file.line_col(self.span.start)
     }
 
+    /// Whether it fails the check.
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
@@ -106,26 +130,32 @@ pub struct Diagnostics {
 }
 
 impl Diagnostics {
+    /// Appends one.
     pub fn push(&mut self, d: Diagnostic) {
         self.items.push(d);
     }
 
+    /// Appends all of `other`, in its order.
     pub fn extend(&mut self, other: Diagnostics) {
         self.items.extend(other.items);
     }
 
+    /// Whether any fails the check.
     pub fn has_errors(&self) -> bool {
         self.items.iter().any(Diagnostic::is_error)
     }
 
+    /// Nothing was reported.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
+    /// How many were reported.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// In the order they were reported; [`Diagnostics::sorted`] for output.
     pub fn iter(&self) -> impl Iterator<Item = &Diagnostic> {
         self.items.iter()
     }
@@ -145,6 +175,7 @@ impl Diagnostics {
         self.items
     }
 
+    /// In the order they were reported.
     pub fn into_vec(self) -> Vec<Diagnostic> {
         self.items
     }
@@ -163,9 +194,7 @@ macro_rules! codes {
         /// The registry of diagnostic codes.
         pub mod codes {
             use super::{Code, Severity};
-            $( pub const $name: Code = Code { id: stringify!($name), severity: Severity::$sev, summary: $summary }; )*
-            /// Every code, for documentation and SARIF rule tables.
-            pub const ALL: &[Code] = &[$( $name ),*];
+            $( #[doc = $summary] pub const $name: Code = Code { id: stringify!($name), severity: Severity::$sev, summary: $summary }; )*
         }
     };
 }

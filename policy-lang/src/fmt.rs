@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use crate::ast::*;
 
+/// The canonical text of a document, comments kept. Parsing the output
+/// gives an equal document, and formatting it again changes nothing.
 pub fn format_document(doc: &Document) -> String {
     let mut out = String::new();
     trivia_lines(&mut out, &doc.header, 0);
@@ -66,7 +68,7 @@ fn trivia_lines(out: &mut String, lines: &[TriviaLine], level: usize) {
 
 /// A value as a token: bare when the grammar reads it back as one word,
 /// quoted otherwise.
-pub fn token(v: &str) -> String {
+pub(crate) fn token(v: &str) -> String {
     let bare = !v.is_empty()
         && v != "->"
         && !v.chars().any(|c| {

@@ -4,6 +4,7 @@
 //! evaluator).
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod ast;
 pub mod compile;

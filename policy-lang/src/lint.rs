@@ -15,7 +15,7 @@ use crate::resolve::Resolved;
 
 /// W0131 on the policy's header: without a user the workload keeps the
 /// supervisor's, which is root wherever the supervisor runs as root.
-pub fn no_run_as_user(main: &Document, r: &Resolved) -> Option<Diagnostic> {
+pub(crate) fn no_run_as_user(main: &Document, r: &Resolved) -> Option<Diagnostic> {
     if r.policy.run_as.as_ref().is_some_and(|ra| ra.user.is_some()) {
         return None;
     }
@@ -26,6 +26,8 @@ pub fn no_run_as_user(main: &Document, r: &Resolved) -> Option<Diagnostic> {
     )
 }
 
+/// The warnings of a resolved policy: rules that do not mean what they
+/// say. Run only when resolution found no error.
 pub fn lint(r: &Resolved) -> Diagnostics {
     let mut d = Diagnostics::default();
     let p = &r.policy;

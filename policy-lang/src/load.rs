@@ -12,12 +12,18 @@ use crate::source::{SourceFile, Span};
 use crate::{compile, import, lint, parser};
 use policy_bundle::Bundle;
 
+/// A file could not be read; whatever is wrong inside a file is a
+/// diagnostic instead.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {
+    /// The main file or the credentials file (an include that cannot be
+    /// read is an `E0103` instead).
     #[error("cannot read `{path}`: {source}")]
     Read {
+        /// The path as given.
         path: String,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -31,6 +37,7 @@ pub fn is_yaml(path: &Path) -> bool {
     )
 }
 
+/// Reads a file as UTF-8 text, named by its path as given.
 pub fn read_source(path: &Path) -> Result<SourceFile, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
         path: path.display().to_string(),
@@ -40,7 +47,7 @@ pub fn read_source(path: &Path) -> Result<SourceFile, LoadError> {
 }
 
 /// Parse one source file in the format its extension says.
-pub fn parse_source(file: &SourceFile) -> (Option<Document>, Diagnostics) {
+pub(crate) fn parse_source(file: &SourceFile) -> (Option<Document>, Diagnostics) {
     if is_yaml(Path::new(file.path())) {
         import::yaml_to_document(file)
     } else {
@@ -48,16 +55,18 @@ pub fn parse_source(file: &SourceFile) -> (Option<Document>, Diagnostics) {
     }
 }
 
+/// Every document of a policy, parsed, with the diagnostics of reading
+/// and parsing; [`check_loaded`] takes it from here.
 #[derive(Debug, Clone, Default)]
 pub struct Loaded {
     /// The main document first, then included fragments in include order,
     /// then the credentials file (as a fragment), if any.
-    pub docs: Vec<Document>,
-    pub sources: Vec<SourceFile>,
-    pub diagnostics: Diagnostics,
+    pub(crate) docs: Vec<Document>,
+    pub(crate) sources: Vec<SourceFile>,
+    pub(crate) diagnostics: Diagnostics,
 }
 
-pub fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError> {
+pub(crate) fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError> {
     let mut loaded = Loaded::default();
     let main = read_source(path)?;
     let creds = credentials.map(read_source).transpose()?;
@@ -88,7 +97,7 @@ pub fn load_sources(main: SourceFile, credentials: Option<SourceFile>) -> Loaded
 /// as [`include_closure`] names them. Nothing is read from disk; an
 /// absolute path, one that leaves that directory, or one `files` lacks is
 /// an `E0103` at the include.
-pub fn load_sources_with(
+pub(crate) fn load_sources_with(
     main: SourceFile,
     files: &BTreeMap<String, String>,
     credentials: Option<SourceFile>,
@@ -130,7 +139,7 @@ enum Target<'a> {
 
 /// Why an include path cannot name a file of an in-memory policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncludePathError {
+pub(crate) enum IncludePathError {
     Absolute,
     Escapes,
 }
@@ -139,7 +148,7 @@ pub enum IncludePathError {
 /// relative to the main file's directory, `.` and `..` folded away
 /// lexically. Lexical on purpose: these paths name map entries, not files,
 /// so no symlink can make them point elsewhere.
-pub fn include_key(including: &str, rel: &str) -> Result<String, IncludePathError> {
+pub(crate) fn include_key(including: &str, rel: &str) -> Result<String, IncludePathError> {
     if rel.starts_with('/') || rel.starts_with('\\') {
         return Err(IncludePathError::Absolute);
     }
@@ -325,23 +334,31 @@ fn load_into(loaded: &mut Loaded, file: SourceFile, seen: &mut Included, from: &
 /// The result of checking one policy.
 #[derive(Debug, Clone)]
 pub struct Checked {
+    /// `None` when no document parsed.
     pub resolved: Option<Resolved>,
+    /// Sorted by file and position.
     pub diagnostics: Vec<Diagnostic>,
+    /// The main file first, for rendering diagnostics and provenance.
     pub sources: Vec<SourceFile>,
+    /// The main file is a `fragment`: it checks, but does not compile.
     pub is_fragment: bool,
 }
 
 impl Checked {
+    /// Whether any diagnostic is an error.
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
 }
 
+/// Loads a policy from disk with its includes and resolves and lints it.
 pub fn check(path: &Path, credentials: Option<&Path>) -> Result<Checked, LoadError> {
     let loaded = load(path, credentials)?;
     Ok(check_loaded(loaded))
 }
 
+/// Resolves and lints; lints run only when there is no error, since
+/// their warnings would mostly echo it.
 pub fn check_loaded(loaded: Loaded) -> Checked {
     let mut diagnostics = loaded.diagnostics;
     let is_fragment = loaded

@@ -12,9 +12,15 @@ use crate::ast::*;
 use crate::diag::{Diagnostic, Diagnostics, codes};
 use crate::source::{Node, SourceFile, Span};
 
-#[derive(pest_derive::Parser)]
-#[grammar = "../../grammar/policy.pest"]
-struct PolicyParser;
+/// The pest grammar, in a module of its own so the `Rule` enum pest
+/// generates stays private to the parser.
+mod grammar {
+    #[derive(pest_derive::Parser)]
+    #[grammar = "../../grammar/policy.pest"]
+    pub(super) struct PolicyParser;
+}
+
+use grammar::{PolicyParser, Rule};
 
 /// Parse one file. Returns the document when the file's outer structure
 /// parsed (statement-level errors are reported and skipped) and the

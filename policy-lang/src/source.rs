@@ -9,11 +9,14 @@ use std::sync::Arc;
 /// A byte range in one source file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Span {
+    /// Byte offset of the first byte.
     pub start: usize,
+    /// Byte offset one past the last byte.
     pub end: usize,
 }
 
 impl Span {
+    /// `start..end`, in bytes.
     pub fn new(start: usize, end: usize) -> Self {
         Self { start, end }
     }
@@ -29,10 +32,12 @@ impl Span {
         Span { start, end }
     }
 
+    /// In bytes.
     pub fn len(self) -> usize {
         self.end.saturating_sub(self.start)
     }
 
+    /// A point rather than a range.
     pub fn is_empty(self) -> bool {
         self.len() == 0
     }
@@ -42,11 +47,14 @@ impl Span {
 /// that differ only in layout compare equal.
 #[derive(Debug, Clone)]
 pub struct Node<T> {
+    /// The value.
     pub node: T,
+    /// Where it was written; ignored by equality.
     pub span: Span,
 }
 
 impl<T> Node<T> {
+    /// Attaches a span.
     pub fn new(node: T, span: Span) -> Self {
         Self { node, span }
     }
@@ -82,6 +90,7 @@ struct SourceInner {
 }
 
 impl SourceFile {
+    /// Indexes the line starts once, so positions are cheap to compute.
     pub fn new(path: impl Into<String>, text: impl Into<String>) -> Self {
         let text = text.into();
         let mut line_starts = vec![0];
@@ -100,10 +109,12 @@ impl SourceFile {
         }
     }
 
+    /// As shown in diagnostics (may be `<stdin>` or a display name).
     pub fn path(&self) -> &str {
         &self.inner.path
     }
 
+    /// The whole text.
     pub fn text(&self) -> &str {
         &self.inner.text
     }
@@ -127,11 +138,12 @@ impl SourceFile {
         )
     }
 
+    /// The text of a span; empty when it is out of range.
     pub fn slice(&self, span: Span) -> &str {
         self.inner.text.get(span.start..span.end).unwrap_or("")
     }
 
-    pub fn same_file(&self, other: &SourceFile) -> bool {
+    pub(crate) fn same_file(&self, other: &SourceFile) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 }

@@ -52,31 +52,50 @@ struct Raw {
 /// Where a destination scope points.
 #[derive(Debug, Clone)]
 pub enum DestScope {
+    /// Host patterns, matched as the policy's own host patterns are.
     Hosts(Vec<HostPattern>),
+    /// Addresses and CIDR ranges, for destinations named by address.
     Addrs(AddrSet),
 }
 
+/// One accepted risk: a finding whose whole region lies in its scope is
+/// reported as suppressed rather than blocking, until it expires.
 #[derive(Debug, Clone)]
 pub struct Acceptance {
+    /// The `query` as written: a category name, or an OpenShell query this
+    /// prover does not report.
     pub query: String,
+    /// The category `query` names; `None` suppresses nothing (and is noted in
+    /// the report).
     pub category: Option<Category>,
+    /// Why the risk was accepted, repeated in every report it suppresses.
     pub reason: String,
+    /// Who accepted it, for the audit trail.
     pub accepted_by: String,
     /// `(year, month, day)`.
     pub expires: Option<(i32, u32, u32)>,
+    /// The region's binaries must all match; `None` leaves them unconstrained.
     pub binary: Option<BinaryGlob>,
+    /// The region's destinations must lie inside it.
     pub dest: Option<DestScope>,
+    /// The region's ports must lie inside these.
     pub ports: Option<PortSet>,
+    /// The region's HTTP methods must be among these (canonical spelling).
     pub methods: Option<Vec<String>>,
+    /// The region's paths must be covered by these globs.
     pub paths: Option<Vec<HttpPathGlob>>,
 }
 
 /// Why an acceptance does or does not apply, for reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AcceptanceNote {
+    /// The acceptance's `query`, as written.
     pub query: String,
+    /// The acceptance's recorded reason.
     pub reason: String,
+    /// Who accepted the risk.
     pub accepted_by: String,
+    /// The expiry date when it has passed: the finding blocks again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expired: Option<String>,
 }
@@ -97,7 +116,7 @@ fn parse_date(s: &str) -> Option<(i32, u32, u32)> {
 }
 
 /// Today's date (UTC), from the system clock.
-pub fn today() -> (i32, u32, u32) {
+pub(crate) fn today() -> (i32, u32, u32) {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -151,6 +170,8 @@ fn parse_endpoint(path: &str, text: &str) -> Result<(DestScope, Option<PortSet>)
     Ok((scope, ports))
 }
 
+/// Reads an accepted-risks file (`--accept`); a file that cannot be read
+/// is an error rather than no acceptances.
 pub fn load(path: &Path) -> Result<Vec<Acceptance>, ProverError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ProverError::Read {
@@ -160,6 +181,7 @@ pub fn load(path: &Path) -> Result<Vec<Acceptance>, ProverError> {
     parse(&shown, &text)
 }
 
+/// Parses accepted-risks YAML; `shown` names the file in errors.
 pub fn parse(shown: &str, text: &str) -> Result<Vec<Acceptance>, ProverError> {
     let file: File = serde_yaml::from_str(text).map_err(|e| err(shown, e.to_string()))?;
     let mut out = Vec::new();
@@ -250,11 +272,11 @@ pub fn parse(shown: &str, text: &str) -> Result<Vec<Acceptance>, ProverError> {
 }
 
 impl Acceptance {
-    pub fn expired(&self, today: (i32, u32, u32)) -> bool {
+    pub(crate) fn expired(&self, today: (i32, u32, u32)) -> bool {
         self.expires.is_some_and(|e| e < today)
     }
 
-    pub fn note(&self, today: (i32, u32, u32)) -> AcceptanceNote {
+    pub(crate) fn note(&self, today: (i32, u32, u32)) -> AcceptanceNote {
         AcceptanceNote {
             query: self.query.clone(),
             reason: self.reason.clone(),

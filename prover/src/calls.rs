@@ -80,14 +80,14 @@ use crate::strings::validity::Rule;
 use crate::strings::{DimSpec, Partition, PatternKind, PatternSet, universe::Universe};
 
 /// Key of the tool-name pattern a strict MCP endpoint requires.
-pub const STRICT_TOOL_KEY: &str = "<strict tool name>";
+pub(crate) const STRICT_TOOL_KEY: &str = "<strict tool name>";
 
 /// Whether the model knows how an endpoint of this protocol decides. An
 /// endpoint of any other protocol is taken to allow every request that
 /// reaches it, and a diff involving one is not certified
 /// (`engine::unmodelled_protocols`): this is the one place that says which
 /// protocols are modelled.
-pub fn modelled(p: L7Protocol) -> bool {
+pub(crate) fn modelled(p: L7Protocol) -> bool {
     matches!(
         p,
         L7Protocol::Rest
@@ -99,13 +99,13 @@ pub fn modelled(p: L7Protocol) -> bool {
 }
 
 /// Whether an endpoint judges JSON-RPC calls in the body.
-pub fn reads_calls(ep: &L7Endpoint) -> bool {
+pub(crate) fn reads_calls(ep: &L7Endpoint) -> bool {
     matches!(ep.protocol(), L7Protocol::JsonRpc | L7Protocol::Mcp)
 }
 
 /// What a single-message body is, up to what endpoints can tell apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
+pub(crate) enum Shape {
     NoBody,
     Unreadable,
     Response,
@@ -134,12 +134,12 @@ pub enum Shape {
 
 impl Shape {
     /// Whether the value is a GraphQL request.
-    pub fn is_graphql(self) -> bool {
+    pub(crate) fn is_graphql(self) -> bool {
         matches!(self, Shape::Graphql(_) | Shape::Persisted(_))
     }
 
     /// Whether the value is a GraphQL-over-WebSocket message.
-    pub fn is_ws(self) -> bool {
+    pub(crate) fn is_ws(self) -> bool {
         matches!(
             self,
             Shape::WsLifecycle
@@ -152,7 +152,7 @@ impl Shape {
 
 /// How a GraphQL-over-WebSocket endpoint reads a text message value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WsRead {
+pub(crate) enum WsRead {
     /// Not a lifecycle or operation message: refused whatever the mode.
     Unreadable,
     /// Allowed without a rule.
@@ -163,11 +163,11 @@ pub enum WsRead {
 
 /// One value of the body dimension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallValue {
-    pub shape: Shape,
+pub(crate) struct CallValue {
+    pub(crate) shape: Shape,
     /// Size class: the body is longer than `limits[size - 1]` (or not
     /// empty) and at most `limits[size]`.
-    pub size: usize,
+    pub(crate) size: usize,
 }
 
 /// How one endpoint reads a body value.
@@ -185,22 +185,22 @@ enum Read {
 
 /// The body dimension.
 #[derive(Debug)]
-pub struct Calls {
+pub(crate) struct Calls {
     /// Method atoms (`None` when no endpoint reads calls).
-    pub methods: Option<Partition>,
+    pub(crate) methods: Option<Partition>,
     /// Tool-name atoms (`None` when no MCP endpoint names a tool or checks
     /// names strictly).
-    pub tools: Option<Partition>,
+    pub(crate) tools: Option<Partition>,
     /// Index 0 is always "no body".
-    pub values: Vec<CallValue>,
+    pub(crate) values: Vec<CallValue>,
     /// Distinct body limits of the call-reading endpoints, ascending.
-    pub limits: Vec<usize>,
+    pub(crate) limits: Vec<usize>,
     /// The method atom of `tools/call`.
     tools_call: Option<u32>,
     /// The method atom of the empty method.
     empty_method: Option<u32>,
     /// GraphQL operations (`None` when no endpoint is a GraphQL one).
-    pub graphql: Option<Ops>,
+    pub(crate) graphql: Option<Ops>,
 }
 
 fn method_key(m: &RpcMethod) -> String {
@@ -239,7 +239,7 @@ fn rules(ep: &L7Endpoint) -> impl Iterator<Item = &RpcMatcher> {
 
 impl Calls {
     /// No endpoint reads calls: the one value "no body".
-    pub fn none() -> Calls {
+    pub(crate) fn none() -> Calls {
         Calls {
             methods: None,
             tools: None,
@@ -254,7 +254,7 @@ impl Calls {
         }
     }
 
-    pub fn build(bundles: &[&Bundle], budget: usize) -> Result<Calls, ProverError> {
+    pub(crate) fn build(bundles: &[&Bundle], budget: usize) -> Result<Calls, ProverError> {
         let all: Vec<&L7Endpoint> = bundles
             .iter()
             .flat_map(|b| b.enforcement.l7.iter())
@@ -409,15 +409,11 @@ impl Calls {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.values.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
-    pub fn value(&self, v: u32) -> Option<CallValue> {
+    pub(crate) fn value(&self, v: u32) -> Option<CallValue> {
         self.values.get(v as usize).copied()
     }
 
@@ -500,12 +496,12 @@ impl Calls {
 
     /// Values the endpoint refuses whatever the HTTP method ("no body" is
     /// not among them: it depends on the method).
-    pub fn refused(&self, ep: &L7Endpoint) -> Vec<u32> {
+    pub(crate) fn refused(&self, ep: &L7Endpoint) -> Vec<u32> {
         self.ids(|v| self.read(ep, v) == Read::Refused)
     }
 
     /// Values with a call matching one of `rules` as the endpoint reads it.
-    pub fn matching(&self, ep: &L7Endpoint, rules: &[Sourced<RpcMatcher>]) -> Vec<u32> {
+    pub(crate) fn matching(&self, ep: &L7Endpoint, rules: &[Sourced<RpcMatcher>]) -> Vec<u32> {
         self.ids(|v| match self.read(ep, v) {
             Read::Call(m, t) => rules.iter().any(|r| self.matches(r, m, t)),
             _ => false,
@@ -515,7 +511,7 @@ impl Calls {
     /// Values a `POST` lets through on the endpoint when no deny rule
     /// matches: a call an allow rule or the all-MCP-methods profile
     /// allows, or (MCP) a lone response frame.
-    pub fn allowed(&self, ep: &L7Endpoint) -> Vec<u32> {
+    pub(crate) fn allowed(&self, ep: &L7Endpoint) -> Vec<u32> {
         self.ids(|v| match self.read(ep, v) {
             Read::ResponseOnly => true,
             Read::Call(m, t) => {
@@ -538,7 +534,7 @@ impl Calls {
 
     /// The body message of a value, unpadded; `Ok(None)` for no body;
     /// `Err` with the reason when an atom has no concrete string.
-    pub fn message(&self, v: u32) -> Result<Option<String>, String> {
+    pub(crate) fn message(&self, v: u32) -> Result<Option<String>, String> {
         let Some(value) = self.value(v) else {
             return Ok(None);
         };
@@ -603,7 +599,7 @@ impl Calls {
     /// The body size a value's witness must have, when its message alone
     /// is too short for its size class; `Err` when the message is too
     /// long for it.
-    pub fn padded_len(&self, v: u32, message: &str) -> Result<Option<usize>, String> {
+    pub(crate) fn padded_len(&self, v: u32, message: &str) -> Result<Option<usize>, String> {
         let Some(value) = self.value(v) else {
             return Ok(None);
         };
@@ -625,7 +621,7 @@ impl Calls {
 
     /// The whole body of a value's witness (the message, padded with
     /// spaces to its size class); `None` for no body.
-    pub fn body(&self, v: u32) -> Option<Vec<u8>> {
+    pub(crate) fn body(&self, v: u32) -> Option<Vec<u8>> {
         let msg = self.message(v).ok()??;
         let mut out = msg.clone().into_bytes();
         if let Ok(Some(n)) = self.padded_len(v, &msg) {
@@ -635,7 +631,7 @@ impl Calls {
     }
 
     /// Why a value cannot be shown as a concrete body; `None` when it can.
-    pub fn unshowable(&self, v: u32) -> Option<String> {
+    pub(crate) fn unshowable(&self, v: u32) -> Option<String> {
         match self.message(v) {
             Err(why) => Some(why),
             Ok(None) => None,
@@ -643,19 +639,10 @@ impl Calls {
         }
     }
 
-    /// The JSON-RPC method and tool a value shows (for witnesses).
-    pub fn call_of(&self, v: u32) -> (Option<String>, Option<String>) {
-        match self.value(v).map(|x| x.shape) {
-            Some(Shape::Call(m) | Shape::McpRefused(m)) => (self.method_text(m), None),
-            Some(Shape::Tool(t)) => (Some(TOOLS_CALL.to_owned()), self.tool_text(t)),
-            _ => (None, None),
-        }
-    }
-
     /// The value of a concrete body (`None`: no body): what every
     /// endpoint reads it as. `None` for a batch, which the model
     /// represents by its single messages.
-    pub fn classify(&self, body: Option<&[u8]>) -> Option<u32> {
+    pub(crate) fn classify(&self, body: Option<&[u8]>) -> Option<u32> {
         let body = body.unwrap_or_default();
         if body.is_empty() {
             return Some(0);
@@ -710,7 +697,7 @@ impl Calls {
     }
 
     /// How a value reads in a region summary.
-    pub fn describe(&self, v: u32) -> String {
+    pub(crate) fn describe(&self, v: u32) -> String {
         let Some(value) = self.value(v) else {
             return String::new();
         };
@@ -786,28 +773,28 @@ impl Calls {
     /// Values a GraphQL endpoint refuses whatever the HTTP method: every
     /// value that is not a GraphQL request, one over the endpoint's limit,
     /// and a hash-only request for an id it does not register.
-    pub fn graphql_refused(&self, ep: &L7Endpoint) -> Vec<u32> {
+    pub(crate) fn graphql_refused(&self, ep: &L7Endpoint) -> Vec<u32> {
         self.ids(|v| self.judge_graphql(ep, v) == Judged::Refused)
     }
 
     /// Values a GraphQL endpoint denies (in a `GET` or `POST`).
-    pub fn graphql_denied(&self, ep: &L7Endpoint) -> Vec<u32> {
+    pub(crate) fn graphql_denied(&self, ep: &L7Endpoint) -> Vec<u32> {
         self.ids(|v| self.judge_graphql(ep, v) == Judged::Denied)
     }
 
     /// Values a GraphQL endpoint allows (in a `GET` or `POST`).
-    pub fn graphql_allowed(&self, ep: &L7Endpoint) -> Vec<u32> {
+    pub(crate) fn graphql_allowed(&self, ep: &L7Endpoint) -> Vec<u32> {
         self.ids(|v| self.judge_graphql(ep, v) == Judged::Allowed)
     }
 
     /// The GraphQL values: a call-reading endpoint reads them as no body
     /// in a `GET`.
-    pub fn graphql_values(&self) -> Vec<u32> {
+    pub(crate) fn graphql_values(&self) -> Vec<u32> {
         self.ids(|v| v.shape.is_graphql())
     }
 
     /// Whether value `v` is a GraphQL request.
-    pub fn is_graphql(&self, v: u32) -> bool {
+    pub(crate) fn is_graphql(&self, v: u32) -> bool {
         self.value(v).is_some_and(|x| x.shape.is_graphql())
     }
 
@@ -848,7 +835,7 @@ impl Calls {
     /// How a GraphQL-over-WebSocket endpoint reads value `v` as a text
     /// message: every value that is not a GraphQL-over-WebSocket message
     /// stands for a text it cannot read (`crate::websocket::text`).
-    pub fn ws_read(&self, ep: &L7Endpoint, v: u32) -> WsRead {
+    pub(crate) fn ws_read(&self, ep: &L7Endpoint, v: u32) -> WsRead {
         let (Some(ops), Some(value)) = (&self.graphql, self.value(v)) else {
             return WsRead::Unreadable;
         };
@@ -875,7 +862,7 @@ impl Calls {
     }
 
     /// Values a GraphQL-over-WebSocket endpoint reads as `keep` says.
-    pub fn ws_values(&self, ep: &L7Endpoint, keep: impl Fn(WsRead) -> bool) -> Vec<u32> {
+    pub(crate) fn ws_values(&self, ep: &L7Endpoint, keep: impl Fn(WsRead) -> bool) -> Vec<u32> {
         (0..self.values.len())
             .filter_map(|i| u32::try_from(i).ok())
             .filter(|&v| keep(self.ws_read(ep, v)))
@@ -883,21 +870,13 @@ impl Calls {
     }
 
     /// Whether value `v` is a GraphQL-over-WebSocket message.
-    pub fn is_ws(&self, v: u32) -> bool {
+    pub(crate) fn is_ws(&self, v: u32) -> bool {
         self.value(v).is_some_and(|x| x.shape.is_ws())
-    }
-
-    /// The GraphQL document of a value (for witnesses), when it is one.
-    pub fn document_of(&self, v: u32) -> Option<String> {
-        match self.value(v)?.shape {
-            Shape::Graphql(op) | Shape::WsGraphql(op) => self.graphql_document(op).ok(),
-            _ => None,
-        }
     }
 
     /// The GET query string (without `?`) carrying a GraphQL value,
     /// padded with an ignored `variables` parameter to its size class.
-    pub fn graphql_query_string(&self, v: u32) -> Option<String> {
+    pub(crate) fn graphql_query_string(&self, v: u32) -> Option<String> {
         let value = self.value(v)?;
         let mut out = match value.shape {
             Shape::Graphql(op) => format!("query={}", percent(&self.graphql_document(op).ok()?)),

@@ -24,58 +24,58 @@ use crate::timing::Timings;
 
 /// Per query key: each set of conditions (indices into `Domain::queries`)
 /// some single value matches, with such a value.
-pub type QueryValues = std::collections::BTreeMap<String, Vec<(Vec<usize>, String)>>;
+pub(crate) type QueryValues = std::collections::BTreeMap<String, Vec<(Vec<usize>, String)>>;
 
 /// Key of the path predicate "contains an encoded slash".
-pub const ENCODED_SLASH_KEY: &str = "<contains %2F>";
+pub(crate) const ENCODED_SLASH_KEY: &str = "<contains %2F>";
 
 /// Extra patterns the queries need besides the bundles' own.
 #[derive(Debug, Default, Clone)]
-pub struct Extra {
-    pub binaries: Vec<BinaryGlob>,
-    pub hosts: Vec<HostPattern>,
-    pub paths: Vec<HttpPathGlob>,
-    pub methods: Vec<String>,
-    pub ports: Vec<PortSet>,
-    pub addrs: Vec<AddrSet>,
+pub(crate) struct Extra {
+    pub(crate) binaries: Vec<BinaryGlob>,
+    pub(crate) hosts: Vec<HostPattern>,
+    pub(crate) paths: Vec<HttpPathGlob>,
+    pub(crate) methods: Vec<String>,
+    pub(crate) ports: Vec<PortSet>,
+    pub(crate) addrs: Vec<AddrSet>,
 }
 
 #[derive(Debug)]
-pub struct Domain {
-    pub bins: Partition,
+pub(crate) struct Domain {
+    pub(crate) bins: Partition,
     /// Host atoms; the value `hosts.len()` stands for "no host name".
-    pub hosts: Partition,
-    pub paths: Partition,
+    pub(crate) hosts: Partition,
+    pub(crate) paths: Partition,
     /// Method names by index; the last one stands for every method neither
     /// policy names.
-    pub methods: Vec<String>,
+    pub(crate) methods: Vec<String>,
     /// SHA-256 pins by index; index 0 is "a digest no rule pins".
-    pub shas: Vec<Option<String>>,
-    pub queries: Vec<QueryMatcher>,
+    pub(crate) shas: Vec<Option<String>>,
+    pub(crate) queries: Vec<QueryMatcher>,
     /// Per query key, every combination of its conditions some single
     /// value matches (indices into `queries`, sorted), with such a value:
     /// the exact basis for deciding which readings a query string can
     /// give (see `witness::realize_key`).
-    pub query_values: QueryValues,
+    pub(crate) query_values: QueryValues,
     /// Port classes: elementary port intervals grouped by which port sets
     /// hold them (every formula treats a class alike).
-    pub port_classes: Vec<Vec<(u16, u16)>>,
+    pub(crate) port_classes: Vec<Vec<(u16, u16)>>,
     /// Address classes, likewise; class 0 is "no address".
-    pub addr_classes: Vec<Vec<AddrCell>>,
+    pub(crate) addr_classes: Vec<Vec<AddrCell>>,
     /// The distinct address sets the classes were built from, and each
     /// class's membership in them (`None` for "no address").
-    pub addr_sets: Vec<AddrSet>,
-    pub addr_sigs: Vec<Option<Vec<bool>>>,
-    pub encoded_slash: bool,
+    pub(crate) addr_sets: Vec<AddrSet>,
+    pub(crate) addr_sigs: Vec<Option<Vec<bool>>>,
+    pub(crate) encoded_slash: bool,
     /// The body values: the JSON-RPC call a request carries.
-    pub calls: Calls,
+    pub(crate) calls: Calls,
     /// The WebSocket kinds in the method dimension, when a bundle has a
     /// websocket endpoint.
-    pub ws: Option<crate::websocket::Kinds>,
+    pub(crate) ws: Option<crate::websocket::Kinds>,
 }
 
 impl Domain {
-    pub fn port_class_of(&self, port: u16) -> u32 {
+    pub(crate) fn port_class_of(&self, port: u16) -> u32 {
         self.port_classes
             .iter()
             .position(|c| c.iter().any(|&(lo, hi)| lo <= port && port <= hi))
@@ -83,7 +83,7 @@ impl Domain {
             .unwrap_or(0)
     }
 
-    pub fn addr_class_of(&self, p: &crate::formula::Point) -> u32 {
+    pub(crate) fn addr_class_of(&self, p: &crate::formula::Point) -> u32 {
         self.addr_classes
             .iter()
             .position(|c| c.iter().any(|cell| cell.contains(p)))
@@ -91,18 +91,18 @@ impl Domain {
             .unwrap_or(0)
     }
 
-    pub fn host_none(&self) -> u32 {
+    pub(crate) fn host_none(&self) -> u32 {
         u32::try_from(self.hosts.len()).unwrap_or(u32::MAX)
     }
 
-    pub fn method_index(&self, m: &str) -> u32 {
+    pub(crate) fn method_index(&self, m: &str) -> u32 {
         let up = m.to_ascii_uppercase();
         let other = self.methods.len().saturating_sub(1);
         let i = self.methods.iter().position(|x| *x == up).unwrap_or(other);
         u32::try_from(i).unwrap_or(u32::MAX)
     }
 
-    pub fn sha_index(&self, sha: Option<&str>) -> u32 {
+    pub(crate) fn sha_index(&self, sha: Option<&str>) -> u32 {
         let i = sha
             .and_then(|s| {
                 self.shas
@@ -113,7 +113,7 @@ impl Domain {
         u32::try_from(i).unwrap_or(0)
     }
 
-    pub fn query_index(&self, q: &QueryMatcher) -> Option<u32> {
+    pub(crate) fn query_index(&self, q: &QueryMatcher) -> Option<u32> {
         self.queries
             .iter()
             .position(|x| x == q)
@@ -121,7 +121,7 @@ impl Domain {
     }
 
     /// Atoms of a method set.
-    pub fn methods_of(&self, set: &MethodSet) -> Vec<u32> {
+    pub(crate) fn methods_of(&self, set: &MethodSet) -> Vec<u32> {
         (0..self.methods.len())
             .filter(|&i| {
                 let last = i + 1 == self.methods.len();
@@ -144,7 +144,7 @@ impl Domain {
 
     /// `budget`: product states the witness search of each string signature
     /// may enter ([`crate::strings::search::BUDGET`]).
-    pub fn build(
+    pub(crate) fn build(
         bundles: &[&Bundle],
         extra: &Extra,
         budget: usize,
@@ -366,15 +366,15 @@ fn query_values(queries: &BTreeSet<QueryMatcher>) -> Result<QueryValues, ProverE
     Ok(out)
 }
 
-pub fn binary_key(g: &BinaryGlob) -> String {
+pub(crate) fn binary_key(g: &BinaryGlob) -> String {
     g.as_str().to_owned()
 }
 
-pub fn host_key(h: &HostPattern) -> String {
+pub(crate) fn host_key(h: &HostPattern) -> String {
     h.as_str().to_owned()
 }
 
-pub fn path_key(p: &HttpPathGlob) -> String {
+pub(crate) fn path_key(p: &HttpPathGlob) -> String {
     p.as_str().to_owned()
 }
 
@@ -430,7 +430,7 @@ fn add_path(set: &mut PatternSet, p: &HttpPathGlob) {
 
 /// The glob for "this file or anything below this directory", for a
 /// Landlock path.
-pub fn tree_glob(path: &str) -> Option<BinaryGlob> {
+pub(crate) fn tree_glob(path: &str) -> Option<BinaryGlob> {
     let mut text = String::new();
     for c in path.trim_end_matches('/').chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {
@@ -444,7 +444,7 @@ pub fn tree_glob(path: &str) -> Option<BinaryGlob> {
 
 /// Link-local and metadata addresses, with their NAT64 and 6to4 images:
 /// what `metadata_reach` is about.
-pub fn metadata_ranges() -> AddrSet {
+pub(crate) fn metadata_ranges() -> AddrSet {
     let v4: [(&str, u8); 2] = [("169.254.0.0", 16), ("100.100.100.200", 32)];
     let mut nets: Vec<IpNet> = Vec::new();
     for (a, len) in v4 {
@@ -468,7 +468,7 @@ pub fn metadata_ranges() -> AddrSet {
 }
 
 /// The IPv4 or IPv6 intervals of an address set.
-pub fn intervals(set: &AddrSet, v6: bool) -> Vec<(u128, u128)> {
+pub(crate) fn intervals(set: &AddrSet, v6: bool) -> Vec<(u128, u128)> {
     set.nets()
         .iter()
         .filter_map(|n| match (n.trunc(), v6) {
@@ -566,7 +566,7 @@ fn port_cells(sets: &[&PortSet]) -> Vec<(u16, u16)> {
 
 /// IPv4-mapped IPv6 addresses (`::ffff:0:0/96`) are IPv4 to every decision;
 /// the IPv6 domain leaves them out.
-pub const MAPPED_V6: (u128, u128) = (0xffff_0000_0000, 0xffff_ffff_ffff);
+pub(crate) const MAPPED_V6: (u128, u128) = (0xffff_0000_0000, 0xffff_ffff_ffff);
 
 fn addr_cells(sets: &[AddrSet], v6: bool) -> Vec<(u128, u128)> {
     let mut bounds = BTreeSet::new();

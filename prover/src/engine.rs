@@ -26,18 +26,24 @@ use crate::weakened::{self, SandboxChange};
 use crate::websocket::Probe;
 use crate::witness::{self, Observed};
 
+/// How a proof runs: budgets, the binary registry, accepted risks. The
+/// command line overrides the defaults field by field.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Budget for all solver calls together; the whole proof stops within
     /// `solver::GRACE` of it and answers `inconclusive` (a gateway's
     /// timeout is a promise to stop, not only to stop asking Z3).
     pub timeout_ms: u64,
+    /// What each binary can do (speak HTTP, bypass L7, exfiltrate), which
+    /// the categories read.
     pub registry: Registry,
+    /// Risks accepted beforehand: matching findings are reported suppressed.
     pub accepted: Vec<Acceptance>,
     /// Regions reported in detail per query; beyond, they are counted.
     pub max_findings: usize,
     /// Regions counted per query before giving up counting.
     pub max_regions: usize,
+    /// Keep the SMT-LIB text of the questions in `Report::smt`.
     pub print_smt: bool,
     /// Steps the witness search may take per string signature; an atom it
     /// gives up on is kept without a witness (see `strings::search`).
@@ -61,6 +67,8 @@ impl Default for Options {
     }
 }
 
+/// The answer of a proof; its kebab-case word is part of the JSON report
+/// and decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
@@ -72,7 +80,10 @@ pub enum Verdict {
     /// `sandbox`). Exits 0 like `no-new-access`: only credentialed access
     /// blocks a change, but nothing may treat it as "adds nothing".
     NewReach,
+    /// Some finding not accepted as a risk: the change is blocked.
     Widened,
+    /// A question was left undecided (time, a budget, an atom without a
+    /// witness) and no widening was shown: nothing is claimed either way.
     Inconclusive,
 }
 
@@ -97,8 +108,11 @@ pub struct Stats {
     pub phases: Vec<String>,
 }
 
+/// What a proof found; `to_json` is the form the JSON output and the
+/// gateway use.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The summary the exit code follows.
     pub verdict: Verdict,
     /// What blocks the change: new credentialed access and the risk
     /// categories.
@@ -112,12 +126,17 @@ pub struct Report {
     /// the credentialed question is vacuous and only `reach` tells what
     /// changed.
     pub credentials_declared: bool,
+    /// Regions counted per category beyond `Options::max_findings`.
     pub omitted: Vec<Omitted>,
+    /// Why the verdict is inconclusive, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inconclusive: Option<String>,
+    /// Caveats for people: what the proof assumed or left out.
     pub notes: Vec<String>,
+    /// The questions as SMT-LIB, with `Options::print_smt`.
     #[serde(skip)]
     pub smt: Option<String>,
+    /// Sizes and time, for tuning; not part of the verdict.
     pub stats: Stats,
 }
 

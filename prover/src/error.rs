@@ -10,10 +10,20 @@ pub enum ProverError {
     Automaton(String),
     /// A binary capability registry file is not valid.
     #[error("invalid binary registry `{path}`: {message}")]
-    Registry { path: String, message: String },
+    Registry {
+        /// The file as the user named it.
+        path: String,
+        /// What is wrong in it.
+        message: String,
+    },
     /// An accepted-risks file is not valid.
     #[error("invalid accepted-risks file `{path}`: {message}")]
-    AcceptedRisks { path: String, message: String },
+    AcceptedRisks {
+        /// The file as the user named it.
+        path: String,
+        /// What is wrong in it.
+        message: String,
+    },
     /// A question needs Z3, which this build does not link
     /// (`crate::solver`): the proof must run where it is linked.
     #[error(
@@ -23,7 +33,9 @@ pub enum ProverError {
     /// A file could not be read.
     #[error("cannot read `{path}`: {source}")]
     Read {
+        /// The file as the user named it.
         path: String,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },

@@ -23,7 +23,7 @@ use crate::region::{QUERY_VALUES, Region, apply_addr, first_port};
 
 /// Outcome of one search.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Sat(Point),
     Unsat,
     /// Over budget (or too many query conditions to track): ask Z3.
@@ -34,7 +34,7 @@ pub enum Outcome {
 /// node re-evaluates the definitions that depend on the dimension it
 /// assigns): a few milliseconds at most, so that on a large problem the
 /// search gives up quickly and Z3 takes over.
-pub const BUDGET: usize = 400_000;
+pub(crate) const BUDGET: usize = 400_000;
 
 /// Dimensions in branching order; query conditions follow as bits 8...
 const ORDER: [u32; 8] = [
@@ -107,9 +107,7 @@ fn bit_of(l: &Lit) -> u64 {
         Lit::Bin(_) => u64::from(dim::BIN),
         Lit::Sha(_) => u64::from(dim::SHA),
         Lit::Host(_) => u64::from(dim::HOST),
-        Lit::HasAddr | Lit::V6 | Lit::A4(..) | Lit::A6(..) | Lit::AddrClass(..) => {
-            u64::from(dim::ADDR)
-        }
+        Lit::HasAddr | Lit::AddrClass(..) => u64::from(dim::ADDR),
         Lit::Port(..) => u64::from(dim::PORT),
         Lit::Method(_) => u64::from(dim::METHOD),
         Lit::Path(_) => u64::from(dim::PATH),
@@ -359,7 +357,7 @@ impl<'a> Ctx<'a> {
 
 /// Looks for a point of `within` where `f` holds. `f` must include every
 /// constraint the point must meet (see `Search`).
-pub fn find(
+pub(crate) fn find(
     dom: &Domain,
     defs: &Defs,
     f: &F,

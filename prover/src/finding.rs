@@ -13,10 +13,14 @@ use crate::region::Region;
 use crate::strings::{Partition, Size};
 use crate::websocket::Probe;
 
+/// A rule's place in the policy source, for blame.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Loc {
+    /// The source file as loaded (its path or display name).
     pub file: String,
+    /// 1-based.
     pub line: u32,
+    /// 1-based; 0 when unknown (then left out of JSON).
     #[serde(skip_serializing_if = "is_zero")]
     pub column: u32,
 }
@@ -26,7 +30,7 @@ fn is_zero(x: &u32) -> bool {
 }
 
 impl Loc {
-    pub fn of(o: &Origin) -> Loc {
+    pub(crate) fn of(o: &Origin) -> Loc {
         Loc {
             file: o.file.clone(),
             line: o.line,
@@ -47,18 +51,25 @@ impl std::fmt::Display for Loc {
 /// one would suggest the L7 rules decide it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Witness {
+    /// The executable's resolved absolute path.
     pub binary: String,
     /// The host name, or the address when the destination has no name.
     pub host: String,
+    /// The destination TCP port.
     pub port: u16,
+    /// The HTTP method; `None` for a connection witness.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
+    /// The canonical request path; `None` for a connection witness.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The destination address, when the finding depends on it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// The query string (without `?`), when query rules decide.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
+    /// The binary's SHA-256 (hex), when a pin decides.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     /// The JSON-RPC method of the call in the body, when a JSON-RPC or
@@ -99,7 +110,7 @@ pub struct Witness {
 }
 
 impl Witness {
-    pub fn of(req: &Request) -> Witness {
+    pub(crate) fn of(req: &Request) -> Witness {
         let (method, path, query) = match &req.http {
             None => (None, None, None),
             Some(h) => {
@@ -138,7 +149,7 @@ impl Witness {
 
     /// The witness as the WebSocket upgrade or message `probe` says (a
     /// connection witness stays one).
-    pub fn with_probe(mut self, probe: Option<&Probe>) -> Witness {
+    pub(crate) fn with_probe(mut self, probe: Option<&Probe>) -> Witness {
         let Some(probe) = probe.filter(|_| !self.is_connection()) else {
             return self;
         };
@@ -181,7 +192,7 @@ impl Witness {
     }
 
     /// The witness of a request with this body (`None`: no body).
-    pub fn with_body(req: &Request, body: Option<&[u8]>) -> Witness {
+    pub(crate) fn with_body(req: &Request, body: Option<&[u8]>) -> Witness {
         let mut w = Witness::of(req);
         let Some(body) = body.filter(|_| req.http.is_some()) else {
             return w;
@@ -362,17 +373,27 @@ pub struct RegionSummary {
     pub text: String,
 }
 
+/// One widening or risk, with a concrete request that shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
+    /// Which question found it.
     pub category: Category,
+    /// One sentence for people.
     pub message: String,
+    /// A request the new policy decides as the category says.
     pub witness: Witness,
+    /// The new policy's rule that allows the witness, when one does.
     pub new_rule: Option<Loc>,
+    /// Why the old policy did not allow the witness (empty for `check`).
     pub old_reason: String,
+    /// The old policy's rule behind `old_reason`, when one decided.
     pub old_rule: Option<Loc>,
+    /// An accepted risk matches: reported, but it does not block.
     pub suppressed: bool,
+    /// The acceptance that matched, expired or not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<AcceptanceNote>,
+    /// How many requests are like the witness, per dimension.
     pub region: RegionSummary,
     /// The witness was replayed through the reference evaluator and the
     /// decision flips as the category says.
@@ -460,7 +481,7 @@ fn addr_strings(cells: &[AddrCell]) -> (Vec<String>, u128) {
     (set.to_strings(), count)
 }
 
-pub fn summarize(dom: &Domain, r: &Region) -> RegionSummary {
+pub(crate) fn summarize(dom: &Domain, r: &Region) -> RegionSummary {
     let all_bins = r.bins.len() >= dom.bins.len();
     let binaries = if all_bins {
         vec!["any binary".to_owned()]
@@ -576,7 +597,7 @@ pub fn summarize(dom: &Domain, r: &Region) -> RegionSummary {
 }
 
 /// Why the old policy did not let the request through, in words.
-pub fn old_reason(d: &Decision, conn_allowed: bool) -> (String, Option<Loc>) {
+pub(crate) fn old_reason(d: &Decision, conn_allowed: bool) -> (String, Option<Loc>) {
     let at = d.rule.as_ref().map(Loc::of);
     let text = if !conn_allowed {
         format!("default deny: {}", d.reason)

@@ -13,32 +13,28 @@
 use std::rc::Rc;
 
 /// Dimensions a formula can depend on, as bits.
-pub mod dim {
-    pub const BIN: u32 = 1;
-    pub const SHA: u32 = 2;
-    pub const HOST: u32 = 4;
-    pub const ADDR: u32 = 8;
-    pub const PORT: u32 = 16;
-    pub const METHOD: u32 = 32;
-    pub const PATH: u32 = 64;
-    pub const QUERY: u32 = 128;
+pub(crate) mod dim {
+    pub(crate) const BIN: u32 = 1;
+    pub(crate) const SHA: u32 = 2;
+    pub(crate) const HOST: u32 = 4;
+    pub(crate) const ADDR: u32 = 8;
+    pub(crate) const PORT: u32 = 16;
+    pub(crate) const METHOD: u32 = 32;
+    pub(crate) const PATH: u32 = 64;
+    pub(crate) const QUERY: u32 = 128;
     /// The JSON-RPC call in the body (`crate::calls`).
-    pub const CALL: u32 = 256;
+    pub(crate) const CALL: u32 = 256;
 }
 
 /// A sorted set of atom indices.
-pub type Ids = Rc<[u32]>;
+pub(crate) type Ids = Rc<[u32]>;
 
 #[derive(Debug, Clone)]
-pub enum Lit {
+pub(crate) enum Lit {
     Bin(Ids),
     Sha(u32),
     Host(Ids),
     HasAddr,
-    V6,
-    /// Inclusive IPv4 range (only meaningful with an address of family 4).
-    A4(u32, u32),
-    A6(u128, u128),
     Port(u16, u16),
     Method(Ids),
     Path(Ids),
@@ -53,7 +49,7 @@ pub enum Lit {
 }
 
 #[derive(Debug, Clone)]
-pub enum F {
+pub(crate) enum F {
     Const(bool),
     Lit(Lit),
     Not(Box<F>),
@@ -61,16 +57,16 @@ pub enum F {
     Or(Vec<F>),
 }
 
-pub const T: F = F::Const(true);
-pub const FALSE: F = F::Const(false);
+pub(crate) const T: F = F::Const(true);
+pub(crate) const FALSE: F = F::Const(false);
 
-pub fn ids(mut v: Vec<u32>) -> Ids {
+pub(crate) fn ids(mut v: Vec<u32>) -> Ids {
     v.sort_unstable();
     v.dedup();
     v.into()
 }
 
-pub fn lit(l: Lit) -> F {
+pub(crate) fn lit(l: Lit) -> F {
     match &l {
         Lit::Bin(s)
         | Lit::Host(s)
@@ -86,7 +82,7 @@ pub fn lit(l: Lit) -> F {
     }
 }
 
-pub fn not(f: F) -> F {
+pub(crate) fn not(f: F) -> F {
     match f {
         F::Const(b) => F::Const(!b),
         F::Not(inner) => *inner,
@@ -94,7 +90,7 @@ pub fn not(f: F) -> F {
     }
 }
 
-pub fn and(parts: impl IntoIterator<Item = F>) -> F {
+pub(crate) fn and(parts: impl IntoIterator<Item = F>) -> F {
     let mut out = Vec::new();
     for p in parts {
         match p {
@@ -111,7 +107,7 @@ pub fn and(parts: impl IntoIterator<Item = F>) -> F {
     }
 }
 
-pub fn or(parts: impl IntoIterator<Item = F>) -> F {
+pub(crate) fn or(parts: impl IntoIterator<Item = F>) -> F {
     let mut out = Vec::new();
     for p in parts {
         match p {
@@ -130,22 +126,22 @@ pub fn or(parts: impl IntoIterator<Item = F>) -> F {
 
 /// A named, shared sub-formula.
 #[derive(Debug, Clone)]
-pub struct Def {
-    pub name: String,
-    pub body: F,
+pub(crate) struct Def {
+    pub(crate) name: String,
+    pub(crate) body: F,
     /// The dimensions the body depends on (through other definitions too).
-    pub mask: u32,
+    pub(crate) mask: u32,
 }
 
 /// Definitions in dependency order: a body only refers to earlier ones.
 #[derive(Debug, Default, Clone)]
-pub struct Defs {
-    pub items: Vec<Def>,
+pub(crate) struct Defs {
+    pub(crate) items: Vec<Def>,
 }
 
 impl Defs {
     /// Names `body`; constants and single literals are returned as they are.
-    pub fn define(&mut self, name: impl Into<String>, body: F) -> F {
+    pub(crate) fn define(&mut self, name: impl Into<String>, body: F) -> F {
         match body {
             F::Const(_) | F::Lit(_) => body,
             F::Not(ref inner) if matches!(**inner, F::Lit(_)) => body,
@@ -162,16 +158,14 @@ impl Defs {
         }
     }
 
-    pub fn mask(&self, f: &F) -> u32 {
+    pub(crate) fn mask(&self, f: &F) -> u32 {
         match f {
             F::Const(_) => 0,
             F::Lit(l) => match l {
                 Lit::Bin(_) => dim::BIN,
                 Lit::Sha(_) => dim::SHA,
                 Lit::Host(_) => dim::HOST,
-                Lit::HasAddr | Lit::V6 | Lit::A4(..) | Lit::A6(..) | Lit::AddrClass(..) => {
-                    dim::ADDR
-                }
+                Lit::HasAddr | Lit::AddrClass(..) => dim::ADDR,
                 Lit::Port(..) => dim::PORT,
                 Lit::Method(_) => dim::METHOD,
                 Lit::Path(_) => dim::PATH,
@@ -187,21 +181,21 @@ impl Defs {
 
 /// A concrete request in atom space.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Point {
-    pub bin: u32,
-    pub sha: u32,
-    pub host: u32,
-    pub has_addr: bool,
-    pub v6: bool,
-    pub a4: u32,
-    pub a6: u128,
-    pub port: u16,
-    pub method: u32,
-    pub path: u32,
+pub(crate) struct Point {
+    pub(crate) bin: u32,
+    pub(crate) sha: u32,
+    pub(crate) host: u32,
+    pub(crate) has_addr: bool,
+    pub(crate) v6: bool,
+    pub(crate) a4: u32,
+    pub(crate) a6: u128,
+    pub(crate) port: u16,
+    pub(crate) method: u32,
+    pub(crate) path: u32,
     /// The body value (`Calls::values`); 0 is "no body".
-    pub call: u32,
-    pub qa: Vec<bool>,
-    pub qd: Vec<bool>,
+    pub(crate) call: u32,
+    pub(crate) qa: Vec<bool>,
+    pub(crate) qd: Vec<bool>,
 }
 
 fn member(set: &[u32], x: u32) -> bool {
@@ -209,15 +203,12 @@ fn member(set: &[u32], x: u32) -> bool {
 }
 
 impl Point {
-    pub fn lit(&self, l: &Lit, defs: &[bool]) -> bool {
+    pub(crate) fn lit(&self, l: &Lit, defs: &[bool]) -> bool {
         match l {
             Lit::Bin(s) => member(s, self.bin),
             Lit::Sha(k) => self.sha == *k,
             Lit::Host(s) => member(s, self.host),
             Lit::HasAddr => self.has_addr,
-            Lit::V6 => self.has_addr && self.v6,
-            Lit::A4(lo, hi) => self.has_addr && !self.v6 && *lo <= self.a4 && self.a4 <= *hi,
-            Lit::A6(lo, hi) => self.has_addr && self.v6 && *lo <= self.a6 && self.a6 <= *hi,
             Lit::Port(lo, hi) => *lo <= self.port && self.port <= *hi,
             Lit::Method(s) => member(s, self.method),
             Lit::Path(s) => member(s, self.path),
@@ -231,7 +222,7 @@ impl Point {
         }
     }
 
-    pub fn eval(&self, f: &F, defs: &[bool]) -> bool {
+    pub(crate) fn eval(&self, f: &F, defs: &[bool]) -> bool {
         match f {
             F::Const(b) => *b,
             F::Lit(l) => self.lit(l, defs),
@@ -244,7 +235,7 @@ impl Point {
 
 impl Defs {
     /// Values of every definition at a point.
-    pub fn values(&self, p: &Point) -> Vec<bool> {
+    pub(crate) fn values(&self, p: &Point) -> Vec<bool> {
         let mut out = Vec::with_capacity(self.items.len());
         for d in &self.items {
             let v = p.eval(&d.body, &out);
@@ -256,7 +247,7 @@ impl Defs {
     /// Values at a point that differs from `base`'s point only in the
     /// dimensions of `dirty`: definitions that do not depend on them are
     /// copied.
-    pub fn values_from(&self, p: &Point, base: &[bool], dirty: u32) -> Vec<bool> {
+    pub(crate) fn values_from(&self, p: &Point, base: &[bool], dirty: u32) -> Vec<bool> {
         let mut out = Vec::with_capacity(self.items.len());
         for (i, d) in self.items.iter().enumerate() {
             let v = if d.mask & dirty == 0 {
@@ -272,7 +263,7 @@ impl Defs {
 
 /// A value of the address dimension: no address, or an elementary cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum AddrCell {
+pub(crate) enum AddrCell {
     None,
     V4(u32, u32),
     V6(u128, u128),
@@ -280,7 +271,7 @@ pub enum AddrCell {
 
 impl AddrCell {
     /// The cell's first address.
-    pub fn first_ip(self) -> Option<std::net::IpAddr> {
+    pub(crate) fn first_ip(self) -> Option<std::net::IpAddr> {
         match self {
             AddrCell::None => None,
             AddrCell::V4(lo, _) => Some(std::net::IpAddr::V4(lo.into())),
@@ -289,7 +280,7 @@ impl AddrCell {
     }
 
     /// Puts this cell's first address into a point.
-    pub fn apply(self, p: &mut Point) {
+    pub(crate) fn apply(self, p: &mut Point) {
         match self {
             AddrCell::None => {
                 p.has_addr = false;
@@ -312,7 +303,7 @@ impl AddrCell {
         }
     }
 
-    pub fn count(self) -> u128 {
+    pub(crate) fn count(self) -> u128 {
         match self {
             AddrCell::None => 0,
             AddrCell::V4(lo, hi) => u128::from(hi - lo) + 1,
@@ -320,7 +311,7 @@ impl AddrCell {
         }
     }
 
-    pub fn contains(self, p: &Point) -> bool {
+    pub(crate) fn contains(self, p: &Point) -> bool {
         match self {
             AddrCell::None => !p.has_addr,
             AddrCell::V4(lo, hi) => p.has_addr && !p.v6 && lo <= p.a4 && p.a4 <= hi,

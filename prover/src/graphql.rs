@@ -67,15 +67,15 @@ use crate::strings::{DimSpec, Partition, PatternKind, PatternSet, universe::Univ
 /// One document operation: type, name atom (`None`: anonymous) and its
 /// one root field atom.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Op {
-    pub kind: OperationType,
-    pub name: Option<u32>,
-    pub field: u32,
+pub(crate) struct Op {
+    pub(crate) kind: OperationType,
+    pub(crate) name: Option<u32>,
+    pub(crate) field: u32,
 }
 
 /// How a GraphQL endpoint judges an operation value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Judged {
+pub(crate) enum Judged {
     /// Not readable (an id the endpoint does not register).
     Refused,
     /// A deny rule matches, or no allow rule admits it.
@@ -85,13 +85,13 @@ pub enum Judged {
 
 /// The GraphQL part of the body dimension.
 #[derive(Debug)]
-pub struct Ops {
+pub(crate) struct Ops {
     /// Operation-name atoms (named operations only).
-    pub names: Partition,
+    pub(crate) names: Partition,
     /// Root-field atoms.
-    pub fields: Partition,
+    pub(crate) fields: Partition,
     /// Persisted-query ids registered by some endpoint of either bundle.
-    pub persisted: Vec<String>,
+    pub(crate) persisted: Vec<String>,
 }
 
 fn spec(budget: usize) -> DimSpec {
@@ -129,7 +129,7 @@ fn rules(ep: &L7Endpoint) -> impl Iterator<Item = &GraphqlRule> {
 }
 
 impl Ops {
-    pub fn build(eps: &[&L7Endpoint], budget: usize) -> Result<Ops, ProverError> {
+    pub(crate) fn build(eps: &[&L7Endpoint], budget: usize) -> Result<Ops, ProverError> {
         let mut names = PatternSet::default();
         let mut fields = PatternSet::default();
         let mut persisted = Vec::new();
@@ -157,7 +157,7 @@ impl Ops {
     }
 
     /// Every document operation value.
-    pub fn ops(&self) -> Vec<Op> {
+    pub(crate) fn ops(&self) -> Vec<Op> {
         let mut out = Vec::new();
         let names = (0..self.names.len()).filter_map(|n| u32::try_from(n).ok());
         let names: Vec<Option<u32>> = std::iter::once(None).chain(names.map(Some)).collect();
@@ -194,7 +194,7 @@ impl Ops {
             })
     }
 
-    pub fn judge_op(&self, ep: &L7Endpoint, op: Op) -> Judged {
+    pub(crate) fn judge_op(&self, ep: &L7Endpoint, op: Op) -> Judged {
         if ep.graphql_deny().iter().any(|r| self.matches(r, op)) {
             Judged::Denied
         } else if ep.graphql_allow().iter().any(|r| self.matches(r, op)) {
@@ -207,7 +207,7 @@ impl Ops {
     /// A hash-only request for persisted query `i`, judged as the
     /// evaluator does: as the registered operation, with the bundle's own
     /// rule functions on the registered names.
-    pub fn judge_persisted(&self, ep: &L7Endpoint, i: u32) -> Judged {
+    pub(crate) fn judge_persisted(&self, ep: &L7Endpoint, i: u32) -> Judged {
         let Some(q) = self
             .persisted
             .get(i as usize)
@@ -239,7 +239,7 @@ impl Ops {
 
     /// The operation's document, e.g. `mutation { createIssue }`; `Err`
     /// when an atom has no concrete name.
-    pub fn document(&self, op: Op) -> Result<String, String> {
+    pub(crate) fn document(&self, op: Op) -> Result<String, String> {
         let field = Self::text(&self.fields, op.field)
             .ok_or_else(|| "no concrete GraphQL field name was found for an atom".to_owned())?;
         Ok(match op.name {
@@ -254,12 +254,17 @@ impl Ops {
     }
 
     /// The id of persisted query `i`.
-    pub fn persisted_id(&self, i: u32) -> Option<&str> {
+    pub(crate) fn persisted_id(&self, i: u32) -> Option<&str> {
         self.persisted.get(i as usize).map(String::as_str)
     }
 
     /// The value of a concrete single operation with one root field.
-    pub fn classify(&self, kind: OperationType, name: Option<&str>, field: &str) -> Option<Op> {
+    pub(crate) fn classify(
+        &self,
+        kind: OperationType,
+        name: Option<&str>,
+        field: &str,
+    ) -> Option<Op> {
         let name = match name {
             None => None,
             Some(n) => Some(self.names.classify(n)?),
@@ -272,7 +277,7 @@ impl Ops {
     }
 
     /// How an operation reads in a region summary.
-    pub fn describe(&self, op: Op) -> String {
+    pub(crate) fn describe(&self, op: Op) -> String {
         let atom = |part: &Partition, a: u32| {
             part.atom(a)
                 .map(|atom| match (&atom.witness, atom.exact) {

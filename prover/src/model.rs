@@ -35,40 +35,35 @@ use policy_bundle::matcher::METADATA_HOSTS;
 
 /// The formulas of one bundle.
 #[derive(Debug, Clone)]
-pub struct Model {
+pub(crate) struct Model {
     /// The connection is allowed (some route matches).
-    pub conn: F,
-    /// It goes through the L7 proxy.
-    pub inspected: F,
+    pub(crate) conn: F,
     /// The request is let through (allowed or audited).
-    pub allow: F,
+    pub(crate) allow: F,
     /// The request is let through only because every participating
     /// endpoint is in audit mode.
-    pub audit: F,
+    pub(crate) audit: F,
     /// The proxy injects a credential on it.
-    pub inject: F,
-    /// Some credential is bound to the destination host.
-    pub cred_host: F,
-    /// A secret the workload can read unlocks the destination (an address
-    /// without a name could be any host).
-    pub held: F,
-    /// `cred_host` or `held`: the destination is credentialed.
-    pub scope: F,
+    pub(crate) inject: F,
+    /// Some credential is bound to the destination host, or a secret the
+    /// workload can read unlocks it (an address without a name could be
+    /// any host): the destination is credentialed.
+    pub(crate) scope: F,
     /// Let through and carrying a credential (injected or held).
-    pub credentialed: F,
+    pub(crate) credentialed: F,
     /// Relayed without inspection, or by a binary that speaks a protocol
     /// the proxy cannot inspect.
-    pub bypass: F,
+    pub(crate) bypass: F,
     /// The binary lies where the workload can write (and run) a program of
     /// its own, and no pin is required.
-    pub plantable: F,
+    pub(crate) plantable: F,
 }
 
 /// Facts about binary atoms from the registry.
 #[derive(Debug, Clone, Default)]
-pub struct BinaryFacts {
-    pub bypass: Vec<u32>,
-    pub exfil: Vec<u32>,
+pub(crate) struct BinaryFacts {
+    pub(crate) bypass: Vec<u32>,
+    pub(crate) exfil: Vec<u32>,
 }
 
 fn ports(set: &policy_bundle::matcher::PortSet) -> F {
@@ -79,7 +74,7 @@ fn ports(set: &policy_bundle::matcher::PortSet) -> F {
 /// formula names was used to build the classes, so a class is wholly
 /// inside or outside). Z3 ties the class variable to the address
 /// bit-vectors once; route formulas then test a small finite domain.
-pub fn addr_in(dom: &Domain, set: &AddrSet) -> F {
+pub(crate) fn addr_in(dom: &Domain, set: &AddrSet) -> F {
     let mut classes = Vec::new();
     let mut cells = Vec::new();
     for (k, class) in dom.addr_classes.iter().enumerate().skip(1) {
@@ -95,7 +90,7 @@ pub fn addr_in(dom: &Domain, set: &AddrSet) -> F {
 /// The destination is a metadata or link-local endpoint: a metadata host
 /// name reached by name (with an address, the address is where the
 /// connection goes), or an address in the metadata and link-local ranges.
-pub fn metadata_dest(dom: &Domain) -> F {
+pub(crate) fn metadata_dest(dom: &Domain) -> F {
     let hosts: Vec<u32> = METADATA_HOSTS
         .iter()
         .flat_map(|h| dom.hosts.atoms_of(h).iter().copied())
@@ -106,12 +101,12 @@ pub fn metadata_dest(dom: &Domain) -> F {
     ])
 }
 
-pub fn host_none(dom: &Domain) -> F {
+pub(crate) fn host_none(dom: &Domain) -> F {
     lit(Lit::Host(ids(vec![dom.host_none()])))
 }
 
 /// Builds the formulas of a bundle; definitions are named `{prefix}.…`.
-pub fn build(
+pub(crate) fn build(
     prefix: &str,
     b: &Bundle,
     dom: &Domain,
@@ -392,12 +387,9 @@ pub fn build(
     let plantable = plantable(dom, sandbox);
     Model {
         conn,
-        inspected,
         allow,
         audit,
         inject,
-        cred_host,
-        held,
         scope,
         credentialed,
         bypass,

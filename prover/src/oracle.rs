@@ -16,10 +16,12 @@ use crate::model::{self, BinaryFacts, Model};
 use crate::sandbox::Sandbox;
 use crate::smt::Smt;
 
+/// One bundle's formulas with Z3 ready, to answer single requests in
+/// the differential tests.
 pub struct Oracle {
-    pub dom: Domain,
-    pub defs: Defs,
-    pub model: Model,
+    pub(crate) dom: Domain,
+    pub(crate) defs: Defs,
+    pub(crate) model: Model,
     smt: Smt,
     /// `allow`, `audit` and `inject` as one Z3 term (three bits) with
     /// definitions inlined.
@@ -29,12 +31,16 @@ pub struct Oracle {
 /// The prover's decision on one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answer {
+    /// The request is let through (allowed or audited).
     pub allowed: bool,
+    /// Let through only because the endpoints are in audit mode.
     pub audited: bool,
+    /// The proxy injects a credential on it.
     pub credential: bool,
 }
 
 impl Oracle {
+    /// Builds the domain and model of `b` alone and starts Z3 on them.
     pub fn new(b: &Bundle) -> Result<Oracle, ProverError> {
         let dom = Domain::build(
             &[b],
@@ -76,7 +82,7 @@ impl Oracle {
     /// decoded (the generator avoids those: the model's path variable is a
     /// canonical path), or the body is a batch (the model has single
     /// calls, see `crate::calls`).
-    pub fn point(&self, req: &Request, body: Option<&[u8]>) -> Option<Point> {
+    pub(crate) fn point(&self, req: &Request, body: Option<&[u8]>) -> Option<Point> {
         let dom = &self.dom;
         let mut addr = req.addr.map(canonical_ip);
         let mut host = dom.host_none();

@@ -13,12 +13,19 @@ use crate::witness::Observed;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
+    /// A credentialed destination reachable where it was not.
     CredentialReachExpansion,
+    /// A new method or path on a credentialed destination.
     CapabilityExpansion,
+    /// A credentialed destination reachable without inspection.
     L7BypassCredentialed,
+    /// Audit mode lets denied credentialed requests through.
     EnforcementDowngrade,
+    /// Reach to link-local or cloud metadata addresses.
     MetadataReach,
+    /// A secret the sandbox holds is readable by a binary that can send it.
     SecretExposure,
+    /// A network rule names a binary the workload can plant.
     WritableBinaryIdentity,
     /// New reach with no credential in scope: what the credentialed
     /// categories leave out of "the candidate adds nothing".
@@ -31,6 +38,7 @@ pub enum Category {
 }
 
 impl Category {
+    /// Every category, in report order.
     pub const ALL: [Category; 10] = [
         Category::CredentialReachExpansion,
         Category::CapabilityExpansion,
@@ -44,6 +52,7 @@ impl Category {
         Category::EnforcementWeakened,
     ];
 
+    /// The stable snake_case id (JSON, SARIF, `--accept` files).
     pub fn name(self) -> &'static str {
         match self {
             Category::CredentialReachExpansion => "credential_reach_expansion",
@@ -59,6 +68,7 @@ impl Category {
         }
     }
 
+    /// The inverse of [`Category::name`].
     pub fn parse(s: &str) -> Option<Category> {
         Category::ALL.into_iter().find(|c| c.name() == s)
     }
@@ -93,6 +103,7 @@ impl Category {
         )
     }
 
+    /// The code's one-line summary, for rule tables.
     pub fn summary(self) -> &'static str {
         self.code().summary
     }
@@ -106,15 +117,15 @@ impl std::fmt::Display for Category {
 
 /// One question: a category, which flavour of it, and its formula.
 #[derive(Debug, Clone)]
-pub struct Query {
-    pub category: Category,
+pub(crate) struct Query {
+    pub(crate) category: Category,
     /// Distinguishes the two ways a credential's reach grows.
-    pub variant: Variant,
-    pub f: F,
+    pub(crate) variant: Variant,
+    pub(crate) f: F,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
+pub(crate) enum Variant {
     Main,
     /// A credential newly attached to a request the old policy let
     /// through without it.
@@ -124,7 +135,7 @@ pub enum Variant {
 /// What a question is stated over: formulas when the solver is asked, and
 /// `bool` when a witness is replayed through the reference evaluator. Each
 /// category is written once, in [`question`], for both.
-pub trait Logic: Clone {
+pub(crate) trait Logic: Clone {
     fn all<const N: usize>(parts: [Self; N]) -> Self;
     fn negate(self) -> Self;
 }
@@ -149,14 +160,14 @@ impl Logic for bool {
 
 /// One policy's facts about a request, as the questions read them.
 #[derive(Debug, Clone)]
-pub struct Facts<L> {
-    pub conn: L,
-    pub allow: L,
-    pub audit: L,
-    pub scope: L,
-    pub credentialed: L,
-    pub bypass: L,
-    pub plantable: L,
+pub(crate) struct Facts<L> {
+    pub(crate) conn: L,
+    pub(crate) allow: L,
+    pub(crate) audit: L,
+    pub(crate) scope: L,
+    pub(crate) credentialed: L,
+    pub(crate) bypass: L,
+    pub(crate) plantable: L,
 }
 
 impl Facts<F> {
@@ -190,7 +201,7 @@ impl Facts<bool> {
 /// The question a category asks of a request: of the new policy `n`
 /// against the old one `o` (`diff --prove`), or of one policy on its own
 /// (`check`, `o` is `None`). `None` when the category asks nothing there.
-pub fn question<L: Logic>(
+pub(crate) fn question<L: Logic>(
     category: Category,
     variant: Variant,
     n: &Facts<L>,
@@ -266,7 +277,7 @@ const SINGLE: [Category; 4] = [
 
 /// The queries of `diff --prove`: what the new policy allows that the old
 /// one did not.
-pub fn diff(n: &Model, o: &Model, meta: &F) -> Vec<Query> {
+pub(crate) fn diff(n: &Model, o: &Model, meta: &F) -> Vec<Query> {
     let (n, o) = (Facts::<F>::of(n), Facts::<F>::of(o));
     DIFF.into_iter()
         .filter_map(|(category, variant)| {
@@ -281,7 +292,7 @@ pub fn diff(n: &Model, o: &Model, meta: &F) -> Vec<Query> {
 }
 
 /// The queries of `check`: risks of one policy on its own.
-pub fn single(n: &Model, meta: &F) -> Vec<Query> {
+pub(crate) fn single(n: &Model, meta: &F) -> Vec<Query> {
     let n = Facts::<F>::of(n);
     SINGLE
         .into_iter()
@@ -298,7 +309,7 @@ pub fn single(n: &Model, meta: &F) -> Vec<Query> {
 
 /// The same question asked of the reference evaluator's observations of
 /// one request (`old` is `None` for `check`).
-pub fn holds(
+pub(crate) fn holds(
     category: Category,
     variant: Variant,
     n: &Observed,

@@ -7,26 +7,26 @@ use crate::formula::{AddrCell, F, Lit, Point, T, and, ids, lit, not, or};
 
 /// The three consistent readings of one query condition: key absent or no
 /// value matching, some value matching, every value matching.
-pub const QUERY_VALUES: [(bool, bool); 3] = [(false, false), (false, true), (true, true)];
+pub(crate) const QUERY_VALUES: [(bool, bool); 3] = [(false, false), (false, true), (true, true)];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Region {
-    pub bins: Vec<u32>,
-    pub shas: Vec<u32>,
-    pub hosts: Vec<u32>,
+pub(crate) struct Region {
+    pub(crate) bins: Vec<u32>,
+    pub(crate) shas: Vec<u32>,
+    pub(crate) hosts: Vec<u32>,
     /// Address classes (indices into `Domain::addr_classes`).
-    pub addrs: Vec<u32>,
+    pub(crate) addrs: Vec<u32>,
     /// Port classes (indices into `Domain::port_classes`).
-    pub ports: Vec<u32>,
-    pub methods: Vec<u32>,
-    pub paths: Vec<u32>,
+    pub(crate) ports: Vec<u32>,
+    pub(crate) methods: Vec<u32>,
+    pub(crate) paths: Vec<u32>,
     /// Body values (indices into `Calls::values`).
-    pub calls: Vec<u32>,
+    pub(crate) calls: Vec<u32>,
     /// Per query condition, the readings (indices into `QUERY_VALUES`).
-    pub queries: Vec<Vec<u8>>,
+    pub(crate) queries: Vec<Vec<u8>>,
 }
 
-pub fn query_value(p: &Point, q: usize) -> u8 {
+pub(crate) fn query_value(p: &Point, q: usize) -> u8 {
     let a = p.qa.get(q).copied().unwrap_or(false);
     let d = p.qd.get(q).copied().unwrap_or(false);
     QUERY_VALUES
@@ -38,7 +38,7 @@ pub fn query_value(p: &Point, q: usize) -> u8 {
 
 impl Region {
     /// Every value in every dimension.
-    pub fn full(dom: &Domain) -> Region {
+    pub(crate) fn full(dom: &Domain) -> Region {
         let all = |n: usize| {
             (0..n)
                 .filter_map(|i| u32::try_from(i).ok())
@@ -58,7 +58,7 @@ impl Region {
     }
 
     /// The elementary cell of a point.
-    pub fn cell(p: &Point, dom: &Domain) -> Region {
+    pub(crate) fn cell(p: &Point, dom: &Domain) -> Region {
         Region {
             bins: vec![p.bin],
             shas: vec![p.sha],
@@ -74,7 +74,7 @@ impl Region {
         }
     }
 
-    pub fn contains(&self, p: &Point, dom: &Domain) -> bool {
+    pub(crate) fn contains(&self, p: &Point, dom: &Domain) -> bool {
         self.bins.contains(&p.bin)
             && self.shas.contains(&p.sha)
             && self.hosts.contains(&p.host)
@@ -91,7 +91,7 @@ impl Region {
     }
 
     /// The region as a formula (full dimensions left out).
-    pub fn formula(&self, dom: &Domain) -> F {
+    pub(crate) fn formula(&self, dom: &Domain) -> F {
         let set = |v: &[u32], n: usize, mk: fn(crate::formula::Ids) -> Lit| {
             if v.len() >= n {
                 T
@@ -148,7 +148,7 @@ impl Region {
 }
 
 impl Region {
-    pub fn addr_cells(&self, dom: &Domain) -> Vec<AddrCell> {
+    pub(crate) fn addr_cells(&self, dom: &Domain) -> Vec<AddrCell> {
         self.addrs
             .iter()
             .filter_map(|&c| dom.addr_classes.get(c as usize))
@@ -157,7 +157,7 @@ impl Region {
             .collect()
     }
 
-    pub fn port_cells(&self, dom: &Domain) -> Vec<(u16, u16)> {
+    pub(crate) fn port_cells(&self, dom: &Domain) -> Vec<(u16, u16)> {
         self.ports
             .iter()
             .filter_map(|&c| dom.port_classes.get(c as usize))
@@ -168,14 +168,14 @@ impl Region {
 }
 
 /// Puts the first address of an address class into a point.
-pub fn apply_addr(dom: &Domain, class: u32, p: &mut Point) {
+pub(crate) fn apply_addr(dom: &Domain, class: u32, p: &mut Point) {
     if let Some(cell) = dom.addr_classes.get(class as usize).and_then(|c| c.first()) {
         cell.apply(p);
     }
 }
 
 /// The first port of a port class.
-pub fn first_port(dom: &Domain, class: u32) -> u16 {
+pub(crate) fn first_port(dom: &Domain, class: u32) -> u16 {
     dom.port_classes
         .get(class as usize)
         .and_then(|c| c.first())
@@ -183,7 +183,7 @@ pub fn first_port(dom: &Domain, class: u32) -> u16 {
 }
 
 /// Merges adjacent port cells.
-pub fn merge(cells: &[(u16, u16)]) -> Vec<(u16, u16)> {
+pub(crate) fn merge(cells: &[(u16, u16)]) -> Vec<(u16, u16)> {
     let mut v = cells.to_vec();
     v.sort_unstable();
     let mut out: Vec<(u16, u16)> = Vec::new();

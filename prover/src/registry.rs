@@ -28,17 +28,17 @@ include!(concat!(env!("OUT_DIR"), "/embedded_registry.rs"));
 
 /// What the registry says about one executable.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Facts {
-    pub description: String,
-    pub can_construct_http: bool,
+pub(crate) struct Facts {
+    pub(crate) description: String,
+    pub(crate) can_construct_http: bool,
     /// The first protocol the L7 proxy cannot inspect, if any.
-    pub bypass_protocol: Option<String>,
-    pub can_exfiltrate: bool,
+    pub(crate) bypass_protocol: Option<String>,
+    pub(crate) can_exfiltrate: bool,
 }
 
 impl Facts {
     /// What is assumed about a binary the registry does not know.
-    pub fn unknown() -> Facts {
+    pub(crate) fn unknown() -> Facts {
         Facts {
             description: String::new(),
             can_construct_http: true,
@@ -47,14 +47,16 @@ impl Facts {
         }
     }
 
-    pub fn bypasses_l7(&self) -> bool {
+    pub(crate) fn bypasses_l7(&self) -> bool {
         self.bypass_protocol.is_some()
     }
 }
 
+/// What the prover knows about binaries: the embedded table, plus files
+/// (`--registry`) that override it per binary.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
-    pub binaries: BTreeMap<String, Facts>,
+    pub(crate) binaries: BTreeMap<String, Facts>,
 }
 
 impl Registry {
@@ -115,7 +117,7 @@ impl Registry {
         self.add_text(&path.display().to_string(), &read(path)?)
     }
 
-    pub fn add_text(&mut self, name: &str, text: &str) -> Result<(), ProverError> {
+    pub(crate) fn add_text(&mut self, name: &str, text: &str) -> Result<(), ProverError> {
         let entries = registry_format::parse(text).map_err(|message| ProverError::Registry {
             path: name.to_owned(),
             message,
@@ -134,7 +136,7 @@ impl Registry {
         Ok(())
     }
 
-    pub fn facts(&self, binary: &str) -> Facts {
+    pub(crate) fn facts(&self, binary: &str) -> Facts {
         self.binaries
             .get(binary)
             .cloned()

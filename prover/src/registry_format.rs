@@ -37,18 +37,18 @@ enum FileShape {
 
 /// One entry as the prover uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Parsed {
-    pub binary: String,
-    pub description: String,
-    pub can_construct_http: bool,
+pub(crate) struct Parsed {
+    pub(crate) binary: String,
+    pub(crate) description: String,
+    pub(crate) can_construct_http: bool,
     /// The first protocol the L7 proxy cannot inspect, if any.
-    pub bypass_protocol: Option<String>,
-    pub can_exfiltrate: bool,
+    pub(crate) bypass_protocol: Option<String>,
+    pub(crate) can_exfiltrate: bool,
 }
 
 /// The entries of one registry file, in file order; the message says why
 /// the file is refused.
-pub fn parse(text: &str) -> Result<Vec<Parsed>, String> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, String> {
     let shape: FileShape = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
     let entries = match shape {
         FileShape::List { binaries } => binaries,

@@ -23,13 +23,13 @@ pub(crate) fn covers(dir: &str, file: &str) -> bool {
 }
 
 #[derive(Debug, Clone)]
-pub struct Sandbox {
-    pub paths: Vec<(String, bool, bool, bool)>,
-    pub best_effort: bool,
+pub(crate) struct Sandbox {
+    pub(crate) paths: Vec<(String, bool, bool, bool)>,
+    pub(crate) best_effort: bool,
 }
 
 impl Sandbox {
-    pub fn of(b: &Bundle) -> Sandbox {
+    pub(crate) fn of(b: &Bundle) -> Sandbox {
         let ll = &b.enforcement.landlock;
         Sandbox {
             paths: ll
@@ -49,7 +49,7 @@ impl Sandbox {
     }
 
     /// The granted path that lets the workload read `file`, if any.
-    pub fn reader_of(&self, file: &str) -> Option<&str> {
+    pub(crate) fn reader_of(&self, file: &str) -> Option<&str> {
         self.paths
             .iter()
             .find(|(p, r, _, _)| *r && covers(p, file))
@@ -58,7 +58,7 @@ impl Sandbox {
 
     /// Whether the workload can read a secret: an environment variable it
     /// is given, or a file under a readable path.
-    pub fn can_read(&self, source: &SecretSource) -> bool {
+    pub(crate) fn can_read(&self, source: &SecretSource) -> bool {
         match source {
             SecretSource::Env(_) => true,
             SecretSource::File(f) => self.reader_of(f).is_some(),
@@ -66,12 +66,12 @@ impl Sandbox {
     }
 
     /// Globs for the trees the workload may write to.
-    pub fn write_trees(&self) -> Vec<(String, BinaryGlob)> {
+    pub(crate) fn write_trees(&self) -> Vec<(String, BinaryGlob)> {
         self.trees(|w, _| w)
     }
 
     /// Globs for the trees the workload may execute from.
-    pub fn exec_trees(&self) -> Vec<(String, BinaryGlob)> {
+    pub(crate) fn exec_trees(&self) -> Vec<(String, BinaryGlob)> {
         self.trees(|_, x| x)
     }
 

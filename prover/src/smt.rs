@@ -25,31 +25,31 @@ fn width(n: usize) -> u32 {
     w
 }
 
-pub struct Vars {
+pub(crate) struct Vars {
     /// Domain sizes of the finite variables: bin, sha, host, method, path,
     /// address class, body value.
-    pub sizes: [usize; 7],
-    pub bin: BV,
-    pub sha: BV,
-    pub host: BV,
-    pub has_addr: Bool,
-    pub v6: Bool,
-    pub a4: BV,
-    pub a6: BV,
-    pub port: BV,
+    pub(crate) sizes: [usize; 7],
+    pub(crate) bin: BV,
+    pub(crate) sha: BV,
+    pub(crate) host: BV,
+    pub(crate) has_addr: Bool,
+    pub(crate) v6: Bool,
+    pub(crate) a4: BV,
+    pub(crate) a6: BV,
+    pub(crate) port: BV,
     /// The address class (see `Domain::addr_classes`), tied to the address
     /// by definition; regions name classes, not address ranges.
-    pub acls: BV,
-    pub method: BV,
-    pub path: BV,
+    pub(crate) acls: BV,
+    pub(crate) method: BV,
+    pub(crate) path: BV,
     /// The body value (`crate::calls`); none when "no body" is the only
     /// one (no endpoint reads bodies), so a REST-only problem is the one
     /// it was before bodies were modelled: Z3's search is sensitive to
     /// every variable, and a constant one made a large unsatisfiable
     /// question forty times slower.
-    pub call: Option<BV>,
-    pub qa: Vec<Bool>,
-    pub qd: Vec<Bool>,
+    pub(crate) call: Option<BV>,
+    pub(crate) qa: Vec<Bool>,
+    pub(crate) qd: Vec<Bool>,
 }
 
 fn bv(x: u128, w: u32) -> BV {
@@ -66,37 +66,6 @@ fn in_range(v: &BV, lo: u128, hi: u128) -> Bool {
         return v.eq(bv(lo, w));
     }
     Bool::and(&[bv(lo, w).bvule(v), v.bvule(bv(hi, w))])
-}
-
-/// An address range as CIDR blocks (prefix equalities bit-blast to a few
-/// gates, where a 128-bit comparison costs hundreds); ranges that need
-/// many blocks are compared instead.
-const MAX_BLOCKS: usize = 12;
-
-fn in_cidrs(v: &BV, lo: u128, hi: u128) -> Bool {
-    let bits = v.get_size();
-    let blocks = policy_bundle::matcher::net::cidr_blocks(&[(lo, hi)], bits);
-    if blocks.len() > MAX_BLOCKS {
-        return in_range(v, lo, hi);
-    }
-    let parts: Vec<Bool> = blocks
-        .into_iter()
-        .map(|(start, len)| {
-            let len = u32::from(len);
-            if len == 0 {
-                return Bool::from_bool(true);
-            }
-            let low = bits - len;
-            v.extract(bits - 1, low).eq(bv(start >> low, len))
-        })
-        .collect();
-    match parts.len() {
-        1 => parts
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| Bool::from_bool(false)),
-        _ => Bool::or(&parts),
-    }
 }
 
 /// Membership of a variable over `0..n` in a sorted id set, as ranges —
@@ -148,8 +117,8 @@ fn ranges(v: &BV, runs: &[(u32, u32)]) -> Bool {
 /// scopes. A solver without push/pop history takes Z3's non-incremental
 /// path (simplify, bit-blast, SAT), slower to start but far more
 /// predictable once blocking clauses pile up.
-pub struct Smt {
-    pub vars: Vars,
+pub(crate) struct Smt {
+    pub(crate) vars: Vars,
     classes: Vec<Vec<crate::formula::AddrCell>>,
     base: Vec<Bool>,
     stack: RefCell<Vec<Vec<Bool>>>,
@@ -166,7 +135,7 @@ pub struct Smt {
 }
 
 impl Smt {
-    pub fn new(dom: &Domain, deadline: Instant, timings: &Timings) -> Smt {
+    pub(crate) fn new(dom: &Domain, deadline: Instant, timings: &Timings) -> Smt {
         let t = Instant::now();
         let nq = dom.queries.len();
         let vars = Vars {
@@ -301,12 +270,12 @@ impl Smt {
         Bool::and(&[fam, var.extract(bits - 1, low).eq(bv(addr >> low, len))])
     }
 
-    pub fn push(&self) {
+    pub(crate) fn push(&self) {
         self.stack.borrow_mut().push(Vec::new());
         self.inc.push();
     }
 
-    pub fn pop(&self) {
+    pub(crate) fn pop(&self) {
         let mut st = self.stack.borrow_mut();
         if st.len() > 1 {
             st.pop();
@@ -314,7 +283,7 @@ impl Smt {
         }
     }
 
-    pub fn assert(&self, b: Bool) {
+    pub(crate) fn assert(&self, b: Bool) {
         self.inc.assert(&b);
         if let Some(top) = self.stack.borrow_mut().last_mut() {
             top.push(b);
@@ -334,7 +303,7 @@ impl Smt {
 
     /// Asserts definitions (may be called several times, for several
     /// definition lists appended in order).
-    pub fn define(&mut self, defs: &Defs) {
+    pub(crate) fn define(&mut self, defs: &Defs) {
         for d in defs.items.iter().skip(self.defs.len()) {
             // Translating a large model takes seconds; the deadline holds
             // here as in the checks.
@@ -351,7 +320,7 @@ impl Smt {
         }
     }
 
-    pub fn translate(&self, f: &F) -> Bool {
+    pub(crate) fn translate(&self, f: &F) -> Bool {
         match f {
             F::Const(b) => Bool::from_bool(*b),
             F::Lit(l) => self.lit(l),
@@ -368,15 +337,6 @@ impl Smt {
             Lit::Sha(k) => v.sha.eq(bv(u128::from(*k), v.sha.get_size())),
             Lit::Host(s) => in_ids(&v.host, s, v.sizes[2]),
             Lit::HasAddr => v.has_addr.clone(),
-            Lit::V6 => Bool::and(&[v.has_addr.clone(), v.v6.clone()]),
-            Lit::A4(lo, hi) => Bool::and(&[
-                v.has_addr.clone(),
-                v.v6.not(),
-                in_cidrs(&v.a4, u128::from(*lo), u128::from(*hi)),
-            ]),
-            Lit::A6(lo, hi) => {
-                Bool::and(&[v.has_addr.clone(), v.v6.clone(), in_cidrs(&v.a6, *lo, *hi)])
-            }
             Lit::Port(lo, hi) => in_range(&v.port, u128::from(*lo), u128::from(*hi)),
             Lit::Method(s) => in_ids(&v.method, s, v.sizes[3]),
             Lit::Path(s) => in_ids(&v.path, s, v.sizes[4]),
@@ -404,7 +364,7 @@ impl Smt {
     }
 
     /// Checks with the time left before the deadline.
-    pub fn check(&self) -> SatResult {
+    pub(crate) fn check(&self) -> SatResult {
         let left = self.deadline.saturating_duration_since(Instant::now());
         let ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX);
         if ms == 0 || self.incomplete.get() {
@@ -432,7 +392,7 @@ impl Smt {
     }
 
     /// The model of the last check.
-    pub fn model(&self) -> Option<Model> {
+    pub(crate) fn model(&self) -> Option<Model> {
         match self.last.borrow().as_ref() {
             Some(s) => s.get_model(),
             None => self.inc.get_model(),
@@ -440,7 +400,7 @@ impl Smt {
     }
 
     /// Why the last check was unknown.
-    pub fn reason_unknown(&self) -> Option<String> {
+    pub(crate) fn reason_unknown(&self) -> Option<String> {
         if Instant::now() >= self.deadline {
             return Some("timeout".to_owned());
         }
@@ -451,7 +411,7 @@ impl Smt {
     }
 
     /// Reads a point off a model.
-    pub fn point(&self, m: &Model) -> Point {
+    pub(crate) fn point(&self, m: &Model) -> Point {
         let v = &self.vars;
         let num = |x: &BV| m.eval(x, true).and_then(|x| x.as_u64()).unwrap_or(0);
         let small = |x: &BV| u32::try_from(num(x)).unwrap_or(u32::MAX);
@@ -476,7 +436,7 @@ impl Smt {
     }
 
     /// The variables equal to a point (for replaying concrete requests).
-    pub fn at(&self, p: &Point) -> Vec<Bool> {
+    pub(crate) fn at(&self, p: &Point) -> Vec<Bool> {
         let v = &self.vars;
         let mut out = vec![
             v.bin.eq(bv(u128::from(p.bin), v.bin.get_size())),
@@ -508,7 +468,7 @@ impl Smt {
 
     /// `f` with every definition replaced by its body (no named constants
     /// left), so substituting values for the variables decides it.
-    pub fn inline(&self, defs: &Defs, f: &F) -> Bool {
+    pub(crate) fn inline(&self, defs: &Defs, f: &F) -> Bool {
         let mut memo: Vec<Option<Bool>> = vec![None; defs.items.len()];
         self.inline_with(defs, f, &mut memo)
     }
@@ -544,13 +504,6 @@ impl Smt {
         }
     }
 
-    /// Decides an inlined formula at a point by substituting the point's
-    /// values and simplifying: Z3 evaluates the formula, no search.
-    pub fn value_at(&self, f: &Bool, p: &Point) -> Option<bool> {
-        self.bits_at(&f.ite(&bv(1, 1), &bv(0, 1)), p)
-            .map(|b| b == 1)
-    }
-
     fn class_of(&self, p: &Point) -> u32 {
         self.classes
             .iter()
@@ -561,14 +514,14 @@ impl Smt {
 
     /// Several formulas at once: `ite`s concatenated into one bit-vector,
     /// substituted and simplified in one pass.
-    pub fn pack(fs: &[Bool]) -> BV {
+    pub(crate) fn pack(fs: &[Bool]) -> BV {
         let mut it = fs.iter().map(|f| f.ite(&bv(1, 1), &bv(0, 1)));
         let first = it.next().unwrap_or_else(|| bv(0, 1));
         it.fold(first, |acc, b| acc.concat(&b)).simplify()
     }
 
     /// The value of a packed bit-vector at a point.
-    pub fn bits_at(&self, f: &BV, p: &Point) -> Option<u64> {
+    pub(crate) fn bits_at(&self, f: &BV, p: &Point) -> Option<u64> {
         let v = &self.vars;
         let mut bvs = vec![
             (&v.bin, bv(u128::from(p.bin), v.bin.get_size())),
@@ -602,7 +555,7 @@ impl Smt {
 
     /// Whether `f` holds at a point, decided by Z3 (the differential tests
     /// compare this with the reference evaluator).
-    pub fn holds_at(&self, f: &F, p: &Point) -> Option<bool> {
+    pub(crate) fn holds_at(&self, f: &F, p: &Point) -> Option<bool> {
         self.push();
         for c in self.at(p) {
             self.assert(c);
@@ -617,7 +570,7 @@ impl Smt {
         r
     }
 
-    pub fn to_smt2(&self) -> String {
+    pub(crate) fn to_smt2(&self) -> String {
         self.solver().to_smt2()
     }
 }

@@ -18,23 +18,23 @@ use crate::solver::LazySmt;
 use crate::timing::Timings;
 use crate::witness;
 
-pub struct Search<'a> {
-    pub dom: &'a Domain,
-    pub defs: &'a Defs,
-    pub smt: &'a LazySmt<'a>,
+pub(crate) struct Search<'a> {
+    pub(crate) dom: &'a Domain,
+    pub(crate) defs: &'a Defs,
+    pub(crate) smt: &'a LazySmt<'a>,
     /// Query-string readings found impossible, blocked for every query.
-    pub learned: Vec<F>,
-    pub timings: &'a Timings,
+    pub(crate) learned: Vec<F>,
+    pub(crate) timings: &'a Timings,
 }
 
 #[derive(Debug, Clone)]
-pub struct Found {
-    pub point: Point,
-    pub region: Region,
+pub(crate) struct Found {
+    pub(crate) point: Point,
+    pub(crate) region: Region,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Every region was found.
     Complete,
     /// The solver gave up (timeout or unknown); the reason.
@@ -54,7 +54,7 @@ impl Search<'_> {
     /// large problem (where the search mostly gives up, and Z3's start-up
     /// is small beside the rest), or when it gives up, the regions are
     /// enumerated with Z3 as before.
-    pub fn regions(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
+    pub(crate) fn regions(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
         if std::time::Instant::now() >= self.smt.hard_deadline() {
             return (Vec::new(), Outcome::Inconclusive("timeout".to_owned()));
         }
@@ -66,7 +66,7 @@ impl Search<'_> {
 
     /// What every point must satisfy besides the query (Z3 has it among
     /// its domain constraints): a host name, an address, or both.
-    pub fn destination(&self) -> F {
+    pub(crate) fn destination(&self) -> F {
         or([
             not(lit(Lit::Host(ids(vec![self.dom.host_none()])))),
             lit(Lit::HasAddr),

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// finite-domain search still settles a question with no solution that
 /// takes it a few milliseconds (a zero budget does not make a small
 /// policy inconclusive), but nothing runs on for longer.
-pub const GRACE: Duration = Duration::from_millis(50);
+pub(crate) const GRACE: Duration = Duration::from_millis(50);
 
 use crate::domain::Domain;
 use crate::formula::Defs;
@@ -25,13 +25,10 @@ use crate::timing::Timings;
 /// Whether this build links Z3 and answers every question in process.
 pub const IN_PROCESS: bool = cfg!(feature = "z3");
 
-pub struct LazySmt<'a> {
-    #[cfg_attr(not(feature = "z3"), allow(dead_code))]
+pub(crate) struct LazySmt<'a> {
     dom: &'a Domain,
-    #[cfg_attr(not(feature = "z3"), allow(dead_code))]
     defs: &'a Defs,
     deadline: Instant,
-    #[cfg_attr(not(feature = "z3"), allow(dead_code))]
     timings: &'a Timings,
     #[cfg(feature = "z3")]
     cell: std::cell::OnceCell<crate::smt::Smt>,
@@ -40,7 +37,12 @@ pub struct LazySmt<'a> {
 }
 
 impl<'a> LazySmt<'a> {
-    pub fn new(dom: &'a Domain, defs: &'a Defs, deadline: Instant, timings: &'a Timings) -> Self {
+    pub(crate) fn new(
+        dom: &'a Domain,
+        defs: &'a Defs,
+        deadline: Instant,
+        timings: &'a Timings,
+    ) -> Self {
         LazySmt {
             dom,
             defs,
@@ -54,7 +56,7 @@ impl<'a> LazySmt<'a> {
 
     /// The solver, created on first use.
     #[cfg(feature = "z3")]
-    pub fn get(&self) -> &crate::smt::Smt {
+    pub(crate) fn get(&self) -> &crate::smt::Smt {
         self.cell.get_or_init(|| {
             let t = Instant::now();
             let mut smt = crate::smt::Smt::new(self.dom, self.deadline, self.timings);
@@ -69,7 +71,7 @@ impl<'a> LazySmt<'a> {
     /// answer it returns stands in until the proof is abandoned
     /// ([`Self::missing`]).
     #[cfg(not(feature = "z3"))]
-    pub fn absent<T>(&self, stand_in: T) -> T {
+    pub(crate) fn absent<T>(&self, stand_in: T) -> T {
         self.missing.set(true);
         stand_in
     }
@@ -77,17 +79,17 @@ impl<'a> LazySmt<'a> {
     /// Whether a question needed Z3 and this build has none: the proof's
     /// answers are then not to be trusted, and it must be run again where
     /// Z3 is linked.
-    pub fn missing(&self) -> bool {
+    pub(crate) fn missing(&self) -> bool {
         self.missing.get()
     }
 
     /// When the solver budget runs out.
-    pub fn deadline(&self) -> Instant {
+    pub(crate) fn deadline(&self) -> Instant {
         self.deadline
     }
 
     /// When everything else stops too ([`GRACE`] after the deadline).
-    pub fn hard_deadline(&self) -> Instant {
+    pub(crate) fn hard_deadline(&self) -> Instant {
         self.deadline + GRACE
     }
 }

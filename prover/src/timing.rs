@@ -6,14 +6,14 @@
 use std::cell::RefCell;
 
 #[derive(Debug, Default)]
-pub struct Timings {
+pub(crate) struct Timings {
     on: bool,
     lines: RefCell<Vec<String>>,
 }
 
 impl Timings {
     #[must_use]
-    pub fn new(on: bool) -> Self {
+    pub(crate) fn new(on: bool) -> Self {
         Timings {
             on,
             lines: RefCell::default(),
@@ -21,14 +21,14 @@ impl Timings {
     }
 
     /// Records one line; `line` is only called when timings are on.
-    pub fn note(&self, line: impl FnOnce() -> String) {
+    pub(crate) fn note(&self, line: impl FnOnce() -> String) {
         if self.on {
             self.lines.borrow_mut().push(line());
         }
     }
 
     #[must_use]
-    pub fn take(&self) -> Vec<String> {
+    pub(crate) fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.lines.borrow_mut())
     }
 }

@@ -23,7 +23,9 @@ use crate::sandbox::covers;
 pub struct SandboxChange {
     /// `file_rights_expansion` or `enforcement_weakened`.
     pub category: Category,
+    /// The diagnostic code `check` reports it under.
     pub code: &'static str,
+    /// One sentence for people.
     pub message: String,
     /// The path new rights are granted on (`<workdir>` for the working
     /// directory).
@@ -90,7 +92,7 @@ fn granted_by<'a>(paths: &'a [LandlockPath], path: &str, right: &str) -> Option<
 
 /// Everything `new`'s sandbox allows beyond `old`'s, in table order.
 #[must_use]
-pub fn compare(old: &Bundle, new: &Bundle) -> Vec<SandboxChange> {
+pub(crate) fn compare(old: &Bundle, new: &Bundle) -> Vec<SandboxChange> {
     let (o, n) = (&old.enforcement, &new.enforcement);
     let mut out = Vec::new();
     for p in &n.landlock.paths {

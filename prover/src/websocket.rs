@@ -45,27 +45,27 @@ use crate::calls::Calls;
 
 /// Name of the upgrade in the method dimension: not an HTTP method token,
 /// so no request can carry it (nor the message kinds' names).
-pub const UPGRADE: &str = "(websocket upgrade)";
+pub(crate) const UPGRADE: &str = "(websocket upgrade)";
 
 /// The method atoms of the WebSocket kinds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Kinds {
-    pub upgrade: u32,
+pub(crate) struct Kinds {
+    pub(crate) upgrade: u32,
     /// Ascending by size; the last is over every limit.
-    pub classes: Vec<SizeClass>,
+    pub(crate) classes: Vec<SizeClass>,
 }
 
 /// A text and a binary message of one size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SizeClass {
-    pub text: u32,
-    pub binary: u32,
-    pub size: usize,
+pub(crate) struct SizeClass {
+    pub(crate) text: u32,
+    pub(crate) binary: u32,
+    pub(crate) size: usize,
 }
 
 /// What a point of the method dimension asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Upgrade,
     /// A text message of this many bytes.
     Text(usize),
@@ -78,7 +78,7 @@ impl Kinds {
     /// are given out: the upgrade, then each class's text and binary.
     /// A class is named by the sizes it holds: up to the smallest limit,
     /// between two limits, or over the largest.
-    pub fn names(sizes: &[usize]) -> Vec<String> {
+    pub(crate) fn names(sizes: &[usize]) -> Vec<String> {
         let span = |i: usize, size: usize| match (i, sizes.get(i + 1).map(|n| n - 1)) {
             (0, Some(u)) => format!("up to {u} bytes"),
             (_, Some(u)) => format!("of {size} to {u} bytes"),
@@ -96,7 +96,7 @@ impl Kinds {
     }
 
     /// The kinds whose names [`Self::names`] gave atoms from `first` on.
-    pub fn numbered(first: u32, sizes: &[usize]) -> Kinds {
+    pub(crate) fn numbered(first: u32, sizes: &[usize]) -> Kinds {
         let at = |i: usize| first.saturating_add(u32::try_from(i).unwrap_or(u32::MAX));
         Kinds {
             upgrade: first,
@@ -112,7 +112,7 @@ impl Kinds {
         }
     }
 
-    pub fn all(&self) -> Vec<u32> {
+    pub(crate) fn all(&self) -> Vec<u32> {
         std::iter::once(self.upgrade)
             .chain(self.classes.iter().flat_map(|c| [c.text, c.binary]))
             .collect()
@@ -120,12 +120,12 @@ impl Kinds {
 
     /// The largest message of the class whose representative has `size`
     /// bytes (`None`: the last class, over every limit).
-    pub fn upper(&self, size: usize) -> Option<usize> {
+    pub(crate) fn upper(&self, size: usize) -> Option<usize> {
         let at = self.classes.iter().position(|c| c.size == size)?;
         Some(self.classes.get(at + 1)?.size - 1)
     }
 
-    pub fn kind(&self, method: u32) -> Option<Kind> {
+    pub(crate) fn kind(&self, method: u32) -> Option<Kind> {
         if method == self.upgrade {
             return Some(Kind::Upgrade);
         }
@@ -152,7 +152,7 @@ fn websocket_endpoints<'a>(bundles: &'a [&'a Bundle]) -> impl Iterator<Item = &'
 /// (or the smallest limit, if below it), then one byte over each message
 /// limit of the bundles' websocket endpoints. Empty when they have none
 /// (the domain then has no WebSocket kinds).
-pub fn sizes(bundles: &[&Bundle]) -> Vec<usize> {
+pub(crate) fn sizes(bundles: &[&Bundle]) -> Vec<usize> {
     let mut limits: Vec<usize> = websocket_endpoints(bundles)
         .map(L7Endpoint::effective_body_limit)
         .collect();
@@ -169,7 +169,9 @@ pub fn sizes(bundles: &[&Bundle]) -> Vec<usize> {
 /// A concrete upgrade or client message a point stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
+    /// The upgrade `GET` itself.
     Upgrade,
+    /// A text message with this content.
     Text(String),
     /// A binary message of this many zero bytes.
     Binary(usize),
@@ -178,13 +180,13 @@ pub enum Probe {
 /// The text of a witness's text message: what it says does not matter to
 /// an endpoint without GraphQL rules. Larger messages are this text
 /// padded with spaces.
-pub const WITNESS_TEXT: &str = "hello";
+pub(crate) const WITNESS_TEXT: &str = "hello";
 
 /// The text message of the class of `size` bytes whose content is body
 /// value `v`: a GraphQL-over-WebSocket message padded with spaces into
 /// the class, or for any other value [`text_of_size`]. `Err` when the
 /// message is longer than the class allows.
-pub fn text(calls: &Calls, kinds: &Kinds, size: usize, v: u32) -> Result<String, String> {
+pub(crate) fn text(calls: &Calls, kinds: &Kinds, size: usize, v: u32) -> Result<String, String> {
     if !calls.is_ws(v) {
         return Ok(text_of_size(size));
     }
@@ -206,7 +208,7 @@ pub fn text(calls: &Calls, kinds: &Kinds, size: usize, v: u32) -> Result<String,
 
 /// A text message of `size` bytes: [`WITNESS_TEXT`], cut or padded with
 /// spaces.
-pub fn text_of_size(size: usize) -> String {
+pub(crate) fn text_of_size(size: usize) -> String {
     let mut t: String = WITNESS_TEXT.chars().take(size).collect();
     while t.len() < size {
         t.push(' ');
@@ -215,6 +217,7 @@ pub fn text_of_size(size: usize) -> String {
 }
 
 impl Probe {
+    /// A client message rather than the upgrade.
     pub fn is_message(&self) -> bool {
         !matches!(self, Probe::Upgrade)
     }

@@ -111,7 +111,7 @@ fn realize_key(dom: &Domain, key: &str, qs: &[usize], p: &Point) -> Option<Vec<(
 }
 
 /// A query string giving every condition the point's reading.
-pub fn query_params(dom: &Domain, p: &Point) -> Option<Vec<(String, String)>> {
+pub(crate) fn query_params(dom: &Domain, p: &Point) -> Option<Vec<(String, String)>> {
     let mut out = Vec::new();
     for (key, qs) in groups(dom) {
         out.extend(realize_key(dom, key, &qs, p)?);
@@ -124,7 +124,7 @@ pub fn query_params(dom: &Domain, p: &Point) -> Option<Vec<(String, String)>> {
 /// exactly (from the value signatures of the key), so a blocked
 /// combination is one no query string has, never one an example search
 /// missed.
-pub fn unrealizable(dom: &Domain, p: &Point) -> Option<F> {
+pub(crate) fn unrealizable(dom: &Domain, p: &Point) -> Option<F> {
     for (key, qs) in groups(dom) {
         if realize_key(dom, key, &qs, p).is_none() {
             let same = qs.iter().map(|&q| {
@@ -154,7 +154,7 @@ fn encode(s: &str) -> String {
     out
 }
 
-pub fn query_string(params: &[(String, String)]) -> Option<String> {
+pub(crate) fn query_string(params: &[(String, String)]) -> Option<String> {
     if params.is_empty() {
         return None;
     }
@@ -168,7 +168,7 @@ pub fn query_string(params: &[(String, String)]) -> Option<String> {
 }
 
 /// The concrete request a point stands for.
-pub fn request(dom: &Domain, p: &Point) -> Request {
+pub(crate) fn request(dom: &Domain, p: &Point) -> Request {
     let text = |part: &crate::strings::Partition, id: u32| {
         part.atom(id)
             .and_then(|a| a.witness.clone())
@@ -214,7 +214,7 @@ pub fn request(dom: &Domain, p: &Point) -> Request {
 }
 
 /// The body of the request a point stands for (`None`: no body).
-pub fn body(dom: &Domain, p: &Point) -> Option<Vec<u8>> {
+pub(crate) fn body(dom: &Domain, p: &Point) -> Option<Vec<u8>> {
     if graphql_get(dom, p) || probe(dom, p).is_some() {
         return None;
     }
@@ -223,7 +223,7 @@ pub fn body(dom: &Domain, p: &Point) -> Option<Vec<u8>> {
 
 /// The WebSocket upgrade or message a point stands for (`request` is then
 /// the upgrade); `None` for a plain HTTP request.
-pub fn probe(dom: &Domain, p: &Point) -> Option<Probe> {
+pub(crate) fn probe(dom: &Domain, p: &Point) -> Option<Probe> {
     let kinds = dom.ws.as_ref()?;
     Some(match kinds.kind(p.method)? {
         Kind::Upgrade => Probe::Upgrade,
@@ -246,7 +246,7 @@ fn unshowable_text(dom: &Domain, p: &Point) -> Option<String> {
 
 /// The evaluator's decision on a request with this body, or on the
 /// upgrade or message `probe` says.
-pub fn decide(
+pub(crate) fn decide(
     ev: &Evaluator,
     req: &Request,
     body: Option<&[u8]>,
@@ -270,7 +270,7 @@ fn graphql_get(dom: &Domain, p: &Point) -> bool {
 /// Why a point cannot be shown as a concrete request: one of its string
 /// atoms has no witness (see `strings::search`), or its body cannot be
 /// written within its size class. `None` when it can.
-pub fn unshowable(dom: &Domain, p: &Point) -> Option<String> {
+pub(crate) fn unshowable(dom: &Domain, p: &Point) -> Option<String> {
     let lacking = |part: &crate::strings::Partition, id: u32, what: &str| {
         let a = part.atom(id)?;
         if a.is_witnessed() {
@@ -303,7 +303,7 @@ pub fn unshowable(dom: &Domain, p: &Point) -> Option<String> {
 
 /// Whether every string dimension of a region has an atom with a witness
 /// (a region not detailed is counted only then).
-pub fn region_showable(dom: &Domain, r: &Region) -> bool {
+pub(crate) fn region_showable(dom: &Domain, r: &Region) -> bool {
     let any = |part: &crate::strings::Partition, set: &[u32], none: Option<u32>| {
         set.iter().any(|&a| {
             Some(a) == none || part.atom(a).is_some_and(crate::strings::Atom::is_witnessed)
@@ -320,7 +320,7 @@ pub fn region_showable(dom: &Domain, r: &Region) -> bool {
 /// a short path, no query string, no pin, whenever the region allows.
 /// Atoms with a witness come first; the result still lacks one (see
 /// [`unshowable`]) only when the region offers no other.
-pub fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point {
+pub(crate) fn choose(dom: &Domain, defs: &Defs, q: &F, r: &Region, x: &Point) -> Point {
     let fits = |p: &Point| {
         (p.has_addr || p.host != dom.host_none())
             && r.contains(p, dom)
@@ -569,31 +569,31 @@ fn nice_addr(cells: &[AddrCell], p: &Point) -> Vec<Point> {
 /// What the reference evaluator (and the registry, and the Landlock rules)
 /// say about one request in one bundle.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Observed {
-    pub conn: bool,
-    pub inspected: bool,
-    pub allow: bool,
-    pub audit: bool,
-    pub inject: bool,
-    pub cred_host: bool,
-    pub held: bool,
-    pub bypass: bool,
-    pub plantable: bool,
-    pub meta: bool,
+pub(crate) struct Observed {
+    pub(crate) conn: bool,
+    pub(crate) inspected: bool,
+    pub(crate) allow: bool,
+    pub(crate) audit: bool,
+    pub(crate) inject: bool,
+    pub(crate) cred_host: bool,
+    pub(crate) held: bool,
+    pub(crate) bypass: bool,
+    pub(crate) plantable: bool,
+    pub(crate) meta: bool,
 }
 
 impl Observed {
-    pub fn scope(&self) -> bool {
+    pub(crate) fn scope(&self) -> bool {
         self.cred_host || self.held
     }
 
-    pub fn credentialed(&self) -> bool {
+    pub(crate) fn credentialed(&self) -> bool {
         self.inject || (self.allow && self.held)
     }
 }
 
 /// What the evaluator says of a request with this body (`None`: no body).
-pub fn observe(
+pub(crate) fn observe(
     ev: &Evaluator,
     req: &Request,
     body: Option<&[u8]>,

@@ -21,7 +21,7 @@ mod l7;
 pub mod patterns;
 mod policy;
 mod query_glob;
-pub mod rego_glob;
+mod rego_glob;
 mod rpc;
 mod websocket;
 pub mod yaml;
@@ -59,10 +59,10 @@ pub fn credentials_to_document(file: &SourceFile) -> (Option<Document>, Diagnost
 
 /// The translation context: the file and the diagnostics found so far.
 pub(crate) struct Cx<'a> {
-    pub file: &'a SourceFile,
-    pub diags: Diagnostics,
+    pub(crate) file: &'a SourceFile,
+    pub(crate) diags: Diagnostics,
     /// Whether the once-per-file note about deprecated `tls` values was given.
-    pub tls_noted: bool,
+    pub(crate) tls_noted: bool,
 }
 
 impl<'a> Cx<'a> {
@@ -151,7 +151,7 @@ impl<'a> Cx<'a> {
         }
     }
 
-    pub fn push(
+    pub(crate) fn push(
         &mut self,
         code: Code,
         span: Span,
@@ -163,7 +163,7 @@ impl<'a> Cx<'a> {
     }
 
     /// E0702 for a key our import does not support (or OpenShell does not know).
-    pub fn unsupported(&mut self, key: &YNode, context: &str, help: &str) {
+    pub(crate) fn unsupported(&mut self, key: &YNode, context: &str, help: &str) {
         let name = key.scalar().unwrap_or("");
         self.diags.push(
             Diagnostic::new(
@@ -178,13 +178,18 @@ impl<'a> Cx<'a> {
     }
 
     /// E0703 for an ill-formed value.
-    pub fn invalid(&mut self, span: Span, message: impl Into<String>, help: impl Into<String>) {
+    pub(crate) fn invalid(
+        &mut self,
+        span: Span,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) {
         self.push(codes::E0703, span, message, help);
     }
 
     /// A non-empty scalar string. Null is `None` silently; other shapes and
     /// unexpanded `${...}` template placeholders are E0703.
-    pub fn string(&mut self, node: &YNode, what: &str) -> Option<Node<String>> {
+    pub(crate) fn string(&mut self, node: &YNode, what: &str) -> Option<Node<String>> {
         if node.is_null() {
             return None;
         }
@@ -213,7 +218,7 @@ impl<'a> Cx<'a> {
     }
 
     /// A boolean; null counts as `false`.
-    pub fn bool(&mut self, node: &YNode, what: &str) -> bool {
+    pub(crate) fn bool(&mut self, node: &YNode, what: &str) -> bool {
         if node.is_null() {
             return false;
         }
@@ -231,7 +236,7 @@ impl<'a> Cx<'a> {
     }
 
     /// The entries of a mapping; null is empty, anything else is E0703.
-    pub fn map<'n>(&mut self, node: &'n YNode, what: &str) -> &'n [(YNode, YNode)] {
+    pub(crate) fn map<'n>(&mut self, node: &'n YNode, what: &str) -> &'n [(YNode, YNode)] {
         if node.is_null() {
             return &[];
         }
@@ -249,7 +254,7 @@ impl<'a> Cx<'a> {
     }
 
     /// The items of a list; null is empty, anything else is E0703.
-    pub fn list<'n>(&mut self, node: &'n YNode, what: &str) -> &'n [YNode] {
+    pub(crate) fn list<'n>(&mut self, node: &'n YNode, what: &str) -> &'n [YNode] {
         if node.is_null() {
             return &[];
         }
@@ -267,7 +272,7 @@ impl<'a> Cx<'a> {
     }
 
     /// A list of strings.
-    pub fn strings(&mut self, node: &YNode, what: &str) -> Vec<Node<String>> {
+    pub(crate) fn strings(&mut self, node: &YNode, what: &str) -> Vec<Node<String>> {
         let items = self.list(node, what);
         items.iter().filter_map(|i| self.string(i, what)).collect()
     }

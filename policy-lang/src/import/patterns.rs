@@ -17,14 +17,17 @@ use policy_bundle::matcher::HttpPathGlob;
 pub use super::query_glob::query_value;
 
 /// The most patterns one alternation may expand into.
-pub const MAX_EXPANSION: usize = 16;
+pub(crate) const MAX_EXPANSION: usize = 16;
 
+/// An OpenShell pattern in our syntax, or why it cannot be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Translated {
     /// Our patterns whose union matches what the OpenShell pattern matched,
     /// with notes about translations worth a warning.
     Patterns {
+        /// Never empty.
         patterns: Vec<String>,
+        /// One W0702 each.
         notes: Vec<String>,
     },
     /// The OpenShell pattern matches nothing it is ever compared with.
@@ -424,7 +427,7 @@ pub fn binary(path: &str) -> Translated {
 /// (`validate_host_wildcard`); bare `*` has been refused since host
 /// wildcards exist (2026-03, before that it was compared as the literal
 /// text `*` and matched no host).
-pub fn openshell_refused_host(host: &str) -> Option<&'static str> {
+pub(crate) fn openshell_refused_host(host: &str) -> Option<&'static str> {
     if !host.contains('*') {
         return None;
     }

@@ -15,7 +15,7 @@
 /// `Any` = `[^/]`, `Star` = `[^/]*`, `RecPrefix` = `(?:/?|.*/)`,
 /// `RecSuffix` = `/.*`, `RecZero` = `(?:/|/.*/)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GTok {
+pub(crate) enum GTok {
     Lit(char),
     Any,
     Star,
@@ -31,7 +31,7 @@ pub enum GTok {
 
 impl GTok {
     /// Whether this single-character token can match a `/`.
-    pub fn can_match_slash(&self) -> bool {
+    pub(crate) fn can_match_slash(&self) -> bool {
         match self {
             GTok::Lit(c) => *c == '/',
             GTok::Class { negated, ranges } => {
@@ -56,7 +56,7 @@ struct Parser<'a> {
 }
 
 /// Parse a glob as globset 0.4.18 does. `Err` carries globset's reason.
-pub fn parse(glob: &str) -> Result<Vec<GTok>, String> {
+pub(crate) fn parse(glob: &str) -> Result<Vec<GTok>, String> {
     let mut p = Parser {
         chars: glob.chars().peekable(),
         prev: None,
@@ -215,7 +215,7 @@ fn extend_range(ranges: &mut [(char, char)], hi: char) -> Result<(), String> {
 /// glob. Empty alternatives are dropped, as globset drops them (its
 /// `empty_alternates` option is off), unless every alternative is empty.
 /// `None` when there would be more than `limit` sequences.
-pub fn expand(toks: &[GTok], limit: usize) -> Option<Vec<Vec<GTok>>> {
+pub(crate) fn expand(toks: &[GTok], limit: usize) -> Option<Vec<Vec<GTok>>> {
     let mut out: Vec<Vec<GTok>> = vec![Vec::new()];
     for tok in toks {
         match tok {

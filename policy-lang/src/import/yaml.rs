@@ -16,32 +16,43 @@ use saphyr_parser::{Event, Parser, ScalarStyle};
 use crate::source::Span;
 
 /// Upper bound on nodes after alias expansion ("billion laughs" guard).
-pub const MAX_NODES: usize = 200_000;
+pub(crate) const MAX_NODES: usize = 200_000;
 
+/// A YAML value, anchors and aliases resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     /// A scalar as written (after unquoting and escapes) and whether it was
     /// plain (unquoted, not a block scalar): only plain scalars can be
     /// numbers, booleans or null.
     Scalar {
+        /// The text after unquoting and escapes.
         text: String,
+        /// Unquoted and not a block scalar.
         plain: bool,
     },
+    /// A sequence, in document order.
     Seq(Vec<YNode>),
     /// Keys are scalars, in document order.
     Map(Vec<(YNode, YNode)>),
 }
 
+/// A YAML value with the span of its text, so import errors point at
+/// the YAML that caused them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct YNode {
+    /// The value; aliases are expanded.
     pub value: Value,
+    /// The text it came from, quotes included; a collection's runs to its
+    /// last item.
     pub span: Span,
 }
 
 /// Why the text is not a YAML document the importer can read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct YamlError {
+    /// What the YAML reader refused.
     pub message: String,
+    /// Where.
     pub span: Span,
 }
 

@@ -18,16 +18,18 @@ use policy_bundle::matcher::{BinaryGlob, HostPattern, HttpPathGlob, MethodSet, P
 /// Where each IR element came from, for diagnostics that need a span
 /// (lints run on the IR but report against the source).
 #[derive(Debug, Clone, Default)]
-pub struct SpanTable {
-    pub endpoints: Vec<(SourceFile, Span)>,
-    pub credentials: Vec<(SourceFile, Span)>,
-    pub secrets: Vec<(SourceFile, Span)>,
+pub(crate) struct SpanTable {
+    pub(crate) endpoints: Vec<(SourceFile, Span)>,
+    pub(crate) credentials: Vec<(SourceFile, Span)>,
+    pub(crate) secrets: Vec<(SourceFile, Span)>,
 }
 
+/// A resolved policy with the spans lints report against.
 #[derive(Debug, Clone)]
 pub struct Resolved {
+    /// What the compiler and the prover read.
     pub policy: Policy,
-    pub spans: SpanTable,
+    pub(crate) spans: SpanTable,
 }
 
 /// Resolve a main document and the fragments it includes (in include

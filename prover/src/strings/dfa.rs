@@ -23,11 +23,14 @@ use crate::error::ProverError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Size {
+    /// This many strings.
     Finite(u128),
+    /// Unboundedly many (a `*` or `**` somewhere).
     Infinite,
 }
 
 impl Size {
+    /// Saturating: a sum too large for `u128` is as good as infinite.
     pub fn plus(self, o: Size) -> Size {
         match (self, o) {
             (Size::Finite(a), Size::Finite(b)) => Size::Finite(a.saturating_add(b)),
@@ -46,15 +49,15 @@ impl std::fmt::Display for Size {
 }
 
 /// Pattern indices a string matches, sorted.
-pub type Signature = Vec<u32>;
+pub(crate) type Signature = Vec<u32>;
 
 /// What exploring the DFA found for one signature.
 #[derive(Debug, Clone)]
-pub struct SigInfo {
+pub(crate) struct SigInfo {
     /// Shortest strings reaching the signature (one per DFA state, nicest
     /// characters first), for witnesses.
-    pub samples: Vec<String>,
-    pub size: Size,
+    pub(crate) samples: Vec<String>,
+    pub(crate) size: Size,
 }
 
 /// A state of the product automaton (an index into its tables).
@@ -91,6 +94,8 @@ const SIZE_LIMIT: usize = 96 << 20;
 type Part = (u32, u32);
 
 impl MultiDfa {
+    /// Builds the product of the patterns' DFAs; `unicode` reads UTF-8
+    /// characters instead of bytes. Fails when the product outgrows its limit.
     pub fn build(patterns: &[String], unicode: bool) -> Result<Self, ProverError> {
         let parts = patterns
             .iter()
@@ -200,7 +205,7 @@ impl MultiDfa {
     }
 
     /// The signature of a string (the patterns it fully matches).
-    pub fn signature(&self, s: &str) -> Signature {
+    pub(crate) fn signature(&self, s: &str) -> Signature {
         let mut state = self.start();
         for &b in s.as_bytes() {
             match self.next(state, b) {
@@ -213,7 +218,7 @@ impl MultiDfa {
 
     /// Every signature some string reaches, with samples and sizes. Only
     /// signatures accepted by `keep` are reported.
-    pub fn explore(&self, keep: &dyn Fn(&[u32]) -> bool) -> BTreeMap<Signature, SigInfo> {
+    pub(crate) fn explore(&self, keep: &dyn Fn(&[u32]) -> bool) -> BTreeMap<Signature, SigInfo> {
         let g = self.graph();
         let counts = g.counts();
         let mut out: BTreeMap<Signature, SigInfo> = BTreeMap::new();

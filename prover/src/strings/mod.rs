@@ -33,7 +33,12 @@ pub enum PatternKind {
     /// Matches exactly this string.
     Exact(String),
     /// A full-match regex (the matcher's `to_regex`) and an example string.
-    Glob { regex: String, example: String },
+    Glob {
+        /// The matcher's `to_regex`, matched against the whole string.
+        regex: String,
+        /// One string it matches, tried first as a witness.
+        example: String,
+    },
 }
 
 /// One atomic class of strings.
@@ -46,6 +51,7 @@ pub struct Atom {
     pub witness: Option<String>,
     /// Why no witness was found, when none was.
     pub unwitnessed: Option<String>,
+    /// How many strings the atom holds.
     pub size: Size,
     /// A single string named exactly by some pattern.
     pub exact: bool,
@@ -70,9 +76,10 @@ impl Atom {
 /// The atoms of one dimension.
 #[derive(Debug)]
 pub struct Partition {
+    /// Indexed by atom id.
     pub atoms: Vec<Atom>,
     /// For each pattern, the atoms it covers (sorted).
-    pub members: Vec<Vec<u32>>,
+    pub(crate) members: Vec<Vec<u32>>,
     keys: HashMap<String, u32>,
     names: Vec<String>,
     dfa: MultiDfa,
@@ -106,10 +113,12 @@ impl PatternSet {
         i
     }
 
+    /// Patterns added so far.
     pub fn len(&self) -> usize {
         self.keys.len()
     }
 
+    /// No pattern added yet.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
@@ -126,6 +135,7 @@ impl PatternSet {
 
 /// What the partition needs from a dimension's own spelling rules.
 pub struct DimSpec {
+    /// Every string of the dimension, as regexes.
     pub universe: Universe,
     /// Whether a witness candidate is a string enforcement can meet.
     pub valid: fn(&str) -> bool,
@@ -138,6 +148,8 @@ pub struct DimSpec {
 }
 
 impl Partition {
+    /// Splits the dimension into atoms and finds a witness for each; fails
+    /// when an automaton cannot be built.
     pub fn build(set: PatternSet, spec: &DimSpec) -> Result<Self, ProverError> {
         let PatternSet {
             keys,
@@ -354,14 +366,17 @@ impl Partition {
         self.sig_atoms.get(&sig).copied()
     }
 
+    /// Number of atoms.
     pub fn len(&self) -> usize {
         self.atoms.len()
     }
 
+    /// No atoms: the dimension's universe is empty.
     pub fn is_empty(&self) -> bool {
         self.atoms.is_empty()
     }
 
+    /// `None` for an id out of range.
     pub fn atom(&self, id: u32) -> Option<&Atom> {
         self.atoms.get(id as usize)
     }

@@ -33,6 +33,7 @@ use super::validity::{DEAD, Validity};
 /// What the search found for one signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// A valid string no pattern names exactly.
     Found(String),
     /// No string of the signature is valid and unnamed.
     Empty,
@@ -122,7 +123,7 @@ pub fn witness(
 /// for one signature is the walk up to the moment it is decided. Walking
 /// once for all of them therefore gives each the outcome (and the witness)
 /// its own search would, for the price of the longest.
-pub fn witnesses(
+pub(crate) fn witnesses(
     dfa: &MultiDfa,
     sigs: &[&[u32]],
     v: &Validity,

@@ -9,11 +9,11 @@ use policy_bundle::matcher::canonicalize_path;
 /// A universe: strings matching `accept` and none of `reject`.
 #[derive(Debug, Clone)]
 pub struct Universe {
-    pub accept: String,
-    pub reject: Vec<String>,
+    pub(crate) accept: String,
+    pub(crate) reject: Vec<String>,
     /// Whether the dimension's strings may hold non-ASCII characters, so the
     /// automata must read UTF-8 (executable paths); otherwise bytes.
-    pub unicode: bool,
+    pub(crate) unicode: bool,
 }
 
 const LABEL: &str = "[0-9_a-z](?:[-0-9_a-z]*[0-9_a-z])?";

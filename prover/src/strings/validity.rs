@@ -23,7 +23,7 @@ pub struct Validity {
     accept: Vec<bool>,
 }
 
-pub const DEAD: u16 = u16::MAX;
+pub(crate) const DEAD: u16 = u16::MAX;
 
 /// Which validity rule a dimension follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,17 +31,20 @@ pub enum Rule {
     /// Resolved absolute executable paths (`is_resolved_binary`).
     Binary,
     /// Canonical request paths (`is_canonical_path`).
-    HttpPath { encoded_slash: bool },
+    HttpPath {
+        /// A `%2F` is allowed in a segment.
+        encoded_slash: bool,
+    },
     /// Host names: the universe regex already spells the label syntax.
     Any,
 }
 
 impl Validity {
-    pub fn start(&self) -> u16 {
+    pub(crate) fn start(&self) -> u16 {
         0
     }
 
-    pub fn step(&self, state: u16, byte: u8) -> u16 {
+    pub(crate) fn step(&self, state: u16, byte: u8) -> u16 {
         self.next
             .get(usize::from(state))
             .and_then(|row| row.get(usize::from(byte)))
@@ -49,19 +52,20 @@ impl Validity {
             .unwrap_or(DEAD)
     }
 
-    pub fn accepts(&self, state: u16) -> bool {
+    pub(crate) fn accepts(&self, state: u16) -> bool {
         self.accept
             .get(usize::from(state))
             .copied()
             .unwrap_or(false)
     }
 
-    pub fn states(&self) -> usize {
+    pub(crate) fn states(&self) -> usize {
         self.next.len()
     }
 
     /// Whether the automaton accepts a whole string.
-    pub fn accepts_str(&self, s: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn accepts_str(&self, s: &str) -> bool {
         let mut q = self.start();
         for &b in s.as_bytes() {
             q = self.step(q, b);
