@@ -46,12 +46,38 @@ pub async fn fresh_postgres() -> String {
     let mut conn = sqlx::PgConnection::connect(&base)
         .await
         .unwrap_or_else(|e| panic!("the PostgreSQL test server at `{base}` is not reachable: {e}"));
+    drop_stale_databases(&mut conn).await;
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut conn)
         .await
         .unwrap();
     let (prefix, _) = base.rsplit_once('/').unwrap();
     format!("{prefix}/{name}")
+}
+
+/// Drops, once per test process, the databases earlier test processes
+/// made (gateway and supervisor tests alike) whose process is gone: each
+/// test's database outlives it for inspection, and a developer's server
+/// would otherwise fill up run after run. A live process's are left alone.
+async fn drop_stale_databases(conn: &mut sqlx::PgConnection) {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if DONE.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let names: Vec<(String,)> = sqlx::query_as(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'osp\\_gw\\_%' OR datname LIKE 'osp\\_sup\\_%'",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    for (name,) in names {
+        let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .execute(&mut *conn)
+                .await;
+        }
+    }
 }
 
 /// A gateway directory made by `init`, and a database of its own.
