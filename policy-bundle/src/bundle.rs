@@ -25,10 +25,10 @@ use crate::vocab::{BinaryRef, Dest, Injection, LandlockMode, Origin, SecretSourc
 /// and a reader that does not know them refuses the bundle (an unknown
 /// `protocol` variant or field fails to deserialize) rather than
 /// misreading it.
-pub const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// The oldest bundle format this build reads.
-pub const MIN_FORMAT_VERSION: u32 = 1;
+pub(crate) const MIN_FORMAT_VERSION: u32 = 1;
 
 /// Written and read through [`WireBundle`], which puts the L7 rules'
 /// origins in the provenance section.
@@ -334,7 +334,7 @@ pub enum BundleError {
 
 /// `sha256:<hex>` of the canonical (compact) JSON encoding of the
 /// enforcement content.
-pub fn digest_of(content: &Tables) -> String {
+pub(crate) fn digest_of(content: &Tables) -> String {
     // Streamed into the hash: the encoding of a large policy need not be
     // held (and regrown) in memory just to be hashed once.
     let mut hashing = std::io::BufWriter::with_capacity(8192, HashWriter(Sha256::new()));

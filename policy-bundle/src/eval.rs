@@ -94,9 +94,9 @@ pub struct RpcNote {
     /// Index in `calls` of the call that was denied or matched no allow
     /// rule (for an allow: the call whose rule is blamed).
     pub call: Option<usize>,
-    pub batch: bool,
+    pub(crate) batch: bool,
     /// Response frames the client sent (MCP relays them).
-    pub responses: usize,
+    pub(crate) responses: usize,
 }
 
 /// The outcome of the connection-level check, which the supervisor acts on.
@@ -880,7 +880,7 @@ impl Evaluator {
 
     /// The credential the proxy injects on this request: the first (by
     /// name) whose binding covers host, method and path.
-    pub fn credential_for(
+    pub(crate) fn credential_for(
         &self,
         host: Option<&str>,
         method: &str,

@@ -59,7 +59,7 @@ pub enum L7Rules {
 pub struct Sourced<T> {
     pub rule: T,
     pub origins: Vec<Origin>,
-    pub within: Option<Vec<u32>>,
+    pub(crate) within: Option<Vec<u32>>,
 }
 
 impl<T> Sourced<T> {
@@ -76,7 +76,7 @@ impl<T> Sourced<T> {
 impl<T> Sourced<T> {
     /// The rule's origins, and for each the index of the endpoint writing
     /// it was in.
-    pub fn sources(&self) -> (&[Origin], Option<&[u32]>) {
+    pub(crate) fn sources(&self) -> (&[Origin], Option<&[u32]>) {
         (&self.origins, self.within.as_deref())
     }
 }
@@ -157,7 +157,7 @@ impl L7Endpoint {
         }
     }
 
-    pub fn rpc(&self) -> Option<&RpcRules> {
+    pub(crate) fn rpc(&self) -> Option<&RpcRules> {
         match &self.rules {
             L7Rules::Rpc(r) => Some(r),
             _ => None,
@@ -174,7 +174,7 @@ impl L7Endpoint {
         }
     }
 
-    pub fn websocket(&self) -> Option<&WsRules> {
+    pub(crate) fn websocket(&self) -> Option<&WsRules> {
         match &self.rules {
             L7Rules::Websocket(w) => Some(w),
             _ => None,

@@ -11,23 +11,11 @@ pub struct Abi(pub u8);
 
 impl Abi {
     /// Filesystem rights only.
-    pub const V1: Abi = Abi(1);
+    pub(crate) const V1: Abi = Abi(1);
     /// TCP port rules (`LANDLOCK_ACCESS_NET_*`).
     pub const NET: Abi = Abi(4);
     /// IPC scoping: signals and abstract unix sockets.
     pub const SCOPE: Abi = Abi(6);
-
-    /// Whether a kernel at this ABI restricts TCP ports.
-    #[must_use]
-    pub fn has_net(self) -> bool {
-        self >= Self::NET
-    }
-
-    /// Whether a kernel at this ABI scopes signals and abstract sockets.
-    #[must_use]
-    pub fn has_scope(self) -> bool {
-        self >= Self::SCOPE
-    }
 }
 
 impl std::fmt::Display for Abi {
@@ -123,20 +111,6 @@ impl FsRight {
             FsRight::IoctlDev => Abi(5),
             _ => Abi::V1,
         }
-    }
-
-    /// Whether the right means something on a non-directory; the kernel
-    /// refuses a rule on a file that grants any other.
-    #[must_use]
-    pub fn applies_to_files(self) -> bool {
-        matches!(
-            self,
-            FsRight::Execute
-                | FsRight::WriteFile
-                | FsRight::ReadFile
-                | FsRight::Truncate
-                | FsRight::IoctlDev
-        )
     }
 }
 

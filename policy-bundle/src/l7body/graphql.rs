@@ -43,9 +43,9 @@ mod reader_tests;
 mod tests;
 mod ws;
 
-pub use crate::matcher::OperationType;
+pub(crate) use crate::matcher::OperationType;
 use crate::matcher::PatternError;
-pub use cache::DocumentCache;
+pub(crate) use cache::DocumentCache;
 pub use envelope::check_content_type;
 pub use ws::{WsMessage, classify_ws_text};
 
@@ -269,7 +269,7 @@ pub struct GraphqlReader {
 }
 
 impl GraphqlReader {
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self {
             limit,
             cache: DocumentCache::default(),
@@ -282,16 +282,19 @@ impl GraphqlReader {
     }
 
     /// [`ops_from_query_string`] within this reader's limit.
-    pub fn ops_from_query_string(&self, query: &str) -> Result<GraphqlOp, GraphqlError> {
+    #[cfg(test)]
+    pub(crate) fn ops_from_query_string(&self, query: &str) -> Result<GraphqlOp, GraphqlError> {
         query_string(query, self.limit, Some(&self.cache))
     }
 
     /// [`classify_ws_text`] within this reader's limit.
-    pub fn classify_ws_text(&self, text: &str) -> Result<WsMessage, GraphqlError> {
+    #[cfg(test)]
+    pub(crate) fn classify_ws_text(&self, text: &str) -> Result<WsMessage, GraphqlError> {
         ws::classify(text, self.limit, Some(&self.cache))
     }
 
-    pub fn cache(&self) -> &DocumentCache {
+    #[cfg(test)]
+    pub(crate) fn cache(&self) -> &DocumentCache {
         &self.cache
     }
 }

@@ -29,7 +29,7 @@ pub struct RpcCall {
     /// `params.name` of an MCP `tools/call`; `None` for every other call.
     pub tool: Option<String>,
     /// The message has no `id`: the server sends no response.
-    pub notification: bool,
+    pub(crate) notification: bool,
 }
 
 /// Which protocol reads the body. Generic JSON-RPC looks only at methods;
@@ -49,7 +49,7 @@ pub struct RpcBody {
     /// Response frames (messages with `result` or `error`) the client sent,
     /// answering a server-initiated request. MCP relays them; generic
     /// JSON-RPC refuses them.
-    pub responses: usize,
+    pub(crate) responses: usize,
     /// The body was an array.
     pub batch: bool,
 }
@@ -106,7 +106,8 @@ pub enum RpcBodyError {
 /// Parses a client-to-server body (a single object or a batch array) as an
 /// MCP body, refusing response frames: for callers that must see calls
 /// only. [`parse_rpc_body`] is the full reading the evaluator uses.
-pub fn parse_jsonrpc_body(
+#[cfg(test)]
+pub(crate) fn parse_jsonrpc_body(
     body: &[u8],
     strict_tool_names: bool,
 ) -> Result<Vec<RpcCall>, RpcBodyError> {

@@ -122,14 +122,6 @@ impl ValueGlob {
         out
     }
 
-    /// The dotted glob, when this is one.
-    pub fn dotted(&self) -> Option<&DottedGlob> {
-        match &self.kind {
-            Kind::Dotted(d) => Some(d),
-            Kind::Plain(_) => None,
-        }
-    }
-
     /// Whether the pattern has no wildcard or class: it matches one value.
     pub fn is_literal(&self) -> bool {
         match &self.kind {

@@ -23,12 +23,12 @@ pub struct GraphqlOps {
 
 impl GraphqlOps {
     /// No rule and no registry entry.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.allow.is_empty() && self.deny.is_empty() && self.persisted_queries.is_empty()
     }
 
     /// The registered persisted query with this hash or saved-query id.
-    pub fn persisted_query(&self, id: &str) -> Option<&PersistedQuery> {
+    pub(crate) fn persisted_query(&self, id: &str) -> Option<&PersistedQuery> {
         self.persisted_queries.iter().find(|q| q.id == id)
     }
 }
@@ -43,7 +43,7 @@ pub struct GraphqlRules {
 }
 
 impl GraphqlRules {
-    pub fn effective_body_limit(&self) -> usize {
+    pub(crate) fn effective_body_limit(&self) -> usize {
         self.body_limit
             .map_or(crate::l7body::graphql::DEFAULT_BODY_LIMIT, |n| {
                 usize::try_from(n).unwrap_or(usize::MAX)
@@ -68,7 +68,7 @@ pub struct GraphqlRule {
 
 impl GraphqlRule {
     /// Whether type and name match, fields aside.
-    pub fn type_and_name(&self, kind: OperationType, name: Option<&str>) -> bool {
+    pub(crate) fn type_and_name(&self, kind: OperationType, name: Option<&str>) -> bool {
         self.types.contains(kind)
             && self
                 .name
@@ -139,7 +139,7 @@ pub struct PersistedQuery {
 
 impl GraphqlOps {
     /// No rules: what a protocol without GraphQL rules reads as.
-    pub const EMPTY: GraphqlOps = GraphqlOps {
+    pub(crate) const EMPTY: GraphqlOps = GraphqlOps {
         allow: Vec::new(),
         deny: Vec::new(),
         persisted_queries: Vec::new(),
@@ -148,7 +148,7 @@ impl GraphqlOps {
 
 impl GraphqlOps {
     /// Deny rule `i`, or allow rule `i`.
-    pub fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<GraphqlRule>> {
+    pub(crate) fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<GraphqlRule>> {
         if deny {
             self.deny.get(i)
         } else {

@@ -15,7 +15,7 @@ pub struct RestRules {
 
 impl RestRules {
     /// The index of the first allow (or deny) rule matching the request.
-    pub fn find(
+    pub(crate) fn find(
         &self,
         method: &str,
         path: &str,
@@ -40,7 +40,7 @@ pub struct L7Matcher {
 impl L7Matcher {
     /// Whether a request matches, read as a deny rule or as an allow rule
     /// (query matchers treat absent parameters differently).
-    pub fn matches(
+    pub(crate) fn matches(
         &self,
         method: &str,
         path: &str,
@@ -61,7 +61,7 @@ impl L7Matcher {
 
 impl RestRules {
     /// Deny rule `i`, or allow rule `i`.
-    pub fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<L7Matcher>> {
+    pub(crate) fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<L7Matcher>> {
         if deny {
             self.deny.get(i)
         } else {

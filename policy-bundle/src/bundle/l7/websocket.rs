@@ -21,11 +21,11 @@ pub struct WsRules {
 impl WsRules {
     /// Client text messages are GraphQL-over-WebSocket messages, judged by
     /// the GraphQL rules and never by `WEBSOCKET_TEXT` allow rules.
-    pub fn graphql_over_websocket(&self) -> bool {
+    pub(crate) fn graphql_over_websocket(&self) -> bool {
         !self.graphql.is_empty()
     }
 
-    pub fn effective_message_limit(&self) -> usize {
+    pub(crate) fn effective_message_limit(&self) -> usize {
         self.message_limit.map_or(DEFAULT_MESSAGE_LIMIT, |n| {
             usize::try_from(n).unwrap_or(usize::MAX)
         })

@@ -21,11 +21,11 @@ use crate::vocab::{Enforcement, Origin, TlsMode};
 #[serde(deny_unknown_fields)]
 pub struct WireEndpoint {
     pub enforcement: Enforcement,
-    pub tls: TlsMode,
+    pub(crate) tls: TlsMode,
     pub path: Option<HttpPathGlob>,
-    pub encoded_slash: bool,
+    pub(crate) encoded_slash: bool,
     pub allow: Vec<L7Matcher>,
-    pub deny: Vec<L7Matcher>,
+    pub(crate) deny: Vec<L7Matcher>,
     #[serde(default)]
     pub protocol: L7Protocol,
     #[serde(default)]

@@ -163,16 +163,6 @@ impl AddrSet {
         Spans::of(&nets).into_set()
     }
 
-    /// One address.
-    pub fn single(ip: IpAddr) -> Self {
-        Self::from_nets([IpNet::from(canonical_ip(ip))])
-    }
-
-    /// Every IPv4 and IPv6 address.
-    pub fn all() -> Self {
-        Self::from_nets([v4_net(0, 0), v6_net(0, 0)])
-    }
-
     /// Whether the set contains `ip`, after `canonical_ip`.
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = canonical_ip(ip);
@@ -184,7 +174,7 @@ impl AddrSet {
         &self.nets
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.nets.is_empty()
     }
 

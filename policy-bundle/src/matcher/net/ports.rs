@@ -30,23 +30,10 @@ impl PortSet {
         ))
     }
 
-    /// One port; `None` for port 0.
-    pub fn single(port: u16) -> Option<Self> {
-        (port != 0).then(|| Self {
-            ranges: vec![(port, port)],
-        })
-    }
-
-    /// Every port, 1 to 65535.
-    pub fn all() -> Self {
-        Self {
-            ranges: vec![(1, u16::MAX)],
-        }
-    }
-
     /// Builds a set from inclusive ranges; port 0 and reversed ranges are
     /// dropped.
-    pub fn from_ranges(ranges: impl IntoIterator<Item = (u16, u16)>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_ranges(ranges: impl IntoIterator<Item = (u16, u16)>) -> Self {
         Self::from_intervals(
             ranges
                 .into_iter()
