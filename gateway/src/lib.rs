@@ -25,17 +25,17 @@
 
 pub mod api;
 pub mod app;
-pub mod audit;
+pub(crate) mod audit;
 pub mod cli;
-pub mod connections;
+pub(crate) mod connections;
 pub mod dir;
-pub mod http_errors;
+pub(crate) mod http_errors;
 pub mod metrics;
-pub mod notify;
+pub(crate) mod notify;
 pub mod openapi;
-pub mod propose;
+pub(crate) mod propose;
 pub mod server;
-pub mod show;
+pub(crate) mod show;
 pub mod store;
-pub mod wake;
-pub mod wire;
+pub(crate) mod wake;
+pub(crate) mod wire;

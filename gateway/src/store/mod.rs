@@ -9,18 +9,18 @@
 
 pub(crate) mod sql;
 
-pub use crate::audit::AuditRow;
+pub(crate) use crate::audit::AuditRow;
 use std::future::Future;
 use std::pin::Pin;
 
 use serde::Serialize;
 
-pub use sql::SqlStore;
+pub(crate) use sql::SqlStore;
 
-pub use crate::wire::{ProposalState, Role, TokenInfo};
+pub(crate) use crate::wire::{ProposalState, Role, TokenInfo};
 
 /// A store operation in flight.
-pub type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -46,147 +46,148 @@ pub enum StoreError {
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenRow {
     #[serde(skip)]
-    pub hash: String,
-    pub name: String,
-    pub role: Role,
-    pub sandbox: Option<String>,
-    pub expires_at: Option<i64>,
+    pub(crate) hash: String,
+    pub(crate) name: String,
+    pub(crate) role: Role,
+    pub(crate) sandbox: Option<String>,
+    pub(crate) expires_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyRow {
-    pub name: String,
-    pub active_revision: Option<i64>,
-    pub version: i64,
+    pub(crate) name: String,
+    pub(crate) active_revision: Option<i64>,
+    pub(crate) version: i64,
 }
 
 /// An approved, immutable revision of a policy.
 #[derive(Debug, Clone, Serialize)]
 pub struct RevisionRow {
-    pub policy: String,
-    pub revision: i64,
-    pub format: String,
+    pub(crate) policy: String,
+    pub(crate) revision: i64,
+    pub(crate) format: String,
     pub source: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<String>,
+    pub(crate) credentials: Option<String>,
     /// The fragments the source includes, by the path it names them with.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub files: std::collections::BTreeMap<String, String>,
+    pub(crate) files: std::collections::BTreeMap<String, String>,
     /// The bundle's bytes as `compile` writes them.
     #[serde(skip)]
     pub bundle: String,
-    pub digest: String,
+    pub(crate) digest: String,
     /// The gateway's signature of the revision (sandbox `""`), key id first.
-    pub signature: String,
-    pub author: String,
-    pub approved_by: String,
-    pub proposal: i64,
-    pub created_at: i64,
+    pub(crate) signature: String,
+    pub(crate) author: String,
+    pub(crate) approved_by: String,
+    pub(crate) proposal: i64,
+    pub(crate) created_at: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ProposalRow {
-    pub id: i64,
-    pub policy: String,
-    pub state: ProposalState,
+    pub(crate) id: i64,
+    pub(crate) policy: String,
+    pub(crate) state: ProposalState,
     /// The active revision when proposed (none for a first revision).
-    pub base_revision: Option<i64>,
-    pub base_digest: Option<String>,
-    pub format: String,
-    pub source: String,
+    pub(crate) base_revision: Option<i64>,
+    pub(crate) base_digest: Option<String>,
+    pub(crate) format: String,
+    pub(crate) source: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<String>,
+    pub(crate) credentials: Option<String>,
     /// The fragments the source includes, by the path it names them with.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub files: std::collections::BTreeMap<String, String>,
+    pub(crate) files: std::collections::BTreeMap<String, String>,
     #[serde(skip)]
-    pub bundle: Option<String>,
-    pub digest: Option<String>,
+    pub(crate) bundle: Option<String>,
+    pub(crate) digest: Option<String>,
     /// `no-new-access`, `widened`, `inconclusive`, or none (invalid, or a
     /// first revision).
-    pub verdict: Option<String>,
+    pub(crate) verdict: Option<String>,
     /// `diff --prove --format json` of base → candidate.
-    pub proof: Option<serde_json::Value>,
+    pub(crate) proof: Option<serde_json::Value>,
     /// `check --format json` when the candidate does not compile.
-    pub diagnostics: Option<serde_json::Value>,
-    pub review_token: Option<String>,
-    pub proposer: String,
-    pub decided_by: Option<String>,
+    pub(crate) diagnostics: Option<serde_json::Value>,
+    pub(crate) review_token: Option<String>,
+    pub(crate) proposer: String,
+    pub(crate) decided_by: Option<String>,
     /// `manual` or `auto`.
-    pub decision: Option<String>,
-    pub reason: Option<String>,
+    pub(crate) decision: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The revision an approval made.
-    pub revision: Option<i64>,
+    pub(crate) revision: Option<i64>,
     /// The revision whose source a rollback proposes again.
-    pub rollback_of: Option<i64>,
-    pub created_at: i64,
-    pub version: i64,
+    pub(crate) rollback_of: Option<i64>,
+    pub(crate) created_at: i64,
+    pub(crate) version: i64,
 }
 
 /// A proposal to store.
 #[derive(Debug, Clone)]
 pub struct NewProposal {
-    pub policy: String,
-    pub state: ProposalState,
-    pub base_revision: Option<i64>,
-    pub base_digest: Option<String>,
-    pub format: String,
-    pub source: String,
-    pub credentials: Option<String>,
+    pub(crate) policy: String,
+    pub(crate) state: ProposalState,
+    pub(crate) base_revision: Option<i64>,
+    pub(crate) base_digest: Option<String>,
+    pub(crate) format: String,
+    pub(crate) source: String,
+    pub(crate) credentials: Option<String>,
     /// The fragments the source includes.
-    pub files: std::collections::BTreeMap<String, String>,
-    pub bundle: Option<String>,
-    pub digest: Option<String>,
-    pub verdict: Option<String>,
-    pub proof: Option<serde_json::Value>,
-    pub diagnostics: Option<serde_json::Value>,
-    pub review_token: Option<String>,
-    pub proposer: String,
-    pub rollback_of: Option<i64>,
+    pub(crate) files: std::collections::BTreeMap<String, String>,
+    pub(crate) bundle: Option<String>,
+    pub(crate) digest: Option<String>,
+    pub(crate) verdict: Option<String>,
+    pub(crate) proof: Option<serde_json::Value>,
+    pub(crate) diagnostics: Option<serde_json::Value>,
+    pub(crate) review_token: Option<String>,
+    pub(crate) proposer: String,
+    pub(crate) rollback_of: Option<i64>,
 }
 
 /// Signs a new revision: `(policy, revision, digest, now)` to the stored
 /// signature text.
-pub type RevisionSigner = std::sync::Arc<dyn Fn(&str, i64, &str, i64) -> String + Send + Sync>;
+pub(crate) type RevisionSigner =
+    std::sync::Arc<dyn Fn(&str, i64, &str, i64) -> String + Send + Sync>;
 
 /// Approving a proposal: the version it was read at, and who.
 pub struct Approval {
-    pub proposal: i64,
-    pub version: i64,
-    pub approved_by: String,
+    pub(crate) proposal: i64,
+    pub(crate) version: i64,
+    pub(crate) approved_by: String,
     /// `manual` or `auto`.
-    pub decision: String,
+    pub(crate) decision: String,
     /// Signs the new revision (sandbox `""`).
-    pub sign: RevisionSigner,
-    pub now: i64,
+    pub(crate) sign: RevisionSigner,
+    pub(crate) now: i64,
 }
 
 /// A sandbox, what its policy wants it to run and what it says it runs.
 #[derive(Debug, Clone, Serialize)]
 pub struct SandboxRow {
-    pub id: String,
-    pub policy: String,
+    pub(crate) id: String,
+    pub(crate) policy: String,
     /// The policy's active revision.
-    pub desired_revision: Option<i64>,
-    pub desired_digest: Option<String>,
-    pub applied_revision: Option<i64>,
-    pub applied_digest: Option<String>,
+    pub(crate) desired_revision: Option<i64>,
+    pub(crate) desired_digest: Option<String>,
+    pub(crate) applied_revision: Option<i64>,
+    pub(crate) applied_digest: Option<String>,
     /// `applied`, `network_only` or `refused`.
-    pub result: Option<String>,
-    pub error: Option<String>,
-    pub reported_at: Option<i64>,
-    pub version: i64,
+    pub(crate) result: Option<String>,
+    pub(crate) error: Option<String>,
+    pub(crate) reported_at: Option<i64>,
+    pub(crate) version: i64,
 }
 
 /// What a supervisor reports.
 #[derive(Debug, Clone)]
 pub struct StatusReport {
     /// What the sandbox runs now (unchanged by a refusal).
-    pub revision: Option<i64>,
-    pub digest: Option<String>,
-    pub result: String,
-    pub error: Option<String>,
-    pub now: i64,
+    pub(crate) revision: Option<i64>,
+    pub(crate) digest: Option<String>,
+    pub(crate) result: String,
+    pub(crate) error: Option<String>,
+    pub(crate) now: i64,
 }
 
 /// One audit row to append.
