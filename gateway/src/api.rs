@@ -35,7 +35,7 @@ pub(crate) const MAX_REPORT_ERROR: usize = 2048;
 pub(crate) const DEFAULT_AUDIT_PAGE: i64 = 100;
 pub(crate) const MAX_AUDIT_PAGE: i64 = 1000;
 
-/// Every `(method, template)` [`route`] answers, in its order: what
+/// Every `(method, template)` `route` answers, in its order: what
 /// `docs/openapi.yaml` documents and the tests dispatch, so that a route
 /// added to one list and not the others fails a test.
 pub const ROUTES: &[(&str, &str)] = &[

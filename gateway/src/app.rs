@@ -38,12 +38,21 @@ pub enum ApprovalMode {
 /// What `serve` needs.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The gateway directory `init` wrote: certificate, signing key, admin
+    /// token.
     pub dir: PathBuf,
+    /// Port 0 picks a free port; [`crate::server::Running::addr`] says which.
     pub listen: SocketAddr,
+    /// `sqlite:PATH` or `postgres://...`.
     pub db: String,
+    /// Whether a proposal the prover finds adds no access is approved at once.
     pub approval: ApprovalMode,
+    /// How long one proposal's proof may run before it is answered as
+    /// unproved.
     pub prove_timeout: Duration,
+    /// What one proposal may cost.
     pub limits: Limits,
+    /// What one client connection may cost.
     pub clients: ClientLimits,
 }
 
@@ -79,7 +88,7 @@ pub struct ClientLimits {
 pub struct Limits {
     /// Bytes of source, included fragments and credentials together
     /// (`--max-source-bytes`). A request body is refused past
-    /// [`BODY_LIMIT`] anyway.
+    /// `BODY_LIMIT` anyway.
     pub max_source_bytes: usize,
     /// Rules of the compiled bundle: network routes, L7 allow and deny
     /// rules, filesystem paths (`--max-rules`).
@@ -132,16 +141,22 @@ impl Default for Limits {
     }
 }
 
+/// Why the gateway did not start; once it serves, errors are answers.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
+    /// The gateway directory is missing a file or holds a bad one.
     #[error(transparent)]
     Dir(#[from] dir::DirError),
+    /// The database cannot be opened or migrated.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The address is taken or not ours.
     #[error("cannot listen on `{addr}`: {source}")]
     Listen {
+        /// As configured, before a port 0 is resolved.
         addr: SocketAddr,
+        /// The bind error.
         #[source]
         source: std::io::Error,
     },
@@ -149,12 +164,17 @@ pub enum ServeError {
 
 /// The shared state of one gateway process.
 pub struct App {
+    /// Shared by every request; each replica has its own handle on one
+    /// database.
     pub store: Arc<dyn Store>,
+    /// Signs every revision approved here; the supervisors hold its public
+    /// half.
     pub key: SigningKey,
     pub(crate) approval: ApprovalMode,
     pub(crate) prove_timeout: Duration,
     /// Wakes the long-polls a change concerns.
     pub wakeups: Arc<Wakeups>,
+    /// This process's counters, rendered at `/metrics`.
     pub metrics: Metrics,
     pub(crate) clients: ClientLimits,
     /// Set once `SIGTERM` came: long-polls answer at once, so that their

@@ -29,22 +29,36 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+/// What is wrong with a gateway directory, or why one could not be written.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DirError {
+    /// Reading or writing a file failed.
     #[error("cannot {what} `{path}`: {source}")]
     Io {
+        /// The verb, for the message: `read`, `write`, `create`.
         what: &'static str,
+        /// The file or directory.
         path: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// `init` on a directory that already holds a gateway: its key would be
+    /// lost.
     #[error("`{0}` is already a gateway directory; `init` does not overwrite it")]
     Exists(String),
+    /// The TLS certificate could not be generated or read.
     #[error("certificate: {0}")]
     Cert(String),
+    /// A file is there but does not parse.
     #[error("`{path}`: {why}")]
-    Invalid { path: String, why: String },
+    Invalid {
+        /// The file.
+        path: String,
+        /// What does not parse.
+        why: String,
+    },
 }
 
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DirError {

@@ -58,14 +58,21 @@ impl Histogram {
     }
 }
 
+/// The counters `/metrics` renders, per process: each replica counts its
+/// own, and the scraper adds them up.
 #[derive(Debug, Default)]
 pub struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, &'static str, u16), u64>>,
     latency: Mutex<BTreeMap<&'static str, Histogram>>,
     proofs: Mutex<BTreeMap<String, Histogram>>,
     pub(crate) store_errors: AtomicU64,
+    /// Connections closed at accept: over the total or the per-peer limit.
     pub connections_refused: AtomicU64,
+    /// Unauthenticated refusals over the audit rate: counted here and in a
+    /// summary row, not audited one by one.
     pub refusals_unaudited: AtomicU64,
+    /// Requests that were not valid HTTP/1.1, answered by the HTTP layer
+    /// before the API saw them.
     pub malformed_requests: AtomicU64,
 }
 

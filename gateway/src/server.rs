@@ -497,7 +497,9 @@ fn connection_limit(configured: usize) -> usize {
 
 /// A running gateway.
 pub struct Running {
+    /// Where it listens, with a configured port 0 resolved.
     pub addr: SocketAddr,
+    /// The state the requests share, for tests that look past the API.
     pub app: Arc<App>,
     task: tokio::task::JoinHandle<()>,
 }

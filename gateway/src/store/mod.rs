@@ -22,22 +22,33 @@ pub(crate) use crate::wire::{ProposalState, Role, TokenInfo};
 /// A store operation in flight.
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
+/// Why a store operation failed; the API maps each to its status.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// Another write changed what this one was based on.
     #[error("{0}")]
     Conflict(String),
+    /// What the operation names is not there; the message says which.
     #[error("{0}")]
     NotFound(String),
+    /// SQLite serves one process; a second gateway on the same file is refused.
     #[error(
         "the database `{path}` is in use by another gateway process (lock `{lock}` is held): SQLite serves one process; use PostgreSQL for several replicas"
     )]
-    Locked { path: String, lock: String },
+    Locked {
+        /// The SQLite database.
+        path: String,
+        /// The lock file beside it.
+        lock: String,
+    },
+    /// Neither `sqlite:` nor `postgres://`.
     #[error("`{0}` is not a database URL this gateway reads (`sqlite:PATH` or `postgres://...`)")]
     Url(String),
+    /// The database did not answer, or refused the statement.
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
+    /// Around the database: its lock file, or a row that does not read back.
     #[error("{0}")]
     Io(String),
 }
@@ -53,6 +64,7 @@ pub struct TokenRow {
     pub(crate) expires_at: Option<i64>,
 }
 
+/// A policy: its name and which revision is live.
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyRow {
     pub(crate) name: String,
@@ -66,6 +78,7 @@ pub struct RevisionRow {
     pub(crate) policy: String,
     pub(crate) revision: i64,
     pub(crate) format: String,
+    /// The policy text as proposed, in `format`.
     pub source: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) credentials: Option<String>,
@@ -84,6 +97,7 @@ pub struct RevisionRow {
     pub(crate) created_at: i64,
 }
 
+/// A proposal in any state, with what its proof found.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProposalRow {
     pub(crate) id: i64,
@@ -193,10 +207,15 @@ pub struct StatusReport {
 /// One audit row to append.
 #[derive(Debug, Clone)]
 pub struct AuditEntry {
+    /// Seconds since the Unix epoch.
     pub at: i64,
+    /// The token name that acted, or `gateway`.
     pub actor: String,
+    /// What was done, e.g. `propose`, `approve`.
     pub action: String,
+    /// What it was done to, kind first, e.g. `policy:NAME`.
     pub subject: String,
+    /// Anything else the row must say; part of the hashed row.
     pub detail: serde_json::Value,
 }
 
@@ -213,23 +232,31 @@ pub trait Store: Send + Sync {
     /// hash is removed, so rewriting the file revokes the old token. Writes
     /// an audit row (actor `gateway`) when anything changed.
     fn ensure_admin_token(&self, token: TokenRow) -> Fut<'_, ()>;
+    /// The token with this SHA-256 (see [`crate::server::token_hash`]).
     fn token(&self, hash: &str) -> Fut<'_, Option<TokenRow>>;
     /// Every token, by name.
     fn tokens(&self) -> Fut<'_, Vec<TokenInfo>>;
     /// Removes the token named `name`; authentication reads the database on
     /// every request, so it is refused at once on every replica.
     fn revoke_token(&self, name: &str, audit: AuditEntry) -> Fut<'_, ()>;
+    /// `None` for a name no proposal has used.
     fn policy(&self, name: &str) -> Fut<'_, Option<PolicyRow>>;
+    /// One revision of a policy, numbered from 1.
     fn revision(&self, policy: &str, revision: i64) -> Fut<'_, Option<RevisionRow>>;
+    /// Every revision of a policy, oldest first.
     fn revisions(&self, policy: &str) -> Fut<'_, Vec<RevisionRow>>;
     /// Stores a proposal (and its policy, when new); returns its id.
     fn insert_proposal(&self, proposal: NewProposal, audit: AuditEntry) -> Fut<'_, i64>;
+    /// One proposal, in any state.
     fn proposal(&self, id: i64) -> Fut<'_, Option<ProposalRow>>;
+    /// Every proposal, or a policy's.
     fn proposals(&self, policy: Option<&str>) -> Fut<'_, Vec<ProposalRow>>;
     /// Approves a pending proposal whose base is still the active revision:
     /// a new revision, the policy's active revision moved to it, the
     /// proposal closed, all at once. Returns the new revision's number.
     fn approve(&self, approval: Approval, audit: AuditEntry) -> Fut<'_, i64>;
+    /// Closes a pending proposal still at `version` without a revision; a
+    /// proposal decided or changed meanwhile is a conflict.
     fn reject(
         &self,
         proposal: i64,
@@ -247,6 +274,7 @@ pub trait Store: Send + Sync {
         token: TokenRow,
         audit: AuditEntry,
     ) -> Fut<'_, ()>;
+    /// One registered sandbox.
     fn sandbox(&self, id: &str) -> Fut<'_, Option<SandboxRow>>;
     /// Every sandbox, by id.
     fn sandboxes(&self) -> Fut<'_, Vec<SandboxRow>>;
