@@ -30,12 +30,12 @@ pub(crate) const FORMAT_VERSION: u32 = 2;
 /// The oldest bundle format this build reads.
 pub(crate) const MIN_FORMAT_VERSION: u32 = 1;
 
-/// Written and read through [`WireBundle`], which puts the L7 rules'
+/// Written and read through `WireBundle`, which puts the L7 rules'
 /// origins in the provenance section.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(from = "WireBundle")]
 pub struct Bundle {
-    /// [`FORMAT_VERSION`] when written by this build; anything from 1 up to it when read.
+    /// `FORMAT_VERSION` when written by this build; anything from 1 up to it when read.
     pub format_version: u32,
     /// `sha256:<hex>` of the canonical JSON of `enforcement`.
     pub digest: String,
@@ -60,7 +60,7 @@ pub struct Tables {
     pub l7: Vec<L7Endpoint>,
     /// Secrets the proxy injects into requests; the workload sees only placeholders.
     pub credentials: Vec<CredentialBinding>,
-    /// Secrets that live inside the sandbox, released only to their hosts.
+    /// Secrets that live inside the sandbox, with the hosts they unlock.
     pub secrets: Vec<SecretEntry>,
 }
 
@@ -109,9 +109,9 @@ pub struct RightsAtAbi {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessTable {
-    /// A user name, resolved inside the sandbox.
+    /// As the policy's `run_as` names it.
     pub user: Option<String>,
-    /// A group name, resolved inside the sandbox.
+    /// As the policy's `run_as` names it.
     pub group: Option<String>,
 }
 
@@ -186,7 +186,7 @@ pub struct Identity {
     pub binary: BinaryRef,
     /// Indexes into [`SeccompTable::routes`], sorted.
     pub routes: Vec<u32>,
-    /// Names the DNS stub answers for this binary; any other name gets no address.
+    /// Names the DNS stub answers for this binary.
     pub dns: Vec<HostPattern>,
 }
 
@@ -448,7 +448,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 impl Bundle {
-    /// A bundle at [`FORMAT_VERSION`] with its digest computed; the compiler's only way to make one.
+    /// A bundle at `FORMAT_VERSION` with its digest computed; the compiler's only way to make one.
     pub fn new(enforcement: Tables, provenance: Provenance) -> Self {
         Self {
             format_version: FORMAT_VERSION,

@@ -14,7 +14,7 @@ pub struct Origin {
     pub file: String,
     /// 1-based.
     pub line: u32,
-    /// 1-based, in characters.
+    /// 1-based.
     pub column: u32,
     /// The rule's name: the binary set (or binary list) an endpoint rule is
     /// for, or the credential / secret name.

@@ -28,10 +28,15 @@ use crate::vocab::{Enforcement, Origin, TlsMode};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(try_from = "WireEndpoint")]
 pub struct L7Endpoint {
+    /// `audit` lets refused requests through, logged.
     pub enforcement: Enforcement,
+    /// Whether the proxy terminates TLS or relays the connection unread.
     pub tls: TlsMode,
+    /// The paths this endpoint judges; `None` is every path. Matched against the canonical path.
     pub path: Option<HttpPathGlob>,
+    /// Whether `%2F` in a path is accepted (kept encoded) rather than refused.
     pub encoded_slash: bool,
+    /// What is judged, by protocol.
     pub rules: L7Rules,
     /// Every policy rule this endpoint was written in; a rule's `within`
     /// indexes point here. Not part of the digest.
@@ -57,7 +62,9 @@ pub enum L7Rules {
 /// ordered by the rule alone.
 #[derive(Debug, Clone)]
 pub struct Sourced<T> {
+    /// What is enforced.
     pub rule: T,
+    /// Where it was written, for blame; not part of the digest.
     pub origins: Vec<Origin>,
     pub(crate) within: Option<Vec<u32>>,
 }
@@ -266,6 +273,7 @@ pub enum L7Protocol {
 }
 
 impl L7Protocol {
+    /// REST is the default `protocol`, left out of the JSON.
     #[allow(clippy::trivially_copy_pass_by_ref, reason = "serde's signature")]
     pub fn is_rest(&self) -> bool {
         *self == Self::Rest

@@ -27,21 +27,37 @@ impl std::fmt::Display for Abi {
 /// One filesystem right (`LANDLOCK_ACCESS_FS_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FsRight {
+    /// Run a file (ABI 1).
     Execute,
+    /// Open a file for writing (ABI 1).
     WriteFile,
+    /// Open a file for reading (ABI 1).
     ReadFile,
+    /// List a directory (ABI 1).
     ReadDir,
+    /// Remove an empty directory (ABI 1).
     RemoveDir,
+    /// Unlink a file (ABI 1).
     RemoveFile,
+    /// Create a character device (ABI 1).
     MakeChar,
+    /// Create a directory (ABI 1).
     MakeDir,
+    /// Create a regular file (ABI 1).
     MakeReg,
+    /// Create a unix socket (ABI 1).
     MakeSock,
+    /// Create a named pipe (ABI 1).
     MakeFifo,
+    /// Create a block device (ABI 1).
     MakeBlock,
+    /// Create a symbolic link (ABI 1).
     MakeSym,
+    /// Link or rename a file into another directory (ABI 2); without it such moves fail with `EXDEV`.
     Refer,
+    /// Truncate a file (ABI 3).
     Truncate,
+    /// `ioctl` on a device file (ABI 5).
     IoctlDev,
 }
 

@@ -158,7 +158,7 @@ pub enum GraphqlError {
         message: String,
         /// 1-based.
         line: usize,
-        /// 1-based, in characters.
+        /// 1-based.
         column: usize,
     },
     /// Refused because parsers differ on which of the two wins.
@@ -168,7 +168,7 @@ pub enum GraphqlError {
         key: String,
         /// 1-based.
         line: usize,
-        /// 1-based, in characters.
+        /// 1-based.
         column: usize,
     },
     /// Nesting bounded so that reading cannot exhaust the stack.
@@ -178,7 +178,7 @@ pub enum GraphqlError {
         limit: usize,
         /// 1-based.
         line: usize,
-        /// 1-based, in characters.
+        /// 1-based.
         column: usize,
     },
     /// A JSON scalar, or an array holding one.
@@ -246,7 +246,7 @@ pub enum GraphqlError {
         message: String,
         /// 1-based, within the document.
         line: usize,
-        /// 1-based, in characters.
+        /// 1-based.
         column: usize,
     },
     /// A schema or type definition: not a request a server executes.
@@ -261,11 +261,13 @@ pub enum GraphqlError {
         /// Operations in the document.
         count: usize,
     },
+    /// The server would run nothing, or guess.
     #[error("`operationName` `{name}` names no operation in the document")]
     UnknownOperationName {
         /// As sent.
         name: String,
     },
+    /// Invalid GraphQL: which one a server runs is not known.
     #[error("GraphQL document has two operations named `{name}`")]
     DuplicateOperationName {
         /// The repeated name.
@@ -274,6 +276,7 @@ pub enum GraphqlError {
     /// Invalid GraphQL that servers treat differently.
     #[error("an anonymous GraphQL operation must be the only operation in its document")]
     AnonymousNotAlone,
+    /// Invalid GraphQL: which definition a server expands is not known.
     #[error("GraphQL document defines fragment `{name}` twice")]
     DuplicateFragment {
         /// The repeated fragment.

@@ -28,12 +28,16 @@ use super::glob::{self, Item, Scope, Syntax, Tok};
 )]
 #[serde(rename_all = "snake_case")]
 pub enum OperationType {
+    /// Reads; the one type `read_only` allows.
     Query,
+    /// Writes.
     Mutation,
+    /// A long-lived stream of results, over WebSocket or SSE.
     Subscription,
 }
 
 impl OperationType {
+    /// In keyword order, for iterating every type.
     pub const ALL: [Self; 3] = [Self::Query, Self::Mutation, Self::Subscription];
 
     /// The keyword, as GraphQL writes it.
@@ -87,6 +91,7 @@ impl OperationTypeSet {
         Self::of([OperationType::Query, OperationType::Mutation])
     }
 
+    /// A set of exactly these types.
     pub fn of(types: impl IntoIterator<Item = OperationType>) -> Self {
         Self(types.into_iter().collect())
     }
@@ -122,6 +127,7 @@ impl OperationTypeSet {
         }
     }
 
+    /// Whether operations of this type are covered.
     pub fn contains(&self, ty: OperationType) -> bool {
         self.0.contains(&ty)
     }

@@ -174,6 +174,7 @@ impl MethodSet {
         }
     }
 
+    /// Both sets' methods; `Any` absorbs the other.
     pub fn union(&self, other: &Self) -> Self {
         match (self, other) {
             (Self::Only(a), Self::Only(b)) => Self::Only(a.union(b).cloned().collect()),
@@ -181,6 +182,7 @@ impl MethodSet {
         }
     }
 
+    /// Whether every method of `self` is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
         match (self, other) {
             (_, Self::Any) => true,

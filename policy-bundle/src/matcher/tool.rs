@@ -64,6 +64,7 @@ impl ToolSet {
         Self::new(globs)
     }
 
+    /// The tool globs, in the set's canonical order.
     pub fn globs(&self) -> &[ValueGlob] {
         &self.0
     }

@@ -36,6 +36,7 @@ impl GraphqlOps {
 /// A GraphQL-over-HTTP endpoint: its operation rules and body limit.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct GraphqlRules {
+    /// The operation rules and persisted-query registry.
     pub ops: GraphqlOps,
     /// Bytes of body (or query string) read; `None` is
     /// [`crate::l7body::graphql::DEFAULT_BODY_LIMIT`].
@@ -59,9 +60,12 @@ impl GraphqlRules {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GraphqlRule {
+    /// The operation types covered.
     pub types: OperationTypeSet,
+    /// A glob over the operation's name; `None` is any name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<GraphqlNameGlob>,
+    /// Globs over root fields; `None` is any fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<Vec<GraphqlNameGlob>>,
 }
@@ -129,10 +133,13 @@ pub struct PersistedQuery {
     /// The `sha256Hash` of an automatic persisted query, or a saved-query
     /// id (`id`, `documentId`, `queryId`), exactly as the client sends it.
     pub id: String,
+    /// The type of the stored operation.
     #[serde(rename = "type")]
     pub kind: OperationType,
+    /// The stored operation's name; `None` for an anonymous one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The stored operation's root fields; `None` when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<Vec<String>>,
 }

@@ -9,7 +9,9 @@ use crate::matcher::{HttpPathGlob, MethodSet, QueryMatcher};
 /// endpoint's upgrade and text messages). Deny wins.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RestRules {
+    /// A request must match one of these.
     pub allow: Vec<Sourced<L7Matcher>>,
+    /// A request matching one of these is refused, whatever the allow rules say.
     pub deny: Vec<Sourced<L7Matcher>>,
 }
 
@@ -29,11 +31,15 @@ impl RestRules {
     }
 }
 
+/// One REST rule: method, path and every query matcher must match.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct L7Matcher {
+    /// The methods covered.
     pub methods: MethodSet,
+    /// Matched against the canonical path.
     pub path: HttpPathGlob,
+    /// Each must hold; read differently by allow and deny rules for absent parameters.
     pub query: Vec<QueryMatcher>,
 }
 

@@ -9,8 +9,11 @@ use crate::matcher::{RpcMethod, ToolSet};
 /// The rules and body settings of a JSON-RPC or MCP endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RpcRules {
+    /// JSON-RPC 2.0 or MCP: how bodies are read.
     pub dialect: RpcDialect,
+    /// Every call of a body must match one of these.
     pub allow: Vec<Sourced<RpcMatcher>>,
+    /// A call matching one of these refuses the whole body.
     pub deny: Vec<Sourced<RpcMatcher>>,
     /// Bytes of body read for inspection; `None` is
     /// [`crate::l7body::jsonrpc::DEFAULT_BODY_LIMIT`].
@@ -51,7 +54,9 @@ impl RpcRules {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RpcMatcher {
+    /// The methods covered.
     pub methods: RpcMethod,
+    /// `None` is any tool, or a call without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<ToolSet>,
 }

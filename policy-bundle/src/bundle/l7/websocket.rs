@@ -8,8 +8,10 @@ use super::{GraphqlOps, RestRules};
 /// `body_limit` says otherwise: OpenShell's `MAX_TEXT_MESSAGE_BYTES`.
 pub const DEFAULT_MESSAGE_LIMIT: usize = 4 * 1024 * 1024;
 
+/// A WebSocket endpoint's rules: the upgrade and each client message.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct WsRules {
+    /// Judge the upgrade `GET` and, as method `WEBSOCKET_TEXT`, each text message.
     pub rest: RestRules,
     /// Empty unless the endpoint speaks GraphQL over WebSocket.
     pub graphql: GraphqlOps,

@@ -189,10 +189,12 @@ impl AddrSet {
         intervals::count(&Spans::of(&self.nets).v6)
     }
 
+    /// The addresses in either set.
     pub fn union(&self, other: &Self) -> Self {
         self.combine(other, intervals::union)
     }
 
+    /// The addresses in both sets.
     pub fn intersection(&self, other: &Self) -> Self {
         self.combine(other, intervals::intersection)
     }
@@ -202,6 +204,7 @@ impl AddrSet {
         self.combine(other, intervals::difference)
     }
 
+    /// Whether every address of `self` is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
         self.difference(other).is_empty()
     }
