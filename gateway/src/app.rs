@@ -47,8 +47,8 @@ pub struct Config {
     pub db: String,
     /// Whether a proposal the prover finds adds no access is approved at once.
     pub approval: ApprovalMode,
-    /// How long one proposal's proof may run before it is answered as
-    /// unproved.
+    /// How long one proposal's proof may run; past it the proof is
+    /// inconclusive and a person decides.
     pub prove_timeout: Duration,
     /// What one proposal may cost.
     pub limits: Limits,
