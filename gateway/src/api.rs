@@ -29,13 +29,13 @@ const RESERVED_NAMES: &[&str] = &[ADMIN_TOKEN, AUTO_APPROVER, "anonymous"];
 const SANDBOX_PREFIX: &str = "sandbox:";
 /// A status report's `error` is kept (and audited) up to this many bytes,
 /// so that a sandbox token cannot fill the log.
-pub const MAX_REPORT_ERROR: usize = 2048;
+pub(crate) const MAX_REPORT_ERROR: usize = 2048;
 /// `GET /v1/audit` answers this many rows unless `limit` says otherwise,
 /// and never more than [`MAX_AUDIT_PAGE`].
-pub const DEFAULT_AUDIT_PAGE: i64 = 100;
-pub const MAX_AUDIT_PAGE: i64 = 1000;
+pub(crate) const DEFAULT_AUDIT_PAGE: i64 = 100;
+pub(crate) const MAX_AUDIT_PAGE: i64 = 1000;
 
-/// Every `(method, template)` [`route`] answers, in its order: what
+/// Every `(method, template)` `route` answers, in its order: what
 /// `docs/openapi.yaml` documents and the tests dispatch, so that a route
 /// added to one list and not the others fails a test.
 pub const ROUTES: &[(&str, &str)] = &[
@@ -62,7 +62,7 @@ pub const ROUTES: &[(&str, &str)] = &[
 ];
 
 /// Dispatches on method and path.
-pub async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
+pub(crate) async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     let parts: Vec<&str> = r.path.trim_end_matches('/').split('/').skip(1).collect();
     match (&r.method, parts.as_slice()) {
         (&Method::POST, ["v1", "policies", name, "proposals"]) => propose(app, r, name).await,
@@ -683,7 +683,7 @@ fn unprocessable(message: String) -> ApiError {
 /// `text` cut to at most `max` bytes (on a character boundary), saying so
 /// when it was cut.
 #[must_use]
-pub fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }

@@ -21,9 +21,9 @@ use crate::store::{AuditEntry, RevisionRow, Role, Store, StoreError};
 use crate::wake::Wakeups;
 
 /// The largest request body accepted (a policy and its credentials file).
-pub const BODY_LIMIT: usize = 1024 * 1024;
+pub(crate) const BODY_LIMIT: usize = 1024 * 1024;
 /// The longest a long-poll may wait.
-pub const MAX_WAIT_SECS: u64 = 300;
+pub(crate) const MAX_WAIT_SECS: u64 = 300;
 
 /// Who approves.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,12 +38,21 @@ pub enum ApprovalMode {
 /// What `serve` needs.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The gateway directory `init` wrote: certificate, signing key, admin
+    /// token.
     pub dir: PathBuf,
+    /// Port 0 picks a free port; [`crate::server::Running::addr`] says which.
     pub listen: SocketAddr,
+    /// `sqlite:PATH` or `postgres://...`.
     pub db: String,
+    /// Whether a proposal the prover finds adds no access is approved at once.
     pub approval: ApprovalMode,
+    /// How long one proposal's proof may run; past it the proof is
+    /// inconclusive and a person decides.
     pub prove_timeout: Duration,
+    /// What one proposal may cost.
     pub limits: Limits,
+    /// What one client connection may cost.
     pub clients: ClientLimits,
 }
 
@@ -79,7 +88,7 @@ pub struct ClientLimits {
 pub struct Limits {
     /// Bytes of source, included fragments and credentials together
     /// (`--max-source-bytes`). A request body is refused past
-    /// [`BODY_LIMIT`] anyway.
+    /// `BODY_LIMIT` anyway.
     pub max_source_bytes: usize,
     /// Rules of the compiled bundle: network routes, L7 allow and deny
     /// rules, filesystem paths (`--max-rules`).
@@ -132,16 +141,22 @@ impl Default for Limits {
     }
 }
 
+/// Why the gateway did not start; once it serves, errors are answers.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
+    /// The gateway directory is missing a file or holds a bad one.
     #[error(transparent)]
     Dir(#[from] dir::DirError),
+    /// The database cannot be opened or migrated.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The address is taken or not ours.
     #[error("cannot listen on `{addr}`: {source}")]
     Listen {
+        /// As configured, before a port 0 is resolved.
         addr: SocketAddr,
+        /// The bind error.
         #[source]
         source: std::io::Error,
     },
@@ -149,29 +164,34 @@ pub enum ServeError {
 
 /// The shared state of one gateway process.
 pub struct App {
+    /// Shared by every request; each replica has its own handle on one
+    /// database.
     pub store: Arc<dyn Store>,
+    /// Signs every revision approved here; the supervisors hold its public
+    /// half.
     pub key: SigningKey,
-    pub approval: ApprovalMode,
-    pub prove_timeout: Duration,
+    pub(crate) approval: ApprovalMode,
+    pub(crate) prove_timeout: Duration,
     /// Wakes the long-polls a change concerns.
     pub wakeups: Arc<Wakeups>,
+    /// This process's counters, rendered at `/metrics`.
     pub metrics: Metrics,
-    pub clients: ClientLimits,
+    pub(crate) clients: ClientLimits,
     /// Set once `SIGTERM` came: long-polls answer at once, so that their
     /// clients come back to another replica.
-    pub stopping: watch::Sender<bool>,
+    pub(crate) stopping: watch::Sender<bool>,
     /// Unauthenticated refusals audited in the current minute.
-    pub refusals: std::sync::Mutex<RefusalWindow>,
-    pub registry: prover::Registry,
+    pub(crate) refusals: std::sync::Mutex<RefusalWindow>,
+    pub(crate) registry: prover::Registry,
     /// Proofs running at once: at most one per CPU; more proposals wait.
     pub proving: Arc<tokio::sync::Semaphore>,
-    pub connections: Arc<crate::connections::Connections>,
+    pub(crate) connections: Arc<crate::connections::Connections>,
     /// One more proof slot that only small candidates may take: a small
     /// change is answered while big ones hold every other slot.
     pub proving_small: Arc<tokio::sync::Semaphore>,
     /// Revisions served lately (they never change once written).
     pub revisions: std::sync::Mutex<RevisionCache>,
-    pub limits: Limits,
+    pub(crate) limits: Limits,
 }
 
 /// Revisions kept for delivery, bounded by their bytes rather than their
@@ -226,22 +246,22 @@ impl RevisionCache {
 /// The minute of refusals being audited: when it began, how many were
 /// written, how many only counted.
 #[derive(Debug, Default)]
-pub struct RefusalWindow {
-    pub started: i64,
-    pub audited: u32,
-    pub skipped: u64,
+pub(crate) struct RefusalWindow {
+    pub(crate) started: i64,
+    pub(crate) audited: u32,
+    pub(crate) skipped: u64,
 }
 
 impl App {
     /// Wakes the long-polls of one topic (`wake::policy`, `wake::sandbox`)
     /// in this process; other replicas hear of it by `NOTIFY`.
-    pub fn changed(&self, topic: &str) {
+    pub(crate) fn changed(&self, topic: &str) {
         self.wakeups.wake(topic);
     }
 
     /// Whether `SIGTERM` came.
     #[must_use]
-    pub fn is_stopping(&self) -> bool {
+    pub(crate) fn is_stopping(&self) -> bool {
         *self.stopping.borrow()
     }
 
@@ -273,7 +293,7 @@ impl App {
 
     /// Appends an audit row; a failure to write it is reported, not fatal
     /// to the request that caused it.
-    pub async fn audit(&self, entry: AuditEntry) {
+    pub(crate) async fn audit(&self, entry: AuditEntry) {
         if let Err(e) = self.store.audit(entry).await {
             eprintln!("openshell-gateway: cannot write an audit row: {e}");
         }
@@ -282,7 +302,7 @@ impl App {
 
 /// Seconds since the Unix epoch.
 #[must_use]
-pub fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
@@ -296,30 +316,30 @@ pub fn token_hash(token: &str) -> String {
 
 /// An error answer: status, a stable code and a sentence.
 #[derive(Debug, Clone)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
             message: message.into(),
         }
     }
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
-    pub fn not_found(message: impl Into<String>) -> Self {
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
-    pub fn forbidden(message: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
-    pub fn conflict(message: impl Into<String>) -> Self {
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
 }
@@ -342,17 +362,17 @@ impl From<StoreError> for ApiError {
 }
 
 /// A response body and its status, plus extra headers.
-pub struct Reply {
-    pub status: StatusCode,
-    pub body: Option<serde_json::Value>,
-    pub headers: Vec<(&'static str, String)>,
+pub(crate) struct Reply {
+    pub(crate) status: StatusCode,
+    pub(crate) body: Option<serde_json::Value>,
+    pub(crate) headers: Vec<(&'static str, String)>,
 }
 
 impl Reply {
     /// `body`, one of the [`crate::wire`] types. It goes out through a
     /// `serde_json::Value`, whose objects keep their keys sorted, so the
     /// bytes do not depend on the order fields are declared in.
-    pub fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> Self {
+    pub(crate) fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> Self {
         Self {
             status,
             // The wire types have string keys only: they always convert.
@@ -360,31 +380,31 @@ impl Reply {
             headers: Vec::new(),
         }
     }
-    pub fn ok<T: serde::Serialize>(body: &T) -> Self {
+    pub(crate) fn ok<T: serde::Serialize>(body: &T) -> Self {
         Self::json(StatusCode::OK, body)
     }
 }
 
 /// The authenticated caller.
 #[derive(Debug, Clone)]
-pub struct Caller {
-    pub name: String,
-    pub role: Role,
-    pub sandbox: Option<String>,
+pub(crate) struct Caller {
+    pub(crate) name: String,
+    pub(crate) role: Role,
+    pub(crate) sandbox: Option<String>,
 }
 
 /// A request, read whole (within the limit) and authenticated.
-pub struct Req {
-    pub method: hyper::Method,
-    pub path: String,
-    pub query: Vec<(String, String)>,
-    pub if_none_match: Option<String>,
-    pub body: Bytes,
-    pub caller: Option<Caller>,
+pub(crate) struct Req {
+    pub(crate) method: hyper::Method,
+    pub(crate) path: String,
+    pub(crate) query: Vec<(String, String)>,
+    pub(crate) if_none_match: Option<String>,
+    pub(crate) body: Bytes,
+    pub(crate) caller: Option<Caller>,
 }
 
 impl Req {
-    pub fn query(&self, name: &str) -> Option<&str> {
+    pub(crate) fn query(&self, name: &str) -> Option<&str> {
         self.query
             .iter()
             .find(|(k, _)| k == name)
@@ -392,7 +412,7 @@ impl Req {
     }
 
     /// The JSON body as `T` (unknown fields refused).
-    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
+    pub(crate) fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
         if self.body.is_empty() {
             return Err(ApiError::bad_request("the request needs a JSON body"));
         }
@@ -401,7 +421,7 @@ impl Req {
     }
 
     /// The caller, or `401`.
-    pub fn caller(&self) -> Result<&Caller, ApiError> {
+    pub(crate) fn caller(&self) -> Result<&Caller, ApiError> {
         self.caller.as_ref().ok_or_else(|| {
             ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -412,7 +432,7 @@ impl Req {
     }
 
     /// The caller, when its role is one of `roles`; else `403`.
-    pub fn require(&self, roles: &[Role]) -> Result<&Caller, ApiError> {
+    pub(crate) fn require(&self, roles: &[Role]) -> Result<&Caller, ApiError> {
         let c = self.caller()?;
         if roles.contains(&c.role) {
             Ok(c)

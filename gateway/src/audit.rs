@@ -12,27 +12,27 @@ use sha2::{Digest as _, Sha256};
 #[schemars(extend("additionalProperties" = false))]
 pub struct AuditRow {
     #[schemars(range(min = 1))]
-    pub seq: i64,
+    pub(crate) seq: i64,
     #[schemars(with = "crate::wire::shape::Time")]
-    pub at: i64,
+    pub(crate) at: i64,
     pub actor: String,
-    pub action: String,
+    pub(crate) action: String,
     pub subject: String,
     /// JSON text, as hashed.
-    pub detail: String,
+    pub(crate) detail: String,
     #[schemars(pattern(r"^[0-9a-f]{64}$"))]
-    pub prev: String,
+    pub(crate) prev: String,
     #[schemars(pattern(r"^[0-9a-f]{64}$"))]
-    pub hash: String,
+    pub(crate) hash: String,
 }
 
 /// The `prev` of the first row.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The hash of a row: SHA-256 of the previous hash, a newline, and the
 /// canonical JSON of `{action, actor, at, detail, seq, subject}`.
 #[must_use]
-pub fn row_hash(
+pub(crate) fn row_hash(
     prev: &str,
     seq: i64,
     at: i64,
@@ -75,15 +75,15 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// One break in the chain.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct Problem {
-    pub seq: i64,
-    pub problem: String,
+pub(crate) struct Problem {
+    pub(crate) seq: i64,
+    pub(crate) problem: String,
 }
 
 /// The chain check, fed one row at a time (in sequence order) so that a
 /// log of any length is checked a page at a time, never held whole.
 #[derive(Debug)]
-pub struct Verifier {
+pub(crate) struct Verifier {
     problems: Vec<Problem>,
     prev: String,
     expected: i64,
@@ -105,12 +105,12 @@ impl Default for Verifier {
 
 impl Verifier {
     #[must_use]
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Checks the next row against the one before it.
-    pub fn feed(&mut self, r: &AuditRow) {
+    pub(crate) fn feed(&mut self, r: &AuditRow) {
         let expected = self.expected;
         if r.seq != expected {
             self.problems.push(Problem {
@@ -146,13 +146,13 @@ impl Verifier {
 
     /// How many rows were fed.
     #[must_use]
-    pub fn rows(&self) -> u64 {
+    pub(crate) fn rows(&self) -> u64 {
         self.rows
     }
 
     /// The problems found, with the last row checked against the head.
     #[must_use]
-    pub fn finish(mut self, head: (i64, &str)) -> Vec<Problem> {
+    pub(crate) fn finish(mut self, head: (i64, &str)) -> Vec<Problem> {
         let (head_seq, head_hash) = head;
         let last = self.last;
         if head_seq != last || (last > 0 && head_hash != self.prev) {
@@ -165,14 +165,4 @@ impl Verifier {
         }
         self.problems
     }
-}
-
-/// Checks the rows (in sequence order) against each other and the head.
-#[must_use]
-pub fn verify(rows: &[AuditRow], head: (i64, &str)) -> Vec<Problem> {
-    let mut v = Verifier::new();
-    for r in rows {
-        v.feed(r);
-    }
-    v.finish(head)
 }

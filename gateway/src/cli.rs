@@ -26,14 +26,14 @@ const EXIT_UNREACHABLE: u8 = 3;
     version,
     about = "The policy control plane: propose, prove, approve, sign and deliver bundles"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Where the gateway is and who is asking.
 #[derive(clap::Args, Debug, Clone)]
-pub struct Conn {
+pub(crate) struct Conn {
     /// The gateway, `https://HOST:PORT`; several replicas as a comma
     /// list or a repeated flag, tried in order (the next on a connection
     /// error, a time-out or a `5xx`).
@@ -44,17 +44,17 @@ pub struct Conn {
         value_delimiter = ',',
         required = true
     )]
-    pub gateway: Vec<String>,
+    pub(crate) gateway: Vec<String>,
     /// The gateway's CA certificate (`D/ca.pem`).
     #[arg(long, env = "OPENSHELL_GATEWAY_CA", value_name = "FILE")]
-    pub ca: PathBuf,
+    pub(crate) ca: PathBuf,
     /// A file holding the bearer token.
     #[arg(long, env = "OPENSHELL_GATEWAY_TOKEN_FILE", value_name = "FILE")]
-    pub token_file: PathBuf,
+    pub(crate) token_file: PathBuf,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Create a gateway directory: CA, server certificate, signing key,
     /// admin token (secrets mode 0600).
     Init {
@@ -197,36 +197,36 @@ pub enum Command {
 
 /// What a client may hold, and how `serve` stops.
 #[derive(clap::Args, Debug, Clone)]
-pub struct ClientArgs {
+pub(crate) struct ClientArgs {
     /// Seconds a client has for a TLS handshake and for each request's
     /// head.
     #[arg(long, default_value_t = 10, value_name = "S")]
-    pub header_timeout: u64,
+    pub(crate) header_timeout: u64,
     /// Seconds a client has to send a request's body.
     #[arg(long, default_value_t = 30, value_name = "S")]
-    pub body_timeout: u64,
+    pub(crate) body_timeout: u64,
     /// Connections open at once (lowered to fit the open-files limit).
     #[arg(long, default_value_t = 8192, value_name = "N")]
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// Connections open at once from one address (behind a proxy or NAT
     /// every supervisor has the same one: raise it there).
     #[arg(long, default_value_t = 1024, value_name = "N")]
-    pub max_connections_per_peer: usize,
+    pub(crate) max_connections_per_peer: usize,
     /// Refusals of requests without a valid token written to the audit
     /// log per minute; the rest are counted and summed up in one row.
     #[arg(long, default_value_t = 60, value_name = "N")]
-    pub audited_refusals_per_minute: u32,
+    pub(crate) audited_refusals_per_minute: u32,
     /// Seconds `SIGTERM` waits for requests in flight.
     #[arg(long, default_value_t = 30, value_name = "S")]
-    pub shutdown_grace: u64,
+    pub(crate) shutdown_grace: u64,
     /// No access log (one JSON line per request on standard error).
     #[arg(long)]
-    pub no_access_log: bool,
+    pub(crate) no_access_log: bool,
 }
 
 impl ClientArgs {
     #[must_use]
-    pub fn limits(&self) -> crate::app::ClientLimits {
+    pub(crate) fn limits(&self) -> crate::app::ClientLimits {
         crate::app::ClientLimits {
             header_timeout: Duration::from_secs(self.header_timeout.max(1)),
             body_timeout: Duration::from_secs(self.body_timeout.max(1)),
@@ -241,35 +241,35 @@ impl ClientArgs {
 
 /// `serve`'s limits on proposals and its use of the machine and database.
 #[derive(clap::Args, Debug, Clone)]
-pub struct LimitArgs {
+pub(crate) struct LimitArgs {
     /// Bytes of a proposal's source, fragments and credentials together
     /// (at most 1 MiB, the request body limit).
     #[arg(long, default_value_t = Limits::default().max_source_bytes, value_name = "N")]
-    pub max_source_bytes: usize,
+    pub(crate) max_source_bytes: usize,
     /// Rules of a compiled candidate (routes, L7 rules, filesystem paths).
     #[arg(long, default_value_t = Limits::default().max_rules, value_name = "N")]
-    pub max_rules: usize,
+    pub(crate) max_rules: usize,
     /// Network endpoints (routes) of a compiled candidate.
     #[arg(long, default_value_t = Limits::default().max_endpoints, value_name = "N")]
-    pub max_endpoints: usize,
+    pub(crate) max_endpoints: usize,
     /// Bytes of a compiled candidate's bundle.
     #[arg(long, default_value_t = Limits::default().max_bundle_bytes, value_name = "N")]
-    pub max_bundle_bytes: usize,
+    pub(crate) max_bundle_bytes: usize,
     /// Proofs at once (default: one per CPU); one more slot is kept for
     /// small proofs.
     #[arg(long, value_name = "N")]
-    pub proof_slots: Option<usize>,
+    pub(crate) proof_slots: Option<usize>,
     /// A proof whose two bundles together are at most N bytes may take the
     /// slot kept for small proofs.
     #[arg(long, default_value_t = Limits::default().small_proof_bytes, value_name = "N")]
-    pub small_proof_bytes: usize,
+    pub(crate) small_proof_bytes: usize,
     /// Bytes of revisions kept in memory for delivery.
     #[arg(long, default_value_t = Limits::default().revision_cache_bytes, value_name = "N")]
-    pub revision_cache_bytes: usize,
+    pub(crate) revision_cache_bytes: usize,
     /// Database connections of this process (default 4 for SQLite, 16 for
     /// PostgreSQL); replicas share the server's `max_connections`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub db_pool_size: Option<u32>,
+    pub(crate) db_pool_size: Option<u32>,
 }
 
 impl LimitArgs {
@@ -289,7 +289,7 @@ impl LimitArgs {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum SandboxCommand {
+pub(crate) enum SandboxCommand {
     /// Register a sandbox that runs policy P; prints its token once.
     Create {
         #[command(flatten)]
@@ -324,7 +324,7 @@ pub enum SandboxCommand {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum TokenCommand {
+pub(crate) enum TokenCommand {
     /// A token for a person or a program; printed once.
     Create {
         #[command(flatten)]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 /// The connections open, in all and per address.
 #[derive(Debug, Default)]
-pub struct Connections {
+pub(crate) struct Connections {
     open: AtomicUsize,
     per_peer: Mutex<HashMap<IpAddr, usize>>,
     changed: tokio::sync::Notify,
@@ -40,7 +40,7 @@ impl Drop for Slot {
 impl Connections {
     /// How many are open now.
     #[must_use]
-    pub fn open(&self) -> usize {
+    pub(crate) fn open(&self) -> usize {
         self.open.load(Ordering::Acquire)
     }
 

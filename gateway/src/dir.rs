@@ -29,22 +29,36 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+/// What is wrong with a gateway directory, or why one could not be written.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DirError {
+    /// Reading or writing a file failed.
     #[error("cannot {what} `{path}`: {source}")]
     Io {
+        /// The verb, for the message: `read`, `write`, `create`.
         what: &'static str,
+        /// The file or directory.
         path: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// `init` on a directory that already holds a gateway: its key would be
+    /// lost.
     #[error("`{0}` is already a gateway directory; `init` does not overwrite it")]
     Exists(String),
+    /// The TLS certificate could not be generated or read.
     #[error("certificate: {0}")]
     Cert(String),
+    /// A file is there but does not parse.
     #[error("`{path}`: {why}")]
-    Invalid { path: String, why: String },
+    Invalid {
+        /// The file.
+        path: String,
+        /// What does not parse.
+        why: String,
+    },
 }
 
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DirError {
@@ -53,7 +67,7 @@ fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DirErro
 }
 
 /// Writes a file only its owner can read.
-pub fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), DirError> {
+pub(crate) fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), DirError> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -67,13 +81,13 @@ fn write_public(path: &Path, bytes: &[u8]) -> Result<(), DirError> {
     std::fs::write(path, bytes).map_err(io("write", path))
 }
 
-pub fn read_text(path: &Path) -> Result<String, DirError> {
+pub(crate) fn read_text(path: &Path) -> Result<String, DirError> {
     std::fs::read_to_string(path).map_err(io("read", path))
 }
 
 /// 32 random bytes from the operating system.
 #[must_use]
-pub fn random32() -> [u8; 32] {
+pub(crate) fn random32() -> [u8; 32] {
     rand::random()
 }
 
@@ -165,7 +179,7 @@ pub fn rotate_key(dir: &Path) -> Result<String, DirError> {
 }
 
 /// The active signing key.
-pub fn signing_key(dir: &Path) -> Result<SigningKey, DirError> {
+pub(crate) fn signing_key(dir: &Path) -> Result<SigningKey, DirError> {
     let active = dir.join("signing").join("active");
     let id = read_text(&active)?;
     let path = dir.join("signing").join(format!("{}.key", id.trim()));
@@ -186,7 +200,7 @@ const REPLICA_SECRET: &[&str] = &["server.key", "admin.token"];
 /// Writes in `out` (which must not be a gateway directory yet) what
 /// another `serve` of the same database needs from `dir`. Returns the
 /// files written.
-pub fn replica(dir: &Path, out: &Path) -> Result<Vec<String>, DirError> {
+pub(crate) fn replica(dir: &Path, out: &Path) -> Result<Vec<String>, DirError> {
     use std::os::unix::fs::DirBuilderExt as _;
     if out.join("ca.pem").exists() || out.join("signing").exists() {
         return Err(DirError::Exists(out.display().to_string()));
@@ -238,12 +252,12 @@ pub fn replica(dir: &Path, out: &Path) -> Result<Vec<String>, DirError> {
 
 /// The admin token file's path.
 #[must_use]
-pub fn admin_token_path(dir: &Path) -> PathBuf {
+pub(crate) fn admin_token_path(dir: &Path) -> PathBuf {
     dir.join("admin.token")
 }
 
 /// The TLS server configuration (ring only, HTTP/1.1).
-pub fn server_tls(dir: &Path) -> Result<Arc<rustls::ServerConfig>, DirError> {
+pub(crate) fn server_tls(dir: &Path) -> Result<Arc<rustls::ServerConfig>, DirError> {
     let cert_path = dir.join("server.pem");
     let key_path = dir.join("server.key");
     let invalid = |path: &Path, why: String| DirError::Invalid {

@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::app::App;
 
 /// A connection whose writes pass through [`replacement`].
-pub struct JsonErrors<T> {
+pub(crate) struct JsonErrors<T> {
     inner: T,
     app: Arc<App>,
     /// The answer being written instead of hyper's, how much of it is
@@ -26,7 +26,7 @@ pub struct JsonErrors<T> {
 }
 
 impl<T> JsonErrors<T> {
-    pub fn new(inner: T, app: Arc<App>) -> Self {
+    pub(crate) fn new(inner: T, app: Arc<App>) -> Self {
         Self {
             inner,
             app,
@@ -38,7 +38,7 @@ impl<T> JsonErrors<T> {
 /// The JSON answer for one of hyper's own error heads; `None` for every
 /// other write.
 #[must_use]
-pub fn replacement(buf: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn replacement(buf: &[u8]) -> Option<Vec<u8>> {
     let head = std::str::from_utf8(buf).ok()?;
     let rest = head.strip_prefix("HTTP/1.1 ")?;
     if !head.ends_with("\r\n\r\n") || !matches!(rest.as_bytes().first(), Some(b'4' | b'5')) {

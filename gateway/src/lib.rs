@@ -15,27 +15,28 @@
 //!
 //! Modules: [`cli`] (the command line), [`dir`] (certificates, keys,
 //! tokens on disk), [`server`] (TLS, HTTP, authentication, errors),
-//! [`api`] (the `/v1` routes), [`propose`] (compile and prove),
-//! [`store`] (the database), [`audit`] (the hash chain), [`notify`]
-//! (Postgres `LISTEN`), [`wire`] (every JSON body, shared by the server
+//! [`api`] (the `/v1` routes), `propose` (compile and prove),
+//! [`store`] (the database), `audit` (the hash chain), `notify`
+//! (Postgres `LISTEN`), `wire` (every JSON body, shared by the server
 //! and the client commands), [`openapi`] (the API document, generated
-//! from [`wire`]). `docs/gateway.md` is the operator's guide.
+//! from `wire`). `docs/gateway.md` is the operator's guide.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod api;
 pub mod app;
-pub mod audit;
+mod audit;
 pub mod cli;
-pub mod connections;
+mod connections;
 pub mod dir;
-pub mod http_errors;
+mod http_errors;
 pub mod metrics;
-pub mod notify;
+mod notify;
 pub mod openapi;
-pub mod propose;
+mod propose;
 pub mod server;
-pub mod show;
+mod show;
 pub mod store;
-pub mod wake;
-pub mod wire;
+mod wake;
+mod wire;

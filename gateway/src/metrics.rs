@@ -58,27 +58,40 @@ impl Histogram {
     }
 }
 
+/// The counters `/metrics` renders, per process: each replica counts its
+/// own, and the scraper adds them up.
 #[derive(Debug, Default)]
 pub struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, &'static str, u16), u64>>,
     latency: Mutex<BTreeMap<&'static str, Histogram>>,
     proofs: Mutex<BTreeMap<String, Histogram>>,
-    pub store_errors: AtomicU64,
+    pub(crate) store_errors: AtomicU64,
+    /// Connections closed at accept: over the total or the per-peer limit.
     pub connections_refused: AtomicU64,
+    /// Unauthenticated refusals over the audit rate: counted here and in a
+    /// summary row, not audited one by one.
     pub refusals_unaudited: AtomicU64,
+    /// Requests that were not valid HTTP/1.1, answered by the HTTP layer
+    /// before the API saw them.
     pub malformed_requests: AtomicU64,
 }
 
 /// What the gateway reads off its other parts when it renders.
-pub struct Gauges {
-    pub waiting: usize,
-    pub topics: usize,
-    pub connections: usize,
-    pub proofs_running: usize,
+pub(crate) struct Gauges {
+    pub(crate) waiting: usize,
+    pub(crate) topics: usize,
+    pub(crate) connections: usize,
+    pub(crate) proofs_running: usize,
 }
 
 impl Metrics {
-    pub fn request(&self, method: &hyper::Method, route: &'static str, status: u16, d: Duration) {
+    pub(crate) fn request(
+        &self,
+        method: &hyper::Method,
+        route: &'static str,
+        status: u16,
+        d: Duration,
+    ) {
         let method = method_label(method);
         *self
             .requests
@@ -94,7 +107,7 @@ impl Metrics {
             .observe(d);
     }
 
-    pub fn proof(&self, verdict: &str, d: Duration) {
+    pub(crate) fn proof(&self, verdict: &str, d: Duration) {
         self.proofs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -104,7 +117,7 @@ impl Metrics {
     }
 
     #[must_use]
-    pub fn render(&self, g: &Gauges) -> String {
+    pub(crate) fn render(&self, g: &Gauges) -> String {
         let mut out = String::new();
         out.push_str(
             "# HELP openshell_gateway_requests_total Requests answered, by method, route template and status.\n\

@@ -15,7 +15,7 @@ use crate::store::sql::CHANNEL;
 
 /// Starts listening; returns once the first `LISTEN` is in place, so that
 /// no change committed after `start` returns can be missed.
-pub async fn listen(app: Arc<App>, url: String) -> Result<(), StoreError> {
+pub(crate) async fn listen(app: Arc<App>, url: String) -> Result<(), StoreError> {
     let mut listener = PgListener::connect(&url).await?;
     listener.listen(CHANNEL).await?;
     tokio::spawn(async move {

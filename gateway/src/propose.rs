@@ -17,14 +17,14 @@ use crate::audit::hex;
 use crate::store::{NewProposal, ProposalState};
 
 /// What a proposer sends.
-pub use crate::wire::ProposalRequest as Candidate;
+pub(crate) use crate::wire::ProposalRequest as Candidate;
 
 /// The review token: SHA-256 over the base digest, the candidate digest,
 /// the proof document, the credentials, the source and each included
 /// file (path and text). Approving must present it, so an approval is for
 /// exactly what the reviewer saw.
 #[must_use]
-pub fn review_token(
+pub(crate) fn review_token(
     base: Option<&str>,
     candidate: &str,
     proof: Option<&Value>,
@@ -137,7 +137,7 @@ fn inconclusive(why: &str) -> Value {
 }
 
 /// Compiles and proves `candidate` as the next revision of `policy`.
-pub async fn evaluate(
+pub(crate) async fn evaluate(
     app: &Arc<App>,
     policy: &str,
     candidate: Candidate,

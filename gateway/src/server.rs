@@ -24,10 +24,9 @@ use crate::metrics::{Gauges, route_template};
 use crate::store::{AuditEntry, Role, SqlStore, Store, TokenRow};
 use crate::wire;
 
-pub use crate::app::{
-    ApiError, App, ApprovalMode, BODY_LIMIT, Caller, Config, Limits, MAX_WAIT_SECS, Reply, Req,
-    ServeError, now, token_hash,
-};
+pub use crate::app::{ApprovalMode, Config, token_hash};
+
+pub(crate) use crate::app::{ApiError, App, BODY_LIMIT, Caller, Reply, Req, ServeError, now};
 use crate::app::{RefusalWindow, parse_query};
 
 async fn authenticate(app: &App, req: &Request<Incoming>) -> Result<Option<Caller>, ApiError> {
@@ -498,7 +497,9 @@ fn connection_limit(configured: usize) -> usize {
 
 /// A running gateway.
 pub struct Running {
+    /// Where it listens, with a configured port 0 resolved.
     pub addr: SocketAddr,
+    /// The state the requests share, for tests that look past the API.
     pub app: Arc<App>,
     task: tokio::task::JoinHandle<()>,
 }

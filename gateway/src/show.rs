@@ -6,7 +6,7 @@ use crate::wire::{Proposal, ProposalState};
 
 /// How `show` and the proposal commands print a proposal.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShowFormat {
+pub(crate) enum ShowFormat {
     Human,
     Json,
     Markdown,
@@ -20,7 +20,7 @@ fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
 /// A proposal for people (`human`), for a pull-request comment
 /// (`markdown`), or as the API returns it (`json`).
 #[must_use]
-pub fn render(p: &Proposal, format: ShowFormat) -> String {
+pub(crate) fn render(p: &Proposal, format: ShowFormat) -> String {
     if format == ShowFormat::Json {
         let text = serde_json::to_value(p).and_then(|v| serde_json::to_string_pretty(&v));
         return format!("{}\n", text.unwrap_or_default());

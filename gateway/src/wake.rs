@@ -15,13 +15,13 @@ use tokio::sync::watch;
 
 /// The topic of a policy's active revision.
 #[must_use]
-pub fn policy(name: &str) -> String {
+pub(crate) fn policy(name: &str) -> String {
     format!("policy:{name}")
 }
 
 /// The topic of a sandbox's row (its reports, its tokens, its removal).
 #[must_use]
-pub fn sandbox(id: &str) -> String {
+pub(crate) fn sandbox(id: &str) -> String {
     format!("sandbox:{id}")
 }
 
@@ -48,7 +48,7 @@ impl Wakeups {
     /// A waiter for `topics`. Subscribe before reading the state the wait
     /// is about, so that a change committed in between still wakes it.
     #[must_use]
-    pub fn subscribe(self: &Arc<Self>, topics: &[String]) -> Waiter {
+    pub(crate) fn subscribe(self: &Arc<Self>, topics: &[String]) -> Waiter {
         let mut map = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
         let receivers = topics
             .iter()
@@ -67,7 +67,7 @@ impl Wakeups {
     }
 
     /// Wakes the waiters of one topic.
-    pub fn wake(&self, topic: &str) {
+    pub(crate) fn wake(&self, topic: &str) {
         let map = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(tx) = map.get(topic) {
             bump(tx);
@@ -75,7 +75,7 @@ impl Wakeups {
     }
 
     /// Wakes every waiter.
-    pub fn wake_all(&self) {
+    pub(crate) fn wake_all(&self) {
         bump(&self.all);
     }
 
@@ -87,7 +87,7 @@ impl Wakeups {
 
     /// Topics someone waits on.
     #[must_use]
-    pub fn topics(&self) -> usize {
+    pub(crate) fn topics(&self) -> usize {
         self.topics
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -96,7 +96,7 @@ impl Wakeups {
 }
 
 /// One long-poll's subscription.
-pub struct Waiter {
+pub(crate) struct Waiter {
     wakeups: Arc<Wakeups>,
     topics: Vec<String>,
     receivers: Vec<watch::Receiver<u64>>,
@@ -106,7 +106,7 @@ pub struct Waiter {
 impl Waiter {
     /// Forgets the changes seen so far: call it before each read of the
     /// state, then [`Waiter::changed`] returns on the next change only.
-    pub fn mark_seen(&mut self) {
+    pub(crate) fn mark_seen(&mut self) {
         self.all.borrow_and_update();
         for r in &mut self.receivers {
             r.borrow_and_update();
@@ -114,7 +114,7 @@ impl Waiter {
     }
 
     /// Returns at the first change of a topic, or a wake-all.
-    pub async fn changed(&mut self) {
+    pub(crate) async fn changed(&mut self) {
         // A sender lives as long as a receiver does (the map keeps it), so
         // `changed` only fails once the gateway itself is gone.
         let mut waits: Vec<_> = self

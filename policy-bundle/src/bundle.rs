@@ -25,20 +25,23 @@ use crate::vocab::{BinaryRef, Dest, Injection, LandlockMode, Origin, SecretSourc
 /// and a reader that does not know them refuses the bundle (an unknown
 /// `protocol` variant or field fails to deserialize) rather than
 /// misreading it.
-pub const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// The oldest bundle format this build reads.
-pub const MIN_FORMAT_VERSION: u32 = 1;
+pub(crate) const MIN_FORMAT_VERSION: u32 = 1;
 
-/// Written and read through [`WireBundle`], which puts the L7 rules'
+/// Written and read through `WireBundle`, which puts the L7 rules'
 /// origins in the provenance section.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(from = "WireBundle")]
 pub struct Bundle {
+    /// `FORMAT_VERSION` when written by this build; anything from 1 up to it when read.
     pub format_version: u32,
     /// `sha256:<hex>` of the canonical JSON of `enforcement`.
     pub digest: String,
+    /// What is enforced, and all the digest covers.
     pub enforcement: Tables,
+    /// Where each rule came from; outside the digest, so layout and file names never change it.
     pub provenance: Provenance,
 }
 
@@ -47,19 +50,29 @@ pub struct Bundle {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tables {
+    /// What the workload may do on the filesystem.
     pub landlock: LandlockTable,
+    /// Who the workload runs as.
     pub process: ProcessTable,
+    /// What the seccomp filter denies and what it asks the supervisor about.
     pub seccomp: SeccompTable,
+    /// The inspected endpoints; a route's [`Via::L7`] indexes this list.
     pub l7: Vec<L7Endpoint>,
+    /// Secrets the proxy injects into requests; the workload sees only placeholders.
     pub credentials: Vec<CredentialBinding>,
+    /// Secrets that live inside the sandbox, with the hosts they unlock.
     pub secrets: Vec<SecretEntry>,
 }
 
+/// The Landlock ruleset, with each right tagged by the ABI that introduced it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LandlockTable {
+    /// Whether a kernel short of `min_abi` (or of a right) stops the launch.
     pub mode: LandlockMode,
+    /// The lowest Landlock ABI `hard` mode accepts.
     pub min_abi: u8,
+    /// Sorted by path; a path absent here gets no rights.
     pub paths: Vec<LandlockPath>,
     /// Rights on the working directory, resolved by the supervisor at launch.
     pub workdir: Option<Vec<RightsAtAbi>>,
@@ -71,32 +84,42 @@ pub struct LandlockTable {
     pub scoped: Vec<String>,
 }
 
+/// One path and the rights granted beneath it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LandlockPath {
+    /// Absolute, as written in the policy.
     pub path: String,
     /// Rights split by the ABI that introduced them, so the supervisor
     /// applies the best the running kernel offers and reports the rest.
     pub access: Vec<RightsAtAbi>,
 }
 
+/// The rights one Landlock ABI introduced, so a kernel at a lower ABI can drop exactly these.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RightsAtAbi {
+    /// 1 to 7.
     pub abi: u8,
+    /// Right names as [`crate::kernel::landlock::FsRight::name`] spells them.
     pub rights: Vec<String>,
 }
 
+/// The user and group the supervisor switches to before `exec`; `None` keeps its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessTable {
+    /// As the policy's `run_as` names it.
     pub user: Option<String>,
+    /// As the policy's `run_as` names it.
     pub group: Option<String>,
 }
 
+/// The seccomp decision table: denials, traps, and what a trapped `connect` may reach.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SeccompTable {
+    /// Answered in the kernel with an errno; the supervisor never sees them.
     pub deny: Vec<DeniedSyscall>,
     /// Syscalls answered by the supervisor (`SECCOMP_RET_USER_NOTIF`) when
     /// all their conditions hold.
@@ -104,12 +127,15 @@ pub struct SeccompTable {
     /// Per binary identity: which routes it may use and which names the DNS
     /// stub answers for it.
     pub identities: Vec<Identity>,
+    /// Every destination a binary may reach, shared by content; identities index it.
     pub routes: Vec<Route>,
 }
 
+/// A syscall the filter refuses with an errno.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeniedSyscall {
+    /// The syscall's name, as in [`crate::kernel::deny_list`].
     pub syscall: String,
     /// Errno name, such as `EPERM`.
     pub errno: String,
@@ -117,9 +143,11 @@ pub struct DeniedSyscall {
     pub when: Vec<ArgCondition>,
 }
 
+/// A syscall the filter hands to the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrappedSyscall {
+    /// The syscall's name, as [`crate::kernel::TrappedCall`] spells it.
     pub syscall: String,
     /// All conditions must hold for the call to be trapped; none means always.
     pub when: Vec<ArgCondition>,
@@ -129,11 +157,15 @@ pub struct TrappedSyscall {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArgCondition {
+    /// Argument index, 0 to 5.
     pub arg: u8,
+    /// How the register is compared with `value`.
     pub op: ArgOp,
+    /// Compared with the whole 64-bit register unless `op` masks it.
     pub value: u64,
 }
 
+/// How an [`ArgCondition`] compares; the few the tables need, each one BPF comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ArgOp {
@@ -146,20 +178,29 @@ pub enum ArgOp {
     Ge,
 }
 
+/// What one binary may reach, found by the path (and hash) of the executable that calls.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Identity {
+    /// The executable this identity is for.
     pub binary: BinaryRef,
+    /// Indexes into [`SeccompTable::routes`], sorted.
     pub routes: Vec<u32>,
+    /// Names the DNS stub answers for this binary.
     pub dns: Vec<HostPattern>,
 }
 
+/// A destination and how a connection to it is carried.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Route {
+    /// A host name or a set of addresses.
     pub dest: Dest,
+    /// Never empty.
     pub ports: PortSet,
+    /// For a host destination: the addresses it may resolve to; `None` is any public address.
     pub addresses: Option<AddrSet>,
+    /// Whether the supervisor inspects the connection, and how.
     pub via: Via,
     /// The author accepted that credentials may pass here uninspected.
     pub uninspected_credentials: bool,
@@ -190,6 +231,7 @@ impl Route {
     }
 }
 
+/// How a permitted connection is carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Via {
@@ -203,23 +245,36 @@ pub enum Via {
     L7(u32),
 }
 
+/// A secret the proxy injects into requests to some hosts; it never enters the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CredentialBinding {
+    /// The credential's name in the policy, for logs.
     pub name: String,
+    /// Where the supervisor reads the secret.
     pub source: SecretSource,
+    /// The stand-in the workload sends, when injection replaces it.
     pub placeholder: Option<String>,
+    /// How the secret goes into the request.
     pub inject: Injection,
+    /// Only requests to these hosts get the secret.
     pub hosts: Vec<HostPattern>,
+    /// `None` is any method.
     pub methods: Option<MethodSet>,
+    /// `None` is any path.
     pub paths: Option<Vec<HttpPathGlob>>,
 }
 
+/// A secret that lives inside the sandbox: not injected, recorded so that
+/// `check` and the prover can tell which binaries could send it where.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SecretEntry {
+    /// The secret's name in the policy, for logs.
     pub name: String,
+    /// Where the workload finds it.
     pub source: SecretSource,
+    /// The hosts it unlocks.
     pub hosts: Vec<HostPattern>,
 }
 
@@ -229,15 +284,21 @@ pub struct SecretEntry {
 /// ([`Sourced`]); the bundle's JSON writes them here, as `l7`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Provenance {
+    /// The policy's name.
     pub policy: String,
+    /// The source files, in the order they were read.
     pub files: Vec<String>,
+    /// Parallel to [`SeccompTable::routes`].
     pub routes: Vec<Vec<Origin>>,
     /// Parallel to each identity's `routes`: the rules that gave that binary
     /// that route. Routes are shared by content across rules written for
     /// different binaries, so blame has to start from the binary.
     pub identities: Vec<Vec<Vec<Origin>>>,
+    /// Parallel to [`Tables::credentials`].
     pub credentials: Vec<Origin>,
+    /// Parallel to [`Tables::secrets`].
     pub secrets: Vec<Origin>,
+    /// The rules that granted filesystem rights.
     pub fs: Vec<Origin>,
 }
 
@@ -338,28 +399,42 @@ impl Serialize for Bundle {
     }
 }
 
+/// Why a bundle was refused on load; a refused bundle is never half applied.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BundleError {
+    /// Not JSON at all.
     #[error("the bundle is not valid JSON: {0}")]
     Json(String),
     #[error(
         "the bundle has format version {found}; this build reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION}"
     )]
-    UnknownVersion { found: u64 },
+    /// Written by a newer (or much older) build.
+    UnknownVersion {
+        /// As written in the bundle.
+        found: u64,
+    },
+    /// Not a bundle, or written before versions were recorded.
     #[error("the bundle has no `format_version`")]
     MissingVersion,
+    /// JSON, but a field is missing, unknown or of the wrong type.
     #[error("the bundle does not match the expected structure: {0}")]
     Schema(String),
     #[error(
         "the bundle's digest does not match its content (recorded {recorded}, computed {computed}): it was modified or corrupted"
     )]
-    DigestMismatch { recorded: String, computed: String },
+    /// The enforcement content is not what was signed and hashed.
+    DigestMismatch {
+        /// The `digest` field, as written.
+        recorded: String,
+        /// Of the `enforcement` bytes as read.
+        computed: String,
+    },
 }
 
 /// `sha256:<hex>` of the canonical (compact) JSON encoding of the
 /// enforcement content.
-pub fn digest_of(content: &Tables) -> String {
+pub(crate) fn digest_of(content: &Tables) -> String {
     // Streamed into the hash: the encoding of a large policy need not be
     // held (and regrown) in memory just to be hashed once.
     let mut hashing = std::io::BufWriter::with_capacity(8192, HashWriter(Sha256::new()));
@@ -398,6 +473,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 impl Bundle {
+    /// A bundle at `FORMAT_VERSION` with its digest computed; the compiler's only way to make one.
     pub fn new(enforcement: Tables, provenance: Provenance) -> Self {
         Self {
             format_version: FORMAT_VERSION,

@@ -37,40 +37,56 @@ pub struct Request {
     pub host: Option<String>,
     /// The destination address, when known.
     pub addr: Option<IpAddr>,
+    /// The destination port.
     pub port: u16,
+    /// `None` for the connection-level check alone.
     pub http: Option<HttpRequest>,
 }
 
+/// One HTTP request on a connection, as the proxy reads it before forwarding.
 #[derive(Debug, Clone)]
 pub struct HttpRequest {
+    /// As sent; methods are case-sensitive.
     pub method: String,
     /// Origin-form target: path and optional query, as sent.
     pub target: String,
 }
 
+/// What happens to a request or connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
+    /// Let through.
     Allow,
+    /// Refused; the reason says by what.
     Deny,
     /// Allowed and logged: an audit-mode endpoint let through a request its
     /// rules do not allow.
     Audit,
 }
 
+/// How an allowed connection is carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RouteKind {
+    /// Relayed by the supervisor, uninspected.
     L4,
+    /// Through the L7 proxy, request by request.
     L7,
 }
 
+/// The answer to one request, with what blame, logs and `eval` print.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
+    /// The verdict.
     pub decision: Verdict,
+    /// `None` when the connection itself is refused.
     pub route: Option<RouteKind>,
+    /// The rule that decided, for blame; `None` when no rule did.
     pub rule: Option<Origin>,
+    /// The credential the proxy would inject, by name.
     pub credential: Option<String>,
+    /// Why, in the words the deny log uses.
     pub reason: Reason,
     /// The request target as the rules saw it: what the proxy forwards, so
     /// that what was checked is what the server gets. `None` when no
@@ -90,13 +106,14 @@ pub struct Decision {
 /// What a judged JSON-RPC body held, and which call the decision is about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RpcNote {
+    /// Every call in the body, in order.
     pub calls: Vec<RpcCall>,
     /// Index in `calls` of the call that was denied or matched no allow
     /// rule (for an allow: the call whose rule is blamed).
     pub call: Option<usize>,
-    pub batch: bool,
+    pub(crate) batch: bool,
     /// Response frames the client sent (MCP relays them).
-    pub responses: usize,
+    pub(crate) responses: usize,
 }
 
 /// The outcome of the connection-level check, which the supervisor acts on.
@@ -107,6 +124,7 @@ pub struct ConnectionDecision {
     /// L7 endpoints the connection's requests are checked against; empty
     /// when the connection is relayed uninspected.
     pub l7: Vec<u32>,
+    /// Why the connection is allowed or refused.
     pub reason: Reason,
     /// For each matching route, the rules that granted it to this binary
     /// (route index, rule), in route order: what blame may name.
@@ -114,6 +132,7 @@ pub struct ConnectionDecision {
 }
 
 impl ConnectionDecision {
+    /// A connection with no matching route is refused.
     pub fn allowed(&self) -> bool {
         !self.routes.is_empty()
     }
@@ -144,6 +163,7 @@ pub struct Evaluator {
 }
 
 impl Evaluator {
+    /// Indexes the bundle's identities once, so that each decision is a lookup.
     pub fn new(bundle: Bundle) -> Self {
         let seccomp = &bundle.enforcement.seccomp;
         let mut exact_binaries: HashMap<String, Vec<usize>> = HashMap::new();
@@ -189,6 +209,7 @@ impl Evaluator {
         }
     }
 
+    /// The bundle being evaluated.
     pub fn bundle(&self) -> &Bundle {
         &self.bundle
     }
@@ -900,7 +921,7 @@ impl Evaluator {
 
     /// The credential the proxy injects on this request: the first (by
     /// name) whose binding covers host, method and path.
-    pub fn credential_for(
+    pub(crate) fn credential_for(
         &self,
         host: Option<&str>,
         method: &str,

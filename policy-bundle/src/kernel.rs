@@ -3,7 +3,7 @@
 //! supervisor is asked about, and Landlock's rights by ABI.
 
 pub mod landlock;
-pub mod numbers;
+mod numbers;
 mod seccomp;
 mod trapped;
 

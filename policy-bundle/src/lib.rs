@@ -6,6 +6,7 @@
 //! `bundle-trust` read them, and link nothing of the parser.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod bundle;
 pub mod eval;

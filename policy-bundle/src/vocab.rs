@@ -10,8 +10,11 @@ use crate::matcher::{AddrSet, BinaryGlob, HostPattern};
 /// Where a rule came from, for blame, logs and reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Origin {
+    /// As the compiler was given it: relative to the policy's directory.
     pub file: String,
+    /// 1-based.
     pub line: u32,
+    /// 1-based.
     pub column: u32,
     /// The rule's name: the binary set (or binary list) an endpoint rule is
     /// for, or the credential / secret name.
@@ -37,25 +40,33 @@ impl std::fmt::Display for Origin {
     }
 }
 
+/// An executable, by path and optionally by content.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct BinaryRef {
+    /// Matched against the resolved path of the running executable.
     pub glob: BinaryGlob,
     /// Lowercase hex SHA-256 the executable must have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
 }
 
+/// Where a route goes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Dest {
+    /// A name the workload asks the DNS stub for.
     Host(HostPattern),
+    /// Addresses the workload connects to without a name.
     Addrs(AddrSet),
 }
 
+/// Where the supervisor reads a secret, at launch and on reload.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SecretSource {
+    /// An environment variable of the supervisor.
     Env(String),
+    /// A file, read in full, trailing newlines dropped.
     File(String),
 }
 
@@ -64,29 +75,42 @@ pub enum SecretSource {
 /// random part.
 pub const PLACEHOLDER_PREFIX: &str = "openshell-placeholder-";
 
+/// How the proxy puts a secret into a request.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Injection {
     /// Set this header to the template with `{secret}` replaced.
-    Header { name: String, template: String },
+    Header {
+        /// The header set, replacing any the client sent.
+        name: String,
+        /// Contains `{secret}` once, e.g. `Bearer {secret}`.
+        template: String,
+    },
     /// Replace the placeholder wherever it appears in request headers.
     Replace,
 }
 
+/// What the supervisor does when the kernel cannot enforce all of the Landlock table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LandlockMode {
+    /// Apply what the kernel supports and report what was dropped.
     BestEffort,
+    /// Refuse to start the workload.
     Hard,
 }
 
+/// Whether a rule's refusals are enforced or only logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Enforcement {
+    /// Requests a rule refuses are refused.
     Enforce,
+    /// Requests are let through and logged as they would have been refused.
     Audit,
 }
 
+/// Whether the proxy reads the traffic of an HTTP endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TlsMode {

@@ -1,6 +1,6 @@
-//! `docs/openapi.yaml`, generated: the schemas come from the [`crate::wire`]
+//! `docs/openapi.yaml`, generated: the schemas come from the `crate::wire`
 //! types (schemars, JSON Schema 2020-12, the dialect of OpenAPI 3.1), the
-//! paths, statuses and roles from [`paths`]. `openshell-gateway openapi`
+//! paths, statuses and roles from `paths`. `openshell-gateway openapi`
 //! prints it; a test fails when the checked-in file is not what this
 //! module generates, so the document cannot drift from the code.
 

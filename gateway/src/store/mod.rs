@@ -9,35 +9,46 @@
 
 pub(crate) mod sql;
 
-pub use crate::audit::AuditRow;
+pub(crate) use crate::audit::AuditRow;
 use std::future::Future;
 use std::pin::Pin;
 
 use serde::Serialize;
 
-pub use sql::SqlStore;
+pub(crate) use sql::SqlStore;
 
-pub use crate::wire::{ProposalState, Role, TokenInfo};
+pub(crate) use crate::wire::{ProposalState, Role, TokenInfo};
 
 /// A store operation in flight.
-pub type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
+/// Why a store operation failed; the API maps each to its status.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// Another write changed what this one was based on.
     #[error("{0}")]
     Conflict(String),
+    /// What the operation names is not there; the message says which.
     #[error("{0}")]
     NotFound(String),
+    /// SQLite serves one process; a second gateway on the same file is refused.
     #[error(
         "the database `{path}` is in use by another gateway process (lock `{lock}` is held): SQLite serves one process; use PostgreSQL for several replicas"
     )]
-    Locked { path: String, lock: String },
+    Locked {
+        /// The SQLite database.
+        path: String,
+        /// The lock file beside it.
+        lock: String,
+    },
+    /// Neither `sqlite:` nor `postgres://`.
     #[error("`{0}` is not a database URL this gateway reads (`sqlite:PATH` or `postgres://...`)")]
     Url(String),
+    /// The database did not answer, or refused the statement.
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
+    /// Around the database: its lock file, or a row that does not read back.
     #[error("{0}")]
     Io(String),
 }
@@ -46,156 +57,165 @@ pub enum StoreError {
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenRow {
     #[serde(skip)]
-    pub hash: String,
-    pub name: String,
-    pub role: Role,
-    pub sandbox: Option<String>,
-    pub expires_at: Option<i64>,
+    pub(crate) hash: String,
+    pub(crate) name: String,
+    pub(crate) role: Role,
+    pub(crate) sandbox: Option<String>,
+    pub(crate) expires_at: Option<i64>,
 }
 
+/// A policy: its name and which revision is live.
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyRow {
-    pub name: String,
-    pub active_revision: Option<i64>,
-    pub version: i64,
+    pub(crate) name: String,
+    pub(crate) active_revision: Option<i64>,
+    pub(crate) version: i64,
 }
 
 /// An approved, immutable revision of a policy.
 #[derive(Debug, Clone, Serialize)]
 pub struct RevisionRow {
-    pub policy: String,
-    pub revision: i64,
-    pub format: String,
+    pub(crate) policy: String,
+    pub(crate) revision: i64,
+    pub(crate) format: String,
+    /// The policy text as proposed, in `format`.
     pub source: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<String>,
+    pub(crate) credentials: Option<String>,
     /// The fragments the source includes, by the path it names them with.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub files: std::collections::BTreeMap<String, String>,
+    pub(crate) files: std::collections::BTreeMap<String, String>,
     /// The bundle's bytes as `compile` writes them.
     #[serde(skip)]
     pub bundle: String,
-    pub digest: String,
+    pub(crate) digest: String,
     /// The gateway's signature of the revision (sandbox `""`), key id first.
-    pub signature: String,
-    pub author: String,
-    pub approved_by: String,
-    pub proposal: i64,
-    pub created_at: i64,
+    pub(crate) signature: String,
+    pub(crate) author: String,
+    pub(crate) approved_by: String,
+    pub(crate) proposal: i64,
+    pub(crate) created_at: i64,
 }
 
+/// A proposal in any state, with what its proof found.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProposalRow {
-    pub id: i64,
-    pub policy: String,
-    pub state: ProposalState,
+    pub(crate) id: i64,
+    pub(crate) policy: String,
+    pub(crate) state: ProposalState,
     /// The active revision when proposed (none for a first revision).
-    pub base_revision: Option<i64>,
-    pub base_digest: Option<String>,
-    pub format: String,
-    pub source: String,
+    pub(crate) base_revision: Option<i64>,
+    pub(crate) base_digest: Option<String>,
+    pub(crate) format: String,
+    pub(crate) source: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<String>,
+    pub(crate) credentials: Option<String>,
     /// The fragments the source includes, by the path it names them with.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub files: std::collections::BTreeMap<String, String>,
+    pub(crate) files: std::collections::BTreeMap<String, String>,
     #[serde(skip)]
-    pub bundle: Option<String>,
-    pub digest: Option<String>,
+    pub(crate) bundle: Option<String>,
+    pub(crate) digest: Option<String>,
     /// `no-new-access`, `widened`, `inconclusive`, or none (invalid, or a
     /// first revision).
-    pub verdict: Option<String>,
+    pub(crate) verdict: Option<String>,
     /// `diff --prove --format json` of base → candidate.
-    pub proof: Option<serde_json::Value>,
+    pub(crate) proof: Option<serde_json::Value>,
     /// `check --format json` when the candidate does not compile.
-    pub diagnostics: Option<serde_json::Value>,
-    pub review_token: Option<String>,
-    pub proposer: String,
-    pub decided_by: Option<String>,
+    pub(crate) diagnostics: Option<serde_json::Value>,
+    pub(crate) review_token: Option<String>,
+    pub(crate) proposer: String,
+    pub(crate) decided_by: Option<String>,
     /// `manual` or `auto`.
-    pub decision: Option<String>,
-    pub reason: Option<String>,
+    pub(crate) decision: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The revision an approval made.
-    pub revision: Option<i64>,
+    pub(crate) revision: Option<i64>,
     /// The revision whose source a rollback proposes again.
-    pub rollback_of: Option<i64>,
-    pub created_at: i64,
-    pub version: i64,
+    pub(crate) rollback_of: Option<i64>,
+    pub(crate) created_at: i64,
+    pub(crate) version: i64,
 }
 
 /// A proposal to store.
 #[derive(Debug, Clone)]
 pub struct NewProposal {
-    pub policy: String,
-    pub state: ProposalState,
-    pub base_revision: Option<i64>,
-    pub base_digest: Option<String>,
-    pub format: String,
-    pub source: String,
-    pub credentials: Option<String>,
+    pub(crate) policy: String,
+    pub(crate) state: ProposalState,
+    pub(crate) base_revision: Option<i64>,
+    pub(crate) base_digest: Option<String>,
+    pub(crate) format: String,
+    pub(crate) source: String,
+    pub(crate) credentials: Option<String>,
     /// The fragments the source includes.
-    pub files: std::collections::BTreeMap<String, String>,
-    pub bundle: Option<String>,
-    pub digest: Option<String>,
-    pub verdict: Option<String>,
-    pub proof: Option<serde_json::Value>,
-    pub diagnostics: Option<serde_json::Value>,
-    pub review_token: Option<String>,
-    pub proposer: String,
-    pub rollback_of: Option<i64>,
+    pub(crate) files: std::collections::BTreeMap<String, String>,
+    pub(crate) bundle: Option<String>,
+    pub(crate) digest: Option<String>,
+    pub(crate) verdict: Option<String>,
+    pub(crate) proof: Option<serde_json::Value>,
+    pub(crate) diagnostics: Option<serde_json::Value>,
+    pub(crate) review_token: Option<String>,
+    pub(crate) proposer: String,
+    pub(crate) rollback_of: Option<i64>,
 }
 
 /// Signs a new revision: `(policy, revision, digest, now)` to the stored
 /// signature text.
-pub type RevisionSigner = std::sync::Arc<dyn Fn(&str, i64, &str, i64) -> String + Send + Sync>;
+pub(crate) type RevisionSigner =
+    std::sync::Arc<dyn Fn(&str, i64, &str, i64) -> String + Send + Sync>;
 
 /// Approving a proposal: the version it was read at, and who.
 pub struct Approval {
-    pub proposal: i64,
-    pub version: i64,
-    pub approved_by: String,
+    pub(crate) proposal: i64,
+    pub(crate) version: i64,
+    pub(crate) approved_by: String,
     /// `manual` or `auto`.
-    pub decision: String,
+    pub(crate) decision: String,
     /// Signs the new revision (sandbox `""`).
-    pub sign: RevisionSigner,
-    pub now: i64,
+    pub(crate) sign: RevisionSigner,
+    pub(crate) now: i64,
 }
 
 /// A sandbox, what its policy wants it to run and what it says it runs.
 #[derive(Debug, Clone, Serialize)]
 pub struct SandboxRow {
-    pub id: String,
-    pub policy: String,
+    pub(crate) id: String,
+    pub(crate) policy: String,
     /// The policy's active revision.
-    pub desired_revision: Option<i64>,
-    pub desired_digest: Option<String>,
-    pub applied_revision: Option<i64>,
-    pub applied_digest: Option<String>,
+    pub(crate) desired_revision: Option<i64>,
+    pub(crate) desired_digest: Option<String>,
+    pub(crate) applied_revision: Option<i64>,
+    pub(crate) applied_digest: Option<String>,
     /// `applied`, `network_only` or `refused`.
-    pub result: Option<String>,
-    pub error: Option<String>,
-    pub reported_at: Option<i64>,
-    pub version: i64,
+    pub(crate) result: Option<String>,
+    pub(crate) error: Option<String>,
+    pub(crate) reported_at: Option<i64>,
+    pub(crate) version: i64,
 }
 
 /// What a supervisor reports.
 #[derive(Debug, Clone)]
 pub struct StatusReport {
     /// What the sandbox runs now (unchanged by a refusal).
-    pub revision: Option<i64>,
-    pub digest: Option<String>,
-    pub result: String,
-    pub error: Option<String>,
-    pub now: i64,
+    pub(crate) revision: Option<i64>,
+    pub(crate) digest: Option<String>,
+    pub(crate) result: String,
+    pub(crate) error: Option<String>,
+    pub(crate) now: i64,
 }
 
 /// One audit row to append.
 #[derive(Debug, Clone)]
 pub struct AuditEntry {
+    /// Seconds since the Unix epoch.
     pub at: i64,
+    /// The token name that acted, or `gateway`.
     pub actor: String,
+    /// What was done, e.g. `propose`, `approve`.
     pub action: String,
+    /// What it was done to, kind first, e.g. `policy:NAME`.
     pub subject: String,
+    /// Anything else the row must say; part of the hashed row.
     pub detail: serde_json::Value,
 }
 
@@ -212,23 +232,31 @@ pub trait Store: Send + Sync {
     /// hash is removed, so rewriting the file revokes the old token. Writes
     /// an audit row (actor `gateway`) when anything changed.
     fn ensure_admin_token(&self, token: TokenRow) -> Fut<'_, ()>;
+    /// The token with this SHA-256 (see [`crate::server::token_hash`]).
     fn token(&self, hash: &str) -> Fut<'_, Option<TokenRow>>;
     /// Every token, by name.
     fn tokens(&self) -> Fut<'_, Vec<TokenInfo>>;
     /// Removes the token named `name`; authentication reads the database on
     /// every request, so it is refused at once on every replica.
     fn revoke_token(&self, name: &str, audit: AuditEntry) -> Fut<'_, ()>;
+    /// `None` for a name no proposal has used.
     fn policy(&self, name: &str) -> Fut<'_, Option<PolicyRow>>;
+    /// One revision of a policy, numbered from 1.
     fn revision(&self, policy: &str, revision: i64) -> Fut<'_, Option<RevisionRow>>;
+    /// Every revision of a policy, oldest first.
     fn revisions(&self, policy: &str) -> Fut<'_, Vec<RevisionRow>>;
     /// Stores a proposal (and its policy, when new); returns its id.
     fn insert_proposal(&self, proposal: NewProposal, audit: AuditEntry) -> Fut<'_, i64>;
+    /// One proposal, in any state.
     fn proposal(&self, id: i64) -> Fut<'_, Option<ProposalRow>>;
+    /// Every proposal, or a policy's.
     fn proposals(&self, policy: Option<&str>) -> Fut<'_, Vec<ProposalRow>>;
     /// Approves a pending proposal whose base is still the active revision:
     /// a new revision, the policy's active revision moved to it, the
     /// proposal closed, all at once. Returns the new revision's number.
     fn approve(&self, approval: Approval, audit: AuditEntry) -> Fut<'_, i64>;
+    /// Closes a pending proposal still at `version` without a revision; a
+    /// proposal decided or changed meanwhile is a conflict.
     fn reject(
         &self,
         proposal: i64,
@@ -246,6 +274,7 @@ pub trait Store: Send + Sync {
         token: TokenRow,
         audit: AuditEntry,
     ) -> Fut<'_, ()>;
+    /// One registered sandbox.
     fn sandbox(&self, id: &str) -> Fut<'_, Option<SandboxRow>>;
     /// Every sandbox, by id.
     fn sandboxes(&self) -> Fut<'_, Vec<SandboxRow>>;

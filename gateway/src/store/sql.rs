@@ -22,7 +22,7 @@ use super::{
 use crate::audit::{GENESIS, row_hash};
 
 /// The Postgres notification channel: a payload per change.
-pub const CHANNEL: &str = "openshell_gateway";
+pub(crate) const CHANNEL: &str = "openshell_gateway";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Dialect {
@@ -32,7 +32,7 @@ enum Dialect {
 
 /// A store in SQLite or PostgreSQL.
 #[derive(Debug)]
-pub struct SqlStore {
+pub(crate) struct SqlStore {
     pool: AnyPool,
     dialect: Dialect,
     url: String,
@@ -142,16 +142,10 @@ fn parse_json(text: Option<String>) -> Option<serde_json::Value> {
 }
 
 impl SqlStore {
-    /// Opens (and for SQLite creates) the database at `url`:
-    /// `sqlite:PATH` or `postgres://...`.
-    pub async fn open(url: &str) -> Result<Self, StoreError> {
-        Self::open_with(url, None).await
-    }
-
     /// As [`SqlStore::open`], with at most `pool_size` connections (default
     /// 4 for SQLite, 16 for PostgreSQL): replicas share the server's
     /// connection limit, so each must be told its part.
-    pub async fn open_with(url: &str, pool_size: Option<u32>) -> Result<Self, StoreError> {
+    pub(crate) async fn open_with(url: &str, pool_size: Option<u32>) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         if let Some(path) = url.strip_prefix("sqlite:") {
             Self::open_sqlite(

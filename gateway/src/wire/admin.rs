@@ -10,60 +10,60 @@ use crate::store::SandboxRow;
 /// `POST /v1/sandboxes`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateSandboxRequest {
+pub(crate) struct CreateSandboxRequest {
     #[schemars(with = "shape::Name")]
-    pub id: String,
+    pub(crate) id: String,
     #[schemars(with = "shape::Name")]
-    pub policy: String,
+    pub(crate) policy: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "shape::Ttl")]
-    pub ttl_seconds: Option<u64>,
+    pub(crate) ttl_seconds: Option<u64>,
 }
 
 /// The sandbox and its token (named `sandbox:ID`), shown once.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct SandboxCreated {
+pub(crate) struct SandboxCreated {
     #[schemars(with = "shape::Name")]
-    pub id: String,
+    pub(crate) id: String,
     #[schemars(with = "shape::Name")]
-    pub policy: String,
+    pub(crate) policy: String,
     #[schemars(with = "shape::Token")]
-    pub token: String,
+    pub(crate) token: String,
 }
 
 /// `POST /v1/sandboxes/{id}/token`; the body may be left out (no expiry).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RenewTokenRequest {
+pub(crate) struct RenewTokenRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "shape::Ttl")]
-    pub ttl_seconds: Option<u64>,
+    pub(crate) ttl_seconds: Option<u64>,
 }
 
 /// The sandbox's new token, shown once.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct SandboxToken {
+pub(crate) struct SandboxToken {
     #[schemars(with = "shape::Name")]
-    pub id: String,
+    pub(crate) id: String,
     #[schemars(with = "shape::Name")]
-    pub policy: String,
+    pub(crate) policy: String,
     #[schemars(with = "shape::Token")]
-    pub token: String,
-    pub expires_at: Option<i64>,
+    pub(crate) token: String,
+    pub(crate) expires_at: Option<i64>,
 }
 
 /// `DELETE /v1/sandboxes/{id}`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct DeletedSandbox {
+pub(crate) struct DeletedSandbox {
     #[schemars(with = "shape::Name")]
-    pub id: String,
+    pub(crate) id: String,
     #[schemars(with = "shape::Name")]
-    pub policy: String,
+    pub(crate) policy: String,
     #[schemars(extend("const" = true))]
-    pub deleted: bool,
+    pub(crate) deleted: bool,
 }
 
 /// What a supervisor reported.
@@ -79,29 +79,29 @@ enum SandboxResult {
 /// A sandbox, what its policy wants it to run and what it says it runs.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     #[schemars(with = "shape::Name")]
-    pub id: String,
+    pub(crate) id: String,
     #[schemars(with = "shape::Name")]
-    pub policy: String,
+    pub(crate) policy: String,
     /// The policy's active revision.
-    pub desired_revision: Option<i64>,
+    pub(crate) desired_revision: Option<i64>,
     #[schemars(with = "Option<shape::Digest>")]
-    pub desired_digest: Option<String>,
-    pub applied_revision: Option<i64>,
+    pub(crate) desired_digest: Option<String>,
+    pub(crate) applied_revision: Option<i64>,
     #[schemars(with = "Option<shape::Digest>")]
-    pub applied_digest: Option<String>,
+    pub(crate) applied_digest: Option<String>,
     #[schemars(with = "Option<SandboxResult>")]
-    pub result: Option<String>,
+    pub(crate) result: Option<String>,
     #[schemars(length(max = 2048))]
-    pub error: Option<String>,
-    pub reported_at: Option<i64>,
+    pub(crate) error: Option<String>,
+    pub(crate) reported_at: Option<i64>,
     #[schemars(range(min = 0))]
-    pub version: i64,
+    pub(crate) version: i64,
     /// The last report was `network_only`.
-    pub relaunch_required: bool,
+    pub(crate) relaunch_required: bool,
     /// The applied revision is the desired one.
-    pub in_sync: bool,
+    pub(crate) in_sync: bool,
 }
 
 impl From<&SandboxRow> for Sandbox {
@@ -126,8 +126,8 @@ impl From<&SandboxRow> for Sandbox {
 /// `GET /v1/sandboxes`: sandboxes, by id.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct SandboxList {
-    pub sandboxes: Vec<Sandbox>,
+pub(crate) struct SandboxList {
+    pub(crate) sandboxes: Vec<Sandbox>,
 }
 
 /// `POST /v1/sandboxes/{id}/status`: what a supervisor did with a
@@ -135,13 +135,13 @@ pub struct SandboxList {
 /// `digest` its digest; `error` is kept up to 2 KiB.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct StatusReportRequest {
-    pub revision: i64,
-    pub digest: String,
+pub(crate) struct StatusReportRequest {
+    pub(crate) revision: i64,
+    pub(crate) digest: String,
     #[schemars(with = "SandboxResult")]
-    pub result: String,
+    pub(crate) result: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 /// What the signature covers (its canonical JSON, keys sorted, no
@@ -150,49 +150,49 @@ pub struct StatusReportRequest {
 // form, which a test below holds to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Claims {
+pub(crate) struct Claims {
     #[schemars(with = "shape::Digest")]
-    pub digest: String,
+    pub(crate) digest: String,
     #[schemars(with = "shape::Time")]
-    pub issued_at: i64,
+    pub(crate) issued_at: i64,
     #[schemars(with = "shape::Name")]
-    pub policy: String,
+    pub(crate) policy: String,
     #[schemars(range(min = 1))]
-    pub revision: i64,
+    pub(crate) revision: i64,
     #[schemars(with = "shape::Name")]
-    pub sandbox: String,
+    pub(crate) sandbox: String,
     /// The client's `nonce`, echoed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(r"^[A-Za-z0-9_-]{16,128}$"))]
-    pub nonce: Option<String>,
+    pub(crate) nonce: Option<String>,
 }
 
 /// `GET /v1/sandboxes/{id}/bundle`: the signed envelope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Envelope {
-    pub claims: Claims,
+pub(crate) struct Envelope {
+    pub(crate) claims: Claims,
     #[schemars(length(min = 1))]
-    pub key_id: String,
+    pub(crate) key_id: String,
     /// The Ed25519 signature of the claims' canonical JSON, base64.
     #[schemars(extend("contentEncoding" = "base64"))]
-    pub signature: String,
+    pub(crate) signature: String,
     /// The bundle's bytes, exactly as `openshell-policy compile` writes
     /// them.
-    pub bundle: String,
+    pub(crate) bundle: String,
 }
 
 /// `POST /v1/tokens`: a token for a person or a program.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateTokenRequest {
+pub(crate) struct CreateTokenRequest {
     #[schemars(with = "shape::Name")]
-    pub name: String,
+    pub(crate) name: String,
     #[schemars(with = "PersonRole")]
-    pub role: Role,
+    pub(crate) role: Role,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "shape::Ttl")]
-    pub ttl_seconds: Option<u64>,
+    pub(crate) ttl_seconds: Option<u64>,
 }
 
 /// The roles `POST /v1/tokens` gives; a sandbox's token comes with its
@@ -209,12 +209,12 @@ enum PersonRole {
 /// The token, shown once.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct TokenCreated {
+pub(crate) struct TokenCreated {
     #[schemars(with = "shape::Name")]
-    pub name: String,
-    pub role: Role,
+    pub(crate) name: String,
+    pub(crate) role: Role,
     #[schemars(with = "shape::Token")]
-    pub token: String,
+    pub(crate) token: String,
 }
 
 /// A token as listed: what an admin needs to decide whether to revoke it,
@@ -222,56 +222,56 @@ pub struct TokenCreated {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
 pub struct TokenInfo {
-    pub name: String,
-    pub role: Role,
-    pub sandbox: Option<String>,
-    pub expires_at: Option<i64>,
+    pub(crate) name: String,
+    pub(crate) role: Role,
+    pub(crate) sandbox: Option<String>,
+    pub(crate) expires_at: Option<i64>,
     #[schemars(with = "shape::Time")]
-    pub created_at: i64,
+    pub(crate) created_at: i64,
 }
 
 /// `GET /v1/tokens`: tokens, by name.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct TokenList {
-    pub tokens: Vec<TokenInfo>,
+pub(crate) struct TokenList {
+    pub(crate) tokens: Vec<TokenInfo>,
 }
 
 /// `DELETE /v1/tokens/{name}`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct RevokedToken {
-    pub name: String,
+pub(crate) struct RevokedToken {
+    pub(crate) name: String,
     #[schemars(extend("const" = true))]
-    pub revoked: bool,
+    pub(crate) revoked: bool,
 }
 
 /// `GET /v1/audit`: a page; `next` is the `after` of the next page,
 /// `null` on the last.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct AuditPage {
+pub(crate) struct AuditPage {
     #[schemars(length(max = 1000))]
-    pub rows: Vec<AuditRow>,
+    pub(crate) rows: Vec<AuditRow>,
     #[schemars(range(min = 1))]
-    pub next: Option<i64>,
+    pub(crate) next: Option<i64>,
 }
 
 /// The chain's head as last written.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct AuditHead {
+pub(crate) struct AuditHead {
     #[schemars(range(min = 0))]
-    pub seq: i64,
-    pub hash: String,
+    pub(crate) seq: i64,
+    pub(crate) hash: String,
 }
 
 /// `GET /v1/audit/verify`: `ok` is false when any problem was found.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct AuditVerification {
-    pub ok: bool,
-    pub rows: u64,
-    pub head: AuditHead,
-    pub problems: Vec<Problem>,
+pub(crate) struct AuditVerification {
+    pub(crate) ok: bool,
+    pub(crate) rows: u64,
+    pub(crate) head: AuditHead,
+    pub(crate) problems: Vec<Problem>,
 }

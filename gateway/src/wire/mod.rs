@@ -20,21 +20,20 @@ mod proposals;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use admin::{
-    AuditHead, AuditPage, AuditVerification, Claims, CreateSandboxRequest, CreateTokenRequest,
+pub(crate) use admin::{
+    AuditHead, AuditPage, AuditVerification, CreateSandboxRequest, CreateTokenRequest,
     DeletedSandbox, Envelope, RenewTokenRequest, RevokedToken, Sandbox, SandboxCreated,
     SandboxList, SandboxToken, StatusReportRequest, TokenCreated, TokenInfo, TokenList,
 };
-pub use proposals::{
-    ApproveRequest, CheckFile, CheckReport, DiagnosticView, FindingView, ProofView, Proposal,
-    ProposalList, ProposalRequest, ProposalState, ProposalSummary, RejectRequest, Revision,
-    RevisionList, RevisionWithBundle, RollbackRequest, WitnessView,
+pub(crate) use proposals::{
+    ApproveRequest, Proposal, ProposalList, ProposalRequest, ProposalState, ProposalSummary,
+    RejectRequest, Revision, RevisionList, RevisionWithBundle, RollbackRequest,
 };
 
 /// Roles a bearer token can have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Role {
+pub(crate) enum Role {
     Admin,
     Author,
     Reader,
@@ -44,7 +43,7 @@ pub enum Role {
 
 impl Role {
     #[must_use]
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Role::Admin => "admin",
             Role::Author => "author",
@@ -54,7 +53,7 @@ impl Role {
     }
 
     #[must_use]
-    pub fn parse(word: &str) -> Option<Role> {
+    pub(crate) fn parse(word: &str) -> Option<Role> {
         match word {
             "admin" => Some(Role::Admin),
             "author" => Some(Role::Author),
@@ -68,52 +67,52 @@ impl Role {
 /// Every refusal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "Error", extend("additionalProperties" = false))]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
+pub(crate) struct ErrorBody {
+    pub(crate) error: ErrorDetail,
 }
 
 /// What was refused and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct ErrorDetail {
+pub(crate) struct ErrorDetail {
     #[schemars(range(min = 400, max = 599))]
-    pub status: u16,
+    pub(crate) status: u16,
     /// A stable word, e.g. `bad_request`, `unauthorized`, `token_expired`,
     /// `forbidden`, `not_found`, `conflict`, `unprocessable`,
     /// `body_too_large`.
     #[schemars(pattern(r"^[a-z_]+$"))]
-    pub code: String,
-    pub message: String,
+    pub(crate) code: String,
+    pub(crate) message: String,
 }
 
 /// `GET /healthz`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct Health {
-    pub status: HealthStatus,
+pub(crate) struct Health {
+    pub(crate) status: HealthStatus,
 }
 
 /// The only answer liveness has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum HealthStatus {
+pub(crate) enum HealthStatus {
     Ok,
 }
 
 /// `GET /readyz`, whether ready or not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(rename = "Readiness", extend("additionalProperties" = false))]
-pub struct Readiness {
-    pub status: ReadyStatus,
+pub(crate) struct Readiness {
+    pub(crate) status: ReadyStatus,
     /// `ok`, or why the database does not answer.
-    pub database: String,
-    pub signing_key: String,
-    pub stopping: bool,
+    pub(crate) database: String,
+    pub(crate) signing_key: String,
+    pub(crate) stopping: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum ReadyStatus {
+pub(crate) enum ReadyStatus {
     Ready,
     NotReady,
 }
@@ -126,27 +125,27 @@ pub(crate) mod shape {
     /// Letters, digits, `.`, `_`, `-`; at most 64; not starting with `.`.
     #[derive(JsonSchema)]
     #[expect(dead_code, reason = "a schema only")]
-    pub struct Name(#[schemars(pattern(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$"))] String);
+    pub(crate) struct Name(#[schemars(pattern(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$"))] String);
 
     /// `sha256:` and 64 hex digits.
     #[derive(JsonSchema)]
     #[expect(dead_code, reason = "a schema only")]
-    pub struct Digest(#[schemars(pattern(r"^sha256:[0-9a-f]{64}$"))] String);
+    pub(crate) struct Digest(#[schemars(pattern(r"^sha256:[0-9a-f]{64}$"))] String);
 
     /// Seconds since the Unix epoch.
     #[derive(JsonSchema)]
     #[expect(dead_code, reason = "a schema only")]
-    pub struct Time(i64);
+    pub(crate) struct Time(i64);
 
     /// A bearer token, shown once.
     #[derive(JsonSchema)]
     #[expect(dead_code, reason = "a schema only")]
-    pub struct Token(#[schemars(length(min = 1))] String);
+    pub(crate) struct Token(#[schemars(length(min = 1))] String);
 
     /// Seconds until the token expires; `null` or absent for never.
     #[derive(JsonSchema)]
     #[expect(dead_code, reason = "a schema only")]
-    pub struct Ttl(Option<u64>);
+    pub(crate) struct Ttl(Option<u64>);
 
     /// What the prover found against the active revision; `null` for an
     /// invalid proposal or a first revision.
@@ -156,7 +155,7 @@ pub(crate) mod shape {
         dead_code,
         reason = "a schema only: the verdict is the prover's word, kept as text"
     )]
-    pub enum Verdict {
+    pub(crate) enum Verdict {
         NoNewAccess,
         Widened,
         NewReach,

@@ -13,7 +13,7 @@ use crate::store::{ProposalRow, RevisionRow};
 /// What a proposal is waiting for, or what became of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum ProposalState {
+pub(crate) enum ProposalState {
     /// Does not compile; nothing to approve.
     Invalid,
     Pending,
@@ -23,7 +23,7 @@ pub enum ProposalState {
 
 impl ProposalState {
     #[must_use]
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             ProposalState::Invalid => "invalid",
             ProposalState::Pending => "pending",
@@ -33,7 +33,7 @@ impl ProposalState {
     }
 
     #[must_use]
-    pub fn parse(word: &str) -> Option<Self> {
+    pub(crate) fn parse(word: &str) -> Option<Self> {
         match word {
             "invalid" => Some(Self::Invalid),
             "pending" => Some(Self::Pending),
@@ -47,20 +47,20 @@ impl ProposalState {
 /// `POST /v1/policies/{name}/proposals`: what a proposer sends.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ProposalRequest {
+pub(crate) struct ProposalRequest {
     /// The policy text.
-    pub source: String,
+    pub(crate) source: String,
     /// `policy` (this language, the default) or `yaml` (OpenShell).
     #[serde(default = "default_format")]
-    pub format: String,
+    pub(crate) format: String,
     /// An OpenShell credentials file, when the policy needs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<String>,
+    pub(crate) credentials: Option<String>,
     /// The text of the files the source includes, by their path relative
     /// to the policy's directory (`fragments/system.policy`): the only
     /// place an `include` is looked up, never the gateway's disk.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub files: BTreeMap<String, String>,
+    pub(crate) files: BTreeMap<String, String>,
 }
 
 fn default_format() -> String {
@@ -70,24 +70,24 @@ fn default_format() -> String {
 /// `POST /v1/proposals/{id}/approve`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ApproveRequest {
+pub(crate) struct ApproveRequest {
     /// The proposal's review token, as reviewed.
-    pub review_token: String,
+    pub(crate) review_token: String,
 }
 
 /// `POST /v1/proposals/{id}/reject`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RejectRequest {
-    pub reason: String,
+pub(crate) struct RejectRequest {
+    pub(crate) reason: String,
 }
 
 /// `POST /v1/policies/{name}/rollback`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RollbackRequest {
+pub(crate) struct RollbackRequest {
     /// The revision whose source is proposed again.
-    pub revision: i64,
+    pub(crate) revision: i64,
 }
 
 /// `manual` or `auto`.
@@ -102,55 +102,55 @@ enum Decision {
 /// A proposal as stored, with its proof or diagnostics.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct Proposal {
+pub(crate) struct Proposal {
     #[schemars(range(min = 1))]
-    pub id: i64,
+    pub(crate) id: i64,
     #[schemars(with = "shape::Name")]
-    pub policy: String,
-    pub state: ProposalState,
+    pub(crate) policy: String,
+    pub(crate) state: ProposalState,
     /// The active revision when proposed; `null` for a first revision.
-    pub base_revision: Option<i64>,
+    pub(crate) base_revision: Option<i64>,
     #[schemars(with = "Option<shape::Digest>")]
-    pub base_digest: Option<String>,
-    pub format: String,
-    pub source: String,
+    pub(crate) base_digest: Option<String>,
+    pub(crate) format: String,
+    pub(crate) source: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<String>,
+    pub(crate) credentials: Option<String>,
     /// The fragments the source includes, by the path it names them with.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub files: BTreeMap<String, String>,
+    pub(crate) files: BTreeMap<String, String>,
     /// The candidate's digest; `null` when it does not compile.
     #[schemars(with = "Option<shape::Digest>")]
-    pub digest: Option<String>,
+    pub(crate) digest: Option<String>,
     #[schemars(with = "Option<shape::Verdict>")]
-    pub verdict: Option<String>,
+    pub(crate) verdict: Option<String>,
     /// The document of `diff --prove --format json` (base → candidate),
     /// stored as the prover wrote it; open, as that document grows.
     // Read with `Proposal::proof_view`.
     #[schemars(with = "Option<Map<String, Value>>")]
-    pub proof: Option<Value>,
+    pub(crate) proof: Option<Value>,
     /// The document of `check --format json` when the candidate does not
     /// compile.
     // Read with `Proposal::check_view`.
     #[schemars(with = "Option<Map<String, Value>>")]
-    pub diagnostics: Option<Value>,
+    pub(crate) diagnostics: Option<Value>,
     /// What an approval must present; `null` for an invalid proposal.
-    pub review_token: Option<String>,
-    pub proposer: String,
-    pub decided_by: Option<String>,
+    pub(crate) review_token: Option<String>,
+    pub(crate) proposer: String,
+    pub(crate) decided_by: Option<String>,
     #[schemars(with = "Option<Decision>")]
-    pub decision: Option<String>,
-    pub reason: Option<String>,
+    pub(crate) decision: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The revision an approval made.
-    pub revision: Option<i64>,
+    pub(crate) revision: Option<i64>,
     /// The revision whose source a rollback proposes again.
-    pub rollback_of: Option<i64>,
+    pub(crate) rollback_of: Option<i64>,
     #[schemars(with = "shape::Time")]
-    pub created_at: i64,
+    pub(crate) created_at: i64,
     #[schemars(range(min = 0))]
-    pub version: i64,
+    pub(crate) version: i64,
     /// True while the proposal is pending.
-    pub awaiting_approval: bool,
+    pub(crate) awaiting_approval: bool,
 }
 
 impl From<&ProposalRow> for Proposal {
@@ -188,7 +188,7 @@ impl Proposal {
     /// is the prover's document and stays open on the wire: this view
     /// reads the fields the client shows and tolerates the rest.
     #[must_use]
-    pub fn proof_view(&self) -> Option<ProofView> {
+    pub(crate) fn proof_view(&self) -> Option<ProofView> {
         self.proof
             .as_ref()
             .and_then(|p| serde_json::from_value(p.clone()).ok())
@@ -197,7 +197,7 @@ impl Proposal {
     /// What a person reads of the diagnostics of a candidate that does
     /// not compile; `None` without them.
     #[must_use]
-    pub fn check_view(&self) -> Option<CheckReport> {
+    pub(crate) fn check_view(&self) -> Option<CheckReport> {
         self.diagnostics
             .as_ref()
             .and_then(|d| serde_json::from_value(d.clone()).ok())
@@ -207,77 +207,77 @@ impl Proposal {
 /// The proof's verdict and findings, as `show` prints them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
-pub struct ProofView {
-    pub verdict: Option<String>,
-    pub findings: Vec<FindingView>,
+pub(crate) struct ProofView {
+    pub(crate) verdict: Option<String>,
+    pub(crate) findings: Vec<FindingView>,
     /// Why there is no proof, when there is none.
-    pub inconclusive: Option<String>,
+    pub(crate) inconclusive: Option<String>,
 }
 
 /// One finding of the prover.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
-pub struct FindingView {
-    pub category: String,
-    pub code: String,
-    pub message: String,
+pub(crate) struct FindingView {
+    pub(crate) category: String,
+    pub(crate) code: String,
+    pub(crate) message: String,
     /// Accepted by an acceptance in the policy.
-    pub suppressed: bool,
-    pub witness: WitnessView,
+    pub(crate) suppressed: bool,
+    pub(crate) witness: WitnessView,
 }
 
 /// The concrete request a finding is witnessed by.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
-pub struct WitnessView {
-    pub binary: String,
-    pub host: String,
-    pub port: Option<u16>,
-    pub path: Option<String>,
+pub(crate) struct WitnessView {
+    pub(crate) binary: String,
+    pub(crate) host: String,
+    pub(crate) port: Option<u16>,
+    pub(crate) path: Option<String>,
 }
 
 /// `check --format json` of a candidate that does not compile.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
-pub struct CheckReport {
-    pub files: Vec<CheckFile>,
+pub(crate) struct CheckReport {
+    pub(crate) files: Vec<CheckFile>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
-pub struct CheckFile {
-    pub path: String,
-    pub diagnostics: Vec<DiagnosticView>,
+pub(crate) struct CheckFile {
+    pub(crate) path: String,
+    pub(crate) diagnostics: Vec<DiagnosticView>,
 }
 
 /// One diagnostic, where it is and what it says.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
-pub struct DiagnosticView {
-    pub severity: String,
-    pub code: String,
-    pub file: String,
-    pub line: Option<u64>,
-    pub column: Option<u64>,
-    pub message: String,
+pub(crate) struct DiagnosticView {
+    pub(crate) severity: String,
+    pub(crate) code: String,
+    pub(crate) file: String,
+    pub(crate) line: Option<u64>,
+    pub(crate) column: Option<u64>,
+    pub(crate) message: String,
 }
 
 /// One line of `GET /v1/proposals`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct ProposalSummary {
+pub(crate) struct ProposalSummary {
     #[schemars(range(min = 1))]
-    pub id: i64,
+    pub(crate) id: i64,
     #[schemars(with = "shape::Name")]
-    pub policy: String,
-    pub state: ProposalState,
+    pub(crate) policy: String,
+    pub(crate) state: ProposalState,
     #[schemars(with = "Option<shape::Verdict>")]
-    pub verdict: Option<String>,
-    pub proposer: String,
-    pub base_revision: Option<i64>,
-    pub revision: Option<i64>,
+    pub(crate) verdict: Option<String>,
+    pub(crate) proposer: String,
+    pub(crate) base_revision: Option<i64>,
+    pub(crate) revision: Option<i64>,
     #[schemars(with = "shape::Time")]
-    pub created_at: i64,
+    pub(crate) created_at: i64,
 }
 
 impl From<&ProposalRow> for ProposalSummary {
@@ -298,36 +298,36 @@ impl From<&ProposalRow> for ProposalSummary {
 /// `GET /v1/proposals`: proposals, by id.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct ProposalList {
-    pub proposals: Vec<ProposalSummary>,
+pub(crate) struct ProposalList {
+    pub(crate) proposals: Vec<ProposalSummary>,
 }
 
 /// An approved, immutable revision.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct Revision {
+pub(crate) struct Revision {
     #[schemars(with = "shape::Name")]
-    pub policy: String,
+    pub(crate) policy: String,
     #[schemars(range(min = 1))]
-    pub revision: i64,
-    pub format: String,
-    pub source: String,
+    pub(crate) revision: i64,
+    pub(crate) format: String,
+    pub(crate) source: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credentials: Option<String>,
+    pub(crate) credentials: Option<String>,
     /// The fragments the source includes, by the path it names them with.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub files: BTreeMap<String, String>,
+    pub(crate) files: BTreeMap<String, String>,
     #[schemars(with = "shape::Digest")]
-    pub digest: String,
+    pub(crate) digest: String,
     /// The gateway's signature of the revision, `KEY_ID:BASE64`.
     #[schemars(pattern(r"^[^:]+:.+$"))]
-    pub signature: String,
-    pub author: String,
-    pub approved_by: String,
+    pub(crate) signature: String,
+    pub(crate) author: String,
+    pub(crate) approved_by: String,
     #[schemars(range(min = 1))]
-    pub proposal: i64,
+    pub(crate) proposal: i64,
     #[schemars(with = "shape::Time")]
-    pub created_at: i64,
+    pub(crate) created_at: i64,
 }
 
 impl From<&RevisionRow> for Revision {
@@ -353,21 +353,21 @@ impl From<&RevisionRow> for Revision {
 /// compiled bundle.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct RevisionWithBundle {
+pub(crate) struct RevisionWithBundle {
     #[serde(flatten)]
-    pub revision: Revision,
+    pub(crate) revision: Revision,
     /// The compiled bundle document (its inner shape is policy-lang's).
     #[schemars(with = "Map<String, Value>")]
-    pub bundle: Value,
+    pub(crate) bundle: Value,
 }
 
 /// `GET /v1/policies/{name}/revisions`: every revision, oldest first.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]
-pub struct RevisionList {
+pub(crate) struct RevisionList {
     #[schemars(with = "shape::Name")]
-    pub policy: String,
+    pub(crate) policy: String,
     #[schemars(range(min = 1))]
-    pub active_revision: Option<i64>,
-    pub revisions: Vec<Revision>,
+    pub(crate) active_revision: Option<i64>,
+    pub(crate) revisions: Vec<Revision>,
 }

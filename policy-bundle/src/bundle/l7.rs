@@ -28,10 +28,15 @@ use crate::vocab::{Enforcement, Origin, TlsMode};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(try_from = "WireEndpoint")]
 pub struct L7Endpoint {
+    /// `audit` lets refused requests through, logged.
     pub enforcement: Enforcement,
+    /// Whether the proxy terminates TLS or relays the connection unread.
     pub tls: TlsMode,
+    /// The paths this endpoint judges; `None` is every path. Matched against the canonical path.
     pub path: Option<HttpPathGlob>,
+    /// Whether `%2F` in a path is accepted (kept encoded) rather than refused.
     pub encoded_slash: bool,
+    /// What is judged, by protocol.
     pub rules: L7Rules,
     /// Every policy rule this endpoint was written in; a rule's `within`
     /// indexes point here. Not part of the digest.
@@ -57,9 +62,11 @@ pub enum L7Rules {
 /// ordered by the rule alone.
 #[derive(Debug, Clone)]
 pub struct Sourced<T> {
+    /// What is enforced.
     pub rule: T,
+    /// Where it was written, for blame; not part of the digest.
     pub origins: Vec<Origin>,
-    pub within: Option<Vec<u32>>,
+    pub(crate) within: Option<Vec<u32>>,
 }
 
 impl<T> Sourced<T> {
@@ -76,7 +83,7 @@ impl<T> Sourced<T> {
 impl<T> Sourced<T> {
     /// The rule's origins, and for each the index of the endpoint writing
     /// it was in.
-    pub fn sources(&self) -> (&[Origin], Option<&[u32]>) {
+    pub(crate) fn sources(&self) -> (&[Origin], Option<&[u32]>) {
         (&self.origins, self.within.as_deref())
     }
 }
@@ -157,7 +164,7 @@ impl L7Endpoint {
         }
     }
 
-    pub fn rpc(&self) -> Option<&RpcRules> {
+    pub(crate) fn rpc(&self) -> Option<&RpcRules> {
         match &self.rules {
             L7Rules::Rpc(r) => Some(r),
             _ => None,
@@ -174,7 +181,7 @@ impl L7Endpoint {
         }
     }
 
-    pub fn websocket(&self) -> Option<&WsRules> {
+    pub(crate) fn websocket(&self) -> Option<&WsRules> {
         match &self.rules {
             L7Rules::Websocket(w) => Some(w),
             _ => None,
@@ -266,6 +273,7 @@ pub enum L7Protocol {
 }
 
 impl L7Protocol {
+    /// REST is the default `protocol`, left out of the JSON.
     #[allow(clippy::trivially_copy_pass_by_ref, reason = "serde's signature")]
     pub fn is_rest(&self) -> bool {
         *self == Self::Rest

@@ -35,10 +35,12 @@ use crate::matcher::OperationType;
 /// What a judged GraphQL request held, for the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GraphqlNote {
+    /// Every operation in the request, in order.
     pub operations: Vec<GraphqlOp>,
     /// Index in `operations` of the operation that was denied or matched no
     /// allow rule (for an allow: the first operation).
     pub operation: Option<usize>,
+    /// Whether the body was a batch, even of one.
     pub batch: bool,
 }
 

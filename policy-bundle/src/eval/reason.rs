@@ -15,74 +15,131 @@ pub enum Reason {
     /// The destination was neither a valid host name nor an address.
     NoDestination,
     /// Rules name the binary, but pin a SHA-256 it does not have.
-    PinMismatch { binary: String },
+    PinMismatch {
+        /// The executable path.
+        binary: String,
+    },
     /// No rule names the binary.
-    UnknownBinary { binary: String },
+    UnknownBinary {
+        /// The executable path.
+        binary: String,
+    },
     /// The destination resolves to an internal address no rule names.
-    InternalAddress { dest: String },
+    InternalAddress {
+        /// The name or address asked for.
+        dest: String,
+    },
     /// The only rules that reach the destination relay it uninspected to
     /// a host `credential` is bound to, without `uninspected_credentials`
     /// (`Route::credential_guard`).
     CredentialGuard {
+        /// The name or address asked for.
         dest: String,
+        /// The port asked for.
         port: u16,
+        /// The credential bound to the route's host.
         credential: String,
     },
     /// No rule lets the binary reach the destination.
     NoRoute {
+        /// The executable path.
         binary: String,
+        /// The name, or the address when there is none.
         dest: String,
+        /// The destination port.
         port: u16,
     },
     /// Allowed and relayed at L4 (`inspected` false) or through the L7
     /// proxy (`inspected` true).
     Connect {
+        /// The executable path.
         binary: String,
+        /// The name, or the address when there is none.
         dest: String,
+        /// The destination port.
         port: u16,
+        /// Whether the L7 proxy reads the traffic.
         inspected: bool,
     },
     /// The request target could not be canonicalised.
-    TargetRefused { target: String, error: String },
+    TargetRefused {
+        /// As sent.
+        target: String,
+        /// Why canonicalisation refused it.
+        error: String,
+    },
     /// No inspected endpoint of the connection covers the path.
-    NoEndpoint { path: String },
+    NoEndpoint {
+        /// The canonical path.
+        path: String,
+    },
     /// A REST deny (`deny` true) or allow rule matches.
     Rest {
+        /// As sent.
         method: String,
+        /// The canonical path.
         path: String,
+        /// Whether the matching rule is a deny rule.
         deny: bool,
     },
     /// No allow rule matches the request.
-    NoAllowRule { method: String, path: String },
+    NoAllowRule {
+        /// As sent.
+        method: String,
+        /// The canonical path.
+        path: String,
+    },
     /// The verdict of an endpoint that judges bodies or messages
     /// (JSON-RPC, MCP, GraphQL, WebSocket): its prose is built where the
     /// body is read. `deny_rule` says whether a deny rule matched.
-    Body { text: String, deny_rule: bool },
+    Body {
+        /// The endpoint's own account of the verdict.
+        text: String,
+        /// Whether a deny rule matched.
+        deny_rule: bool,
+    },
     /// Let through because every endpoint involved is in audit mode.
     Audit(Box<Reason>),
     /// No websocket endpoint covers the target of an upgrade.
-    NoWebsocketEndpoint { target: String },
+    NoWebsocketEndpoint {
+        /// As sent.
+        target: String,
+    },
     /// A message was judged on a connection whose upgrade is refused.
     UpgradeRefused(Box<Reason>),
     /// The supervisor attributed the address to the host because the
     /// operator named it with `--resolve`.
     Resolved {
+        /// The decision about the host.
         inner: Box<Reason>,
+        /// The address connected to.
         ip: IpAddr,
+        /// The host `--resolve` named for it.
         host: String,
     },
     /// The binary was judged as the targets of the links that name it in
     /// the policy.
     LinkTarget {
+        /// The decision about the link targets.
         inner: Box<Reason>,
+        /// The executable path, as the kernel reports it.
         binary: String,
+        /// The policy's paths that link to it.
         links: Vec<String>,
     },
     /// The workload connected to a name the sandbox never gave it for the
     /// address.
-    UnattributedName { host: String, ip: IpAddr },
+    UnattributedName {
+        /// The name the workload asked for.
+        host: String,
+        /// The address it connected to.
+        ip: IpAddr,
+    },
     /// The executable was deleted after it was executed.
-    DeletedBinary { binary: String },
+    DeletedBinary {
+        /// The executable path the kernel reports.
+        binary: String,
+    },
 }
 
 impl Reason {

@@ -37,7 +37,9 @@ pub use crate::bundle::DEFAULT_MESSAGE_LIMIT;
 /// One complete client-to-server WebSocket message: fragments joined, unmasked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WsClientMessage<'a> {
+    /// Judged by the REST rules (or GraphQL over WebSocket).
     Text(&'a str),
+    /// Relayed uninspected, unless the upgrade carried a credential the rule does not accept uninspected.
     Binary(&'a [u8]),
 }
 

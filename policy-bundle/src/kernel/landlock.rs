@@ -11,23 +11,11 @@ pub struct Abi(pub u8);
 
 impl Abi {
     /// Filesystem rights only.
-    pub const V1: Abi = Abi(1);
+    pub(crate) const V1: Abi = Abi(1);
     /// TCP port rules (`LANDLOCK_ACCESS_NET_*`).
     pub const NET: Abi = Abi(4);
     /// IPC scoping: signals and abstract unix sockets.
     pub const SCOPE: Abi = Abi(6);
-
-    /// Whether a kernel at this ABI restricts TCP ports.
-    #[must_use]
-    pub fn has_net(self) -> bool {
-        self >= Self::NET
-    }
-
-    /// Whether a kernel at this ABI scopes signals and abstract sockets.
-    #[must_use]
-    pub fn has_scope(self) -> bool {
-        self >= Self::SCOPE
-    }
 }
 
 impl std::fmt::Display for Abi {
@@ -39,21 +27,37 @@ impl std::fmt::Display for Abi {
 /// One filesystem right (`LANDLOCK_ACCESS_FS_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FsRight {
+    /// Run a file (ABI 1).
     Execute,
+    /// Open a file for writing (ABI 1).
     WriteFile,
+    /// Open a file for reading (ABI 1).
     ReadFile,
+    /// List a directory (ABI 1).
     ReadDir,
+    /// Remove an empty directory (ABI 1).
     RemoveDir,
+    /// Unlink a file (ABI 1).
     RemoveFile,
+    /// Create a character device (ABI 1).
     MakeChar,
+    /// Create a directory (ABI 1).
     MakeDir,
+    /// Create a regular file (ABI 1).
     MakeReg,
+    /// Create a unix socket (ABI 1).
     MakeSock,
+    /// Create a named pipe (ABI 1).
     MakeFifo,
+    /// Create a block device (ABI 1).
     MakeBlock,
+    /// Create a symbolic link (ABI 1).
     MakeSym,
+    /// Link or rename a file into another directory (ABI 2); without it such moves fail with `EXDEV`.
     Refer,
+    /// Truncate a file (ABI 3).
     Truncate,
+    /// `ioctl` on a device file (ABI 5).
     IoctlDev,
 }
 
@@ -123,20 +127,6 @@ impl FsRight {
             FsRight::IoctlDev => Abi(5),
             _ => Abi::V1,
         }
-    }
-
-    /// Whether the right means something on a non-directory; the kernel
-    /// refuses a rule on a file that grants any other.
-    #[must_use]
-    pub fn applies_to_files(self) -> bool {
-        matches!(
-            self,
-            FsRight::Execute
-                | FsRight::WriteFile
-                | FsRight::ReadFile
-                | FsRight::Truncate
-                | FsRight::IoctlDev
-        )
     }
 }
 

@@ -9,16 +9,16 @@
 //! supervisor runs). This is the compiler's one home for kernel numbers;
 //! each that `libc` names is checked against it below.
 
-pub const CLONE_NEWNS: u64 = 0x0002_0000;
-pub const CLONE_NEWCGROUP: u64 = 0x0200_0000;
-pub const CLONE_NEWUTS: u64 = 0x0400_0000;
-pub const CLONE_NEWIPC: u64 = 0x0800_0000;
-pub const CLONE_NEWUSER: u64 = 0x1000_0000;
-pub const CLONE_NEWPID: u64 = 0x2000_0000;
-pub const CLONE_NEWNET: u64 = 0x4000_0000;
+pub(crate) const CLONE_NEWNS: u64 = 0x0002_0000;
+pub(crate) const CLONE_NEWCGROUP: u64 = 0x0200_0000;
+pub(crate) const CLONE_NEWUTS: u64 = 0x0400_0000;
+pub(crate) const CLONE_NEWIPC: u64 = 0x0800_0000;
+pub(crate) const CLONE_NEWUSER: u64 = 0x1000_0000;
+pub(crate) const CLONE_NEWPID: u64 = 0x2000_0000;
+pub(crate) const CLONE_NEWNET: u64 = 0x4000_0000;
 /// Only meaningful to `unshare`: in `clone` these bits carry the exit signal.
-pub const CLONE_NEWTIME: u64 = 0x0000_0080;
-pub const NAMESPACE_FLAGS: [u64; 7] = [
+pub(crate) const CLONE_NEWTIME: u64 = 0x0000_0080;
+pub(crate) const NAMESPACE_FLAGS: [u64; 7] = [
     CLONE_NEWNS,
     CLONE_NEWCGROUP,
     CLONE_NEWUTS,
@@ -27,35 +27,35 @@ pub const NAMESPACE_FLAGS: [u64; 7] = [
     CLONE_NEWPID,
     CLONE_NEWNET,
 ];
-pub const AF_NETLINK: u64 = 16;
-pub const AF_PACKET: u64 = 17;
-pub const NETLINK_ROUTE: u64 = 0;
-pub const SOCK_TYPE_MASK: u64 = 0xf;
-pub const SOCK_RAW: u64 = 3;
+pub(crate) const AF_NETLINK: u64 = 16;
+pub(crate) const AF_PACKET: u64 = 17;
+pub(crate) const NETLINK_ROUTE: u64 = 0;
+pub(crate) const SOCK_TYPE_MASK: u64 = 0xf;
+pub(crate) const SOCK_RAW: u64 = 3;
 /// `SOCK_PACKET`, which the kernel quietly turns into a packet socket.
-pub const SOCK_PACKET: u64 = 10;
-pub const SECCOMP_SET_MODE_FILTER: u64 = 1;
-pub const SECCOMP_FILTER_FLAG_NEW_LISTENER: u64 = 8;
-pub const TIOCSTI: u64 = 0x5412;
-pub const TIOCLINUX: u64 = 0x541c;
+pub(crate) const SOCK_PACKET: u64 = 10;
+pub(crate) const SECCOMP_SET_MODE_FILTER: u64 = 1;
+pub(crate) const SECCOMP_FILTER_FLAG_NEW_LISTENER: u64 = 8;
+pub(crate) const TIOCSTI: u64 = 0x5412;
+pub(crate) const TIOCLINUX: u64 = 0x541c;
 /// The shortest address that can name an IP destination (`sockaddr_in`).
-pub const SOCKADDR_IN_LEN: u64 = 16;
-pub const S_ISUID: u64 = 0o4000;
-pub const S_ISGID: u64 = 0o2000;
-pub const O_CREAT: u64 = 0o100;
+pub(crate) const SOCKADDR_IN_LEN: u64 = 16;
+pub(crate) const S_ISUID: u64 = 0o4000;
+pub(crate) const S_ISGID: u64 = 0o2000;
+pub(crate) const O_CREAT: u64 = 0o100;
 /// `__O_TMPFILE`, the bit `O_TMPFILE` adds to `O_DIRECTORY`.
-pub const O_TMPFILE_BIT: u64 = 0o20_000_000;
+pub(crate) const O_TMPFILE_BIT: u64 = 0o20_000_000;
 /// `FS_IOC_SETFLAGS` (and its 32-bit twin) and `FS_IOC_FSSETXATTR`: inode
 /// flags (`chattr`), another piece of metadata Landlock does not mediate.
-pub const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
-pub const FS_IOC32_SETFLAGS: u64 = 0x4004_6602;
-pub const FS_IOC_FSSETXATTR: u64 = 0x401c_5820;
+pub(crate) const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
+pub(crate) const FS_IOC32_SETFLAGS: u64 = 0x4004_6602;
+pub(crate) const FS_IOC_FSSETXATTR: u64 = 0x401c_5820;
 /// x86-64 numbers of the trapped calls (`kernel::TrappedCall`).
-pub const SYS_CONNECT: i64 = 42;
-pub const SYS_SENDTO: i64 = 44;
-pub const SYS_SENDMSG: i64 = 46;
-pub const SYS_LISTEN: i64 = 50;
-pub const SYS_SENDMMSG: i64 = 307;
+pub(crate) const SYS_CONNECT: i64 = 42;
+pub(crate) const SYS_SENDTO: i64 = 44;
+pub(crate) const SYS_SENDMSG: i64 = 46;
+pub(crate) const SYS_LISTEN: i64 = 50;
+pub(crate) const SYS_SENDMMSG: i64 = 307;
 
 #[cfg(test)]
 mod tests {

@@ -53,7 +53,7 @@ impl TrappedCall {
 
     /// The x86-64 syscall number a notification carries.
     #[must_use]
-    pub fn number(self) -> i64 {
+    pub(crate) fn number(self) -> i64 {
         match self {
             TrappedCall::Connect => SYS_CONNECT,
             TrappedCall::Sendto => SYS_SENDTO,

@@ -43,9 +43,9 @@ mod reader_tests;
 mod tests;
 mod ws;
 
-pub use crate::matcher::OperationType;
+pub(crate) use crate::matcher::OperationType;
 use crate::matcher::PatternError;
-pub use cache::DocumentCache;
+pub(crate) use cache::DocumentCache;
 pub use envelope::check_content_type;
 pub use ws::{WsMessage, classify_ws_text};
 
@@ -80,8 +80,11 @@ pub enum GraphqlOp {
     /// A document was sent: the selected operation, with root fields after
     /// fragment expansion (field names, not aliases), deduplicated, sorted.
     Parsed {
+        /// `query`, `mutation` or `subscription`.
         kind: OperationType,
+        /// `None` for an anonymous operation.
         name: Option<String>,
+        /// What the rules' `field` globs are matched against.
         root_fields: Vec<String>,
         /// The APQ hash sent along, checked to be the document's own.
         persisted_hash: Option<String>,
@@ -89,7 +92,12 @@ pub enum GraphqlOp {
     /// Only a persisted-query hash (or saved-query id) was sent: what runs
     /// is whatever the server stored under it, so only a trusted registry
     /// can say what it is.
-    Persisted { hash: String, name: Option<String> },
+    Persisted {
+        /// The hash or id exactly as sent, looked up in the endpoint's registry.
+        hash: String,
+        /// The `operationName` sent, unchecked: nothing ties it to the stored document.
+        name: Option<String>,
+    },
 }
 
 impl GraphqlOp {
@@ -123,90 +131,184 @@ impl GraphqlOp {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GraphqlError {
+    /// Read no further than the limit, so it is never parsed at all.
     #[error("GraphQL request of {len} bytes is over the {limit}-byte inspection limit")]
-    TooLarge { len: usize, limit: usize },
+    TooLarge {
+        /// Bytes sent, or at least the limit plus one.
+        len: usize,
+        /// The endpoint's `body_limit`, in bytes.
+        limit: usize,
+    },
+    /// A POST without a body.
     #[error("GraphQL request body is empty")]
     EmptyBody,
+    /// Refused rather than skipped: parsers disagree on it.
     #[error("GraphQL request starts with a byte order mark")]
     ByteOrderMark,
+    /// Refused: lossy decoding would let two readings differ.
     #[error("GraphQL request is not UTF-8 (byte {offset})")]
-    InvalidUtf8 { offset: usize },
+    InvalidUtf8 {
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// The body is not JSON.
     #[error("malformed JSON at line {line}, column {column}: {message}")]
     MalformedJson {
+        /// serde_json's description.
         message: String,
+        /// 1-based.
         line: usize,
+        /// 1-based.
         column: usize,
     },
+    /// Refused because parsers differ on which of the two wins.
     #[error("duplicate JSON member `{key}` at line {line}, column {column}")]
     DuplicateKey {
+        /// The member named twice.
         key: String,
+        /// 1-based.
         line: usize,
+        /// 1-based.
         column: usize,
     },
+    /// Nesting bounded so that reading cannot exhaust the stack.
     #[error("JSON nested deeper than {limit} levels at line {line}, column {column}")]
     TooDeep {
+        /// Levels; fixed, not a policy setting.
         limit: usize,
+        /// 1-based.
         line: usize,
+        /// 1-based.
         column: usize,
     },
+    /// A JSON scalar, or an array holding one.
     #[error("GraphQL request must be a JSON object or a batch (array) of objects")]
     NotAnObject,
+    /// `[]`: nothing to judge, so nothing to allow.
     #[error("GraphQL batch is empty")]
     EmptyBatch,
+    /// A member the GraphQL-over-HTTP spec does not define; it could carry what the server runs.
     #[error("unknown GraphQL request member `{key}`")]
-    UnknownMember { key: String },
+    UnknownMember {
+        /// As sent.
+        key: String,
+    },
+    /// A known member of the wrong JSON type.
     #[error("GraphQL request member `{member}` must be {expected}")]
     WrongType {
+        /// `query`, `operationName`, `variables` or `extensions`.
         member: &'static str,
+        /// The type the spec requires, in words.
         expected: &'static str,
     },
+    /// A GET whose query string does not decode.
     #[error("malformed query string: {0}")]
     QueryString(PatternError),
+    /// Parsers differ on which repeated parameter wins.
     #[error("GraphQL GET parameter `{key}` appears more than once")]
-    DuplicateParam { key: String },
+    DuplicateParam {
+        /// The parameter named twice.
+        key: String,
+    },
+    /// Only JSON and `application/graphql` bodies are read; anything else would be guessed.
     #[error("unsupported GraphQL request Content-Type `{content_type}`")]
-    UnsupportedContentType { content_type: String },
+    UnsupportedContentType {
+        /// As sent, parameters included.
+        content_type: String,
+    },
+    /// Nothing says what would run.
     #[error("GraphQL request has neither a document nor a persisted-query hash or id")]
     NoQuery,
+    /// Two ways to name a stored query: which one the server uses is not known.
     #[error("GraphQL request names a persisted query twice: `{first}` and `{second}`")]
     SeveralPersistedIds {
+        /// The member read first.
         first: &'static str,
+        /// The other member.
         second: &'static str,
     },
+    /// The server could run either.
     #[error("GraphQL request sends both a document and a saved-query id `{member}`")]
-    DocumentAndSavedId { member: &'static str },
+    DocumentAndSavedId {
+        /// The saved-query member sent.
+        member: &'static str,
+    },
+    /// APQ lets a client send a hash with a document; one that is not the document's own would register a different query under it.
     #[error("persisted-query hash `{hash}` is not the SHA-256 of the document sent")]
-    HashMismatch { hash: String },
+    HashMismatch {
+        /// As sent.
+        hash: String,
+    },
+    /// The document does not parse.
     #[error("malformed GraphQL document at line {line}, column {column}: {message}")]
     MalformedDocument {
+        /// The parser's description.
         message: String,
+        /// 1-based, within the document.
         line: usize,
+        /// 1-based.
         column: usize,
     },
+    /// A schema or type definition: not a request a server executes.
     #[error("GraphQL request document holds a type-system definition")]
     NotExecutable,
+    /// Only fragments.
     #[error("GraphQL document has no operation")]
     NoOperation,
+    /// Which operation the server runs depends on a name the request did not send.
     #[error("GraphQL document has {count} operations and no `operationName` picks one")]
-    AmbiguousOperation { count: usize },
+    AmbiguousOperation {
+        /// Operations in the document.
+        count: usize,
+    },
+    /// The server would run nothing, or guess.
     #[error("`operationName` `{name}` names no operation in the document")]
-    UnknownOperationName { name: String },
+    UnknownOperationName {
+        /// As sent.
+        name: String,
+    },
+    /// Invalid GraphQL: which one a server runs is not known.
     #[error("GraphQL document has two operations named `{name}`")]
-    DuplicateOperationName { name: String },
+    DuplicateOperationName {
+        /// The repeated name.
+        name: String,
+    },
+    /// Invalid GraphQL that servers treat differently.
     #[error("an anonymous GraphQL operation must be the only operation in its document")]
     AnonymousNotAlone,
+    /// Invalid GraphQL: which definition a server expands is not known.
     #[error("GraphQL document defines fragment `{name}` twice")]
-    DuplicateFragment { name: String },
+    DuplicateFragment {
+        /// The repeated fragment.
+        name: String,
+    },
+    /// Its root fields cannot be known.
     #[error("GraphQL fragment `{name}` is not defined")]
-    UnknownFragment { name: String },
+    UnknownFragment {
+        /// The fragment spread.
+        name: String,
+    },
+    /// Expansion would not end.
     #[error("GraphQL fragment `{name}` spreads itself")]
-    FragmentCycle { name: String },
+    FragmentCycle {
+        /// A fragment on the cycle.
+        name: String,
+    },
+    /// Not a graphql-transport-ws or graphql-ws message.
     #[error("GraphQL-over-WebSocket message has no string `type`")]
     WsMissingType,
+    /// An operation message without an id.
     #[error("GraphQL-over-WebSocket `{message_type}` message needs a non-empty string `id`")]
-    WsMissingId { message_type: String },
+    WsMissingId {
+        /// The message's `type`.
+        message_type: String,
+    },
+    /// An operation message without a document.
     #[error("GraphQL-over-WebSocket `{message_type}` message needs an object `payload`")]
-    WsMissingPayload { message_type: String },
+    WsMissingPayload {
+        /// The message's `type`.
+        message_type: String,
+    },
 }
 
 /// Reads a GraphQL-over-HTTP POST body, a JSON request object or a batch
@@ -269,7 +371,7 @@ pub struct GraphqlReader {
 }
 
 impl GraphqlReader {
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self {
             limit,
             cache: DocumentCache::default(),
@@ -282,16 +384,19 @@ impl GraphqlReader {
     }
 
     /// [`ops_from_query_string`] within this reader's limit.
-    pub fn ops_from_query_string(&self, query: &str) -> Result<GraphqlOp, GraphqlError> {
+    #[cfg(test)]
+    pub(crate) fn ops_from_query_string(&self, query: &str) -> Result<GraphqlOp, GraphqlError> {
         query_string(query, self.limit, Some(&self.cache))
     }
 
     /// [`classify_ws_text`] within this reader's limit.
-    pub fn classify_ws_text(&self, text: &str) -> Result<WsMessage, GraphqlError> {
+    #[cfg(test)]
+    pub(crate) fn classify_ws_text(&self, text: &str) -> Result<WsMessage, GraphqlError> {
         ws::classify(text, self.limit, Some(&self.cache))
     }
 
-    pub fn cache(&self) -> &DocumentCache {
+    #[cfg(test)]
+    pub(crate) fn cache(&self) -> &DocumentCache {
         &self.cache
     }
 }

@@ -25,11 +25,12 @@ pub const TOOL_NAME_MAX: usize = 128;
 /// One request or notification in a JSON-RPC body.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RpcCall {
+    /// As sent; rules match it exactly or by glob.
     pub method: String,
     /// `params.name` of an MCP `tools/call`; `None` for every other call.
     pub tool: Option<String>,
     /// The message has no `id`: the server sends no response.
-    pub notification: bool,
+    pub(crate) notification: bool,
 }
 
 /// Which protocol reads the body. Generic JSON-RPC looks only at methods;
@@ -37,7 +38,9 @@ pub struct RpcCall {
 /// strings or numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RpcDialect {
+    /// JSON-RPC 2.0: methods only.
     JsonRpc,
+    /// MCP: methods, and the tool of each `tools/call`.
     Mcp,
 }
 
@@ -49,7 +52,7 @@ pub struct RpcBody {
     /// Response frames (messages with `result` or `error`) the client sent,
     /// answering a server-initiated request. MCP relays them; generic
     /// JSON-RPC refuses them.
-    pub responses: usize,
+    pub(crate) responses: usize,
     /// The body was an array.
     pub batch: bool,
 }
@@ -71,42 +74,71 @@ impl std::fmt::Display for Item {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RpcBodyError {
+    /// Not JSON; serde_json's description.
     #[error("the body is not valid JSON: {0}")]
     Json(String),
     #[error(
         "the body repeats a key inside one object ({0}); servers disagree on which copy counts"
     )]
+    /// Refused because servers disagree on which copy counts; the key.
     DuplicateKey(String),
+    /// `[]`: nothing to judge, so nothing to allow.
     #[error("the body is an empty batch")]
     EmptyBatch,
+    /// A batch member or body that is a JSON scalar or array.
     #[error("{0}the message is not a JSON object")]
     NotObject(Item),
+    /// No `"jsonrpc"`: not JSON-RPC 2.0.
     #[error("{0}missing or non-string `jsonrpc` field")]
     MissingVersion(Item),
+    /// A `jsonrpc` other than `"2.0"`.
     #[error("{item}unsupported JSON-RPC version `{version}`")]
-    Version { item: Item, version: String },
+    Version {
+        /// The message.
+        item: Item,
+        /// As sent.
+        version: String,
+    },
+    /// A request and a response at once: which a server reads is not known.
     #[error("{0}the message has both `method` and `result`/`error`")]
     MethodAndResult(Item),
+    /// Neither a request nor a response.
     #[error("{0}missing or non-string `method` field")]
     MissingMethod(Item),
+    /// Only MCP, whose server sends requests back, has the client answer them.
     #[error("{0}a response frame sent by the client (only MCP endpoints relay these)")]
     ResponseFrame(Item),
+    /// A client response frame that is not a well-formed response.
     #[error("{item}invalid response frame: {why}")]
-    BadResponse { item: Item, why: &'static str },
+    BadResponse {
+        /// The message.
+        item: Item,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// MCP: an id that is neither a string nor a number.
     #[error("{0}an MCP request id must be a string or a number")]
     BadId(Item),
+    /// MCP: a `tools/call` whose tool cannot be read, so no tool rule can judge it.
     #[error("{0}`tools/call` without a string `params.name`")]
     MissingToolName(Item),
     #[error(
         "{item}tool name `{name}` does not match ^[A-Za-z0-9_.-]{{1,128}}$ (the endpoint checks tool names strictly)"
     )]
-    ToolName { item: Item, name: String },
+    /// A tool name the strict check refuses.
+    ToolName {
+        /// The message.
+        item: Item,
+        /// As sent.
+        name: String,
+    },
 }
 
 /// Parses a client-to-server body (a single object or a batch array) as an
 /// MCP body, refusing response frames: for callers that must see calls
 /// only. [`parse_rpc_body`] is the full reading the evaluator uses.
-pub fn parse_jsonrpc_body(
+#[cfg(test)]
+pub(crate) fn parse_jsonrpc_body(
     body: &[u8],
     strict_tool_names: bool,
 ) -> Result<Vec<RpcCall>, RpcBodyError> {

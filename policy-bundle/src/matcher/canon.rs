@@ -25,35 +25,61 @@ pub enum CanonError {
     /// The target does not start with `/` (absolute-form, authority-form or
     /// `*` are not matched against path rules).
     #[error("request target `{target}` does not start with `/`")]
-    NotOriginForm { target: String },
+    NotOriginForm {
+        /// As sent.
+        target: String,
+    },
     /// A control character, space, DEL or non-ASCII byte, which no valid
     /// request target contains and which servers treat inconsistently.
     #[error("control character, space or non-ASCII byte at byte {offset} of the request target")]
-    ControlCharacter { offset: usize },
+    ControlCharacter {
+        /// Byte offset in the target.
+        offset: usize,
+    },
     /// `%` not followed by two hex digits.
     #[error("invalid percent-escape `{escape}` at byte {offset} of the path")]
-    BadEscape { offset: usize, escape: String },
+    BadEscape {
+        /// Byte offset in the path.
+        offset: usize,
+        /// The escape as written.
+        escape: String,
+    },
     /// `%00`, which truncates paths in C-based backends.
     #[error("encoded NUL `%00` at byte {offset} of the path")]
-    EncodedNul { offset: usize },
+    EncodedNul {
+        /// Byte offset in the path.
+        offset: usize,
+    },
     /// `%2F`, which some backends decode into a segment separator after the
     /// proxy has matched the path as one segment.
     #[error("encoded slash `%2F` at byte {offset} of the path")]
-    EncodedSlash { offset: usize },
+    EncodedSlash {
+        /// Byte offset in the path.
+        offset: usize,
+    },
     /// `\`, which some backends treat as `/`.
     #[error("backslash at byte {offset} of the path")]
-    Backslash { offset: usize },
+    Backslash {
+        /// Byte offset in the path.
+        offset: usize,
+    },
     /// `;` in the path. Java servers (Tomcat, Spring) strip `;parameters`
     /// from segments before routing, so `/admin;x/secret` reaches
     /// `/admin/secret` while matching as another path; other servers keep
     /// them. Neither reading can be matched exactly for both, so the
     /// proxy refuses the request.
     #[error("`;` at byte {offset} of the path (path parameters are refused)")]
-    PathParameters { offset: usize },
+    PathParameters {
+        /// Byte offset in the path.
+        offset: usize,
+    },
     /// A `.` or `..` segment followed by an encoded `;` (`/..%3B/`), which
     /// some backends decode and then resolve as `..` after the proxy matched.
     #[error("dot segment with parameters `{segment}`")]
-    DotSegmentParameters { segment: String },
+    DotSegmentParameters {
+        /// The segment as written.
+        segment: String,
+    },
 }
 
 /// Whether an escape is decoded in the canonical path: every printable

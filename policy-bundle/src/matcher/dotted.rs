@@ -20,7 +20,7 @@ use super::segments::{self, Seg};
 
 /// A glob over the `.`-separated labels of a decoded query value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DottedGlob {
+pub(crate) struct DottedGlob {
     text: String,
     labels: Vec<Seg>,
 }
@@ -49,7 +49,7 @@ const MORE_LABELS: &str = r"(?:\.[^\.]*)*";
 
 impl DottedGlob {
     /// Parses the glob after `dotted:`, such as `1.*` or `**.json`.
-    pub fn parse(text: &str) -> Result<Self, PatternError> {
+    pub(crate) fn parse(text: &str) -> Result<Self, PatternError> {
         let mut raw: Vec<(usize, Vec<Tok>)> = Vec::new();
         let mut current = (0, Vec::new());
         for (at, item) in glob::tokenize(text, &SYNTAX)? {
@@ -92,7 +92,7 @@ impl DottedGlob {
     }
 
     /// Whether a decoded value matches.
-    pub fn matches(&self, value: &str) -> bool {
+    pub(crate) fn matches(&self, value: &str) -> bool {
         let parts: Vec<&str> = value.split('.').collect();
         segments::match_parts(&self.labels, &parts, Scope::Label)
     }
@@ -103,7 +103,7 @@ impl DottedGlob {
     /// Read over `.` + value, every label is `\.LABEL` and `**` is
     /// `(?:\.[^.]*)*`; the leading `.` is then moved to the right of a
     /// leading `**` so the regex reads the value itself.
-    pub fn to_regex(&self) -> String {
+    pub(crate) fn to_regex(&self) -> String {
         let label = |out: &mut String, toks: &[Tok]| glob::write_regex(out, toks, Scope::Label);
         let mut out = String::from("(?:");
         let rest = match self.labels.as_slice() {
@@ -138,7 +138,7 @@ impl DottedGlob {
     }
 
     /// A concrete value the pattern matches, for witnesses.
-    pub fn example(&self) -> String {
+    pub(crate) fn example(&self) -> String {
         let short = self.example_with("x", None);
         if self.matches(&short) {
             short
@@ -163,14 +163,15 @@ impl DottedGlob {
 
     /// The canonical pattern text (without the `dotted:` prefix).
     /// Whether the glob has no wildcard: it matches one value only.
-    pub fn is_literal(&self) -> bool {
+    pub(crate) fn is_literal(&self) -> bool {
         self.labels.iter().all(|l| match l {
             Seg::Any => false,
             Seg::Glob(toks) => toks.iter().all(|t| matches!(t, Tok::Lit(_))),
         })
     }
 
-    pub fn as_str(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 }

@@ -28,12 +28,16 @@ use super::glob::{self, Item, Scope, Syntax, Tok};
 )]
 #[serde(rename_all = "snake_case")]
 pub enum OperationType {
+    /// Reads; the one type `read_only` allows.
     Query,
+    /// Writes.
     Mutation,
+    /// A long-lived stream of results, over WebSocket or SSE.
     Subscription,
 }
 
 impl OperationType {
+    /// In keyword order, for iterating every type.
     pub const ALL: [Self; 3] = [Self::Query, Self::Mutation, Self::Subscription];
 
     /// The keyword, as GraphQL writes it.
@@ -87,6 +91,7 @@ impl OperationTypeSet {
         Self::of([OperationType::Query, OperationType::Mutation])
     }
 
+    /// A set of exactly these types.
     pub fn of(types: impl IntoIterator<Item = OperationType>) -> Self {
         Self(types.into_iter().collect())
     }
@@ -122,6 +127,7 @@ impl OperationTypeSet {
         }
     }
 
+    /// Whether operations of this type are covered.
     pub fn contains(&self, ty: OperationType) -> bool {
         self.0.contains(&ty)
     }
@@ -129,34 +135,24 @@ impl OperationTypeSet {
     /// Whether the lowercase keyword `text` names a covered type. Anything
     /// else (another case included) is covered by no set: the analysis
     /// only ever produces the lowercase keywords.
-    pub fn matches(&self, text: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn matches(&self, text: &str) -> bool {
         OperationType::ALL
             .into_iter()
             .any(|t| t.as_str() == text && self.contains(t))
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = OperationType> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = OperationType> + '_ {
         self.0.iter().copied()
     }
 
-    pub fn is_all(&self) -> bool {
+    pub(crate) fn is_all(&self) -> bool {
         self.0.len() == OperationType::ALL.len()
     }
 
-    pub fn union(&self, other: &Self) -> Self {
-        Self(self.0.union(&other.0).copied().collect())
-    }
-
-    pub fn intersection(&self, other: &Self) -> Self {
-        Self(self.0.intersection(&other.0).copied().collect())
-    }
-
-    pub fn is_subset(&self, other: &Self) -> bool {
-        self.0.is_subset(&other.0)
-    }
-
     /// A regex over the lowercase keywords, for the prover.
-    pub fn to_regex(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn to_regex(&self) -> String {
         if self.0.is_empty() {
             return r"(?:[^\x{0}-\x{10FFFF}])".to_owned();
         }
@@ -165,7 +161,8 @@ impl OperationTypeSet {
     }
 
     /// A covered keyword, for witnesses; `None` for the empty set.
-    pub fn example(&self) -> Option<OperationType> {
+    #[cfg(test)]
+    pub(crate) fn example(&self) -> Option<OperationType> {
         self.0.first().copied()
     }
 }

@@ -53,12 +53,8 @@ impl Method {
         Ok(Self(upper))
     }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// A regex for this method (uppercase input).
-    pub fn to_regex(&self) -> String {
+    pub(crate) fn to_regex(&self) -> String {
         // Method characters are `[A-Z0-9_-]`; only `-` is a regex meta
         // character, and it is literal outside a class.
         self.0.clone()
@@ -178,6 +174,7 @@ impl MethodSet {
         }
     }
 
+    /// Both sets' methods; `Any` absorbs the other.
     pub fn union(&self, other: &Self) -> Self {
         match (self, other) {
             (Self::Only(a), Self::Only(b)) => Self::Only(a.union(b).cloned().collect()),
@@ -185,13 +182,7 @@ impl MethodSet {
         }
     }
 
-    pub fn intersection(&self, other: &Self) -> Self {
-        match (self, other) {
-            (Self::Any, x) | (x, Self::Any) => x.clone(),
-            (Self::Only(a), Self::Only(b)) => Self::Only(a.intersection(b).cloned().collect()),
-        }
-    }
-
+    /// Whether every method of `self` is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
         match (self, other) {
             (_, Self::Any) => true,

@@ -10,36 +10,39 @@
 //! equal pattern (and is what serde stores). `docs/matching.md` explains the
 //! semantics for policy authors.
 
-pub mod binary;
-pub mod canon;
-pub mod dotted;
+mod binary;
+mod canon;
+mod dotted;
 mod error;
 mod glob;
 pub mod graphql;
-pub mod host;
-pub mod http_path;
+mod host;
+mod http_path;
 pub mod method;
 pub mod net;
 #[cfg(test)]
 pub(crate) mod proptests;
-pub mod query;
-pub mod rpc_method;
+mod query;
+mod rpc_method;
 mod segments;
 mod serde_str;
-pub mod tool;
+mod tool;
 
 pub use binary::BinaryGlob;
 pub use canon::{CanonError, CanonicalTarget, canonicalize_path};
-pub use dotted::DottedGlob;
 pub use error::PatternError;
 pub use graphql::{GRAPHQL_NAME_REGEX, GraphqlNameGlob, OperationType, OperationTypeSet};
 pub use host::{HostPattern, normalize_host};
 pub use http_path::HttpPathGlob;
 pub use method::{EXTENSION_METHODS, Method, MethodSet, STANDARD_METHODS, WEBSOCKET_TEXT};
 pub use net::{
-    AddrClass, AddrSet, EndpointText, EndpointTextError, METADATA_HOSTS, PortSet, canonical_ip,
-    classify_addr, internal_ranges, is_metadata_host, split_endpoint,
+    AddrSet, EndpointText, EndpointTextError, METADATA_HOSTS, PortSet, canonical_ip, classify_addr,
+    internal_ranges, is_metadata_host, split_endpoint,
 };
 pub use query::{DOTTED_PREFIX, QueryMatcher, ValueGlob, parse_query_string};
 pub use rpc_method::{RpcMethod, TOOLS_CALL};
 pub use tool::ToolSet;
+
+#[cfg(test)]
+pub(crate) use dotted::DottedGlob;
+pub(crate) use net::AddrClass;

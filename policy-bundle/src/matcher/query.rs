@@ -15,7 +15,7 @@ use super::glob::{self, Item, Scope, Syntax, Tok};
 ///
 /// Plain: `*` any run of characters (including `/` and `.`), `?` one
 /// character, `[...]` classes, `\` escapes. Written `dotted:GLOB`: a
-/// [`DottedGlob`], whose wildcards never cross a `.` (OpenShell's meaning).
+/// `DottedGlob`, whose wildcards never cross a `.` (OpenShell's meaning).
 /// A plain glob whose text starts with `dotted:` is written `\dotted:...`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ValueGlob {
@@ -29,7 +29,7 @@ enum Kind {
     Dotted(DottedGlob),
 }
 
-/// Marks a value pattern as a [`DottedGlob`].
+/// Marks a value pattern as a `DottedGlob`.
 pub const DOTTED_PREFIX: &str = "dotted:";
 
 const SYNTAX: Syntax = Syntax {
@@ -120,14 +120,6 @@ impl ValueGlob {
         }
         out.dedup();
         out
-    }
-
-    /// The dotted glob, when this is one.
-    pub fn dotted(&self) -> Option<&DottedGlob> {
-        match &self.kind {
-            Kind::Dotted(d) => Some(d),
-            Kind::Plain(_) => None,
-        }
     }
 
     /// Whether the pattern has no wildcard or class: it matches one value.

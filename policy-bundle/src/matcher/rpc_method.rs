@@ -20,7 +20,7 @@ use super::error::PatternError;
 use super::query::{DOTTED_PREFIX, ValueGlob};
 
 /// The only family in which MCP accepts method globs.
-pub const MCP_GLOB_FAMILY: &str = "tools/";
+pub(crate) const MCP_GLOB_FAMILY: &str = "tools/";
 
 /// The MCP method whose `params.name` is the tool.
 pub const TOOLS_CALL: &str = "tools/call";
@@ -123,7 +123,7 @@ impl RpcMethod {
     }
 
     /// Whether a call's method matches.
-    pub fn matches(&self, method: &str) -> bool {
+    pub(crate) fn matches(&self, method: &str) -> bool {
         match self {
             Self::Any => !method.is_empty(),
             Self::Exact(name) => name == method,

@@ -64,12 +64,13 @@ impl ToolSet {
         Self::new(globs)
     }
 
+    /// The tool globs, in the set's canonical order.
     pub fn globs(&self) -> &[ValueGlob] {
         &self.0
     }
 
     /// Whether a tool name matches one of the patterns.
-    pub fn matches(&self, tool: &str) -> bool {
+    pub(crate) fn matches(&self, tool: &str) -> bool {
         self.0.iter().any(|g| g.matches(tool))
     }
 
@@ -80,13 +81,15 @@ impl ToolSet {
     }
 
     /// A regex for exactly the names `matches` accepts, as a full match.
-    pub fn to_regex(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn to_regex(&self) -> String {
         let alts: Vec<String> = self.0.iter().map(ValueGlob::to_regex).collect();
         format!("(?:{})", alts.join("|"))
     }
 
     /// A concrete tool name the set matches, for witnesses.
-    pub fn example(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn example(&self) -> String {
         self.0.first().map(ValueGlob::example).unwrap_or_default()
     }
 }

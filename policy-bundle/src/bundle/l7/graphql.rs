@@ -23,12 +23,12 @@ pub struct GraphqlOps {
 
 impl GraphqlOps {
     /// No rule and no registry entry.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.allow.is_empty() && self.deny.is_empty() && self.persisted_queries.is_empty()
     }
 
     /// The registered persisted query with this hash or saved-query id.
-    pub fn persisted_query(&self, id: &str) -> Option<&PersistedQuery> {
+    pub(crate) fn persisted_query(&self, id: &str) -> Option<&PersistedQuery> {
         self.persisted_queries.iter().find(|q| q.id == id)
     }
 }
@@ -36,6 +36,7 @@ impl GraphqlOps {
 /// A GraphQL-over-HTTP endpoint: its operation rules and body limit.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct GraphqlRules {
+    /// The operation rules and persisted-query registry.
     pub ops: GraphqlOps,
     /// Bytes of body (or query string) read; `None` is
     /// [`crate::l7body::graphql::DEFAULT_BODY_LIMIT`].
@@ -43,7 +44,7 @@ pub struct GraphqlRules {
 }
 
 impl GraphqlRules {
-    pub fn effective_body_limit(&self) -> usize {
+    pub(crate) fn effective_body_limit(&self) -> usize {
         self.body_limit
             .map_or(crate::l7body::graphql::DEFAULT_BODY_LIMIT, |n| {
                 usize::try_from(n).unwrap_or(usize::MAX)
@@ -59,16 +60,19 @@ impl GraphqlRules {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GraphqlRule {
+    /// The operation types covered.
     pub types: OperationTypeSet,
+    /// A glob over the operation's name; `None` is any name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<GraphqlNameGlob>,
+    /// Globs over root fields; `None` is any fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<Vec<GraphqlNameGlob>>,
 }
 
 impl GraphqlRule {
     /// Whether type and name match, fields aside.
-    pub fn type_and_name(&self, kind: OperationType, name: Option<&str>) -> bool {
+    pub(crate) fn type_and_name(&self, kind: OperationType, name: Option<&str>) -> bool {
         self.types.contains(kind)
             && self
                 .name
@@ -129,17 +133,20 @@ pub struct PersistedQuery {
     /// The `sha256Hash` of an automatic persisted query, or a saved-query
     /// id (`id`, `documentId`, `queryId`), exactly as the client sends it.
     pub id: String,
+    /// The type of the stored operation.
     #[serde(rename = "type")]
     pub kind: OperationType,
+    /// The stored operation's name; `None` for an anonymous one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The stored operation's root fields; `None` when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<Vec<String>>,
 }
 
 impl GraphqlOps {
     /// No rules: what a protocol without GraphQL rules reads as.
-    pub const EMPTY: GraphqlOps = GraphqlOps {
+    pub(crate) const EMPTY: GraphqlOps = GraphqlOps {
         allow: Vec::new(),
         deny: Vec::new(),
         persisted_queries: Vec::new(),
@@ -148,7 +155,7 @@ impl GraphqlOps {
 
 impl GraphqlOps {
     /// Deny rule `i`, or allow rule `i`.
-    pub fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<GraphqlRule>> {
+    pub(crate) fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<GraphqlRule>> {
         if deny {
             self.deny.get(i)
         } else {

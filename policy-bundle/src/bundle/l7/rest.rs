@@ -9,13 +9,15 @@ use crate::matcher::{HttpPathGlob, MethodSet, QueryMatcher};
 /// endpoint's upgrade and text messages). Deny wins.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RestRules {
+    /// A request must match one of these.
     pub allow: Vec<Sourced<L7Matcher>>,
+    /// A request matching one of these is refused, whatever the allow rules say.
     pub deny: Vec<Sourced<L7Matcher>>,
 }
 
 impl RestRules {
     /// The index of the first allow (or deny) rule matching the request.
-    pub fn find(
+    pub(crate) fn find(
         &self,
         method: &str,
         path: &str,
@@ -29,18 +31,22 @@ impl RestRules {
     }
 }
 
+/// One REST rule: method, path and every query matcher must match.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct L7Matcher {
+    /// The methods covered.
     pub methods: MethodSet,
+    /// Matched against the canonical path.
     pub path: HttpPathGlob,
+    /// Each must hold; read differently by allow and deny rules for absent parameters.
     pub query: Vec<QueryMatcher>,
 }
 
 impl L7Matcher {
     /// Whether a request matches, read as a deny rule or as an allow rule
     /// (query matchers treat absent parameters differently).
-    pub fn matches(
+    pub(crate) fn matches(
         &self,
         method: &str,
         path: &str,
@@ -61,7 +67,7 @@ impl L7Matcher {
 
 impl RestRules {
     /// Deny rule `i`, or allow rule `i`.
-    pub fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<L7Matcher>> {
+    pub(crate) fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<L7Matcher>> {
         if deny {
             self.deny.get(i)
         } else {

@@ -9,8 +9,11 @@ use crate::matcher::{RpcMethod, ToolSet};
 /// The rules and body settings of a JSON-RPC or MCP endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RpcRules {
+    /// JSON-RPC 2.0 or MCP: how bodies are read.
     pub dialect: RpcDialect,
+    /// Every call of a body must match one of these.
     pub allow: Vec<Sourced<RpcMatcher>>,
+    /// A call matching one of these refuses the whole body.
     pub deny: Vec<Sourced<RpcMatcher>>,
     /// Bytes of body read for inspection; `None` is
     /// [`crate::l7body::jsonrpc::DEFAULT_BODY_LIMIT`].
@@ -24,27 +27,14 @@ pub struct RpcRules {
 }
 
 impl RpcRules {
-    /// Rules of this dialect with the defaults a policy gets: none, the
-    /// default limit, strict tool names, no method profile.
-    pub fn new(dialect: RpcDialect) -> Self {
-        Self {
-            dialect,
-            allow: Vec::new(),
-            deny: Vec::new(),
-            body_limit: None,
-            strict_tool_names: true,
-            all_mcp_methods: false,
-        }
-    }
-
-    pub fn protocol(&self) -> L7Protocol {
+    pub(crate) fn protocol(&self) -> L7Protocol {
         match self.dialect {
             RpcDialect::JsonRpc => L7Protocol::JsonRpc,
             RpcDialect::Mcp => L7Protocol::Mcp,
         }
     }
 
-    pub fn effective_body_limit(&self) -> usize {
+    pub(crate) fn effective_body_limit(&self) -> usize {
         self.body_limit
             .map_or(crate::l7body::jsonrpc::DEFAULT_BODY_LIMIT, |n| {
                 usize::try_from(n).unwrap_or(usize::MAX)
@@ -53,7 +43,7 @@ impl RpcRules {
 
     /// MCP with an allow rule that names tools: `tools/call` is then
     /// allowed by tool rules only, never by the method profile.
-    pub fn tools_narrowed(&self) -> bool {
+    pub(crate) fn tools_narrowed(&self) -> bool {
         self.allow.iter().any(|r| r.tools.is_some())
     }
 }
@@ -64,7 +54,9 @@ impl RpcRules {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RpcMatcher {
+    /// The methods covered.
     pub methods: RpcMethod,
+    /// `None` is any tool, or a call without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<ToolSet>,
 }
@@ -82,7 +74,7 @@ impl RpcMatcher {
 
 impl RpcRules {
     /// Deny rule `i`, or allow rule `i`.
-    pub fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<RpcMatcher>> {
+    pub(crate) fn rule(&self, deny: bool, i: usize) -> Option<&Sourced<RpcMatcher>> {
         if deny {
             self.deny.get(i)
         } else {

@@ -20,28 +20,40 @@ use crate::vocab::{Enforcement, Origin, TlsMode};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WireEndpoint {
+    /// As in [`L7Endpoint`].
     pub enforcement: Enforcement,
-    pub tls: TlsMode,
+    pub(crate) tls: TlsMode,
+    /// As in [`L7Endpoint`].
     pub path: Option<HttpPathGlob>,
-    pub encoded_slash: bool,
+    pub(crate) encoded_slash: bool,
+    /// REST and WebSocket allow rules, without origins.
     pub allow: Vec<L7Matcher>,
-    pub deny: Vec<L7Matcher>,
+    pub(crate) deny: Vec<L7Matcher>,
+    /// Which of the fields below apply; REST when absent.
     #[serde(default)]
     pub protocol: L7Protocol,
+    /// Bytes of body read for inspection (JSON-RPC, MCP, GraphQL; a message limit for WebSocket).
     #[serde(default)]
     pub body_limit: Option<u64>,
+    /// JSON-RPC and MCP: tool names must match `^[A-Za-z0-9_.-]{1,128}$`.
     #[serde(default = "yes")]
     pub strict_tool_names: bool,
+    /// MCP: the allow-all method profile.
     #[serde(default)]
     pub all_mcp_methods: bool,
+    /// JSON-RPC and MCP allow rules.
     #[serde(default)]
     pub rpc_allow: Vec<RpcMatcher>,
+    /// JSON-RPC and MCP deny rules.
     #[serde(default)]
     pub rpc_deny: Vec<RpcMatcher>,
+    /// GraphQL allow rules.
     #[serde(default)]
     pub graphql_allow: Vec<GraphqlRule>,
+    /// GraphQL deny rules.
     #[serde(default)]
     pub graphql_deny: Vec<GraphqlRule>,
+    /// GraphQL: the trusted persisted-query registry.
     #[serde(default)]
     pub persisted_queries: Vec<PersistedQuery>,
 }
@@ -238,8 +250,11 @@ impl TryFrom<WireEndpoint> for L7Endpoint {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct L7Provenance {
+    /// The policy rules the endpoint was written in.
     pub endpoint: Vec<Origin>,
+    /// Parallel to the REST allow rules.
     pub allow: Vec<Vec<Origin>>,
+    /// Parallel to the REST deny rules.
     pub deny: Vec<Vec<Origin>>,
     /// Parallel to `allow`: for each origin, the index in `endpoint` of the
     /// rule it was written in. An endpoint's content is shared by rules for
@@ -376,42 +391,52 @@ impl From<&L7Endpoint> for WireEndpoint {
 /// (the prover's models, the proxy's logs): a protocol without such rules
 /// reads as having none.
 impl L7Endpoint {
+    /// REST (or WebSocket) allow rules.
     pub fn allow(&self) -> &[Sourced<L7Matcher>] {
         self.rest().map_or(&[], |r| &r.allow)
     }
 
+    /// REST (or WebSocket) deny rules.
     pub fn deny(&self) -> &[Sourced<L7Matcher>] {
         self.rest().map_or(&[], |r| &r.deny)
     }
 
+    /// JSON-RPC and MCP allow rules.
     pub fn rpc_allow(&self) -> &[Sourced<RpcMatcher>] {
         self.rpc().map_or(&[], |r| &r.allow)
     }
 
+    /// JSON-RPC and MCP deny rules.
     pub fn rpc_deny(&self) -> &[Sourced<RpcMatcher>] {
         self.rpc().map_or(&[], |r| &r.deny)
     }
 
+    /// GraphQL (and GraphQL over WebSocket) allow rules.
     pub fn graphql_allow(&self) -> &[Sourced<GraphqlRule>] {
         self.graphql().map_or(&[], |g| &g.allow)
     }
 
+    /// GraphQL (and GraphQL over WebSocket) deny rules.
     pub fn graphql_deny(&self) -> &[Sourced<GraphqlRule>] {
         self.graphql().map_or(&[], |g| &g.deny)
     }
 
+    /// The GraphQL persisted-query registry.
     pub fn persisted_queries(&self) -> &[PersistedQuery] {
         self.graphql().map_or(&[], |g| &g.persisted_queries)
     }
 
+    /// True for a protocol without tools, which has nothing to check.
     pub fn strict_tool_names(&self) -> bool {
         self.rpc().is_none_or(|r| r.strict_tool_names)
     }
 
+    /// False for anything but MCP.
     pub fn all_mcp_methods(&self) -> bool {
         self.rpc().is_some_and(|r| r.all_mcp_methods)
     }
 
+    /// Whether an allow rule names tools, so `tools/call` is left to the tool rules.
     pub fn tools_narrowed(&self) -> bool {
         self.rpc().is_some_and(RpcRules::tools_narrowed)
     }

@@ -38,7 +38,7 @@ struct Entries {
 /// A bounded, thread-safe cache of document analyses. Share one per
 /// endpoint (or per proxy); the lock is held for a lookup or an insert,
 /// never while parsing.
-pub struct DocumentCache {
+pub(crate) struct DocumentCache {
     entries: Mutex<Entries>,
     max_bytes: usize,
 }
@@ -47,7 +47,7 @@ impl DocumentCache {
     /// A cache holding documents of at most `max_bytes` in total. When an
     /// insert would pass that, the cache starts over: simple, and no
     /// sequence of requests can make it grow.
-    pub fn new(max_bytes: usize) -> Self {
+    pub(crate) fn new(max_bytes: usize) -> Self {
         Self {
             entries: Mutex::new(Entries::default()),
             max_bytes,
@@ -89,12 +89,13 @@ impl DocumentCache {
     }
 
     /// Documents held, for tests and metrics.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.by_document.values().map(Vec::len).sum()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -16,10 +16,16 @@ pub enum WsMessage {
     /// Protocol control that runs nothing: `connection_init`, `ping`,
     /// `pong`, `complete` (transport-ws), `stop`, `connection_terminate`
     /// (legacy). OpenShell allows these without evaluating rules.
-    Lifecycle { message_type: &'static str },
+    Lifecycle {
+        /// The message's `type`.
+        message_type: &'static str,
+    },
     /// A well-formed message of another type. OpenShell refuses these, and
     /// so must the proxy: a server may give an unknown type a meaning.
-    Other { message_type: String },
+    Other {
+        /// As sent.
+        message_type: String,
+    },
 }
 
 const LIFECYCLE: [&str; 6] = [

@@ -163,16 +163,6 @@ impl AddrSet {
         Spans::of(&nets).into_set()
     }
 
-    /// One address.
-    pub fn single(ip: IpAddr) -> Self {
-        Self::from_nets([IpNet::from(canonical_ip(ip))])
-    }
-
-    /// Every IPv4 and IPv6 address.
-    pub fn all() -> Self {
-        Self::from_nets([v4_net(0, 0), v6_net(0, 0)])
-    }
-
     /// Whether the set contains `ip`, after `canonical_ip`.
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = canonical_ip(ip);
@@ -184,7 +174,7 @@ impl AddrSet {
         &self.nets
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.nets.is_empty()
     }
 
@@ -199,10 +189,12 @@ impl AddrSet {
         intervals::count(&Spans::of(&self.nets).v6)
     }
 
+    /// The addresses in either set.
     pub fn union(&self, other: &Self) -> Self {
         self.combine(other, intervals::union)
     }
 
+    /// The addresses in both sets.
     pub fn intersection(&self, other: &Self) -> Self {
         self.combine(other, intervals::intersection)
     }
@@ -212,6 +204,7 @@ impl AddrSet {
         self.combine(other, intervals::difference)
     }
 
+    /// Whether every address of `self` is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
         self.difference(other).is_empty()
     }

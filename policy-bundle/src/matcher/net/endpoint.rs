@@ -6,6 +6,7 @@
 /// out, also `host`, `[v6]` or an IPv6 address without brackets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EndpointText<'a> {
+    /// The host part, brackets removed.
     pub host: &'a str,
     /// Byte offset of `host` in the text.
     pub host_offset: usize,
@@ -15,6 +16,7 @@ pub struct EndpointText<'a> {
     pub ports: Option<(&'a str, usize)>,
 }
 
+/// Why `host:ports` text does not split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EndpointTextError {
     /// `[` without `]`.

@@ -1,7 +1,7 @@
 //! Sorted, disjoint, inclusive integer intervals: the one set algebra behind
 //! port sets and address sets (addresses as `u128`).
 
-pub type Interval = (u128, u128);
+pub(crate) type Interval = (u128, u128);
 
 /// Sorts and merges overlapping or adjacent intervals.
 pub(crate) fn normalize(mut v: Vec<Interval>) -> Vec<Interval> {

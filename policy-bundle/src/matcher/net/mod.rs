@@ -9,10 +9,12 @@ mod ports;
 use std::net::IpAddr;
 
 pub use addr::AddrSet;
-pub use class::{AddrClass, METADATA_HOSTS, classify_addr, internal_ranges, is_metadata_host};
+pub use class::{METADATA_HOSTS, classify_addr, internal_ranges, is_metadata_host};
 pub use endpoint::{EndpointText, EndpointTextError, split_endpoint};
 pub use intervals::to_blocks as cidr_blocks;
 pub use ports::PortSet;
+
+pub(crate) use class::AddrClass;
 
 /// Maps an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) to its IPv4 address;
 /// everything else is unchanged. The kernel connects a dual-stack socket to

@@ -30,23 +30,10 @@ impl PortSet {
         ))
     }
 
-    /// One port; `None` for port 0.
-    pub fn single(port: u16) -> Option<Self> {
-        (port != 0).then(|| Self {
-            ranges: vec![(port, port)],
-        })
-    }
-
-    /// Every port, 1 to 65535.
-    pub fn all() -> Self {
-        Self {
-            ranges: vec![(1, u16::MAX)],
-        }
-    }
-
     /// Builds a set from inclusive ranges; port 0 and reversed ranges are
     /// dropped.
-    pub fn from_ranges(ranges: impl IntoIterator<Item = (u16, u16)>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_ranges(ranges: impl IntoIterator<Item = (u16, u16)>) -> Self {
         Self::from_intervals(
             ranges
                 .into_iter()
@@ -75,6 +62,7 @@ impl PortSet {
             .collect()
     }
 
+    /// Whether the port is in the set.
     pub fn contains(&self, port: u16) -> bool {
         self.ranges.iter().any(|&(lo, hi)| lo <= port && port <= hi)
     }
@@ -98,10 +86,12 @@ impl PortSet {
         self.ranges.is_empty()
     }
 
+    /// The ports in either set.
     pub fn union(&self, other: &Self) -> Self {
         Self::from_intervals(intervals::union(&self.intervals(), &other.intervals()))
     }
 
+    /// The ports in both sets; may be empty.
     pub fn intersection(&self, other: &Self) -> Self {
         Self::from_intervals(intervals::intersection(
             &self.intervals(),
@@ -109,10 +99,12 @@ impl PortSet {
         ))
     }
 
+    /// The ports of `self` not in `other`; may be empty.
     pub fn difference(&self, other: &Self) -> Self {
         Self::from_intervals(intervals::difference(&self.intervals(), &other.intervals()))
     }
 
+    /// Whether every port of `self` is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
         intervals::is_subset(&self.intervals(), &other.intervals())
     }
