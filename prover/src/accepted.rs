@@ -98,6 +98,10 @@ pub struct AcceptanceNote {
     /// The expiry date when it has passed: the finding blocks again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expired: Option<String>,
+    /// Why an entry of the finding's category does not suppress it: the
+    /// part of the finding's region its scope leaves out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_covered: Option<String>,
 }
 
 fn err(path: &str, message: impl Into<String>) -> ProverError {
@@ -195,6 +199,23 @@ pub fn parse(shown: &str, text: &str) -> Result<Vec<Acceptance>, ProverError> {
             })?),
             None => None,
         };
+        for (field, text) in raw
+            .binary
+            .iter()
+            .map(|b| ("binary", b))
+            .chain(raw.hosts.iter().map(|h| ("hosts", h)))
+            .chain(raw.paths.iter().map(|p| ("paths", p)))
+            .chain(raw.endpoint.iter().map(|e| ("endpoint", e)))
+        {
+            if text.contains(['{', '}']) {
+                return Err(err(
+                    shown,
+                    format!(
+                        "{field} `{text}`: `{{...}}` alternatives are not read here (the braces would be matched literally, so the entry would suppress nothing); write one accepted risk per alternative"
+                    ),
+                ));
+            }
+        }
         let binary = raw
             .binary
             .as_deref()
@@ -287,6 +308,7 @@ impl Acceptance {
                 .map(|(y, m, d)| {
                     format!("expired on {y:04}-{m:02}-{d:02}; it no longer suppresses")
                 }),
+            not_covered: None,
         }
     }
 }
@@ -304,6 +326,17 @@ mod tests {
         assert_eq!(a[1].category, Some(Category::L7BypassCredentialed));
         assert!(a[1].expired(today()));
         assert_eq!(a[1].ports.as_ref().unwrap().to_string(), "443");
+    }
+
+    #[test]
+    fn brace_alternatives_are_refused_not_matched_literally() {
+        let text =
+            "accepted_risks:\n  - query: l7_bypass_credentialed\n    binary: /usr/bin/{git,curl}\n";
+        let e = parse("x", text).unwrap_err().to_string();
+        assert!(
+            e.contains("`/usr/bin/{git,curl}`") && e.contains("one accepted risk per alternative"),
+            "{e}"
+        );
     }
 
     #[test]

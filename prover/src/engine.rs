@@ -860,13 +860,19 @@ impl Cx<'_> {
     ) -> (bool, Option<crate::accepted::AcceptanceNote>) {
         let now = today();
         let mut expired_note = None;
+        let mut miss = None;
         for a in self
             .opts
             .accepted
             .iter()
             .filter(|a| a.category == Some(cat))
         {
-            if !self.covers(a, r) {
+            if let Some(why) = self.uncovered(a, r) {
+                miss.get_or_insert_with(|| crate::accepted::AcceptanceNote {
+                    not_covered: Some(why),
+                    expired: None,
+                    ..a.note(now)
+                });
                 continue;
             }
             if a.expired(now) {
@@ -875,16 +881,29 @@ impl Cx<'_> {
             }
             return (true, Some(a.note(now)));
         }
-        (false, expired_note)
+        (false, expired_note.or(miss))
     }
 
-    fn covers(&self, a: &Acceptance, r: &Region) -> bool {
+    /// What of the region an acceptance's scope leaves out, first field
+    /// first; `None` when it covers the whole region.
+    fn uncovered(&self, a: &Acceptance, r: &Region) -> Option<String> {
         let dom = self.dom;
-        let within = |set: &[u32], allowed: &[u32]| set.iter().all(|x| allowed.contains(x));
-        if let Some(b) = &a.binary
-            && !within(&r.bins, dom.bins.atoms_of(&domain::binary_key(b)))
-        {
-            return false;
+        let outside = |set: &[u32], allowed: &[u32]| -> Vec<u32> {
+            set.iter()
+                .copied()
+                .filter(|x| !allowed.contains(x))
+                .collect()
+        };
+        let listed = |v: Vec<String>| format!("`{}`", v.join("`, `"));
+        if let Some(b) = &a.binary {
+            let out = outside(&r.bins, dom.bins.atoms_of(&domain::binary_key(b)));
+            if !out.is_empty() {
+                let names = crate::finding::names(&dom.bins, &out, "other binaries");
+                return Some(format!(
+                    "`binary: {b}` does not cover {} in the finding",
+                    listed(names)
+                ));
+            }
         }
         match &a.dest {
             Some(DestScope::Hosts(hs)) => {
@@ -892,8 +911,13 @@ impl Cx<'_> {
                     .iter()
                     .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
                     .collect();
-                if !within(&r.hosts, &allowed) {
-                    return false;
+                let out = outside(&r.hosts, &allowed);
+                if !out.is_empty() {
+                    let names = crate::finding::names(&dom.hosts, &out, "other hosts");
+                    return Some(format!(
+                        "its hosts do not cover {} in the finding",
+                        listed(names)
+                    ));
                 }
             }
             Some(DestScope::Addrs(set)) => {
@@ -904,24 +928,50 @@ impl Cx<'_> {
                         .iter()
                         .all(|c| c.first_ip().is_some_and(|ip| set.contains(ip)));
                 if !ok {
-                    return false;
+                    return Some(
+                        "its addresses do not cover every destination in the finding".to_owned(),
+                    );
                 }
             }
             None => {}
         }
-        if let Some(ps) = &a.ports
-            && !r
+        if let Some(ps) = &a.ports {
+            let out: Vec<(u16, u16)> = r
                 .port_cells(dom)
-                .iter()
-                .all(|&(lo, hi)| (lo..=hi).all(|x| ps.contains(x)))
-        {
-            return false;
+                .into_iter()
+                .filter(|&(lo, hi)| !(lo..=hi).all(|x| ps.contains(x)))
+                .collect();
+            if let Some(&(lo, hi)) = out.first() {
+                let shown = if lo == hi {
+                    lo.to_string()
+                } else {
+                    format!("{lo}-{hi}")
+                };
+                return Some(format!(
+                    "its ports `{ps}` do not cover port {shown} in the finding"
+                ));
+            }
         }
         if let Some(ms) = &a.methods {
             let allowed: Vec<u32> = ms.iter().map(|m| dom.method_index(m)).collect();
             let other = u32::try_from(dom.methods.len().saturating_sub(1)).unwrap_or(0);
-            if !r.methods.iter().all(|m| allowed.contains(m) && *m != other) {
-                return false;
+            let out: Vec<String> = r
+                .methods
+                .iter()
+                .filter(|m| !allowed.contains(m) || **m == other)
+                .map(|&m| {
+                    if m == other {
+                        "other methods".to_owned()
+                    } else {
+                        dom.methods.get(m as usize).cloned().unwrap_or_default()
+                    }
+                })
+                .collect();
+            if !out.is_empty() {
+                return Some(format!(
+                    "its methods do not cover {} in the finding",
+                    listed(out)
+                ));
             }
         }
         if let Some(ps) = &a.paths {
@@ -929,11 +979,16 @@ impl Cx<'_> {
                 .iter()
                 .flat_map(|p| dom.paths.atoms_of(&domain::path_key(p)).iter().copied())
                 .collect();
-            if !within(&r.paths, &allowed) {
-                return false;
+            let out = outside(&r.paths, &allowed);
+            if !out.is_empty() {
+                let names = crate::finding::names(&dom.paths, &out, "other paths");
+                return Some(format!(
+                    "its paths do not cover {} in the finding",
+                    listed(names)
+                ));
             }
         }
-        true
+        None
     }
 
     /// `secret_exposure`: per sandbox-held secret the workload can read,

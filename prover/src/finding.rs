@@ -434,7 +434,7 @@ fn atom_name(part: &Partition, atom: u32, other: &str) -> String {
         .map_or_else(|| other.to_owned(), |&p| part.name(p).to_owned())
 }
 
-fn names(part: &Partition, set: &[u32], other: &str) -> Vec<String> {
+pub(crate) fn names(part: &Partition, set: &[u32], other: &str) -> Vec<String> {
     let mut v: Vec<String> = set.iter().map(|&a| atom_name(part, a, other)).collect();
     v.sort();
     v.dedup();

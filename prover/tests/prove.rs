@@ -426,6 +426,24 @@ fn accepted_risks_suppress_only_whole_regions_and_expire() {
         "region has gh too: {:#?}",
         partial.findings
     );
+    // The finding says why the entry did not suppress it.
+    let note = partial.findings[0].acceptance.as_ref().unwrap();
+    let why = note.not_covered.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("`binary: /usr/bin/curl`") && why.contains("`/usr/bin/gh`"),
+        "{note:?}"
+    );
+    assert!(!partial.findings[0].suppressed);
+    let ports = run(
+        "accepted_risks:\n  - query: capability_expansion\n    reason: tls only\n    accepted_by: sec\n    endpoint: api.github.com:8443\n",
+    );
+    let note = ports.findings[0].acceptance.as_ref().unwrap();
+    assert!(
+        note.not_covered
+            .as_deref()
+            .is_some_and(|w| w.contains("ports `8443`") && w.contains("port 443")),
+        "{note:?}"
+    );
     let expired = run(
         "accepted_risks:\n  - query: capability_expansion\n    reason: old\n    accepted_by: sec\n    expires: 2001-01-01\n",
     );

@@ -169,8 +169,14 @@ fn human(report: &Report, names: &Names) -> String {
         if !f.old_reason.is_empty() {
             out.push_str(&format!("  before:   {}\n", f.old_reason));
         }
-        if let Some(a) = &f.acceptance {
-            out.push_str(&format!(
+        match &f.acceptance {
+            Some(a) if a.not_covered.is_some() => out.push_str(&format!(
+                "  not accepted: the `{}` entry (by {}) does not suppress it: {}\n",
+                a.query,
+                a.accepted_by,
+                a.not_covered.as_deref().unwrap_or_default()
+            )),
+            Some(a) => out.push_str(&format!(
                 "  accepted: {} (by {}){}\n",
                 a.reason,
                 a.accepted_by,
@@ -178,7 +184,8 @@ fn human(report: &Report, names: &Names) -> String {
                     .as_ref()
                     .map(|e| format!(" — {e}"))
                     .unwrap_or_default()
-            ));
+            )),
+            None => {}
         }
     }
     if !report.reach.is_empty() || !report.sandbox.is_empty() {
@@ -259,6 +266,11 @@ fn markdown(report: &Report, names: &Names) -> String {
         out.push_str("\n<details><summary>Details</summary>\n\n");
         for f in &report.findings {
             out.push_str(&format!("- **`{}`**: {}\n", f.category, f.message));
+            if let Some(why) = f.acceptance.as_ref().and_then(|a| a.not_covered.as_ref()) {
+                out.push_str(&format!(
+                    "  (an accepted risk of this category does not suppress it: {why})\n"
+                ));
+            }
         }
         out.push_str("\n</details>\n");
     }
