@@ -81,23 +81,70 @@ fn is_root() -> bool {
     String::from_utf8_lossy(&out.stdout).trim() == "0"
 }
 
-/// Where this build's binaries are; the supervisor is built there if this
-/// test run did not build it.
+/// Where this build's binaries are; the supervisor and the gateway are
+/// built there if this test run did not build them.
 fn bin_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_BIN_EXE_openshell-policy"))
         .parent()
         .unwrap()
         .to_path_buf();
-    if !dir.join("openshell-supervisor").exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "supervisor", "--bin", "openshell-supervisor"])
-            .current_dir(ROOT)
-            .status()
-            .unwrap();
-        assert!(status.success(), "cannot build openshell-supervisor");
+    for (package, bin) in [
+        ("supervisor", "openshell-supervisor"),
+        ("gateway", "openshell-gateway"),
+    ] {
+        if !dir.join(bin).exists() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+            let status = Command::new(cargo)
+                .args(["build", "-p", package, "--bin", bin])
+                .current_dir(ROOT)
+                .status()
+                .unwrap();
+            assert!(status.success(), "cannot build {bin}");
+        }
     }
     dir
+}
+
+/// The gateway walkthrough (the ```sh block under "## Gateway"), run as
+/// written, as root (the supervisor makes a network namespace), in a
+/// scratch directory where `policies/` is the repository's.
+#[test]
+fn the_gateway_walkthrough_runs_as_written() {
+    assert!(is_root(), "the walkthrough runs as root, as CI does");
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let section = &readme[readme.find("\n## Gateway\n").expect("a Gateway section")..];
+    let start = section.find("```sh\n").expect("a ```sh block") + 6;
+    let block = &section[start..start + section[start..].find("```\n").unwrap()];
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("walkthrough-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(Path::new(ROOT).join("policies"), dir.join("policies")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("timeout")
+        .args(["120", "bash", "-euo", "pipefail", "-c", block])
+        .current_dir(&dir)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "the walkthrough failed:\n{said}");
+    for line in [
+        "proposal 1 approved: `agent` revision 1",
+        "\"applied_revision\": 1,",
+        "\"in_sync\": true,",
+    ] {
+        assert!(said.contains(line), "no `{line}` in:\n{said}");
+    }
 }
 
 #[test]

@@ -164,7 +164,7 @@ impl Client {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Self {
             endpoints,
-            token: token.trim().to_owned(),
+            token: bearer_token(token),
             tls: TlsConnector::from(Arc::new(config)),
         })
     }
@@ -292,5 +292,36 @@ impl Client {
             .map_err(|e| unreachable(e.to_string()))?
             .to_bytes();
         Ok(Response { status, etag, body })
+    }
+}
+
+/// The bearer token in a token file: the token alone, or the JSON object
+/// `token create` and `sandbox create` print (`{"token": ...}`), so their
+/// output can be saved and used as it is.
+fn bearer_token(text: &str) -> String {
+    let text = text.trim();
+    if text.starts_with('{')
+        && let Ok(serde_json::Value::Object(o)) = serde_json::from_str(text)
+        && let Some(serde_json::Value::String(t)) = o.get("token")
+    {
+        return t.clone();
+    }
+    text.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn a_token_file_holds_the_token_or_what_token_create_printed() {
+        assert_eq!(bearer_token("osg_abc\n"), "osg_abc");
+        assert_eq!(
+            bearer_token(
+                "{\n  \"name\": \"alice\",\n  \"role\": \"author\",\n  \"token\": \"osg_abc\"\n}\n"
+            ),
+            "osg_abc"
+        );
+        assert_eq!(bearer_token("{not json"), "{not json");
     }
 }
