@@ -3,6 +3,7 @@
 //! `prover::solver`).
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod cli;
 mod output;
