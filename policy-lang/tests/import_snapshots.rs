@@ -167,7 +167,7 @@ fn broken_inputs() {
         ),
         (
             "bad_endpoint",
-            "version: 1\nlandlock: { compatibility: best_effort }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com }\n      - { host: b.example.com, port: 443, protocol: sql }\n      - { host: c.example.com, port: 443, protocol: rest, access: full, rules: [{ allow: { method: GET, path: /x } }] }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, websocket_credential_rewrite: true, frobnicate: 1 }\n      - { host: \"*\", port: 443 }\n      - { host: e.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{ allow: { method: GET, path: \"/a[!b]\" } }, { allow: { method: POST, path: api/x } }, { allow: { method: GET, path: /q, query: { v: \"v?\" } } }] }\n    binaries: [{ path: /usr/bin/curl }]\n",
+            "version: 1\nlandlock: { compatibility: best_effort }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com }\n      - { host: b.example.com, port: 443, protocol: sql }\n      - { host: c.example.com, port: 443, protocol: rest, access: full, rules: [{ allow: { method: GET, path: /x } }] }\n      - { host: d.example.com, port: 443, protocol: rest, enforcement: enforce, websocket_credential_rewrite: true, frobnicate: 1 }\n      - { host: f.example.com, port: 443, credential_binding: { provider: gh } }\n      - { host: \"*\", port: 443 }\n      - { host: e.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{ allow: { method: GET, path: \"/a[!b]\" } }, { allow: { method: POST, path: api/x } }, { allow: { method: GET, path: /q, query: { v: \"v?\" } } }] }\n    binaries: [{ path: /usr/bin/curl }]\n",
         ),
         (
             "middlewares",

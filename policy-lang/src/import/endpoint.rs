@@ -30,6 +30,10 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "request_body_credential_rewrite",
         "credential rewriting inside request bodies is not implemented: secrets are injected into headers and the query only",
     ),
+    (
+        "credential_binding",
+        "`credential_binding` binds a provider attached to the sandbox, which the import does not see: list this endpoint's host in the `target_hosts` of that credential in the file given with `--credentials`",
+    ),
     ("credential_signing", SIGNING),
     ("signing_service", SIGNING),
     ("signing_region", SIGNING),
