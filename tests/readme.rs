@@ -76,6 +76,15 @@ fn line_matches(shown: &str, actual: &str) -> bool {
     true
 }
 
+/// What a command printed, standard output then standard error.
+fn printed(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 fn is_root() -> bool {
     let out = Command::new("id").arg("-u").output().unwrap();
     String::from_utf8_lossy(&out.stdout).trim() == "0"
@@ -131,11 +140,7 @@ fn the_gateway_walkthrough_runs_as_written() {
         .env("PATH", &path)
         .output()
         .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = printed(&out);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(out.status.success(), "the walkthrough failed:\n{said}");
     for line in [
@@ -170,11 +175,7 @@ fn every_readme_example_runs_as_written() {
             .env("PATH", &path)
             .output()
             .unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let said = printed(&out);
         let code = out.status.code();
         assert!(
             matches!(code, Some(0 | 1)),
