@@ -164,11 +164,13 @@ fn process_stmt(cx: &mut Cx<'_>, node: &YNode) -> Option<Item<Stmt>> {
             ),
         }
     }
-    let refused = [("run_as_user", &user), ("run_as_group", &group)]
-        .into_iter()
-        .filter(|(field, v)| !v.as_ref().is_none_or(|v| sandbox_identity(cx, field, v)))
-        .count();
-    if refused > 0 {
+    let user_ok = user
+        .as_ref()
+        .is_none_or(|v| sandbox_identity(cx, "run_as_user", v));
+    let group_ok = group
+        .as_ref()
+        .is_none_or(|v| sandbox_identity(cx, "run_as_group", v));
+    if !(user_ok && group_ok) {
         return None;
     }
     let span = user.as_ref().or(group.as_ref())?.span;
