@@ -2,10 +2,12 @@
 //! rule?", answered from a bundle with the same matchers the supervisor and
 //! the proxy use. The prover is tested against it.
 
+mod body_reason;
 mod graphql;
 mod reason;
 mod websocket;
 
+pub use body_reason::{BodyReason, RuleMatch, WsSubject};
 pub use graphql::GraphqlNote;
 pub use reason::Reason;
 pub use websocket::{DEFAULT_MESSAGE_LIMIT, WsClientMessage, WsRelay};
@@ -969,20 +971,18 @@ fn record(
     allowed_by: &mut Option<Allowance>,
     unmatched: &mut Option<(Reason, Note)>,
 ) {
-    let body = |text: String, deny_rule: bool| Reason::Body { text, deny_rule };
     match outcome {
         BodyOutcome::Refused(why, note) => {
-            refused.get_or_insert((e, body(why, false), note));
+            refused.get_or_insert((e, Reason::Body(why), note));
         }
         BodyOutcome::Denied(rule, why, note) => {
-            let why = body(why, rule.is_some());
-            denied_by.get_or_insert((e, rule, enforcement, why, note));
+            denied_by.get_or_insert((e, rule, enforcement, Reason::Body(why), note));
         }
         BodyOutcome::Allowed(rule, why, note) => {
-            allowed_by.get_or_insert((e, rule, body(why, false), note));
+            allowed_by.get_or_insert((e, rule, Reason::Body(why), note));
         }
         BodyOutcome::NoMatch(why, note) => {
-            unmatched.get_or_insert((body(why, false), note));
+            unmatched.get_or_insert((Reason::Body(why), note));
         }
     }
 }
@@ -1015,15 +1015,15 @@ impl Note {
 /// reason and what the body held.
 enum BodyOutcome {
     /// Denied whatever the enforcement mode.
-    Refused(String, Note),
+    Refused(BodyReason, Note),
     /// Denied by this rule, or (`None`) by a GraphQL endpoint no allow rule
     /// of which admits an operation; audit mode lets it through.
-    Denied(Option<Rule>, String, Note),
+    Denied(Option<Rule>, BodyReason, Note),
     /// Every call is allowed; the rule that allowed the first call (`None`
     /// when no rule was needed: the method profile, the receive stream,
     /// response frames).
-    Allowed(Option<Rule>, String, Note),
-    NoMatch(String, Note),
+    Allowed(Option<Rule>, BodyReason, Note),
+    NoMatch(BodyReason, Note),
 }
 
 fn describe(call: &RpcCall, index: usize, body: &RpcBody) -> String {
@@ -1052,10 +1052,11 @@ fn judge_rpc(ep: &RpcRules, method: &str, what: &str, body: &[u8]) -> BodyOutcom
     let limit = ep.effective_body_limit();
     if body.len() > limit {
         return BodyOutcome::Refused(
-            format!(
-                "{what}: the body has {} bytes, over the endpoint's limit of {limit}",
-                body.len()
-            ),
+            BodyReason::RpcBodyTooLarge {
+                what: what.to_string(),
+                len: body.len(),
+                limit,
+            },
             Note::default(),
         );
     }
@@ -1063,7 +1064,9 @@ fn judge_rpc(ep: &RpcRules, method: &str, what: &str, body: &[u8]) -> BodyOutcom
     if dialect == RpcDialect::Mcp && method == "GET" && body.is_empty() {
         return BodyOutcome::Allowed(
             None,
-            format!("{what} opens the MCP receive stream"),
+            BodyReason::McpReceiveStream {
+                what: what.to_string(),
+            },
             Note::default(),
         );
     }
@@ -1071,7 +1074,10 @@ fn judge_rpc(ep: &RpcRules, method: &str, what: &str, body: &[u8]) -> BodyOutcom
         Ok(parsed) => parsed,
         Err(err) => {
             return BodyOutcome::Refused(
-                format!("{what}: JSON-RPC body refused: {err}"),
+                BodyReason::RpcUnreadable {
+                    what: what.to_string(),
+                    error: err.to_string(),
+                },
                 Note::default(),
             );
         }
@@ -1086,13 +1092,17 @@ fn judge_rpc(ep: &RpcRules, method: &str, what: &str, body: &[u8]) -> BodyOutcom
     };
     if dialect == RpcDialect::JsonRpc && parsed.responses > 0 {
         return BodyOutcome::Refused(
-            format!("{what}: JSON-RPC response frames are not permitted from client to server"),
+            BodyReason::RpcResponseFrames {
+                what: what.to_string(),
+            },
             note(None),
         );
     }
     if method != "POST" {
         return BodyOutcome::NoMatch(
-            format!("{what}: JSON-RPC calls are only judged in POST requests"),
+            BodyReason::RpcNotPost {
+                what: what.to_string(),
+            },
             note(None),
         );
     }
@@ -1104,7 +1114,10 @@ fn judge_rpc(ep: &RpcRules, method: &str, what: &str, body: &[u8]) -> BodyOutcom
         {
             return BodyOutcome::Denied(
                 Some(Rule::Rpc(i)),
-                format!("{what}: {} matches a deny rule", describe(call, k, &parsed)),
+                BodyReason::RpcCallDenied {
+                    what: what.to_string(),
+                    call: describe(call, k, &parsed),
+                },
                 note(Some(k)),
             );
         }
@@ -1120,10 +1133,10 @@ fn judge_rpc(ep: &RpcRules, method: &str, what: &str, body: &[u8]) -> BodyOutcom
             && (call.method != crate::matcher::TOOLS_CALL || !ep.tools_narrowed());
         if rule.is_none() && !by_profile {
             return BodyOutcome::NoMatch(
-                format!(
-                    "{what}: {} matches no allow rule",
-                    describe(call, k, &parsed)
-                ),
+                BodyReason::RpcCallUnmatched {
+                    what: what.to_string(),
+                    call: describe(call, k, &parsed),
+                },
                 note(Some(k)),
             );
         }
@@ -1131,10 +1144,17 @@ fn judge_rpc(ep: &RpcRules, method: &str, what: &str, body: &[u8]) -> BodyOutcom
             first_rule = rule.map(Rule::Rpc);
         }
     }
+    let what = what.to_string();
     let why = match parsed.calls.as_slice() {
-        [] => format!("{what}: response frames to the server's requests are relayed"),
-        [call] => format!("{what}: {} is allowed", describe(call, 0, &parsed)),
-        calls => format!("{what}: all {} calls of the batch are allowed", calls.len()),
+        [] => BodyReason::RpcResponsesRelayed { what },
+        [call] => BodyReason::RpcCallAllowed {
+            what,
+            call: describe(call, 0, &parsed),
+        },
+        calls => BodyReason::RpcBatchAllowed {
+            what,
+            calls: calls.len(),
+        },
     };
     BodyOutcome::Allowed(first_rule, why, note(parsed.calls.first().map(|_| 0)))
 }

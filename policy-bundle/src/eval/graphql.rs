@@ -27,7 +27,7 @@
 
 use serde::Serialize;
 
-use super::{BodyOutcome, Note, Rule};
+use super::{BodyOutcome, BodyReason, Note, Rule};
 use crate::bundle::{GraphqlOps, GraphqlRules};
 use crate::l7body::graphql::{self, DocumentCache, GraphqlOp};
 use crate::matcher::OperationType;
@@ -83,22 +83,28 @@ pub(super) fn judge_graphql(
     let read = match method {
         "POST" => graphql::post(body, limit, Some(cache)),
         "GET" if !body.is_empty() => {
-            return refused(format!(
-                "{what}: a GraphQL GET must not carry a body (a server could run either the query string or the body)"
-            ));
+            return refused(BodyReason::GraphqlGetWithBody {
+                what: what.to_string(),
+            });
         }
         "GET" => {
             graphql::query_string(query.unwrap_or_default(), limit, Some(cache)).map(|op| vec![op])
         }
         other => {
-            return refused(format!(
-                "{what}: GraphQL requests are GET or POST; {other} is refused"
-            ));
+            return refused(BodyReason::GraphqlMethod {
+                what: what.to_string(),
+                method: other.to_string(),
+            });
         }
     };
     let ops = match read {
         Ok(ops) => ops,
-        Err(err) => return refused(format!("{what}: GraphQL request refused: {err}")),
+        Err(err) => {
+            return refused(BodyReason::GraphqlUnreadable {
+                what: what.to_string(),
+                error: err.to_string(),
+            });
+        }
     };
     let batch = ops.len() > 1 || (method == "POST" && body.trim_ascii_start().starts_with(b"["));
     judge_operations(&ep.ops, what, ops, batch)
@@ -138,7 +144,10 @@ pub(super) fn judge_operations(
             GraphqlOp::Persisted { hash, name } => {
                 let Some(registered) = ep.persisted_query(hash) else {
                     return BodyOutcome::Refused(
-                        format!("{what}: persisted query `{hash}` is not registered"),
+                        BodyReason::PersistedUnregistered {
+                            what: what.to_string(),
+                            hash: hash.clone(),
+                        },
                         note(Some(k)),
                     );
                 };
@@ -146,9 +155,11 @@ pub(super) fn judge_operations(
                     && registered.name.as_deref() != Some(asked.as_str())
                 {
                     return BodyOutcome::Refused(
-                        format!(
-                            "{what}: `operationName` `{asked}` is not the name registered for persisted query `{hash}`"
-                        ),
+                        BodyReason::PersistedNameMismatch {
+                            what: what.to_string(),
+                            asked: asked.clone(),
+                            hash: hash.clone(),
+                        },
                         note(Some(k)),
                     );
                 }
@@ -165,13 +176,13 @@ pub(super) fn judge_operations(
     for (k, op) in effective.iter().enumerate() {
         for (i, rule) in ep.deny.iter().enumerate() {
             if let Some(field) = rule.denies(op.kind, op.name, op.fields) {
-                let on = match field {
-                    Some(f) => format!(" on root field `{f}`"),
-                    None => String::new(),
-                };
                 return BodyOutcome::Denied(
                     Some(Rule::Graphql(i)),
-                    format!("{what}: {}{on} matches a deny rule", op.describe(k, count)),
+                    BodyReason::GraphqlDenied {
+                        what: what.to_string(),
+                        operation: op.describe(k, count),
+                        field: field.map(ToString::to_string),
+                    },
                     note(Some(k)),
                 );
             }
@@ -192,18 +203,19 @@ pub(super) fn judge_operations(
                         .any(|r| r.allows(op.kind, op.name, Some(std::slice::from_ref(*f))))
                 })
             });
-            let why = match (field, op.fields) {
-                (Some(f), _) => format!(
-                    "{what}: {}: root field `{f}` is allowed by no rule",
-                    op.describe(k, count)
-                ),
-                (None, None) => format!(
-                    "{what}: {} matches no allow rule (its root fields are not registered)",
-                    op.describe(k, count)
-                ),
-                (None, Some(_)) => {
-                    format!("{what}: {} matches no allow rule", op.describe(k, count))
-                }
+            let what = what.to_string();
+            let operation = op.describe(k, count);
+            let why = match field {
+                Some(f) => BodyReason::GraphqlFieldUnallowed {
+                    what,
+                    operation,
+                    field: f.clone(),
+                },
+                None => BodyReason::GraphqlUnmatched {
+                    what,
+                    operation,
+                    fields_known: op.fields.is_some(),
+                },
             };
             // The endpoint is authoritative: not allowed here is denied.
             return BodyOutcome::Denied(None, why, note(Some(k)));
@@ -212,16 +224,20 @@ pub(super) fn judge_operations(
             first_rule = Some(Rule::Graphql(rule));
         }
     }
+    let what = what.to_string();
     let why = match effective.as_slice() {
-        [op] => format!("{what}: {} is allowed", op.describe(0, 1)),
-        ops => format!(
-            "{what}: all {} operations of the batch are allowed",
-            ops.len()
-        ),
+        [op] => BodyReason::GraphqlAllowed {
+            what,
+            operation: op.describe(0, 1),
+        },
+        ops => BodyReason::GraphqlBatchAllowed {
+            what,
+            operations: ops.len(),
+        },
     };
     BodyOutcome::Allowed(first_rule, why, note(Some(0)))
 }
 
-fn refused(why: String) -> BodyOutcome {
+fn refused(why: BodyReason) -> BodyOutcome {
     BodyOutcome::Refused(why, Note::default())
 }

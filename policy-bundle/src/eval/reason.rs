@@ -9,6 +9,8 @@ use std::net::IpAddr;
 
 use serde::{Serialize, Serializer};
 
+use super::BodyReason;
+
 /// One reason for a connection or request decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reason {
@@ -90,14 +92,9 @@ pub enum Reason {
         path: String,
     },
     /// The verdict of an endpoint that judges bodies or messages
-    /// (JSON-RPC, MCP, GraphQL, WebSocket): its prose is built where the
-    /// body is read. `deny_rule` says whether a deny rule matched.
-    Body {
-        /// The endpoint's own account of the verdict.
-        text: String,
-        /// Whether a deny rule matched.
-        deny_rule: bool,
-    },
+    /// (JSON-RPC, MCP, GraphQL, WebSocket); whether a deny rule decided
+    /// follows from its variant.
+    Body(BodyReason),
     /// Let through because every endpoint involved is in audit mode.
     Audit(Box<Reason>),
     /// No websocket endpoint covers the target of an upgrade.
@@ -149,7 +146,7 @@ impl Reason {
     pub fn by_deny_rule(&self) -> bool {
         match self {
             Self::Rest { deny, .. } => *deny,
-            Self::Body { deny_rule, .. } => *deny_rule,
+            Self::Body(body) => body.by_deny_rule(),
             Self::Audit(inner) | Self::UpgradeRefused(inner) => inner.by_deny_rule(),
             Self::Resolved { inner, .. } | Self::LinkTarget { inner, .. } => inner.by_deny_rule(),
             _ => false,
@@ -224,7 +221,7 @@ impl fmt::Display for Reason {
             Self::NoAllowRule { method, path } => {
                 write!(f, "{method} {path} matches no allow rule")
             }
-            Self::Body { text, .. } => f.write_str(text),
+            Self::Body(body) => body.fmt(f),
             Self::Audit(inner) => write!(f, "{inner}; the endpoint is in audit mode"),
             Self::NoWebsocketEndpoint { target } => write!(
                 f,

@@ -27,7 +27,7 @@
 //!   closes the connection with 1009 before it gets here.
 
 use super::graphql::judge_operations;
-use super::{BodyOutcome, Note, Rule, find_rule};
+use super::{BodyOutcome, BodyReason, Note, Rule, RuleMatch, WsSubject, find_rule};
 use crate::PLACEHOLDER_PREFIX;
 use crate::bundle::WsRules;
 use crate::l7body::graphql::{self, DocumentCache, WsMessage};
@@ -84,105 +84,96 @@ pub(super) struct WsContext<'a> {
 }
 
 pub(super) fn judge_websocket(ep: &WsRules, ask: WsAsk<'_>, cx: &WsContext<'_>) -> BodyOutcome {
-    let what = cx.what;
+    let what = cx.what.to_string();
     let message = match ask {
-        WsAsk::Request => {
-            return refused(format!(
-                "{what}: a websocket endpoint takes only WebSocket upgrade requests"
-            ));
-        }
-        WsAsk::Upgrade => return by_rest_rules(ep, cx, "the upgrade"),
+        WsAsk::Request => return refused(BodyReason::NotUpgrade { what }),
+        WsAsk::Upgrade => return by_rest_rules(ep, cx, WsSubject::Upgrade),
         WsAsk::Message(m) => m,
     };
     let limit = ep.effective_message_limit();
     if message.len() > limit {
-        return refused(format!(
-            "{what}: the message has {} bytes, over the endpoint's message limit of {limit}",
-            message.len()
-        ));
+        return refused(BodyReason::MessageTooLarge {
+            what,
+            len: message.len(),
+            limit,
+        });
     }
     match message {
         WsClientMessage::Binary(_) => match cx.credential {
-            Some(name) if !cx.uninspected_credentials => refused(format!(
-                "{what}: binary message refused: the upgrade carried credential `{name}` and binary messages cannot be inspected (add `uninspected_credentials` to the rule to accept that)"
-            )),
-            _ => BodyOutcome::Allowed(
-                None,
-                format!(
-                    "{what}: binary message relayed uninspected (binary messages are not judged)"
-                ),
-                Note::default(),
-            ),
+            Some(name) if !cx.uninspected_credentials => {
+                refused(BodyReason::BinaryWithCredential {
+                    what,
+                    credential: name.to_string(),
+                })
+            }
+            _ => BodyOutcome::Allowed(None, BodyReason::BinaryRelayed { what }, Note::default()),
         },
         WsClientMessage::Text(text) => match cx.credential {
             Some(name) if !cx.uninspected_credentials && text.contains(PLACEHOLDER_PREFIX) => {
-                refused(format!(
-                    "{what}: text message refused: it carries a credential placeholder, which is never replaced inside messages, and the upgrade carried credential `{name}` (add `uninspected_credentials` to the rule to accept that)"
-                ))
+                refused(BodyReason::PlaceholderInText {
+                    what,
+                    credential: name.to_string(),
+                })
             }
             _ if ep.graphql_over_websocket() => graphql_message(ep, cx, text, limit),
-            _ => by_rest_rules(ep, cx, "text message"),
+            _ => by_rest_rules(ep, cx, WsSubject::TextMessage),
         },
     }
 }
 
 /// The REST rules' verdict on `cx.method` at the upgrade's path and query.
-fn by_rest_rules(ep: &WsRules, cx: &WsContext<'_>, kind: &str) -> BodyOutcome {
-    let what = cx.what;
+fn by_rest_rules(ep: &WsRules, cx: &WsContext<'_>, subject: WsSubject) -> BodyOutcome {
+    let why = |matched| BodyReason::WsRule {
+        what: cx.what.to_string(),
+        subject,
+        matched,
+    };
     if let Some(i) = find_rule(&ep.rest, cx.method, cx.path, cx.params, true) {
-        return BodyOutcome::Denied(
-            Some(Rule::Rest(i)),
-            format!("{what}: {kind} matches a deny rule"),
-            Note::default(),
-        );
+        return BodyOutcome::Denied(Some(Rule::Rest(i)), why(RuleMatch::Deny), Note::default());
     }
     match find_rule(&ep.rest, cx.method, cx.path, cx.params, false) {
-        Some(i) => BodyOutcome::Allowed(
-            Some(Rule::Rest(i)),
-            format!("{what}: {kind} matches an allow rule"),
-            Note::default(),
-        ),
-        None => BodyOutcome::NoMatch(
-            format!("{what}: {kind} matches no allow rule"),
-            Note::default(),
-        ),
+        Some(i) => {
+            BodyOutcome::Allowed(Some(Rule::Rest(i)), why(RuleMatch::Allow), Note::default())
+        }
+        None => BodyOutcome::NoMatch(why(RuleMatch::NoAllow), Note::default()),
     }
 }
 
 fn graphql_message(ep: &WsRules, cx: &WsContext<'_>, text: &str, limit: usize) -> BodyOutcome {
-    let what = cx.what;
+    let what = cx.what.to_string();
     let op = match graphql::ws_text(text, limit, Some(cx.cache)) {
         Ok(WsMessage::Operation(op)) => op,
         Ok(WsMessage::Lifecycle { message_type }) => {
             return BodyOutcome::Allowed(
                 None,
-                format!(
-                    "{what}: GraphQL-over-WebSocket lifecycle message `{message_type}` is allowed"
-                ),
+                BodyReason::Lifecycle { what, message_type },
                 Note::default(),
             );
         }
         Ok(WsMessage::Other { message_type }) => {
-            return refused(format!(
-                "{what}: GraphQL-over-WebSocket client message type `{message_type}` is not supported"
-            ));
+            return refused(BodyReason::UnsupportedMessageType { what, message_type });
         }
         Err(err) => {
-            return refused(format!(
-                "{what}: GraphQL-over-WebSocket message refused: {err}"
-            ));
+            return refused(BodyReason::WsMessageUnreadable {
+                what,
+                error: err.to_string(),
+            });
         }
     };
     if let Some(i) = find_rule(&ep.rest, cx.method, cx.path, cx.params, true) {
         return BodyOutcome::Denied(
             Some(Rule::Rest(i)),
-            format!("{what}: text message matches a deny rule"),
+            BodyReason::WsRule {
+                what,
+                subject: WsSubject::TextMessage,
+                matched: RuleMatch::Deny,
+            },
             Note::default(),
         );
     }
-    judge_operations(&ep.graphql, what, vec![op], false)
+    judge_operations(&ep.graphql, &what, vec![op], false)
 }
 
-fn refused(why: String) -> BodyOutcome {
+fn refused(why: BodyReason) -> BodyOutcome {
     BodyOutcome::Refused(why, Note::default())
 }
