@@ -106,3 +106,67 @@ fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
     );
     drop(closed);
 }
+
+/// An unprivileged supervisor and its workload share a user. The
+/// supervisor's environment and memory hold what the workload must never
+/// see (real secrets come from its environment), and a policy may grant
+/// `/proc` as a whole: the workload still cannot open the supervisor's
+/// `environ`, `mem` or `maps`: Landlock refuses a sandboxed process the
+/// ptrace access these need to any process outside its domain.
+#[test]
+fn a_workload_of_the_same_user_cannot_read_the_supervisors_memory_or_environment() {
+    let net = TestNet::new();
+    let dir = Dir::new();
+    let body = format!(
+        "  landlock hard min_abi 4\n{SYSTEM}  fs read /proc\n  binaries clients = {}\n",
+        clients()
+    );
+    let b = bundle(&dir, "sameuser", &body);
+    let bin = dir.join("openshell-supervisor");
+    std::fs::copy(common::SUPERVISOR, &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let code = [
+        "import os",
+        "ppid=os.getppid()",
+        "for f in ('environ','mem','maps','auxv','stack'):",
+        "  try:",
+        "    print(f, open('/proc/%d/%s'%(ppid,f),'rb').read(65536))",
+        "  except OSError as e:",
+        "    print(f, e.errno)",
+        "print('status', 'Name:' in open('/proc/%d/status'%ppid).read())",
+    ]
+    .join("\n");
+    let mut cmd = std::process::Command::new("ip");
+    cmd.args(["netns", "exec", &net.name]).args([
+        "setpriv",
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]);
+    cmd.env("SUPERVISOR_ONLY_SECRET", "do-not-leak-4711");
+    cmd.arg(&bin).args([
+        "run",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--workdir",
+        dir.path().to_str().unwrap(),
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        &code,
+    ]);
+    let out = output(cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(!text.contains("do-not-leak-4711"), "{text}");
+    // The grant of `/proc` is real (the supervisor's status is readable);
+    // the entries that expose memory are refused.
+    assert_eq!(
+        text,
+        "environ 13\nmem 13\nmaps 13\nauxv 13\nstack 13\nstatus True\n",
+        "{}",
+        stderr(&out)
+    );
+}
