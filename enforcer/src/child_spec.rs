@@ -32,6 +32,13 @@ pub struct ChildSpec<'a> {
     /// `source` read-only over `target` (`/etc/resolv.conf`). Needs
     /// `CAP_SYS_ADMIN`.
     pub bind_file: Option<(&'a CStr, &'a CStr)>,
+    /// Run the workload under a small init, PID 1 of a new PID namespace
+    /// with its own `/proc` (implies a new mount namespace; needs
+    /// `CAP_SYS_ADMIN`). The init reaps every orphan, passes on signals
+    /// sent from outside, and when the workload ends, ends too, and the
+    /// kernel kills whatever is left in the namespace. The ruleset must be
+    /// prepared with [`LandlockSpec::private_proc`](crate::LandlockSpec).
+    pub new_pidns: bool,
     /// Duplicated onto fds 0, 1 and 2 where given.
     pub stdio: [Option<BorrowedFd<'a>>; 3],
     /// Empty the bounding and ambient capability sets (needs

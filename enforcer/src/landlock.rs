@@ -262,6 +262,11 @@ pub struct LandlockSpec {
     /// Deny signals to, and abstract unix sockets of, processes outside the
     /// sandbox (ABI 6 scoping).
     pub scope_signals_and_abstract_unix: bool,
+    /// The child mounts a `/proc` of its own ([`ChildSpec::new_pidns`](crate::ChildSpec)):
+    /// a rule naming the caller's procfs would name inodes the workload
+    /// never sees, so every rule on procfs is opened by the child, in its
+    /// `/proc`.
+    pub private_proc: bool,
 }
 
 /// One thing the kernel could not enforce as written.
@@ -500,13 +505,15 @@ pub fn kernel_abi() -> Result<u8, LandlockError> {
 pub struct PreparedRuleset {
     /// `None` only in best-effort mode on a kernel without Landlock.
     fd: Option<OwnedFd>,
-    /// Rules on the workload's own `/proc` entries, opened by the child.
+    /// Rules on the workload's own `/proc` entries (with `private_proc`,
+    /// on its procfs), opened by the child.
     own: Vec<OwnRule>,
     report: ApplyReport,
 }
 
-/// A rule under `/proc/self` (or a link into it) that the child opens: in
-/// the parent it would name the supervisor's entries (see `procfs`).
+/// A rule under `/proc/self` (or a link into it), or with `private_proc`
+/// anywhere on procfs, that the child opens: in the parent it would name
+/// the supervisor's entries or procfs (see `procfs`).
 #[derive(Debug)]
 struct OwnRule {
     path: CString,
@@ -528,7 +535,7 @@ impl PreparedRuleset {
     ///
     /// Before that it adds the rules on the workload's own `/proc` entries:
     /// opened here, `/proc/self` is the caller's (the workload's, after
-    /// `exec`). Magic links (`/proc/self/root`, `fd/*`, `cwd`, `exe`, `ns/*`)
+    /// `exec`), and `/proc` the caller's procfs. Magic links (`/proc/self/root`, `fd/*`, `cwd`, `exe`, `ns/*`)
     /// are refused (`ELOOP`): they lead out of `/proc`. A path this process
     /// lacks grants nothing and is skipped, as in the parent.
     pub fn restrict_self(&self) -> Result<(), Errno> {
@@ -650,8 +657,8 @@ pub fn prepare(spec: &LandlockSpec) -> Result<PreparedRuleset, LandlockError> {
 
 /// Opens every rule's path and trims its rights to what the kernel and the
 /// file type allow, recording each trim. Rules on the opener's own `/proc`
-/// entries come back apart, for the child to open (the file type is the
-/// same in both processes).
+/// entries (on any of procfs, with `private_proc`) come back apart, for
+/// the child to open (the file type is the same in both processes).
 fn open_rules<'a>(
     spec: &'a LandlockSpec,
     supported: FsAccess,
@@ -688,6 +695,12 @@ fn open_rules<'a>(
             }
         };
         let own_link = crate::procfs::is_own_link(&rule.path);
+        let child_opens = own_link
+            || (spec.private_proc
+                && crate::procfs::is_procfs(&file).map_err(|source| LandlockError::OpenPath {
+                    path: rule.path.clone(),
+                    source,
+                })?);
         match crate::procfs::process_entry(&file) {
             Ok(_) if own_link => {}
             Ok(None) => {}
@@ -725,7 +738,7 @@ fn open_rules<'a>(
         if access.is_empty() {
             continue;
         }
-        if own_link {
+        if child_opens {
             let path = CString::new(rule.path.as_os_str().as_encoded_bytes()).map_err(|_| {
                 LandlockError::OpenPath {
                     path: rule.path.clone(),

@@ -20,7 +20,11 @@
 //! [`spawn`] runs that sequence (plus a private mount namespace for
 //! `/etc/resolv.conf`, standard streams and the working directory) with a
 //! handshake: it returns once the child's filter is installed, with the
-//! listener in hand, and [`Pending::start`] lets the child exec.
+//! listener in hand, and [`Pending::start`] lets the child exec. With
+//! [`ChildSpec::new_pidns`] the first child is PID 1 of a new PID
+//! namespace with its own `/proc`: a small init that forks the workload
+//! (which then runs the sequence), reaps orphans, passes on signals from
+//! outside and takes the namespace down when the workload ends.
 //!
 //! The parent then serves the listener with [`recv`], the readers in
 //! [`sockaddr`](read_sockaddr) and [`identity`](exe_path), [`id_valid`], and
@@ -41,9 +45,10 @@
 //! there: the crate denies `unsafe_code` except in `sys`, every other
 //! module is `#![forbid(unsafe_code)]`, and `unsafe_op_in_unsafe_fn`,
 //! `clippy::undocumented_unsafe_blocks` and
-//! `clippy::multiple_unsafe_ops_per_block` are denied. `fork` has no
-//! wrapper: its two callers (the launch child and the namespace probe) sit
-//! whole in `sys::child`, because its soundness rests on the child's code.
+//! `clippy::multiple_unsafe_ops_per_block` are denied. `fork` (and the
+//! raw `clone` that forks into a new PID namespace) has no wrapper: its
+//! callers (the launch child, its init and the namespace probe) sit whole
+//! in `sys::child`, because its soundness rests on the child's code.
 //!
 //! # Testing
 //!
@@ -112,6 +117,6 @@ pub use sockaddr::{
     SockAddr, SockAddrError, UnixAddr, read_mmsghdr_names, read_msghdr_name, read_sockaddr,
 };
 pub use spawn::{
-    ExitStatus, Pending, Reaped, SpawnError, send_signal, set_child_subreaper, spawn, try_reap,
-    wait_for,
+    ExitStatus, Pending, Reaped, Running, SpawnError, send_signal, set_child_subreaper, spawn,
+    try_reap, wait_for,
 };

@@ -1,6 +1,6 @@
-//! A private mount namespace for the workload, for one purpose: showing it
-//! a `/etc/resolv.conf` that names the supervisor's DNS stub without
-//! touching the host's file.
+//! A private mount namespace for the workload, for two purposes: showing
+//! it a `/etc/resolv.conf` that names the supervisor's DNS stub without
+//! touching the host's file, and a `/proc` of its own PID namespace.
 //!
 //! The source must be a file on a mounted filesystem: the kernel refuses to
 //! bind-mount a memfd (`EINVAL`, its internal mount is not in the caller's
@@ -34,4 +34,18 @@ pub(crate) fn bind_mount_readonly(source: &CStr, target: &CStr) -> Result<(), Er
         | libc::MS_NODEV
         | libc::MS_NOEXEC;
     sys::ns::remount(target, flags)
+}
+
+/// Replaces `/proc` with a procfs of the caller's PID namespace (nosuid,
+/// nodev, noexec), in the caller's mount namespace only. The host's is
+/// detached first rather than covered, so the workload's mount table holds
+/// one procfs and nothing of the host's stays below it. Async-signal-safe;
+/// needs `CAP_SYS_ADMIN`.
+pub(crate) fn mount_private_proc() -> Result<(), Errno> {
+    match sys::ns::detach(c"/proc") {
+        // Not a mount point (a bare `/proc` directory): nothing to detach.
+        Ok(()) | Err(Errno(libc::EINVAL)) => {}
+        Err(e) => return Err(e),
+    }
+    sys::ns::mount_proc()
 }

@@ -13,6 +13,10 @@
 //! get theirs (they are refused, never given someone else's). Every other
 //! rule that lands in a `/proc/<pid>` directory (a pid written literally)
 //! is refused ([`process_entry`]).
+//!
+//! A workload in a PID namespace of its own sees another procfs instance
+//! at `/proc`, whose inodes no rule opened here names; there every rule on
+//! procfs ([`is_procfs`]) is opened by the child.
 
 #![forbid(unsafe_code)]
 
@@ -24,11 +28,16 @@ use std::path::{Component, Path, PathBuf};
 /// `PROC_SUPER_MAGIC`, the `f_type` of procfs.
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 
+/// Whether `file` is on a procfs.
+pub(crate) fn is_procfs(file: &File) -> io::Result<bool> {
+    Ok(crate::sys::fd::filesystem_type(file.as_fd())? == PROC_SUPER_MAGIC)
+}
+
 /// Where `file` (opened from a rule's path) lives when it is inside one
 /// process's `/proc/<pid>` directory (that directory included); `None`
 /// for anything else, `/proc` itself and its global files among them.
 pub(crate) fn process_entry(file: &File) -> io::Result<Option<PathBuf>> {
-    if crate::sys::fd::filesystem_type(file.as_fd())? != PROC_SUPER_MAGIC {
+    if !is_procfs(file)? {
         return Ok(None);
     }
     let resolved = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;

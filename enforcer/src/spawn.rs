@@ -15,6 +15,13 @@
 //!   ◀── EOF (close-on-exec) or errno ─
 //! ```
 //!
+//! With `new_pidns` the forked child is PID 1 of a new PID namespace: it
+//! enters the network and mount namespaces, mounts the namespace's own
+//! `/proc` and forks the workload, which runs the rest of the sequence
+//! (the listener is taken from it, the init's only child). The init then
+//! reaps, forwards signals and, when the workload ends, writes its wait
+//! status on a pipe of its own and exits; [`Running::wait`] reads it.
+//!
 //! Everything the child touches is prepared before `fork` (C strings,
 //! pointer arrays, the ruleset and the BPF program), and the child makes
 //! only async-signal-safe calls, so the parent may have threads. If the
@@ -105,15 +112,21 @@ impl fmt::Display for ExitStatus {
 /// A child that has installed its filter and waits for [`Pending::start`].
 #[derive(Debug)]
 pub struct Pending {
+    /// The child forked: the workload, or its init in a new PID namespace.
     pid: libc::pid_t,
+    /// The workload's own pid (as this process sees it).
+    workload: libc::pid_t,
     listener: Option<OwnedFd>,
     report: OwnedFd,
     go: Option<OwnedFd>,
+    /// Where the init writes the workload's wait status.
+    status: Option<OwnedFd>,
 }
 
 impl Pending {
     /// The child's pid, already valid before [`Pending::start`], so the
-    /// caller can open its namespaces.
+    /// caller can open its namespaces and its root (the init's, in a new
+    /// PID namespace, are the workload's).
     #[must_use]
     pub fn pid(&self) -> u32 {
         u32::try_from(self.pid).unwrap_or_default()
@@ -126,13 +139,17 @@ impl Pending {
 
     /// Lets the child exec. Returns once the exec happened (the report
     /// pipe, close-on-exec, reads EOF) or failed.
-    pub fn start(mut self) -> Result<u32, SpawnError> {
+    pub fn start(mut self) -> Result<Running, SpawnError> {
         let go = self.go.take();
         let wrote = go.as_ref().is_some_and(|fd| write_all(fd, &[1]).is_ok());
         drop(go);
         let pid = self.pid;
         let outcome = match read_message(&self.report) {
-            Ok(None) if wrote => Ok(self.pid()),
+            Ok(None) if wrote => Ok(Running {
+                pid: self.pid(),
+                workload: u32::try_from(self.workload).unwrap_or_default(),
+                status: self.status.take(),
+            }),
             Ok(Some((MSG_EXEC_FAILED, errno))) => {
                 reap(pid);
                 Err(SpawnError::Exec(Errno(errno)))
@@ -142,6 +159,52 @@ impl Pending {
         // The child now runs (or is gone): nothing left for Drop to do.
         self.pid = 0;
         outcome
+    }
+}
+
+/// A workload that has exec'd.
+#[derive(Debug)]
+pub struct Running {
+    pid: u32,
+    workload: u32,
+    status: Option<OwnedFd>,
+}
+
+impl Running {
+    /// The child to wait for and to signal: the workload, or its init,
+    /// which passes signals on (and whose `SIGKILL` ends the whole PID
+    /// namespace).
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The workload's first process, as this process sees it.
+    #[must_use]
+    pub fn workload_pid(&self) -> u32 {
+        self.workload
+    }
+
+    /// Waits for the child to end and reaps it (blocking: run it on a
+    /// thread that may), then returns how the workload ended: under an
+    /// init, the status the init saw, or the init's own when it was killed
+    /// before it could tell (`SIGKILL` from the caller, say).
+    pub fn wait(self) -> Result<ExitStatus, Errno> {
+        let own = wait_for(self.pid)?;
+        let Some(status) = self.status else {
+            return Ok(own);
+        };
+        let mut raw = [0_u8; 4];
+        let mut got = 0;
+        while let Some(rest) = raw.get_mut(got..).filter(|r| !r.is_empty()) {
+            match sys::fd::read(status.as_fd(), rest) {
+                Ok(0) => return Ok(own),
+                Ok(n) => got += n,
+                Err(Errno(libc::EINTR)) => {}
+                Err(_) => return Ok(own),
+            }
+        }
+        Ok(ExitStatus::from_raw(libc::c_int::from_ne_bytes(raw)))
     }
 }
 
@@ -199,19 +262,33 @@ fn reap(pid: libc::pid_t) -> ExitStatus {
 pub fn spawn(spec: &ChildSpec<'_>) -> Result<Pending, SpawnError> {
     let (report_r, report_w) = pipe().map_err(SpawnError::Prepare)?;
     let (go_r, go_w) = pipe().map_err(SpawnError::Prepare)?;
-    let pid = sys::child::fork_child(spec, &report_w, &go_r)
+    let (status_r, status_w) = if spec.new_pidns {
+        let (r, w) = pipe().map_err(SpawnError::Prepare)?;
+        (Some(r), Some(w))
+    } else {
+        (None, None)
+    };
+    let pid = sys::child::fork_child(spec, &report_w, &go_r, status_w.as_ref())
         .map_err(|e| SpawnError::Prepare(e.into()))?;
-    drop((report_w, go_r));
+    drop((report_w, go_r, status_w));
     let mut pending = Pending {
         pid,
+        workload: pid,
         listener: None,
         report: report_r,
         go: Some(go_w),
+        status: status_r,
     };
     match read_message(&pending.report) {
         Ok(Some((MSG_LISTENER, fd))) => {
+            if spec.new_pidns {
+                // The init's only child: nothing else runs in the namespace
+                // before the go.
+                pending.workload = only_child(pid).map_err(SpawnError::TakeListener)?;
+            }
+            let workload = u32::try_from(pending.workload).unwrap_or_default();
             let listener =
-                crate::notify::take_fd_from(pending.pid(), fd).map_err(SpawnError::TakeListener)?;
+                crate::notify::take_fd_from(workload, fd).map_err(SpawnError::TakeListener)?;
             pending.listener = Some(listener);
             Ok(pending)
         }
@@ -230,6 +307,19 @@ pub fn spawn(spec: &ChildSpec<'_>) -> Result<Pending, SpawnError> {
             pending.pid = 0;
             Err(SpawnError::ChildDied(status))
         }
+    }
+}
+
+/// The one child of `pid`, from `/proc/<pid>/task/<pid>/children`.
+fn only_child(pid: libc::pid_t) -> io::Result<libc::pid_t> {
+    let listed = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))?;
+    let mut children = listed.split_whitespace().map(str::parse::<libc::pid_t>);
+    match (children.next(), children.next()) {
+        (Some(Ok(child)), None) => Ok(child),
+        _ => Err(io::Error::other(format!(
+            "the sandbox's init should have one child, it has `{}`",
+            listed.trim()
+        ))),
     }
 }
 

@@ -37,6 +37,7 @@ fn spec(fs: Vec<FsRule>) -> LandlockSpec {
         tcp_connect_ports: None,
         tcp_bind_ports: None,
         scope_signals_and_abstract_unix: false,
+        private_proc: false,
     }
 }
 

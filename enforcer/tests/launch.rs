@@ -41,6 +41,7 @@ fn launch(script: &str) -> (libc::pid_t, OwnedFd) {
         tcp_connect_ports: Some(vec![]),
         tcp_bind_ports: Some(vec![]),
         scope_signals_and_abstract_unix: true,
+        private_proc: false,
     })
     .unwrap();
     let filter = enforcer::build(&common::product_filter()).unwrap();

@@ -11,7 +11,10 @@
 //! 4. the part of (1) that checks the caller's code: reading a python3
 //!    process's `/proc/<pid>/maps` and judging its executable mappings
 //!    against the writable trees (median of 1,000), as the broker does for
-//!    every allowed connect.
+//!    every allowed connect;
+//! 5. orphan reaping: 10,000 double-forked children handed to the
+//!    workload's init, the zombies left once the last has ended, and the
+//!    workload's exit status as the supervisor reports it.
 //!
 //! Run as root: `cargo bench -p supervisor --bench supervisor`
 //! (or `bench/supervisor.sh`). Results go to stdout, as Markdown rows.
@@ -58,6 +61,35 @@ for i in range(1,n+1):
     assert r[3]&15==0 and r[7]==1, r
 print(statistics.median(ts)/1000)
 ";
+
+/// Forks N double-forked children (each grandchild is orphaned at once),
+/// waits until no zombie is left in the namespace (30 s at most), prints
+/// the seconds from the first fork to then, the seconds after the last
+/// fork, and the zombies left; exits 3.
+const ORPHANS_PY: &str = "import os,sys,time
+n=int(sys.argv[1])
+def zombies():
+    z=0
+    for p in os.listdir('/proc'):
+        try:
+            if p.isdigit() and open('/proc/%s/stat'%p).read().rsplit(') ',1)[1][0]=='Z': z+=1
+        except OSError: pass
+    return z
+t0=time.perf_counter()
+for i in range(n):
+    if os.fork()==0:
+        if os.fork()==0: os._exit(0)
+        os._exit(0)
+    os.waitpid(-1,0)
+t1=time.perf_counter()
+end=t1+30
+while zombies() and time.perf_counter()<end: time.sleep(0.001)
+t2=time.perf_counter()
+print(t2-t0,t2-t1,zombies())
+sys.exit(3)
+";
+
+const ORPHANS: usize = 10_000;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -238,6 +270,24 @@ fn code_check(dir: &Dir) -> (f64, usize) {
     (median(times), mappings)
 }
 
+/// (seconds from the first fork to no zombie, seconds after the last
+/// fork, zombies left, exit status).
+fn orphans(net: &TestNet, dir: &Dir) -> (f64, f64, u32, Option<i32>) {
+    let body = format!("  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n");
+    let b = bundle(dir, "orphans", &body);
+    let n = ORPHANS.to_string();
+    let out = net.run(dir, &b, &[], &["/usr/bin/python3", "-c", ORPHANS_PY, &n]);
+    let text = stdout(&out);
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(fields.len(), 3, "{text}{}", stderr(&out));
+    (
+        fields[0].parse().unwrap(),
+        fields[1].parse().unwrap(),
+        fields[2].parse().unwrap(),
+        out.status.code(),
+    )
+}
+
 fn main() {
     let net = TestNet::new();
     let dir = Dir::new();
@@ -245,6 +295,7 @@ fn main() {
     let (code_us, mappings) = code_check(&dir);
     let (inside, whole, load, size) = start_to_exec(&net, &dir);
     let dns = dns_answer(&net, &dir);
+    let (reap_all, reap_tail, zombies, status) = orphans(&net, &dir);
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
         .lines()
@@ -275,5 +326,10 @@ fn main() {
     );
     println!(
         "| code check of an allowed connect (python3, {mappings} files mapped executable), median of {CONNECTS} | part of the connect figure | **{code_us:.1} µs** |"
+    );
+    println!(
+        "| {ORPHANS} double-forked orphans under the init: zombies left, exit status (3 expected) | 0, intact | **{zombies}, {}** ({reap_all:.2} s from the first fork to none left, {:.1} ms after the last) |",
+        status.map_or_else(|| "none".to_owned(), |c| c.to_string()),
+        reap_tail * 1000.0
     );
 }

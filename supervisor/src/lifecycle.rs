@@ -1,17 +1,24 @@
 //! The running sandbox: waiting for the workload, `--timeout`, signals, and
 //! making sure nothing the workload started outlives it.
 //!
-//! The supervisor is a child subreaper, so whatever the workload forks and
-//! abandons is re-parented to it. When the workload ends (or times out),
-//! every remaining descendant is killed and reaped before the supervisor
-//! exits. If the supervisor itself is killed, `PR_SET_PDEATHSIG` kills the
-//! workload; descendants it forked keep running but have lost the listener,
-//! so every trapped call fails (`ENOSYS`) and, in the loopback-only
-//! namespace, nothing else reaches the network.
+//! With the privilege to make namespaces, the workload runs under a small
+//! init, PID 1 of its own PID namespace (`enforcer::ChildSpec::new_pidns`):
+//! the init reaps whatever the workload abandons, passes on the signals
+//! forwarded here, and when the workload ends the kernel kills everything
+//! left in the namespace. If the supervisor itself is killed,
+//! `PR_SET_PDEATHSIG` kills the init, and with it the whole namespace.
+//!
+//! Without that privilege the supervisor is a child subreaper, so whatever
+//! the workload forks and abandons is re-parented to it. When the workload
+//! ends (or times out), every remaining descendant is killed and reaped
+//! before the supervisor exits. If the supervisor is killed,
+//! `PR_SET_PDEATHSIG` kills the workload; descendants it forked keep
+//! running but have lost the listener, so every trapped call fails
+//! (`ENOSYS`).
 
 use std::time::Duration;
 
-use enforcer::{ExitStatus, Reaped};
+use enforcer::{ExitStatus, Reaped, Running};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// How the workload ended.
@@ -27,8 +34,9 @@ pub enum Outcome {
 /// them. `SIGHUP` is not either: it reloads the bundle (`crate::reload`).
 const FORWARDED: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGUSR1, libc::SIGUSR2];
 
-/// Waits for `pid` to end, forwarding signals, up to `timeout`.
-pub async fn supervise(pid: u32, timeout: Option<Duration>) -> std::io::Result<Outcome> {
+/// Waits for the workload to end, forwarding signals, up to `timeout`.
+pub async fn supervise(running: Running, timeout: Option<Duration>) -> std::io::Result<Outcome> {
+    let pid = running.pid();
     let mut relays = Vec::new();
     for sig in FORWARDED {
         let mut stream = signal(SignalKind::from_raw(sig))?;
@@ -44,15 +52,16 @@ pub async fn supervise(pid: u32, timeout: Option<Duration>) -> std::io::Result<O
             while stream.recv().await.is_some() {}
         }));
     }
-    let outcome = wait(pid, timeout).await;
+    let outcome = wait(running, timeout).await;
     for relay in relays {
         relay.abort();
     }
     outcome
 }
 
-async fn wait(pid: u32, timeout: Option<Duration>) -> std::io::Result<Outcome> {
-    let mut waiter = tokio::task::spawn_blocking(move || enforcer::wait_for(pid));
+async fn wait(running: Running, timeout: Option<Duration>) -> std::io::Result<Outcome> {
+    let pid = running.pid();
+    let mut waiter = tokio::task::spawn_blocking(move || running.wait());
     let exited = |joined: Result<Result<ExitStatus, enforcer::Errno>, _>| match joined {
         Ok(Ok(status)) => Ok(Outcome::Exited(status)),
         Ok(Err(e)) => Err(std::io::Error::from(e)),

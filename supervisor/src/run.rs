@@ -93,6 +93,7 @@ struct Prepared {
     from_gateway: Option<bundle_trust::Verified>,
     bundle: policy_bundle::Bundle,
     mode: NetnsMode,
+    new_pidns: bool,
     caps: u64,
     abi: u8,
     proxy_parts: l7::Prepared,
@@ -168,6 +169,10 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         .map_err(LaunchError::io("write the sandbox's CA certificate"))?;
     let proxy_setup = proxy_started.elapsed();
     let (mut spec, notes) = tables::landlock_spec(&bundle.enforcement.landlock, &workdir, abi)?;
+    // The workload's own PID namespace and /proc, under an init: whenever
+    // namespaces can be made (both network modes).
+    let new_pidns = has_cap(caps, CAP_SYS_ADMIN);
+    spec.private_proc = new_pidns;
     spec.fs.push(FsRule {
         path: trust.dir().to_path_buf(),
         access: FsAccess::READ_FILE | FsAccess::READ_DIR,
@@ -276,6 +281,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         from_gateway,
         bundle,
         mode,
+        new_pidns,
         caps,
         abi,
         proxy_parts,
@@ -305,6 +311,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
 /// The fork: the child sets itself up and waits for its go.
 fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
     let (mode, caps, can_switch, own) = (p.mode, p.caps, p.can_switch, p.own);
+    let new_pidns = p.new_pidns;
     let Prepared {
         identity,
         resolv_source,
@@ -329,6 +336,7 @@ fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
     let spec = ChildSpec {
         new_netns: mode == NetnsMode::New,
         bind_file: resolv_source.as_deref().map(|s| (s, c"/etc/resolv.conf")),
+        new_pidns,
         stdio: [
             None,
             transcript.as_ref().map(|t| t.child_out.as_fd()),
@@ -344,7 +352,10 @@ fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
         argv,
         envp,
     };
-    let _ = enforcer::set_child_subreaper();
+    // Without a PID namespace of its own, orphans come to the supervisor.
+    if !new_pidns {
+        let _ = enforcer::set_child_subreaper();
+    }
     enforcer::spawn(&spec).map_err(LaunchError::Spawn)
 }
 
@@ -425,7 +436,7 @@ fn serve(
         });
     // Opened while the child waits for its go: it cannot have exited.
     let root = Arc::new(workload_root(pending.pid())?);
-    let pid = pending.start().map_err(LaunchError::Spawn)?;
+    let running = pending.start().map_err(LaunchError::Spawn)?;
     let exec_at = started.elapsed();
     drop(resolv);
     // The decision indexes are built once the workload runs: a trapped
@@ -494,17 +505,23 @@ fn serve(
             proxy_setup.as_secs_f64() * 1000.0
         ));
         note(&format!(
-            "workload {pid} started as {who} in {:.2} ms (netns {}, landlock ABI {abi})",
+            "workload {} started as {who} in {:.2} ms (netns {}, {}, landlock ABI {abi})",
+            running.workload_pid(),
             exec_at.as_secs_f64() * 1000.0,
             if mode == NetnsMode::New {
                 "new"
             } else {
                 "none"
             },
+            if running.pid() == running.workload_pid() {
+                "no PID namespace"
+            } else {
+                "own PID namespace and /proc"
+            },
         ));
     }
     let timeout = args.timeout.map(Duration::from_secs);
-    let outcome = runtime.block_on(lifecycle::supervise(pid, timeout));
+    let outcome = runtime.block_on(lifecycle::supervise(running, timeout));
     lifecycle::kill_descendants();
     if let Some(t) = transcript {
         t.finish();

@@ -98,6 +98,7 @@ pub fn landlock_spec(
         tcp_bind_ports: tcp_connect_ports.as_ref().map(|_| Vec::new()),
         tcp_connect_ports,
         scope_signals_and_abstract_unix: scope && abi >= ABI_SCOPE,
+        private_proc: false,
     };
     Ok((spec, notes))
 }

@@ -171,6 +171,34 @@ fn proc_self_means_the_workloads_own_entries_never_the_supervisors() {
 }
 
 #[test]
+fn the_workload_sees_only_its_own_pid_namespace_in_proc() {
+    let (net, dir) = (TestNet::new(), Dir::new());
+    let b = policy(&dir, "pidns", "  run_as user nobody group nogroup\n");
+    // With `/proc` readable whole, what it lists is the namespace's: the
+    // init (1), the workload (2) and nothing of the host.
+    let code = "pids=sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\nprint(os.getpid(),os.getppid(),pids)\nr('init/environ',lambda: open('/proc/1/environ').read())\nr('init/mem',lambda: open('/proc/1/mem','rb').read(1))\nr('kill init',lambda: os.kill(1,9))\nprint('mounts of proc',sum(l.split()[8]=='proc' for l in open('/proc/self/mountinfo') if len(l.split())>8))\n";
+    let out = run_python(&net, &dir, &b, &[], code);
+    assert_eq!(
+        out,
+        "2 1 [1, 2]\ninit/environ 13\ninit/mem 13\nkill init 1\nmounts of proc 1\n"
+    );
+}
+
+#[test]
+fn the_init_reaps_the_orphans_and_keeps_the_workloads_exit_status() {
+    let (net, dir) = (TestNet::new(), Dir::new());
+    let b = policy(&dir, "orphans", "  run_as user nobody group nogroup\n");
+    // Each grandchild is orphaned at once and handed to the init; the
+    // zombies left are counted until none is, for five seconds at most.
+    let code = "for i in range(200):\n  if os.fork()==0:\n    if os.fork()==0: os._exit(0)\n    os._exit(0)\n  os.waitpid(-1,0)\ndef zombies():\n  n=0\n  for p in os.listdir('/proc'):\n    try:\n      if p.isdigit() and open('/proc/%s/stat'%p).read().rsplit(') ',1)[1][0]=='Z': n+=1\n    except OSError: pass\n  return n\nend=time.time()+5\nwhile zombies() and time.time()<end: time.sleep(0.01)\nprint('zombies',zombies(),flush=True)\nsys.exit(3)\n";
+    let args = python_args(&dir, &b, &[], code);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = output(net.supervisor(&args, None));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "zombies 0\n");
+}
+
+#[test]
 fn a_magic_link_under_proc_self_is_refused() {
     let (net, dir) = (TestNet::new(), Dir::new());
     let b = policy(&dir, "magic", "  run_as user nobody group nogroup\n");

@@ -85,12 +85,62 @@ fn a_kernel_that_cannot_keep_a_hard_bundle_means_the_command_never_runs() {
     assert!(!marker.exists());
 }
 
+/// The children of `pid`, over all its threads (the supervisor forks
+/// from whichever tokio thread runs the launch).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .map(|t| std::fs::read_to_string(t.path().join("children")).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .iter()
+        .flat_map(|c| c.split_whitespace())
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// The live (not zombie) processes whose PID namespace is `ns`, with
+/// their command lines.
+fn members(ns: &std::path::Path) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if std::fs::read_link(entry.path().join("ns/pid"))
+            .ok()
+            .as_deref()
+            != Some(ns)
+        {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        if stat.is_empty() || stat.contains(") Z ") {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+    }
+    found
+}
+
 #[test]
-fn killing_the_supervisor_kills_the_workload() {
+fn killing_the_supervisor_kills_the_workload_and_all_it_left_behind() {
     let (net, dir) = (TestNet::new(), Dir::new());
     let b = plain(&dir);
-    let pidfile = dir.join("pid");
-    let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
+    let ready = dir.join("ready");
+    // The daemon is double-forked into its own session, as a server an
+    // agent starts and forgets would be: only the PID namespace ends it.
+    let script = format!(
+        "(setsid sleep 61 &); echo > {}; exec sleep 60",
+        ready.display()
+    );
     let mut child = net
         .supervisor(
             &[
@@ -111,43 +161,59 @@ fn killing_the_supervisor_kills_the_workload() {
         .spawn()
         .unwrap();
     let start = Instant::now();
-    let pid = loop {
-        if let Ok(p) = std::fs::read_to_string(&pidfile)
-            && let Ok(p) = p.trim().parse::<u32>()
-        {
-            break p;
+    let until = |what: &str, done: &mut dyn FnMut() -> bool| {
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the workload never started"
-        );
-        std::thread::sleep(Duration::from_millis(10));
     };
-    // `ip netns exec` execs the supervisor: the child is the supervisor.
-    // The pid file is written just before bash execs `sleep`.
-    let is_sleep = || {
-        std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-            .unwrap()
-            .starts_with("sleep")
-    };
-    while !is_sleep() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the workload never became `sleep`"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    until("the workload never started", &mut || ready.exists());
+    // `ip netns exec` execs the supervisor: the child is the supervisor,
+    // its one child the init of the workload's PID namespace.
+    let init = children(child.id());
+    assert_eq!(init.len(), 1, "the supervisor's children: {init:?}");
+    let ns = std::fs::read_link(format!("/proc/{}/ns/pid_for_children", init[0])).unwrap();
+    assert_ne!(
+        std::fs::read_link("/proc/self/ns/pid").unwrap(),
+        ns,
+        "the workload shares the supervisor's PID namespace"
+    );
+    until("the workload and its daemon never ran", &mut || {
+        let cmds: Vec<String> = members(&ns).into_iter().map(|(_, c)| c).collect();
+        cmds.iter().any(|c| c.starts_with("sleep 60"))
+            && cmds.iter().any(|c| c.starts_with("sleep 61"))
+    });
     child.kill().unwrap();
     child.wait().unwrap();
     let gone = (0..500).any(|_| {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let dead = state.is_empty() || state.contains(") Z ");
-        if !dead {
+        let left = members(&ns);
+        if !left.is_empty() {
             std::thread::sleep(Duration::from_millis(10));
         }
-        dead
+        left.is_empty()
     });
-    assert!(gone, "the workload outlived its supervisor");
+    assert!(gone, "outlived the supervisor: {:?}", members(&ns));
+}
+
+#[test]
+fn a_daemon_the_workload_leaves_behind_ends_with_the_run() {
+    let (net, dir) = (TestNet::new(), Dir::new());
+    let b = plain(&dir);
+    let (ns_file, up) = (dir.join("ns"), dir.join("up"));
+    // The workload names its PID namespace, starts a daemon in a session
+    // of its own and exits once it runs, as an agent's command that
+    // forgets its server would.
+    let script = format!(
+        "readlink /proc/self/ns/pid > {ns}; (setsid bash -c 'echo > {up}; exec sleep 61' &); while [ ! -e {up} ]; do sleep 0.01; done; exit 7",
+        ns = ns_file.display(),
+        up = up.display()
+    );
+    let out = net.run(&dir, &b, &[], &["/usr/bin/bash", "-c", &script]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let ns = PathBuf::from(std::fs::read_to_string(&ns_file).unwrap().trim());
+    assert_ne!(std::fs::read_link("/proc/self/ns/pid").unwrap(), ns);
+    let left = members(&ns);
+    assert!(left.is_empty(), "outlived the run: {left:?}");
 }
 
 #[test]

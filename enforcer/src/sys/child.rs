@@ -13,16 +13,18 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::child_spec::{ChildSpec, EXIT_SETUP_FAILED};
 use crate::errno::Errno;
-use crate::sys::fd::{chdir, mark_cloexec_from, read, write_all};
+use crate::sys::fd::{chdir, close_all_but, mark_cloexec_from, read, write_all};
 use crate::sys::process::{CStrArray, exit_now, waitpid};
 
 /// The child steps, in order; a failure report names one by its index.
-pub(crate) const STEPS: [&str; 16] = [
+pub(crate) const STEPS: [&str; 18] = [
     "reset signal dispositions",
     "enter a new network namespace",
     "bring up loopback",
     "enter a new mount namespace",
     "bind-mount the private file",
+    "mount a private /proc",
+    "fork the workload under its init",
     "set up standard streams",
     "drop the bounding and ambient capabilities",
     "change user and group",
@@ -42,27 +44,62 @@ pub(crate) const MSG_STEP_FAILED: i32 = 2;
 pub(crate) const MSG_EXEC_FAILED: i32 = 3;
 
 /// Forks the child that runs `spec` (see `spawn`), reporting on `report`
-/// and waiting for one byte on `go` before it execs. Returns the child's
-/// pid in the parent.
+/// and waiting for one byte on `go` before it execs. With
+/// `spec.new_pidns` the child is the namespace's init: it forks the
+/// workload and, once that ends, writes its raw wait status on `status`.
+/// Returns the child's pid in the parent.
 pub(crate) fn fork_child(
     spec: &ChildSpec<'_>,
     report: &OwnedFd,
     go: &OwnedFd,
+    status: Option<&OwnedFd>,
 ) -> Result<libc::pid_t, Errno> {
     let argv = CStrArray::new(spec.argv);
     let envp = CStrArray::new(spec.envp);
     let parent = libc::pid_t::try_from(std::process::id()).map_err(|_| Errno(libc::ESRCH))?;
-    // SAFETY: the child only runs `child_main`, which makes async-signal-safe
-    // calls on memory prepared above (`spec`, `argv`, `envp`, the pipes)
-    // and never returns, so forking a threaded parent is sound.
-    let pid = unsafe { libc::fork() };
+    let ends = Ends {
+        report: report.as_fd(),
+        go: go.as_fd(),
+        status: status.map(AsFd::as_fd),
+    };
+    let pid = if spec.new_pidns {
+        // SAFETY: as for `fork` below; `clone` without a new stack (0) and
+        // with only `CLONE_NEWPID` and the exit signal is `fork` into a new
+        // PID namespace, and glibc's atfork handlers it skips matter only
+        // to code that allocates or takes locks, which the child never does.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_clone,
+                libc::c_long::from(libc::CLONE_NEWPID | libc::SIGCHLD),
+                0_i64,
+                0_i64,
+                0_i64,
+                0_i64,
+            )
+        };
+        libc::pid_t::try_from(ret).map_err(|_| Errno(libc::EINVAL))?
+    } else {
+        // SAFETY: the child only runs `child_main`, which makes
+        // async-signal-safe calls on memory prepared above (`spec`,
+        // `argv`, `envp`, the pipes) and never returns, so forking a
+        // threaded parent is sound.
+        unsafe { libc::fork() }
+    };
     if pid == 0 {
-        child_main(spec, &argv, &envp, parent, report.as_fd(), go.as_fd());
+        child_main(spec, &argv, &envp, parent, ends);
     }
     if pid < 0 {
         return Err(Errno::last());
     }
     Ok(pid)
+}
+
+/// The child's ends of the pipes to the parent.
+#[derive(Clone, Copy)]
+struct Ends<'a> {
+    report: BorrowedFd<'a>,
+    go: BorrowedFd<'a>,
+    status: Option<BorrowedFd<'a>>,
 }
 
 /// The forked child. Never returns: it execs or `_exit`s.
@@ -71,9 +108,9 @@ fn child_main(
     argv: &CStrArray<'_>,
     envp: &CStrArray<'_>,
     parent: libc::pid_t,
-    report: BorrowedFd<'_>,
-    go: BorrowedFd<'_>,
+    ends: Ends<'_>,
 ) -> ! {
+    let report = ends.report;
     let fail = |step: usize, errno: Errno| -> ! {
         let packed = (i32::try_from(step).unwrap_or(0xff) << 16) | (errno.raw() & 0xffff);
         send(report, MSG_STEP_FAILED, packed);
@@ -89,35 +126,78 @@ fn child_main(
         step(1, crate::netns::unshare_net());
         step(2, crate::netns::bring_up_loopback());
     }
-    if let Some((source, target)) = spec.bind_file {
+    if spec.new_pidns || spec.bind_file.is_some() {
         step(3, crate::mounts::unshare_mount_ns());
+    }
+    if let Some((source, target)) = spec.bind_file {
         step(4, crate::mounts::bind_mount_readonly(source, target));
+    }
+    // The parent as `getppid` will show it: the init, for the workload in
+    // a new PID namespace.
+    let mut parent_seen = parent;
+    if spec.new_pidns {
+        step(5, crate::mounts::mount_private_proc());
+        // The init's own parent is outside its namespace, so `getppid` says
+        // 0 whether or not it is still alive; a parent that died before
+        // this never sends the go, and the workload never runs.
+        step(13, crate::process::set_pdeathsig(libc::SIGKILL, 0));
+        step(6, crate::sys::process::block_all_signals());
+        // Before the workload exists, so it can never ptrace or read the
+        // init (a root-owned `/proc/1`), even as the same uid.
+        step(6, crate::sys::process::set_dumpable(false));
+        // SAFETY: as in `fork_child`; this child is single-threaded, and
+        // both sides go on with async-signal-safe calls only.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_clone,
+                libc::c_long::from(libc::SIGCHLD),
+                0_i64,
+                0_i64,
+                0_i64,
+                0_i64,
+            )
+        };
+        let Ok(workload) = libc::pid_t::try_from(ret) else {
+            fail(6, Errno(libc::EINVAL))
+        };
+        if workload < 0 {
+            fail(6, Errno::last());
+        }
+        if workload > 0 {
+            init_main(workload, ends.status);
+        }
+        step(0, crate::sys::process::unblock_all_signals());
+        step(6, crate::sys::process::set_dumpable(true));
+        parent_seen = 1;
     }
     for (target, fd) in (0..).zip(spec.stdio.iter()) {
         if let Some(fd) = fd {
-            step(5, dup_onto_stdio(*fd, target));
+            step(7, dup_onto_stdio(*fd, target));
         }
     }
     if spec.drop_bounding {
-        step(6, crate::process::drop_bounding_and_ambient(spec.last_cap));
+        step(8, crate::process::drop_bounding_and_ambient(spec.last_cap));
     }
     if let Some(id) = spec.identity {
-        step(7, crate::process::set_identity(id.uid, id.gid, id.groups));
+        step(9, crate::process::set_identity(id.uid, id.gid, id.groups));
     }
-    step(8, chdir(spec.cwd));
-    step(9, crate::process::clear_capability_sets());
-    step(10, crate::process::set_no_new_privs());
-    step(11, crate::process::set_pdeathsig(libc::SIGKILL, parent));
-    step(12, mark_cloexec_from(3));
-    step(13, spec.ruleset.restrict_self());
+    step(10, chdir(spec.cwd));
+    step(11, crate::process::clear_capability_sets());
+    step(12, crate::process::set_no_new_privs());
+    step(
+        13,
+        crate::process::set_pdeathsig(libc::SIGKILL, parent_seen),
+    );
+    step(14, mark_cloexec_from(3));
+    step(15, spec.ruleset.restrict_self());
     let listener = match spec.filter.install_with_listener() {
         Ok(fd) => fd,
-        Err(e) => fail(14, e),
+        Err(e) => fail(16, e),
     };
     send(report, MSG_LISTENER, listener.as_raw_fd());
     let mut byte = [0_u8; 1];
     loop {
-        match read(go, &mut byte) {
+        match read(ends.go, &mut byte) {
             Ok(1) => break,
             Err(Errno(libc::EINTR)) => {}
             // The supervisor is gone or gave up: never run the workload.
@@ -134,6 +214,58 @@ fn child_main(
     } else {
         126
     })
+}
+
+/// PID 1 of the workload's namespace, with every signal blocked: reaps
+/// each process that ends (the orphans the kernel hands it among them),
+/// passes on to the workload what was sent from outside the namespace,
+/// and when the workload ends writes its status on `status` and exits with
+/// it, which makes the kernel kill and reap the rest of the namespace.
+///
+/// Signals sent from inside (a sender the namespace can name) are dropped:
+/// the workload cannot stop or fool its init, and the kernel already
+/// ignores `SIGKILL` and `SIGSTOP` sent to an init from its own namespace.
+/// A standard signal is pending once at most, so one the workload sent
+/// that is still pending absorbs the same signal from outside: the
+/// workload can only lose signals meant for itself, which it could ignore
+/// anyway. A pending `SIGCHLD` it sent is harmless for the same reason:
+/// each one taken reaps every child that has ended by then.
+fn init_main(workload: libc::pid_t, status: Option<BorrowedFd<'_>>) -> ! {
+    // Nothing else of the parent's is ours to hold: the report pipe must
+    // read EOF once the workload execs, and the go pipe is the workload's.
+    let _ = close_all_but(status.map(|fd| fd.as_raw_fd()));
+    loop {
+        let Ok(got) = crate::sys::process::wait_signal() else {
+            continue;
+        };
+        if got.signal == libc::SIGCHLD {
+            reap_until_workload_ends(workload, status);
+        } else if got.sender == 0 && got.code <= 0 {
+            let _ = crate::sys::process::kill(workload, got.signal);
+        }
+    }
+}
+
+/// Reaps every child that has ended; returns once none is left to reap,
+/// or exits when one of them is the workload.
+fn reap_until_workload_ends(workload: libc::pid_t, status: Option<BorrowedFd<'_>>) {
+    loop {
+        match waitpid(-1, libc::WNOHANG) {
+            Ok((pid, raw)) if pid == workload => {
+                if let Some(fd) = status {
+                    let _ = write_all(fd, &raw.to_ne_bytes());
+                }
+                exit_now(if libc::WIFEXITED(raw) {
+                    libc::WEXITSTATUS(raw)
+                } else {
+                    128 + libc::WTERMSIG(raw)
+                });
+            }
+            Ok((0, _)) => return,
+            Ok(_) | Err(Errno(libc::EINTR)) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// `dup2(fd, target)` for `target` in 0..=2, in the child only: it closes
@@ -160,10 +292,12 @@ fn send(report: BorrowedFd<'_>, tag: i32, value: i32) {
 }
 
 /// Restores what a Rust parent changed and an exec would keep: `SIGPIPE`
-/// (ignored by the Rust runtime) back to its default, and an empty signal
-/// mask.
+/// (ignored by the Rust runtime) back to its default, `SIGCHLD` too (an
+/// ignored one would reap children before the init could see them), and
+/// an empty signal mask.
 fn reset_signals() -> Result<(), Errno> {
     crate::sys::process::default_signal_disposition(libc::SIGPIPE)?;
+    crate::sys::process::default_signal_disposition(libc::SIGCHLD)?;
     crate::sys::process::unblock_all_signals()
 }
 

@@ -41,6 +41,30 @@ pub(crate) fn make_mounts_slave() -> Result<(), Errno> {
     .map(drop)
 }
 
+/// Mounts a new procfs instance on `/proc`: it shows the processes of the
+/// caller's PID namespace (a child's, after `clone(CLONE_NEWPID)`).
+pub(crate) fn mount_proc() -> Result<(), Errno> {
+    // SAFETY: source, target and type are NUL-terminated literals; procfs
+    // takes no data (null).
+    check_int(unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// Detaches the mount at `target` and everything under it (`umount2` with
+/// `MNT_DETACH`), in the caller's mount namespace.
+pub(crate) fn detach(target: &CStr) -> Result<(), Errno> {
+    // SAFETY: `target` is a NUL-terminated string that outlives the call.
+    check_int(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(drop)
+}
+
 /// Bind-mounts `source` over `target` (`MS_BIND`).
 pub(crate) fn bind_mount(source: &CStr, target: &CStr) -> Result<(), Errno> {
     // SAFETY: both paths are NUL-terminated strings that outlive the call;

@@ -199,6 +199,60 @@ pub(crate) fn unblock_all_signals() -> Result<(), Errno> {
     .map(drop)
 }
 
+/// Blocks every signal of the calling thread (`SIGKILL` and `SIGSTOP`
+/// excepted, as always), so that each one waits for [`wait_signal`].
+pub(crate) fn block_all_signals() -> Result<(), Errno> {
+    // SAFETY: an all-zero sigset_t is valid plain data for sigfillset.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` is live and writable.
+    check_int(unsafe { libc::sigfillset(&raw mut all) })?;
+    // SAFETY: `all` is live and initialised; the old mask is not asked for.
+    check_int(unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const all, std::ptr::null_mut())
+    })
+    .map(drop)
+}
+
+/// A signal taken by [`wait_signal`]: its number, the sender's pid as the
+/// caller's PID namespace sees it (0 for a sender outside it, or the
+/// kernel) and `si_code` (positive when the kernel generated it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Delivered {
+    pub(crate) signal: libc::c_int,
+    pub(crate) sender: libc::pid_t,
+    pub(crate) code: libc::c_int,
+}
+
+/// `sigwaitinfo` on every signal; blocks until one is pending. Call
+/// [`block_all_signals`] first.
+pub(crate) fn wait_signal() -> Result<Delivered, Errno> {
+    // SAFETY: as in `block_all_signals`.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` is live and writable.
+    check_int(unsafe { libc::sigfillset(&raw mut all) })?;
+    // SAFETY: an all-zero siginfo_t is valid plain data.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` is initialised and `info` live and writable.
+    let signal = check_int(unsafe { libc::sigwaitinfo(&raw const all, &raw mut info) })?;
+    // SAFETY: the kernel filled `info` for a delivered signal; `si_pid`
+    // reads the sender field every user-sent signal carries (0 otherwise).
+    let sender = unsafe { info.si_pid() };
+    Ok(Delivered {
+        signal,
+        sender,
+        code: info.si_code,
+    })
+}
+
+/// `PR_SET_DUMPABLE`: a process that is not dumpable has no core dump and
+/// `/proc/<pid>` entries owned by root, so only `CAP_SYS_PTRACE` reads its
+/// memory.
+pub(crate) fn set_dumpable(dumpable: bool) -> Result<(), Errno> {
+    let flag = u64::from(dumpable);
+    // SAFETY: this option takes integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, flag, 0_u64, 0_u64, 0_u64) }).map(drop)
+}
+
 /// Ends the process at once (`_exit`): no atexit handlers, no unwinding,
 /// no buffered output flushed. Async-signal-safe.
 pub(crate) fn exit_now(code: libc::c_int) -> ! {
