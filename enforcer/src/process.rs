@@ -47,6 +47,17 @@ pub fn set_pdeathsig(signal: libc::c_int, expected_parent: libc::pid_t) -> Resul
     }
 }
 
+/// Makes this process non-dumpable with a core limit of 0/0, for a
+/// process whose memory holds secrets: no core file is written whatever a
+/// process of the same user later does to its limits (raising a hard
+/// limit needs `CAP_SYS_RESOURCE`), its `/proc/<pid>` entries belong to
+/// root, and only `CAP_SYS_PTRACE` reads its memory. Children inherit
+/// both until `exec`; call it first, before any secret is read.
+pub fn forbid_core_dumps() -> Result<(), Errno> {
+    sys::process::forbid_core_files()?;
+    sys::process::set_dumpable(false)
+}
+
 /// The highest capability number this kernel knows, from
 /// `/proc/sys/kernel/cap_last_cap`; read it before `fork`.
 pub fn cap_last_cap() -> io::Result<u32> {

@@ -63,6 +63,13 @@ use clap::Parser as _;
 /// The command-line entry point.
 #[must_use]
 pub fn main() -> ExitCode {
+    // Before anything holds a secret: a process of the workload's user may
+    // not make the supervisor dump its memory (see `docs/threat-model.md`,
+    // "The supervisor's memory").
+    if let Err(errno) = enforcer::forbid_core_dumps() {
+        eprintln!("openshell-supervisor: cannot forbid core dumps of itself: {errno}");
+        return ExitCode::from(run::EXIT_LAUNCH_FAILED);
+    }
     let cli = cli::Cli::parse();
     let code = match &cli.command {
         cli::Command::Run(args) => run::run(args),

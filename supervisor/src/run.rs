@@ -229,6 +229,11 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         ));
         filter_spec.deny.extend(tables::root_metadata_rules());
     }
+    if !new_pidns {
+        filter_spec
+            .deny
+            .extend(tables::shared_pid_namespace_rules());
+    }
     let filter = enforcer::build(&filter_spec).map_err(LaunchError::Seccomp)?;
     let placeholders = Arc::new(Placeholders::default());
     let mut given: Vec<(String, std::ffi::OsString)> = WORKLOAD_VARS

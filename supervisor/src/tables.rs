@@ -192,6 +192,37 @@ pub fn root_metadata_rules() -> Vec<DenyRule> {
     .collect()
 }
 
+/// Extra rules for a workload without a PID namespace of its own (a
+/// supervisor without `CAP_SYS_ADMIN`): the supervisor and every other
+/// process of the workload's user are then nameable, and the kernel lets
+/// that user pin them to one CPU or starve them (`SCHED_IDLE`). Refused
+/// unless they name the caller (pid 0). In its own PID namespace the
+/// workload can name only its own processes and its init, and these stay
+/// allowed: runtimes set a thread's affinity by its tid
+/// (`pthread_setaffinity_np`), which pid 0 cannot say. The bundle's deny
+/// list refuses the other calls that reach another process's limits and
+/// priority whatever the namespace.
+#[must_use]
+pub fn shared_pid_namespace_rules() -> Vec<DenyRule> {
+    [
+        "sched_setaffinity",
+        "sched_setscheduler",
+        "sched_setparam",
+        "sched_setattr",
+    ]
+    .into_iter()
+    .map(|s| DenyRule {
+        syscall: s.to_owned(),
+        errno: libc::EPERM,
+        arg_conditions: vec![ArgCond {
+            index: 0,
+            op: ArgOp::Ne,
+            value: 0,
+        }],
+    })
+    .collect()
+}
+
 fn conditions(when: &[policy_bundle::ArgCondition]) -> Result<Vec<ArgCond>, LaunchError> {
     when.iter()
         .map(|c| {

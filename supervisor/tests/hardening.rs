@@ -300,7 +300,7 @@ fn setuid_bits_owners_and_xattrs_are_refused_even_in_writable_paths() {
 }
 
 #[test]
-fn a_root_workload_cannot_change_modes_times_or_xattrs_of_host_files() {
+fn a_root_workload_cannot_change_modes_times_xattrs_or_generation_of_host_files() {
     let (net, dir) = (TestNet::new(), Dir::new());
     let host = Dir::new();
     let file = host.join("host.conf");
@@ -316,12 +316,12 @@ fn a_root_workload_cannot_change_modes_times_or_xattrs_of_host_files() {
         );
         let b = policy(&dir, "root", &extra);
         let code = format!(
-            "p={file:?}\nprint('uid',os.getuid())\nr('chmod',lambda: os.chmod(p,0o666))\nr('chmod-setuid',lambda: os.chmod(p,0o4755))\nfd=os.open(p,os.O_RDONLY)\nr('fchmod-readonly-fd',lambda: os.fchmod(fd,0o666))\nr('fchmodat2-empty-path',lambda: sc(452,fd,b'',0o666,0x1000))\nr('utime',lambda: os.utime(p,(0,0)))\nr('futimens',lambda: os.utime(fd,(0,0)))\nr('chown',lambda: os.chown(p,0,0))\nr('fchown',lambda: os.fchown(fd,0,0))\nr('setxattr',lambda: os.setxattr(p,'user.x',b'1'))\nr('fsetxattr',lambda: os.setxattr(fd,'user.x',b'1'))\nr('chmod-workdir',lambda: (open('w','w').close(), os.chmod('w',0o700)))\n"
+            "p={file:?}\nprint('uid',os.getuid())\nr('chmod',lambda: os.chmod(p,0o666))\nr('chmod-setuid',lambda: os.chmod(p,0o4755))\nfd=os.open(p,os.O_RDONLY)\nr('fchmod-readonly-fd',lambda: os.fchmod(fd,0o666))\nr('fchmodat2-empty-path',lambda: sc(452,fd,b'',0o666,0x1000))\nr('utime',lambda: os.utime(p,(0,0)))\nr('futimens',lambda: os.utime(fd,(0,0)))\nr('chown',lambda: os.chown(p,0,0))\nr('fchown',lambda: os.fchown(fd,0,0))\nr('setxattr',lambda: os.setxattr(p,'user.x',b'1'))\nr('fsetxattr',lambda: os.setxattr(fd,'user.x',b'1'))\nimport fcntl\nfor name,req in (('setversion',0x40087602),('ext4-setversion',0x40086604)):\n  r(name,lambda: fcntl.ioctl(fd,req,struct.pack('l',7)))\nr('chmod-workdir',lambda: (open('w','w').close(), os.chmod('w',0o700)))\n"
         );
         let out = run_python(&net, &dir, &b, &[], &code);
         assert_eq!(
             out,
-            "uid 0\nchmod 1\nchmod-setuid 1\nfchmod-readonly-fd 1\nfchmodat2-empty-path 1\nutime 1\nfutimens 1\nchown 1\nfchown 1\nsetxattr 95\nfsetxattr 95\nchmod-workdir 1\n",
+            "uid 0\nchmod 1\nchmod-setuid 1\nfchmod-readonly-fd 1\nfchmodat2-empty-path 1\nutime 1\nfutimens 1\nchown 1\nfchown 1\nsetxattr 95\nfsetxattr 95\nsetversion 1\next4-setversion 1\nchmod-workdir 1\n",
             "{run_as:?}"
         );
         std::fs::remove_file(dir.join("w")).unwrap();
@@ -329,6 +329,12 @@ fn a_root_workload_cannot_change_modes_times_or_xattrs_of_host_files() {
     let after = std::fs::metadata(&file).unwrap();
     assert_eq!(after.mode(), before.mode());
     assert_eq!(after.mtime(), before.mtime());
+    // The inode's generation is not visible here, but setting it changes
+    // the ctime too.
+    assert_eq!(
+        (after.ctime(), after.ctime_nsec()),
+        (before.ctime(), before.ctime_nsec())
+    );
     assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
 }
 

@@ -170,3 +170,81 @@ fn a_workload_of_the_same_user_cannot_read_the_supervisors_memory_or_environment
         stderr(&out)
     );
 }
+
+/// Without a PID namespace the workload can name the supervisor, which
+/// shares its user: the kernel would let it raise the supervisor's core
+/// limit, cut its CPU limit to a second and read the core file it dumps,
+/// or starve it. The supervisor is not dumpable with a 0/0 core limit from
+/// its start, and the workload may change the limits, priority, affinity
+/// and I/O priority of no process but its own.
+#[test]
+fn a_workload_of_the_same_user_cannot_change_the_supervisors_limits_or_priority() {
+    let net = TestNet::new();
+    let dir = Dir::new();
+    let body = format!(
+        "  landlock hard min_abi 4\n{SYSTEM}  fs read /proc\n  binaries clients = {}\n",
+        clients()
+    );
+    let b = bundle(&dir, "limits", &body);
+    let bin = dir.join("openshell-supervisor");
+    std::fs::copy(common::SUPERVISOR, &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let code = [
+        "import ctypes,os,resource",
+        "libc=ctypes.CDLL(None,use_errno=True)",
+        "def r(name,f):",
+        "  try:",
+        "    f(); print(name,0)",
+        "  except OSError as e:",
+        "    print(name,e.errno)",
+        "def ioprio(which,who,prio):",
+        "  if libc.syscall(251,which,who,prio)<0: raise OSError(ctypes.get_errno(),'ioprio_set')",
+        "ppid=os.getppid()",
+        "print('owner',os.stat('/proc/%d/status'%ppid).st_uid)",
+        "print('core',[l.split()[4:6] for l in open('/proc/%d/limits'%ppid) if l.startswith('Max core')])",
+        "r('prlimit-core',lambda: resource.prlimit(ppid,resource.RLIMIT_CORE,(0,0)))",
+        "r('prlimit-cpu',lambda: resource.prlimit(ppid,resource.RLIMIT_CPU,(1,1)))",
+        "r('prlimit-read',lambda: resource.prlimit(ppid,resource.RLIMIT_CPU))",
+        "r('setpriority',lambda: os.setpriority(os.PRIO_PROCESS,ppid,19))",
+        "r('setpriority-user',lambda: os.setpriority(os.PRIO_USER,0,19))",
+        "r('setpriority-pgrp',lambda: os.setpriority(os.PRIO_PGRP,0,19))",
+        "r('affinity',lambda: os.sched_setaffinity(ppid,{0}))",
+        "r('scheduler',lambda: os.sched_setscheduler(ppid,os.SCHED_IDLE,os.sched_param(0)))",
+        "r('ioprio',lambda: ioprio(1,ppid,3<<13))",
+        "r('ioprio-user',lambda: ioprio(3,os.getuid(),3<<13))",
+        "r('own-limit',lambda: resource.setrlimit(resource.RLIMIT_NOFILE,(512,512)))",
+        "r('own-nice',lambda: os.nice(1))",
+        "r('own-affinity',lambda: os.sched_setaffinity(0,{0}))",
+        "r('own-ioprio',lambda: ioprio(1,0,(2<<13)|4))",
+    ]
+    .join("\n");
+    let mut cmd = std::process::Command::new("ip");
+    cmd.args(["netns", "exec", &net.name]).args([
+        "setpriv",
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]);
+    cmd.arg(&bin).args([
+        "run",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--workdir",
+        dir.path().to_str().unwrap(),
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        &code,
+    ]);
+    let out = output(cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Root owns the entries of a process that is not dumpable.
+    assert_eq!(
+        stdout(&out),
+        "owner 0\ncore [['0', '0']]\nprlimit-core 1\nprlimit-cpu 1\nprlimit-read 0\nsetpriority 1\nsetpriority-user 1\nsetpriority-pgrp 1\naffinity 1\nscheduler 1\nioprio 1\nioprio-user 1\nown-limit 0\nown-nice 0\nown-affinity 0\nown-ioprio 0\n",
+        "{}",
+        stderr(&out)
+    );
+}

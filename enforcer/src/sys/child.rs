@@ -17,7 +17,7 @@ use crate::sys::fd::{chdir, close_all_but, mark_cloexec_from, read, write_all};
 use crate::sys::process::{CStrArray, exit_now, waitpid};
 
 /// The child steps, in order; a failure report names one by its index.
-pub(crate) const STEPS: [&str; 18] = [
+pub(crate) const STEPS: [&str; 19] = [
     "reset signal dispositions",
     "enter a new network namespace",
     "bring up loopback",
@@ -35,6 +35,7 @@ pub(crate) const STEPS: [&str; 18] = [
     "mark inherited descriptors close-on-exec",
     "apply the Landlock ruleset",
     "install the seccomp filter",
+    "let the supervisor take the listener",
     "wait for the supervisor",
 ];
 /// Report tags: the listener's fd number, a failed step (index << 16 |
@@ -167,7 +168,6 @@ fn child_main(
             init_main(workload, ends.status);
         }
         step(0, crate::sys::process::unblock_all_signals());
-        step(6, crate::sys::process::set_dumpable(true));
         parent_seen = 1;
     }
     for (target, fd) in (0..).zip(spec.stdio.iter()) {
@@ -194,6 +194,15 @@ fn child_main(
         Ok(fd) => fd,
         Err(e) => fail(16, e),
     };
+    // The child inherits the supervisor's non-dumpable state, which keeps
+    // a supervisor without `CAP_SYS_PTRACE` from taking the listener
+    // (`pidfd_getfd`). Only such a supervisor's child, which keeps its
+    // user, is made dumpable; a child that changed user stays as the
+    // kernel left it, so that no process of its new user can read the
+    // supervisor's memory it still holds until `exec`.
+    if spec.identity.is_none() {
+        step(17, crate::sys::process::set_dumpable(true));
+    }
     send(report, MSG_LISTENER, listener.as_raw_fd());
     let mut byte = [0_u8; 1];
     loop {

@@ -253,6 +253,17 @@ pub(crate) fn set_dumpable(dumpable: bool) -> Result<(), Errno> {
     check_int(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, flag, 0_u64, 0_u64, 0_u64) }).map(drop)
 }
 
+/// `setrlimit(RLIMIT_CORE, 0, 0)`: no core file, and without
+/// `CAP_SYS_RESOURCE` no process can raise the limit again.
+pub(crate) fn forbid_core_files() -> Result<(), Errno> {
+    let zero = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `zero` is initialised and lives across the call.
+    check_int(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &raw const zero) }).map(drop)
+}
+
 /// Ends the process at once (`_exit`): no atexit handlers, no unwinding,
 /// no buffered output flushed. Async-signal-safe.
 pub(crate) fn exit_now(code: libc::c_int) -> ! {

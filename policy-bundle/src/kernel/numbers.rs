@@ -50,6 +50,21 @@ pub(crate) const O_TMPFILE_BIT: u64 = 0o20_000_000;
 pub(crate) const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
 pub(crate) const FS_IOC32_SETFLAGS: u64 = 0x4004_6602;
 pub(crate) const FS_IOC_FSSETXATTR: u64 = 0x401c_5820;
+/// An inode's generation (and with it its ctime), owner-checked only:
+/// `FS_IOC_SETVERSION`, ext4's older spelling `EXT4_IOC_SETVERSION`, and
+/// their 32-bit twins.
+pub(crate) const FS_IOC_SETVERSION: u64 = 0x4008_7602;
+pub(crate) const FS_IOC32_SETVERSION: u64 = 0x4004_7602;
+pub(crate) const EXT4_IOC_SETVERSION: u64 = 0x4008_6604;
+pub(crate) const EXT4_IOC32_SETVERSION: u64 = 0x4004_6604;
+/// A directory's encryption policy and a file's fs-verity: owner-checked
+/// changes a file's readers see, neither needing a write Landlock checks.
+pub(crate) const FS_IOC_SET_ENCRYPTION_POLICY: u64 = 0x800c_6613;
+pub(crate) const FS_IOC_ENABLE_VERITY: u64 = 0x4080_6685;
+/// `which` of `setpriority` and `ioprio_set` that names one process (or
+/// thread); the others name a process group or every process of a user.
+pub(crate) const PRIO_PROCESS: u64 = 0;
+pub(crate) const IOPRIO_WHO_PROCESS: u64 = 1;
 /// x86-64 numbers of the trapped calls (`kernel::TrappedCall`).
 pub(crate) const SYS_CONNECT: i64 = 42;
 pub(crate) const SYS_SENDTO: i64 = 44;
@@ -63,7 +78,7 @@ mod tests {
 
     #[test]
     fn the_numbers_are_the_kernels() {
-        let pairs: [(&str, u64, u64); 24] = [
+        let pairs: [(&str, u64, u64); 28] = [
             ("CLONE_NEWNS", CLONE_NEWNS, libc::CLONE_NEWNS as u64),
             (
                 "CLONE_NEWCGROUP",
@@ -112,6 +127,18 @@ mod tests {
                 libc::FS_IOC32_SETFLAGS,
             ),
             ("SOCK_TYPE_MASK", SOCK_TYPE_MASK, 0xf),
+            (
+                "FS_IOC_SETVERSION",
+                FS_IOC_SETVERSION,
+                libc::FS_IOC_SETVERSION,
+            ),
+            (
+                "FS_IOC32_SETVERSION",
+                FS_IOC32_SETVERSION,
+                libc::FS_IOC32_SETVERSION,
+            ),
+            ("PRIO_PROCESS", PRIO_PROCESS, libc::PRIO_PROCESS as u64),
+            ("IOPRIO_WHO_PROCESS", IOPRIO_WHO_PROCESS, 1),
         ];
         for (name, ours, kernel) in pairs {
             assert_eq!(ours, kernel, "{name}");

@@ -5,8 +5,10 @@
 
 use super::TrappedCall;
 use super::numbers::{
-    AF_NETLINK, AF_PACKET, CLONE_NEWTIME, FS_IOC_FSSETXATTR, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS,
-    NAMESPACE_FLAGS, NETLINK_ROUTE, O_CREAT, O_TMPFILE_BIT, S_ISGID, S_ISUID,
+    AF_NETLINK, AF_PACKET, CLONE_NEWTIME, EXT4_IOC_SETVERSION, EXT4_IOC32_SETVERSION,
+    FS_IOC_ENABLE_VERITY, FS_IOC_FSSETXATTR, FS_IOC_SET_ENCRYPTION_POLICY, FS_IOC_SETFLAGS,
+    FS_IOC_SETVERSION, FS_IOC32_SETFLAGS, FS_IOC32_SETVERSION, IOPRIO_WHO_PROCESS, NAMESPACE_FLAGS,
+    NETLINK_ROUTE, O_CREAT, O_TMPFILE_BIT, PRIO_PROCESS, S_ISGID, S_ISUID,
     SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_SET_MODE_FILTER, SOCK_PACKET, SOCK_RAW,
     SOCK_TYPE_MASK, SOCKADDR_IN_LEN, TIOCLINUX, TIOCSTI,
 };
@@ -153,12 +155,19 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
         ],
     ));
     metadata_rules(&mut list);
+    other_process_rules(&mut list);
     for request in [
         TIOCSTI,
         TIOCLINUX,
         FS_IOC_SETFLAGS,
         FS_IOC32_SETFLAGS,
         FS_IOC_FSSETXATTR,
+        FS_IOC_SETVERSION,
+        FS_IOC32_SETVERSION,
+        EXT4_IOC_SETVERSION,
+        EXT4_IOC32_SETVERSION,
+        FS_IOC_SET_ENCRYPTION_POLICY,
+        FS_IOC_ENABLE_VERITY,
     ] {
         list.push(rule(
             "ioctl",
@@ -186,8 +195,9 @@ pub fn deny_list() -> Vec<DeniedSyscall> {
 ///   a setuid file the sandbox leaves behind is a privilege for whoever
 ///   runs it on the host. `openat2` carries its mode in memory the filter
 ///   cannot read: `ENOSYS`, and callers fall back to `openat`;
-/// - inode flags (`file_setattr`, the `FS_IOC_*SETFLAGS`/`FSSETXATTR`
-///   ioctls).
+/// - inode flags, generation, encryption policy and fs-verity
+///   (`file_setattr`, the `FS_IOC_*SETFLAGS`/`FSSETXATTR`/`*SETVERSION`,
+///   `FS_IOC_SET_ENCRYPTION_POLICY` and `FS_IOC_ENABLE_VERITY` ioctls).
 ///
 /// Plain mode bits and times stay allowed: the kernel lets only the
 /// file's owner change them, and a workload runs as uid 0 only when its
@@ -236,6 +246,38 @@ fn metadata_rules(list: &mut Vec<DeniedSyscall>) {
                 ));
             }
         }
+    }
+}
+
+/// Limits, priority and memory placement of another process: the kernel
+/// lets any process of the same user change them, and the supervisor (when
+/// the workload shares its user and PID namespace) or another sandbox of
+/// that user is such a process. Raising a limit of the supervisor's is
+/// the first step to a core dump of its memory. Each is refused unless it
+/// names the caller (pid 0, or `PRIO_PROCESS`/`IOPRIO_WHO_PROCESS` with
+/// who 0), the spelling libc uses for `setrlimit`, `nice` and `ionice`.
+/// Reading another process's limits (`prlimit64` without a new limit)
+/// stays allowed. An argument with bits above its `int` set is refused
+/// too: the comparison is on all 64 bits, which can only refuse more.
+fn other_process_rules(list: &mut Vec<DeniedSyscall>) {
+    let rule = |syscall: &str, when: Vec<ArgCondition>| DeniedSyscall {
+        syscall: syscall.to_string(),
+        errno: "EPERM".to_string(),
+        when,
+    };
+    list.push(rule(
+        "prlimit64",
+        vec![cond(0, ArgOp::Ne, 0), cond(2, ArgOp::Ne, 0)],
+    ));
+    for (syscall, one_process) in [
+        ("setpriority", PRIO_PROCESS),
+        ("ioprio_set", IOPRIO_WHO_PROCESS),
+    ] {
+        list.push(rule(syscall, vec![cond(0, ArgOp::Ne, one_process)]));
+        list.push(rule(syscall, vec![cond(1, ArgOp::Ne, 0)]));
+    }
+    for syscall in ["migrate_pages", "move_pages"] {
+        list.push(rule(syscall, vec![cond(0, ArgOp::Ne, 0)]));
     }
 }
 
