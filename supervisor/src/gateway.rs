@@ -457,7 +457,7 @@ impl Gateway {
                     self.record_async(&policy, revision, &digest).await;
                     self.report(revision, &digest, result, error).await;
                 }
-                Outcome::Unchanged => {
+                Outcome::Unchanged | Outcome::SecretsReread => {
                     revision = new_revision;
                     refused = None;
                     self.record_async(&policy, revision, &digest).await;

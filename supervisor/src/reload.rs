@@ -7,7 +7,8 @@
 //! and together, the connect decisions (routes, binaries), the L7 rules,
 //! the DNS names and the credentials (secrets are read again; placeholders
 //! stay those the workload has). Then every open proxied connection is
-//! decided again, and those the new policy denies are closed.
+//! decided again, and those the new policy denies are closed. The same
+//! bundle loaded again has its secrets read again and nothing else.
 //!
 //! What cannot change is what the workload applied to itself before its
 //! `exec`: the Landlock ruleset, the seccomp filter, the user, the
@@ -68,6 +69,10 @@ pub enum Outcome {
         fixed: Option<String>,
     },
     Unchanged,
+    /// The same bundle, loaded again by `SIGHUP` or `--watch`: its
+    /// credentials' secrets were read again (a rotated token is in use
+    /// from the next request), nothing else changed.
+    SecretsReread,
     Refused(String),
 }
 
@@ -132,7 +137,47 @@ impl Reloader {
             }
             Err(e) => return self.refused(&shown, format!("reload failed: {e}")),
         };
+        if bundle.digest == self.policy.current().bundle().digest {
+            return self.reread_secrets(bundle, &shown).await;
+        }
         self.apply_locked(bundle, &shown).await
+    }
+
+    /// Puts in force the bundle in force with its secrets read again: an
+    /// operator who rotated a token file sends `SIGHUP` and expects the
+    /// new one, whether or not the policy changed. The decisions are the
+    /// same, so the generation stays and no connection is decided again.
+    async fn reread_secrets(&self, bundle: policy_bundle::Bundle, shown: &str) -> Outcome {
+        let old = self.policy.current();
+        let placeholders = Arc::clone(&self.placeholders);
+        let (generation, aliases) = (old.generation, old.aliases.clone());
+        let built = tokio::task::spawn_blocking(move || {
+            Active::new(bundle, &placeholders, generation).with_aliases(aliases)
+        })
+        .await;
+        let Ok(active) = built else {
+            return self.refused(shown, "reload failed while reading the secrets".into());
+        };
+        self.note_missing_secrets(&active);
+        let digest = active.bundle().digest.clone();
+        self.policy.replace(active);
+        let message =
+            format!("bundle unchanged ({digest}): the credentials' secrets were read again");
+        note(&message);
+        self.log.reload(true, shown, Some(&digest), &message);
+        Outcome::SecretsReread
+    }
+
+    /// A note for each credential whose secret could not be read.
+    fn note_missing_secrets(&self, active: &Active) {
+        for cred in active.credentials.iter() {
+            if let Err(why) = &cred.secret {
+                note(&format!(
+                    "credential `{}`: {why}; requests that need it are refused",
+                    cred.name
+                ));
+            }
+        }
     }
 
     /// Puts the network part of a verified `bundle` in force (the
@@ -171,14 +216,7 @@ impl Reloader {
         for line in expanded {
             note(&line);
         }
-        for cred in active.credentials.iter() {
-            if let Err(why) = &cred.secret {
-                note(&format!(
-                    "credential `{}`: {why}; requests that need it are refused",
-                    cred.name
-                ));
-            }
-        }
+        self.note_missing_secrets(&active);
         self.policy.replace(active);
         self.dns.replace(dns);
         self.log.set_policy(&name, &digest);

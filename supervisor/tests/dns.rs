@@ -104,6 +104,54 @@ fn an_unlisted_name_does_not_resolve_and_is_logged() {
     );
 }
 
+/// Queries the workload writes itself, to the stub: a name with bytes no
+/// host name has, another class, two questions, bytes that are no DNS
+/// message. None is looked up, and each leaves a log line, since a name is
+/// a channel out whether or not it resolves.
+#[test]
+fn a_malformed_query_is_refused_and_logged() {
+    let s = setup();
+    let code = r"import socket,struct
+def q(labels,qclass=1,qd=1):
+  name=b''.join(bytes([len(l)])+l for l in labels)+b'\0'
+  return struct.pack('>HHHHHH',0x1234,0x0100,qd,0,0,0)+(name+struct.pack('>HH',1,qclass))*qd
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(2)
+for what,msg in (('odd',q([b'se\x00cr\xffet',b'api',b'test'])),('class',q([b'api',b'test'],qclass=3)),('two',q([b'api',b'test'],qd=2)),('garbage',b'\x01\x02\x03')):
+  s.sendto(msg,('127.0.0.1',53))
+  try:
+    print(what,s.recv(512)[3]&0xf)
+  except socket.timeout:
+    print(what,'no answer')
+";
+    let (out, log) = s.run(&["/usr/bin/python3", "-c", code]);
+    assert_eq!(
+        stdout(&out),
+        "odd 3\nclass 5\ntwo 1\ngarbage no answer\n",
+        "{}",
+        stderr(&out)
+    );
+    let refused: Vec<(&str, &str)> = log
+        .iter()
+        .filter(|l| l["class_uid"] == 4003 && l["action"] == "Denied")
+        .map(|l| {
+            (
+                l["query"]["hostname"].as_str().unwrap(),
+                l["rcode"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("se\\000cr\\377et.api.test.", "NXDomain"),
+            ("api.test.", "Refused"),
+            ("", "FormErr"),
+            ("", "none"),
+        ],
+        "{log:?}"
+    );
+}
+
 #[test]
 fn a_query_sent_straight_to_an_outside_resolver_fails() {
     let s = setup();

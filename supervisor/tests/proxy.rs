@@ -685,6 +685,72 @@ fn a_reload_tightens_the_rules_for_open_connections_and_a_bad_bundle_is_refused(
     );
 }
 
+/// A request, a pause until the test says `go`, then another request on a
+/// new connection; the two statuses as one JSON line.
+const ROTATE_PY: &str = r#"
+import http.client, json, os, ssl, sys, time
+tls, wd = int(sys.argv[1]), sys.argv[2]
+def get(path):
+    c = http.client.HTTPSConnection("api.test", tls, context=ssl.create_default_context(), timeout=10)
+    c.request("GET", path)
+    r = c.getresponse(); r.read()
+    return r.status
+first = get("/v1/a")
+open(os.path.join(wd, "first"), "w").close()
+for _ in range(400):
+    if os.path.exists(os.path.join(wd, "go")): break
+    time.sleep(0.05)
+print(json.dumps([first, get("/v1/b")]), flush=True)
+"#;
+
+#[test]
+fn sighup_with_an_unchanged_bundle_puts_a_rotated_secret_in_use() {
+    let s = Sandbox::new();
+    let secret_file = s.dir.join("secret.txt");
+    std::fs::write(&secret_file, "first-secret-1111\n").unwrap();
+    let rules = format!(
+        "  credential key {{\n    secret file {}\n    inject header X-Api-Key \"k={{secret}}\"\n    hosts api.test\n  }}\n  allow clients -> api.test:TLS http read-only\n",
+        secret_file.display()
+    );
+    let path = s.bundle("rotate", &rules);
+    let port = s.up.tls_port.to_string();
+    let wd = s.dir.path().to_str().unwrap().to_owned();
+    let mut cmd = s.command(
+        &path,
+        &[],
+        &["/usr/bin/python3", "-c", ROTATE_PY, &port, &wd],
+    );
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    wait_for("the first request", || s.dir.join("first").exists());
+    // The token is rotated in place; the bundle file is not touched.
+    std::fs::write(&secret_file, "second-secret-2222\n").unwrap();
+    enforcer::send_signal(child.id(), libc::SIGHUP).unwrap();
+    wait_for("the reload", || reloads(&s).len() == 1);
+    let line = &reloads(&s)[0];
+    assert_eq!(line["status"], "Success", "{line}");
+    assert!(
+        line["message"].as_str().unwrap().contains("read again"),
+        "{line}"
+    );
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(stdout(&out), "[200, 200]\n", "{}", stderr(&out));
+    let seen: Vec<Option<String>> =
+        s.up.seen()
+            .iter()
+            .map(|r| r.header("x-api-key").map(str::to_owned))
+            .collect();
+    assert_eq!(
+        seen,
+        [
+            Some("k=first-secret-1111".to_owned()),
+            Some("k=second-secret-2222".to_owned())
+        ]
+    );
+}
+
 #[test]
 fn watch_reloads_when_the_bundle_file_changes() {
     let s = Sandbox::new();

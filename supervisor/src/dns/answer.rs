@@ -7,8 +7,9 @@
 //! - Any other type for an allowed name: an empty answer (`NOERROR`, no
 //!   data), so clients fall back to `A`/`AAAA`. Forwarding TXT, MX, SRV...
 //!   would only widen what the name channel carries.
-//! - Not a standard query, several questions, another class: `NOTIMP`,
-//!   `FORMERR`, `REFUSED`.
+//! - Not a standard query, several questions, another class, a name that
+//!   is not a host name: `NOTIMP`, `FORMERR`, `REFUSED`, `NXDOMAIN`, each
+//!   with a deny-log line (so does a message that is not a query at all).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -44,8 +45,14 @@ impl Answerer {
     /// is not even a DNS header. `udp`: keep the answer within the client's
     /// size (truncated answers make it retry over TCP).
     pub async fn answer(&self, query: &[u8], udp: bool) -> Option<Vec<u8>> {
-        let msg = Message::from_vec(query).ok()?;
+        let Ok(msg) = Message::from_vec(query) else {
+            self.log
+                .dns_refused("", "", "none", "a message that is not a DNS query");
+            return None;
+        };
         if msg.metadata.message_type != MessageType::Query {
+            self.log
+                .dns_refused("", "", "none", "a DNS response sent to the stub");
             return None;
         }
         let mut resp = Message::response(msg.metadata.id, msg.metadata.op_code);
@@ -68,19 +75,34 @@ impl Answerer {
     }
 
     async fn fill(&self, msg: &Message, resp: &mut Message) -> ResponseCode {
+        // Every refusal leaves a log line: a name the stub will not look up
+        // is still a channel out if nobody sees it.
+        let refuse = |name: &str, qtype: &str, rcode: ResponseCode, why: &str| {
+            self.log
+                .dns_refused(name, qtype, &format!("{rcode:?}"), why);
+            rcode
+        };
         if msg.metadata.op_code != OpCode::Query {
-            return ResponseCode::NotImp;
+            let why = format!(
+                "opcode {:?}: only standard queries are answered",
+                msg.metadata.op_code
+            );
+            return refuse("", "", ResponseCode::NotImp, &why);
         }
         let [query] = msg.queries.as_slice() else {
-            return ResponseCode::FormErr;
+            let why = format!("{} questions: a query asks exactly one", msg.queries.len());
+            return refuse("", "", ResponseCode::FormErr, &why);
         };
         resp.add_query(query.clone());
-        if query.query_class() != DNSClass::IN {
-            return ResponseCode::Refused;
-        }
+        let raw = query.name().to_ascii();
         let qtype = query.query_type();
-        let Ok(name) = policy_bundle::matcher::normalize_host(&query.name().to_ascii()) else {
-            return ResponseCode::NXDomain;
+        if query.query_class() != DNSClass::IN {
+            let why = format!("class {}: only IN is answered", query.query_class());
+            return refuse(&raw, &qtype.to_string(), ResponseCode::Refused, &why);
+        }
+        let Ok(name) = policy_bundle::matcher::normalize_host(&raw) else {
+            let why = format!("`{raw}` is not a host name any rule can allow");
+            return refuse(&raw, &qtype.to_string(), ResponseCode::NXDomain, &why);
         };
         if !self.policy.current().allows(&name) {
             self.log.dns_refused(
