@@ -128,6 +128,7 @@ fn inconclusive(why: &str) -> Value {
     json!({
         "verdict": "inconclusive",
         "findings": [],
+        "credentials": [],
         "omitted": [],
         "inconclusive": why,
         "notes": [],
