@@ -53,7 +53,7 @@ const ERRORS: &[(&str, &str)] = &[
     ("TooLarge", "A body over 1 MiB (`code` `body_too_large`)."),
     (
         "Unprocessable",
-        "The candidate compiles to the active bundle; a status report naming a revision or digest the gateway did not offer.",
+        "The candidate compiles to the active bundle, is over a compiled-size limit (`code` `policy_too_large`), or has a credential reading a secret source outside `serve --allow-secret-source` (`code` `secret_source_not_allowed`); a status report naming a revision or digest the gateway did not offer.",
     ),
     (
         "UriTooLong",
