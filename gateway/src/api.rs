@@ -182,7 +182,9 @@ async fn store_proposal(
     new: crate::store::NewProposal,
     actor: &str,
 ) -> Result<Reply, ApiError> {
-    let detail = json!({
+    let auto_mode = app.approval == crate::app::ApprovalMode::Auto;
+    let held = crate::auto::held(&new).filter(|_| auto_mode);
+    let mut detail = json!({
         "policy": new.policy,
         "state": new.state.word(),
         "verdict": new.verdict,
@@ -190,7 +192,11 @@ async fn store_proposal(
         "base_revision": new.base_revision,
         "rollback_of": new.rollback_of,
     });
+    if let (Some(why), Some(obj)) = (&held, detail.as_object_mut()) {
+        obj.insert("held".to_owned(), json!(why));
+    }
     let subject = format!("policy:{}", new.policy);
+    let pending = new.state == ProposalState::Pending;
     let id = app
         .store
         .insert_proposal(new, entry(actor, "propose", subject, detail))
@@ -200,11 +206,7 @@ async fn store_proposal(
         .proposal(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no proposal {id}")))?;
-    let auto = app.approval == crate::app::ApprovalMode::Auto
-        && p.state == ProposalState::Pending
-        && p.base_revision.is_some()
-        && p.verdict.as_deref() == Some("no-new-access");
-    if auto {
+    if auto_mode && pending && held.is_none() {
         // Another change approved first: this one stays pending (its base
         // moved) and a person re-proposes.
         match decide_approval(app, &p, AUTO_APPROVER, "auto").await {
@@ -220,7 +222,9 @@ async fn store_proposal(
             .await?
             .ok_or_else(|| ApiError::not_found(format!("no proposal {id}")))?;
     }
-    Ok(Reply::json(StatusCode::CREATED, &wire::Proposal::from(&p)))
+    let mut answer = wire::Proposal::from(&p);
+    answer.held = held;
+    Ok(Reply::json(StatusCode::CREATED, &answer))
 }
 
 async fn decide_approval(

@@ -82,7 +82,8 @@ pub struct ClientLimits {
     pub access_log: bool,
 }
 
-/// How big a proposal may be, and how proofs share the machine. Each is a
+/// How big a proposal may be, what secrets it may name, and how proofs
+/// share the machine. Each is a
 /// `serve` flag; the error that a limit causes names the flag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
@@ -110,6 +111,9 @@ pub struct Limits {
     /// Database connections (`--db-pool-size`; default 4 for SQLite, 16
     /// for PostgreSQL).
     pub db_pool_size: Option<u32>,
+    /// The secret sources a proposal's credentials may read
+    /// (`--allow-secret-source`); `None` allows any.
+    pub secret_sources: Option<crate::secret_sources::SecretSources>,
 }
 
 impl Default for ClientLimits {
@@ -137,6 +141,7 @@ impl Default for Limits {
             small_proof_bytes: 256 * 1024,
             revision_cache_bytes: 64 * 1024 * 1024,
             db_pool_size: None,
+            secret_sources: None,
         }
     }
 }

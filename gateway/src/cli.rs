@@ -270,6 +270,11 @@ pub(crate) struct LimitArgs {
     /// PostgreSQL); replicas share the server's `max_connections`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) db_pool_size: Option<u32>,
+    /// A secret source a proposal's credentials may read: `env:NAME` or
+    /// `file:PATH`, a final `*` matching any rest (`file:/run/secrets/*`);
+    /// repeat it for more. Without it every source is allowed.
+    #[arg(long = "allow-secret-source", value_name = "SOURCE")]
+    pub(crate) allow_secret_source: Vec<crate::secret_sources::SourcePattern>,
 }
 
 impl LimitArgs {
@@ -284,6 +289,9 @@ impl LimitArgs {
             small_proof_bytes: self.small_proof_bytes,
             revision_cache_bytes: self.revision_cache_bytes,
             db_pool_size: self.db_pool_size,
+            secret_sources: crate::secret_sources::SecretSources::new(
+                self.allow_secret_source.clone(),
+            ),
         }
     }
 }

@@ -15,7 +15,9 @@
 //!
 //! Modules: [`cli`] (the command line), [`dir`] (certificates, keys,
 //! tokens on disk), [`server`] (TLS, HTTP, authentication, errors),
-//! [`api`] (the `/v1` routes), `propose` (compile and prove),
+//! [`api`] (the `/v1` routes), `propose` (compile and prove), `auto`
+//! (what `--approval auto` leaves to a person), [`secret_sources`]
+//! (`--allow-secret-source`),
 //! [`store`] (the database), `audit` (the hash chain), `notify`
 //! (Postgres `LISTEN`), `wire` (every JSON body, shared by the server
 //! and the client commands), [`openapi`] (the API document, generated
@@ -27,6 +29,7 @@
 pub mod api;
 pub mod app;
 mod audit;
+mod auto;
 pub mod cli;
 mod connections;
 pub mod dir;
@@ -35,6 +38,7 @@ pub mod metrics;
 mod notify;
 pub mod openapi;
 mod propose;
+pub mod secret_sources;
 pub mod server;
 mod show;
 pub mod store;

@@ -128,6 +128,7 @@ fn inconclusive(why: &str) -> Value {
     json!({
         "verdict": "inconclusive",
         "findings": [],
+        "credentials": [],
         "omitted": [],
         "inconclusive": why,
         "notes": [],
@@ -228,6 +229,13 @@ pub(crate) async fn evaluate(
             ),
         ));
     }
+    crate::secret_sources::check(app.limits.secret_sources.as_ref(), &bundle).map_err(|e| {
+        ApiError::new(
+            hyper::StatusCode::UNPROCESSABLE_ENTITY,
+            "secret_source_not_allowed",
+            e.to_string(),
+        )
+    })?;
     let bytes = String::from_utf8_lossy(&bundle.to_bytes()).into_owned();
     check_compiled_size(&size(&bundle, bytes.len()), &app.limits)?;
     let proof = match &base {

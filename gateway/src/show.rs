@@ -76,6 +76,12 @@ pub(crate) fn render(p: &Proposal, format: ShowFormat) -> String {
             ),
         );
     }
+    for c in &proof.credentials {
+        line(
+            &mut out,
+            format!("✗ `{}` {}: {}", c.category, c.code, c.message),
+        );
+    }
     if let Some(why) = &proof.inconclusive {
         line(&mut out, format!("inconclusive: {why}"));
     }
@@ -107,6 +113,9 @@ pub(crate) fn render(p: &Proposal, format: ShowFormat) -> String {
                 p.id
             ),
         );
+    }
+    if let Some(why) = &p.held {
+        line(&mut out, format!("left to a person: {why}"));
     }
     if let Some(rev) = p.revision {
         line(

@@ -2,8 +2,10 @@
 //! adds nothing. A proposal that opens new reach without a credential (a
 //! private range on every port, SSH to a subnet, a wildcard domain), a new
 //! file right or a new method waits for a person; a narrowing or an
-//! equivalent rewrite is still approved by the gateway. Each test on SQLite
-//! and on PostgreSQL.
+//! equivalent rewrite is still approved by the gateway. A change of what
+//! secret a credential sends, or where it puts it, reaches no new request
+//! and still waits, with the reason in the answer and the audit log. Each
+//! test on SQLite and on PostgreSQL.
 
 // `cfg(test)` extends clippy.toml's test exemptions to the helpers below.
 #![cfg(test)]
@@ -116,5 +118,61 @@ both!(
         assert_eq!(n["verdict"], "no-new-access", "{n}");
         assert_eq!(n["state"], "approved", "{n}");
         assert_eq!(n["decision"], "auto");
+    }
+);
+
+both!(
+    a_changed_credential_waits_for_a_person_and_says_why,
+    |b| async move {
+        let (gw, alice) = started(b).await;
+        let changes = [
+            (
+                "secret",
+                AUTO_BASE.replace("secret env GITHUB_TOKEN", "secret file /root/.ssh/id_rsa"),
+            ),
+            (
+                "inject",
+                AUTO_BASE.replace("inject replace", "inject header X-Echo \"{secret}\""),
+            ),
+            (
+                "placeholder",
+                AUTO_BASE.replace("placeholder env GITHUB_TOKEN", "placeholder env OTHER"),
+            ),
+        ];
+        for (part, source) in &changes {
+            let p = propose(&alice, "agent", source).await;
+            assert_eq!(p["state"], "pending", "{part}: {p}");
+            assert_eq!(p["decided_by"], serde_json::Value::Null, "{part}: {p}");
+            let proof = &p["proof"];
+            // No request is new: only the credential table tells.
+            assert_eq!(proof["findings"], serde_json::json!([]), "{part}: {proof}");
+            assert_eq!(proof["verdict"], "widened", "{part}: {proof}");
+            assert_eq!(
+                proof["credentials"][0]["changed"],
+                serde_json::json!([part])
+            );
+            let held = p["held"].as_str().unwrap_or_default();
+            assert!(
+                held.contains("`github_pat`") && held.contains("credential_changed"),
+                "{part}: {p}"
+            );
+        }
+        let rows = send(&gw.admin, "GET", "/v1/audit", None).await.json();
+        let held: Vec<serde_json::Value> = rows["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["action"] == "propose")
+            .map(|r| serde_json::from_str(r["detail"].as_str().unwrap()).unwrap())
+            .filter(|d: &serde_json::Value| d.get("held").is_some())
+            .collect();
+        // The first revision (waiting for bob) and the three changes.
+        assert_eq!(held.len(), 4, "{held:?}");
+        assert!(
+            held[1..]
+                .iter()
+                .all(|d| d["held"].as_str().unwrap().contains("R0111")),
+            "{held:?}"
+        );
     }
 );

@@ -272,4 +272,7 @@ codes! {
     R0108 = (Warning, "new uncredentialed reach");
     R0109 = (Warning, "new filesystem right");
     R0110 = (Warning, "sandbox enforcement weakened");
+    // A table comparison like R0109/R0110, but it blocks: the same
+    // requests carry another secret, or carry it elsewhere.
+    R0111 = (Warning, "credential's secret, injection or placeholder changed");
 }

@@ -16,6 +16,7 @@ use crate::finding::{self, Finding, Loc, Witness};
 use crate::formula::{Defs, F, Lit, Point, and, ids, lit};
 use crate::model::{self, BinaryFacts, Model};
 use crate::query::{self, Category, Query, Variant};
+use crate::rebound::{self, CredentialChange};
 use crate::region::Region;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
@@ -122,6 +123,11 @@ pub struct Report {
     pub reach: Vec<Finding>,
     /// New filesystem rights and weaker sandbox enforcement.
     pub sandbox: Vec<SandboxChange>,
+    /// Credentials that send another secret, or put it elsewhere, than
+    /// before (`credential_changed`). They block like `findings`, but have
+    /// no witness request: the requests are the same, what they carry is
+    /// not.
+    pub credentials: Vec<CredentialChange>,
     /// Whether either policy declares a credential or secret: without one
     /// the credentialed question is vacuous and only `reach` tells what
     /// changed.
@@ -163,6 +169,7 @@ impl Report {
             "findings": self.findings,
             "reach": self.reach,
             "sandbox": self.sandbox,
+            "credentials": self.credentials,
             "credentials_declared": self.credentials_declared,
             "omitted": self.omitted,
             "inconclusive": self.inconclusive,
@@ -252,7 +259,12 @@ pub fn diff(old: &Bundle, new: &Bundle, opts: &Options) -> Result<Report, Prover
     if !opts.print_smt && old.digest == new.digest && old.enforcement == new.enforcement {
         return Ok(identical(opts, declares_credentials(new)));
     }
-    run(Some(old), new, opts)
+    let mut report = run(Some(old), new, opts)?;
+    // Compared after the proof, so that a proof cut short by the clock
+    // still reports them: they decide `widened` whatever the solver says.
+    report.credentials = rebound::compare(old, new);
+    report.verdict = verdict(&report);
+    Ok(report)
 }
 
 /// Two bundles with the same enforcement tables decide every request
@@ -264,6 +276,7 @@ fn identical(opts: &Options, credentials_declared: bool) -> Report {
         findings: Vec::new(),
         reach: Vec::new(),
         sandbox: Vec::new(),
+        credentials: Vec::new(),
         credentials_declared,
         omitted: Vec::new(),
         inconclusive: None,
@@ -278,7 +291,14 @@ fn identical(opts: &Options, credentials_declared: bool) -> Report {
 
 fn note_unknown_acceptances(opts: &Options, report: &mut Report) {
     for a in &opts.accepted {
-        if a.category.is_none() {
+        // A standing acceptance would let every later swap of the secret
+        // through unread: each change is reviewed.
+        if a.category == Some(Category::CredentialChanged) {
+            report.notes.push(format!(
+                "accepted risk `{}` suppresses nothing: a changed credential is reviewed each time",
+                a.query
+            ));
+        } else if a.category.is_none() {
             report.notes.push(format!(
                 "accepted risk `{}` names no category this prover reports; it suppresses nothing",
                 a.query
@@ -364,6 +384,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         findings: Vec::new(),
         reach: Vec::new(),
         sandbox: old.map(|o| weakened::compare(o, new)).unwrap_or_default(),
+        credentials: Vec::new(),
         credentials_declared,
         omitted: Vec::new(),
         inconclusive: None,
@@ -536,7 +557,10 @@ fn verdict(report: &Report) -> Verdict {
             .iter()
             .any(|o| o.category.is_reach() == reach && (o.count > 0 || o.at_least))
     };
-    if report.findings.iter().any(|f| !f.suppressed) || found(false) {
+    if report.findings.iter().any(|f| !f.suppressed)
+        || !report.credentials.is_empty()
+        || found(false)
+    {
         Verdict::Widened
     } else if report.inconclusive.is_some() {
         Verdict::Inconclusive
@@ -844,8 +868,13 @@ impl Cx<'_> {
                     format!("`{}` may now send `{req}`; no credential applies", w.binary)
                 }
             }
-            // Not asked per request (`weakened`).
-            (Category::FileRightsExpansion | Category::EnforcementWeakened, _) => {
+            // Not asked per request (`weakened`, `rebound`).
+            (
+                Category::FileRightsExpansion
+                | Category::EnforcementWeakened
+                | Category::CredentialChanged,
+                _,
+            ) => {
                 format!("`{}` reaches `{dest}`", w.binary)
             }
         };

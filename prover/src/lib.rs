@@ -15,7 +15,8 @@
 //! [`witness`] picks concrete requests and replays them; [`finding`] and
 //! [`engine`] assemble reports; [`registry`], [`accepted`] and [`sandbox`]
 //! read the binary registry, accepted risks and Landlock rules;
-//! [`weakened`] compares two sandboxes' filesystem rights and enforcement; `oracle`
+//! [`weakened`] compares two sandboxes' filesystem rights and enforcement,
+//! `rebound` two policies' credential bindings; `oracle`
 //! answers single requests for the differential tests (with `z3`).
 
 #![forbid(unsafe_code)]
@@ -41,6 +42,7 @@ mod model;
 #[cfg(feature = "z3")]
 pub mod oracle;
 mod query;
+mod rebound;
 mod region;
 mod registry;
 mod registry_format;
@@ -59,5 +61,6 @@ pub use engine::{Options, Report, Verdict, check, diff};
 pub use error::ProverError;
 pub use finding::{Finding, Loc, Witness};
 pub use query::Category;
+pub use rebound::{Binding, CredentialChange, source_text};
 pub use registry::Registry;
 pub use weakened::SandboxChange;

@@ -35,11 +35,15 @@ pub enum Category {
     /// Sandbox enforcement made weaker: Landlock mode or ABI, a syscall no
     /// longer denied or trapped, another user or group.
     EnforcementWeakened,
+    /// A credential sends another secret, puts it elsewhere in the
+    /// request, or takes another placeholder: the same requests carry
+    /// something else.
+    CredentialChanged,
 }
 
 impl Category {
     /// Every category, in report order.
-    pub const ALL: [Category; 10] = [
+    pub const ALL: [Category; 11] = [
         Category::CredentialReachExpansion,
         Category::CapabilityExpansion,
         Category::L7BypassCredentialed,
@@ -50,6 +54,7 @@ impl Category {
         Category::ReachExpansion,
         Category::FileRightsExpansion,
         Category::EnforcementWeakened,
+        Category::CredentialChanged,
     ];
 
     /// The stable snake_case id (JSON, SARIF, `--accept` files).
@@ -65,6 +70,7 @@ impl Category {
             Category::ReachExpansion => "reach_expansion",
             Category::FileRightsExpansion => "file_rights_expansion",
             Category::EnforcementWeakened => "enforcement_weakened",
+            Category::CredentialChanged => "credential_changed",
         }
     }
 
@@ -86,6 +92,7 @@ impl Category {
             Category::ReachExpansion => codes::R0108,
             Category::FileRightsExpansion => codes::R0109,
             Category::EnforcementWeakened => codes::R0110,
+            Category::CredentialChanged => codes::R0111,
         }
     }
 
@@ -220,7 +227,8 @@ pub(crate) fn question<L: Logic>(
             | Category::CapabilityExpansion
             | Category::ReachExpansion
             | Category::FileRightsExpansion
-            | Category::EnforcementWeakened => None,
+            | Category::EnforcementWeakened
+            | Category::CredentialChanged => None,
         };
     };
     Some(match (category, variant) {
@@ -250,7 +258,12 @@ pub(crate) fn question<L: Logic>(
         // request NEW lets through and OLD did not is in exactly one.
         (Category::ReachExpansion, _) => L::all([n.allow, n.scope.negate(), o.allow.negate()]),
         // Decided from the Landlock and process tables, not per request.
-        (Category::FileRightsExpansion | Category::EnforcementWeakened, _) => return None,
+        (
+            Category::FileRightsExpansion
+            | Category::EnforcementWeakened
+            | Category::CredentialChanged,
+            _,
+        ) => return None,
     })
 }
 

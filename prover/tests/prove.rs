@@ -508,3 +508,46 @@ fn a_metadata_name_beside_an_allowed_address_is_not_metadata_reach() {
     assert_eq!(categories(&r), ["metadata_reach"]);
     assert_verified(&r);
 }
+
+#[test]
+fn a_credential_sending_another_secret_is_widened_without_new_requests() {
+    let old = with_cred("  allow agent -> api.github.com:443 http read-only");
+    let cases = [
+        (
+            "secret env GH_TOKEN",
+            "secret file /root/.ssh/id_rsa",
+            "secret",
+        ),
+        (
+            "inject replace",
+            "inject header X-Echo \"{secret}\"",
+            "inject",
+        ),
+        (
+            "placeholder env GH_TOKEN",
+            "placeholder env OTHER",
+            "placeholder",
+        ),
+    ];
+    for (from, to, part) in cases {
+        let new = old.replace(from, to);
+        let r = diff(&old, &new);
+        assert_eq!(r.verdict, Verdict::Widened, "{part}: {:#?}", r.credentials);
+        assert!(r.findings.is_empty(), "{part}: {:#?}", r.findings);
+        assert_eq!(r.credentials.len(), 1, "{part}");
+        assert_eq!(r.credentials[0].changed, [part]);
+        assert_eq!(r.credentials[0].code, "R0111");
+    }
+}
+
+#[test]
+fn a_credential_with_a_new_scope_but_the_same_secret_is_not_changed() {
+    let old = with_cred("  allow agent -> api.github.com:443 http read-only");
+    let new = old.replace(
+        "    hosts api.github.com",
+        "    hosts api.github.com\n    methods GET",
+    );
+    let r = diff(&old, &new);
+    assert!(r.credentials.is_empty(), "{:#?}", r.credentials);
+    assert_ne!(r.verdict, Verdict::Widened, "{:#?}", r.findings);
+}

@@ -93,6 +93,7 @@ pub(super) fn print_failure(
                     "findings": [],
                     "reach": [],
                     "sandbox": [],
+                    "credentials": [],
                     "omitted": [],
                     "inconclusive": inconclusive,
                     "notes": [],

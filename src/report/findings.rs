@@ -2,7 +2,7 @@
 //! workflow annotations, and a Markdown PR comment.
 
 use crate::output::outln;
-use prover::{Finding, Report, Verdict};
+use prover::{CredentialChange, Finding, Report, Verdict};
 use serde_json::{Value, json};
 
 use super::{github_escape, sarif};
@@ -110,8 +110,8 @@ fn reach_line(report: &Report) -> String {
 const NO_CREDENTIALS: &str = "neither policy declares a credential or secret: \"no new credentialed access\" holds vacuously, and only the new reach tells what changed";
 
 fn headline(report: &Report) -> String {
-    let open = report.findings.iter().filter(|f| !f.suppressed).count();
-    let accepted = report.findings.len() - open;
+    let accepted = report.findings.iter().filter(|f| f.suppressed).count();
+    let open = report.findings.len() - accepted + report.credentials.len();
     let acc = if accepted > 0 {
         format!(", {accepted} accepted")
     } else {
@@ -188,6 +188,15 @@ fn human(report: &Report, names: &Names) -> String {
             None => {}
         }
     }
+    for c in &report.credentials {
+        out.push_str(&format!(
+            "\n✗ {} ({})\n  {}\n  defined at: {}\n",
+            c.category,
+            c.code,
+            c.message,
+            change_rule(c)
+        ));
+    }
     if !report.reach.is_empty() || !report.sandbox.is_empty() {
         out.push_str(&format!(
             "\nnew reach (does not block; not \"adds nothing\"): {}\n",
@@ -257,6 +266,14 @@ fn markdown(report: &Report, names: &Names) -> String {
             } else {
                 &f.old_reason
             }
+        ));
+    }
+    for c in &report.credentials {
+        out.push_str(&format!(
+            "- ❌ **`{}`** — {} · defined at `{}`\n",
+            c.category,
+            c.message,
+            change_rule(c)
         ));
     }
     for line in omitted_lines(report) {
@@ -331,6 +348,20 @@ fn github(report: &Report, names: &Names) -> String {
             github_escape(&msg, false)
         ));
     }
+    for c in &report.credentials {
+        let (file, line, column) = change_place(c, names);
+        let col = if column > 0 {
+            format!(",col={column}")
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "::error file={},line={line}{col},title={}::{}\n",
+            github_escape(file, true),
+            github_escape(c.category.name(), true),
+            github_escape(&c.message, false)
+        ));
+    }
     for c in &report.sandbox {
         out.push_str(&format!(
             "::notice file={},line=1,title={}::{}\n",
@@ -365,6 +396,20 @@ fn place<'a>(f: &'a Finding, names: &'a Names) -> (&'a str, u32, u32) {
     f.new_rule.as_ref().map_or((names.new.as_str(), 1, 0), |l| {
         (l.file.as_str(), l.line, l.column)
     })
+}
+
+/// Where a credential change is reported: the new policy's definition of
+/// the credential, or its first line.
+fn change_place<'a>(c: &'a CredentialChange, names: &'a Names) -> (&'a str, u32, u32) {
+    c.rule.as_ref().map_or((names.new.as_str(), 1, 0), |l| {
+        (l.file.as_str(), l.line, l.column)
+    })
+}
+
+fn change_rule(c: &CredentialChange) -> String {
+    c.rule
+        .as_ref()
+        .map_or_else(|| "(unknown)".to_owned(), ToString::to_string)
 }
 
 fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
@@ -405,6 +450,16 @@ fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
             );
         }
         log.push(&sarif::Rule::category(f.category), r);
+    }
+    for c in &report.credentials {
+        let (file, line, column) = change_place(c, names);
+        let r = json!({
+            "level": "error",
+            "message": { "text": c.message },
+            "locations": log.locations(file, Some(region(line, column))),
+            "properties": { "category": c.category.name(), "change": c },
+        });
+        log.push(&sarif::Rule::category(c.category), r);
     }
     // New reach is a note: it does not block, but code scanning shows it.
     for f in &report.reach {

@@ -53,7 +53,7 @@ const ERRORS: &[(&str, &str)] = &[
     ("TooLarge", "A body over 1 MiB (`code` `body_too_large`)."),
     (
         "Unprocessable",
-        "The candidate compiles to the active bundle; a status report naming a revision or digest the gateway did not offer.",
+        "The candidate compiles to the active bundle, is over a compiled-size limit (`code` `policy_too_large`), or has a credential reading a secret source outside `serve --allow-secret-source` (`code` `secret_source_not_allowed`); a status report naming a revision or digest the gateway did not offer.",
     ),
     (
         "UriTooLong",
@@ -354,7 +354,7 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
             vec![(
                 "post",
                 Op::new("propose", PEOPLE, "Propose a policy source.")
-                    .says("Roles: author, admin. Compiles the source and proves it against the active revision. A source that does not compile is stored `invalid` (`201`, with `diagnostics`). With `--approval auto`, a change whose verdict is `no-new-access` is approved at once by `gateway`.")
+                    .says("Roles: author, admin. Compiles the source and proves it against the active revision. A source that does not compile is stored `invalid` (`201`, with `diagnostics`). With `--approval auto`, a change whose verdict is `no-new-access` and that changes no credential's secret, injection or placeholder is approved at once by `gateway`; any other waits for a person, and the answer's `held` says why.")
                     .body(true, s.request::<wire::ProposalRequest>())
                     .answer("201", "The proposal as stored.", proposal.clone())
                     .extra(CU),

@@ -151,6 +151,12 @@ pub(crate) struct Proposal {
     pub(crate) version: i64,
     /// True while the proposal is pending.
     pub(crate) awaiting_approval: bool,
+    /// With `--approval auto`, why the gateway left the proposal to a
+    /// person (a changed credential, a verdict other than
+    /// `no-new-access`, a first revision). Only in the answer to the
+    /// proposal itself; the audit log's `propose` row keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) held: Option<String>,
 }
 
 impl From<&ProposalRow> for Proposal {
@@ -179,6 +185,7 @@ impl From<&ProposalRow> for Proposal {
             created_at: p.created_at,
             version: p.version,
             awaiting_approval: p.state == ProposalState::Pending,
+            held: None,
         }
     }
 }
@@ -210,6 +217,8 @@ impl Proposal {
 pub(crate) struct ProofView {
     pub(crate) verdict: Option<String>,
     pub(crate) findings: Vec<FindingView>,
+    /// Credentials whose secret, injection or placeholder changed.
+    pub(crate) credentials: Vec<CredentialChangeView>,
     /// Why there is no proof, when there is none.
     pub(crate) inconclusive: Option<String>,
 }
@@ -224,6 +233,15 @@ pub(crate) struct FindingView {
     /// Accepted by an acceptance in the policy.
     pub(crate) suppressed: bool,
     pub(crate) witness: WitnessView,
+}
+
+/// A credential that sends another secret, or puts it elsewhere.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct CredentialChangeView {
+    pub(crate) category: String,
+    pub(crate) code: String,
+    pub(crate) message: String,
 }
 
 /// The concrete request a finding is witnessed by.
