@@ -12,7 +12,12 @@
 //!    sent; with the destination port; and with the name the connection
 //!    was decided for (another name the sandbox was given for the same
 //!    address is decided afresh), else `421 host_mismatch`.
-//! 3. The connection is decided again if a reload happened since.
+//! 3. The connection is decided again if a reload happened since. A path
+//!    that is another spelling (ASCII case, trailing slash) of the path of
+//!    a GraphQL, JSON-RPC or MCP endpoint without being under it is
+//!    refused (`path_alias`): the server may route it to that endpoint's
+//!    handler, while other rules, which never read the body, would judge
+//!    it.
 //! 4. `Evaluator::decide_request`: canonical path, method, query, deny
 //!    wins, audit only when every applicable endpoint audits, and the
 //!    credential whose binding covers host, method and path. When
@@ -88,6 +93,16 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
         Ok(s) => s,
         Err(refusal) => return refusal.respond(st, &info),
     };
+    if let Some(pattern) = active.eval.aliased_path(&scope.decision, &target) {
+        return Refusal::new(
+            StatusCode::FORBIDDEN,
+            "path_alias",
+            format!(
+                "the path is another spelling (case, trailing slash) of `{pattern}`, whose endpoint judges request bodies; use its exact spelling"
+            ),
+        )
+        .respond(st, &info);
+    }
     if is_upgrade(req.headers()) {
         return websocket::upgrade(st, &active, scope, req, info).await;
     }
