@@ -559,6 +559,24 @@ impl Evaluator {
             .min()
     }
 
+    /// The path pattern of a GraphQL, JSON-RPC or MCP endpoint on this
+    /// connection that `target` is another spelling of (ASCII case, a
+    /// trailing slash) without being under it; `None` for every other
+    /// target. A server may route such a request to that endpoint's
+    /// handler while the rules that judge it are another endpoint's, which
+    /// never read the body: the proxy refuses it before deciding (see
+    /// `L7Endpoint::is_aliased_by`).
+    pub fn aliased_path(&self, conn: &ConnectionDecision, target: &str) -> Option<String> {
+        let tables = &self.bundle.enforcement;
+        conn.l7
+            .iter()
+            .filter_map(|&e| tables.l7.get(e as usize))
+            .find(|ep| {
+                canonicalize_path(target, ep.encoded_slash).is_ok_and(|c| ep.is_aliased_by(&c.path))
+            })
+            .and_then(|ep| ep.path.as_ref().map(ToString::to_string))
+    }
+
     /// Check one HTTP request on a connection the proxy received. An
     /// endpoint that judges bodies reads this as a request with an empty
     /// body: only MCP's receive-stream GET and a GraphQL GET (whose

@@ -42,9 +42,10 @@
 //!   largest limit);
 //! - [`Shape::Response`]: a response frame, relayed by MCP (in a `POST`),
 //!   refused by JSON-RPC;
-//! - [`Shape::Call`]: a call read as (method, no tool) everywhere: a
-//!   request with an id, or for `tools/call` a notification (MCP reads no
-//!   tool from a notification);
+//! - [`Shape::Call`]: a call read as (method, no tool): a request with
+//!   an id; for `tools/call`, one without `params.name`, which JSON-RPC
+//!   reads so and MCP refuses (MCP reads the tool of every `tools/call`,
+//!   a notification's too);
 //! - [`Shape::McpRefused`]: refused by MCP (`"id": null`), read as
 //!   (method, no tool) by JSON-RPC;
 //! - [`Shape::Tool`]: `tools/call` naming a tool: MCP reads the tool (and
@@ -452,6 +453,7 @@ impl Calls {
             Shape::Unreadable => Read::Refused,
             Shape::Response if mcp => Read::ResponseOnly,
             Shape::Response => Read::Refused,
+            Shape::Call(m) if mcp && Some(m) == self.tools_call => Read::Refused,
             Shape::Call(m) => Read::Call(m, None),
             Shape::McpRefused(_) if mcp => Read::Refused,
             Shape::McpRefused(m) => Read::Call(m, None),
@@ -548,7 +550,10 @@ impl Calls {
             Shape::Unreadable => "x".to_owned(),
             Shape::Response => r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_owned(),
             Shape::Call(m) if Some(m) == self.tools_call => {
-                format!(r#"{{"jsonrpc":"2.0","method":{}}}"#, quote(TOOLS_CALL))
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":{}}}"#,
+                    quote(TOOLS_CALL)
+                )
             }
             Shape::Call(m) => {
                 format!(
@@ -734,7 +739,7 @@ impl Calls {
             Shape::Unreadable => "an unreadable body".to_owned(),
             Shape::Response => "a response frame".to_owned(),
             Shape::Call(m) if Some(m) == self.tools_call => {
-                "a `tools/call` notification".to_owned()
+                "a `tools/call` naming no tool".to_owned()
             }
             Shape::Call(m) => format!("call {}", name(&self.methods, m)),
             Shape::McpRefused(m) => format!("call {} with a null id", name(&self.methods, m)),

@@ -668,6 +668,122 @@ fn curl_attacks_are_judged_as_the_server_would_read_them_and_refused_ones_never_
 }
 
 #[test]
+fn other_spellings_of_the_graphql_path_and_semicolons_in_a_get_do_not_escape_its_rules() {
+    let s = Sandbox::new();
+    // Beside the GraphQL endpoint, a REST one that allows everything else
+    // on the host: the server serves GraphQL on every path.
+    let b = s.bundle(
+        "aliases",
+        &format!(
+            "{}  allow clients -> gql.test:PORT http {{\n    allow GET /**\n    allow POST /**\n  }}\n",
+            rules("")
+        ),
+    );
+    let cases = vec![
+        case("exact", doc(VIEWER), JSON, "200", "-"),
+        case("exact-denied", doc(DELETE), JSON, "403", "policy_denied"),
+        case(
+            "trailing-slash",
+            doc(DELETE),
+            "-H 'Content-Type: application/json' --data-binary @BODY URL/",
+            "403",
+            "path_alias",
+        ),
+        case(
+            "case",
+            doc(DELETE),
+            "--path-as-is -H 'Content-Type: application/json' --data-binary @BODY URL/../GraphQL",
+            "403",
+            "path_alias",
+        ),
+        case(
+            "case-slash",
+            doc(VIEWER),
+            "--path-as-is -H 'Content-Type: application/json' --data-binary @BODY URL/../GRAPHQL/",
+            "403",
+            "path_alias",
+        ),
+        case(
+            "dot-segment",
+            doc(DELETE),
+            "--path-as-is -H 'Content-Type: application/json' --data-binary @BODY URL/.",
+            "403",
+            "path_alias",
+        ),
+        // These are the canonical path itself, so the GraphQL rules judge.
+        case(
+            "double-slash",
+            doc(DELETE),
+            "--path-as-is -H 'Content-Type: application/json' --data-binary @BODY URL/..//graphql",
+            "403",
+            "policy_denied",
+        ),
+        case(
+            "dot-dot",
+            doc(DELETE),
+            "--path-as-is -H 'Content-Type: application/json' --data-binary @BODY URL/../x/../graphql",
+            "403",
+            "policy_denied",
+        ),
+        // A second `query` after a `;`: the server reads it, and runs it.
+        case(
+            "get-semicolon",
+            "",
+            "-X GET 'URL?query=%7Bviewer%7Blogin%7D%7D&variables=%7B%7D;query=mutation%20IssueCleanup%7BdeleteRepository(name:%22r%22)%7D'",
+            "403",
+            "policy_denied",
+        ),
+        case(
+            "get-semicolon-allowed",
+            "",
+            "-X GET 'URL?query=%7Bviewer%7Blogin%7D%7D;variables=%7B%7D'",
+            "200",
+            "-",
+        ),
+    ];
+    for c in &cases {
+        std::fs::write(s.dir.join(&format!("body-{}", c.name)), &c.body).unwrap();
+    }
+    let script = curl_script(s.dir.path(), &s.url(), &cases);
+    let (out, log) = s.run(&b, &["/usr/bin/bash", "-c", &script]);
+    let text = stdout(&out);
+    for c in &cases {
+        let said =
+            std::fs::read_to_string(s.dir.join(&format!("out-{}", c.name))).unwrap_or_default();
+        assert_eq!(
+            outcome(&text, c.name),
+            (c.status, c.policy),
+            "{}: {said}\n{text}\n{}\nserver: {}",
+            c.name,
+            stderr(&out),
+            s.server.stderr()
+        );
+    }
+    // The server ran the two allowed queries and nothing else.
+    assert_eq!(
+        s.server.executed(),
+        [
+            ("query".to_owned(), "viewer".to_owned()),
+            ("query".to_owned(), "viewer".to_owned())
+        ]
+    );
+    assert_eq!(s.server.deleted(), "", "a repository was deleted");
+    let http = http_lines(&log);
+    let aliases: Vec<&&Value> = http
+        .iter()
+        .filter(|l| l["unmapped"]["error"] == "path_alias")
+        .collect();
+    assert_eq!(aliases.len(), 4, "{http:#?}");
+    assert!(
+        aliases[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`/graphql`"),
+        "{aliases:#?}"
+    );
+}
+
+#[test]
 fn a_real_graphql_client_gets_data_for_allowed_operations_and_the_proxys_refusal_for_denied_ones() {
     let s = Sandbox::new();
     let b = s.bundle(

@@ -1072,13 +1072,22 @@ fn a_credential_never_goes_upstream_in_plain_http_even_to_the_https_port() {
 
 #[test]
 fn override_headers_cannot_turn_an_allowed_request_into_another_method_or_target() {
-    // The test upstream honours overrides, as careless backends do.
+    // The test upstream honours overrides, as careless backends do, in
+    // every spelling its server files under the same name.
     let honoured = upstream::effective(
         "GET",
         "/repos/o/r",
         &[("X-HTTP-Method-Override".into(), "DELETE".into())],
     );
     assert_eq!(honoured, ("DELETE".into(), "/repos/o/r".into()));
+    let honoured = upstream::effective(
+        "GET",
+        "/repos/o/r",
+        &[("X_HTTP_Method_Override".into(), "DELETE".into())],
+    );
+    assert_eq!(honoured, ("DELETE".into(), "/repos/o/r".into()));
+    let honoured = upstream::effective("POST", "/forms/x?a=1;%5Fmethod=DELETE", &[]);
+    assert_eq!(honoured.0, "DELETE");
     let s = Sandbox::new();
     let b = s.bundle(
         "ovr",
@@ -1091,62 +1100,81 @@ fn override_headers_cannot_turn_an_allowed_request_into_another_method_or_target
             .collect::<serde_json::Map<_, _>>()
             .into()
     };
+    let get = |path: &str, headers: Value| {
+        serde_json::json!(["https", "api.test", 0, "GET", path, headers])
+    };
+    let post = |target: &str| serde_json::json!(["https", "api.test", 0, "POST", target, {}]);
     let reqs = ports(
         &s,
         serde_json::json!([
-            [
-                "https",
-                "api.test",
-                0,
-                "GET",
-                "/repos/o/r",
-                h(&[("X-HTTP-Method-Override", "DELETE")])
-            ],
-            [
-                "https",
-                "api.test",
-                0,
-                "GET",
+            get("/repos/o/r", h(&[("X-HTTP-Method-Override", "DELETE")])),
+            get(
                 "/repos/o/r",
                 h(&[("X-HTTP-Method", "DELETE"), ("X-Method-Override", "PUT")])
-            ],
-            [
-                "https",
-                "api.test",
-                0,
-                "GET",
+            ),
+            get(
                 "/public/a",
                 h(&[
                     ("X-Original-URL", "/admin/wipe"),
                     ("X-Rewrite-URL", "/admin/wipe")
                 ])
-            ],
-            [
-                "https",
-                "api.test",
-                0,
-                "POST",
-                "/forms/x?a=1&_method=DELETE",
-                h(&[])
-            ],
-            [
-                "https",
-                "api.test",
-                0,
-                "GET",
+            ),
+            post("/forms/x?a=1&_method=DELETE"),
+            get(
                 "/public/b",
                 h(&[
                     ("X-Forwarded-Host", "admin.internal"),
                     ("Forwarded", "host=admin.internal"),
                     ("X-Forwarded-For", "10.0.0.1")
                 ])
-            ],
+            ),
             ["https", "api.test", 0, "DELETE", "/repos/o/r", h(&[])],
+            // The same overrides in the spellings a server decodes to them.
+            get("/repos/o/r", h(&[("X_HTTP_Method_Override", "DELETE")])),
+            get("/public/c", h(&[("x_original_url", "/admin/wipe")])),
+            post("/forms/x?a=1;_method=DELETE"),
+            post("/forms/x?a=1&%5Fmethod=DELETE"),
+            post("/forms/x?_%6Dethod=DELETE"),
+            post("/forms/x?.method=DELETE"),
+            post("/forms/x?+method=DELETE"),
+            post("/forms/x?%5Bmethod=DELETE"),
+            post("/forms/x?_method%5B%5D=DELETE"),
+            // A proxy or CDN in front, as the workload cannot be.
+            get(
+                "/public/d",
+                h(&[
+                    ("CF-Connecting-IP", "10.0.0.1"),
+                    ("Fastly-Client-IP", "10.0.0.1"),
+                    ("X-Cluster-Client-IP", "10.0.0.1"),
+                    ("Client-IP", "10.0.0.1"),
+                    ("X-Original-Host", "admin.internal"),
+                    ("X_Forwarded_For", "10.0.0.1"),
+                    ("X_Real_IP", "10.0.0.1"),
+                    ("cf_connecting_ip", "10.0.0.1"),
+                ])
+            ),
+            post("/forms/y?a=1;b=2"),
         ]),
     );
-    let (r, _) = s.requests(&b, &reqs);
+    let (r, log) = s.requests(&b, &reqs);
     let codes: Vec<u64> = r.iter().map(|x| x["status"].as_u64().unwrap()).collect();
-    assert_eq!(codes, [200, 200, 200, 200, 200, 403], "{r:?}");
+    assert_eq!(
+        codes,
+        [
+            200, 200, 200, 403, 200, 403, 200, 200, 403, 403, 403, 403, 403, 403, 403, 200, 200
+        ],
+        "{r:?}"
+    );
+    for i in [3, 8, 9, 10, 11, 12, 13, 14] {
+        assert_eq!(r[i]["policy"], "override_refused", "{i}: {:?}", r[i]);
+    }
+    assert_eq!(
+        log.iter()
+            .filter(|l| l["unmapped"]["error"] == "override_refused")
+            .count(),
+        8,
+        "{log:?}"
+    );
     let seen = s.up.seen();
     let acted: Vec<(String, String)> = seen.iter().map(|x| x.effective.clone()).collect();
     assert_eq!(
@@ -1155,20 +1183,27 @@ fn override_headers_cannot_turn_an_allowed_request_into_another_method_or_target
             ("GET".into(), "/repos/o/r".into()),
             ("GET".into(), "/repos/o/r".into()),
             ("GET".into(), "/public/a".into()),
-            ("POST".into(), "/forms/x?a=1".into()),
             ("GET".into(), "/public/b".into()),
+            ("GET".into(), "/repos/o/r".into()),
+            ("GET".into(), "/public/c".into()),
+            ("GET".into(), "/public/d".into()),
+            ("POST".into(), "/forms/y?a=1;b=2".into()),
         ],
         "the upstream acted only on what the rules allowed"
     );
     for x in &seen {
         for (name, _) in &x.headers {
+            let filed = name.replace('_', "-");
             assert!(
-                !name.contains("override")
-                    && !name.contains("original")
-                    && !name.contains("rewrite")
-                    && !name.starts_with("x-forwarded")
-                    && name != "forwarded"
-                    && name != "x-http-method",
+                !filed.contains("override")
+                    && !filed.contains("original")
+                    && !filed.contains("rewrite")
+                    && !filed.contains("client-ip")
+                    && !filed.contains("connecting-ip")
+                    && !filed.starts_with("x-forwarded")
+                    && filed != "forwarded"
+                    && filed != "x-real-ip"
+                    && filed != "x-http-method",
                 "{name} reached the upstream"
             );
         }

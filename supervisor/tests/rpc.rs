@@ -381,6 +381,93 @@ for head in got.split(b"HTTP/1.1 ")[1:]:
 "#;
 
 #[test]
+fn a_tools_call_notification_is_judged_by_its_tool_alone_and_in_a_batch() {
+    let s = Sandbox::new();
+    let b = s.bundle(
+        "mcp-note",
+        "  allow clients -> rpc.test:TLS mcp {\n    path /mcp\n    allow rpc ping tools/call\n    deny rpc tools/call tool send_email\n  }\n",
+    );
+    let tool = |id: Option<u64>, name: &str| match id {
+        Some(id) => format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{{}}}}}}"#
+        ),
+        None => format!(
+            r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"{name}","arguments":{{}}}}}}"#
+        ),
+    };
+    let json =
+        "-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'";
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("call-allowed", tool(Some(1), "search"), json),
+        ("call-denied", tool(Some(2), "send_email"), json),
+        ("note-allowed", tool(None, "search"), json),
+        ("note-denied", tool(None, "send_email"), json),
+        (
+            "note-batch-denied",
+            format!(r#"[{},{}]"#, call(3, "ping"), tool(None, "send_email")),
+            json,
+        ),
+        (
+            "note-no-name",
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{}}}"#.into(),
+            json,
+        ),
+    ];
+    for (name, body, _) in &cases {
+        std::fs::write(s.dir.join(&format!("body-{name}")), body).unwrap();
+    }
+    let url = format!("https://rpc.test:{}/mcp", s.up.tls_port);
+    let script_cases: Vec<(&str, &str)> = cases.iter().map(|(n, _, e)| (*n, *e)).collect();
+    let script = format!(
+        "cd {} && {}",
+        s.dir.path().display(),
+        curl_script(&url, &script_cases)
+    );
+    let (out, log) = s.run(
+        &b,
+        &["rpc.test=127.0.0.1"],
+        &["/usr/bin/bash", "-c", &script],
+    );
+    let text = stdout(&out);
+    for (name, status, policy) in [
+        ("call-allowed", "200", "-"),
+        ("call-denied", "403", "policy_denied"),
+        ("note-allowed", "200", "-"),
+        ("note-denied", "403", "policy_denied"),
+        ("note-batch-denied", "403", "policy_denied"),
+        ("note-no-name", "403", "policy_denied"),
+    ] {
+        assert_eq!(
+            outcome(&text, name),
+            (status, policy),
+            "{name}: {text}\n{}",
+            stderr(&out)
+        );
+    }
+    // The server received the allowed calls and nothing naming send_email.
+    let bodies = s.bodies("/mcp");
+    assert_eq!(
+        bodies,
+        [
+            tool(Some(1), "search").into_bytes(),
+            tool(None, "search").into_bytes()
+        ],
+        "{bodies:?}"
+    );
+    let denied: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["unmapped"]["rpc_tool"] == "send_email")
+        .collect();
+    assert_eq!(denied.len(), 3, "{log:#?}");
+    assert!(
+        denied
+            .iter()
+            .any(|l| l["message"].as_str().unwrap().contains("notification")),
+        "{denied:#?}"
+    );
+}
+
+#[test]
 fn split_writes_smuggled_lengths_and_trailers_change_nothing_the_server_reads() {
     let s = Sandbox::new();
     let b = s.bundle("raw", &rpc_rules());

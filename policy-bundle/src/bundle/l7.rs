@@ -3,6 +3,7 @@
 //! judges. Each protocol's types live in a file of their own; `wire` keeps
 //! the flat JSON shape bundles have always had, so digests do not move.
 
+mod alias;
 mod graphql;
 mod rest;
 mod rpc;

@@ -240,7 +240,9 @@ fn read_message(
         {
             return Err(RpcBodyError::BadId(item));
         }
-        if method == TOOLS_CALL && !notification {
+        // A notification is a call too: the server runs the tool and only
+        // keeps the answer to itself, so its tool is read and judged.
+        if method == TOOLS_CALL {
             let name = obj
                 .get("params")
                 .and_then(|p| p.get("name"))
@@ -410,6 +412,28 @@ mod tests {
         let body = mcp(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
         assert!(body.calls[0].notification);
         assert!(!body.batch);
+    }
+
+    #[test]
+    fn a_tools_call_notification_names_its_tool_alone_or_in_a_batch() {
+        let alone = r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"send_email"}}"#;
+        let body = mcp(alone).unwrap();
+        assert!(body.calls[0].notification);
+        assert_eq!(body.calls[0].tool.as_deref(), Some("send_email"));
+        let batch = format!(r#"[{{"jsonrpc":"2.0","id":1,"method":"ping"}},{alone}]"#);
+        let body = mcp(&batch).unwrap();
+        assert_eq!(body.calls[1].tool.as_deref(), Some("send_email"));
+        assert_eq!(
+            mcp(r#"[{"jsonrpc":"2.0","method":"tools/call","params":{}}]"#),
+            Err(RpcBodyError::MissingToolName(Item(Some(0))))
+        );
+        assert_eq!(
+            mcp(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"a b"}}"#),
+            Err(RpcBodyError::ToolName {
+                item: Item(None),
+                name: "a b".into()
+            })
+        );
     }
 
     #[test]

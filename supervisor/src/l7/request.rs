@@ -12,7 +12,12 @@
 //!    sent; with the destination port; and with the name the connection
 //!    was decided for (another name the sandbox was given for the same
 //!    address is decided afresh), else `421 host_mismatch`.
-//! 3. The connection is decided again if a reload happened since.
+//! 3. The connection is decided again if a reload happened since. A path
+//!    that is another spelling (ASCII case, trailing slash) of the path of
+//!    a GraphQL, JSON-RPC or MCP endpoint without being under it is
+//!    refused (`path_alias`): the server may route it to that endpoint's
+//!    handler, while other rules, which never read the body, would judge
+//!    it.
 //! 4. `Evaluator::decide_request`: canonical path, method, query, deny
 //!    wins, audit only when every applicable endpoint audits, and the
 //!    credential whose binding covers host, method and path. When
@@ -26,10 +31,12 @@
 //!    is not the one bound to it is refused (`credential_not_bound`), in
 //!    audit mode too; a placeholder in the request target, or in a judged
 //!    body, is never replaced, so it is refused as well.
-//! 6. Deny → `403 policy_denied`; audit → logged, then forwarded.
-//! 7. Override headers and `_method` parameters are removed (`overrides`),
-//!    the credential is injected (only onto a TLS hop, else
-//!    `credential_not_bound`), and the request goes upstream with the
+//! 6. Deny → `403 policy_denied`; a query parameter that names another
+//!    method (`_method` in any spelling a server decodes, `overrides`) →
+//!    `403 override_refused`, in audit mode too; audit → logged, then
+//!    forwarded.
+//! 7. Override headers are removed (`overrides`), the credential is
+//!    injected (only onto a TLS hop, else `credential_not_bound`), and the request goes upstream with the
 //!    **canonical** target: what was checked is what the server gets.
 
 use std::sync::Arc;
@@ -86,6 +93,16 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
         Ok(s) => s,
         Err(refusal) => return refusal.respond(st, &info),
     };
+    if let Some(pattern) = active.eval.aliased_path(&scope.decision, &target) {
+        return Refusal::new(
+            StatusCode::FORBIDDEN,
+            "path_alias",
+            format!(
+                "the path is another spelling (case, trailing slash) of `{pattern}`, whose endpoint judges request bodies; use its exact spelling"
+            ),
+        )
+        .respond(st, &info);
+    }
     if is_upgrade(req.headers()) {
         return websocket::upgrade(st, &active, scope, req, info).await;
     }
@@ -424,6 +441,20 @@ pub(super) fn check(
     if d.decision == Verdict::Deny {
         return Err(refuse("policy_denied", d.reason.to_string()));
     }
+    if let Some(key) = d
+        .target
+        .as_ref()
+        .and_then(|c| c.query.as_deref())
+        .and_then(overrides::method_in_query)
+    {
+        return Err(refuse(
+            "override_refused",
+            format!(
+                "the query parameter `{key}` asks the server for another method than {}; send the real method",
+                info.method
+            ),
+        ));
+    }
     for name in found_placeholders(&active.credentials, headers, target) {
         if d.credential.as_deref() != Some(name) {
             return Err(refuse(
@@ -476,18 +507,9 @@ pub(super) fn check(
             format!("request target `{target}` refused"),
         ));
     };
-    let query = match canon
-        .query
-        .as_deref()
-        .map(|q| (q, overrides::strip_from_query(q)))
-    {
-        Some((q, None)) => Some(q.to_owned()),
-        Some((_, Some(stripped))) if !stripped.is_empty() => Some(stripped),
-        Some((_, Some(_))) | None => None,
-    };
-    let forward_target = match &query {
-        Some(q) => format!("{}?{q}", canon.path),
-        None => canon.path.clone(),
+    let forward_target = match canon.query.as_deref() {
+        Some(q) if !q.is_empty() => format!("{}?{q}", canon.path),
+        _ => canon.path.clone(),
     };
     Ok(Checked {
         forward_target,

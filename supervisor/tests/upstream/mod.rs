@@ -215,19 +215,28 @@ fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
 }
 
-/// The method and target a backend honouring overrides acts on.
+/// The method and target a backend honouring overrides acts on. Like a
+/// CGI/WSGI server, it files `X_HTTP_Method_Override` and
+/// `X-HTTP-Method-Override` under one name; like PHP, it splits the query
+/// on `;` as well as `&` and decodes `%5F` in a key.
 pub fn effective(method: &str, target: &str, headers: &[(String, String)]) -> (String, String) {
+    let filed = |name: &str| name.to_ascii_lowercase().replace('_', "-");
     let header = |name: &str| {
         headers
             .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .find(|(n, _)| filed(n) == name)
             .map(|(_, v)| v.clone())
     };
     let query_method = target
         .split_once('?')
-        .and_then(|(_, q)| q.split('&').find_map(|p| p.strip_prefix("_method=")))
-        .filter(|_| method == "POST")
-        .map(str::to_owned);
+        .and_then(|(_, q)| {
+            q.split(['&', ';']).find_map(|p| {
+                let (key, value) = p.split_once('=')?;
+                let key = key.replace("%5F", "_").replace("%5f", "_");
+                (key == "_method").then(|| value.to_owned())
+            })
+        })
+        .filter(|_| method == "POST");
     let method = header("x-http-method-override")
         .or_else(|| header("x-http-method"))
         .or_else(|| header("x-method-override"))

@@ -67,11 +67,17 @@ pub(super) fn op_from_object(
 
 /// Reads a GET query string. Empty values count as absent, as in
 /// OpenShell; every parameter may appear once.
+///
+/// `;` separates parameters as `&` does: many servers split on both, and
+/// one that did would read `variables=x;query=...` as a second `query`
+/// the rules never saw. Read this way, it is a repeated parameter, and
+/// refused; a client writes a literal `;` as `%3B`.
 pub(super) fn op_from_query_string(
     raw: &str,
     cache: Option<&DocumentCache>,
 ) -> Result<GraphqlOp, GraphqlError> {
-    let params = parse_query_string(raw).map_err(GraphqlError::QueryString)?;
+    // Same length, so the offsets of errors still point into `raw`.
+    let params = parse_query_string(&raw.replace(';', "&")).map_err(GraphqlError::QueryString)?;
     let mut seen: Vec<&str> = Vec::new();
     let mut request = Request::default();
     for (key, value) in &params {

@@ -509,6 +509,34 @@ fn get_parameters_appear_once_and_are_known() {
 }
 
 #[test]
+fn get_parameters_are_split_on_semicolons_too() {
+    // A server splitting on `;` reads a second `query` in `variables`.
+    assert_eq!(
+        ops_from_query_string(
+            "query=%7Bviewer%7D&variables=x;query=mutation%7BdeleteRepository%7D"
+        ),
+        Err(GraphqlError::DuplicateParam {
+            key: "query".into()
+        })
+    );
+    assert_eq!(
+        ops_from_query_string("query=%7Bviewer%7D;query=mutation%7BdeleteRepository%7D"),
+        Err(GraphqlError::DuplicateParam {
+            key: "query".into()
+        })
+    );
+    assert_eq!(
+        ops_from_query_string("query=%7Bviewer%7D;variables=%7B%7D"),
+        Ok(parsed(Query, None, &["viewer"]))
+    );
+    // An escaped `;` is part of a value.
+    assert_eq!(
+        ops_from_query_string("query=%7Bviewer%7D&variables=%7B%22a%22%3A%22x%3By%22%7D"),
+        Ok(parsed(Query, None, &["viewer"]))
+    );
+}
+
+#[test]
 fn get_hash_only_and_bad_extensions() {
     let ext = "%7B%22persistedQuery%22%3A%7B%22version%22%3A1%2C%22sha256Hash%22%3A%22abc%22%7D%7D";
     assert_eq!(

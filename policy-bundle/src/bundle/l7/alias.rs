@@ -1,0 +1,111 @@
+//! Other spellings of a body-judging endpoint's path.
+//!
+//! A GraphQL, JSON-RPC or MCP endpoint is authoritative for its path: its
+//! rules read the body, where the operation is. The canonical path already
+//! has one spelling for `//`, dot segments and percent-escapes, but many
+//! servers also route `/GraphQL` (Express and ASP.NET match routes
+//! ignoring case) and `/graphql/` (a router that strips or appends the
+//! slash) to the handler of `/graphql`. Such a request falls outside the
+//! endpoint's path, so the rules that judge it are some other endpoint's,
+//! which never read the body. Rather than guess which spellings a server
+//! routes where, the proxy refuses a request whose path is another
+//! spelling of such an endpoint's path without being under it.
+
+use super::L7Endpoint;
+use crate::matcher::HttpPathGlob;
+
+impl L7Endpoint {
+    /// Whether the canonical `path` is not under this endpoint's path but
+    /// differs from a path under it only by ASCII case or a trailing
+    /// slash. Always false for an endpoint that does not read bodies, and
+    /// for one without a path (it judges every path).
+    pub fn is_aliased_by(&self, path: &str) -> bool {
+        let Some(glob) = self.path.as_ref().filter(|_| self.reads_body()) else {
+            return false;
+        };
+        if glob.matches(path) {
+            return false;
+        }
+        // Lowercasing keeps a glob valid (its syntax is punctuation); if it
+        // ever did not, trailing slashes are still compared.
+        let (glob, path) = match HttpPathGlob::parse(&glob.as_str().to_ascii_lowercase()) {
+            Ok(folded) => (folded, fold_case(path)),
+            Err(_) => (glob.clone(), path.to_owned()),
+        };
+        let bare = path.trim_end_matches('/');
+        [path.as_str(), bare, &format!("{bare}/")]
+            .into_iter()
+            .any(|p| !p.is_empty() && glob.matches(p))
+    }
+}
+
+/// `path` in lowercase, but with the hex digits of its escapes in
+/// uppercase, as a canonical path and a parsed glob write them.
+fn fold_case(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut escape = 0;
+    for c in path.chars() {
+        if c == '%' {
+            escape = 2;
+            out.push(c);
+        } else if escape > 0 {
+            escape -= 1;
+            out.push(c.to_ascii_uppercase());
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{GraphqlRules, L7Rules, RestRules};
+    use crate::vocab::{Enforcement, TlsMode};
+
+    fn endpoint(path: &str, rules: L7Rules) -> L7Endpoint {
+        L7Endpoint {
+            enforcement: Enforcement::Enforce,
+            tls: TlsMode::Auto,
+            path: Some(HttpPathGlob::parse(path).unwrap()),
+            encoded_slash: false,
+            rules,
+            origins: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn case_and_trailing_slash_spellings_of_a_graphql_path_are_aliases() {
+        let ep = endpoint("/api/graphql", L7Rules::Graphql(GraphqlRules::default()));
+        for path in ["/api/graphql", "/api/graphqlx", "/api", "/", "/api/graph"] {
+            assert!(!ep.is_aliased_by(path), "{path}");
+        }
+        for path in [
+            "/api/graphql/",
+            "/api/graphql//",
+            "/API/GraphQL",
+            "/Api/graphql/",
+            "/api/GRAPHQL",
+        ] {
+            assert!(ep.is_aliased_by(path), "{path}");
+        }
+        let slash = endpoint("/graphql/", L7Rules::Graphql(GraphqlRules::default()));
+        assert!(slash.is_aliased_by("/graphql"));
+        assert!(slash.is_aliased_by("/GraphQL/"));
+        let tree = endpoint("/v[0-9]/**", L7Rules::Graphql(GraphqlRules::default()));
+        assert!(!tree.is_aliased_by("/v1/x"));
+        assert!(tree.is_aliased_by("/V1/x"));
+        let escaped = endpoint("/a%2Fb", L7Rules::Graphql(GraphqlRules::default()));
+        assert!(escaped.is_aliased_by("/A%2Fb"));
+    }
+
+    #[test]
+    fn rest_endpoints_and_endpoints_without_a_path_have_no_aliases() {
+        let rest = endpoint("/graphql", L7Rules::Rest(RestRules::default()));
+        assert!(!rest.is_aliased_by("/GraphQL"));
+        let mut anywhere = endpoint("/graphql", L7Rules::Graphql(GraphqlRules::default()));
+        anywhere.path = None;
+        assert!(!anywhere.is_aliased_by("/GraphQL"));
+    }
+}
