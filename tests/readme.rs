@@ -11,6 +11,7 @@
     reason = "a test fails loudly"
 )]
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -134,15 +135,32 @@ fn the_gateway_walkthrough_runs_as_written() {
         bin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new("timeout")
+    // What an earlier run of the walkthrough applied for `sb` (another
+    // build, another digest for revision 1) would be a rollback here.
+    let _ = std::fs::remove_file("/var/lib/openshell-supervisor/sb.json");
+    // Output to files, not pipes: a gateway left running by a failed step
+    // would hold a pipe open for ever. Its process group is killed after.
+    let (stdout, stderr) = (dir.join("stdout"), dir.join("stderr"));
+    let mut child = Command::new("timeout")
         .args(["120", "bash", "-euo", "pipefail", "-c", block])
         .current_dir(&dir)
         .env("PATH", &path)
-        .output()
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .process_group(0)
+        .spawn()
         .unwrap();
-    let said = printed(&out);
+    let status = child.wait().unwrap();
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .status();
+    let said = format!(
+        "{}{}",
+        std::fs::read_to_string(&stdout).unwrap_or_default(),
+        std::fs::read_to_string(&stderr).unwrap_or_default()
+    );
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(out.status.success(), "the walkthrough failed:\n{said}");
+    assert!(status.success(), "the walkthrough failed:\n{said}");
     for line in [
         "proposal 1 approved: `agent` revision 1",
         "\"applied_revision\": 1,",

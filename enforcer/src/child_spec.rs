@@ -39,6 +39,13 @@ pub struct ChildSpec<'a> {
     /// kernel kills whatever is left in the namespace. The ruleset must be
     /// prepared with [`LandlockSpec::private_proc`](crate::LandlockSpec).
     pub new_pidns: bool,
+    /// Trees to mount `noexec` (implies a new mount namespace; needs
+    /// `CAP_SYS_ADMIN`): what the workload may write but not execute.
+    /// Applied in order, before [`Self::exec_again`].
+    pub noexec: &'a [CString],
+    /// Trees below a `noexec` one where the ruleset grants execute: their
+    /// `noexec` is cleared again.
+    pub exec_again: &'a [CString],
     /// Duplicated onto fds 0, 1 and 2 where given.
     pub stdio: [Option<BorrowedFd<'a>>; 3],
     /// Empty the bounding and ambient capability sets (needs

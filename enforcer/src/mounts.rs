@@ -1,6 +1,8 @@
-//! A private mount namespace for the workload, for two purposes: showing
+//! A private mount namespace for the workload, for three purposes: showing
 //! it a `/etc/resolv.conf` that names the supervisor's DNS stub without
-//! touching the host's file, and a `/proc` of its own PID namespace.
+//! touching the host's file, a `/proc` of its own PID namespace, and
+//! `noexec` on the trees it may write but not execute, so that no code
+//! from a file it could have written is ever mapped executable.
 //!
 //! The source must be a file on a mounted filesystem: the kernel refuses to
 //! bind-mount a memfd (`EINVAL`, its internal mount is not in the caller's
@@ -48,4 +50,12 @@ pub(crate) fn mount_private_proc() -> Result<(), Errno> {
         Err(e) => return Err(e),
     }
     sys::ns::mount_proc()
+}
+
+/// Makes `path`, and everything mounted below it, a mount of its own with
+/// `noexec` set (`noexec` true) or cleared, in the caller's mount
+/// namespace only. Async-signal-safe; needs `CAP_SYS_ADMIN`.
+pub(crate) fn set_noexec(path: &CStr, noexec: bool) -> Result<(), Errno> {
+    sys::ns::bind_onto_itself(path)?;
+    sys::ns::set_noexec_recursive(path, noexec)
 }

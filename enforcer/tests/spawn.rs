@@ -60,6 +60,8 @@ fn plain<'a>(
         new_netns: false,
         bind_file: None,
         new_pidns: pidns,
+        noexec: &[],
+        exec_again: &[],
         stdio: [None, None, None],
         drop_bounding: false,
         last_cap: enforcer::cap_last_cap().unwrap(),
@@ -306,4 +308,64 @@ fn the_init_passes_on_signals_from_outside() {
 fn a_workload_killed_by_a_signal_is_reported_so() {
     let (_, status) = sh(true, "kill -KILL $$");
     assert_eq!(status, ExitStatus::Signal(libc::SIGKILL));
+}
+
+// ---- trees mounted noexec ----
+
+#[test]
+fn a_noexec_tree_maps_nothing_executable_and_exec_again_below_it_does() {
+    let dir = TempDir::new("spawn-noexec");
+    let sub = dir.path().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    for d in [dir.path(), sub.as_path()] {
+        std::fs::copy("/usr/bin/true", d.join("true")).unwrap();
+    }
+    let read = FsAccess::READ_FILE | FsAccess::READ_DIR;
+    let mut fs: Vec<FsRule> = ["/usr", "/lib", "/lib64", "/etc", "/bin"]
+        .iter()
+        .map(|p| FsRule {
+            path: p.into(),
+            access: read | FsAccess::EXECUTE,
+        })
+        .collect();
+    fs.push(FsRule {
+        path: dir.path().to_path_buf(),
+        access: read,
+    });
+    let ruleset = enforcer::prepare(&LandlockSpec {
+        mode: Compat::BestEffort,
+        min_abi: 1,
+        fs,
+        tcp_connect_ports: None,
+        tcp_bind_ports: None,
+        scope_signals_and_abstract_unix: false,
+        private_proc: false,
+    })
+    .unwrap();
+    let filter = filter();
+    // The loader maps each copy executable, as it maps a library.
+    let script = format!(
+        "for p in {0}/true {0}/sub/true; do /lib64/ld-linux-x86-64.so.2 $p 2>&1; echo $?; done",
+        dir.path().display()
+    );
+    let argv = cstrings(&["sh", "-c", &script]);
+    let noexec = [common::cstr(dir.path())];
+    let exec_again = [common::cstr(&sub)];
+    let (out_r, out_w) = pipe();
+    let mut spec = plain(false, &ruleset, &filter, c"/bin/sh", &argv);
+    spec.noexec = &noexec;
+    spec.exec_again = &exec_again;
+    spec.stdio[1] = Some(out_w.as_fd());
+    let mut pending = enforcer::spawn(&spec).unwrap();
+    let _listener = pending.take_listener();
+    let running = pending.start().unwrap();
+    drop(out_w);
+    let mut out = String::new();
+    std::fs::File::from(out_r).read_to_string(&mut out).unwrap();
+    assert_eq!(running.wait().unwrap(), ExitStatus::Code(0));
+    assert!(out.contains("failed to map segment"), "{out}");
+    assert!(out.ends_with("\n127\n0\n"), "{out}");
+    // The mount was the child's own: here the copy still runs.
+    let here = std::process::Command::new(dir.path().join("true")).status();
+    assert!(here.unwrap().success());
 }

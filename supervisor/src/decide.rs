@@ -152,6 +152,33 @@ impl Decider {
         None
     }
 
+    /// Why an allowed connection from `binary` to `ip:port` is refused
+    /// after all because the workload could have written the program: it
+    /// lies in a tree the workload may write (under any name a mount or a
+    /// link gives that tree), and only a rule without a SHA-256 pin allows
+    /// it. A pinned rule vouches for the file's content wherever it lies;
+    /// an unpinned one only for its path, which here names whatever the
+    /// workload put there. `check` reports such rules from the policy's
+    /// text (E0410); this is the same refusal for what the text cannot
+    /// show (a symbolic link, a bind mount, the working directory).
+    #[must_use]
+    pub fn planted_program(&self, binary: &Binary, ip: IpAddr, port: u16) -> Option<String> {
+        let writable = self.writable.as_ref()?;
+        let tree = writable.tree_of(Path::new(&binary.path))?;
+        let unpinned = Binary {
+            sha256: None,
+            ..binary.clone()
+        };
+        if !self.decide(&unpinned, ip, port).allowed() {
+            return None;
+        }
+        Some(format!(
+            "`{}` lies in `{}`, which the workload can write, and only a rule without a SHA-256 pin allows it: the path vouches for nothing the workload could have put there",
+            binary.path,
+            tree.display()
+        ))
+    }
+
     /// The policy in force (swapped by a reload).
     #[must_use]
     pub fn policy(&self) -> &Arc<Policy> {

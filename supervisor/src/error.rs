@@ -78,6 +78,15 @@ pub enum LaunchError {
     )]
     WritableBundle { path: PathBuf, why: String },
 
+    #[error("the deny log `{}` is one the workload can change: {why}", .path.display())]
+    #[diagnostic(
+        code(supervisor::writable_log),
+        help(
+            "keep the log where the workload cannot write: outside its `fs write` trees and the working directory, owned by another user than the workload's; without `--log` it goes to stderr"
+        )
+    )]
+    WritableLog { path: PathBuf, why: String },
+
     /// Exits 127, as a shell does for a command it cannot find.
     #[error("`{0}` is not found in the workload's PATH")]
     #[diagnostic(

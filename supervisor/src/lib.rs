@@ -46,6 +46,8 @@ mod gateway;
 mod handoff;
 mod l7;
 mod lifecycle;
+mod mountinfo;
+mod noexec;
 mod notes;
 mod policy;
 mod reload;

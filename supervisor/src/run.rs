@@ -94,6 +94,8 @@ struct Prepared {
     bundle: policy_bundle::Bundle,
     mode: NetnsMode,
     new_pidns: bool,
+    noexec: Vec<CString>,
+    exec_again: Vec<CString>,
     caps: u64,
     abi: u8,
     proxy_parts: l7::Prepared,
@@ -178,6 +180,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         access: FsAccess::READ_FILE | FsAccess::READ_DIR,
     });
     let ruleset = enforcer::prepare(&spec).map_err(LaunchError::Landlock)?;
+    let (noexec, exec_again) = noexec_trees(&spec.fs, new_pidns)?;
     for line in notes {
         note(&line);
     }
@@ -255,6 +258,9 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     let argv = workload::argv(&args.command)?;
     let envp = workload::envp(&env)?;
     let cwd = path_cstring(&workdir)?;
+    if let Some(path) = &args.log {
+        guard_log(path, &writable)?;
+    }
     let log = Arc::new(
         DenyLog::open(
             args.log.as_deref(),
@@ -287,6 +293,8 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         bundle,
         mode,
         new_pidns,
+        noexec,
+        exec_again,
         caps,
         abi,
         proxy_parts,
@@ -342,6 +350,8 @@ fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
         new_netns: mode == NetnsMode::New,
         bind_file: resolv_source.as_deref().map(|s| (s, c"/etc/resolv.conf")),
         new_pidns,
+        noexec: &p.noexec,
+        exec_again: &p.exec_again,
         stdio: [
             None,
             transcript.as_ref().map(|t| t.child_out.as_fd()),
@@ -547,6 +557,30 @@ fn serve(
 
 /// The workload's root directory, where the bundle's binary paths are
 /// resolved, held open so that it outlives the first process.
+/// The trees to mount `noexec` in the workload's mount namespace, and
+/// those below them to make executable again ([`crate::noexec`]). Without
+/// the privilege to make a mount namespace there is none, and a note says
+/// what that leaves open.
+fn noexec_trees(
+    rules: &[FsRule],
+    can_mount: bool,
+) -> Result<(Vec<CString>, Vec<CString>), LaunchError> {
+    let mounts = crate::mountinfo::read().map_err(LaunchError::io("read the mount table"))?;
+    let plan = crate::noexec::plan(rules, &mounts);
+    if !can_mount {
+        if !plan.noexec.is_empty() {
+            note(
+                "no privilege to make a mount namespace: the trees the workload may write are not mounted noexec, so code it writes there can be mapped executable (see docs/threat-model.md)",
+            );
+        }
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let cstrings = |paths: Vec<PathBuf>| -> Result<Vec<CString>, LaunchError> {
+        paths.iter().map(|p| path_cstring(p)).collect()
+    };
+    Ok((cstrings(plan.noexec)?, cstrings(plan.exec_again)?))
+}
+
 fn workload_root(pid: u32) -> Result<std::fs::File, LaunchError> {
     std::fs::File::open(format!("/proc/{pid}/root"))
         .map_err(LaunchError::io("open the workload's root directory"))
@@ -576,6 +610,32 @@ fn guard_bundle(path: &Path, writable: &Writable, watch: bool) -> Result<PathBuf
         ));
     }
     Ok(canonical)
+}
+
+/// Refuses a `--log` the workload could change: it would erase its own
+/// denials or write lines the supervisor never did. A log that does not
+/// exist yet is judged by its directory, where the workload would create
+/// it first.
+fn guard_log(path: &Path, writable: &Writable) -> Result<(), LaunchError> {
+    let judged = match path.canonicalize() {
+        Ok(file) => file,
+        Err(_) => path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .canonicalize()
+            .map_err(LaunchError::io(format!(
+                "open the log `{}`",
+                path.display()
+            )))?,
+    };
+    match writable.exposure(&judged) {
+        Some(why) => Err(LaunchError::WritableLog {
+            path: path.to_path_buf(),
+            why,
+        }),
+        None => Ok(()),
+    }
 }
 
 fn exit_code(status: ExitStatus) -> u8 {

@@ -4,7 +4,8 @@
 //!
 //! Two gates decide a write, and both must open: the Landlock ruleset the
 //! workload applied (rights are inherited, so a rule on a directory covers
-//! everything below it; without Landlock at all, everything is covered),
+//! everything below it, under every path a mount shows it at; without
+//! Landlock at all, everything is covered),
 //! and the ordinary permissions for the workload's user, asked of the
 //! kernel from a thread that has become that user without capabilities.
 //!
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 use enforcer::{FsAccess, FsRule};
 
 /// Rights that change a file's content or a directory's entries.
-const WRITE_RIGHTS: FsAccess = FsAccess::WRITE_FILE
+pub(crate) const WRITE_RIGHTS: FsAccess = FsAccess::WRITE_FILE
     .union(FsAccess::TRUNCATE)
     .union(FsAccess::REMOVE_FILE)
     .union(FsAccess::REMOVE_DIR)
@@ -46,7 +47,8 @@ pub struct User {
 /// The trees the workload may write to, and as whom.
 #[derive(Debug, Clone)]
 pub struct Writable {
-    /// Canonical paths of the Landlock rules that grant a write right.
+    /// Canonical paths of the Landlock rules that grant a write right,
+    /// and every other path a mount shows them at.
     trees: Vec<PathBuf>,
     /// `None`: the workload keeps the supervisor's user (without
     /// capabilities).
@@ -60,16 +62,20 @@ impl Writable {
     /// Landlock): then every path is a tree.
     #[must_use]
     pub fn new(rules: &[FsRule], landlock: bool, user: Option<User>, own_uid: libc::uid_t) -> Self {
-        let trees = if landlock {
-            rules
+        let mounts = crate::mountinfo::read();
+        let trees = match (landlock, mounts) {
+            (true, Ok(mounts)) => rules
                 .iter()
                 .filter(|r| !r.access.intersection(WRITE_RIGHTS).is_empty())
                 // Landlock opens the rule's path, following links; a path
                 // that does not exist grants nothing.
                 .filter_map(|r| r.path.canonicalize().ok())
-                .collect()
-        } else {
-            vec![PathBuf::from("/")]
+                // It grants the inode, under every name a mount gives it.
+                .flat_map(|tree| crate::mountinfo::aliases(&tree, &mounts))
+                .collect(),
+            // Without Landlock, or without the mount table to tell where a
+            // tree shows, every path counts as writable.
+            _ => vec![PathBuf::from("/")],
         };
         Self {
             trees,
@@ -118,8 +124,13 @@ impl Writable {
             Ok(m) => m,
             Err(e) => return Some(format!("cannot read `{shown}`: {e}")),
         };
-        // Another name of the same file may lie under a writable tree.
-        if meta.nlink() > 1 && !self.trees.is_empty() && self.may_write(file).unwrap_or(true) {
+        // Another name of the same file may lie under a writable tree (a
+        // directory's link count counts its subdirectories instead).
+        if !meta.is_dir()
+            && meta.nlink() > 1
+            && !self.trees.is_empty()
+            && self.may_write(file).unwrap_or(true)
+        {
             return Some(format!(
                 "`{shown}` has {} hard links, one of which the workload may be able to write",
                 meta.nlink()

@@ -42,7 +42,7 @@ fn setup() -> Setup {
 
 impl Setup {
     fn run(&self, cmd: &[&str]) -> (std::process::Output, Vec<serde_json::Value>) {
-        let log = self.dir.join("deny.log");
+        let log = self.dir.log();
         let upstream = self.upstream.to_string();
         let mut args = vec![
             "run",
@@ -178,7 +178,7 @@ fn a_query_sent_straight_to_an_outside_resolver_fails() {
 #[test]
 fn resolve_overrides_answer_without_upstream() {
     let s = setup();
-    let log = s.dir.join("resolve.log");
+    let log = s.dir.log();
     let out = output(s.net.supervisor(
         &[
             "run",

@@ -157,7 +157,7 @@ impl Sandbox {
 
     /// Runs `cmd` in the sandbox; its output and the deny log's lines.
     fn run(&self, bundle: &Path, cmd: &[&str]) -> (std::process::Output, Vec<Value>) {
-        let log = self.dir.join("deny.log");
+        let log = self.dir.log();
         let _ = std::fs::remove_file(&log);
         let args = [
             "run",
@@ -949,6 +949,6 @@ fn credentials_are_injected_on_allowed_operations_and_audit_mode_forwards_and_lo
         serde_json::json!(["createIssue"])
     );
     assert_eq!(s.server.deleted(), "");
-    let text = std::fs::read_to_string(s.dir.join("deny.log")).unwrap_or_default();
+    let text = std::fs::read_to_string(s.dir.log()).unwrap_or_default();
     assert!(!text.contains(SECRET), "the log holds the secret");
 }

@@ -47,7 +47,7 @@ fn python_args(dir: &Dir, bundle: &Path, extra: &[&str], code: &str) -> Vec<Stri
         "--workdir".into(),
         dir.path().to_str().unwrap().into(),
         "--log".into(),
-        dir.join("deny.log").to_str().unwrap().into(),
+        dir.log().to_str().unwrap().into(),
     ];
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     args.extend(["--", "/usr/bin/python3", "-c"].map(String::from));
@@ -64,7 +64,7 @@ fn run_python(net: &TestNet, dir: &Dir, bundle: &Path, extra: &[&str], code: &st
 }
 
 fn denied(dir: &Dir, syscall: &str) -> Vec<serde_json::Value> {
-    log_lines(&dir.join("deny.log"))
+    log_lines(&dir.log())
         .into_iter()
         .filter(|l| l["action"] == "Denied" && l["unmapped"]["syscall"] == syscall)
         .collect()

@@ -46,7 +46,7 @@ impl Setup {
     }
 
     fn run(&self, bundle: &Path, cmd: &[&str]) -> (Output, Vec<serde_json::Value>) {
-        let log = self.dir.join("deny.log");
+        let log = self.dir.log();
         let _ = std::fs::remove_file(&log);
         let mut args = self.args(bundle, &log, &[]);
         args.extend_from_slice(cmd);
@@ -175,7 +175,7 @@ fn writable_workdir_policy(s: &Setup, name: &str, ports: &[u16]) -> PathBuf {
 fn watch_refuses_a_bundle_the_workload_can_write_or_replace() {
     let s = setup();
     let b = writable_workdir_policy(&s, "own", &[s.port]);
-    let log = s.dir.join("deny.log");
+    let log = s.dir.log();
     let mut args = s.args(&b, &log, &["--watch"]);
     args.push("/usr/bin/true");
     let out = output(s.net.supervisor(&args, None));
@@ -221,7 +221,7 @@ fn a_workload_that_rewrites_its_bundle_does_not_widen_its_rules() {
     let wider_port = common::http_server(s.net.tcp("127.0.0.1:0")).port();
     let b = writable_workdir_policy(&s, "narrow", &[s.port]);
     let wider = writable_workdir_policy(&s, "wider", &[s.port, wider_port]);
-    let log = s.dir.join("deny.log");
+    let log = s.dir.log();
     let _ = std::fs::remove_file(&log);
     let wd = s.dir.path().to_str().unwrap();
     let script = format!(
@@ -317,8 +317,18 @@ fn planted_library(dir: &Path) -> PathBuf {
 }
 
 fn clients_policy(s: &Setup) -> PathBuf {
+    clients_policy_with(s, "  fs write workdir\n")
+}
+
+/// The working directory writable and executable: the kernel maps code
+/// from it, and the broker's check of the mappings guards identities.
+fn clients_policy_exec_workdir(s: &Setup) -> PathBuf {
+    clients_policy_with(s, "  fs write workdir\n  fs exec workdir\n")
+}
+
+fn clients_policy_with(s: &Setup, fs: &str) -> PathBuf {
     let body = format!(
-        "  landlock hard min_abi 4\n{SYSTEM}  fs write workdir\n  run_as user nobody group nogroup\n  binaries clients = {} {}\n  allow clients -> local.test:{}\n",
+        "  landlock hard min_abi 4\n{SYSTEM}{fs}  run_as user nobody group nogroup\n  binaries clients = {} {}\n  allow clients -> local.test:{}\n",
         exe("/usr/bin/curl"),
         exe("/usr/bin/python3"),
         s.port
@@ -330,7 +340,7 @@ fn clients_policy(s: &Setup) -> PathBuf {
 fn ld_preload_of_a_library_the_workload_can_write_takes_the_identity_away() {
     let s = setup();
     let lib = planted_library(s.dir.path());
-    let b = clients_policy(&s);
+    let b = clients_policy_exec_workdir(&s);
     let url = format!("http://local.test:{}/", s.port);
     // The same curl, first as itself, then with the planted library.
     let script = format!(
@@ -369,7 +379,7 @@ fn ld_preload_of_a_library_the_workload_can_write_takes_the_identity_away() {
 fn ld_audit_and_dlopen_of_a_planted_library_take_the_identity_away_too() {
     let s = setup();
     let lib = planted_library(s.dir.path());
-    let b = clients_policy(&s);
+    let b = clients_policy_exec_workdir(&s);
     // LD_AUDIT: the loader maps the library before the program's own.
     let url = format!("http://local.test:{}/", s.port);
     let script = format!(
@@ -540,5 +550,156 @@ fn a_link_to_a_file_the_workload_can_write_is_not_expanded() {
         flat(&out).contains("which the workload can write: not expanded"),
         "{}",
         stderr(&out)
+    );
+}
+
+// ---- code from a tree the workload may write, under every name ----
+
+#[test]
+fn code_from_a_tree_the_workload_may_write_but_not_execute_is_never_mapped() {
+    let s = setup();
+    let lib = planted_library(s.dir.path());
+    let b = clients_policy(&s);
+    let url = format!("http://local.test:{}/", s.port);
+    // The loader cannot map the library: the constructor that would copy
+    // itself to anonymous memory and unmap its file never runs.
+    let script = format!(
+        "LD_PRELOAD={} /usr/bin/curl -sS --max-time 10 {url}; echo \" preloaded=$?\"",
+        lib.display()
+    );
+    let (out, log) = s.run(&b, &["/usr/bin/bash", "-c", &script]);
+    assert_eq!(stdout(&out), "ok preloaded=0\n", "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("planted code runs"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("cannot be preloaded"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(Setup::denied(&log).is_empty(), "{log:?}");
+    // dlopen and a plain mmap(PROT_EXEC) of it fail the same way.
+    let code = format!(
+        "import ctypes,mmap,os\ntry:\n  ctypes.CDLL('{lib}'); print('loaded')\nexcept OSError as e:\n  print('dlopen', 'failed to map segment' in str(e))\nf=os.open('{lib}',os.O_RDONLY)\ntry:\n  mmap.mmap(f,4096,prot=mmap.PROT_READ|mmap.PROT_EXEC); print('mapped')\nexcept OSError as e:\n  print('mmap', e.errno)\n",
+        lib = lib.display()
+    );
+    let (out, _) = s.run(&b, &["/usr/bin/python3", "-c", &code]);
+    assert_eq!(stdout(&out), "dlopen True\nmmap 1\n", "{}", stderr(&out));
+}
+
+impl Setup {
+    /// The supervisor with `args`, in a mount namespace where `tree` is
+    /// also bind-mounted at `alias` (as an operator's mount would show
+    /// it): its status, stdout, stderr.
+    fn run_with_alias(&self, tree: &Path, alias: &Path, args: &[&str]) -> Output {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.net.name, "sh", "-c"])
+            .arg("mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\"")
+            .arg("sh")
+            .arg(tree)
+            .arg(alias)
+            .arg(common::SUPERVISOR)
+            .args(args);
+        output(cmd)
+    }
+}
+
+#[test]
+fn a_writable_tree_bind_mounted_elsewhere_is_writable_there_too() {
+    let s = setup();
+    let alias = Dir::new();
+    planted_library(s.dir.path());
+    let aliased_lib = alias.path().join("planted.so");
+    let url = format!("http://local.test:{}/", s.port);
+    let log = s.dir.log();
+    // Writable and executable: the mapping check knows the library by
+    // its other name.
+    let b = clients_policy_exec_workdir(&s);
+    let script = format!(
+        "LD_PRELOAD={} /usr/bin/curl -sS --max-time 10 {url}; echo \" preloaded=$?\"",
+        aliased_lib.display()
+    );
+    let mut args = s.args(&b, &log, &[]);
+    args.extend(["/usr/bin/bash", "-c", &script]);
+    let out = s.run_with_alias(s.dir.path(), alias.path(), &args);
+    assert!(
+        stdout(&out).contains(" preloaded=7"),
+        "{} {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let lines = log_lines(&log);
+    let denied = Setup::denied(&lines);
+    assert_eq!(denied.len(), 1, "{lines:?}");
+    let message = denied[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("runs code from `{}`", aliased_lib.display())),
+        "{message}"
+    );
+    // Writable only: the other name is noexec too.
+    let b = clients_policy(&s);
+    let code = format!(
+        "import mmap,os\nf=os.open('{}',os.O_RDONLY)\ntry:\n  mmap.mmap(f,4096,prot=mmap.PROT_READ|mmap.PROT_EXEC); print('mapped')\nexcept OSError as e:\n  print('mmap', e.errno)\n",
+        aliased_lib.display()
+    );
+    let mut args = s.args(&b, &log, &[]);
+    args.extend(["/usr/bin/python3", "-c", &code]);
+    let out = s.run_with_alias(s.dir.path(), alias.path(), &args);
+    assert_eq!(stdout(&out), "mmap 1\n", "{}", stderr(&out));
+    // A bundle to watch, or a log, under the other name: refused.
+    std::fs::copy(&b, s.dir.join("watched.bundle")).unwrap();
+    let watched = alias.path().join("watched.bundle");
+    let mut args = s.args(&watched, &log, &["--watch"]);
+    args.push("/usr/bin/true");
+    let out = s.run_with_alias(s.dir.path(), alias.path(), &args);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("writable_bundle"), "{}", stderr(&out));
+    let aliased_log = alias.path().join("deny.log");
+    let mut args = s.args(&b, &aliased_log, &[]);
+    args.push("/usr/bin/true");
+    let out = s.run_with_alias(s.dir.path(), alias.path(), &args);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("writable_log"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_unpinned_program_in_a_tree_writable_through_a_symlink_is_refused() {
+    let s = setup();
+    let bin = s.dir.mkdir("bin");
+    let tool = bin.join("tool");
+    std::fs::copy("/usr/bin/curl", &tool).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Write is granted through a link: the policy's text never names the
+    // tool's directory as writable, so `check` has nothing to report.
+    let link = s.dir.join("link");
+    symlink(&bin, &link).unwrap();
+    let body = format!(
+        "  landlock hard min_abi 4\n{SYSTEM}  fs write {}\n  fs exec {}\n  run_as user nobody group nogroup\n  binaries tool = {}\n  allow tool -> local.test:{}\n",
+        link.display(),
+        bin.display(),
+        tool.display(),
+        s.port
+    );
+    let b = bundle(&s.dir, "linked", &body);
+    let url = format!("http://local.test:{}/", s.port);
+    let script = format!(
+        "{} -sS --max-time 10 {url}; echo \" tool=$?\"",
+        tool.display()
+    );
+    let (out, log) = s.run(&b, &["/usr/bin/bash", "-c", &script]);
+    assert!(
+        stdout(&out).contains(" tool=7"),
+        "{} {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let denied = Setup::denied(&log);
+    assert_eq!(denied.len(), 1, "{log:?}");
+    let message = denied[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("which the workload can write, and only a rule without a SHA-256 pin"),
+        "{message}"
     );
 }

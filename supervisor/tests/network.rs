@@ -41,7 +41,7 @@ fn setup_with(rules: impl Fn(&Dir, u16) -> String) -> Setup {
 
 impl Setup {
     fn run(&self, cmd: &[&str]) -> (std::process::Output, Vec<serde_json::Value>) {
-        let log = self.dir.join("deny.log");
+        let log = self.dir.log();
         let _ = std::fs::remove_file(&log);
         let mut args = vec![
             "run",

@@ -368,7 +368,7 @@ fn every_shipped_policy_with_network_rules_allows_its_own_and_refuses_others() {
             case.hosts,
             None,
         );
-        let log = dir.join("deny.log");
+        let log = dir.log();
         let mut extra: Vec<String> = case
             .hosts
             .iter()

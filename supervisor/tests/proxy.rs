@@ -102,7 +102,7 @@ impl Sandbox {
         extra: &[&str],
         cmd: &[&str],
     ) -> std::process::Command {
-        let log = self.dir.join("deny.log");
+        let log = self.dir.log();
         let mut args = vec![
             "run",
             "--bundle",
@@ -129,9 +129,9 @@ impl Sandbox {
     }
 
     fn run(&self, bundle: &std::path::Path, cmd: &[&str]) -> (std::process::Output, Vec<Value>) {
-        let _ = std::fs::remove_file(self.dir.join("deny.log"));
+        let _ = std::fs::remove_file(self.dir.log());
         let out = output(self.command(bundle, &[], cmd));
-        (out, log_lines(&self.dir.join("deny.log")))
+        (out, log_lines(&self.dir.log()))
     }
 
     /// Runs CLIENT_PY with `requests`; the parsed responses, in order.
@@ -398,7 +398,7 @@ fn a_credential_is_injected_only_where_bound_and_never_seen_by_the_workload() {
             "the workload saw the secret: {x}"
         );
     }
-    let text = std::fs::read_to_string(s.dir.join("deny.log")).unwrap_or_default();
+    let text = std::fs::read_to_string(s.dir.log()).unwrap_or_default();
     assert!(!text.contains(SECRET), "the log holds the secret");
     assert_eq!(
         log.iter()
@@ -606,7 +606,7 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 fn reloads(s: &Sandbox) -> Vec<Value> {
-    log_lines(&s.dir.join("deny.log"))
+    log_lines(&s.dir.log())
         .into_iter()
         .filter(|l| l["class_uid"] == 6002)
         .collect()
@@ -669,7 +669,7 @@ fn a_reload_tightens_the_rules_for_open_connections_and_a_bad_bundle_is_refused(
     assert_eq!(after[1], 200, "{after}");
     assert!(after[2].is_string(), "closed: {after}");
     assert!(after[3].is_string(), "refused: {after}");
-    let log = log_lines(&s.dir.join("deny.log"));
+    let log = log_lines(&s.dir.log());
     assert!(
         log.iter().any(|l| l["unmapped"]["note"]
             .as_str()
@@ -763,7 +763,7 @@ fn watch_reloads_when_the_bundle_file_changes() {
     );
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    let _ = std::fs::remove_file(s.dir.join("deny.log"));
+    let _ = std::fs::remove_file(s.dir.log());
     let mut child = cmd.spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
     let tmp = s.dir.join("w.tmp");

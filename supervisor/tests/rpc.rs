@@ -80,7 +80,7 @@ impl Sandbox {
         resolve: &[&str],
         cmd: &[&str],
     ) -> (std::process::Output, Vec<Value>) {
-        let log = self.dir.join("deny.log");
+        let log = self.dir.log();
         let _ = std::fs::remove_file(&log);
         let mut args = vec![
             "run",
@@ -612,7 +612,7 @@ fn audit_mode_and_credential_injection_behave_on_rpc_endpoints_as_on_rest() {
         p = s.up.tls_port
     );
     let (out, log) = {
-        let log = s.dir.join("deny.log");
+        let log = s.dir.log();
         let _ = std::fs::remove_file(&log);
         let mut c = s.net.supervisor(
             &[
@@ -679,7 +679,7 @@ fn audit_mode_and_credential_injection_behave_on_rpc_endpoints_as_on_rest() {
             .any(|l| l["unmapped"]["error"] == "credential_not_bound"),
         "{log:#?}"
     );
-    let text = std::fs::read_to_string(s.dir.join("deny.log")).unwrap_or_default();
+    let text = std::fs::read_to_string(s.dir.log()).unwrap_or_default();
     assert!(!text.contains(SECRET), "the log holds the secret");
 }
 
@@ -839,7 +839,7 @@ fn a_real_mcp_client_lists_and_calls_an_allowed_tool_and_a_denied_one_never_reac
     let bundle = common::bundle(&bundles, "mcp", &body);
     let client = dir.join("mcp_client.py");
     std::fs::write(&client, MCP_CLIENT_PY).unwrap();
-    let log = dir.join("deny.log");
+    let log = dir.log();
     let url = format!("https://mcp.test:{}/mcp", server.port);
     let out = output(net.supervisor(
         &[

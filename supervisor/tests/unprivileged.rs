@@ -30,7 +30,7 @@ fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
     let bin = dir.join("openshell-supervisor");
     std::fs::copy(common::SUPERVISOR, &bin).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let log = dir.join("deny.log");
+    let log = dir.log();
     std::fs::write(&log, "").unwrap();
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
     let code = [

@@ -97,7 +97,7 @@ impl Sandbox {
         let python = format!("{VENV}/bin/python");
         let port = self.server.port.to_string();
         let limit = LIMIT.to_string();
-        let log = self.dir.join("deny.log");
+        let log = self.dir.log();
         let args = vec![
             "run",
             "--bundle",
@@ -130,7 +130,7 @@ impl Sandbox {
     /// Runs the client's `group` of steps in the sandbox: its steps by
     /// name, and the deny log's lines.
     fn run(&self, group: &str) -> (Steps, Vec<Value>) {
-        let log = self.dir.join("deny.log");
+        let log = self.dir.log();
         let _ = std::fs::remove_file(&log);
         let out = output(self.command(&self.bundle(), group));
         let text = stdout(&out);
@@ -337,7 +337,7 @@ fn real_clients_get_allowed_messages_through_and_denied_ones_closed_with_1008() 
             && l["unmapped"]["graphql_operation_type"] == "mutation"),
         "{denied:#?}"
     );
-    let text = std::fs::read_to_string(s.dir.join("deny.log")).unwrap_or_default();
+    let text = std::fs::read_to_string(s.dir.log()).unwrap_or_default();
     assert!(!text.contains(SECRET), "the log holds the secret");
 }
 
@@ -448,7 +448,7 @@ fn a_reload_judges_the_next_message_by_the_new_rules_and_closes_revoked_relays_w
     std::fs::copy(&tighter, &path).unwrap();
     enforcer::send_signal(pid, libc::SIGHUP).unwrap();
     wait_for("the reload", &|| {
-        log_lines(&s.dir.join("deny.log"))
+        log_lines(&s.dir.log())
             .iter()
             .any(|l| l["class_uid"] == 6002)
     });

@@ -17,13 +17,14 @@ use crate::sys::fd::{chdir, close_all_but, mark_cloexec_from, read, write_all};
 use crate::sys::process::{CStrArray, exit_now, waitpid};
 
 /// The child steps, in order; a failure report names one by its index.
-pub(crate) const STEPS: [&str; 19] = [
+pub(crate) const STEPS: [&str; 20] = [
     "reset signal dispositions",
     "enter a new network namespace",
     "bring up loopback",
     "enter a new mount namespace",
     "bind-mount the private file",
     "mount a private /proc",
+    "mount the writable trees noexec",
     "fork the workload under its init",
     "set up standard streams",
     "drop the bounding and ambient capabilities",
@@ -127,11 +128,17 @@ fn child_main(
         step(1, crate::netns::unshare_net());
         step(2, crate::netns::bring_up_loopback());
     }
-    if spec.new_pidns || spec.bind_file.is_some() {
+    if spec.new_pidns || spec.bind_file.is_some() || !spec.noexec.is_empty() {
         step(3, crate::mounts::unshare_mount_ns());
     }
     if let Some((source, target)) = spec.bind_file {
         step(4, crate::mounts::bind_mount_readonly(source, target));
+    }
+    for path in spec.noexec {
+        step(6, crate::mounts::set_noexec(path, true));
+    }
+    for path in spec.exec_again {
+        step(6, crate::mounts::set_noexec(path, false));
     }
     // The parent as `getppid` will show it: the init, for the workload in
     // a new PID namespace.
@@ -141,11 +148,11 @@ fn child_main(
         // The init's own parent is outside its namespace, so `getppid` says
         // 0 whether or not it is still alive; a parent that died before
         // this never sends the go, and the workload never runs.
-        step(13, crate::process::set_pdeathsig(libc::SIGKILL, 0));
-        step(6, crate::sys::process::block_all_signals());
+        step(14, crate::process::set_pdeathsig(libc::SIGKILL, 0));
+        step(7, crate::sys::process::block_all_signals());
         // Before the workload exists, so it can never ptrace or read the
         // init (a root-owned `/proc/1`), even as the same uid.
-        step(6, crate::sys::process::set_dumpable(false));
+        step(7, crate::sys::process::set_dumpable(false));
         // SAFETY: as in `fork_child`; this child is single-threaded, and
         // both sides go on with async-signal-safe calls only.
         let ret = unsafe {
@@ -159,10 +166,10 @@ fn child_main(
             )
         };
         let Ok(workload) = libc::pid_t::try_from(ret) else {
-            fail(6, Errno(libc::EINVAL))
+            fail(7, Errno(libc::EINVAL))
         };
         if workload < 0 {
-            fail(6, Errno::last());
+            fail(7, Errno::last());
         }
         if workload > 0 {
             init_main(workload, ends.status);
@@ -172,27 +179,27 @@ fn child_main(
     }
     for (target, fd) in (0..).zip(spec.stdio.iter()) {
         if let Some(fd) = fd {
-            step(7, dup_onto_stdio(*fd, target));
+            step(8, dup_onto_stdio(*fd, target));
         }
     }
     if spec.drop_bounding {
-        step(8, crate::process::drop_bounding_and_ambient(spec.last_cap));
+        step(9, crate::process::drop_bounding_and_ambient(spec.last_cap));
     }
     if let Some(id) = spec.identity {
-        step(9, crate::process::set_identity(id.uid, id.gid, id.groups));
+        step(10, crate::process::set_identity(id.uid, id.gid, id.groups));
     }
-    step(10, chdir(spec.cwd));
-    step(11, crate::process::clear_capability_sets());
-    step(12, crate::process::set_no_new_privs());
+    step(11, chdir(spec.cwd));
+    step(12, crate::process::clear_capability_sets());
+    step(13, crate::process::set_no_new_privs());
     step(
-        13,
+        14,
         crate::process::set_pdeathsig(libc::SIGKILL, parent_seen),
     );
-    step(14, mark_cloexec_from(3));
-    step(15, spec.ruleset.restrict_self());
+    step(15, mark_cloexec_from(3));
+    step(16, spec.ruleset.restrict_self());
     let listener = match spec.filter.install_with_listener() {
         Ok(fd) => fd,
-        Err(e) => fail(16, e),
+        Err(e) => fail(17, e),
     };
     // The child inherits the supervisor's non-dumpable state, which keeps
     // a supervisor without `CAP_SYS_PTRACE` from taking the listener
@@ -201,7 +208,7 @@ fn child_main(
     // kernel left it, so that no process of its new user can read the
     // supervisor's memory it still holds until `exec`.
     if spec.identity.is_none() {
-        step(17, crate::sys::process::set_dumpable(true));
+        step(18, crate::sys::process::set_dumpable(true));
     }
     send(report, MSG_LISTENER, listener.as_raw_fd());
     let mut byte = [0_u8; 1];

@@ -3,7 +3,7 @@
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-use crate::errno::{Errno, check_int};
+use crate::errno::{Errno, check, check_int};
 
 /// `unshare(CLONE_NEWNET)`.
 pub(crate) fn unshare_net() -> Result<(), Errno> {
@@ -63,6 +63,60 @@ pub(crate) fn mount_proc() -> Result<(), Errno> {
 pub(crate) fn detach(target: &CStr) -> Result<(), Errno> {
     // SAFETY: `target` is a NUL-terminated string that outlives the call.
     check_int(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(drop)
+}
+
+/// `struct mount_attr` of `mount_setattr(2)` (Linux 5.12).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `MOUNT_ATTR_NOEXEC`.
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// Bind-mounts `path` onto itself with everything mounted below it
+/// (`MS_BIND | MS_REC`), so that it is a mount of its own whose flags can
+/// change without touching the mount it lies in.
+pub(crate) fn bind_onto_itself(path: &CStr) -> Result<(), Errno> {
+    // SAFETY: `path` is NUL-terminated and outlives the call; a bind mount
+    // reads no filesystem type or data (null).
+    check_int(unsafe {
+        libc::mount(
+            path.as_ptr(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// Sets (`noexec` true) or clears `MOUNT_ATTR_NOEXEC` on the mount at
+/// `path` and every mount below it (`mount_setattr` with `AT_RECURSIVE`).
+pub(crate) fn set_noexec_recursive(path: &CStr, noexec: bool) -> Result<(), Errno> {
+    let attr = MountAttr {
+        attr_set: if noexec { MOUNT_ATTR_NOEXEC } else { 0 },
+        attr_clr: if noexec { 0 } else { MOUNT_ATTR_NOEXEC },
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `path` is NUL-terminated and `attr` initialised, both live
+    // across the call; the size passed is the struct's own.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE,
+            &raw const attr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
 }
 
 /// Bind-mounts `source` over `target` (`MS_BIND`).

@@ -141,7 +141,10 @@ fn ip_connect(
     };
     let decision = broker.decider.decide(&binary, ip, port);
     if decision.allowed()
-        && let Some(why) = broker.decider.foreign_code(call.tid(), &binary)
+        && let Some(why) = broker
+            .decider
+            .planted_program(&binary, ip, port)
+            .or_else(|| broker.decider.foreign_code(call.tid(), &binary))
     {
         if !call.still_valid() {
             return;

@@ -17,17 +17,27 @@ use std::time::{Duration, Instant};
 
 pub const SUPERVISOR: &str = env!("CARGO_BIN_EXE_openshell-supervisor");
 
-/// A temp dir everyone may enter (the workload runs as `nobody`).
-pub struct Dir(tempfile::TempDir);
+/// A temp dir everyone may enter (the workload runs as `nobody`), and
+/// beside it one for the deny log that only root may write: the
+/// supervisor refuses a log the workload could change.
+pub struct Dir(tempfile::TempDir, tempfile::TempDir);
 
 impl Dir {
     pub fn new() -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("osp-sup-")
-            .tempdir()
-            .unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        Self(dir)
+        let make = |mode| {
+            let dir = tempfile::Builder::new()
+                .prefix("osp-sup-")
+                .tempdir()
+                .unwrap();
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+            dir
+        };
+        Self(make(0o777), make(0o755))
+    }
+
+    /// Where the tests keep the deny log.
+    pub fn log(&self) -> PathBuf {
+        self.1.path().join("deny.log")
     }
 
     pub fn path(&self) -> &Path {
