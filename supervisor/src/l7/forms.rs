@@ -243,14 +243,29 @@ fn mark(starts: &mut [bool; 256], b: u8, fold_case: bool) {
 /// there is no backtracking, so a crafted text cannot make this slow.
 /// `secret` is what `l` encodes, `end` whether `text` is all there is.
 fn literal_at(l: &Literal, secret: &[u8], text: &[u8], end: bool) -> Found {
+    // Most positions are rejected by their first byte: keep that cheap.
+    if let (Some(&c), Some(&want)) = (text.first(), l.bytes.first())
+        && !(c == want || l.fold_case && c.eq_ignore_ascii_case(&want) || is_escape(c))
+    {
+        return Found::No;
+    }
     let mut t = 0;
     // The first character after the last dump line end passed over.
     let mut line_start = None;
     for (i, &want) in l.bytes.iter().enumerate() {
         let rest = text.get(t..).unwrap_or_default();
-        let mut need_more = false;
+        // Most characters follow directly: separators are read only when
+        // the character does not.
+        let mut need_more = match char_at(l, want, rest) {
+            Found::At(m) => {
+                t += m;
+                continue;
+            }
+            Found::NeedMore => true,
+            Found::No => false,
+        };
         let mut step = None;
-        for skip in std::iter::once(Skip::Len(0)).chain(separators(l.layout, i, rest)) {
+        for skip in separators(l.layout, i, rest) {
             let n = match skip {
                 Skip::Len(n) | Skip::Line(n) => n,
                 Skip::Partial => {
@@ -286,6 +301,11 @@ fn literal_at(l: &Literal, secret: &[u8], text: &[u8], end: bool) -> Found {
         }
     }
     Found::At(t)
+}
+
+/// Whether an escape can begin with `c`.
+fn is_escape(c: u8) -> bool {
+    matches!(c, b'%' | b'\\' | b'&' | b'+')
 }
 
 /// One character of a literal form, as itself or escaped.

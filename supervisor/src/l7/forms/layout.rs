@@ -86,6 +86,12 @@ fn grouped(text: &[u8]) -> (Skip, Skip) {
 /// A dump's line end: blanks and the ASCII column, the newline, then (if
 /// `offset`) the next line's offset and the blanks after it.
 fn dump_break(text: &[u8], offset: bool) -> Skip {
+    // What follows a line's hex digits starts with a blank or ends it.
+    match text.first() {
+        None => return Skip::Partial,
+        Some(b' ' | b'\t' | b'\r' | b'\n') => {}
+        Some(_) => return Skip::No,
+    }
     let window = text.get(..text.len().min(LINE_TAIL + 1)).unwrap_or(text);
     let Some(nl) = window.iter().position(|&c| c == b'\n') else {
         return if text.len() <= LINE_TAIL && line_tail(text) {
