@@ -893,7 +893,16 @@ fn a_server_echoing_the_secret_in_the_status_line_header_names_odd_bytes_encodin
     let s = Sandbox::new();
     let b = s.bundle("echo", CREDENTIAL_RULES);
     let auth = serde_json::json!({"Authorization": "Bearer $TOKEN"});
-    let kinds = ["reason", "header-name", "latin1", "encoded", "split"];
+    let kinds = [
+        "reason",
+        "header-name",
+        "latin1",
+        "encoded",
+        "split",
+        "wrapped",
+        "hex-laid",
+        "escapes",
+    ];
     let reqs: Vec<Value> = kinds
         .iter()
         .map(|k| serde_json::json!(["GET", format!("/attack/{k}"), auth]))
@@ -946,6 +955,56 @@ fn a_server_echoing_the_secret_in_the_status_line_header_names_odd_bytes_encodin
         "{split}"
     );
     assert_eq!(split.matches(ph).count(), 2, "{split}");
+    assert_laid_out_echoes_hold_only_the_placeholder(&r[5..], ph);
+}
+
+/// The base64 runs of a text holding the secret that depend on it alone,
+/// at each of the three offsets in a 3-byte group.
+const SECRET_BASE64: [&str; 3] = [
+    "cmVhbC1zZWNyZXQtMDEyMzQ1Njc4O",
+    "JlYWwtc2VjcmV0LTAxMjM0NTY3OD",
+    "yZWFsLXNlY3JldC0wMTIzNDU2Nzg5",
+];
+
+/// `wrapped`, `hex-laid` and `escapes` (see `upstream::attack`): every
+/// section replaced once, and no piece of the secret left in any form.
+fn assert_laid_out_echoes_hold_only_the_placeholder(r: &[Value], ph: &str) {
+    let windows = |s: &str, n: usize| -> Vec<String> {
+        s.as_bytes()
+            .windows(n)
+            .map(|w| String::from_utf8(w.to_vec()).unwrap())
+            .collect()
+    };
+    let wrapped = r[0]["body"].as_str().unwrap();
+    let sections: Vec<&str> = wrapped.split("\n--\n").collect();
+    assert_eq!(sections.len(), 3, "{wrapped}");
+    for section in sections {
+        assert_eq!(section.matches(ph).count(), 1, "base64: {section}");
+        let joined = section.replace(['\r', '\n'], "").replace("\\n", "");
+        for core in SECRET_BASE64 {
+            for w in windows(core, 12) {
+                assert!(!joined.contains(&w), "base64 `{w}` left: {section}");
+            }
+        }
+    }
+    let hex = r[1]["body"].as_str().unwrap();
+    let sections: Vec<&str> = hex.split("\n--\n").collect();
+    assert_eq!(sections.len(), 5, "{hex}");
+    for section in sections {
+        assert_eq!(section.matches(ph).count(), 1, "hex: {section}");
+        for w in windows(SECRET, 8) {
+            assert!(!section.contains(&w), "`{w}` left: {section}");
+        }
+    }
+    let escapes = r[2]["body"].as_str().unwrap();
+    let lines: Vec<&str> = escapes.lines().collect();
+    assert_eq!(lines.len(), 7, "{escapes}");
+    for line in lines {
+        assert!(
+            line.starts_with(ph) && !line.contains(['\\', '&', '%']),
+            "escaped: {line}"
+        );
+    }
 }
 
 #[test]

@@ -3,33 +3,42 @@
 //!
 //! A server that echoes what it received rarely echoes it byte for byte:
 //! it may change the case (a header name is lowercased), percent-encode it
-//! (a URL it builds), escape it for JSON or HTML, hex- or base64-encode it
-//! (a debug dump, a base64 of the whole `Authorization` value). One
+//! (a URL it builds), escape it for JSON, HTML, C or JavaScript, hex- or
+//! base64-encode it (a debug dump, a base64 of the whole `Authorization`
+//! value), and lay that out for people (wrapped, grouped, dumped). One
 //! matcher recognises the secret in each of these forms, and in any mix
 //! of them within one occurrence, so `REAL%2dsecret` is found as well as
 //! `real-secret`:
 //!
-//! - each byte of the secret, as itself (ASCII case ignored), or escaped:
-//!   `%HH`, `\xHH`, `\u00HH`, `\` before a punctuation character,
-//!   `&#NN;`, `&#xHH;`, the five named XML entities, `+` for a space;
-//! - the secret hex-encoded (either case);
+//! - each byte of the secret, as itself (ASCII case ignored), or escaped
+//!   in any spelling [`escape`] reads;
+//! - the secret hex-encoded (either case), its bytes run together or
+//!   separated as [`layout`] allows (groups, a dump's lines);
 //! - the secret base64-encoded inside any longer text (standard and URL
-//!   alphabets): for each of the three offsets the secret can start at in
-//!   a 3-byte group, the run of base64 characters that depends on the
-//!   secret alone. Only when that run is at least [`MIN_BASE64_CORE`]
-//!   characters long, so that a short secret does not match ordinary text.
+//!   alphabets), wrapped at any column: for each of the three offsets the
+//!   secret can start at in a 3-byte group, the run of base64 characters
+//!   that depends on the secret alone. Only when that run is at least
+//!   [`MIN_BASE64_CORE`] characters long, so that a short secret does not
+//!   match ordinary text.
+//!
+//! The matcher canonicalises as it reads (skips a separator, decodes an
+//! escape) instead of listing spellings, so a mix costs nothing extra and
+//! an occurrence cut anywhere between two pieces is held until decided.
 //!
 //! A server that transforms the secret further (encrypts it, reverses it,
 //! sends it a slice per response) is not an echo but an accomplice, and it
 //! holds the secret anyway: that is outside what scrubbing can stop (see
-//! `docs/threat-model.md`).
+//! `docs/threat-model.md`, which lists the encodings left out).
+
+mod escape;
+mod layout;
+
+use escape::{Escape, escape_of};
+use layout::{Layout, Skip, column_tail, separators};
 
 /// The shortest base64 run worth matching: 16 characters are 96 bits of
 /// the secret, which ordinary text does not contain by chance.
 pub(super) const MIN_BASE64_CORE: usize = 16;
-
-/// The longest escape of one byte (`&#x0HH;` and the like).
-const MAX_ESCAPE: usize = 8;
 
 /// The outcome of matching at one position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +56,7 @@ enum Found {
 struct Literal {
     bytes: Vec<u8>,
     fold_case: bool,
+    layout: Layout,
 }
 
 /// The secret in every form above.
@@ -71,16 +81,12 @@ pub(super) struct Scan {
 
 impl SecretForms {
     pub(super) fn new(secret: &[u8]) -> Self {
-        let mut literals = vec![
-            Literal {
-                bytes: hex(secret),
-                fold_case: true,
-            },
-            Literal {
-                bytes: secret.to_vec(),
-                fold_case: true,
-            },
-        ];
+        // The secret as itself is the escaped form with no escape in it.
+        let mut literals = vec![Literal {
+            bytes: hex(secret),
+            fold_case: true,
+            layout: Layout::Hex,
+        }];
         for alphabet in [STANDARD, URL_SAFE] {
             for offset in 0..3 {
                 let core = base64_core(secret, offset, alphabet);
@@ -88,6 +94,7 @@ impl SecretForms {
                     literals.push(Literal {
                         bytes: core,
                         fold_case: false,
+                        layout: Layout::Base64,
                     });
                 }
             }
@@ -98,6 +105,9 @@ impl SecretForms {
             if let Some(&b) = l.bytes.first() {
                 mark(&mut starts, b, l.fold_case);
             }
+        }
+        if let Some(&b) = secret.first() {
+            mark(&mut starts, b, true);
         }
         for b in [b'%', b'\\', b'&', b'+'] {
             mark(&mut starts, b, false);
@@ -121,7 +131,7 @@ impl SecretForms {
         {
             at += skip;
             let rest = text.get(at..).unwrap_or_default();
-            match self.match_at(rest) {
+            match self.match_at(rest, end) {
                 // (An empty secret matches nowhere; secrets are never empty.)
                 Found::At(len) if len > 0 => {
                     scan.found.push(at..at + len);
@@ -157,10 +167,10 @@ impl SecretForms {
         self.starts.get(usize::from(b)).copied().unwrap_or(false)
     }
 
-    fn match_at(&self, text: &[u8]) -> Found {
+    fn match_at(&self, text: &[u8], end: bool) -> Found {
         let mut need_more = false;
         for l in &self.literals {
-            match literal_at(l, text) {
+            match literal_at(l, &self.secret, text, end) {
                 Found::At(n) => return Found::At(n),
                 Found::NeedMore => need_more = true,
                 Found::No => {}
@@ -184,10 +194,9 @@ impl SecretForms {
             let Some(rest) = text.get(t..).filter(|r| !r.is_empty()) else {
                 return Found::NeedMore;
             };
-            let escape = unescape(rest);
             let raw = rest.first().is_some_and(|c| c.eq_ignore_ascii_case(&want));
-            match escape {
-                Escape::Byte(b, len) if b == want => {
+            match escape_of(rest, want) {
+                Escape::Byte(len) => {
                     if raw {
                         // Ambiguous: try the escape reading on its own.
                         let tail = secret.get(i + 1..).unwrap_or_default();
@@ -203,7 +212,7 @@ impl SecretForms {
                 }
                 Escape::Partial if !raw => return Found::NeedMore,
                 Escape::Partial => need_more = true,
-                _ => {}
+                Escape::No => {}
             }
             if !raw {
                 return if need_more {
@@ -228,21 +237,89 @@ fn mark(starts: &mut [bool; 256], b: u8, fold_case: bool) {
     }
 }
 
-fn literal_at(l: &Literal, text: &[u8]) -> Found {
-    let n = l.bytes.len().min(text.len());
-    let (a, b) = (
-        l.bytes.get(..n).unwrap_or_default(),
-        text.get(..n).unwrap_or_default(),
-    );
-    let same = if l.fold_case {
-        a.eq_ignore_ascii_case(b)
-    } else {
-        a == b
+/// `l` at the start of `text`: each character as itself or escaped, with
+/// the separators its layout allows between them. Of the readings of a
+/// separator, the first after which the next character follows is taken;
+/// there is no backtracking, so a crafted text cannot make this slow.
+/// `secret` is what `l` encodes, `end` whether `text` is all there is.
+fn literal_at(l: &Literal, secret: &[u8], text: &[u8], end: bool) -> Found {
+    // Most positions are rejected by their first byte: keep that cheap.
+    if let (Some(&c), Some(&want)) = (text.first(), l.bytes.first())
+        && !(c == want || l.fold_case && c.eq_ignore_ascii_case(&want) || is_escape(c))
+    {
+        return Found::No;
+    }
+    let mut t = 0;
+    // The first character after the last dump line end passed over.
+    let mut line_start = None;
+    for (i, &want) in l.bytes.iter().enumerate() {
+        let rest = text.get(t..).unwrap_or_default();
+        // Most characters follow directly: separators are read only when
+        // the character does not.
+        let mut need_more = match char_at(l, want, rest) {
+            Found::At(m) => {
+                t += m;
+                continue;
+            }
+            Found::NeedMore => true,
+            Found::No => false,
+        };
+        let mut step = None;
+        for skip in separators(l.layout, i, rest) {
+            let n = match skip {
+                Skip::Len(n) | Skip::Line(n) => n,
+                Skip::Partial => {
+                    need_more = true;
+                    continue;
+                }
+                Skip::No => continue,
+            };
+            match char_at(l, want, rest.get(n..).unwrap_or_default()) {
+                Found::At(m) => {
+                    step = Some(n + m);
+                    if matches!(skip, Skip::Line(_)) {
+                        line_start = Some(i);
+                    }
+                    break;
+                }
+                Found::NeedMore => need_more = true,
+                Found::No => {}
+            }
+        }
+        match step {
+            Some(n) => t += n,
+            None if need_more => return Found::NeedMore,
+            None => return Found::No,
+        }
+    }
+    // A dump shows the bytes of its last line once more, as themselves.
+    if let Some(i) = line_start {
+        let tail = secret.get(i / 2..).unwrap_or_default();
+        match column_tail(text.get(t..).unwrap_or_default(), tail, end) {
+            Some(n) => t += n,
+            None => return Found::NeedMore,
+        }
+    }
+    Found::At(t)
+}
+
+/// Whether an escape can begin with `c`.
+fn is_escape(c: u8) -> bool {
+    matches!(c, b'%' | b'\\' | b'&' | b'+')
+}
+
+/// One character of a literal form, as itself or escaped.
+fn char_at(l: &Literal, want: u8, text: &[u8]) -> Found {
+    let Some(&c) = text.first() else {
+        return Found::NeedMore;
     };
-    match (same, n == l.bytes.len()) {
-        (false, _) => Found::No,
-        (true, true) => Found::At(n),
-        (true, false) => Found::NeedMore,
+    if c == want || l.fold_case && c.eq_ignore_ascii_case(&want) {
+        return Found::At(1);
+    }
+    match escape_of(text, want) {
+        Escape::Byte(n) => Found::At(n),
+        Escape::Partial => Found::NeedMore,
+        Escape::No => Found::No,
     }
 }
 
@@ -257,106 +334,6 @@ pub(super) fn splice(text: &[u8], found: &[std::ops::Range<usize>], with: &[u8])
     }
     out.extend_from_slice(text.get(last..).unwrap_or_default());
     out
-}
-
-/// What an escape at the start of a text stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Escape {
-    /// This byte, written with this many bytes.
-    Byte(u8, usize),
-    /// The text ends inside what could be an escape.
-    Partial,
-    None,
-}
-
-fn unescape(text: &[u8]) -> Escape {
-    let Some(&first) = text.first() else {
-        return Escape::None;
-    };
-    let window = text.get(..MAX_ESCAPE.min(text.len())).unwrap_or_default();
-    let complete = text.len() >= MAX_ESCAPE;
-    let result = match first {
-        b'%' => hex_escape(window, 1, 2),
-        b'+' => Escape::Byte(b' ', 1),
-        b'\\' => match window.get(1) {
-            Some(b'x') => hex_escape(window, 2, 2),
-            Some(b'u') => match hex_escape(window, 2, 4) {
-                Escape::Byte(..) if window.get(2..4) != Some(b"00") => Escape::None,
-                e => e,
-            },
-            Some(&c) if c.is_ascii_punctuation() => Escape::Byte(c, 2),
-            Some(_) => Escape::None,
-            None => Escape::Partial,
-        },
-        b'&' => entity(window),
-        _ => Escape::None,
-    };
-    match result {
-        Escape::Partial if complete => Escape::None,
-        e => e,
-    }
-}
-
-/// `digits` hex digits after `skip` bytes.
-fn hex_escape(text: &[u8], skip: usize, digits: usize) -> Escape {
-    let Some(hexits) = text.get(skip..skip + digits) else {
-        let rest = text.get(skip..).unwrap_or_default();
-        return if rest.iter().all(u8::is_ascii_hexdigit) {
-            Escape::Partial
-        } else {
-            Escape::None
-        };
-    };
-    let value = hexits.iter().try_fold(0_u32, |acc, &c| {
-        char::from(c).to_digit(16).map(|d| acc * 16 + d)
-    });
-    match value.and_then(|v| u8::try_from(v).ok()) {
-        Some(b) => Escape::Byte(b, skip + digits),
-        None => Escape::None,
-    }
-}
-
-/// `&#NN;`, `&#xHH;`, `&amp;` and the other XML entities.
-fn entity(text: &[u8]) -> Escape {
-    const NAMED: [(&[u8], u8); 5] = [
-        (b"&amp;", b'&'),
-        (b"&lt;", b'<'),
-        (b"&gt;", b'>'),
-        (b"&quot;", b'"'),
-        (b"&apos;", b'\''),
-    ];
-    for (name, b) in NAMED {
-        if text.starts_with(name) {
-            return Escape::Byte(b, name.len());
-        }
-        if name.starts_with(text) {
-            return Escape::Partial;
-        }
-    }
-    let Some(semi) = text.iter().position(|&c| c == b';') else {
-        return if text.len() < MAX_ESCAPE && text.starts_with(b"&#") || text == b"&" {
-            Escape::Partial
-        } else {
-            Escape::None
-        };
-    };
-    let body = text.get(2..semi).unwrap_or_default();
-    let (digits, radix) = match body.first() {
-        Some(b'x' | b'X') => (body.get(1..).unwrap_or_default(), 16),
-        _ => (body, 10),
-    };
-    if !text.starts_with(b"&#") || digits.is_empty() {
-        return Escape::None;
-    }
-    let value = digits.iter().try_fold(0_u32, |acc, &c| {
-        char::from(c)
-            .to_digit(radix)
-            .and_then(|d| acc.checked_mul(radix)?.checked_add(d))
-    });
-    match value.and_then(|v| u8::try_from(v).ok()) {
-        Some(b) => Escape::Byte(b, semi + 1),
-        None => Escape::None,
-    }
 }
 
 fn hex(bytes: &[u8]) -> Vec<u8> {

@@ -214,6 +214,54 @@ mod tests {
         }
     }
 
+    /// The laid-out and rarer forms: the body scrubbed whole, cut once
+    /// anywhere, and one byte per chunk, comes out the same, with the
+    /// occurrence replaced.
+    #[tokio::test]
+    async fn a_laid_out_or_rarely_escaped_secret_cut_anywhere_is_replaced() {
+        let secret = "real-secret-0123456789";
+        let table = [
+            (
+                "<72:65:61:6C:2d:73:65:63:72:65:74:2d:30:31:32:33:34:35:36:37:38:39>",
+                "<P>",
+            ),
+            (
+                "{0x72, 0x65, 0x61, 0x6c, 0x2d, 0x73, 0x65, 0x63, 0x72, 0x65, 0x74, 0x2d, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39}",
+                "{0xP}",
+            ),
+            (
+                "00000000: 4265 6172 6572 2072 6561 6c2d 7365 6372  Bearer real-secr\n00000010: 6574 2d30 3132 3334 3536 3738 390a       et-0123456789.\n",
+                "00000000: 4265 6172 6572 20P.\n",
+            ),
+            (
+                "x=QmVhcmVyIHJlYWwtc2VjcmV0\r\nLTAxMjM0NTY3ODkgYW5k;",
+                "x=QmVhcmVyIHPkgYW5k;",
+            ),
+            (
+                "\"eHlCZWFyZXIgcmVhbC1z\\nZWNyZXQtMDEyMzQ1Njc4OSBhbmQ\"",
+                "\"eHlCZWFyZXIgPSBhbmQ\"",
+            ),
+            ("<p>real&#0000045;secret&#x0002D;0123456789</p>", "<p>P</p>"),
+            ("real\\055secret\\u{2d}0123456789 %u0041", "P %u0041"),
+            ("u=real%u002Dsecret\\0055\\x30123456789&", "u=P&"),
+        ];
+        for (text, want) in table {
+            assert_eq!(scrub(&[text], secret, "P").await, want, "{text}");
+            for cut in 0..text.len() {
+                let (a, b) = text.split_at(cut);
+                let out = scrub(&[a, b], secret, "P").await;
+                assert_eq!(out, want, "{text} cut at {cut}");
+            }
+            let bytes: Vec<String> = text.chars().map(String::from).collect();
+            let bytes: Vec<&str> = bytes.iter().map(String::as_str).collect();
+            assert_eq!(
+                scrub(&bytes, secret, "P").await,
+                want,
+                "{text} byte by byte"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn trailers_are_scrubbed() {
         let mut frames = frames(&["body"]);

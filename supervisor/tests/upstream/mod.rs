@@ -327,6 +327,9 @@ async fn answer(
 /// | `latin1` | a header value holding a non-ASCII byte |
 /// | `encoded` | the body, percent-encoded, upper-cased, JSON-escaped, hex, base64 |
 /// | `split` | the body, cut inside the token and inside an escape, sent in pieces with pauses |
+/// | `wrapped` | the body: base64 of a longer text holding the value, wrapped as PEM (64, `\n`), MIME (76, `\r\n`), base64url (64, JSON `\\n`), at each byte offset, sections split by `--` lines, sent in pieces |
+/// | `hex-laid` | the body: the token as `de:ad`, `DE AD`, `0xde, 0xad`, an `xxd` dump and a `hexdump -C` dump of the value, sections split by `--` lines, sent in pieces |
+/// | `escapes` | the body: the token with every byte as `&#000NNN;`, `&#x000HH;`, octal `\NNN`, `\0NNN`, `\u{HH}`, `%uHHHH`, and mixed with `\xHH`, `\u00HH`, `&#NN;`, `%HH`, one line each, sent in pieces |
 /// | `range` | the echo, only the byte range asked for (`Range: bytes=A-B`) |
 /// | `gzip-if-asked` | the echo, gzip-compressed when `Accept-Encoding` allows it |
 /// | `gzip` | the echo, gzip-compressed whatever was asked |
@@ -379,6 +382,57 @@ fn attack(kind: &str, auth: &str, headers: &[(String, String)], echo: String) ->
                 format!("{d} end"),
             ];
             *resp.body_mut() = Paced::new(pieces).boxed_unsync();
+        }
+        "wrapped" => {
+            // Long enough that every wrap falls inside the token's run.
+            let text = format!("{{\"padding\": \"01234567\", \"echo\": \"{auth}\"}}");
+            let url = |s: String| s.replace('+', "-").replace('/', "_");
+            let sections = [
+                wrap(&base64(text.as_bytes()), 64, "\n"),
+                wrap(&base64(format!("x{text}").as_bytes()), 76, "\r\n"),
+                wrap(&url(base64(format!("xy{text}").as_bytes())), 64, "\\n"),
+            ];
+            *resp.body_mut() = Paced::new(pieces(&sections.join("\n--\n"), 13)).boxed_unsync();
+        }
+        "hex-laid" => {
+            let bytes = |sep: &str, upper: bool| {
+                let each = token.bytes().map(|b| {
+                    if upper {
+                        format!("{b:02X}")
+                    } else {
+                        format!("{b:02x}")
+                    }
+                });
+                each.collect::<Vec<_>>().join(sep)
+            };
+            let sections = [
+                bytes(":", false),
+                bytes(" ", true),
+                format!("{{0x{}}}", bytes(", 0x", false)),
+                xxd(format!("Bearer {token}\n").as_bytes()),
+                hexdump_c(format!("Bearer {token}\n").as_bytes()),
+            ];
+            *resp.body_mut() = Paced::new(pieces(&sections.join("\n--\n"), 13)).boxed_unsync();
+        }
+        "escapes" => {
+            let each = |f: &dyn Fn(usize, u8) -> String| -> String {
+                token.bytes().enumerate().map(|(i, b)| f(i, b)).collect()
+            };
+            let lines = [
+                each(&|_, b| format!("&#{b:07};")),
+                each(&|_, b| format!("&#x{b:05X};")),
+                each(&|_, b| format!("\\{b:03o}")),
+                each(&|_, b| format!("\\0{b:03o}")),
+                each(&|_, b| format!("\\u{{{b:x}}}")),
+                each(&|_, b| format!("%u{b:04X}")),
+                each(&|i, b| match i % 4 {
+                    0 => format!("\\x{b:02x}"),
+                    1 => format!("\\u{b:04x}"),
+                    2 => format!("&#{b};"),
+                    _ => format!("%{b:02X}"),
+                }),
+            ];
+            *resp.body_mut() = Paced::new(pieces(&lines.join("\n"), 29)).boxed_unsync();
         }
         "range" => {
             if let Some((a, b)) = header("range")
@@ -433,6 +487,75 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
         "compressed text that still shows its input proves nothing"
     );
     out.stdout
+}
+
+/// `text` with `brk` after every `width` characters.
+fn wrap(text: &str, width: usize, brk: &str) -> String {
+    let lines: Vec<&str> = text
+        .as_bytes()
+        .chunks(width)
+        .map(|l| std::str::from_utf8(l).unwrap())
+        .collect();
+    lines.join(brk)
+}
+
+/// `text` cut into pieces of `n` bytes.
+fn pieces(text: &str, n: usize) -> Vec<String> {
+    text.as_bytes()
+        .chunks(n)
+        .map(|p| String::from_utf8(p.to_vec()).unwrap())
+        .collect()
+}
+
+/// What `xxd` prints: offset, 8 groups of 2 bytes, the ASCII column.
+fn xxd(bytes: &[u8]) -> String {
+    dump(bytes, |offset, line| {
+        let groups: Vec<String> = line
+            .chunks(2)
+            .map(|g| g.iter().map(|b| format!("{b:02x}")).collect())
+            .collect();
+        format!("{offset:08x}: {:<39}  {}\n", groups.join(" "), ascii(line))
+    })
+}
+
+/// What `hexdump -C` prints: offset, 2 × 8 bytes, the ASCII column in `|`.
+fn hexdump_c(bytes: &[u8]) -> String {
+    dump(bytes, |offset, line| {
+        let halves: Vec<String> = line
+            .chunks(8)
+            .map(|h| {
+                h.iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        format!(
+            "{offset:08x}  {:<48}  |{}|\n",
+            halves.join("  "),
+            ascii(line)
+        )
+    })
+}
+
+fn dump(bytes: &[u8], line: impl Fn(usize, &[u8]) -> String) -> String {
+    bytes
+        .chunks(16)
+        .enumerate()
+        .map(|(i, l)| line(i * 16, l))
+        .collect()
+}
+
+fn ascii(line: &[u8]) -> String {
+    line.iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                char::from(b)
+            } else {
+                '.'
+            }
+        })
+        .collect()
 }
 
 fn base64(bytes: &[u8]) -> String {
