@@ -158,3 +158,28 @@ fn a_bare_address_is_not_attributed_to_a_name_the_workload_never_asked_for() {
         }
     }
 }
+
+/// The sandbox's loopback is its own: a connect no rule allows to a bare
+/// loopback address reaches a server the workload runs there (bound by
+/// `listen`, as Landlock refuses it `bind`), and nothing
+/// of the host's. Where nothing listens, the refusal is logged: what the
+/// workload aimed at may be the host's loopback.
+#[test]
+fn a_bare_loopback_connect_reaches_only_the_sandboxs_own_and_a_refusal_is_logged() {
+    let s = setup();
+    let trap = s.net.trap_tcp("127.0.0.1:0");
+    let host_port = trap.local_addr().unwrap().port();
+    let code = format!(
+        "import socket\nsrv=socket.socket(); srv.listen(1)\nown=srv.getsockname()[1]\nfor p in ({host_port}, own):\n  s=socket.socket()\n  try:\n    s.connect(('127.0.0.1',p)); print('connected', p==own)\n  except OSError as e:\n    print(e.errno)\n"
+    );
+    let (out, log) = s.run(&["/usr/bin/python3", "-c", &code]);
+    assert_eq!(stdout(&out), "111\nconnected True\n", "{}", stderr(&out));
+    assert!(
+        matches!(trap.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the host's listener was reached"
+    );
+    let denied: Vec<_> = log.iter().filter(|l| l["action"] == "Denied").collect();
+    assert_eq!(denied.len(), 1, "{log:?}");
+    assert_eq!(denied[0]["dst_endpoint"]["ip"], "127.0.0.1");
+    assert_eq!(denied[0]["dst_endpoint"]["port"], u64::from(host_port));
+}

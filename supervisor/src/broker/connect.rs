@@ -3,7 +3,7 @@
 //! | destination | `--netns new` | `--netns none` |
 //! |---|---|---|
 //! | IP, TCP, a route allows it | connect from the supervisor, install | same |
-//! | IP, TCP, refused, loopback, not a named host | performed on the workload's own socket (its loopback) | refused |
+//! | IP, TCP, refused, loopback, not a named host | performed on the workload's own socket (its loopback); logged if nothing listens | refused |
 //! | IP, TCP, refused | `ECONNREFUSED` + log | same |
 //! | TCP to a host nameserver, port 53 | (not special) | connected to the stub |
 //! | IP, UDP, loopback | performed (the stub lives there) | refused |
@@ -169,7 +169,7 @@ fn ip_connect(
     }
     let local = ip.is_loopback() && (decision.host.is_none() || port == 53);
     if local && broker.isolated_netns().is_some() && in_sandbox(broker, &sock) {
-        return perform(broker, call, sock, sockaddr(dst));
+        return perform_on_own_loopback(broker, call, sock, dst, binary.path);
     }
     broker.deny(
         &call,
@@ -289,6 +289,39 @@ fn perform(broker: &Arc<Broker>, call: Call, sock: OwnedFd, addr: SockAddr) {
         match result {
             Ok(Ok(())) => call.succeed(),
             Ok(Err(e)) | Err(e) => call.fail(e.raw()),
+        }
+    });
+}
+
+/// A connect no rule allows to the sandbox's own loopback, performed: a
+/// server the workload runs there answers. When none listens
+/// (`ECONNREFUSED`) the refusal is logged, since what the workload meant to
+/// reach may well be the host's loopback, which is out of its reach.
+fn perform_on_own_loopback(
+    broker: &Arc<Broker>,
+    call: Call,
+    sock: OwnedFd,
+    dst: SocketAddr,
+    binary: String,
+) {
+    let me = Arc::clone(broker);
+    broker.runtime.spawn_blocking(move || {
+        match enforcer::connect_on(sock.as_fd(), &sockaddr(dst)) {
+            Ok(()) => call.succeed(),
+            Err(e) if e.raw() == libc::ECONNREFUSED => me.deny(
+                &call,
+                libc::ECONNREFUSED,
+                NetEvent {
+                    syscall: "connect",
+                    protocol: "tcp",
+                    binary: Some(&binary),
+                    ip: Some(dst.ip()),
+                    port: Some(dst.port()),
+                    reason: "no rule allows this address, and nothing listens at it on the sandbox's own loopback (the host's loopback is out of reach)",
+                    ..NetEvent::default()
+                },
+            ),
+            Err(e) => call.fail(e.raw()),
         }
     });
 }
