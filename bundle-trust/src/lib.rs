@@ -27,6 +27,7 @@
 //! This crate holds no runtime and no database: the supervisor links it
 //! next to its own network code, the gateway next to its store.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use std::fmt;

@@ -75,6 +75,7 @@ mod notify;
 mod process;
 mod procfs;
 mod seccomp;
+pub mod signals;
 mod sockaddr;
 mod spawn;
 #[expect(

@@ -251,7 +251,7 @@ fn init_main(workload: libc::pid_t, status: Option<BorrowedFd<'_>>) -> ! {
     // read EOF once the workload execs, and the go pipe is the workload's.
     let _ = close_all_but(status.map(|fd| fd.as_raw_fd()));
     loop {
-        let Ok(got) = crate::sys::process::wait_signal() else {
+        let Ok(Some(got)) = crate::sys::process::wait_signal(None) else {
             continue;
         };
         if got.signal == libc::SIGCHLD {

@@ -4,6 +4,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use crate::errno::{Errno, check, check_int};
 
@@ -213,35 +214,57 @@ pub(crate) fn block_all_signals() -> Result<(), Errno> {
     .map(drop)
 }
 
-/// A signal taken by [`wait_signal`]: its number, the sender's pid as the
-/// caller's PID namespace sees it (0 for a sender outside it, or the
-/// kernel) and `si_code` (positive when the kernel generated it).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Delivered {
-    pub(crate) signal: libc::c_int,
-    pub(crate) sender: libc::pid_t,
-    pub(crate) code: libc::c_int,
+/// A signal taken by [`wait_signal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    /// The signal's number.
+    pub signal: libc::c_int,
+    /// The sender's pid as the caller's PID namespace sees it: 0 for a
+    /// sender outside it, or for the kernel.
+    pub sender: libc::pid_t,
+    /// `si_code`: positive when the kernel generated the signal.
+    pub code: libc::c_int,
 }
 
-/// `sigwaitinfo` on every signal; blocks until one is pending. Call
+/// `sigtimedwait` on every signal: the next pending one, or `None` once
+/// `timeout` has passed (`None` waits for ever). Call
 /// [`block_all_signals`] first.
-pub(crate) fn wait_signal() -> Result<Delivered, Errno> {
+pub(crate) fn wait_signal(
+    timeout: Option<std::time::Duration>,
+) -> Result<Option<Delivered>, Errno> {
     // SAFETY: as in `block_all_signals`.
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: `all` is live and writable.
     check_int(unsafe { libc::sigfillset(&raw mut all) })?;
     // SAFETY: an all-zero siginfo_t is valid plain data.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `all` is initialised and `info` live and writable.
-    let signal = check_int(unsafe { libc::sigwaitinfo(&raw const all, &raw mut info) })?;
+    let limit = timeout.map(|t| libc::timespec {
+        tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(t.subsec_nanos()),
+    });
+    let limit_ptr = limit.as_ref().map_or(std::ptr::null(), std::ptr::from_ref);
+    // SAFETY: `all` is initialised, `info` live and writable, and
+    // `limit_ptr` null or pointing at `limit`, which outlives the call.
+    let signal =
+        match check_int(unsafe { libc::sigtimedwait(&raw const all, &raw mut info, limit_ptr) }) {
+            Ok(signal) => signal,
+            Err(Errno(libc::EAGAIN)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
     // SAFETY: the kernel filled `info` for a delivered signal; `si_pid`
     // reads the sender field every user-sent signal carries (0 otherwise).
     let sender = unsafe { info.si_pid() };
-    Ok(Delivered {
+    Ok(Some(Delivered {
         signal,
         sender,
         code: info.si_code,
-    })
+    }))
+}
+
+/// `tcsetpgrp(fd, pgid)`.
+pub(crate) fn set_foreground_group(fd: BorrowedFd<'_>, pgid: libc::pid_t) -> Result<(), Errno> {
+    // SAFETY: tcsetpgrp takes a live fd and an integer.
+    check_int(unsafe { libc::tcsetpgrp(fd.as_raw_fd(), pgid) }).map(drop)
 }
 
 /// `PR_SET_DUMPABLE`: a process that is not dumpable has no core dump and

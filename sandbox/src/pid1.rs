@@ -1,0 +1,191 @@
+//! The duties of the workload's PID 1.
+//!
+//! The workload runs in a process group of its own (the terminal's
+//! foreground group when there is one), started with every signal
+//! unblocked. Here every signal stays blocked and is taken in turn:
+//!
+//! - `SIGCHLD`: every child that has ended is reaped, the orphans the
+//!   kernel hands to a PID 1 (or to a child subreaper) among them. Only
+//!   this process's own children are reaped, so a status some process of
+//!   the workload waits for is never taken from it. When the workload
+//!   itself ends, its status is the result.
+//! - `SIGTERM`, `SIGINT`, `SIGHUP`, `SIGQUIT`, `SIGUSR1`, `SIGUSR2` and
+//!   `SIGWINCH` from outside are passed on to the workload's process
+//!   group. After a `SIGTERM`, a workload still running when the grace
+//!   period ends is killed with its group.
+//! - As PID 1 of a namespace, a signal sent from inside it (a sender the
+//!   namespace can name) is dropped: the workload can neither stop nor
+//!   fool its init. The kernel already ignores `SIGKILL` and `SIGSTOP`
+//!   sent to an init from its own namespace.
+//!
+//! When the workload ends, nothing it started outlives it: as PID 1 the
+//! kernel kills the rest of the namespace when this process exits; as a
+//! subreaper (where no PID namespace could be made) every remaining
+//! descendant is killed and reaped first.
+//!
+//! This process holds nothing the workload should read, but it is made
+//! non-dumpable with a 0/0 core limit from its start regardless: a
+//! workload of the same user can then neither `ptrace` it, nor take its
+//! descriptors (`pidfd_getfd`), nor read its memory.
+
+use std::ffi::OsString;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use enforcer::signals::{self, Delivered};
+use enforcer::{Errno, ExitStatus, Reaped};
+
+/// Signals passed on to the workload's process group.
+pub const FORWARDED: [libc::c_int; 7] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+];
+
+/// How long a workload has between the `SIGTERM` passed on to it and
+/// `SIGKILL`, unless told otherwise.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// Why the workload could not be run or waited for.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Pid1Error {
+    /// A step of setting up this process failed.
+    #[error("cannot {step}: {errno}")]
+    Setup {
+        /// What was being done.
+        step: &'static str,
+        /// The kernel's answer.
+        errno: Errno,
+    },
+    /// The command could not be started.
+    #[error("cannot run `{program}`: {source}")]
+    Spawn {
+        /// The program named.
+        program: String,
+        /// Why it did not start.
+        source: std::io::Error,
+    },
+    /// Waiting for signals or children failed.
+    #[error("cannot wait for the workload: {0}")]
+    Wait(Errno),
+}
+
+/// Runs `command` as the workload and returns how it ended.
+pub fn run(command: &[OsString], grace: Duration) -> Result<ExitStatus, Pid1Error> {
+    let setup = |step| move |errno| Pid1Error::Setup { step, errno };
+    enforcer::forbid_core_dumps().map_err(setup("forbid core dumps"))?;
+    let is_init = std::process::id() == 1;
+    if !is_init {
+        enforcer::set_child_subreaper().map_err(setup("become a child subreaper"))?;
+    }
+    signals::block_all().map_err(setup("block signals"))?;
+    let (program, args) = command.split_first().ok_or_else(|| Pid1Error::Spawn {
+        program: String::new(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command given"),
+    })?;
+    let child = Command::new(program)
+        .args(args)
+        .process_group(0)
+        .spawn()
+        .map_err(|source| Pid1Error::Spawn {
+            program: program.to_string_lossy().into_owned(),
+            source,
+        })?;
+    let workload = child.id();
+    let stdin = std::io::stdin();
+    // Not a terminal (or not ours): nothing to hand over.
+    let _ = signals::set_foreground(stdin.as_fd(), workload);
+    let status = supervise(workload, is_init, grace)?;
+    if !is_init {
+        end_descendants();
+    }
+    Ok(status)
+}
+
+/// Takes signals until the workload has ended.
+fn supervise(workload: u32, is_init: bool, grace: Duration) -> Result<ExitStatus, Pid1Error> {
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        let timeout = kill_at.map(|at| at.saturating_duration_since(Instant::now()));
+        match signals::wait(timeout).map_err(Pid1Error::Wait)? {
+            None => {
+                // The grace period is over.
+                let _ = signals::signal_group(workload, libc::SIGKILL);
+                let _ = enforcer::send_signal(workload, libc::SIGKILL);
+                kill_at = None;
+            }
+            Some(Delivered {
+                signal: libc::SIGCHLD,
+                ..
+            }) => {
+                if let Some(status) = reap(workload)? {
+                    return Ok(status);
+                }
+            }
+            Some(got) if FORWARDED.contains(&got.signal) => {
+                if is_init && got.sender != 0 {
+                    continue;
+                }
+                let _ = signals::signal_group(workload, got.signal);
+                if got.signal == libc::SIGTERM && kill_at.is_none() {
+                    kill_at = Some(Instant::now() + grace);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// Reaps every child that has ended; the workload's status once it is one
+/// of them.
+fn reap(workload: u32) -> Result<Option<ExitStatus>, Pid1Error> {
+    loop {
+        match enforcer::try_reap(None) {
+            Ok(Reaped::Exited(pid, status)) if pid == workload => return Ok(Some(status)),
+            Ok(Reaped::Exited(..)) | Err(Errno(libc::EINTR)) => {}
+            Ok(Reaped::Running | Reaped::NoChildren) => return Ok(None),
+            Err(e) => return Err(Pid1Error::Wait(e)),
+        }
+    }
+}
+
+/// Kills and reaps every descendant left, as a subreaper: each killed
+/// child's own children come to this process in turn.
+fn end_descendants() {
+    loop {
+        let children = own_children();
+        if children.is_empty() {
+            return;
+        }
+        for pid in children {
+            let _ = enforcer::send_signal(pid, libc::SIGKILL);
+        }
+        while let Ok(Reaped::Exited(..)) = enforcer::try_reap(None) {}
+        // Let the killed die and their orphans arrive.
+        std::thread::sleep(Duration::from_millis(5));
+        while let Ok(Reaped::Exited(..)) = enforcer::try_reap(None) {}
+    }
+}
+
+/// This process's children, over all its threads.
+fn own_children() -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
