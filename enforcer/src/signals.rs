@@ -43,3 +43,16 @@ pub fn set_foreground(tty: BorrowedFd<'_>, pgid: u32) -> Result<(), Errno> {
     let pgid = libc::pid_t::try_from(pgid).map_err(|_| Errno(libc::ESRCH))?;
     sys::process::set_foreground_group(tty, pgid)
 }
+
+/// Makes `pid` (a child of the caller that has not exec'd yet, or the
+/// caller itself) the leader of a process group of its own.
+pub fn set_own_group(pid: u32) -> Result<(), Errno> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| Errno(libc::ESRCH))?;
+    sys::process::set_process_group(pid, pid)
+}
+
+/// Takes ownership of descriptor `fd`, inherited across `exec` and named on
+/// the command line. Call it once per descriptor.
+pub fn take_inherited_fd(fd: i32) -> Result<std::os::fd::OwnedFd, Errno> {
+    sys::fd::take_inherited(fd)
+}

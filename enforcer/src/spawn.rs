@@ -91,6 +91,15 @@ impl ExitStatus {
         }
     }
 
+    /// The wait status word `waitpid` gives for this ending.
+    #[must_use]
+    pub fn raw(self) -> libc::c_int {
+        match self {
+            Self::Code(c) => (c & 0xff) << 8,
+            Self::Signal(s) => s & 0x7f,
+        }
+    }
+
     pub(crate) fn from_raw(status: libc::c_int) -> Self {
         if libc::WIFEXITED(status) {
             Self::Code(libc::WEXITSTATUS(status))

@@ -29,6 +29,7 @@
 //! descriptors (`pidfd_getfd`), nor read its memory.
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -103,6 +104,41 @@ pub fn run(command: &[OsString], grace: Duration) -> Result<ExitStatus, Pid1Erro
     // Not a terminal (or not ours): nothing to hand over.
     let _ = signals::set_foreground(stdin.as_fd(), workload);
     let status = supervise(workload, is_init, grace)?;
+    if !is_init {
+        end_descendants();
+    }
+    Ok(status)
+}
+
+/// Takes over a workload already forked, as the program its init execs
+/// (`enforcer::ChildSpec::init_program`): the workload is this process's
+/// only child, and its raw wait status goes to the inherited descriptor
+/// `status_fd` as well as into the result. Signals that reached the init
+/// before the exec are still pending, and are taken here.
+pub fn adopt(status_fd: i32, grace: Duration) -> Result<ExitStatus, Pid1Error> {
+    let setup = |step| move |errno| Pid1Error::Setup { step, errno };
+    let status_out =
+        signals::take_inherited_fd(status_fd).map_err(setup("take the status descriptor"))?;
+    enforcer::forbid_core_dumps().map_err(setup("forbid core dumps"))?;
+    signals::block_all().map_err(setup("block signals"))?;
+    let is_init = std::process::id() == 1;
+    if !is_init {
+        enforcer::set_child_subreaper().map_err(setup("become a child subreaper"))?;
+    }
+    let [workload] = own_children()[..] else {
+        return Err(Pid1Error::Setup {
+            step: "find the workload, its only child",
+            errno: Errno(libc::ECHILD),
+        });
+    };
+    // The workload does this too, before its exec; whichever comes second
+    // finds it done (or, after the exec, is refused: harmless).
+    let _ = signals::set_own_group(workload);
+    let _ = signals::set_foreground(std::io::stdin().as_fd(), workload);
+    let status = supervise(workload, is_init, grace)?;
+    // The supervisor reads the status here; it falls back on this
+    // process's exit if the write fails.
+    let _ = std::fs::File::from(status_out).write_all(&status.raw().to_ne_bytes());
     if !is_init {
         end_descendants();
     }

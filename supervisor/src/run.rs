@@ -96,6 +96,7 @@ struct Prepared {
     new_pidns: bool,
     noexec: Vec<CString>,
     exec_again: Vec<CString>,
+    init_program: Option<CString>,
     caps: u64,
     abi: u8,
     proxy_parts: l7::Prepared,
@@ -295,6 +296,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         new_pidns,
         noexec,
         exec_again,
+        init_program: sandbox_program(new_pidns)?,
         caps,
         abi,
         proxy_parts,
@@ -352,6 +354,7 @@ fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
         new_pidns,
         noexec: &p.noexec,
         exec_again: &p.exec_again,
+        init_program: p.init_program.as_deref(),
         stdio: [
             None,
             transcript.as_ref().map(|t| t.child_out.as_fd()),
@@ -557,6 +560,27 @@ fn serve(
 
 /// The workload's root directory, where the bundle's binary paths are
 /// resolved, held open so that it outlives the first process.
+/// `openshell-sandbox` beside this executable, which the init of the
+/// workload's PID namespace execs once it has forked the workload, so that
+/// PID 1 holds no copy of this process's memory (its secrets among it).
+/// Without it the init stays a fork of the supervisor, and a note says so.
+fn sandbox_program(new_pidns: bool) -> Result<Option<CString>, LaunchError> {
+    if !new_pidns {
+        return Ok(None);
+    }
+    let exe =
+        std::env::current_exe().map_err(LaunchError::io("find the supervisor's executable"))?;
+    let path = exe.with_file_name("openshell-sandbox");
+    if !path.is_file() {
+        note(&format!(
+            "`{}` is missing: the workload's init is a fork of the supervisor, which holds a copy of its memory; install openshell-sandbox beside openshell-supervisor",
+            path.display()
+        ));
+        return Ok(None);
+    }
+    path_cstring(&path).map(Some)
+}
+
 /// The trees to mount `noexec` in the workload's mount namespace, and
 /// those below them to make executable again ([`crate::noexec`]). Without
 /// the privilege to make a mount namespace there is none, and a note says

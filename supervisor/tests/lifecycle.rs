@@ -183,6 +183,14 @@ fn killing_the_supervisor_kills_the_workload_and_all_it_left_behind() {
         cmds.iter().any(|c| c.starts_with("sleep 60"))
             && cmds.iter().any(|c| c.starts_with("sleep 61"))
     });
+    // PID 1 is openshell-sandbox (built beside the supervisor by a
+    // workspace build), no copy of the supervisor's memory.
+    let init_cmd = std::fs::read(format!("/proc/{}/cmdline", init[0])).unwrap();
+    let init_cmd = String::from_utf8_lossy(&init_cmd).replace('\0', " ");
+    assert!(
+        init_cmd.contains("openshell-sandbox --adopt --status-fd"),
+        "{init_cmd}"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     let gone = (0..500).any(|_| {

@@ -9,6 +9,7 @@
 //! module and the crate's child-side steps, each documented as
 //! async-signal-safe) on memory prepared before the fork.
 
+use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::child_spec::{ChildSpec, EXIT_SETUP_FAILED};
@@ -17,15 +18,16 @@ use crate::sys::fd::{chdir, close_all_but, mark_cloexec_from, read, write_all};
 use crate::sys::process::{CStrArray, exit_now, waitpid};
 
 /// The child steps, in order; a failure report names one by its index.
-pub(crate) const STEPS: [&str; 20] = [
+pub(crate) const STEPS: [&str; 21] = [
     "reset signal dispositions",
     "enter a new network namespace",
     "bring up loopback",
     "enter a new mount namespace",
     "bind-mount the private file",
-    "mount a private /proc",
     "mount the writable trees noexec",
+    "mount a private /proc",
     "fork the workload under its init",
+    "start a process group of its own",
     "set up standard streams",
     "drop the bounding and ambient capabilities",
     "change user and group",
@@ -58,6 +60,27 @@ pub(crate) fn fork_child(
 ) -> Result<libc::pid_t, Errno> {
     let argv = CStrArray::new(spec.argv);
     let envp = CStrArray::new(spec.envp);
+    // The init's own program and arguments, made here: the child may not
+    // allocate.
+    let init_args: Vec<CString> = match (spec.new_pidns, spec.init_program, status) {
+        (true, Some(program), Some(fd)) => vec![
+            program.to_owned(),
+            CString::from(c"--adopt"),
+            CString::from(c"--status-fd"),
+            CString::new(fd.as_raw_fd().to_string()).map_err(|_| Errno(libc::EINVAL))?,
+        ],
+        _ => Vec::new(),
+    };
+    let init_argv = CStrArray::new(&init_args);
+    let no_env = CStrArray::new(&[]);
+    let init_exec = spec
+        .init_program
+        .filter(|_| !init_args.is_empty())
+        .map(|program| InitExec {
+            program,
+            argv: &init_argv,
+            envp: &no_env,
+        });
     let parent = libc::pid_t::try_from(std::process::id()).map_err(|_| Errno(libc::ESRCH))?;
     let ends = Ends {
         report: report.as_fd(),
@@ -88,12 +111,20 @@ pub(crate) fn fork_child(
         unsafe { libc::fork() }
     };
     if pid == 0 {
-        child_main(spec, &argv, &envp, parent, ends);
+        child_main(spec, &argv, &envp, parent, ends, init_exec);
     }
     if pid < 0 {
         return Err(Errno::last());
     }
     Ok(pid)
+}
+
+/// What the init execs once the workload is forked.
+#[derive(Clone, Copy)]
+struct InitExec<'a> {
+    program: &'a CStr,
+    argv: &'a CStrArray<'a>,
+    envp: &'a CStrArray<'a>,
 }
 
 /// The child's ends of the pipes to the parent.
@@ -111,6 +142,7 @@ fn child_main(
     envp: &CStrArray<'_>,
     parent: libc::pid_t,
     ends: Ends<'_>,
+    init_exec: Option<InitExec<'_>>,
 ) -> ! {
     let report = ends.report;
     let fail = |step: usize, errno: Errno| -> ! {
@@ -135,20 +167,20 @@ fn child_main(
         step(4, crate::mounts::bind_mount_readonly(source, target));
     }
     for path in spec.noexec {
-        step(6, crate::mounts::set_noexec(path, true));
+        step(5, crate::mounts::set_noexec(path, true));
     }
     for path in spec.exec_again {
-        step(6, crate::mounts::set_noexec(path, false));
+        step(5, crate::mounts::set_noexec(path, false));
     }
     // The parent as `getppid` will show it: the init, for the workload in
     // a new PID namespace.
     let mut parent_seen = parent;
     if spec.new_pidns {
-        step(5, crate::mounts::mount_private_proc());
+        step(6, crate::mounts::mount_private_proc());
         // The init's own parent is outside its namespace, so `getppid` says
         // 0 whether or not it is still alive; a parent that died before
         // this never sends the go, and the workload never runs.
-        step(14, crate::process::set_pdeathsig(libc::SIGKILL, 0));
+        step(15, crate::process::set_pdeathsig(libc::SIGKILL, 0));
         step(7, crate::sys::process::block_all_signals());
         // Before the workload exists, so it can never ptrace or read the
         // init (a root-owned `/proc/1`), even as the same uid.
@@ -172,34 +204,40 @@ fn child_main(
             fail(7, Errno::last());
         }
         if workload > 0 {
+            if let Some(init) = init_exec {
+                exec_init(init, ends.status);
+            }
             init_main(workload, ends.status);
         }
         step(0, crate::sys::process::unblock_all_signals());
+        if init_exec.is_some() {
+            step(8, crate::sys::process::set_process_group(0, 0));
+        }
         parent_seen = 1;
     }
     for (target, fd) in (0..).zip(spec.stdio.iter()) {
         if let Some(fd) = fd {
-            step(8, dup_onto_stdio(*fd, target));
+            step(9, dup_onto_stdio(*fd, target));
         }
     }
     if spec.drop_bounding {
-        step(9, crate::process::drop_bounding_and_ambient(spec.last_cap));
+        step(10, crate::process::drop_bounding_and_ambient(spec.last_cap));
     }
     if let Some(id) = spec.identity {
-        step(10, crate::process::set_identity(id.uid, id.gid, id.groups));
+        step(11, crate::process::set_identity(id.uid, id.gid, id.groups));
     }
-    step(11, chdir(spec.cwd));
-    step(12, crate::process::clear_capability_sets());
-    step(13, crate::process::set_no_new_privs());
+    step(12, chdir(spec.cwd));
+    step(13, crate::process::clear_capability_sets());
+    step(14, crate::process::set_no_new_privs());
     step(
-        14,
+        15,
         crate::process::set_pdeathsig(libc::SIGKILL, parent_seen),
     );
-    step(15, mark_cloexec_from(3));
-    step(16, spec.ruleset.restrict_self());
+    step(16, mark_cloexec_from(3));
+    step(17, spec.ruleset.restrict_self());
     let listener = match spec.filter.install_with_listener() {
         Ok(fd) => fd,
-        Err(e) => fail(17, e),
+        Err(e) => fail(18, e),
     };
     // The child inherits the supervisor's non-dumpable state, which keeps
     // a supervisor without `CAP_SYS_PTRACE` from taking the listener
@@ -208,7 +246,7 @@ fn child_main(
     // kernel left it, so that no process of its new user can read the
     // supervisor's memory it still holds until `exec`.
     if spec.identity.is_none() {
-        step(18, crate::sys::process::set_dumpable(true));
+        step(19, crate::sys::process::set_dumpable(true));
     }
     send(report, MSG_LISTENER, listener.as_raw_fd());
     let mut byte = [0_u8; 1];
@@ -230,6 +268,16 @@ fn child_main(
     } else {
         126
     })
+}
+
+/// Execs the init's program with only the standard streams and `status`
+/// open; returns if the exec fails, for the caller to go on as the init.
+fn exec_init(init: InitExec<'_>, status: Option<BorrowedFd<'_>>) {
+    let Some(status) = status else { return };
+    if mark_cloexec_from(3).is_err() || crate::sys::fd::clear_cloexec(status).is_err() {
+        return;
+    }
+    let _ = crate::sys::process::execve(init.program, init.argv, init.envp);
 }
 
 /// PID 1 of the workload's namespace, with every signal blocked: reaps

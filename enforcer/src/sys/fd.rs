@@ -140,6 +140,25 @@ pub(crate) fn close_all_but(keep: Option<RawFd>) -> Result<(), Errno> {
     Ok(())
 }
 
+/// Clears close-on-exec on `fd`, so that an `exec` hands it on.
+pub(crate) fn clear_cloexec(fd: BorrowedFd<'_>) -> Result<(), Errno> {
+    // SAFETY: F_SETFD takes a live fd and an integer flag word.
+    check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, 0) }).map(drop)
+}
+
+/// Takes ownership of `fd`, a descriptor this process was started with
+/// (its number given on the command line), once it is known to be open.
+pub(crate) fn take_inherited(fd: RawFd) -> Result<OwnedFd, Errno> {
+    if fd < 3 {
+        return Err(Errno(libc::EBADF));
+    }
+    // SAFETY: F_GETFD takes an integer and only reports the fd's flags.
+    check_int(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    // SAFETY: `fd` is open (above) and no handle of this process owns it:
+    // it was inherited across `exec`, and the caller takes it only once.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// `chdir(path)`.
 pub(crate) fn chdir(path: &CStr) -> Result<(), Errno> {
     // SAFETY: `path` is NUL-terminated and lives across the call.

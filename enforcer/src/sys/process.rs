@@ -261,6 +261,12 @@ pub(crate) fn wait_signal(
     }))
 }
 
+/// `setpgid(pid, pgid)`.
+pub(crate) fn set_process_group(pid: libc::pid_t, pgid: libc::pid_t) -> Result<(), Errno> {
+    // SAFETY: setpgid takes two integers and touches no memory of ours.
+    check_int(unsafe { libc::setpgid(pid, pgid) }).map(drop)
+}
+
 /// `tcsetpgrp(fd, pgid)`.
 pub(crate) fn set_foreground_group(fd: BorrowedFd<'_>, pgid: libc::pid_t) -> Result<(), Errno> {
     // SAFETY: tcsetpgrp takes a live fd and an integer.
