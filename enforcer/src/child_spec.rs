@@ -39,13 +39,15 @@ pub struct ChildSpec<'a> {
     /// kernel kills whatever is left in the namespace. The ruleset must be
     /// prepared with [`LandlockSpec::private_proc`](crate::LandlockSpec).
     pub new_pidns: bool,
-    /// With [`Self::new_pidns`]: a program the init execs once it has
-    /// forked the workload (`openshell-sandbox`), so that PID 1 holds no
-    /// copy of this process's memory. It is run as `PROGRAM --adopt
-    /// --status-fd N`: the workload is its only child, and it writes the
-    /// workload's raw wait status on fd N. Should the exec fail, the init
-    /// goes on as a fork of this process. The workload starts a process
-    /// group of its own, for the program to signal.
+    /// A program the init execs once it has forked the workload
+    /// (`openshell-sandbox`), so that the init holds no copy of this
+    /// process's memory; without [`Self::new_pidns`] the first child
+    /// becomes such an init too (a child subreaper rather than PID 1). It
+    /// is run as `PROGRAM --adopt --status-fd N`: the workload is its only
+    /// child, and it writes the workload's raw wait status on fd N. Should
+    /// the exec fail, the init goes on as a fork of this process. The
+    /// workload starts a process group of its own, for the program to
+    /// signal.
     pub init_program: Option<&'a CStr>,
     /// Trees to mount `noexec` (implies a new mount namespace; needs
     /// `CAP_SYS_ADMIN`): what the workload may write but not execute.

@@ -271,13 +271,14 @@ fn reap(pid: libc::pid_t) -> ExitStatus {
 pub fn spawn(spec: &ChildSpec<'_>) -> Result<Pending, SpawnError> {
     let (report_r, report_w) = pipe().map_err(SpawnError::Prepare)?;
     let (go_r, go_w) = pipe().map_err(SpawnError::Prepare)?;
-    let (status_r, status_w) = if spec.new_pidns {
+    let has_init = spec.new_pidns || spec.init_program.is_some();
+    let (status_r, status_w) = if has_init {
         let (r, w) = pipe().map_err(SpawnError::Prepare)?;
         (Some(r), Some(w))
     } else {
         (None, None)
     };
-    let pid = sys::child::fork_child(spec, &report_w, &go_r, status_w.as_ref())
+    let pid = sys::child::fork_child(spec, &report_w, &go_r, &go_w, status_w.as_ref())
         .map_err(|e| SpawnError::Prepare(e.into()))?;
     drop((report_w, go_r, status_w));
     let mut pending = Pending {
@@ -290,9 +291,9 @@ pub fn spawn(spec: &ChildSpec<'_>) -> Result<Pending, SpawnError> {
     };
     match read_message(&pending.report) {
         Ok(Some((MSG_LISTENER, fd))) => {
-            if spec.new_pidns {
-                // The init's only child: nothing else runs in the namespace
-                // before the go.
+            if has_init {
+                // The init's only child: nothing else runs under it before
+                // the go.
                 pending.workload = only_child(pid).map_err(SpawnError::TakeListener)?;
             }
             let workload = u32::try_from(pending.workload).unwrap_or_default();

@@ -45,7 +45,14 @@ pub fn plan(rules: &[FsRule], mounts: &[Mount]) -> Plan {
     // Landlock rights are inherited: an execute right on a directory
     // above a tree covers the tree.
     let executable = |p: &Path| exec.iter().any(|e| p.starts_with(e));
-    let roots: Vec<&PathBuf> = write.iter().filter(|w| !executable(w)).collect();
+    // Only directories and files hold code; a device node (`/dev/null`,
+    // `/dev/ptmx`) does not, and a mount on it can break it (devpts finds
+    // its instance through the node's place).
+    let holds_code = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_dir() || m.is_file());
+    let roots: Vec<&PathBuf> = write
+        .iter()
+        .filter(|w| !executable(w) && holds_code(w))
+        .collect();
     let noexec = everywhere(roots.iter().copied(), mounts);
     let below = exec
         .iter()
@@ -96,6 +103,7 @@ mod tests {
                 rule(&base.join("x"), FsAccess::EXECUTE),
                 rule(&base.join("x"), write),
                 rule(&base.join("missing"), write),
+                rule(Path::new("/dev/null"), write),
             ],
             &[],
         );

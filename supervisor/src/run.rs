@@ -296,7 +296,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         new_pidns,
         noexec,
         exec_again,
-        init_program: sandbox_program(new_pidns)?,
+        init_program: sandbox_program()?,
         caps,
         abi,
         proxy_parts,
@@ -560,20 +560,19 @@ fn serve(
 
 /// The workload's root directory, where the bundle's binary paths are
 /// resolved, held open so that it outlives the first process.
-/// `openshell-sandbox` beside this executable, which the init of the
-/// workload's PID namespace execs once it has forked the workload, so that
-/// PID 1 holds no copy of this process's memory (its secrets among it).
-/// Without it the init stays a fork of the supervisor, and a note says so.
-fn sandbox_program(new_pidns: bool) -> Result<Option<CString>, LaunchError> {
-    if !new_pidns {
-        return Ok(None);
-    }
+/// `openshell-sandbox` beside this executable, which the workload's init
+/// (PID 1 of its PID namespace, or a child subreaper without one) execs
+/// once it has forked the workload, so that it holds no copy of this
+/// process's memory (its secrets among it). Without it the init is a fork
+/// of the supervisor in a PID namespace, and the supervisor itself the
+/// subreaper otherwise; a note says so.
+fn sandbox_program() -> Result<Option<CString>, LaunchError> {
     let exe =
         std::env::current_exe().map_err(LaunchError::io("find the supervisor's executable"))?;
     let path = exe.with_file_name("openshell-sandbox");
     if !path.is_file() {
         note(&format!(
-            "`{}` is missing: the workload's init is a fork of the supervisor, which holds a copy of its memory; install openshell-sandbox beside openshell-supervisor",
+            "`{}` is missing: the workload's init is a fork of the supervisor, which holds a copy of its memory (without a PID namespace there is none, and the supervisor reaps); install openshell-sandbox beside openshell-supervisor",
             path.display()
         ));
         return Ok(None);

@@ -248,3 +248,72 @@ fn a_workload_of_the_same_user_cannot_change_the_supervisors_limits_or_priority(
         stderr(&out)
     );
 }
+
+/// Without a PID namespace, the workload's parent is still
+/// `openshell-sandbox` (installed beside the supervisor), a child
+/// subreaper: not dumpable, the workload in a process group of its own,
+/// and a daemon the workload leaves behind ended with the run.
+#[test]
+fn an_unprivileged_supervisor_runs_the_workload_under_openshell_sandbox() {
+    let net = TestNet::new();
+    let dir = Dir::new();
+    let body = format!(
+        "  landlock hard min_abi 4\n{SYSTEM}  binaries clients = {}\n",
+        clients()
+    );
+    let b = bundle(&dir, "subreaper", &body);
+    for name in ["openshell-supervisor", "openshell-sandbox"] {
+        let from = std::path::Path::new(common::SUPERVISOR).with_file_name(name);
+        let to = dir.join(name);
+        std::fs::copy(&from, &to)
+            .unwrap_or_else(|e| panic!("{from:?} (build the workspace's binaries): {e}"));
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let marker = format!("62.{}", std::process::id());
+    let code = [
+        "import os,subprocess",
+        "ppid=os.getppid()",
+        "print(open('/proc/%d/cmdline'%ppid,'rb').read().split(b'\\0')[1:3])",
+        "print('own group', os.getpgrp()==os.getpid(), 'parent owner', os.stat('/proc/%d/status'%ppid).st_uid)",
+        &format!("subprocess.Popen(['/usr/bin/setsid','/usr/bin/sleep','{marker}'])"),
+    ]
+    .join("\n");
+    let mut cmd = std::process::Command::new("ip");
+    cmd.args(["netns", "exec", &net.name]).args([
+        "setpriv",
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]);
+    cmd.arg(dir.join("openshell-supervisor")).args([
+        "run",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--workdir",
+        dir.path().to_str().unwrap(),
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        &code,
+    ]);
+    let out = output(cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "[b'--adopt', b'--status-fd']\nown group True parent owner 0\n",
+        "{}",
+        stderr(&out)
+    );
+    let left: Vec<_> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+        })
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

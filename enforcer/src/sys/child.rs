@@ -56,14 +56,15 @@ pub(crate) fn fork_child(
     spec: &ChildSpec<'_>,
     report: &OwnedFd,
     go: &OwnedFd,
+    go_writer: &OwnedFd,
     status: Option<&OwnedFd>,
 ) -> Result<libc::pid_t, Errno> {
     let argv = CStrArray::new(spec.argv);
     let envp = CStrArray::new(spec.envp);
     // The init's own program and arguments, made here: the child may not
     // allocate.
-    let init_args: Vec<CString> = match (spec.new_pidns, spec.init_program, status) {
-        (true, Some(program), Some(fd)) => vec![
+    let init_args: Vec<CString> = match (spec.init_program, status) {
+        (Some(program), Some(fd)) => vec![
             program.to_owned(),
             CString::from(c"--adopt"),
             CString::from(c"--status-fd"),
@@ -85,6 +86,7 @@ pub(crate) fn fork_child(
     let ends = Ends {
         report: report.as_fd(),
         go: go.as_fd(),
+        go_writer: go_writer.as_fd(),
         status: status.map(AsFd::as_fd),
     };
     let pid = if spec.new_pidns {
@@ -132,6 +134,10 @@ struct InitExec<'a> {
 struct Ends<'a> {
     report: BorrowedFd<'a>,
     go: BorrowedFd<'a>,
+    /// The parent's end of `go`, closed at once: while the child holds it,
+    /// a parent that dies would leave the child's read waiting for ever
+    /// instead of seeing EOF.
+    go_writer: BorrowedFd<'a>,
     status: Option<BorrowedFd<'a>>,
 }
 
@@ -155,6 +161,7 @@ fn child_main(
             fail(i, e);
         }
     };
+    step(0, crate::sys::fd::close_in_child(ends.go_writer));
     step(0, reset_signals());
     if spec.new_netns {
         step(1, crate::netns::unshare_net());
@@ -172,18 +179,25 @@ fn child_main(
     for path in spec.exec_again {
         step(5, crate::mounts::set_noexec(path, false));
     }
-    // The parent as `getppid` will show it: the init, for the workload in
-    // a new PID namespace.
+    // The parent as `getppid` will show it: the init, for a workload that
+    // has one.
     let mut parent_seen = parent;
-    if spec.new_pidns {
-        step(6, crate::mounts::mount_private_proc());
-        // The init's own parent is outside its namespace, so `getppid` says
-        // 0 whether or not it is still alive; a parent that died before
-        // this never sends the go, and the workload never runs.
-        step(15, crate::process::set_pdeathsig(libc::SIGKILL, 0));
+    if spec.new_pidns || spec.init_program.is_some() {
+        if spec.new_pidns {
+            step(6, crate::mounts::mount_private_proc());
+        }
+        // In a new PID namespace the init's own parent is outside it, so
+        // `getppid` says 0 whether or not it is still alive; a parent that
+        // died before this never sends the go, and the workload never runs.
+        let init_parent = if spec.new_pidns { 0 } else { parent };
+        step(
+            15,
+            crate::process::set_pdeathsig(libc::SIGKILL, init_parent),
+        );
+        let init = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
         step(7, crate::sys::process::block_all_signals());
         // Before the workload exists, so it can never ptrace or read the
-        // init (a root-owned `/proc/1`), even as the same uid.
+        // init (a root-owned `/proc/<init>`), even as the same uid.
         step(7, crate::sys::process::set_dumpable(false));
         // SAFETY: as in `fork_child`; this child is single-threaded, and
         // both sides go on with async-signal-safe calls only.
@@ -213,7 +227,7 @@ fn child_main(
         if init_exec.is_some() {
             step(8, crate::sys::process::set_process_group(0, 0));
         }
-        parent_seen = 1;
+        parent_seen = if spec.new_pidns { 1 } else { init };
     }
     for (target, fd) in (0..).zip(spec.stdio.iter()) {
         if let Some(fd) = fd {

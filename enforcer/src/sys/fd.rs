@@ -140,6 +140,15 @@ pub(crate) fn close_all_but(keep: Option<RawFd>) -> Result<(), Errno> {
     Ok(())
 }
 
+/// Closes `fd` in a forked child: the handle that owns it belongs to the
+/// parent's copy of memory, and the child never drops it (it execs or
+/// `_exit`s).
+pub(crate) fn close_in_child(fd: BorrowedFd<'_>) -> Result<(), Errno> {
+    // SAFETY: close takes an integer; no handle of this (child) process
+    // will use or close the number again.
+    check_int(unsafe { libc::close(fd.as_raw_fd()) }).map(drop)
+}
+
 /// Clears close-on-exec on `fd`, so that an `exec` hands it on.
 pub(crate) fn clear_cloexec(fd: BorrowedFd<'_>) -> Result<(), Errno> {
     // SAFETY: F_SETFD takes a live fd and an integer flag word.
