@@ -515,3 +515,47 @@ fn a_connect_raced_by_fd_and_address_swaps_never_reaches_a_refused_destination()
         );
     }
 }
+
+// ---- standard streams ----
+
+/// A standard stream that is an unconnected IP socket is a socket of the
+/// host's namespace the workload could send through past the broker:
+/// the supervisor started with one (a UDP socket) as stdin, or as stdout,
+/// refuses to launch (status 125) and the command never runs. Without
+/// the check the command runs and the launch succeeds.
+#[test]
+fn an_unconnected_ip_socket_as_a_standard_stream_stops_the_launch() {
+    let (net, dir) = (TestNet::new(), Dir::new());
+    let b = policy(&dir, "stdio", "  fs write workdir\n");
+    let marker = dir.join("ran");
+    let script = format!("echo > {}", marker.display());
+    for stream in [0, 1] {
+        let sock = net.udp("127.0.0.1:0");
+        let args = [
+            "run",
+            "--bundle",
+            b.to_str().unwrap(),
+            "--workdir",
+            dir.path().to_str().unwrap(),
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ];
+        let mut cmd = net.supervisor(&args, None);
+        let sock = std::os::fd::OwnedFd::from(sock);
+        if stream == 0 {
+            cmd.stdin(Stdio::from(sock)).stdout(Stdio::piped());
+        } else {
+            cmd.stdin(Stdio::null()).stdout(Stdio::from(sock));
+        }
+        let out = cmd.stderr(Stdio::piped()).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("not a connected stream"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!marker.exists(), "stream {stream}: the command ran");
+    }
+}
