@@ -593,6 +593,71 @@ fn a_dead_notifier_invalidates_its_id() {
     let _ = listener.as_raw_fd();
 }
 
+/// Whether the calling thread holds `CAP_NET_RAW` (13) in its effective set.
+fn holds_net_raw() -> bool {
+    const CAP_NET_RAW: u32 = 13;
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:\t"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_NET_RAW) != 0)
+}
+
+/// Opens a packet socket of each kind and a raw IPv4 and IPv6 socket
+/// while holding `CAP_NET_RAW`. Returns a bit per socket that opened, 0
+/// when each was refused with `EPERM`, `64 + i` when socket `i` failed
+/// otherwise, 80 without the capability (the proof would be void).
+fn open_raw_sockets() -> i32 {
+    if !holds_net_raw() {
+        return 80;
+    }
+    let (packet, inet, inet6) = (
+        libc::AF_PACKET as u64,
+        libc::AF_INET as u64,
+        libc::AF_INET6 as u64,
+    );
+    let (raw, dgram) = (libc::SOCK_RAW as u64, libc::SOCK_DGRAM as u64);
+    // Protocol 0 on the packet sockets: opened, they receive nothing.
+    let tries = [
+        (packet, raw, 0),
+        (packet, dgram, 0),
+        (inet, raw, 1),
+        (inet6, raw, 58),
+    ];
+    let mut opened = 0;
+    for (i, (family, ty, proto)) in tries.into_iter().enumerate() {
+        let fd = raw_socket(family, ty, proto);
+        if fd >= 0 {
+            opened |= 1 << i;
+        } else if errno() != libc::EPERM {
+            return 64 + i as i32;
+        }
+    }
+    if !holds_net_raw() {
+        return 80;
+    }
+    opened
+}
+
+/// Raw and packet sockets are refused by the bundle's rule itself, not by
+/// a missing capability: the child keeps `CAP_NET_RAW` (the test runs as
+/// root and clears nothing), opens every such socket without a filter,
+/// and is refused each one (`EPERM`) under the filter the supervisor
+/// builds from the bundle, capability still in hand.
+#[test]
+fn raw_and_packet_sockets_are_refused_by_the_filter_even_with_cap_net_raw() {
+    let unfiltered = fork_child(open_raw_sockets);
+    assert_eq!(
+        wait(unfiltered),
+        Exit::Code(0b1111),
+        "the kernel allows them"
+    );
+    let (exit, trapped) = run_unsupervised(open_raw_sockets);
+    assert_eq!(exit, Exit::Code(0), "the filter refuses them");
+    assert_eq!(trapped, 0);
+}
+
 /// Proves the attack test is not vacuous: without each rule, the matching
 /// escape gets through (as root, against harmless targets).
 #[test]

@@ -9,7 +9,9 @@ use std::io::{BufRead, Read};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use common::{TempDir, landlock_abi_at_least, pipe};
+use common::{
+    Exit, TempDir, fork_child, kill, landlock_abi_at_least, pipe, read_u32, wait, write_u32,
+};
 use enforcer::{
     ChildSpec, Compat, ExitStatus, FsAccess, FsRule, LandlockSpec, PreparedFilter, PreparedRuleset,
     Reaped, SpawnError,
@@ -186,6 +188,48 @@ fn a_child_never_started_never_runs_the_command() {
         drop(pending);
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
         assert!(!marker.exists(), "pidns {pidns}");
+    }
+}
+
+/// A supervisor killed outright between the fork and the go never has
+/// its command run: the pending child (waiting for the go with its
+/// filter in place) ends by its parent-death signal, and the marker the
+/// command would write never appears. The test adopts the orphan (`PR_SET_CHILD_SUBREAPER`) to
+/// watch it end.
+#[test]
+fn a_child_whose_supervisor_is_killed_before_the_go_never_runs_the_command() {
+    // SAFETY: prctl with integer arguments; nextest runs each test in a
+    // process of its own, so no other test is affected.
+    let adopted = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(adopted, 0);
+    for pidns in [false, true] {
+        let dir = TempDir::new("spawn-killed");
+        let marker = dir.path().join("ran");
+        let (ruleset, filter) = (ruleset_for(pidns), filter());
+        let argv = cstrings(&["sh", "-c", &format!("echo > {}", marker.display())]);
+        let (pid_r, pid_w) = pipe();
+        let supervisor = fork_child(|| {
+            let spec = plain(pidns, &ruleset, &filter, c"/bin/sh", &argv);
+            let Ok(pending) = enforcer::spawn(&spec) else {
+                return 1;
+            };
+            if !write_u32(&pid_w, pending.pid()) {
+                return 2;
+            }
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        drop(pid_w);
+        let child = read_u32(&pid_r).expect("no pending child") as libc::pid_t;
+        assert!(std::path::Path::new(&format!("/proc/{child}")).exists());
+        kill(supervisor);
+        assert_eq!(wait(supervisor), Exit::Signal(libc::SIGKILL));
+        let exit = wait(child);
+        assert!(
+            !marker.exists(),
+            "pidns {pidns}: the command ran ({exit:?})"
+        );
     }
 }
 

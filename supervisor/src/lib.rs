@@ -62,6 +62,20 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 
+/// The seccomp filter `run` installs for a bundle's syscall tables (before
+/// the additions that depend on the workload's user and PID namespace),
+/// converted exactly as `run` converts them; an error names what the
+/// supervisor cannot enforce. Public so that the enforcer's kernel tests
+/// prove the filter the product builds, not a copy of this conversion.
+///
+/// # Errors
+///
+/// The tables name an errno, an argument or a trapped call this
+/// supervisor does not know, or do not trap `connect`.
+pub fn seccomp_filter(table: &policy_bundle::SeccompTable) -> Result<enforcer::FilterSpec, String> {
+    tables::filter_spec(table).map_err(|e| e.to_string())
+}
+
 /// The command-line entry point.
 #[must_use]
 pub fn main() -> ExitCode {

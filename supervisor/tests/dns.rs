@@ -42,7 +42,17 @@ fn setup() -> Setup {
 
 impl Setup {
     fn run(&self, cmd: &[&str]) -> (std::process::Output, Vec<serde_json::Value>) {
+        self.run_with(&[], cmd)
+    }
+
+    /// As `run`, with `extra` options before the command.
+    fn run_with(
+        &self,
+        extra: &[&str],
+        cmd: &[&str],
+    ) -> (std::process::Output, Vec<serde_json::Value>) {
         let log = self.dir.log();
+        let _ = std::fs::remove_file(&log);
         let upstream = self.upstream.to_string();
         let mut args = vec![
             "run",
@@ -54,8 +64,9 @@ impl Setup {
             &upstream,
             "--log",
             log.to_str().unwrap(),
-            "--",
         ];
+        args.extend_from_slice(extra);
+        args.push("--");
         args.extend_from_slice(cmd);
         let out = output(self.net.supervisor(&args, None));
         (out, log_lines(&log))
@@ -152,6 +163,12 @@ for what,msg in (('odd',q([b'se\x00cr\xffet',b'api',b'test'])),('class',q([b'api
     );
 }
 
+/// Under `--netns none` the workload shares the supervisor's network, so
+/// the stand-in resolver is reachable by what it sends unless the broker
+/// refuses it: the same probe run there outside the sandbox reaches it
+/// (the trap works), the sandboxed one does not. Under `--netns new` the
+/// sandbox's namespace has no route to it anyway, and the broker refuses
+/// all the same.
 #[test]
 fn a_query_sent_straight_to_an_outside_resolver_fails() {
     let s = setup();
@@ -160,19 +177,33 @@ fn a_query_sent_straight_to_an_outside_resolver_fails() {
     let resolver = s.net.udp("8.8.8.8:53");
     resolver.set_nonblocking(true).unwrap();
     let code = "import socket\nfor how in ('sendto', 'connect'):\n  s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n  try:\n    s.sendto(b'q',('8.8.8.8',53)) if how=='sendto' else s.connect(('8.8.8.8',53))\n    print(how,'sent')\n  except OSError as e:\n    print(how,e.errno)\n";
-    let (out, log) = s.run(&["/usr/bin/python3", "-c", code]);
-    assert_eq!(stdout(&out), "sendto 13\nconnect 13\n", "{}", stderr(&out));
-    assert_eq!(log.len(), 2, "{log:?}");
-    for line in &log {
-        assert_eq!(line["dst_endpoint"]["ip"], "8.8.8.8");
-        assert_eq!(line["connection_info"]["protocol_name"], "udp");
-    }
     let mut buf = [0u8; 64];
-    let got = resolver.recv_from(&mut buf);
-    assert!(
-        matches!(&got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
-        "the resolver stand-in received a query: {got:?}"
-    );
+    let control = std::process::Command::new("ip")
+        .args(["netns", "exec", &s.net.name, "/usr/bin/python3", "-c", code])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&control), "sendto sent\nconnect sent\n");
+    let (n, _) = resolver.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"q", "the stand-in receives what is sent to it");
+    for netns in ["none", "new"] {
+        let (out, log) = s.run_with(&["--netns", netns], &["/usr/bin/python3", "-c", code]);
+        assert_eq!(
+            stdout(&out),
+            "sendto 13\nconnect 13\n",
+            "{netns}: {}",
+            stderr(&out)
+        );
+        assert_eq!(log.len(), 2, "{netns}: {log:?}");
+        for line in &log {
+            assert_eq!(line["dst_endpoint"]["ip"], "8.8.8.8");
+            assert_eq!(line["connection_info"]["protocol_name"], "udp");
+        }
+        let got = resolver.recv_from(&mut buf);
+        assert!(
+            matches!(&got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "{netns}: the resolver stand-in received a query: {got:?}"
+        );
+    }
 }
 
 #[test]

@@ -427,3 +427,135 @@ fn listen_in_the_sandboxs_namespace_is_reachable_only_from_inside() {
     assert_ne!(port, 0);
     assert!(!reached, "the host reached the sandbox's port {port}");
 }
+
+// ---- never "continue" a connect ----
+
+/// Hands one TCP socket of the test's (the supervisor's, the "host")
+/// namespace, unbound and unconnected, to whoever connects to the unix
+/// socket at argv[1], then waits until that peer is done.
+const TCP_FD_SERVER: &str = "import os,socket,sys\npath=sys.argv[1]\nt=socket.socket(socket.AF_INET,socket.SOCK_STREAM)\nsrv=socket.socket(socket.AF_UNIX); srv.bind(path); os.chmod(path,0o777); srv.listen(1)\nprint('ready',flush=True)\nc,_=srv.accept()\nsocket.send_fds(c,[b'fds'],[t.fileno()])\nc.recv(1)\n";
+
+/// The race a "continue" would lose: one thread connects fd `fd` to the
+/// address in `buf` through libc (the kernel reads both anew when a call
+/// is continued), a second keeps `dup2`-ing the host socket and the
+/// sandbox's own socket onto `fd`, a third keeps rewriting `buf` between
+/// the sandbox's loopback (a connect the broker performs) and the hosted
+/// trap (one it refuses). Prints the number of connects tried.
+const SWAP_RACE: &str = "import threading\nsys.setswitchinterval(1e-5)\nu=socket.socket(socket.AF_UNIX); u.connect(sys.argv[1])\n_,fds,_,_=socket.recv_fds(u,16,1)\nhost=fds[0]\nsb=socket.socket().detach()\nfd=socket.socket().detach()\ndef sa(ip,port): return struct.pack('=H',2)+struct.pack('!H',port)+socket.inet_aton(ip)+bytes(8)\nnear=sa('127.0.0.1',int(sys.argv[2])); far=sa(sys.argv[3],int(sys.argv[4]))\nbuf=ctypes.create_string_buffer(near,16)\nstop=time.monotonic()+float(sys.argv[5])\ndef swap():\n  while time.monotonic()<stop:\n    os.dup2(host,fd); os.dup2(sb,fd)\ndef rewrite():\n  while time.monotonic()<stop:\n    ctypes.memmove(buf,far,16); ctypes.memmove(buf,near,16)\nts=[threading.Thread(target=swap),threading.Thread(target=rewrite)]\nfor t in ts: t.start()\nn=0\nwhile time.monotonic()<stop:\n  libc.connect(fd,buf,16); n+=1\nfor t in ts: t.join()\nu.send(b'x')\nprint('tries',n)\n";
+
+/// No connect is ever continued: the workload races the broker with
+/// every swap the kernel would honour on a continued call (the fd number
+/// onto a socket of the host's namespace, the address onto a refused
+/// destination) and neither trap, one on the host's loopback at the port
+/// the checked address names and one at a hosted stand-in for the
+/// outside world, ever sees a connection. Were the loopback connect
+/// answered with "continue" instead of performed on the socket the
+/// supervisor took, the host socket would connect from the host.
+#[test]
+fn a_connect_raced_by_fd_and_address_swaps_never_reaches_a_refused_destination() {
+    let (net, dir) = (TestNet::new(), Dir::new());
+    net.host("198.51.100.7/32");
+    let near = net.trap_tcp("127.0.0.1:0");
+    let port = near.local_addr().unwrap().port();
+    let far = net.trap_tcp(&format!("198.51.100.7:{port}"));
+    let path = dir.join("fds.sock");
+    let mut server = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &net.name,
+            "/usr/bin/python3",
+            "-c",
+            TCP_FD_SERVER,
+        ])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(server.stdout.as_mut().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready, "ready\n");
+    // A route to another host on the traps' port: Landlock then lets
+    // the workload connect to that port, so the broker alone stands
+    // between a continued call and the traps.
+    let b = policy(
+        &dir,
+        "race",
+        &format!("  run_as user nobody group nogroup\n  allow clients -> elsewhere.test:{port}\n"),
+    );
+    let mut args = python_args(
+        &dir,
+        &b,
+        &["--resolve", "elsewhere.test=192.0.2.1"],
+        SWAP_RACE,
+    );
+    args.extend([
+        path.to_str().unwrap().to_owned(),
+        port.to_string(),
+        "198.51.100.7".to_owned(),
+        port.to_string(),
+        "4".to_owned(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = output(net.supervisor(&args, None));
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tries: u64 = stdout(&out)
+        .strip_prefix("tries ")
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{} {}", stdout(&out), stderr(&out)));
+    assert!(tries > 200, "only {tries} connects raced");
+    for (name, trap) in [("host loopback", &near), ("hosted", &far)] {
+        let got = trap.accept();
+        assert!(
+            matches!(&got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the {name} trap got a connection after {tries} tries: {got:?}"
+        );
+    }
+}
+
+// ---- standard streams ----
+
+/// A standard stream that is an unconnected IP socket is a socket of the
+/// host's namespace the workload could send through past the broker:
+/// the supervisor started with one (a UDP socket) as stdin, or as stdout,
+/// refuses to launch (status 125) and the command never runs. Without
+/// the check the command runs and the launch succeeds.
+#[test]
+fn an_unconnected_ip_socket_as_a_standard_stream_stops_the_launch() {
+    let (net, dir) = (TestNet::new(), Dir::new());
+    let b = policy(&dir, "stdio", "  fs write workdir\n");
+    let marker = dir.join("ran");
+    let script = format!("echo > {}", marker.display());
+    for stream in [0, 1] {
+        let sock = net.udp("127.0.0.1:0");
+        let args = [
+            "run",
+            "--bundle",
+            b.to_str().unwrap(),
+            "--workdir",
+            dir.path().to_str().unwrap(),
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ];
+        let mut cmd = net.supervisor(&args, None);
+        let sock = std::os::fd::OwnedFd::from(sock);
+        if stream == 0 {
+            cmd.stdin(Stdio::from(sock)).stdout(Stdio::piped());
+        } else {
+            cmd.stdin(Stdio::null()).stdout(Stdio::from(sock));
+        }
+        let out = cmd.stderr(Stdio::piped()).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("not a connected stream"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!marker.exists(), "stream {stream}: the command ran");
+    }
+}

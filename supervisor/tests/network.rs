@@ -78,12 +78,17 @@ fn connect_to_an_allowed_host_and_port_succeeds() {
     assert!(log.is_empty(), "nothing to log: {log:?}");
 }
 
+/// The refused port is not closed: a listener of the supervisor's
+/// namespace waits there, where a connect the broker let through would
+/// land (ECONNREFUSED from a closed port would prove nothing).
 #[test]
 fn a_disallowed_port_is_refused_at_once_and_logged() {
     let s = setup();
-    let other = s.port.wrapping_add(1);
+    let trap = s.net.trap_tcp("127.0.0.1:0");
+    let other = trap.local_addr().unwrap().port();
     let code = py_connect("AF_INET", "local.test", other);
     let (out, log) = s.run(&["/usr/bin/python3", "-c", &code]);
+    assert_no_connection(&trap);
     let printed = stdout(&out);
     let mut fields = printed.split_whitespace();
     assert_eq!(
@@ -108,10 +113,20 @@ fn a_disallowed_port_is_refused_at_once_and_logged() {
     assert!(line["message"].as_str().unwrap().contains("no rule allows"));
 }
 
+/// Fails the test if `trap` (non-blocking) has a connection waiting.
+fn assert_no_connection(trap: &std::net::TcpListener) {
+    let got = trap.accept();
+    assert!(
+        matches!(&got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the trap got a connection: {got:?}"
+    );
+}
+
 #[test]
 fn the_ipv4_mapped_ipv6_form_of_a_refused_address_is_refused_too() {
     let s = setup();
-    let other = s.port.wrapping_add(1);
+    let trap = s.net.trap_tcp("127.0.0.1:0");
+    let other = trap.local_addr().unwrap().port();
     // The workload asks for `local.test` first: the address is then named
     // for that host, whichever form it is written in.
     let asked = |port| {
@@ -130,6 +145,7 @@ fn the_ipv4_mapped_ipv6_form_of_a_refused_address_is_refused_too() {
     );
     assert_eq!(log.len(), 1);
     assert_eq!(log[0]["dst_endpoint"]["ip"], "127.0.0.1", "decided as IPv4");
+    assert_no_connection(&trap);
     // The allowed port through the mapped form is the same decision: allowed.
     let code = asked(s.port);
     let (out, _) = s.run(&["/usr/bin/python3", "-c", &code]);

@@ -184,38 +184,15 @@ pub fn landlock_abi_at_least(abi: u8) -> bool {
 }
 
 /// The product's filter: the deny and notify lists every compiled bundle
-/// carries (`policy_bundle::kernel`), converted as the supervisor does.
+/// carries (`policy_bundle::kernel`), converted by the supervisor's own
+/// conversion (`supervisor::seccomp_filter`, what `run` installs), so a
+/// test that passes here passes for the filter that ships.
 pub fn product_filter() -> enforcer::FilterSpec {
-    use policy_bundle::ArgOp as BundleOp;
-    let conds = |when: &[policy_bundle::ArgCondition]| {
-        when.iter()
-            .map(|c| enforcer::ArgCond {
-                index: u32::from(c.arg),
-                op: match c.op {
-                    BundleOp::MaskedEq(mask) => enforcer::ArgOp::MaskedEq(mask),
-                    BundleOp::Ne => enforcer::ArgOp::Ne,
-                    BundleOp::Ge => enforcer::ArgOp::Ge,
-                },
-                value: c.value,
-            })
-            .collect()
-    };
-    enforcer::FilterSpec {
-        deny: policy_bundle::kernel::deny_list()
-            .iter()
-            .map(|d| enforcer::DenyRule {
-                syscall: d.syscall.clone(),
-                errno: enforcer::Errno::from_name(&d.errno).unwrap().raw(),
-                arg_conditions: conds(&d.when),
-            })
-            .collect(),
-        notify: policy_bundle::kernel::notify_list()
-            .iter()
-            .map(|n| enforcer::NotifyRule {
-                syscall: n.syscall.clone(),
-                arg_conditions: conds(&n.when),
-            })
-            .collect(),
-        wait_killable_recv: true,
-    }
+    supervisor::seccomp_filter(&policy_bundle::SeccompTable {
+        deny: policy_bundle::kernel::deny_list(),
+        notify: policy_bundle::kernel::notify_list(),
+        identities: Vec::new(),
+        routes: Vec::new(),
+    })
+    .unwrap()
 }
