@@ -409,3 +409,12 @@ fn read_only_root_imports() {
     assert!(out.contains("fs exec /\n"), "{out}");
     assert!(out.contains("fs write /tmp/\n"), "{out}");
 }
+
+/// `.` and empty components name what the kernel's path walk names
+/// without them: the import writes them normalized (W0702) instead of
+/// leaving the resolver to refuse what OpenShell accepts.
+#[test]
+fn filesystem_paths_in_the_kernels_spelling() {
+    let text = "version: 1\nlandlock: { compatibility: best_effort }\nfilesystem_policy:\n  read_only: [\"/usr/./lib\", \"//etc\", \"/opt//app/\", /, \"/a/.\"]\n  read_write: [\"/tmp/./x\", /sandbox/]\n";
+    insta::assert_snapshot!(import_text("kernel.yaml", text, false));
+}
