@@ -3,7 +3,9 @@
 //! joined, the workspace's binaries first on PATH, `sudo ` dropped when
 //! already root), must exit 0 (or 1, a finding), and must print every line
 //! shown under it, in order; `…` in a shown line stands for any text.
-//! The ```sh block (quickstart, the test suite itself) is what CI runs.
+//! The first ```sh block (quickstart, the test suite itself) is what CI
+//! runs: checked, not run, since it runs this test; the gateway's ```sh
+//! block runs as written.
 #![expect(
     clippy::unwrap_used,
     clippy::panic,
@@ -113,6 +115,51 @@ fn bin_dir() -> PathBuf {
         }
     }
     dir
+}
+
+/// The set-up block (the first ```sh block) builds everything and runs
+/// the whole suite, this test among it, so it cannot run here; what it
+/// says is held instead: it is valid shell, every script it calls exists
+/// and is executable, the directory it puts on PATH is where quickstart
+/// builds, and its test command is exactly what CI runs (`.ci/run`).
+#[test]
+fn the_setup_block_is_what_ci_runs() {
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let start = readme.find("```sh\n").expect("a ```sh block") + 6;
+    let block = &readme[start..start + readme[start..].find("```\n").unwrap()];
+    let syntax = Command::new("bash")
+        .args(["-n", "-c", block])
+        .output()
+        .unwrap();
+    assert!(syntax.status.success(), "{}", printed(&syntax));
+    let commands: Vec<&str> = block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    for script in commands.iter().filter(|c| c.starts_with("scripts/")) {
+        let path = Path::new(ROOT).join(script);
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path)
+                .unwrap_or_else(|e| panic!("`{script}`: {e}"))
+                .permissions(),
+        );
+        assert!(mode & 0o111 != 0, "`{script}` is not executable");
+    }
+    let quickstart = std::fs::read_to_string(Path::new(ROOT).join("scripts/quickstart")).unwrap();
+    assert!(
+        commands.contains(&"export PATH=\"$PWD/target/release:$PATH\"")
+            && quickstart.contains("--release")
+            && quickstart.contains("target/release"),
+        "the block's PATH is not where scripts/quickstart builds:\n{block}"
+    );
+    let ci = std::fs::read_to_string(Path::new(ROOT).join(".ci/run")).unwrap();
+    let ci_last = ci.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert_eq!(
+        commands.last(),
+        Some(&ci_last),
+        "the README's test command is not what .ci/run runs"
+    );
 }
 
 /// The gateway walkthrough (the ```sh block under "## Gateway"), run as

@@ -130,10 +130,28 @@ pub fn lint(r: &Resolved) -> Diagnostics {
                     "not inspected",
                 )
             };
+            // An imported endpoint is fixed in the YAML, whose author
+            // knows OpenShell's names for the protocol and the flag.
+            let yaml = crate::load::is_yaml(std::path::Path::new(file.path()));
+            let skip = matches!(&ep.kind, EndpointKind::Http(_));
+            let help = match (yaml, skip) {
+                (true, true) => {
+                    "remove `tls: skip` so the proxy checks each request, or set `allow_uninspected_credentials: true` to accept the risk"
+                }
+                (true, false) => {
+                    "set `protocol: rest` on the endpoint so the proxy checks each request, or `allow_uninspected_credentials: true` to accept the risk"
+                }
+                (false, true) => {
+                    "remove `tls skip` so the proxy checks each request, or add `uninspected_credentials` to accept the risk"
+                }
+                (false, false) => {
+                    "make the rule `http` so the proxy checks each request, or add `uninspected_credentials` to accept the risk"
+                }
+            };
             d.push(
                 Diagnostic::new(codes::W0102, file, *span, message)
                     .label(label)
-                    .help("make the rule `http` so the proxy checks each request, or add `uninspected_credentials` to accept the risk"),
+                    .help(help),
             );
         }
     }

@@ -791,7 +791,9 @@ impl Walker {
                     format!("expected {expected}, found `{found}`")
                 };
                 let help = help_for(positives);
-                let help = match closest_option(positives, &found) {
+                let help = match closest_option(positives, &found)
+                    .or_else(|| closest_keyword(positives, &found))
+                {
                     Some(k) => format!("did you mean `{k}`? {help}"),
                     None => help,
                 };
@@ -1003,6 +1005,74 @@ fn closest_option(expected: &[Rule], found: &str) -> Option<&'static str> {
     let word = found.to_ascii_lowercase();
     let mut best: Option<(usize, &'static str)> = None;
     for k in OPTIONS {
+        let d = edit_distance(&word, k);
+        if d <= 2 && d < k.len() && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+/// The words a keyword rule of the grammar stands for.
+fn keywords(rule: Rule) -> &'static [&'static str] {
+    match rule {
+        Rule::k_include => &["include"],
+        Rule::k_landlock => &["landlock"],
+        Rule::k_min_abi => &["min_abi"],
+        Rule::k_run_as => &["run_as"],
+        Rule::k_user => &["user"],
+        Rule::k_group => &["group"],
+        Rule::k_fs => &["fs"],
+        Rule::k_workdir => &["workdir"],
+        Rule::k_binaries => &["binaries"],
+        Rule::k_credential => &["credential"],
+        Rule::k_secret => &["secret"],
+        Rule::k_env => &["env"],
+        Rule::k_file => &["file"],
+        Rule::k_placeholder => &["placeholder"],
+        Rule::k_inject => &["inject"],
+        Rule::k_header => &["header"],
+        Rule::k_replace => &["replace"],
+        Rule::k_hosts => &["hosts"],
+        Rule::k_methods => &["methods"],
+        Rule::k_paths => &["paths"],
+        Rule::k_allow => &["allow"],
+        Rule::k_deny => &["deny"],
+        Rule::k_path => &["path"],
+        Rule::k_addresses => &["addresses"],
+        Rule::k_rpc => &["rpc"],
+        Rule::k_tool => &["tool"],
+        Rule::k_body_limit => &["body_limit"],
+        Rule::k_graphql => &["graphql"],
+        Rule::k_name => &["name"],
+        Rule::k_field => &["field"],
+        Rule::k_persisted => &["persisted"],
+        Rule::landlock_mode => &["best_effort", "hard"],
+        Rule::fs_kind => &["read", "write", "exec", "deny"],
+        Rule::tls_mode => &["auto", "skip"],
+        Rule::l7_action => &["allow", "deny"],
+        Rule::doc_kind => &["policy", "fragment"],
+        _ => &[],
+    }
+}
+
+/// The keyword a misspelt word most likely meant, among those the parser
+/// expected there (`inject replce` → `replace`): within two edits, and
+/// closer than to any other. Where the parser expected a name, a value or
+/// a path, any word is fine there and nothing is suggested.
+fn closest_keyword(expected: &[Rule], found: &str) -> Option<&'static str> {
+    if found.is_empty() || found == "end of line" {
+        return None;
+    }
+    let open = expected
+        .iter()
+        .any(|r| matches!(r, Rule::ident | Rule::word | Rule::string | Rule::path_word));
+    if open {
+        return None;
+    }
+    let word = found.to_ascii_lowercase();
+    let mut best: Option<(usize, &'static str)> = None;
+    for k in expected.iter().flat_map(|r| keywords(*r)) {
         let d = edit_distance(&word, k);
         if d <= 2 && d < k.len() && best.is_none_or(|(b, _)| d < b) {
             best = Some((d, k));

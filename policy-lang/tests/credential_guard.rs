@@ -123,3 +123,45 @@ fn an_imported_l4_endpoint_to_a_credentialed_host_is_refused() {
         }
     }
 }
+
+/// W0102's help names the fix in the source's own words: OpenShell's
+/// `protocol: rest` and `allow_uninspected_credentials: true` in YAML, our
+/// `http` and `uninspected_credentials` in a policy; `tls skip` is removed.
+#[test]
+fn the_refusal_names_the_flag_in_the_sources_own_words() {
+    let dir = std::env::temp_dir().join(format!("osp-guard-help-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let creds = dir.join("creds.yaml");
+    std::fs::write(
+        &creds,
+        "credentials:\n  - name: github-pat\n    type: github-pat\n    injected_via: GITHUB_TOKEN\n    target_hosts: [api.github.com]\n",
+    )
+    .unwrap();
+    let yaml = dir.join("p.yaml");
+    std::fs::write(
+        &yaml,
+        "version: 1\nlandlock: { compatibility: best_effort }\nprocess: { run_as_user: sandbox, run_as_group: sandbox }\nnetwork_policies:\n  git:\n    endpoints:\n      - { host: api.github.com, port: 443 }\n      - { host: api.github.com, port: 8443, protocol: rest, tls: skip, access: read-only, enforcement: enforce }\n    binaries: [{ path: /usr/bin/git }]\n",
+    )
+    .unwrap();
+    let policy = dir.join("p.policy");
+    std::fs::write(
+        &policy,
+        format!(
+            "policy \"p\" {{\n  landlock best_effort\n  run_as user sandbox group sandbox\n{CRED}  allow /usr/bin/git -> api.github.com:443\n  allow /usr/bin/git -> api.github.com:8443 http tls skip read-only\n}}\n"
+        ),
+    )
+    .unwrap();
+    let mut out = String::new();
+    for (path, creds) in [(&yaml, Some(creds.as_path())), (&policy, None)] {
+        let (checked, _) = load::compile_file(path, creds).unwrap();
+        for d in checked.diagnostics.iter().filter(|d| d.code.id == "W0102") {
+            let (l, c) = d.line_col();
+            let name = path.file_name().unwrap().to_string_lossy();
+            out.push_str(&format!(
+                "{name}:{l}:{c} {}\n  help: {}\n",
+                d.message, d.help
+            ));
+        }
+    }
+    insta::assert_snapshot!(out);
+}

@@ -409,3 +409,31 @@ fn read_only_root_imports() {
     assert!(out.contains("fs exec /\n"), "{out}");
     assert!(out.contains("fs write /tmp/\n"), "{out}");
 }
+
+/// `.` and empty components name what the kernel's path walk names
+/// without them: the import writes them normalized (W0702) instead of
+/// leaving the resolver to refuse what OpenShell accepts.
+#[test]
+fn filesystem_paths_in_the_kernels_spelling() {
+    let text = "version: 1\nlandlock: { compatibility: best_effort }\nfilesystem_policy:\n  read_only: [\"/usr/./lib\", \"//etc\", \"/opt//app/\", /, \"/a/.\"]\n  read_write: [\"/tmp/./x\", /sandbox/]\n";
+    insta::assert_snapshot!(import_text("kernel.yaml", text, false));
+}
+
+/// What OpenShell has and the import leaves out on purpose is refused by
+/// name, and the help says why (docs/openshell-import.md, "Left out");
+/// the same fields left at their defaults are accepted silently.
+#[test]
+fn left_out_features_are_refused_by_name_with_the_reason() {
+    let text = "version: 1\nnetwork_middlewares:\n  guard: { kind: content }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: s3.amazonaws.com, port: 443, protocol: rest, access: full, enforcement: enforce, credential_signing: sigv4, signing_service: s3, signing_region: us-east-1 }\n      - { host: b.example.com, port: 443, protocol: rest, access: full, enforcement: enforce, request_body_credential_rewrite: true }\n      - { host: c.example.com, port: 443, protocol: websocket, access: full, enforcement: enforce, websocket_credential_rewrite: true }\n      - { host: d.example.com, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: { provider: gh } }\n      - { host: e.example.com, port: 443, protocol: rest, access: full, enforcement: enforce, request_body_credential_rewrite: false, websocket_credential_rewrite: false, credential_signing: \"\" }\n    binaries: [{ path: /usr/bin/curl }]\n";
+    let file = SourceFile::new("left_out.yaml", text);
+    let (_, diags) = import::yaml_to_document(&file);
+    let out: Vec<String> = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| {
+            let (l, c) = d.line_col();
+            format!("{} {l}:{c} {}\n  help: {}", d.code.id, d.message, d.help)
+        })
+        .collect();
+    insta::assert_snapshot!(out.join("\n"));
+}

@@ -287,6 +287,8 @@ fn filesystem(cx: &mut Cx<'_>, node: &YNode) -> Vec<Item<Stmt>> {
     ) {
         return Vec::new();
     }
+    let read = read.map(|(span, list)| (span, kernel_spelling(cx, list)));
+    let write = write.map(|(span, list)| (span, kernel_spelling(cx, list)));
     // OpenShell grants its Landlock rules with the landlock crate's
     // `from_read` (read_only) and `from_all` (read_write, the working
     // directory), and both include execute: read-only paths become `fs exec`,
@@ -324,6 +326,41 @@ fn filesystem(cx: &mut Cx<'_>, node: &YNode) -> Vec<Item<Stmt>> {
         }
     }
     out
+}
+
+/// Absolute paths with `.` or empty components, rewritten without them
+/// (W0702). OpenShell hands the path to the kernel as written, and the
+/// kernel's path walk reads `/a/./b` and `/a//b` as `/a/b`; our paths are
+/// written normalized, so a rule keeps OpenShell's meaning only rewritten.
+/// Relative paths are left as they are, for the resolver's E0402.
+fn kernel_spelling(cx: &mut Cx<'_>, list: Vec<Node<String>>) -> Vec<Node<String>> {
+    list.into_iter()
+        .map(|p| {
+            if !p.node.starts_with('/') {
+                return p;
+            }
+            let parts: Vec<&str> = p
+                .node
+                .split('/')
+                .filter(|c| !c.is_empty() && *c != ".")
+                .collect();
+            let normal = format!("/{}", parts.join("/"));
+            let as_written = match p.node.trim_end_matches('/') {
+                "" => "/",
+                t => t,
+            };
+            if normal == as_written {
+                return p;
+            }
+            cx.push(
+                codes::W0702,
+                p.span,
+                format!("filesystem path `{}` is written `{normal}` here", p.node),
+                "the kernel reads `.` and empty components as nothing, so both name the same file; write the path without them",
+            );
+            Node::new(normal, p.span)
+        })
+        .collect()
 }
 
 fn network_policies(cx: &mut Cx<'_>, node: &YNode) -> Vec<Item<Stmt>> {
