@@ -133,12 +133,19 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// The child's pid, already valid before [`Pending::start`], so the
-    /// caller can open its namespaces and its root (the init's, in a new
-    /// PID namespace, are the workload's).
+    /// The child's pid (the workload's init, where it has one), already
+    /// valid before [`Pending::start`].
     #[must_use]
     pub fn pid(&self) -> u32 {
         u32::try_from(self.pid).unwrap_or_default()
+    }
+
+    /// The workload's own pid, before it execs: open its namespaces and
+    /// its root through it. Its init, if it has one, is not dumpable, so a
+    /// caller without `CAP_SYS_PTRACE` may not open the init's.
+    #[must_use]
+    pub fn workload_pid(&self) -> u32 {
+        u32::try_from(self.workload).unwrap_or_default()
     }
 
     /// The seccomp notification listener, once: the caller serves it.

@@ -417,7 +417,7 @@ fn serve(
     let _entered = runtime.enter();
     let (net_mode, stub) = match mode {
         NetnsMode::New => {
-            let netns = enforcer::open_netns(pending.pid())
+            let netns = enforcer::open_netns(pending.workload_pid())
                 .map_err(LaunchError::io("open the sandbox's network namespace"))?;
             let stub = StubSockets::in_namespace(netns.as_fd())
                 .map_err(LaunchError::io("bind the DNS stub in the sandbox"))?;
@@ -453,7 +453,7 @@ fn serve(
             groups: vec![i.gid],
         });
     // Opened while the child waits for its go: it cannot have exited.
-    let root = Arc::new(workload_root(pending.pid())?);
+    let root = Arc::new(workload_root(pending.workload_pid())?);
     let running = pending.start().map_err(LaunchError::Spawn)?;
     let exec_at = started.elapsed();
     drop(resolv);

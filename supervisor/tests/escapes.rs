@@ -140,12 +140,9 @@ fn blocked_families_and_calls_are_refused_with_the_bundles_errno_for_a_root_work
             "the kernel alone already answers the bundle's errno: {control}"
         );
     }
-    // A pty for the `TIOCSTI` attempt. With `fs write` alone the
-    // supervisor bind-mounts `/dev/ptmx` onto itself `noexec`, and the
-    // kernel then cannot find the `pts` instance beside it (`ENOENT`);
-    // an execute right keeps it as it is.
+    // A pty for the `TIOCSTI` attempt.
     let body = format!(
-        "  landlock hard min_abi 4\n{SYSTEM}  fs write /dev/ptmx /dev/pts\n  fs exec /dev/ptmx /dev/pts\n  binaries clients = {}\n",
+        "  landlock hard min_abi 4\n{SYSTEM}  fs write /dev/ptmx /dev/pts\n  binaries clients = {}\n",
         clients()
     );
     let bundle = bundle(&dir, "blocked", &body);
