@@ -132,7 +132,7 @@ pub fn lint(r: &Resolved) -> Diagnostics {
             };
             // An imported endpoint is fixed in the YAML, whose author
             // knows OpenShell's names for the protocol and the flag.
-            let yaml = crate::load::is_yaml(std::path::Path::new(file.path()));
+            let yaml = crate::source::is_yaml(std::path::Path::new(file.path()));
             let skip = matches!(&ep.kind, EndpointKind::Http(_));
             let help = match (yaml, skip) {
                 (true, true) => {

@@ -29,13 +29,7 @@ pub enum LoadError {
     },
 }
 
-/// True for files this tool reads as OpenShell YAML.
-pub fn is_yaml(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml")
-    )
-}
+pub use crate::source::is_yaml;
 
 /// Reads a file as UTF-8 text, named by its path as given.
 pub fn read_source(path: &Path) -> Result<SourceFile, LoadError> {

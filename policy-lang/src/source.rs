@@ -148,6 +148,14 @@ impl SourceFile {
     }
 }
 
+/// True for files this tool reads as OpenShell YAML.
+pub fn is_yaml(path: &std::path::Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
