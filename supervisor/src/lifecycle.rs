@@ -1,20 +1,23 @@
 //! The running sandbox: waiting for the workload, `--timeout`, signals, and
 //! making sure nothing the workload started outlives it.
 //!
-//! With the privilege to make namespaces, the workload runs under a small
-//! init, PID 1 of its own PID namespace (`enforcer::ChildSpec::new_pidns`):
-//! the init reaps whatever the workload abandons, passes on the signals
-//! forwarded here, and when the workload ends the kernel kills everything
-//! left in the namespace. If the supervisor itself is killed,
-//! `PR_SET_PDEATHSIG` kills the init, and with it the whole namespace.
+//! The workload runs under an init: `openshell-sandbox`, which the launch
+//! child execs once it has forked the workload (`enforcer::ChildSpec::
+//! init_program`). With the privilege to make namespaces it is PID 1 of
+//! the workload's own PID namespace: it reaps whatever the workload
+//! abandons, passes on the signals forwarded here, and when the workload
+//! ends the kernel kills everything left in the namespace. Without that
+//! privilege it is a child subreaper and kills what is left itself. If the
+//! supervisor is killed, `PR_SET_PDEATHSIG` kills the init, and with it
+//! the namespace, or (without one) the workload, whose own parent-death
+//! signal fires.
 //!
-//! Without that privilege the supervisor is a child subreaper, so whatever
-//! the workload forks and abandons is re-parented to it. When the workload
-//! ends (or times out), every remaining descendant is killed and reaped
-//! before the supervisor exits. If the supervisor is killed,
-//! `PR_SET_PDEATHSIG` kills the workload; descendants it forked keep
-//! running but have lost the listener, so every trapped call fails
-//! (`ENOSYS`).
+//! Without a PID namespace the supervisor is a child subreaper too, for
+//! whatever outlives the init (or all of it, without `openshell-sandbox`
+//! beside the supervisor): when
+//! the workload ends (or times out), every remaining descendant is killed
+//! and reaped before the supervisor exits. Processes that escaped both
+//! have lost the listener, so every trapped call fails (`ENOSYS`).
 
 use std::time::Duration;
 
