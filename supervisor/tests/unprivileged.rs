@@ -11,6 +11,22 @@ use std::os::unix::fs::PermissionsExt;
 
 use common::{Dir, SYSTEM, TestNet, bundle, clients, log_lines, output, stderr, stdout};
 
+/// `BIN` (a copy `nobody` may run) inside the test's namespace, as
+/// `nobody` without capabilities; its arguments follow.
+fn as_nobody(net: &TestNet, bin: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new("ip");
+    cmd.args(["netns", "exec", &net.name]).args([
+        "setpriv",
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]);
+    cmd.arg(bin);
+    cmd
+}
+
 #[test]
 fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
     let net = TestNet::new();
@@ -48,16 +64,8 @@ fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
         "  print(e.errno)",
     ]
     .join("\n");
-    let mut cmd = std::process::Command::new("ip");
-    cmd.args(["netns", "exec", &net.name]).args([
-        "setpriv",
-        "--reuid=nobody",
-        "--regid=nogroup",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-    ]);
-    cmd.arg(&bin).args([
+    let mut cmd = as_nobody(&net, &bin);
+    cmd.args([
         "run",
         "--bundle",
         b.to_str().unwrap(),
@@ -136,17 +144,9 @@ fn a_workload_of_the_same_user_cannot_read_the_supervisors_memory_or_environment
         "print('status', 'Name:' in open('/proc/%d/status'%ppid).read())",
     ]
     .join("\n");
-    let mut cmd = std::process::Command::new("ip");
-    cmd.args(["netns", "exec", &net.name]).args([
-        "setpriv",
-        "--reuid=nobody",
-        "--regid=nogroup",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-    ]);
+    let mut cmd = as_nobody(&net, &bin);
     cmd.env("SUPERVISOR_ONLY_SECRET", "do-not-leak-4711");
-    cmd.arg(&bin).args([
+    cmd.args([
         "run",
         "--bundle",
         b.to_str().unwrap(),
@@ -218,16 +218,8 @@ fn a_workload_of_the_same_user_cannot_change_the_supervisors_limits_or_priority(
         "r('own-ioprio',lambda: ioprio(1,0,(2<<13)|4))",
     ]
     .join("\n");
-    let mut cmd = std::process::Command::new("ip");
-    cmd.args(["netns", "exec", &net.name]).args([
-        "setpriv",
-        "--reuid=nobody",
-        "--regid=nogroup",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-    ]);
-    cmd.arg(&bin).args([
+    let mut cmd = as_nobody(&net, &bin);
+    cmd.args([
         "run",
         "--bundle",
         b.to_str().unwrap(),
@@ -278,16 +270,8 @@ fn an_unprivileged_supervisor_runs_the_workload_under_openshell_sandbox() {
         &format!("subprocess.Popen(['/usr/bin/setsid','/usr/bin/sleep','{marker}'])"),
     ]
     .join("\n");
-    let mut cmd = std::process::Command::new("ip");
-    cmd.args(["netns", "exec", &net.name]).args([
-        "setpriv",
-        "--reuid=nobody",
-        "--regid=nogroup",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-    ]);
-    cmd.arg(dir.join("openshell-supervisor")).args([
+    let mut cmd = as_nobody(&net, &dir.join("openshell-supervisor"));
+    cmd.args([
         "run",
         "--bundle",
         b.to_str().unwrap(),
