@@ -1268,3 +1268,261 @@ fn override_headers_cannot_turn_an_allowed_request_into_another_method_or_target
         }
     }
 }
+
+/// The workload of the unannounced-connection test: one request through
+/// the broker (the route works), then, once the test has attacked, a
+/// connect of its own to the proxy's port on the sandbox's loopback.
+/// argv: workdir, the plain port.
+const UNANNOUNCED_PY: &str = r#"
+import http.client, os, socket, sys, time
+wd, port = sys.argv[1], int(sys.argv[2])
+c = http.client.HTTPConnection("api.test", port, timeout=10)
+c.request("GET", "/announced")
+r = c.getresponse(); r.read()
+print(r.status, flush=True)
+go = os.path.join(wd, "go")
+for _ in range(600):
+    if os.path.exists(go): break
+    time.sleep(0.05)
+proxy = int(open(go).read())
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect(("127.0.0.1", proxy))
+    print("connected", flush=True)
+except OSError as e:
+    print(e.errno, flush=True)
+"#;
+
+/// "The proxy drops connections the broker did not announce": the
+/// listener lives in the supervisor's namespace, so any process there can
+/// connect to it. Such a connection, carrying a request for a host the
+/// policy allows, must be closed without a byte reaching the upstream:
+/// were it served (under the last announced connection's decision, say),
+/// the policy would hold only as long as nothing else ever ran in that
+/// namespace. The workload, in its own namespace, reaches nothing at that
+/// port at all.
+#[test]
+fn a_connection_the_broker_did_not_announce_is_closed_and_nothing_is_forwarded() {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let s = Sandbox::new();
+    let b = s.bundle(
+        "unannounced",
+        "  allow clients -> api.test:PLAIN http read-only\n",
+    );
+    let port = s.up.plain_port.to_string();
+    let wd = s.dir.path().to_str().unwrap();
+    let mut cmd = s.command(
+        &b,
+        &[],
+        &["/usr/bin/python3", "-c", UNANNOUNCED_PY, wd, &port],
+    );
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert_eq!(first.trim(), "200", "the announced connection is served");
+
+    let listeners: Vec<u16> = s
+        .net
+        .supervisor_listeners()
+        .into_iter()
+        .filter(|p| ![s.up.plain_port, s.up.tls_port].contains(p))
+        .collect();
+    assert!(!listeners.is_empty(), "the proxy's listener was not found");
+    for &proxy in &listeners {
+        let mut conn = s
+            .net
+            .connect(std::net::SocketAddr::from(([127, 0, 0, 1], proxy)))
+            .unwrap();
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        // The write may already fail: the proxy may have closed it.
+        let _ = conn.write_all(
+            format!(
+                "GET /unannounced HTTP/1.1\r\nHost: api.test:{port}\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        let mut got = Vec::new();
+        match conn.read_to_end(&mut got) {
+            Ok(_) => assert!(
+                got.is_empty(),
+                "the proxy at {proxy} answered: {}",
+                String::from_utf8_lossy(&got)
+            ),
+            Err(e) => assert!(
+                matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+                ),
+                "the connection to {proxy} was left open: {e}"
+            ),
+        }
+    }
+
+    std::fs::write(s.dir.join("go"), listeners[0].to_string()).unwrap();
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let err = common::read_all(child.stderr.take().unwrap());
+    assert!(status.success(), "{err}");
+    assert_eq!(
+        rest.trim(),
+        libc::ECONNREFUSED.to_string(),
+        "the workload's loopback has nothing at the proxy's port: {err}"
+    );
+    let seen: Vec<String> = s.up.seen().iter().map(|r| r.target.clone()).collect();
+    assert_eq!(
+        seen,
+        ["/announced"],
+        "only the announced request went upstream"
+    );
+}
+
+/// The workload of the rogue-root test. argv: workdir, its CA (PEM), the
+/// rogue upstream's port, the trusted upstream's port. It plants the CA
+/// everywhere it can, then asks the proxy for both upstreams, without
+/// verifying its own hop (the proxy's leaf): only the proxy's upstream
+/// verification is in question. One JSON line.
+const ROGUE_ROOT_PY: &str = r#"
+import http.client, json, os, ssl, sys
+wd, ca, rogue, good = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+res = {}
+for f in [os.path.join(wd, "my-ca.pem"), os.path.join(wd, "certs", "my-ca.pem")]:
+    os.makedirs(os.path.dirname(f), exist_ok=True)
+    with open(f, "w") as out: out.write(ca)
+handed = os.environ["CURL_CA_BUNDLE"]
+def attempt(name, path, mode):
+    try:
+        with open(path, mode) as out: out.write(ca)
+        res[name] = "written"
+    except OSError as e:
+        res[name] = e.errno
+attempt("handed_append", handed, "a")
+attempt("handed_dir", os.path.join(os.path.dirname(handed), "my-ca.pem"), "w")
+attempt("system_bundle", "/etc/ssl/certs/ca-certificates.crt", "a")
+attempt("system_dir", "/etc/ssl/certs/my-ca.pem", "w")
+ctx = ssl._create_unverified_context()
+def get(port, path):
+    c = http.client.HTTPSConnection("api.test", port, context=ctx, timeout=10)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return {"status": r.status, "policy": r.getheader("x-openshell-policy"), "body": r.read().decode()}
+    except Exception as e:
+        return {"status": 0, "error": repr(e)}
+res["env"] = {k: os.environ.get(k) for k in ["SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"]}
+res["rogue"] = get(rogue, "/rogue")
+res["good"] = get(good, "/good")
+print(json.dumps(res), flush=True)
+"#;
+
+/// "The workload cannot add a root certificate the proxy trusts": the
+/// proxy verifies upstreams against the system roots and `--upstream-ca`
+/// only, all of them the operator's. A workload that writes its own CA
+/// into its workdir, points every trust variable at it (`--env`), and
+/// tries to add it to the trust file it was handed and to the system
+/// bundle still gets `502 upstream_error` from a server whose
+/// certificate that CA signed, and the server never sees the request.
+/// The same run with the operator trusting that CA reaches it: trust is
+/// the only thing in the way.
+#[test]
+fn a_root_the_workload_adds_is_not_trusted_by_the_proxy_upstream() {
+    let s = Sandbox::new();
+    // A server for the same allowed name, with a CA the workload holds.
+    let rogue_dir = Dir::new();
+    let rogue = upstream::serve(
+        s.net.tcp("127.0.0.1:0"),
+        s.net.tcp("127.0.0.1:0"),
+        rogue_dir.path(),
+        &["api.test"],
+        None,
+    );
+    let ca = std::fs::read_to_string(&rogue.ca_file).unwrap();
+    let b = s.bundle(
+        "rogue",
+        &format!(
+            "  allow clients -> api.test:TLS,{} http read-only\n",
+            rogue.tls_port
+        ),
+    );
+    let wd = s.dir.path().to_str().unwrap().to_owned();
+    let mine = format!("{wd}/my-ca.pem");
+    // Already there at launch (the workload writes it again): a proxy
+    // that read the workload's trust at any moment would find it.
+    let certs = s.dir.mkdir("certs");
+    for f in [PathBuf::from(&mine), certs.join("my-ca.pem")] {
+        std::fs::write(&f, &ca).unwrap();
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    }
+    let env: Vec<String> = [
+        ("SSL_CERT_FILE", &mine),
+        ("SSL_CERT_DIR", &format!("{wd}/certs")),
+        ("REQUESTS_CA_BUNDLE", &mine),
+        ("NODE_EXTRA_CA_CERTS", &mine),
+        ("GIT_SSL_CAINFO", &mine),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{k}={v}"))
+    .collect();
+    let mut extra = Vec::new();
+    for e in &env {
+        extra.extend(["--env", e.as_str()]);
+    }
+    let (rogue_port, good_port) = (rogue.tls_port.to_string(), s.up.tls_port.to_string());
+    let attack = || {
+        let out = output(s.command(
+            &b,
+            &extra,
+            &[
+                "/usr/bin/python3",
+                "-c",
+                ROGUE_ROOT_PY,
+                &wd,
+                &ca,
+                &rogue_port,
+                &good_port,
+            ],
+        ));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let res: Value = serde_json::from_str(stdout(&out).trim()).unwrap_or_else(|e| {
+            panic!("{e}: {} {}", stdout(&out), stderr(&out));
+        });
+        res
+    };
+
+    let res = attack();
+    assert_eq!(res["env"]["SSL_CERT_FILE"], mine.as_str(), "{res}");
+    for place in ["handed_append", "handed_dir", "system_bundle", "system_dir"] {
+        assert!(res[place].is_number(), "{place}: {res}");
+    }
+    assert_eq!(res["good"]["status"], 200, "the proxy path works: {res}");
+    assert_eq!(res["rogue"]["status"], 502, "{res}");
+    assert_eq!(res["rogue"]["policy"], "upstream_error", "{res}");
+    assert!(
+        res["rogue"]["body"]
+            .as_str()
+            .unwrap()
+            .contains("invalid peer certificate: UnknownIssuer"),
+        "{res}"
+    );
+    assert!(
+        rogue.seen().is_empty(),
+        "the workload's CA was trusted: {:?}",
+        rogue.seen()
+    );
+
+    // Control: the operator trusting the same CA (`--upstream-ca`, read
+    // at start) lets the same request through.
+    let mut trusted = std::fs::read_to_string(&s.up.ca_file).unwrap();
+    trusted.push_str(&ca);
+    std::fs::write(&s.up.ca_file, trusted).unwrap();
+    let res = attack();
+    assert_eq!(res["rogue"]["status"], 200, "{res}");
+    let seen: Vec<String> = rogue.seen().iter().map(|r| r.target.clone()).collect();
+    assert_eq!(seen, ["/rogue"]);
+}

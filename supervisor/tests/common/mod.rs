@@ -153,6 +153,46 @@ impl TestNet {
         l
     }
 
+    /// A TCP connection made from this namespace, as any process of it
+    /// (the supervisor's own neighbours) could make it.
+    pub fn connect(&self, addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
+        self.in_ns(|| std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)))
+    }
+
+    /// The TCP ports the supervisor running in this namespace listens on,
+    /// found from its open sockets (`/proc/PID/fd`) and the namespace's
+    /// `/proc/PID/net/tcp` (state `0A`, LISTEN).
+    pub fn supervisor_listeners(&self) -> Vec<u16> {
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+            .unwrap();
+        let me = std::fs::canonicalize(SUPERVISOR).unwrap();
+        let mut ports = Vec::new();
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            if std::fs::read_link(format!("/proc/{pid}/exe")).ok().as_ref() != Some(&me) {
+                continue;
+            }
+            let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .unwrap()
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().into_owned();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+                })
+                .collect();
+            let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap();
+            for line in table.lines().skip(1) {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+                    let port = f[1].rsplit(':').next().unwrap();
+                    ports.push(u16::from_str_radix(port, 16).unwrap());
+                }
+            }
+        }
+        ports
+    }
+
     pub fn udp(&self, addr: &str) -> UdpSocket {
         let addr: SocketAddr = addr.parse().unwrap();
         self.in_ns(|| UdpSocket::bind(addr)).unwrap()

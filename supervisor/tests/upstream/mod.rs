@@ -70,12 +70,18 @@ impl Upstream {
 }
 
 /// A CA and a leaf for `names`, signed by it: (CA PEM, leaf DER, key DER).
+/// Each CA has a name of its own, so that a verifier holding another test
+/// CA finds no issuer at all rather than one by the same name.
 pub fn certificates(names: &[&str]) -> (String, Vec<u8>, Vec<u8>) {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "upstream test CA");
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ca.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        format!("upstream test CA {} {n}", std::process::id()),
+    );
     let ca_cert = ca.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate().unwrap();
