@@ -118,6 +118,6 @@ pub use sockaddr::{
     SockAddr, SockAddrError, UnixAddr, read_mmsghdr_names, read_msghdr_name, read_sockaddr,
 };
 pub use spawn::{
-    ExitStatus, Pending, Reaped, Running, SpawnError, send_signal, set_child_subreaper, spawn,
-    try_reap, wait_for,
+    ExitStatus, Pending, Reaped, Running, SpawnError, children, kill_descendants, send_signal,
+    set_child_subreaper, spawn, try_reap, wait_for,
 };

@@ -391,6 +391,59 @@ pub fn wait_for(pid: u32) -> Result<ExitStatus, Errno> {
     }
 }
 
+/// This process's children, over all its threads, from
+/// `/proc/self/task/*/children`.
+#[must_use]
+pub fn children() -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut out: Vec<u32> = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Kills and reaps every remaining child, re-parented descendants
+/// included (the caller is a child subreaper or PID 1), repeating while
+/// killing one re-parents others.
+pub fn kill_descendants() {
+    for _ in 0..100 {
+        let children = children();
+        if children.is_empty() {
+            break;
+        }
+        for pid in children {
+            let _ = send_signal(pid, libc::SIGKILL);
+        }
+        reap_all(std::time::Duration::from_millis(200));
+    }
+    reap_all(std::time::Duration::ZERO);
+}
+
+/// Reaps every child that has ended, waiting up to `patience` for those
+/// still running.
+fn reap_all(patience: std::time::Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        match try_reap(None) {
+            Ok(Reaped::Exited(..)) => {}
+            Ok(Reaped::Running) if start.elapsed() < patience => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            _ => return,
+        }
+    }
+}
+
 /// Makes the caller the reaper of its orphaned descendants, so a workload
 /// that daemonizes still ends with the sandbox.
 pub fn set_child_subreaper() -> Result<(), Errno> {

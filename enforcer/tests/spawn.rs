@@ -20,6 +20,11 @@ use enforcer::{
 /// The system paths, and with `pidns` the workload's own `/proc` (opened
 /// by the child there).
 fn ruleset_for(pidns: bool) -> PreparedRuleset {
+    ruleset_reading(pidns, &[])
+}
+
+/// As [`ruleset_for`], with `extra` readable too.
+fn ruleset_reading(pidns: bool, extra: &[&std::path::Path]) -> PreparedRuleset {
     let read = FsAccess::READ_FILE | FsAccess::READ_DIR;
     let mut fs: Vec<FsRule> = ["/usr", "/lib", "/lib64", "/etc", "/bin"]
         .iter()
@@ -34,6 +39,10 @@ fn ruleset_for(pidns: bool) -> PreparedRuleset {
             access: read,
         });
     }
+    fs.extend(extra.iter().map(|p| FsRule {
+        path: p.to_path_buf(),
+        access: read,
+    }));
     enforcer::prepare(&LandlockSpec {
         mode: Compat::BestEffort,
         min_abi: 1,
@@ -102,9 +111,18 @@ fn reap(pid: u32) -> ExitStatus {
 fn sh(pidns: bool, script: &str) -> (String, ExitStatus) {
     let (ruleset, filter) = (ruleset_for(pidns), filter());
     let argv = cstrings(&["sh", "-c", script]);
+    output_of(plain(pidns, &ruleset, &filter, c"/bin/sh", &argv))
+}
+
+/// Runs `spec` with its stdout piped back: what it printed and how it
+/// ended.
+fn output_of(spec: ChildSpec<'_>) -> (String, ExitStatus) {
     let (out_r, out_w) = pipe();
-    let mut spec = plain(pidns, &ruleset, &filter, c"/bin/sh", &argv);
-    spec.stdio[1] = Some(out_w.as_fd());
+    let [stdin, _, stderr] = spec.stdio;
+    let spec = ChildSpec {
+        stdio: [stdin, Some(out_w.as_fd()), stderr],
+        ..spec
+    };
     let mut pending = enforcer::spawn(&spec).unwrap();
     let _listener = pending.take_listener();
     let running = pending.start().unwrap();
@@ -246,19 +264,12 @@ fn the_child_sees_a_private_resolv_conf_and_the_host_keeps_its_own() {
         let source = common::cstr(&private);
         let (ruleset, filter) = (ruleset_for(pidns), filter());
         let argv = cstrings(&["sh", "-c", "cat /etc/resolv.conf"]);
-        let (out_r, out_w) = pipe();
         let mut spec = plain(pidns, &ruleset, &filter, c"/bin/sh", &argv);
         spec.new_netns = true;
         spec.bind_file = Some((&source, c"/etc/resolv.conf"));
-        spec.stdio[1] = Some(out_w.as_fd());
         spec.drop_bounding = true;
-        let mut pending = enforcer::spawn(&spec).unwrap();
-        let _listener = pending.take_listener();
-        let running = pending.start().unwrap();
-        drop(out_w);
-        let mut out = String::new();
-        std::fs::File::from(out_r).read_to_string(&mut out).unwrap();
-        assert_eq!(running.wait().unwrap(), ExitStatus::Code(0));
+        let (out, status) = output_of(spec);
+        assert_eq!(status, ExitStatus::Code(0));
         assert!(out.starts_with("nameserver 127.0.0.1\n"), "{out}");
         assert_eq!(std::fs::read("/etc/resolv.conf").ok(), host_before);
     }
@@ -365,29 +376,7 @@ fn a_noexec_tree_maps_nothing_executable_and_exec_again_below_it_does() {
     for d in [dir.path(), sub.as_path()] {
         std::fs::copy("/usr/bin/true", d.join("true")).unwrap();
     }
-    let read = FsAccess::READ_FILE | FsAccess::READ_DIR;
-    let mut fs: Vec<FsRule> = ["/usr", "/lib", "/lib64", "/etc", "/bin"]
-        .iter()
-        .map(|p| FsRule {
-            path: p.into(),
-            access: read | FsAccess::EXECUTE,
-        })
-        .collect();
-    fs.push(FsRule {
-        path: dir.path().to_path_buf(),
-        access: read,
-    });
-    let ruleset = enforcer::prepare(&LandlockSpec {
-        mode: Compat::BestEffort,
-        min_abi: 1,
-        fs,
-        tcp_connect_ports: None,
-        tcp_bind_ports: None,
-        scope_signals_and_abstract_unix: false,
-        private_proc: false,
-    })
-    .unwrap();
-    let filter = filter();
+    let (ruleset, filter) = (ruleset_reading(false, &[dir.path()]), filter());
     // The loader maps each copy executable, as it maps a library.
     let script = format!(
         "for p in {0}/true {0}/sub/true; do /lib64/ld-linux-x86-64.so.2 $p 2>&1; echo $?; done",
@@ -396,18 +385,11 @@ fn a_noexec_tree_maps_nothing_executable_and_exec_again_below_it_does() {
     let argv = cstrings(&["sh", "-c", &script]);
     let noexec = [common::cstr(dir.path())];
     let exec_again = [common::cstr(&sub)];
-    let (out_r, out_w) = pipe();
     let mut spec = plain(false, &ruleset, &filter, c"/bin/sh", &argv);
     spec.noexec = &noexec;
     spec.exec_again = &exec_again;
-    spec.stdio[1] = Some(out_w.as_fd());
-    let mut pending = enforcer::spawn(&spec).unwrap();
-    let _listener = pending.take_listener();
-    let running = pending.start().unwrap();
-    drop(out_w);
-    let mut out = String::new();
-    std::fs::File::from(out_r).read_to_string(&mut out).unwrap();
-    assert_eq!(running.wait().unwrap(), ExitStatus::Code(0));
+    let (out, status) = output_of(spec);
+    assert_eq!(status, ExitStatus::Code(0));
     assert!(out.contains("failed to map segment"), "{out}");
     assert!(out.ends_with("\n127\n0\n"), "{out}");
     // The mount was the child's own: here the copy still runs.

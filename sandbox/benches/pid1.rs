@@ -19,29 +19,9 @@ const SANDBOX: &str = env!("CARGO_BIN_EXE_openshell-sandbox");
 const ORPHANS: usize = 10_000;
 const RUNS: usize = 5;
 
-/// Forks N double-forked children, waits until no zombie is left in the
-/// namespace (30 s at most), prints the seconds that took and the zombies
-/// left; exits 3.
-const ORPHANS_PY: &str = "import os,sys,time
-n=int(sys.argv[1])
-def zombies():
-    z=0
-    for p in os.listdir('/proc'):
-        try:
-            if p.isdigit() and open('/proc/%s/stat'%p).read().rsplit(') ',1)[1][0]=='Z': z+=1
-        except OSError: pass
-    return z
-t0=time.perf_counter()
-for i in range(n):
-    if os.fork()==0:
-        if os.fork()==0: os._exit(0)
-        os._exit(0)
-    os.waitpid(-1,0)
-end=time.perf_counter()+30
-while zombies() and time.perf_counter()<end: time.sleep(0.001)
-print(time.perf_counter()-t0,zombies())
-sys.exit(3)
-";
+/// The workload (see the script): prints the seconds from the first fork
+/// to no zombie left, the seconds after the last fork, the zombies left.
+const ORPHANS_PY: &str = include_str!("../../bench/orphans.py");
 
 fn main() {
     let mut seconds = Vec::new();
@@ -55,7 +35,7 @@ fn main() {
             .expect("run unshare");
         let text = String::from_utf8_lossy(&out.stdout);
         let mut fields = text.split_whitespace();
-        let (Some(s), Some(z)) = (fields.next(), fields.next()) else {
+        let (Some(s), Some(z)) = (fields.next(), fields.nth(1)) else {
             panic!("no figures: {text}{}", String::from_utf8_lossy(&out.stderr));
         };
         seconds.push(s.parse::<f64>().expect("seconds"));

@@ -80,13 +80,7 @@ pub enum Pid1Error {
 
 /// Runs `command` as the workload and returns how it ended.
 pub fn run(command: &[OsString], grace: Duration) -> Result<ExitStatus, Pid1Error> {
-    let setup = |step| move |errno| Pid1Error::Setup { step, errno };
-    enforcer::forbid_core_dumps().map_err(setup("forbid core dumps"))?;
-    let is_init = std::process::id() == 1;
-    if !is_init {
-        enforcer::set_child_subreaper().map_err(setup("become a child subreaper"))?;
-    }
-    signals::block_all().map_err(setup("block signals"))?;
+    let is_init = become_init()?;
     let (program, args) = command.split_first().ok_or_else(|| Pid1Error::Spawn {
         program: String::new(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command given"),
@@ -99,15 +93,24 @@ pub fn run(command: &[OsString], grace: Duration) -> Result<ExitStatus, Pid1Erro
             program: program.to_string_lossy().into_owned(),
             source,
         })?;
-    let workload = child.id();
-    let stdin = std::io::stdin();
-    // Not a terminal (or not ours): nothing to hand over.
-    let _ = signals::set_foreground(stdin.as_fd(), workload);
-    let status = supervise(workload, is_init, grace)?;
+    let status = supervise(child.id(), is_init, grace)?;
     if !is_init {
-        end_descendants();
+        enforcer::kill_descendants();
     }
     Ok(status)
+}
+
+/// What both ways in begin with: non-dumpable, every signal blocked, and a
+/// child subreaper unless PID 1. Whether this process is PID 1.
+fn become_init() -> Result<bool, Pid1Error> {
+    let setup = |step| move |errno| Pid1Error::Setup { step, errno };
+    enforcer::forbid_core_dumps().map_err(setup("forbid core dumps"))?;
+    signals::block_all().map_err(setup("block signals"))?;
+    let is_init = std::process::id() == 1;
+    if !is_init {
+        enforcer::set_child_subreaper().map_err(setup("become a child subreaper"))?;
+    }
+    Ok(is_init)
 }
 
 /// Takes over a workload already forked, as the program its init execs
@@ -116,16 +119,12 @@ pub fn run(command: &[OsString], grace: Duration) -> Result<ExitStatus, Pid1Erro
 /// `status_fd` as well as into the result. Signals that reached the init
 /// before the exec are still pending, and are taken here.
 pub fn adopt(status_fd: i32, grace: Duration) -> Result<ExitStatus, Pid1Error> {
-    let setup = |step| move |errno| Pid1Error::Setup { step, errno };
-    let status_out =
-        signals::take_inherited_fd(status_fd).map_err(setup("take the status descriptor"))?;
-    enforcer::forbid_core_dumps().map_err(setup("forbid core dumps"))?;
-    signals::block_all().map_err(setup("block signals"))?;
-    let is_init = std::process::id() == 1;
-    if !is_init {
-        enforcer::set_child_subreaper().map_err(setup("become a child subreaper"))?;
-    }
-    let [workload] = own_children()[..] else {
+    let status_out = signals::take_inherited_fd(status_fd).map_err(|errno| Pid1Error::Setup {
+        step: "take the status descriptor",
+        errno,
+    })?;
+    let is_init = become_init()?;
+    let [workload] = enforcer::children()[..] else {
         return Err(Pid1Error::Setup {
             step: "find the workload, its only child",
             errno: Errno(libc::ECHILD),
@@ -134,19 +133,21 @@ pub fn adopt(status_fd: i32, grace: Duration) -> Result<ExitStatus, Pid1Error> {
     // The workload does this too, before its exec; whichever comes second
     // finds it done (or, after the exec, is refused: harmless).
     let _ = signals::set_own_group(workload);
-    let _ = signals::set_foreground(std::io::stdin().as_fd(), workload);
     let status = supervise(workload, is_init, grace)?;
     // The supervisor reads the status here; it falls back on this
     // process's exit if the write fails.
     let _ = std::fs::File::from(status_out).write_all(&status.raw().to_ne_bytes());
     if !is_init {
-        end_descendants();
+        enforcer::kill_descendants();
     }
     Ok(status)
 }
 
-/// Takes signals until the workload has ended.
+/// Hands the terminal to the workload's group, then takes signals until
+/// the workload has ended.
 fn supervise(workload: u32, is_init: bool, grace: Duration) -> Result<ExitStatus, Pid1Error> {
+    // Not a terminal (or not ours): nothing to hand over.
+    let _ = signals::set_foreground(std::io::stdin().as_fd(), workload);
     let mut kill_at: Option<Instant> = None;
     loop {
         let timeout = kill_at.map(|at| at.saturating_duration_since(Instant::now()));
@@ -190,38 +191,4 @@ fn reap(workload: u32) -> Result<Option<ExitStatus>, Pid1Error> {
             Err(e) => return Err(Pid1Error::Wait(e)),
         }
     }
-}
-
-/// Kills and reaps every descendant left, as a subreaper: each killed
-/// child's own children come to this process in turn.
-fn end_descendants() {
-    loop {
-        let children = own_children();
-        if children.is_empty() {
-            return;
-        }
-        for pid in children {
-            let _ = enforcer::send_signal(pid, libc::SIGKILL);
-        }
-        while let Ok(Reaped::Exited(..)) = enforcer::try_reap(None) {}
-        // Let the killed die and their orphans arrive.
-        std::thread::sleep(Duration::from_millis(5));
-        while let Ok(Reaped::Exited(..)) = enforcer::try_reap(None) {}
-    }
-}
-
-/// This process's children, over all its threads.
-fn own_children() -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Vec::new();
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|c| {
-            c.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
 }

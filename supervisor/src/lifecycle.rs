@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use enforcer::{ExitStatus, Reaped, Running};
+use enforcer::{ExitStatus, Running};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// How the workload ended.
@@ -81,52 +81,4 @@ async fn wait(running: Running, timeout: Option<Duration>) -> std::io::Result<Ou
             Ok(Outcome::TimedOut)
         }
     }
-}
-
-/// Kills and reaps every remaining child (re-parented descendants
-/// included), repeating while killing one re-parents others.
-pub fn kill_descendants() {
-    for _ in 0..100 {
-        let children = children();
-        if children.is_empty() {
-            break;
-        }
-        for pid in children {
-            let _ = enforcer::send_signal(pid, libc::SIGKILL);
-        }
-        reap_all(Duration::from_millis(200));
-    }
-    reap_all(Duration::ZERO);
-}
-
-fn reap_all(patience: Duration) {
-    let start = std::time::Instant::now();
-    loop {
-        match enforcer::try_reap(None) {
-            Ok(Reaped::Exited(..)) => {}
-            Ok(Reaped::Running) if start.elapsed() < patience => {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            _ => return,
-        }
-    }
-}
-
-/// This process's children, from `/proc/self/task/*/children`.
-fn children() -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Vec::new();
-    };
-    let mut out: Vec<u32> = tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|s| {
-            s.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
 }

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use enforcer::{FsAccess, FsRule};
 
 use crate::mountinfo::{Mount, aliases};
-use crate::writable::WRITE_RIGHTS;
+use crate::writable::{WRITE_RIGHTS, granting};
 
 /// What to mount `noexec`, and what to make executable again below it,
 /// each in the order to apply it.
@@ -33,15 +33,8 @@ pub struct Plan {
 /// The plan for the Landlock rules the workload applies.
 #[must_use]
 pub fn plan(rules: &[FsRule], mounts: &[Mount]) -> Plan {
-    let canonical = |want: FsAccess| -> Vec<PathBuf> {
-        rules
-            .iter()
-            .filter(|r| !r.access.intersection(want).is_empty())
-            .filter_map(|r| r.path.canonicalize().ok())
-            .collect()
-    };
-    let exec = canonical(FsAccess::EXECUTE);
-    let write = canonical(WRITE_RIGHTS);
+    let exec = granting(rules, FsAccess::EXECUTE);
+    let write = granting(rules, WRITE_RIGHTS);
     // Landlock rights are inherited: an execute right on a directory
     // above a tree covers the tree.
     let executable = |p: &Path| exec.iter().any(|e| p.starts_with(e));

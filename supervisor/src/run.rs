@@ -540,7 +540,7 @@ fn serve(
     }
     let timeout = args.timeout.map(Duration::from_secs);
     let outcome = runtime.block_on(lifecycle::supervise(running, timeout));
-    lifecycle::kill_descendants();
+    enforcer::kill_descendants();
     if let Some(t) = transcript {
         t.finish();
     }

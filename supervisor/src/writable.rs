@@ -32,6 +32,17 @@ pub(crate) const WRITE_RIGHTS: FsAccess = FsAccess::WRITE_FILE
 
 const S_ISVTX: u32 = 0o1000;
 
+/// The canonical paths of the rules that grant any of `rights`. Landlock
+/// opens a rule's path following links; a path that does not exist
+/// grants nothing.
+pub(crate) fn granting(rules: &[FsRule], rights: FsAccess) -> Vec<PathBuf> {
+    rules
+        .iter()
+        .filter(|r| !r.access.intersection(rights).is_empty())
+        .filter_map(|r| r.path.canonicalize().ok())
+        .collect()
+}
+
 /// The workload's user, as the permission checks need it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {
@@ -64,13 +75,9 @@ impl Writable {
     pub fn new(rules: &[FsRule], landlock: bool, user: Option<User>, own_uid: libc::uid_t) -> Self {
         let mounts = crate::mountinfo::read();
         let trees = match (landlock, mounts) {
-            (true, Ok(mounts)) => rules
-                .iter()
-                .filter(|r| !r.access.intersection(WRITE_RIGHTS).is_empty())
-                // Landlock opens the rule's path, following links; a path
-                // that does not exist grants nothing.
-                .filter_map(|r| r.path.canonicalize().ok())
-                // It grants the inode, under every name a mount gives it.
+            // Landlock grants the inode, under every name a mount gives it.
+            (true, Ok(mounts)) => granting(rules, WRITE_RIGHTS)
+                .into_iter()
                 .flat_map(|tree| crate::mountinfo::aliases(&tree, &mounts))
                 .collect(),
             // Without Landlock, or without the mount table to tell where a

@@ -11,6 +11,17 @@ use std::os::unix::fs::PermissionsExt;
 
 use common::{Dir, SYSTEM, TestNet, bundle, clients, log_lines, output, stderr, stdout};
 
+/// A copy of the workspace's binary `name` in `dir`, where `nobody` may
+/// run it whatever the checkout's modes.
+fn copy_for_nobody(dir: &Dir, name: &str) -> std::path::PathBuf {
+    let from = std::path::Path::new(common::SUPERVISOR).with_file_name(name);
+    let to = dir.join(name);
+    std::fs::copy(&from, &to)
+        .unwrap_or_else(|e| panic!("{from:?} (build the workspace's binaries): {e}"));
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    to
+}
+
 /// `BIN` (a copy `nobody` may run) inside the test's namespace, as
 /// `nobody` without capabilities; its arguments follow.
 fn as_nobody(net: &TestNet, bin: &std::path::Path) -> std::process::Command {
@@ -42,10 +53,7 @@ fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
         clients()
     );
     let b = bundle(&dir, "unpriv", &body);
-    // The binary where `nobody` can run it, whatever the checkout's modes.
-    let bin = dir.join("openshell-supervisor");
-    std::fs::copy(common::SUPERVISOR, &bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = copy_for_nobody(&dir, "openshell-supervisor");
     let log = dir.log();
     std::fs::write(&log, "").unwrap();
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -130,9 +138,7 @@ fn a_workload_of_the_same_user_cannot_read_the_supervisors_memory_or_environment
         clients()
     );
     let b = bundle(&dir, "sameuser", &body);
-    let bin = dir.join("openshell-supervisor");
-    std::fs::copy(common::SUPERVISOR, &bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = copy_for_nobody(&dir, "openshell-supervisor");
     let code = [
         "import os",
         "ppid=os.getppid()",
@@ -186,9 +192,7 @@ fn a_workload_of_the_same_user_cannot_change_the_supervisors_limits_or_priority(
         clients()
     );
     let b = bundle(&dir, "limits", &body);
-    let bin = dir.join("openshell-supervisor");
-    std::fs::copy(common::SUPERVISOR, &bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = copy_for_nobody(&dir, "openshell-supervisor");
     let code = [
         "import ctypes,os,resource",
         "libc=ctypes.CDLL(None,use_errno=True)",
@@ -254,13 +258,8 @@ fn an_unprivileged_supervisor_runs_the_workload_under_openshell_sandbox() {
         clients()
     );
     let b = bundle(&dir, "subreaper", &body);
-    for name in ["openshell-supervisor", "openshell-sandbox"] {
-        let from = std::path::Path::new(common::SUPERVISOR).with_file_name(name);
-        let to = dir.join(name);
-        std::fs::copy(&from, &to)
-            .unwrap_or_else(|e| panic!("{from:?} (build the workspace's binaries): {e}"));
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    copy_for_nobody(&dir, "openshell-sandbox");
+    let bin = copy_for_nobody(&dir, "openshell-supervisor");
     let marker = format!("62.{}", std::process::id());
     let code = [
         "import os,subprocess",
@@ -270,7 +269,7 @@ fn an_unprivileged_supervisor_runs_the_workload_under_openshell_sandbox() {
         &format!("subprocess.Popen(['/usr/bin/setsid','/usr/bin/sleep','{marker}'])"),
     ]
     .join("\n");
-    let mut cmd = as_nobody(&net, &dir.join("openshell-supervisor"));
+    let mut cmd = as_nobody(&net, &bin);
     cmd.args([
         "run",
         "--bundle",
