@@ -34,21 +34,13 @@ pub struct ChildSpec<'a> {
     pub bind_file: Option<(&'a CStr, &'a CStr)>,
     /// Run the workload under a small init, PID 1 of a new PID namespace
     /// with its own `/proc` (implies a new mount namespace; needs
-    /// `CAP_SYS_ADMIN`). The init reaps every orphan, passes on signals
-    /// sent from outside, and when the workload ends, ends too, and the
-    /// kernel kills whatever is left in the namespace. The ruleset must be
-    /// prepared with [`LandlockSpec::private_proc`](crate::LandlockSpec).
+    /// `CAP_SYS_ADMIN`). The init, a fork of this process, reaps every
+    /// orphan, passes on signals sent from outside, and when the workload
+    /// ends, ends too, and the kernel kills whatever is left in the
+    /// namespace. The ruleset must be prepared with
+    /// [`LandlockSpec::private_proc`](crate::LandlockSpec). An init that
+    /// holds no copy of this process's memory is [`InitSpec`]'s.
     pub new_pidns: bool,
-    /// A program the init execs once it has forked the workload
-    /// (`openshell-sandbox`), so that the init holds no copy of this
-    /// process's memory; without [`Self::new_pidns`] the first child
-    /// becomes such an init too (a child subreaper rather than PID 1). It
-    /// is run as `PROGRAM --adopt --status-fd N`: the workload is its only
-    /// child, and it writes the workload's raw wait status on fd N. Should
-    /// the exec fail, the init goes on as a fork of this process. The
-    /// workload starts a process group of its own, for the program to
-    /// signal.
-    pub init_program: Option<&'a CStr>,
     /// Trees to mount `noexec` (implies a new mount namespace; needs
     /// `CAP_SYS_ADMIN`): what the workload may write but not execute.
     /// Applied in order, before [`Self::exec_again`].
@@ -82,6 +74,37 @@ pub struct ChildSpec<'a> {
     /// The workload's whole environment: nothing of the supervisor's is
     /// inherited.
     pub envp: &'a [CString],
+}
+
+/// Starting the workload's init program (`openshell-sandbox`), which then
+/// forks the workload and applies the sandbox to it itself: everything up
+/// to the init's `exec` is here, the rest is in the launch plan it reads.
+#[derive(Debug)]
+pub struct InitSpec<'a> {
+    /// As [`ChildSpec::new_netns`].
+    pub new_netns: bool,
+    /// As [`ChildSpec::bind_file`].
+    pub bind_file: Option<(&'a CStr, &'a CStr)>,
+    /// Start the init as PID 1 of a new PID namespace with its own `/proc`
+    /// (needs `CAP_SYS_ADMIN`); without it, the init should make itself a
+    /// child subreaper.
+    pub new_pidns: bool,
+    /// As [`ChildSpec::noexec`].
+    pub noexec: &'a [CString],
+    /// As [`ChildSpec::exec_again`].
+    pub exec_again: &'a [CString],
+    /// As [`ChildSpec::stdio`]: the init's streams, which the workload
+    /// inherits.
+    pub stdio: [Option<BorrowedFd<'a>>; 3],
+    /// The init's program, an absolute path. It is run as `PROGRAM ARGS...
+    /// --plan-fd P --control-fd C`, with its launch plan readable on fd P
+    /// and its end of the launch link ([`crate::InitLink`]) on fd C, and
+    /// nothing else open but the standard streams.
+    pub program: &'a CStr,
+    /// Arguments before the descriptors'.
+    pub args: &'a [CString],
+    /// The launch plan, read by the init from its start.
+    pub plan: BorrowedFd<'a>,
 }
 
 /// The child's exit status when a step before `exec` fails.

@@ -25,6 +25,10 @@
 //! namespace with its own `/proc`: a small init that forks the workload
 //! (which then runs the sequence), reaps orphans, passes on signals from
 //! outside and takes the namespace down when the workload ends.
+//! [`spawn_init`] instead execs an init program (`openshell-sandbox`) in
+//! the new namespaces, which forks the workload and applies the sandbox to
+//! it itself, and hands the listener back over the launch link
+//! ([`InitLink`]).
 //!
 //! The parent then serves the listener with [`recv`], the readers in
 //! [`sockaddr`](read_sockaddr) and [`identity`](exe_path), [`id_valid`], and
@@ -67,6 +71,7 @@ mod emulate;
 mod errno;
 mod identity;
 mod identity_maps;
+mod init_link;
 mod landlock;
 mod mounts;
 mod msg;
@@ -85,13 +90,14 @@ mod spawn;
 mod sys;
 
 pub use access::may_write;
-pub use child_spec::{ChildSpec, Credentials};
+pub use child_spec::{ChildSpec, Credentials, InitSpec};
 pub use emulate::{connect_on, listen_on, same_namespace, socket_netns, with_credentials};
 pub use errno::Errno;
 pub use identity::{
     ExePath, FileKey, Fingerprint, FingerprintCache, exe_path, resolve_links, sha256_file,
 };
 pub use identity_maps::{CodeMapping, code_mappings};
+pub use init_link::{InitLink, memory_file};
 pub use landlock::{
     ApplyReport, Compat, Downgrade, FsAccess, FsRule, LandlockError, LandlockSpec, PreparedRuleset,
     kernel_abi, prepare,
@@ -119,5 +125,5 @@ pub use sockaddr::{
 };
 pub use spawn::{
     ExitStatus, Pending, Reaped, Running, SpawnError, children, kill_descendants, send_signal,
-    set_child_subreaper, spawn, try_reap, wait_for,
+    set_child_subreaper, spawn, spawn_init, try_reap, wait_for,
 };

@@ -39,8 +39,9 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
-use crate::child_spec::ChildSpec;
+use crate::child_spec::{ChildSpec, InitSpec};
 use crate::errno::Errno;
+use crate::init_link::{self, Message};
 use crate::sys;
 use crate::sys::child::{MSG_EXEC_FAILED, MSG_LISTENER, MSG_STEP_FAILED, STEPS};
 
@@ -67,6 +68,9 @@ pub enum SpawnError {
     /// `pidfd_getfd` on the child's listener failed.
     #[error("cannot take the seccomp listener from the child")]
     TakeListener(#[source] io::Error),
+    /// The init program could not set the workload up.
+    #[error("the sandbox's init could not start the workload: {0}")]
+    Init(String),
     /// The child exited or was killed without reporting why.
     #[error("the child ended before it was ready ({0})")]
     ChildDied(ExitStatus),
@@ -130,6 +134,9 @@ pub struct Pending {
     go: Option<OwnedFd>,
     /// Where the init writes the workload's wait status.
     status: Option<OwnedFd>,
+    /// The launch link to an init program ([`spawn_init`]), which then
+    /// carries the go, the start and the status.
+    link: Option<OwnedFd>,
 }
 
 impl Pending {
@@ -156,6 +163,9 @@ impl Pending {
     /// Lets the child exec. Returns once the exec happened (the report
     /// pipe, close-on-exec, reads EOF) or failed.
     pub fn start(mut self) -> Result<Running, SpawnError> {
+        if let Some(link) = self.link.take() {
+            return self.start_linked(link);
+        }
         let go = self.go.take();
         let wrote = go.as_ref().is_some_and(|fd| write_all(fd, &[1]).is_ok());
         drop(go);
@@ -164,7 +174,7 @@ impl Pending {
             Ok(None) if wrote => Ok(Running {
                 pid: self.pid(),
                 workload: u32::try_from(self.workload).unwrap_or_default(),
-                status: self.status.take(),
+                status: self.status.take().map(Status::Pipe),
             }),
             Ok(Some((MSG_EXEC_FAILED, errno))) => {
                 reap(pid);
@@ -178,12 +188,49 @@ impl Pending {
     }
 }
 
+impl Pending {
+    fn start_linked(mut self, link: OwnedFd) -> Result<Running, SpawnError> {
+        let pid = self.pid;
+        let sent = init_link::send(link.as_fd(), &Message::Go, None).is_ok();
+        let outcome = match init_link::receive(link.as_fd()) {
+            Ok(Some((Message::Started, _))) if sent => Ok(Running {
+                pid: self.pid(),
+                workload: u32::try_from(self.workload).unwrap_or_default(),
+                status: Some(Status::Link(link)),
+            }),
+            Ok(Some((Message::ExecFailed(errno), _))) => {
+                reap(pid);
+                Err(SpawnError::Exec(errno))
+            }
+            Ok(Some((Message::Failed(why), _))) => {
+                reap(pid);
+                Err(SpawnError::Init(why))
+            }
+            _ => {
+                let _ = send_signal(self.pid(), libc::SIGKILL);
+                Err(SpawnError::ChildDied(reap(pid)))
+            }
+        };
+        self.pid = 0;
+        outcome
+    }
+}
+
 /// A workload that has exec'd.
 #[derive(Debug)]
 pub struct Running {
     pid: u32,
     workload: u32,
-    status: Option<OwnedFd>,
+    status: Option<Status>,
+}
+
+/// Where the workload's wait status comes from, besides the child's own.
+#[derive(Debug)]
+enum Status {
+    /// The forked init writes the raw status on a pipe.
+    Pipe(OwnedFd),
+    /// The init program sends it on the launch link.
+    Link(OwnedFd),
 }
 
 impl Running {
@@ -207,8 +254,15 @@ impl Running {
     /// before it could tell (`SIGKILL` from the caller, say).
     pub fn wait(self) -> Result<ExitStatus, Errno> {
         let own = wait_for(self.pid)?;
-        let Some(status) = self.status else {
-            return Ok(own);
+        let status = match self.status {
+            None => return Ok(own),
+            Some(Status::Link(link)) => {
+                return Ok(match init_link::receive(link.as_fd()) {
+                    Ok(Some((Message::Status(raw), _))) => ExitStatus::from_raw(raw),
+                    _ => own,
+                });
+            }
+            Some(Status::Pipe(fd)) => fd,
         };
         let mut raw = [0_u8; 4];
         let mut got = 0;
@@ -278,7 +332,7 @@ fn reap(pid: libc::pid_t) -> ExitStatus {
 pub fn spawn(spec: &ChildSpec<'_>) -> Result<Pending, SpawnError> {
     let (report_r, report_w) = pipe().map_err(SpawnError::Prepare)?;
     let (go_r, go_w) = pipe().map_err(SpawnError::Prepare)?;
-    let has_init = spec.new_pidns || spec.init_program.is_some();
+    let has_init = spec.new_pidns;
     let (status_r, status_w) = if has_init {
         let (r, w) = pipe().map_err(SpawnError::Prepare)?;
         (Some(r), Some(w))
@@ -295,6 +349,7 @@ pub fn spawn(spec: &ChildSpec<'_>) -> Result<Pending, SpawnError> {
         report: report_r,
         go: Some(go_w),
         status: status_r,
+        link: None,
     };
     match read_message(&pending.report) {
         Ok(Some((MSG_LISTENER, fd))) => {
@@ -310,13 +365,8 @@ pub fn spawn(spec: &ChildSpec<'_>) -> Result<Pending, SpawnError> {
             Ok(pending)
         }
         Ok(Some((MSG_STEP_FAILED, packed))) => {
-            let step = usize::try_from(packed >> 16).unwrap_or(usize::MAX);
-            let errno = Errno(packed & 0xffff);
             drop(pending);
-            Err(SpawnError::Step {
-                step: STEPS.get(step).copied().unwrap_or("set up the sandbox"),
-                errno,
-            })
+            Err(step_failed(packed))
         }
         _ => {
             pending.go = None;
@@ -324,6 +374,63 @@ pub fn spawn(spec: &ChildSpec<'_>) -> Result<Pending, SpawnError> {
             pending.pid = 0;
             Err(SpawnError::ChildDied(status))
         }
+    }
+}
+
+/// Starts the workload's init program (see [`InitSpec`]), and waits until
+/// it has forked the workload and handed over the workload's listener.
+/// The init must speak the launch link ([`crate::InitLink`]).
+pub fn spawn_init(spec: &InitSpec<'_>) -> Result<Pending, SpawnError> {
+    let (report_r, report_w) = pipe().map_err(SpawnError::Prepare)?;
+    let (link, theirs) = sys::net::seqpacket_pair().map_err(|e| SpawnError::Prepare(e.into()))?;
+    let pid = sys::child::fork_init(spec, &report_w, &theirs)
+        .map_err(|e| SpawnError::Prepare(e.into()))?;
+    drop((report_w, theirs));
+    let mut pending = Pending {
+        pid,
+        workload: pid,
+        listener: None,
+        report: report_r,
+        go: None,
+        status: None,
+        link: None,
+    };
+    match read_message(&pending.report) {
+        Ok(None) => {}
+        Ok(Some((MSG_STEP_FAILED, packed))) => return Err(step_failed(packed)),
+        _ => {
+            pending.pid = 0;
+            return Err(SpawnError::ChildDied(reap(pid)));
+        }
+    }
+    let listener = match init_link::receive(link.as_fd()) {
+        Ok(Some((Message::Listener, Some(fd)))) => fd,
+        Ok(Some((Message::StepFailed { step, errno }, _))) => {
+            return Err(SpawnError::Step {
+                step: STEPS.get(step).copied().unwrap_or("set up the sandbox"),
+                errno,
+            });
+        }
+        Ok(Some((Message::Failed(why), _))) => return Err(SpawnError::Init(why)),
+        _ => {
+            let _ = send_signal(pending.pid(), libc::SIGKILL);
+            pending.pid = 0;
+            return Err(SpawnError::ChildDied(reap(pid)));
+        }
+    };
+    // The init's only child: nothing else runs under it before the go.
+    pending.workload = only_child(pid).map_err(SpawnError::TakeListener)?;
+    pending.listener = Some(listener);
+    pending.link = Some(link);
+    Ok(pending)
+}
+
+/// The error of a step reported as `index << 16 | errno`.
+fn step_failed(packed: i32) -> SpawnError {
+    let step = usize::try_from(packed >> 16).unwrap_or(usize::MAX);
+    SpawnError::Step {
+        step: STEPS.get(step).copied().unwrap_or("set up the sandbox"),
+        errno: Errno(packed & 0xffff),
     }
 }
 

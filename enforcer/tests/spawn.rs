@@ -71,7 +71,6 @@ fn plain<'a>(
         new_netns: false,
         bind_file: None,
         new_pidns: pidns,
-        init_program: None,
         noexec: &[],
         exec_again: &[],
         stdio: [None, None, None],

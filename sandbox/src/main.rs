@@ -2,9 +2,9 @@
 //! COMMAND as the workload, its PID 1 (or child subreaper), and exits as
 //! it did: its exit code, or 128 + the signal that killed it.
 //!
-//! `openshell-sandbox [--grace-period SECS] --adopt --status-fd N`: the
-//! same for a workload already forked, this process's only child (the
-//! supervisor's init execs it so), writing its raw wait status on fd N.
+//! `openshell-sandbox [--grace-period SECS] --plan-fd P --control-fd C`:
+//! as the supervisor starts it, inside the workload's namespaces: the
+//! launch plan on fd P, the launch link on fd C (`sandbox::launch`).
 
 #![forbid(unsafe_code)]
 
@@ -12,19 +12,19 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use sandbox::pid1;
+use sandbox::{launch, pid1};
 
 /// Exit status when this process cannot do its job (as `env` and `timeout`
 /// use 125).
 const EXIT_SANDBOX_FAILED: u8 = 125;
 
 const USAGE: &str = "usage: openshell-sandbox [--grace-period SECS] -- COMMAND [ARGS...]
-       openshell-sandbox [--grace-period SECS] --adopt --status-fd N";
+       openshell-sandbox [--grace-period SECS] --plan-fd P --control-fd C";
 
 /// What to be PID 1 of.
 enum Workload {
     Run(Vec<OsString>),
-    Adopt { status_fd: i32 },
+    Launch { plan_fd: i32, control_fd: i32 },
 }
 
 fn main() -> ExitCode {
@@ -36,8 +36,11 @@ fn main() -> ExitCode {
         }
     };
     let ended = match workload {
-        Workload::Run(command) => pid1::run(&command, grace),
-        Workload::Adopt { status_fd } => pid1::adopt(status_fd, grace),
+        Workload::Run(command) => pid1::run(&command, grace).map_err(|e| e.to_string()),
+        Workload::Launch {
+            plan_fd,
+            control_fd,
+        } => launch::launch(plan_fd, control_fd, grace).map_err(|e| e.to_string()),
     };
     match ended {
         Ok(status) => ExitCode::from(u8::try_from(status.code()).unwrap_or(EXIT_SANDBOX_FAILED)),
@@ -51,8 +54,8 @@ fn main() -> ExitCode {
 /// The grace period and the workload.
 fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload), String> {
     let mut grace = pid1::DEFAULT_GRACE;
-    let mut adopt = false;
-    let mut status_fd = None;
+    let mut plan_fd = None;
+    let mut control_fd = None;
     let number = |flag: &str, value: Option<OsString>| -> Result<u64, String> {
         let value = value.ok_or_else(|| format!("`{flag}` needs a number"))?;
         value
@@ -60,24 +63,28 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| format!("`{flag} {}`: not a whole number", value.to_string_lossy()))
     };
+    let fd = |flag: &str, value: Option<OsString>| -> Result<Option<i32>, String> {
+        let fd = number(flag, value)?;
+        i32::try_from(fd)
+            .map(Some)
+            .map_err(|_| format!("`{flag}`: too large"))
+    };
     while let Some(arg) = args.next() {
         match arg.to_str() {
             Some("--") => {
                 let command: Vec<OsString> = args.collect();
-                if adopt || command.is_empty() {
-                    return Err("give either `--adopt` or a command after `--`".into());
+                if plan_fd.is_some() || control_fd.is_some() || command.is_empty() {
+                    return Err(
+                        "give either `--plan-fd` and `--control-fd` or a command after `--`".into(),
+                    );
                 }
                 return Ok((grace, Workload::Run(command)));
             }
             Some("--grace-period") => {
                 grace = Duration::from_secs(number("--grace-period", args.next())?)
             }
-            Some("--adopt") => adopt = true,
-            Some("--status-fd") => {
-                let fd = number("--status-fd", args.next())?;
-                status_fd =
-                    Some(i32::try_from(fd).map_err(|_| "`--status-fd`: too large".to_owned())?);
-            }
+            Some("--plan-fd") => plan_fd = fd("--plan-fd", args.next())?,
+            Some("--control-fd") => control_fd = fd("--control-fd", args.next())?,
             _ => {
                 return Err(format!(
                     "unknown argument `{}`; the command goes after `--`",
@@ -86,9 +93,15 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload
             }
         }
     }
-    match (adopt, status_fd) {
-        (true, Some(status_fd)) => Ok((grace, Workload::Adopt { status_fd })),
-        (true, None) => Err("`--adopt` needs `--status-fd`".into()),
-        (false, _) => Err("no command: give it after `--`".into()),
+    match (plan_fd, control_fd) {
+        (Some(plan_fd), Some(control_fd)) => Ok((
+            grace,
+            Workload::Launch {
+                plan_fd,
+                control_fd,
+            },
+        )),
+        (None, None) => Err("no command: give it after `--`".into()),
+        _ => Err("`--plan-fd` and `--control-fd` go together".into()),
     }
 }

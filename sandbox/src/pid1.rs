@@ -29,7 +29,6 @@
 //! descriptors (`pidfd_getfd`), nor read its memory.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -102,7 +101,7 @@ pub fn run(command: &[OsString], grace: Duration) -> Result<ExitStatus, Pid1Erro
 
 /// What both ways in begin with: non-dumpable, every signal blocked, and a
 /// child subreaper unless PID 1. Whether this process is PID 1.
-fn become_init() -> Result<bool, Pid1Error> {
+pub(crate) fn become_init() -> Result<bool, Pid1Error> {
     let setup = |step| move |errno| Pid1Error::Setup { step, errno };
     enforcer::forbid_core_dumps().map_err(setup("forbid core dumps"))?;
     signals::block_all().map_err(setup("block signals"))?;
@@ -113,39 +112,13 @@ fn become_init() -> Result<bool, Pid1Error> {
     Ok(is_init)
 }
 
-/// Takes over a workload already forked, as the program its init execs
-/// (`enforcer::ChildSpec::init_program`): the workload is this process's
-/// only child, and its raw wait status goes to the inherited descriptor
-/// `status_fd` as well as into the result. Signals that reached the init
-/// before the exec are still pending, and are taken here.
-pub fn adopt(status_fd: i32, grace: Duration) -> Result<ExitStatus, Pid1Error> {
-    let status_out = signals::take_inherited_fd(status_fd).map_err(|errno| Pid1Error::Setup {
-        step: "take the status descriptor",
-        errno,
-    })?;
-    let is_init = become_init()?;
-    let [workload] = enforcer::children()[..] else {
-        return Err(Pid1Error::Setup {
-            step: "find the workload, its only child",
-            errno: Errno(libc::ECHILD),
-        });
-    };
-    // The workload does this too, before its exec; whichever comes second
-    // finds it done (or, after the exec, is refused: harmless).
-    let _ = signals::set_own_group(workload);
-    let status = supervise(workload, is_init, grace)?;
-    // The supervisor reads the status here; it falls back on this
-    // process's exit if the write fails.
-    let _ = std::fs::File::from(status_out).write_all(&status.raw().to_ne_bytes());
-    if !is_init {
-        enforcer::kill_descendants();
-    }
-    Ok(status)
-}
-
 /// Hands the terminal to the workload's group, then takes signals until
 /// the workload has ended.
-fn supervise(workload: u32, is_init: bool, grace: Duration) -> Result<ExitStatus, Pid1Error> {
+pub(crate) fn supervise(
+    workload: u32,
+    is_init: bool,
+    grace: Duration,
+) -> Result<ExitStatus, Pid1Error> {
     // Not a terminal (or not ours): nothing to hand over.
     let _ = signals::set_foreground(std::io::stdin().as_fd(), workload);
     let mut kill_at: Option<Instant> = None;

@@ -217,28 +217,3 @@ fn without_a_pid_namespace_it_is_a_subreaper_and_ends_what_is_left() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
-
-#[test]
-fn an_adopted_workload_is_reaped_and_its_raw_status_written() {
-    // The shell forks the workload, then becomes the sandbox: as the
-    // supervisor's init does.
-    let dir = std::env::temp_dir().join(format!("sandbox-adopt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let status_file = dir.join("status");
-    let script = format!(
-        "(sleep 0.1; exit 9) & exec {SANDBOX} --adopt --status-fd 3 3>{}",
-        status_file.display()
-    );
-    let mut c = Command::new("unshare");
-    c.args(["--pid", "--fork", "--mount-proc", "/bin/sh", "-c", &script]);
-    let out = run(c);
-    assert_eq!(
-        out.status.code(),
-        Some(9),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let raw = std::fs::read(&status_file).unwrap();
-    assert_eq!(raw, (9_i32 << 8).to_ne_bytes());
-    std::fs::remove_dir_all(&dir).unwrap();
-}

@@ -118,3 +118,13 @@ impl LaunchError {
         move |source| Self::Io { what, source }
     }
 }
+
+impl From<sandbox::plan::PlanError> for LaunchError {
+    fn from(e: sandbox::plan::PlanError) -> Self {
+        match e {
+            sandbox::plan::PlanError::WorkdirIsRoot => Self::Usage(e.to_string()),
+            sandbox::plan::PlanError::Unenforceable(why) => Self::Unenforceable(why),
+            other => Self::Unenforceable(other.to_string()),
+        }
+    }
+}

@@ -73,7 +73,7 @@ use clap::Parser as _;
 /// The tables name an errno, an argument or a trapped call this
 /// supervisor does not know, or do not trap `connect`.
 pub fn seccomp_filter(table: &policy_bundle::SeccompTable) -> Result<enforcer::FilterSpec, String> {
-    tables::filter_spec(table).map_err(|e| e.to_string())
+    sandbox::plan::filter_spec(&table.deny, &table.notify).map_err(|e| e.to_string())
 }
 
 /// The command-line entry point.

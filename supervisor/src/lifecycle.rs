@@ -2,8 +2,8 @@
 //! making sure nothing the workload started outlives it.
 //!
 //! The workload runs under an init: `openshell-sandbox`, which the launch
-//! child execs once it has forked the workload (`enforcer::ChildSpec::
-//! init_program`). With the privilege to make namespaces it is PID 1 of
+//! child execs and which forks the workload (`enforcer::spawn_init`).
+//! With the privilege to make namespaces it is PID 1 of
 //! the workload's own PID namespace: it reaps whatever the workload
 //! abandons, passes on the signals forwarded here, and when the workload
 //! ends the kernel kills everything left in the namespace. Without that

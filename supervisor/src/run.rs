@@ -9,11 +9,13 @@
 
 use std::ffi::CString;
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use enforcer::{ChildSpec, Credentials, ExitStatus, FsAccess, FsRule, SpawnError};
+use enforcer::{ChildSpec, Credentials, ExitStatus, FsRule, InitSpec, SpawnError};
+use sandbox::plan::{LaunchPlan, PLAN_VERSION, PlanUser};
 
 use crate::attribution::Attribution;
 use crate::broker::aliases::Aliases;
@@ -94,6 +96,7 @@ struct Prepared {
     bundle: policy_bundle::Bundle,
     mode: NetnsMode,
     new_pidns: bool,
+    plan: LaunchPlan,
     noexec: Vec<CString>,
     exec_again: Vec<CString>,
     init_program: Option<CString>,
@@ -171,15 +174,28 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     let trust = TrustFile::write(proxy_parts.ca.cert_pem())
         .map_err(LaunchError::io("write the sandbox's CA certificate"))?;
     let proxy_setup = proxy_started.elapsed();
-    let (mut spec, notes) = tables::landlock_spec(&bundle.enforcement.landlock, &workdir, abi)?;
     // The workload's own PID namespace and /proc, under an init: whenever
     // namespaces can be made (both network modes).
     let new_pidns = has_cap(caps, CAP_SYS_ADMIN);
-    spec.private_proc = new_pidns;
-    spec.fs.push(FsRule {
-        path: trust.dir().to_path_buf(),
-        access: FsAccess::READ_FILE | FsAccess::READ_DIR,
-    });
+    // What openshell-sandbox applies; the rest of the plan (user, command,
+    // environment) is filled in below.
+    let mut plan = LaunchPlan {
+        version: PLAN_VERSION,
+        landlock: bundle.enforcement.landlock.clone(),
+        deny: bundle.enforcement.seccomp.deny.clone(),
+        notify: bundle.enforcement.seccomp.notify.clone(),
+        workdir: workdir.as_os_str().as_bytes().to_vec(),
+        read_only: vec![trust.dir().as_os_str().as_bytes().to_vec()],
+        private_proc: new_pidns,
+        root_workload: false,
+        shared_pid_namespace: !new_pidns,
+        drop_bounding: has_cap(caps, CAP_SETPCAP),
+        user: None,
+        program: Vec::new(),
+        argv: Vec::new(),
+        envp: Vec::new(),
+    };
+    let (spec, notes) = plan.landlock_spec(abi)?;
     let ruleset = enforcer::prepare(&spec).map_err(LaunchError::Landlock)?;
     let (noexec, exec_again) = noexec_trees(&spec.fs, new_pidns)?;
     for line in notes {
@@ -221,7 +237,6 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         Some(path) => guard_bundle(path, &writable, args.watch)?,
         None => PathBuf::from(args.gateway.first().map_or("gateway", String::as_str)),
     };
-    let mut filter_spec = tables::filter_spec(&bundle.enforcement.seccomp)?;
     if identity.as_ref().is_some_and(|i| i.uid == 0) {
         let why = if bundle.enforcement.process.user.is_none() {
             "the policy names no `run_as` user and the supervisor runs as root"
@@ -231,14 +246,9 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         note(&format!(
             "the workload runs as root ({why}): it may not change file modes or times (chmod, utime*), which uid 0 could do on any host file; it still reaches the pathname sockets root may use (see docs/threat-model.md), so name a dedicated user with `run_as`"
         ));
-        filter_spec.deny.extend(tables::root_metadata_rules());
+        plan.root_workload = true;
     }
-    if !new_pidns {
-        filter_spec
-            .deny
-            .extend(tables::shared_pid_namespace_rules());
-    }
-    let filter = enforcer::build(&filter_spec).map_err(LaunchError::Seccomp)?;
+    let filter = enforcer::build(&plan.filter_spec()?).map_err(LaunchError::Seccomp)?;
     let placeholders = Arc::new(Placeholders::default());
     let mut given: Vec<(String, std::ffi::OsString)> = WORKLOAD_VARS
         .iter()
@@ -259,6 +269,17 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     let argv = workload::argv(&args.command)?;
     let envp = workload::envp(&env)?;
     let cwd = path_cstring(&workdir)?;
+    plan.user = identity
+        .as_ref()
+        .filter(|i| (i.uid, i.gid) != workload::own_ids() || can_switch)
+        .map(|i| PlanUser {
+            uid: i.uid,
+            gid: i.gid,
+            groups: vec![i.gid],
+        });
+    plan.program = program.as_bytes().to_vec();
+    plan.argv = argv.iter().map(|a| a.as_bytes().to_vec()).collect();
+    plan.envp = envp.iter().map(|e| e.as_bytes().to_vec()).collect();
     if let Some(path) = &args.log {
         guard_log(path, &writable)?;
     }
@@ -294,6 +315,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         bundle,
         mode,
         new_pidns,
+        plan,
         noexec,
         exec_again,
         init_program: sandbox_program()?,
@@ -323,7 +345,10 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     })
 }
 
-/// The fork: the child sets itself up and waits for its go.
+/// The fork: the child sets itself up and waits for its go. With
+/// `openshell-sandbox` beside the supervisor, the child execs it, and it
+/// applies the plan to the workload it forks; otherwise the child is the
+/// workload (under an init forked from this process, in a PID namespace).
 fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
     let (mode, caps, can_switch, own) = (p.mode, p.caps, p.can_switch, p.own);
     let new_pidns = p.new_pidns;
@@ -339,6 +364,32 @@ fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
         envp,
         ..
     } = p;
+    let stdio = [
+        None,
+        transcript.as_ref().map(|t| t.child_out.as_fd()),
+        transcript.as_ref().map(|t| t.child_err.as_fd()),
+    ];
+    let bind_file = resolv_source.as_deref().map(|s| (s, c"/etc/resolv.conf"));
+    // Without a PID namespace of its own, orphans come to the supervisor.
+    if !new_pidns {
+        let _ = enforcer::set_child_subreaper();
+    }
+    if let Some(init) = &p.init_program {
+        let plan = enforcer::memory_file(c"launch-plan", &p.plan.to_bytes())
+            .map_err(LaunchError::io("write the launch plan"))?;
+        let spec = InitSpec {
+            new_netns: mode == NetnsMode::New,
+            bind_file,
+            new_pidns,
+            noexec: &p.noexec,
+            exec_again: &p.exec_again,
+            stdio,
+            program: init,
+            args: &[],
+            plan: plan.as_fd(),
+        };
+        return enforcer::spawn_init(&spec).map_err(LaunchError::Spawn);
+    }
     let groups = identity.as_ref().map(|i| [i.gid]);
     let child_identity = identity
         .as_ref()
@@ -350,16 +401,11 @@ fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
         });
     let spec = ChildSpec {
         new_netns: mode == NetnsMode::New,
-        bind_file: resolv_source.as_deref().map(|s| (s, c"/etc/resolv.conf")),
+        bind_file,
         new_pidns,
         noexec: &p.noexec,
         exec_again: &p.exec_again,
-        init_program: p.init_program.as_deref(),
-        stdio: [
-            None,
-            transcript.as_ref().map(|t| t.child_out.as_fd()),
-            transcript.as_ref().map(|t| t.child_err.as_fd()),
-        ],
+        stdio,
         drop_bounding: has_cap(caps, CAP_SETPCAP),
         last_cap: enforcer::cap_last_cap().map_err(LaunchError::io("read cap_last_cap"))?,
         identity: child_identity.filter(|c| (c.uid, c.gid) != own || can_switch),
@@ -370,10 +416,6 @@ fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
         argv,
         envp,
     };
-    // Without a PID namespace of its own, orphans come to the supervisor.
-    if !new_pidns {
-        let _ = enforcer::set_child_subreaper();
-    }
     enforcer::spawn(&spec).map_err(LaunchError::Spawn)
 }
 

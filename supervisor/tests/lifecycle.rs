@@ -188,7 +188,7 @@ fn killing_the_supervisor_kills_the_workload_and_all_it_left_behind() {
     let init_cmd = std::fs::read(format!("/proc/{}/cmdline", init[0])).unwrap();
     let init_cmd = String::from_utf8_lossy(&init_cmd).replace('\0', " ");
     assert!(
-        init_cmd.contains("openshell-sandbox --adopt --status-fd"),
+        init_cmd.contains("openshell-sandbox --plan-fd "),
         "{init_cmd}"
     );
     child.kill().unwrap();

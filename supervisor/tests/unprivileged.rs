@@ -264,7 +264,7 @@ fn an_unprivileged_supervisor_runs_the_workload_under_openshell_sandbox() {
     let code = [
         "import os,subprocess",
         "ppid=os.getppid()",
-        "print(open('/proc/%d/cmdline'%ppid,'rb').read().split(b'\\0')[1:3])",
+        "print(open('/proc/%d/cmdline'%ppid,'rb').read().split(b'\\0')[1:2])",
         "print('own group', os.getpgrp()==os.getpid(), 'parent owner', os.stat('/proc/%d/status'%ppid).st_uid)",
         &format!("subprocess.Popen(['/usr/bin/setsid','/usr/bin/sleep','{marker}'])"),
     ]
@@ -285,7 +285,7 @@ fn an_unprivileged_supervisor_runs_the_workload_under_openshell_sandbox() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),
-        "[b'--adopt', b'--status-fd']\nown group True parent owner 0\n",
+        "[b'--plan-fd']\nown group True parent owner 0\n",
         "{}",
         stderr(&out)
     );

@@ -12,7 +12,7 @@
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-use crate::child_spec::{ChildSpec, EXIT_SETUP_FAILED};
+use crate::child_spec::{ChildSpec, EXIT_SETUP_FAILED, InitSpec};
 use crate::errno::Errno;
 use crate::sys::fd::{chdir, close_all_but, mark_cloexec_from, read, write_all};
 use crate::sys::process::{CStrArray, exit_now, waitpid};
@@ -27,7 +27,7 @@ pub(crate) const STEPS: [&str; 21] = [
     "mount the writable trees noexec",
     "mount a private /proc",
     "fork the workload under its init",
-    "start a process group of its own",
+    "start the workload's init program",
     "set up standard streams",
     "drop the bounding and ambient capabilities",
     "change user and group",
@@ -61,27 +61,6 @@ pub(crate) fn fork_child(
 ) -> Result<libc::pid_t, Errno> {
     let argv = CStrArray::new(spec.argv);
     let envp = CStrArray::new(spec.envp);
-    // The init's own program and arguments, made here: the child may not
-    // allocate.
-    let init_args: Vec<CString> = match (spec.init_program, status) {
-        (Some(program), Some(fd)) => vec![
-            program.to_owned(),
-            CString::from(c"--adopt"),
-            CString::from(c"--status-fd"),
-            CString::new(fd.as_raw_fd().to_string()).map_err(|_| Errno(libc::EINVAL))?,
-        ],
-        _ => Vec::new(),
-    };
-    let init_argv = CStrArray::new(&init_args);
-    let no_env = CStrArray::new(&[]);
-    let init_exec = spec
-        .init_program
-        .filter(|_| !init_args.is_empty())
-        .map(|program| InitExec {
-            program,
-            argv: &init_argv,
-            envp: &no_env,
-        });
     let parent = libc::pid_t::try_from(std::process::id()).map_err(|_| Errno(libc::ESRCH))?;
     let ends = Ends {
         report: report.as_fd(),
@@ -113,20 +92,12 @@ pub(crate) fn fork_child(
         unsafe { libc::fork() }
     };
     if pid == 0 {
-        child_main(spec, &argv, &envp, parent, ends, init_exec);
+        child_main(spec, &argv, &envp, parent, ends);
     }
     if pid < 0 {
         return Err(Errno::last());
     }
     Ok(pid)
-}
-
-/// What the init execs once the workload is forked.
-#[derive(Clone, Copy)]
-struct InitExec<'a> {
-    program: &'a CStr,
-    argv: &'a CStrArray<'a>,
-    envp: &'a CStrArray<'a>,
 }
 
 /// The child's ends of the pipes to the parent.
@@ -148,14 +119,9 @@ fn child_main(
     envp: &CStrArray<'_>,
     parent: libc::pid_t,
     ends: Ends<'_>,
-    init_exec: Option<InitExec<'_>>,
 ) -> ! {
     let report = ends.report;
-    let fail = |step: usize, errno: Errno| -> ! {
-        let packed = (i32::try_from(step).unwrap_or(0xff) << 16) | (errno.raw() & 0xffff);
-        send(report, MSG_STEP_FAILED, packed);
-        exit_now(EXIT_SETUP_FAILED)
-    };
+    let fail = |step: usize, errno: Errno| -> ! { fail_step(report, step, errno) };
     let step = |i: usize, result: Result<(), Errno>| {
         if let Err(e) = result {
             fail(i, e);
@@ -163,38 +129,25 @@ fn child_main(
     };
     step(0, crate::sys::fd::close_in_child(ends.go_writer));
     step(0, reset_signals());
-    if spec.new_netns {
-        step(1, crate::netns::unshare_net());
-        step(2, crate::netns::bring_up_loopback());
-    }
-    if spec.new_pidns || spec.bind_file.is_some() || !spec.noexec.is_empty() {
-        step(3, crate::mounts::unshare_mount_ns());
-    }
-    if let Some((source, target)) = spec.bind_file {
-        step(4, crate::mounts::bind_mount_readonly(source, target));
-    }
-    for path in spec.noexec {
-        step(5, crate::mounts::set_noexec(path, true));
-    }
-    for path in spec.exec_again {
-        step(5, crate::mounts::set_noexec(path, false));
+    let namespaces = Namespaces {
+        new_netns: spec.new_netns,
+        new_pidns: spec.new_pidns,
+        bind_file: spec.bind_file,
+        noexec: spec.noexec,
+        exec_again: spec.exec_again,
+    };
+    if let Err((i, e)) = namespaces.enter() {
+        fail(i, e);
     }
     // The parent as `getppid` will show it: the init, for a workload that
     // has one.
     let mut parent_seen = parent;
-    if spec.new_pidns || spec.init_program.is_some() {
-        if spec.new_pidns {
-            step(6, crate::mounts::mount_private_proc());
-        }
+    if spec.new_pidns {
+        step(6, crate::mounts::mount_private_proc());
         // In a new PID namespace the init's own parent is outside it, so
         // `getppid` says 0 whether or not it is still alive; a parent that
         // died before this never sends the go, and the workload never runs.
-        let init_parent = if spec.new_pidns { 0 } else { parent };
-        step(
-            15,
-            crate::process::set_pdeathsig(libc::SIGKILL, init_parent),
-        );
-        let init = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+        step(15, crate::process::set_pdeathsig(libc::SIGKILL, 0));
         step(7, crate::sys::process::block_all_signals());
         // Before the workload exists, so it can never ptrace or read the
         // init (a root-owned `/proc/<init>`), even as the same uid.
@@ -218,16 +171,10 @@ fn child_main(
             fail(7, Errno::last());
         }
         if workload > 0 {
-            if let Some(init) = init_exec {
-                exec_init(init, ends.status);
-            }
             init_main(workload, ends.status);
         }
         step(0, crate::sys::process::unblock_all_signals());
-        if init_exec.is_some() {
-            step(8, crate::sys::process::set_process_group(0, 0));
-        }
-        parent_seen = if spec.new_pidns { 1 } else { init };
+        parent_seen = 1;
     }
     for (target, fd) in (0..).zip(spec.stdio.iter()) {
         if let Some(fd) = fd {
@@ -284,16 +231,6 @@ fn child_main(
     })
 }
 
-/// Execs the init's program with only the standard streams and `status`
-/// open; returns if the exec fails, for the caller to go on as the init.
-fn exec_init(init: InitExec<'_>, status: Option<BorrowedFd<'_>>) {
-    let Some(status) = status else { return };
-    if mark_cloexec_from(3).is_err() || crate::sys::fd::clear_cloexec(status).is_err() {
-        return;
-    }
-    let _ = crate::sys::process::execve(init.program, init.argv, init.envp);
-}
-
 /// PID 1 of the workload's namespace, with every signal blocked: reaps
 /// each process that ends (the orphans the kernel hands it among them),
 /// passes on to the workload what was sent from outside the namespace,
@@ -344,6 +281,146 @@ fn reap_until_workload_ends(workload: libc::pid_t, status: Option<BorrowedFd<'_>
             Err(_) => return,
         }
     }
+}
+
+/// Reports step `step` as failed with `errno`, and exits.
+fn fail_step(report: BorrowedFd<'_>, step: usize, errno: Errno) -> ! {
+    let packed = (i32::try_from(step).unwrap_or(0xff) << 16) | (errno.raw() & 0xffff);
+    send(report, MSG_STEP_FAILED, packed);
+    exit_now(EXIT_SETUP_FAILED)
+}
+
+/// The namespaces both kinds of child enter, and what they mount in them.
+struct Namespaces<'a> {
+    new_netns: bool,
+    new_pidns: bool,
+    bind_file: Option<(&'a CStr, &'a CStr)>,
+    noexec: &'a [CString],
+    exec_again: &'a [CString],
+}
+
+impl Namespaces<'_> {
+    /// Enters them (a PID namespace was entered by the `clone`), or says
+    /// which step failed how. Async-signal-safe.
+    fn enter(&self) -> Result<(), (usize, Errno)> {
+        let at = |i: usize| move |e: Errno| (i, e);
+        if self.new_netns {
+            crate::netns::unshare_net().map_err(at(1))?;
+            crate::netns::bring_up_loopback().map_err(at(2))?;
+        }
+        if self.new_pidns || self.bind_file.is_some() || !self.noexec.is_empty() {
+            crate::mounts::unshare_mount_ns().map_err(at(3))?;
+        }
+        if let Some((source, target)) = self.bind_file {
+            crate::mounts::bind_mount_readonly(source, target).map_err(at(4))?;
+        }
+        for path in self.noexec {
+            crate::mounts::set_noexec(path, true).map_err(at(5))?;
+        }
+        for path in self.exec_again {
+            crate::mounts::set_noexec(path, false).map_err(at(5))?;
+        }
+        Ok(())
+    }
+}
+
+/// Forks the child that becomes the workload's init program (see
+/// [`InitSpec`]): it enters the namespaces (as PID 1 of a new PID
+/// namespace with `spec.new_pidns`), then execs the program with only the
+/// standard streams, `spec.plan` and `control` open. A failure before the
+/// exec (the exec's included) is reported on `report`, which reads EOF
+/// once the exec succeeded. Returns the child's pid in the parent.
+pub(crate) fn fork_init(
+    spec: &InitSpec<'_>,
+    report: &OwnedFd,
+    control: &OwnedFd,
+) -> Result<libc::pid_t, Errno> {
+    let fd_arg = |fd: BorrowedFd<'_>| CString::new(fd.as_raw_fd().to_string());
+    let mut args = vec![spec.program.to_owned()];
+    args.extend(spec.args.iter().cloned());
+    args.push(CString::from(c"--plan-fd"));
+    args.push(fd_arg(spec.plan).map_err(|_| Errno(libc::EINVAL))?);
+    args.push(CString::from(c"--control-fd"));
+    args.push(fd_arg(control.as_fd()).map_err(|_| Errno(libc::EINVAL))?);
+    let argv = CStrArray::new(&args);
+    let envp = CStrArray::new(&[]);
+    let parent = libc::pid_t::try_from(std::process::id()).map_err(|_| Errno(libc::ESRCH))?;
+    let flags = if spec.new_pidns {
+        libc::CLONE_NEWPID | libc::SIGCHLD
+    } else {
+        libc::SIGCHLD
+    };
+    // SAFETY: as for `fork` in `fork_child`: `clone` without a new stack
+    // and with at most `CLONE_NEWPID` besides the exit signal is `fork`
+    // (into a new PID namespace), and the child only runs
+    // `init_child_main`, which makes async-signal-safe calls on memory
+    // prepared above and never returns.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::c_long::from(flags),
+            0_i64,
+            0_i64,
+            0_i64,
+            0_i64,
+        )
+    };
+    let pid = libc::pid_t::try_from(ret).map_err(|_| Errno(libc::EINVAL))?;
+    if pid == 0 {
+        init_child_main(spec, &argv, &envp, parent, report.as_fd(), control.as_fd());
+    }
+    if pid < 0 {
+        return Err(Errno::last());
+    }
+    Ok(pid)
+}
+
+/// The child of [`fork_init`]. Never returns: it execs or `_exit`s.
+fn init_child_main(
+    spec: &InitSpec<'_>,
+    argv: &CStrArray<'_>,
+    envp: &CStrArray<'_>,
+    parent: libc::pid_t,
+    report: BorrowedFd<'_>,
+    control: BorrowedFd<'_>,
+) -> ! {
+    let step = |i: usize, result: Result<(), Errno>| {
+        if let Err(e) = result {
+            fail_step(report, i, e);
+        }
+    };
+    step(0, reset_signals());
+    let namespaces = Namespaces {
+        new_netns: spec.new_netns,
+        new_pidns: spec.new_pidns,
+        bind_file: spec.bind_file,
+        noexec: spec.noexec,
+        exec_again: spec.exec_again,
+    };
+    if let Err((i, e)) = namespaces.enter() {
+        fail_step(report, i, e);
+    }
+    if spec.new_pidns {
+        step(6, crate::mounts::mount_private_proc());
+    }
+    // In a new PID namespace the parent is outside it and `getppid` says 0
+    // whether or not it is alive; the init then sees its parent's death as
+    // the launch link's EOF.
+    let parent_seen = if spec.new_pidns { 0 } else { parent };
+    step(
+        15,
+        crate::process::set_pdeathsig(libc::SIGKILL, parent_seen),
+    );
+    for (target, fd) in (0..).zip(spec.stdio.iter()) {
+        if let Some(fd) = fd {
+            step(9, dup_onto_stdio(*fd, target));
+        }
+    }
+    step(16, mark_cloexec_from(3));
+    step(16, crate::sys::fd::clear_cloexec(spec.plan));
+    step(16, crate::sys::fd::clear_cloexec(control));
+    let errno = crate::sys::process::execve(spec.program, argv, envp);
+    fail_step(report, 8, errno)
 }
 
 /// `dup2(fd, target)` for `target` in 0..=2, in the child only: it closes

@@ -155,6 +155,12 @@ pub(crate) fn clear_cloexec(fd: BorrowedFd<'_>) -> Result<(), Errno> {
     check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, 0) }).map(drop)
 }
 
+/// Sets close-on-exec on `fd`.
+pub(crate) fn set_cloexec(fd: BorrowedFd<'_>) -> Result<(), Errno> {
+    // SAFETY: F_SETFD takes a live fd and an integer flag word.
+    check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) }).map(drop)
+}
+
 /// Takes ownership of `fd`, a descriptor this process was started with
 /// (its number given on the command line), once it is known to be open.
 pub(crate) fn take_inherited(fd: RawFd) -> Result<OwnedFd, Errno> {

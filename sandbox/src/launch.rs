@@ -1,0 +1,165 @@
+//! `openshell-sandbox --plan-fd P --control-fd C`: started by the
+//! supervisor (`enforcer::spawn_init`) inside the workload's namespaces,
+//! it reads the launch plan, applies the bundle's kernel tables to the
+//! workload it forks (Landlock and the seccomp filter, installed by the
+//! workload before its `exec`), hands the seccomp listener up over the
+//! launch link (`SCM_RIGHTS`), lets the workload run on the supervisor's
+//! go, and is then its PID 1 ([`crate::pid1`]) until it ends, when the
+//! status goes back over the link.
+//!
+//! Any failure before the workload runs is reported over the link, and
+//! the workload never runs; a supervisor that is gone before the go (the
+//! link reads EOF) means the same.
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use enforcer::{ChildSpec, Credentials, ExitStatus, InitLink, SpawnError};
+
+use crate::pid1::{self, Pid1Error};
+use crate::plan::{LaunchPlan, PlanError};
+
+/// Why the workload was not run, or not waited for.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The launch link is not usable.
+    #[error("cannot use the launch link (--control-fd): {0}")]
+    Link(enforcer::Errno),
+    /// The plan could not be read.
+    #[error("cannot read the launch plan (--plan-fd): {0}")]
+    PlanUnreadable(std::io::Error),
+    /// The plan is not one this sandbox applies.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Landlock cannot apply the plan's table on this kernel.
+    #[error("landlock cannot enforce the bundle on this kernel: {0}")]
+    Landlock(enforcer::LandlockError),
+    /// The seccomp filter could not be built.
+    #[error("cannot build the seccomp filter: {0}")]
+    Seccomp(enforcer::SeccompError),
+    /// The plan holds a byte string with a NUL byte.
+    #[error("the launch plan's {0} contains a NUL byte")]
+    Nul(&'static str),
+    /// Forking or setting up the workload failed.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// The supervisor went away or said something other than go.
+    #[error("the supervisor did not let the workload run: {0}")]
+    NoGo(enforcer::Errno),
+    /// Being PID 1 failed.
+    #[error(transparent)]
+    Pid1(#[from] Pid1Error),
+}
+
+/// Runs the launch described in the module docs; returns how the
+/// workload ended.
+pub fn launch(plan_fd: i32, control_fd: i32, grace: Duration) -> Result<ExitStatus, LaunchError> {
+    let link = InitLink::from_inherited(control_fd).map_err(LaunchError::Link)?;
+    let is_init = match pid1::become_init() {
+        Ok(is_init) => is_init,
+        Err(e) => {
+            let _ = link.report_failure(&e.to_string());
+            return Err(e.into());
+        }
+    };
+    let mut pending = match start(plan_fd) {
+        Ok(pending) => pending,
+        Err(LaunchError::Spawn(e)) => {
+            let _ = link.report_spawn_error(&e);
+            return Err(e.into());
+        }
+        Err(e) => {
+            let _ = link.report_failure(&e.to_string());
+            return Err(e);
+        }
+    };
+    let workload = pending.pid();
+    // The workload does not start a group itself: as its parent, before
+    // its exec, this process may make it one.
+    let _ = enforcer::signals::set_own_group(workload);
+    let Some(listener) = pending.take_listener() else {
+        let why = "the workload did not hand over its listener";
+        let _ = link.report_failure(why);
+        return Err(LaunchError::Link(enforcer::Errno(libc::EPROTO)));
+    };
+    link.hand_over(listener.as_fd())
+        .map_err(LaunchError::Link)?;
+    // The supervisor serves it; this process keeps no copy.
+    drop(listener);
+    // Dropping `pending` on the error kills the workload before its exec.
+    link.wait_for_go().map_err(LaunchError::NoGo)?;
+    if let Err(e) = pending.start() {
+        let _ = link.report_spawn_error(&e);
+        return Err(e.into());
+    }
+    link.report_started().map_err(LaunchError::Link)?;
+    let status = pid1::supervise(workload, is_init, grace)?;
+    // The supervisor falls back on this process's exit if the send fails.
+    let _ = link.report_status(status);
+    if !is_init {
+        enforcer::kill_descendants();
+    }
+    Ok(status)
+}
+
+/// Reads the plan, prepares Landlock and the filter, and forks the
+/// workload, which installs both and waits for the go.
+fn start(plan_fd: i32) -> Result<enforcer::Pending, LaunchError> {
+    let plan = read_plan(plan_fd)?;
+    let abi = enforcer::kernel_abi().map_err(LaunchError::Landlock)?;
+    // The supervisor reported the notes when it prepared the same spec.
+    let (spec, _notes) = plan.landlock_spec(abi)?;
+    let ruleset = enforcer::prepare(&spec).map_err(LaunchError::Landlock)?;
+    let filter = enforcer::build(&plan.filter_spec()?).map_err(LaunchError::Seccomp)?;
+    let c_string = |bytes: &[u8], what| CString::new(bytes).map_err(|_| LaunchError::Nul(what));
+    let program = c_string(&plan.program, "program")?;
+    let cwd = c_string(&plan.workdir, "working directory")?;
+    let argv = plan
+        .argv
+        .iter()
+        .map(|a| c_string(a, "arguments"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let envp = plan
+        .envp
+        .iter()
+        .map(|e| c_string(e, "environment"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let last_cap = enforcer::cap_last_cap().map_err(SpawnError::Prepare)?;
+    let identity = plan.user.as_ref().map(|u| Credentials {
+        uid: u.uid,
+        gid: u.gid,
+        groups: &u.groups,
+    });
+    let spec = ChildSpec {
+        // The namespaces are this process's already.
+        new_netns: false,
+        bind_file: None,
+        new_pidns: false,
+        noexec: &[],
+        exec_again: &[],
+        stdio: [None, None, None],
+        drop_bounding: plan.drop_bounding,
+        last_cap,
+        identity,
+        cwd: &cwd,
+        ruleset: &ruleset,
+        filter: &filter,
+        program: &program,
+        argv: &argv,
+        envp: &envp,
+    };
+    Ok(enforcer::spawn(&spec)?)
+}
+
+fn read_plan(fd: i32) -> Result<LaunchPlan, LaunchError> {
+    let fd = enforcer::signals::take_inherited_fd(fd)
+        .map_err(|e| LaunchError::PlanUnreadable(e.into()))?;
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .read_to_end(&mut bytes)
+        .map_err(LaunchError::PlanUnreadable)?;
+    Ok(LaunchPlan::from_bytes(&bytes)?)
+}
