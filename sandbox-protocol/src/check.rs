@@ -1,0 +1,599 @@
+//! Each message as the receiver may use it, once checked: the binding, the
+//! kind present, every number in range and every length under its limit.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroU64;
+
+use crate::pb;
+use crate::{
+    Binding, MAX_CHUNK, MAX_DATAGRAM, MAX_DNS, MAX_MESSAGE, MAX_PATH, MAX_TICKET, PROTOCOL_VERSION,
+};
+
+/// Why a message was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The bytes are not a message of the expected type.
+    #[error("not a protocol message: {0}")]
+    Decode(String),
+    /// The encoded message is over [`MAX_MESSAGE`].
+    #[error("a message of {0} bytes, over the limit of {MAX_MESSAGE}")]
+    MessageTooLarge(usize),
+    /// The message carries no binding.
+    #[error("a message without a sandbox binding")]
+    MissingBinding,
+    /// The message is bound to another sandbox or generation.
+    #[error("a message for sandbox `{sandbox_id}` generation {generation}, not this one")]
+    WrongBinding {
+        /// The id the message named (cut to the id limit).
+        sandbox_id: String,
+        /// The generation it named.
+        generation: u64,
+    },
+    /// The message names no kind (none of its `oneof` is set).
+    #[error("a message of no known kind")]
+    NoKind,
+    /// A `Hello` or `Welcome` of another protocol version.
+    #[error("protocol version {0}; this side speaks version {PROTOCOL_VERSION}")]
+    Version(u32),
+    /// A field is missing or out of range.
+    #[error("field `{field}`: {problem}")]
+    Field {
+        /// Which field.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// A field is longer than its limit.
+    #[error("field `{field}` has {len} bytes, over the limit of {max}")]
+    TooLong {
+        /// Which field.
+        field: &'static str,
+        /// Its length.
+        len: usize,
+        /// Its limit.
+        max: usize,
+    },
+    /// A message out of its stream's order.
+    #[error("out of order: {0}")]
+    Order(&'static str),
+}
+
+fn field(field: &'static str, problem: &'static str) -> ProtocolError {
+    ProtocolError::Field { field, problem }
+}
+
+fn limit(name: &'static str, len: usize, max: usize) -> Result<(), ProtocolError> {
+    if len > max {
+        return Err(ProtocolError::TooLong {
+            field: name,
+            len,
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// Who made a trapped call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// Process, as the sandbox's PID namespace numbers it.
+    pub pid: u32,
+    /// Thread.
+    pub tid: u32,
+    /// The executable's path, as bytes.
+    pub exe: Vec<u8>,
+    /// The executable has been unlinked since the exec.
+    pub exe_deleted: bool,
+    /// Its SHA-256 when the bundle pins a binary.
+    pub exe_sha256: Option<[u8; 32]>,
+    /// Code from a file the workload could write is mapped into it.
+    pub planted_code: bool,
+}
+
+impl Caller {
+    fn check(c: Option<pb::Caller>) -> Result<Self, ProtocolError> {
+        let c = c.ok_or(field("caller", "missing"))?;
+        if c.pid == 0 || c.tid == 0 {
+            return Err(field("caller", "pid and tid are never 0"));
+        }
+        limit("caller.exe", c.exe.len(), MAX_PATH)?;
+        if c.exe.first() != Some(&b'/') || c.exe.contains(&0) {
+            return Err(field("caller.exe", "not an absolute path"));
+        }
+        let exe_sha256 = match c.exe_sha256.len() {
+            0 => None,
+            32 => {
+                let mut digest = [0_u8; 32];
+                digest.copy_from_slice(&c.exe_sha256);
+                Some(digest)
+            }
+            _ => return Err(field("caller.exe_sha256", "not 32 bytes")),
+        };
+        Ok(Self {
+            pid: c.pid,
+            tid: c.tid,
+            exe: c.exe,
+            exe_deleted: c.exe_deleted,
+            exe_sha256,
+            planted_code: c.planted_code,
+        })
+    }
+
+    /// The caller as it goes out.
+    #[must_use]
+    pub fn to_pb(&self) -> pb::Caller {
+        pb::Caller {
+            pid: self.pid,
+            tid: self.tid,
+            exe: self.exe.clone(),
+            exe_deleted: self.exe_deleted,
+            exe_sha256: self.exe_sha256.map(|d| d.to_vec()).unwrap_or_default(),
+            planted_code: self.planted_code,
+        }
+    }
+}
+
+fn request_id(id: u64) -> Result<NonZeroU64, ProtocolError> {
+    NonZeroU64::new(id).ok_or(field("request_id", "is 0"))
+}
+
+fn endpoint(e: Option<pb::IpEndpoint>) -> Result<SocketAddr, ProtocolError> {
+    let e = e.ok_or(field("destination", "missing"))?;
+    let ip = match <[u8; 4]>::try_from(e.ip.as_slice()) {
+        Ok(v4) => IpAddr::V4(Ipv4Addr::from(v4)),
+        Err(_) => match <[u8; 16]>::try_from(e.ip.as_slice()) {
+            Ok(v6) => IpAddr::V6(Ipv6Addr::from(v6)),
+            Err(_) => return Err(field("destination.ip", "neither 4 nor 16 bytes")),
+        },
+    };
+    let port = u16::try_from(e.port).map_err(|_| field("destination.port", "over 65535"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// The `IpEndpoint` of `addr`.
+#[must_use]
+pub(crate) fn endpoint_pb(addr: SocketAddr) -> pb::IpEndpoint {
+    let ip = match addr.ip() {
+        IpAddr::V4(v4) => v4.octets().to_vec(),
+        IpAddr::V6(v6) => v6.octets().to_vec(),
+    };
+    pb::IpEndpoint {
+        ip,
+        port: u32::from(addr.port()),
+    }
+}
+
+fn transport(t: i32) -> Result<pb::Transport, ProtocolError> {
+    match pb::Transport::try_from(t) {
+        Ok(pb::Transport::Tcp) => Ok(pb::Transport::Tcp),
+        Ok(pb::Transport::Udp) => Ok(pb::Transport::Udp),
+        _ => Err(field("transport", "neither TCP nor UDP")),
+    }
+}
+
+fn errno(e: i32) -> Result<i32, ProtocolError> {
+    if !(1..=4095).contains(&e) {
+        return Err(field("refused_errno", "not an errno (1 to 4095)"));
+    }
+    Ok(e)
+}
+
+fn digest(d: &str) -> Result<(), ProtocolError> {
+    let hex = d
+        .strip_prefix("sha256:")
+        .ok_or(field("bundle_digest", "does not start with `sha256:`"))?;
+    if hex.len() != 64
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(field("bundle_digest", "not 64 lowercase hex digits"));
+    }
+    Ok(())
+}
+
+/// A checked message of the control stream, from the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FromSandbox {
+    /// The first message: the digest of the bundle the sandbox enforces.
+    Hello {
+        /// `sha256:` and 64 hex digits.
+        bundle_digest: String,
+    },
+    /// A trapped connect.
+    Connect {
+        /// Never 0.
+        request_id: NonZeroU64,
+        /// Who connects.
+        caller: Caller,
+        /// TCP or UDP.
+        transport: pb::Transport,
+        /// Where to.
+        destination: SocketAddr,
+    },
+    /// A question to the DNS stub.
+    Dns {
+        /// Never 0.
+        request_id: NonZeroU64,
+        /// Who asks.
+        caller: Caller,
+        /// How the question came.
+        transport: pb::Transport,
+        /// The DNS message.
+        packet: Vec<u8>,
+    },
+    /// A trapped UDP send.
+    Datagram {
+        /// Never 0.
+        request_id: NonZeroU64,
+        /// Who sends.
+        caller: Caller,
+        /// Where to.
+        destination: SocketAddr,
+        /// What.
+        payload: Vec<u8>,
+    },
+}
+
+impl FromSandbox {
+    /// Checks `msg` against the binding `expected` and the limits.
+    pub fn check(msg: pb::SandboxMessage, expected: &Binding) -> Result<Self, ProtocolError> {
+        use pb::sandbox_message::Kind;
+        expected.check(msg.binding.as_ref())?;
+        match msg.kind.ok_or(ProtocolError::NoKind)? {
+            Kind::Hello(h) => {
+                if h.protocol_version != PROTOCOL_VERSION {
+                    return Err(ProtocolError::Version(h.protocol_version));
+                }
+                digest(&h.bundle_digest)?;
+                Ok(Self::Hello {
+                    bundle_digest: h.bundle_digest,
+                })
+            }
+            Kind::Connect(c) => Ok(Self::Connect {
+                request_id: request_id(c.request_id)?,
+                caller: Caller::check(c.caller)?,
+                transport: transport(c.transport)?,
+                destination: endpoint(c.destination)?,
+            }),
+            Kind::Dns(d) => {
+                limit("packet", d.packet.len(), MAX_DNS)?;
+                if d.packet.is_empty() {
+                    return Err(field("packet", "empty"));
+                }
+                Ok(Self::Dns {
+                    request_id: request_id(d.request_id)?,
+                    caller: Caller::check(d.caller)?,
+                    transport: transport(d.transport)?,
+                    packet: d.packet,
+                })
+            }
+            Kind::Datagram(d) => {
+                limit("payload", d.payload.len(), MAX_DATAGRAM)?;
+                Ok(Self::Datagram {
+                    request_id: request_id(d.request_id)?,
+                    caller: Caller::check(d.caller)?,
+                    destination: endpoint(d.destination)?,
+                    payload: d.payload,
+                })
+            }
+        }
+    }
+
+    /// The message as it goes out, bound to `binding`.
+    #[must_use]
+    pub fn to_pb(&self, binding: &Binding) -> pb::SandboxMessage {
+        use pb::sandbox_message::Kind;
+        let kind = match self {
+            Self::Hello { bundle_digest } => Kind::Hello(pb::Hello {
+                protocol_version: PROTOCOL_VERSION,
+                bundle_digest: bundle_digest.clone(),
+            }),
+            Self::Connect {
+                request_id,
+                caller,
+                transport,
+                destination,
+            } => Kind::Connect(pb::ConnectRequest {
+                request_id: request_id.get(),
+                caller: Some(caller.to_pb()),
+                transport: (*transport).into(),
+                destination: Some(endpoint_pb(*destination)),
+            }),
+            Self::Dns {
+                request_id,
+                caller,
+                transport,
+                packet,
+            } => Kind::Dns(pb::DnsQuery {
+                request_id: request_id.get(),
+                caller: Some(caller.to_pb()),
+                transport: (*transport).into(),
+                packet: packet.clone(),
+            }),
+            Self::Datagram {
+                request_id,
+                caller,
+                destination,
+                payload,
+            } => Kind::Datagram(pb::DatagramRequest {
+                request_id: request_id.get(),
+                caller: Some(caller.to_pb()),
+                destination: Some(endpoint_pb(*destination)),
+                payload: payload.clone(),
+            }),
+        };
+        pb::SandboxMessage {
+            binding: Some(binding.to_pb()),
+            kind: Some(kind),
+        }
+    }
+}
+
+/// What the supervisor answered to a connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectVerdict {
+    /// Open a relay stream with this ticket.
+    Allowed {
+        /// At most [`MAX_TICKET`] bytes, never empty.
+        ticket: Vec<u8>,
+    },
+    /// Fail the connect with this errno.
+    Refused(i32),
+}
+
+/// What the supervisor answered to a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatagramVerdict {
+    /// Sent: this many bytes.
+    Sent(u64),
+    /// Fail the send with this errno.
+    Refused(i32),
+}
+
+/// A checked message of the control stream, from the supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FromSupervisor {
+    /// The first message: the `Hello` was accepted.
+    Welcome,
+    /// The answer to a connect.
+    Connect {
+        /// The request's id.
+        request_id: NonZeroU64,
+        /// Allowed or refused.
+        verdict: ConnectVerdict,
+    },
+    /// The answer to a DNS question: the reply, or none (empty).
+    Dns {
+        /// The request's id.
+        request_id: NonZeroU64,
+        /// The reply.
+        packet: Vec<u8>,
+    },
+    /// The answer to a datagram.
+    Datagram {
+        /// The request's id.
+        request_id: NonZeroU64,
+        /// Sent or refused.
+        verdict: DatagramVerdict,
+    },
+}
+
+impl FromSupervisor {
+    /// Checks `msg` against the binding `expected` and the limits.
+    pub fn check(msg: pb::SupervisorMessage, expected: &Binding) -> Result<Self, ProtocolError> {
+        use pb::supervisor_message::Kind;
+        expected.check(msg.binding.as_ref())?;
+        match msg.kind.ok_or(ProtocolError::NoKind)? {
+            Kind::Welcome(w) => {
+                if w.protocol_version != PROTOCOL_VERSION {
+                    return Err(ProtocolError::Version(w.protocol_version));
+                }
+                Ok(Self::Welcome)
+            }
+            Kind::Connect(c) => {
+                use pb::connect_answer::Verdict;
+                let verdict = match c.verdict.ok_or(field("verdict", "missing"))? {
+                    Verdict::Allowed(a) => {
+                        limit("ticket", a.ticket.len(), MAX_TICKET)?;
+                        if a.ticket.is_empty() {
+                            return Err(field("ticket", "empty"));
+                        }
+                        ConnectVerdict::Allowed { ticket: a.ticket }
+                    }
+                    Verdict::RefusedErrno(e) => ConnectVerdict::Refused(errno(e)?),
+                };
+                Ok(Self::Connect {
+                    request_id: request_id(c.request_id)?,
+                    verdict,
+                })
+            }
+            Kind::Dns(d) => {
+                limit("packet", d.packet.len(), MAX_DNS)?;
+                Ok(Self::Dns {
+                    request_id: request_id(d.request_id)?,
+                    packet: d.packet,
+                })
+            }
+            Kind::Datagram(d) => {
+                use pb::datagram_answer::Verdict;
+                let verdict = match d.verdict.ok_or(field("verdict", "missing"))? {
+                    Verdict::Sent(n) if n <= MAX_DATAGRAM as u64 => DatagramVerdict::Sent(n),
+                    Verdict::Sent(_) => return Err(field("sent", "over the datagram limit")),
+                    Verdict::RefusedErrno(e) => DatagramVerdict::Refused(errno(e)?),
+                };
+                Ok(Self::Datagram {
+                    request_id: request_id(d.request_id)?,
+                    verdict,
+                })
+            }
+        }
+    }
+
+    /// The message as it goes out, bound to `binding`.
+    #[must_use]
+    pub fn to_pb(&self, binding: &Binding) -> pb::SupervisorMessage {
+        use pb::supervisor_message::Kind;
+        let kind = match self {
+            Self::Welcome => Kind::Welcome(pb::Welcome {
+                protocol_version: PROTOCOL_VERSION,
+            }),
+            Self::Connect {
+                request_id,
+                verdict,
+            } => {
+                use pb::connect_answer::Verdict;
+                Kind::Connect(pb::ConnectAnswer {
+                    request_id: request_id.get(),
+                    verdict: Some(match verdict {
+                        ConnectVerdict::Allowed { ticket } => Verdict::Allowed(pb::Allowed {
+                            ticket: ticket.clone(),
+                        }),
+                        ConnectVerdict::Refused(e) => Verdict::RefusedErrno(*e),
+                    }),
+                })
+            }
+            Self::Dns { request_id, packet } => Kind::Dns(pb::DnsAnswer {
+                request_id: request_id.get(),
+                packet: packet.clone(),
+            }),
+            Self::Datagram {
+                request_id,
+                verdict,
+            } => {
+                use pb::datagram_answer::Verdict;
+                Kind::Datagram(pb::DatagramAnswer {
+                    request_id: request_id.get(),
+                    verdict: Some(match verdict {
+                        DatagramVerdict::Sent(n) => Verdict::Sent(*n),
+                        DatagramVerdict::Refused(e) => Verdict::RefusedErrno(*e),
+                    }),
+                })
+            }
+        };
+        pb::SupervisorMessage {
+            binding: Some(binding.to_pb()),
+            kind: Some(kind),
+        }
+    }
+}
+
+/// A checked message of a relay stream, from the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayUpKind {
+    /// The stream's first message.
+    Ticket(Vec<u8>),
+    /// Bytes the workload wrote.
+    Data(Vec<u8>),
+    /// The workload shut its side for writing.
+    ShutdownWrite,
+}
+
+impl RelayUpKind {
+    /// Checks `msg` against the binding `expected` and the limits.
+    pub fn check(msg: pb::RelayUp, expected: &Binding) -> Result<Self, ProtocolError> {
+        use pb::relay_up::Kind;
+        expected.check(msg.binding.as_ref())?;
+        match msg.kind.ok_or(ProtocolError::NoKind)? {
+            Kind::Ticket(t) => {
+                limit("ticket", t.len(), MAX_TICKET)?;
+                if t.is_empty() {
+                    return Err(field("ticket", "empty"));
+                }
+                Ok(Self::Ticket(t))
+            }
+            Kind::Data(d) => {
+                limit("data", d.len(), MAX_CHUNK)?;
+                Ok(Self::Data(d))
+            }
+            Kind::ShutdownWrite(true) => Ok(Self::ShutdownWrite),
+            Kind::ShutdownWrite(false) => Err(field("shutdown_write", "false")),
+        }
+    }
+
+    /// The message as it goes out, bound to `binding`.
+    #[must_use]
+    pub fn to_pb(&self, binding: &Binding) -> pb::RelayUp {
+        use pb::relay_up::Kind;
+        pb::RelayUp {
+            binding: Some(binding.to_pb()),
+            kind: Some(match self {
+                Self::Ticket(t) => Kind::Ticket(t.clone()),
+                Self::Data(d) => Kind::Data(d.clone()),
+                Self::ShutdownWrite => Kind::ShutdownWrite(true),
+            }),
+        }
+    }
+}
+
+/// A checked message of a relay stream, from the supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayDownKind {
+    /// Bytes from upstream.
+    Data(Vec<u8>),
+    /// The upstream shut its side for writing.
+    ShutdownWrite,
+    /// The upstream failed with this errno.
+    Reset(i32),
+}
+
+impl RelayDownKind {
+    /// Checks `msg` against the binding `expected` and the limits.
+    pub fn check(msg: pb::RelayDown, expected: &Binding) -> Result<Self, ProtocolError> {
+        use pb::relay_down::Kind;
+        expected.check(msg.binding.as_ref())?;
+        match msg.kind.ok_or(ProtocolError::NoKind)? {
+            Kind::Data(d) => {
+                limit("data", d.len(), MAX_CHUNK)?;
+                Ok(Self::Data(d))
+            }
+            Kind::ShutdownWrite(true) => Ok(Self::ShutdownWrite),
+            Kind::ShutdownWrite(false) => Err(field("shutdown_write", "false")),
+            Kind::ResetErrno(e) => Ok(Self::Reset(errno(e)?)),
+        }
+    }
+
+    /// The message as it goes out, bound to `binding`.
+    #[must_use]
+    pub fn to_pb(&self, binding: &Binding) -> pb::RelayDown {
+        use pb::relay_down::Kind;
+        pb::RelayDown {
+            binding: Some(binding.to_pb()),
+            kind: Some(match self {
+                Self::Data(d) => Kind::Data(d.clone()),
+                Self::ShutdownWrite => Kind::ShutdownWrite(true),
+                Self::Reset(e) => Kind::ResetErrno(*e),
+            }),
+        }
+    }
+}
+
+fn decode<M: prost::Message + Default>(bytes: &[u8]) -> Result<M, ProtocolError> {
+    if bytes.len() > MAX_MESSAGE {
+        return Err(ProtocolError::MessageTooLarge(bytes.len()));
+    }
+    M::decode(bytes).map_err(|e| ProtocolError::Decode(e.to_string()))
+}
+
+/// Decodes and checks an encoded control message from the sandbox, as
+/// the supervisor's side of the transport does.
+pub fn decode_sandbox_message(
+    bytes: &[u8],
+    expected: &Binding,
+) -> Result<FromSandbox, ProtocolError> {
+    FromSandbox::check(decode(bytes)?, expected)
+}
+
+/// Decodes and checks an encoded control message from the supervisor.
+pub fn decode_supervisor_message(
+    bytes: &[u8],
+    expected: &Binding,
+) -> Result<FromSupervisor, ProtocolError> {
+    FromSupervisor::check(decode(bytes)?, expected)
+}
+
+/// Decodes and checks an encoded relay message from the sandbox.
+pub fn decode_relay_up(bytes: &[u8], expected: &Binding) -> Result<RelayUpKind, ProtocolError> {
+    RelayUpKind::check(decode(bytes)?, expected)
+}

@@ -1,0 +1,165 @@
+//! The order of each stream: what may come first, what may follow, and
+//! which answers match an outstanding request.
+
+use std::collections::HashMap;
+
+use crate::check::{FromSandbox, FromSupervisor, ProtocolError, RelayDownKind, RelayUpKind};
+
+/// The most requests outstanding at once on one control stream; a
+/// sandbox that asks more without answers is refused, not buffered.
+pub const MAX_OUTSTANDING: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Request {
+    Connect,
+    Dns,
+    Datagram,
+}
+
+fn request_of(m: &FromSandbox) -> Option<(u64, Request)> {
+    match m {
+        FromSandbox::Hello { .. } => None,
+        FromSandbox::Connect { request_id, .. } => Some((request_id.get(), Request::Connect)),
+        FromSandbox::Dns { request_id, .. } => Some((request_id.get(), Request::Dns)),
+        FromSandbox::Datagram { request_id, .. } => Some((request_id.get(), Request::Datagram)),
+    }
+}
+
+/// The control stream's order, kept by either side: a greeting first and
+/// once, then requests with ids not already outstanding, each answered
+/// once by an answer of its kind.
+#[derive(Debug, Default)]
+pub struct ControlOrder {
+    greeted: bool,
+    welcomed: bool,
+    outstanding: HashMap<u64, Request>,
+}
+
+impl ControlOrder {
+    /// A stream before its first message.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A request goes out or comes in (both sides record the same).
+    pub fn request(&mut self, m: &FromSandbox) -> Result<(), ProtocolError> {
+        let Some((id, kind)) = request_of(m) else {
+            if self.greeted {
+                return Err(ProtocolError::Order("a second Hello"));
+            }
+            self.greeted = true;
+            return Ok(());
+        };
+        if !self.greeted {
+            return Err(ProtocolError::Order("a request before the Hello"));
+        }
+        if self.outstanding.len() >= MAX_OUTSTANDING {
+            return Err(ProtocolError::Order("too many requests outstanding"));
+        }
+        if self.outstanding.insert(id, kind).is_some() {
+            return Err(ProtocolError::Order("a request id already outstanding"));
+        }
+        Ok(())
+    }
+
+    /// An answer goes out or comes in; on the sandbox's side, answers
+    /// before the `Welcome` are refused.
+    pub fn answer(&mut self, m: &FromSupervisor) -> Result<(), ProtocolError> {
+        let (id, kind) = match m {
+            FromSupervisor::Welcome => return self.welcome(),
+            FromSupervisor::Connect { request_id, .. } => (request_id.get(), Request::Connect),
+            FromSupervisor::Dns { request_id, .. } => (request_id.get(), Request::Dns),
+            FromSupervisor::Datagram { request_id, .. } => (request_id.get(), Request::Datagram),
+        };
+        if !self.welcomed {
+            return Err(ProtocolError::Order("an answer before the Welcome"));
+        }
+        match self.outstanding.get(&id) {
+            Some(k) if *k == kind => {
+                self.outstanding.remove(&id);
+                Ok(())
+            }
+            Some(_) => Err(ProtocolError::Order(
+                "an answer of another kind than its request",
+            )),
+            None => Err(ProtocolError::Order("an answer to no outstanding request")),
+        }
+    }
+
+    /// The supervisor's greeting: after the Hello, once.
+    fn welcome(&mut self) -> Result<(), ProtocolError> {
+        if !self.greeted {
+            return Err(ProtocolError::Order("a Welcome before the Hello"));
+        }
+        if self.welcomed {
+            return Err(ProtocolError::Order("a second Welcome"));
+        }
+        self.welcomed = true;
+        Ok(())
+    }
+
+    /// Requests still waiting for their answer.
+    #[must_use]
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+}
+
+/// A relay stream's order, one per direction: the ticket first (upward
+/// only), then data, then at most one shutdown, after which nothing.
+#[derive(Debug, Default)]
+pub struct RelayOrder {
+    opened: bool,
+    shut: bool,
+}
+
+impl RelayOrder {
+    /// A stream before its first message.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A message from the sandbox.
+    pub fn up(&mut self, m: &RelayUpKind) -> Result<(), ProtocolError> {
+        match (m, self.opened) {
+            (RelayUpKind::Ticket(_), false) => {
+                self.opened = true;
+                Ok(())
+            }
+            (RelayUpKind::Ticket(_), true) => Err(ProtocolError::Order("a second ticket")),
+            (_, false) => Err(ProtocolError::Order("relay data before the ticket")),
+            (RelayUpKind::Data(_), true) => self.data(),
+            (RelayUpKind::ShutdownWrite, true) => self.shutdown(),
+        }
+    }
+
+    /// A message from the supervisor.
+    pub fn down(&mut self, m: &RelayDownKind) -> Result<(), ProtocolError> {
+        match m {
+            RelayDownKind::Data(_) => self.data(),
+            RelayDownKind::ShutdownWrite => self.shutdown(),
+            // A reset ends the stream whatever came before.
+            RelayDownKind::Reset(_) => {
+                self.shut = true;
+                Ok(())
+            }
+        }
+    }
+
+    fn data(&self) -> Result<(), ProtocolError> {
+        if self.shut {
+            return Err(ProtocolError::Order("data after the shutdown"));
+        }
+        Ok(())
+    }
+
+    fn shutdown(&mut self) -> Result<(), ProtocolError> {
+        if self.shut {
+            return Err(ProtocolError::Order("a second shutdown"));
+        }
+        self.shut = true;
+        Ok(())
+    }
+}

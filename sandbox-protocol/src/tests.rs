@@ -1,0 +1,319 @@
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+
+use prost::Message as _;
+
+use crate::*;
+
+fn binding() -> Binding {
+    Binding {
+        sandbox_id: "sb-1".into(),
+        generation: 3,
+    }
+}
+
+fn caller() -> Caller {
+    Caller {
+        pid: 7,
+        tid: 8,
+        exe: b"/usr/bin/curl".to_vec(),
+        exe_deleted: false,
+        exe_sha256: Some([9; 32]),
+        planted_code: false,
+    }
+}
+
+fn id(n: u64) -> NonZeroU64 {
+    NonZeroU64::new(n).unwrap()
+}
+
+fn connect(n: u64) -> FromSandbox {
+    FromSandbox::Connect {
+        request_id: id(n),
+        caller: caller(),
+        transport: pb::Transport::Tcp,
+        destination: "[2001:db8::1]:443".parse::<SocketAddr>().unwrap(),
+    }
+}
+
+fn hello() -> FromSandbox {
+    FromSandbox::Hello {
+        bundle_digest: format!("sha256:{}", "ab".repeat(32)),
+    }
+}
+
+#[test]
+fn every_message_comes_back_as_sent() {
+    let b = binding();
+    let from_sandbox = [
+        hello(),
+        connect(1),
+        FromSandbox::Dns {
+            request_id: id(2),
+            caller: caller(),
+            transport: pb::Transport::Udp,
+            packet: vec![1, 2, 3],
+        },
+        FromSandbox::Datagram {
+            request_id: id(3),
+            caller: Caller {
+                exe_sha256: None,
+                ..caller()
+            },
+            destination: "10.0.0.1:53".parse().unwrap(),
+            payload: vec![0; 100],
+        },
+    ];
+    for m in from_sandbox {
+        let bytes = m.to_pb(&b).encode_to_vec();
+        assert_eq!(decode_sandbox_message(&bytes, &b), Ok(m));
+    }
+    let from_supervisor = [
+        FromSupervisor::Welcome,
+        FromSupervisor::Connect {
+            request_id: id(1),
+            verdict: ConnectVerdict::Allowed {
+                ticket: vec![1; 16],
+            },
+        },
+        FromSupervisor::Connect {
+            request_id: id(1),
+            verdict: ConnectVerdict::Refused(libc_eacces()),
+        },
+        FromSupervisor::Dns {
+            request_id: id(2),
+            packet: Vec::new(),
+        },
+        FromSupervisor::Datagram {
+            request_id: id(3),
+            verdict: DatagramVerdict::Sent(100),
+        },
+    ];
+    for m in from_supervisor {
+        let bytes = m.to_pb(&b).encode_to_vec();
+        assert_eq!(decode_supervisor_message(&bytes, &b), Ok(m));
+    }
+    for m in [
+        RelayUpKind::Ticket(vec![1]),
+        RelayUpKind::Data(vec![0; MAX_CHUNK]),
+        RelayUpKind::ShutdownWrite,
+    ] {
+        assert_eq!(decode_relay_up(&m.to_pb(&b).encode_to_vec(), &b), Ok(m));
+    }
+    for m in [
+        RelayDownKind::Data(vec![1, 2]),
+        RelayDownKind::ShutdownWrite,
+        RelayDownKind::Reset(104),
+    ] {
+        assert_eq!(RelayDownKind::check(m.to_pb(&b), &b), Ok(m));
+    }
+}
+
+fn libc_eacces() -> i32 {
+    13
+}
+
+#[test]
+fn a_message_of_another_sandbox_or_generation_is_refused() {
+    let b = binding();
+    let other_generation = Binding {
+        generation: 4,
+        ..binding()
+    };
+    let other_sandbox = Binding {
+        sandbox_id: "sb-2".into(),
+        ..binding()
+    };
+    for wrong in [other_generation, other_sandbox] {
+        let bytes = connect(1).to_pb(&wrong).encode_to_vec();
+        assert!(matches!(
+            decode_sandbox_message(&bytes, &b),
+            Err(ProtocolError::WrongBinding { .. })
+        ));
+        let bytes = RelayUpKind::Data(vec![1]).to_pb(&wrong).encode_to_vec();
+        assert!(matches!(
+            decode_relay_up(&bytes, &b),
+            Err(ProtocolError::WrongBinding { .. })
+        ));
+    }
+    let mut unbound = connect(1).to_pb(&b);
+    unbound.binding = None;
+    assert_eq!(
+        FromSandbox::check(unbound, &b),
+        Err(ProtocolError::MissingBinding)
+    );
+}
+
+#[test]
+fn malformed_fields_are_refused_by_name() {
+    let b = binding();
+    let refused = |m: pb::SandboxMessage| match FromSandbox::check(m, &b) {
+        Err(ProtocolError::Field { field, .. } | ProtocolError::TooLong { field, .. }) => field,
+        other => panic!("{other:?}"),
+    };
+    let base = || connect(1).to_pb(&b);
+    let with = |f: &dyn Fn(&mut pb::ConnectRequest)| {
+        let mut m = base();
+        if let Some(pb::sandbox_message::Kind::Connect(c)) = &mut m.kind {
+            f(c);
+        }
+        m
+    };
+    assert_eq!(refused(with(&|c| c.request_id = 0)), "request_id");
+    assert_eq!(refused(with(&|c| c.transport = 9)), "transport");
+    assert_eq!(refused(with(&|c| c.transport = 0)), "transport");
+    assert_eq!(
+        refused(with(&|c| c.destination = Some(pb::IpEndpoint {
+            ip: vec![1, 2, 3],
+            port: 1
+        }))),
+        "destination.ip"
+    );
+    assert_eq!(
+        refused(with(&|c| c.destination = Some(pb::IpEndpoint {
+            ip: vec![1, 2, 3, 4],
+            port: 65_536
+        }))),
+        "destination.port"
+    );
+    assert_eq!(refused(with(&|c| c.destination = None)), "destination");
+    assert_eq!(refused(with(&|c| c.caller = None)), "caller");
+    assert_eq!(
+        refused(with(&|c| c.caller.as_mut().unwrap().exe = b"curl".to_vec())),
+        "caller.exe"
+    );
+    assert_eq!(
+        refused(with(
+            &|c| c.caller.as_mut().unwrap().exe = vec![b'/'; MAX_PATH + 1]
+        )),
+        "caller.exe"
+    );
+    assert_eq!(
+        refused(with(
+            &|c| c.caller.as_mut().unwrap().exe_sha256 = vec![1; 31]
+        )),
+        "caller.exe_sha256"
+    );
+    assert_eq!(
+        refused(with(&|c| c.caller.as_mut().unwrap().tid = 0)),
+        "caller"
+    );
+    let mut bad_hello = hello().to_pb(&b);
+    if let Some(pb::sandbox_message::Kind::Hello(h)) = &mut bad_hello.kind {
+        h.bundle_digest = "sha256:XYZ".into();
+    }
+    assert_eq!(refused(bad_hello), "bundle_digest");
+    let mut old = hello().to_pb(&b);
+    if let Some(pb::sandbox_message::Kind::Hello(h)) = &mut old.kind {
+        h.protocol_version = 0;
+    }
+    assert_eq!(FromSandbox::check(old, &b), Err(ProtocolError::Version(0)));
+    let mut empty = base();
+    empty.kind = None;
+    assert_eq!(FromSandbox::check(empty, &b), Err(ProtocolError::NoKind));
+    let answer = |verdict| pb::SupervisorMessage {
+        binding: Some(b.to_pb()),
+        kind: Some(pb::supervisor_message::Kind::Connect(pb::ConnectAnswer {
+            request_id: 1,
+            verdict: Some(verdict),
+        })),
+    };
+    for verdict in [
+        pb::connect_answer::Verdict::RefusedErrno(0),
+        pb::connect_answer::Verdict::RefusedErrno(-1),
+        pb::connect_answer::Verdict::Allowed(pb::Allowed { ticket: Vec::new() }),
+        pb::connect_answer::Verdict::Allowed(pb::Allowed {
+            ticket: vec![0; MAX_TICKET + 1],
+        }),
+    ] {
+        assert!(FromSupervisor::check(answer(verdict), &b).is_err());
+    }
+    let big = RelayUpKind::Data(vec![0; MAX_CHUNK + 1]).to_pb(&b);
+    assert!(matches!(
+        RelayUpKind::check(big, &b),
+        Err(ProtocolError::TooLong { field: "data", .. })
+    ));
+}
+
+#[test]
+fn undecodable_and_oversized_bytes_are_refused() {
+    let b = binding();
+    assert!(matches!(
+        decode_sandbox_message(&[0xff; 12], &b),
+        Err(ProtocolError::Decode(_))
+    ));
+    assert_eq!(
+        decode_sandbox_message(&vec![0; MAX_MESSAGE + 1], &b),
+        Err(ProtocolError::MessageTooLarge(MAX_MESSAGE + 1))
+    );
+    assert_eq!(
+        decode_sandbox_message(&[], &b),
+        Err(ProtocolError::MissingBinding)
+    );
+}
+
+#[test]
+fn the_control_stream_keeps_its_order() {
+    let mut order = ControlOrder::new();
+    assert!(
+        order.request(&connect(1)).is_err(),
+        "a request before the Hello"
+    );
+    order.request(&hello()).unwrap();
+    assert!(order.request(&hello()).is_err(), "a second Hello");
+    order.request(&connect(1)).unwrap();
+    assert!(
+        order.request(&connect(1)).is_err(),
+        "an id already outstanding"
+    );
+    let allowed = FromSupervisor::Connect {
+        request_id: id(1),
+        verdict: ConnectVerdict::Refused(13),
+    };
+    assert!(
+        order.answer(&allowed).is_err(),
+        "an answer before the Welcome"
+    );
+    order.answer(&FromSupervisor::Welcome).unwrap();
+    assert!(order.answer(&FromSupervisor::Welcome).is_err());
+    let dns_answer = FromSupervisor::Dns {
+        request_id: id(1),
+        packet: Vec::new(),
+    };
+    assert!(
+        order.answer(&dns_answer).is_err(),
+        "an answer of another kind"
+    );
+    order.answer(&allowed).unwrap();
+    assert!(order.answer(&allowed).is_err(), "answered twice");
+    assert_eq!(order.outstanding(), 0);
+    for n in 1..=crate::order::MAX_OUTSTANDING as u64 {
+        order.request(&connect(n)).unwrap();
+    }
+    assert!(
+        order.request(&connect(u64::MAX)).is_err(),
+        "too many outstanding"
+    );
+}
+
+#[test]
+fn a_relay_stream_keeps_its_order() {
+    let mut up = RelayOrder::new();
+    assert!(
+        up.up(&RelayUpKind::Data(vec![1])).is_err(),
+        "data before the ticket"
+    );
+    up.up(&RelayUpKind::Ticket(vec![1])).unwrap();
+    assert!(up.up(&RelayUpKind::Ticket(vec![1])).is_err());
+    up.up(&RelayUpKind::Data(vec![1])).unwrap();
+    up.up(&RelayUpKind::ShutdownWrite).unwrap();
+    assert!(
+        up.up(&RelayUpKind::Data(vec![1])).is_err(),
+        "data after the shutdown"
+    );
+    assert!(up.up(&RelayUpKind::ShutdownWrite).is_err());
+    let mut down = RelayOrder::new();
+    down.down(&RelayDownKind::Data(vec![1])).unwrap();
+    down.down(&RelayDownKind::Reset(104)).unwrap();
+    assert!(down.down(&RelayDownKind::Data(vec![1])).is_err());
+}

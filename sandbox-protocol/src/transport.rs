@@ -1,0 +1,69 @@
+//! Both ends of one connection: the supervisor serves the `Broker`
+//! service on it (HTTP/2, one connection, no listener), the sandbox is
+//! the client. Either side may have opened the connection; in this step
+//! it is one of a Unix socket pair.
+
+use std::sync::{Arc, Mutex};
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::MAX_MESSAGE;
+use crate::pb::broker_client::BrokerClient;
+use crate::pb::broker_server::{Broker, BrokerServer};
+
+/// Why a connection could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// HTTP/2 failed on the connection.
+    #[error("the sandbox connection failed: {0}")]
+    Http(#[from] hyper::Error),
+    /// The client could not start on the connection.
+    #[error("the sandbox connection failed: {0}")]
+    Client(#[from] tonic::transport::Error),
+}
+
+/// Serves `broker` on `io` until the sandbox closes the connection (the
+/// supervisor's side). Every message over [`MAX_MESSAGE`] is refused by
+/// the codec before it is decoded.
+pub async fn serve<B, IO>(broker: B, io: IO) -> Result<(), TransportError>
+where
+    B: Broker,
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = BrokerServer::new(broker)
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
+    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
+        .await?;
+    Ok(())
+}
+
+/// The `Broker` client on `io` (the sandbox's side), with the same
+/// message limit.
+pub async fn client<IO>(io: IO) -> Result<BrokerClient<Channel>, TransportError>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    // The connector hands out the one connection, once: a channel that
+    // asks again (the connection dropped) gets an error, never a second.
+    let once = Arc::new(Mutex::new(Some(io)));
+    let connector = tower::service_fn(move |_: Uri| {
+        let io = once.lock().ok().and_then(|mut slot| slot.take());
+        async move {
+            io.map(TokioIo::new)
+                .ok_or_else(|| std::io::Error::other("the sandbox connection is used once"))
+        }
+    });
+    // The URI names no host: the connector ignores it.
+    let channel = Endpoint::from_static("http://sandbox.invalid")
+        .connect_with_connector(connector)
+        .await?;
+    Ok(BrokerClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE))
+}
