@@ -6,7 +6,8 @@ use std::num::NonZeroU64;
 
 use crate::pb;
 use crate::{
-    Binding, MAX_CHUNK, MAX_DATAGRAM, MAX_DNS, MAX_MESSAGE, MAX_PATH, MAX_TICKET, PROTOCOL_VERSION,
+    Binding, MAX_CHUNK, MAX_DATAGRAM, MAX_DNS, MAX_MESSAGE, MAX_PATH, MAX_REASON, MAX_TICKET,
+    PROTOCOL_VERSION,
 };
 
 /// Why a message was refused.
@@ -87,8 +88,10 @@ pub struct Caller {
     pub exe_deleted: bool,
     /// Its SHA-256 when the bundle pins a binary.
     pub exe_sha256: Option<[u8; 32]>,
-    /// Code from a file the workload could write is mapped into it.
-    pub planted_code: bool,
+    /// Why code mapped into it does not come from its identity, if so.
+    pub foreign_code: Option<String>,
+    /// The tree the workload may write that holds the executable, if any.
+    pub writable_tree: Option<Vec<u8>>,
 }
 
 impl Caller {
@@ -110,13 +113,21 @@ impl Caller {
             }
             _ => return Err(field("caller.exe_sha256", "not 32 bytes")),
         };
+        limit("caller.foreign_code", c.foreign_code.len(), MAX_REASON)?;
+        limit("caller.writable_tree", c.writable_tree.len(), MAX_PATH)?;
+        if !c.writable_tree.is_empty()
+            && (c.writable_tree.first() != Some(&b'/') || c.writable_tree.contains(&0))
+        {
+            return Err(field("caller.writable_tree", "not an absolute path"));
+        }
         Ok(Self {
             pid: c.pid,
             tid: c.tid,
             exe: c.exe,
             exe_deleted: c.exe_deleted,
             exe_sha256,
-            planted_code: c.planted_code,
+            foreign_code: Some(c.foreign_code).filter(|r| !r.is_empty()),
+            writable_tree: Some(c.writable_tree).filter(|t| !t.is_empty()),
         })
     }
 
@@ -129,7 +140,8 @@ impl Caller {
             exe: self.exe.clone(),
             exe_deleted: self.exe_deleted,
             exe_sha256: self.exe_sha256.map(|d| d.to_vec()).unwrap_or_default(),
-            planted_code: self.planted_code,
+            foreign_code: self.foreign_code.clone().unwrap_or_default(),
+            writable_tree: self.writable_tree.clone().unwrap_or_default(),
         }
     }
 }

@@ -55,6 +55,8 @@ pub const MAX_DATAGRAM: usize = 65_507;
 pub const MAX_TICKET: usize = 64;
 /// The most bytes of an executable's path (`PATH_MAX`).
 pub const MAX_PATH: usize = 4096;
+/// The most bytes of a reason the sandbox gives.
+pub const MAX_REASON: usize = 1024;
 /// The most bytes of a sandbox id.
 pub const MAX_SANDBOX_ID: usize = 128;
 

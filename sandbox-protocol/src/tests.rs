@@ -19,7 +19,8 @@ fn caller() -> Caller {
         exe: b"/usr/bin/curl".to_vec(),
         exe_deleted: false,
         exe_sha256: Some([9; 32]),
-        planted_code: false,
+        foreign_code: None,
+        writable_tree: None,
     }
 }
 

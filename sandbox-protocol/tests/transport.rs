@@ -152,7 +152,8 @@ fn caller() -> Caller {
         exe: b"/usr/bin/curl".to_vec(),
         exe_deleted: false,
         exe_sha256: None,
-        planted_code: false,
+        foreign_code: None,
+        writable_tree: None,
     }
 }
 
