@@ -588,12 +588,7 @@ fn check_class_char(c: char, at: usize, syntax: &Syntax) -> Result<(), PatternEr
 type Range = (char, char);
 
 /// The part of `lo..=hi` within `first..=last`, and the parts outside it.
-fn split_letters(
-    lo: char,
-    hi: char,
-    first: char,
-    last: char,
-) -> (Option<Range>, Vec<Range>) {
+fn split_letters(lo: char, hi: char, first: char, last: char) -> (Option<Range>, Vec<Range>) {
     let mut outside = Vec::new();
     if lo < first {
         outside.push((lo, hi.min(before(first))));

@@ -49,6 +49,7 @@ pub(super) fn resolve(
     let mut access: Option<Node<Access>> = None;
     let mut tls: Option<Node<TlsMode>> = None;
     let mut encoded_slash = None;
+    let mut fold_paths = None;
     let mut uninspected = false;
     let mut all_mcp_methods: Option<Span> = None;
     let mut loose_tool_names: Option<Span> = None;
@@ -59,6 +60,7 @@ pub(super) fn resolve(
             EndpointOption::Access(x) => once(&mut access, Node::new(x, opt.span)),
             EndpointOption::Tls(t) => once(&mut tls, Node::new(t, opt.span)),
             EndpointOption::EncodedSlash => once(&mut encoded_slash, Node::new((), opt.span)),
+            EndpointOption::FoldPaths => once(&mut fold_paths, Node::new((), opt.span)),
             EndpointOption::UninspectedCredentials => {
                 let was = uninspected;
                 uninspected = true;
@@ -77,11 +79,12 @@ pub(super) fn resolve(
     }
     let proto = protocol.as_ref().map_or(Protocol::L4, |p| p.node);
     if !proto.is_l7() {
-        let http_only: [(Option<Span>, &str); 4] = [
+        let http_only: [(Option<Span>, &str); 5] = [
             (enforcement.as_ref().map(|n| n.span), "enforcement modes"),
             (access.as_ref().map(|n| n.span), "access presets"),
             (tls.as_ref().map(|n| n.span), "tls modes"),
             (encoded_slash.as_ref().map(|n| n.span), "`encoded_slash`"),
+            (fold_paths.as_ref().map(|n| n.span), "`fold_paths`"),
         ];
         for (s, what) in http_only.into_iter() {
             if let Some(s) = s {
@@ -395,6 +398,7 @@ pub(super) fn resolve(
             allow,
             deny,
             encoded_slash: encoded_slash.is_some(),
+            fold_paths: fold_paths.is_some(),
             protocol: l7_protocol,
             body_limit: rpc.body_limit,
             strict_tool_names: loose_tool_names.is_none(),
