@@ -16,6 +16,7 @@ use policy_bundle::matcher::{
 
 use super::{Resolver, origin, pattern_diag};
 
+mod fold;
 mod graphql;
 mod rpc;
 mod websocket;
@@ -131,6 +132,7 @@ pub(super) fn resolve(
     let mut rpc = RpcRules::default();
     let mut gql = GraphqlRules::default();
     let mut ws = WebsocketChecks::default();
+    let mut unfolded = None;
     if let Some(acc) = access.as_ref().filter(|_| proto == Protocol::Graphql) {
         let types = match acc.node {
             Access::ReadOnly => OperationTypeSet::read_only(),
@@ -205,6 +207,10 @@ pub(super) fn resolve(
                     }
                 }
                 let rules = l7_rules(r, file, s, &rule_name, methods, paths, query);
+                let inspected = tls.as_ref().is_none_or(|t| t.node == TlsMode::Auto);
+                if action.node == RuleAction::Deny && fold_paths.is_none() && inspected {
+                    fold::Unfolded::note(&mut unfolded, paths);
+                }
                 match action.node {
                     RuleAction::Allow => allow.extend(rules),
                     RuleAction::Deny => deny.extend(rules),
@@ -376,6 +382,9 @@ pub(super) fn resolve(
             all_mcp_methods.is_some(),
             loose_tool_names.is_some(),
         );
+    }
+    if let Some(u) = unfolded {
+        u.warn(r, file);
     }
     let l7_protocol = match proto {
         Protocol::Mcp => L7Protocol::Mcp,
