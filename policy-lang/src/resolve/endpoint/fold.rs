@@ -54,6 +54,12 @@ impl Unfolded {
             1 => " (so does 1 more deny path on this endpoint)".to_owned(),
             n => format!(" (so do {n} more deny paths on this endpoint)"),
         };
+        // OpenShell YAML has no such option; the language does.
+        let help = if crate::source::is_yaml(std::path::Path::new(file.path())) {
+            "OpenShell matches paths as written and has no option to fold them: if the server ignores ASCII case or a trailing slash, deny the other spellings too, or import the policy (`openshell-policy import`) and add `fold_paths` to the endpoint"
+        } else {
+            "if the server ignores ASCII case or a trailing slash in paths, add `fold_paths` to the endpoint's options so its rules match every spelling; otherwise deny the other spellings too"
+        };
         r.diags.push(
             Diagnostic::new(
                 codes::W0112,
@@ -67,7 +73,7 @@ impl Unfolded {
                 ),
             )
             .label("a server that folds case or a trailing slash serves both alike")
-            .help("if the server ignores ASCII case or a trailing slash in paths, add `fold_paths` to the endpoint's options so its rules match every spelling; otherwise deny the other spellings too"),
+            .help(help),
         );
     }
 }
