@@ -134,7 +134,6 @@ impl<T: Serialize> Serialize for Sourced<T> {
 }
 
 impl L7Endpoint {
-    #[allow(clippy::type_complexity, reason = "a tuple compared field by field")]
     fn key(
         &self,
     ) -> (
