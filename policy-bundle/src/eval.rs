@@ -23,8 +23,8 @@ use crate::l7body::graphql::DocumentCache;
 use crate::l7body::jsonrpc::{RpcBody, RpcCall, RpcDialect, parse_rpc_body};
 use crate::matcher::net::is_metadata_host;
 use crate::matcher::{
-    AddrClass, CanonicalTarget, WEBSOCKET_TEXT, canonical_ip, canonicalize_path, classify_addr,
-    normalize_host, parse_query_string,
+    AddrClass, CanonicalTarget, RequestPath, WEBSOCKET_TEXT, canonical_ip, canonicalize_path,
+    classify_addr, normalize_host, parse_query_string,
 };
 use crate::vocab::{Dest, Enforcement, Origin};
 
@@ -552,8 +552,7 @@ impl Evaluator {
             .filter_map(|&e| tables.l7.get(e as usize))
             .filter(|ep| ep.reads_body())
             .filter(|ep| {
-                canonicalize_path(target, ep.encoded_slash)
-                    .is_ok_and(|c| ep.path.as_ref().is_none_or(|p| p.matches(&c.path)))
+                canonicalize_path(target, ep.encoded_slash).is_ok_and(|c| ep.covers(&c.path))
             })
             .map(L7Endpoint::effective_body_limit)
             .min()
@@ -639,8 +638,7 @@ impl Evaluator {
             .filter_map(|&e| tables.l7.get(e as usize))
             .filter(|ep| ep.protocol() == L7Protocol::Websocket)
             .filter(|ep| {
-                canonicalize_path(target, ep.encoded_slash)
-                    .is_ok_and(|c| ep.path.as_ref().is_none_or(|p| p.matches(&c.path)))
+                canonicalize_path(target, ep.encoded_slash).is_ok_and(|c| ep.covers(&c.path))
             })
             .map(L7Endpoint::effective_body_limit)
             .min()
@@ -719,7 +717,8 @@ impl Evaluator {
                 }
             };
             canonical_target.get_or_insert_with(|| canon.clone());
-            if ep.path.as_ref().is_some_and(|p| !p.matches(&canon.path)) {
+            let rule_path = ep.request_path(&canon.path);
+            if ep.path.as_ref().is_some_and(|p| !rule_path.matched_by(p)) {
                 continue;
             }
             let params = match canon.query.as_deref().map(parse_query_string) {
@@ -752,7 +751,7 @@ impl Evaluator {
                     ws_ask,
                     &WsContext {
                         method: &method,
-                        path: &canon.path,
+                        path: &rule_path,
                         params: &params,
                         what: &what,
                         cache: &self.graphql_cache,
@@ -791,7 +790,7 @@ impl Evaluator {
                 let rest = ep.rest();
                 if denied_by.is_none()
                     && let Some(i) =
-                        rest.and_then(|r| find_rule(r, &method, &canon.path, &params, true))
+                        rest.and_then(|r| find_rule(r, &method, &rule_path, &params, true))
                 {
                     let why = Reason::Rest {
                         method: method.clone(),
@@ -803,7 +802,7 @@ impl Evaluator {
                 }
                 if allowed_by.is_none()
                     && let Some(i) =
-                        rest.and_then(|r| find_rule(r, &method, &canon.path, &params, false))
+                        rest.and_then(|r| find_rule(r, &method, &rule_path, &params, false))
                 {
                     let why = Reason::Rest {
                         method: method.clone(),
@@ -1180,7 +1179,7 @@ fn judge_rpc(ep: &RpcRules, method: &str, what: &str, body: &[u8]) -> BodyOutcom
 fn find_rule(
     rules: &RestRules,
     method: &str,
-    path: &str,
+    path: &RequestPath<'_>,
     params: &[(String, String)],
     deny: bool,
 ) -> Option<usize> {

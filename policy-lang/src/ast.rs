@@ -294,6 +294,9 @@ pub enum EndpointOption {
     Tls(TlsMode),
     /// Accept `%2F` inside a path segment (GitLab-style namespaced paths).
     EncodedSlash,
+    /// The server reads paths ignoring ASCII case and a trailing slash: path
+    /// rules match the folded path.
+    FoldPaths,
     /// The author accepts that a credential reaches this endpoint uninspected.
     UninspectedCredentials,
     /// MCP: the allow-all method profile (OpenShell's

@@ -185,6 +185,7 @@ fn l7_endpoints(policy: &Policy) -> (Vec<L7Endpoint>, Vec<Option<u32>>) {
             tls: h.tls,
             path: h.path.clone(),
             encoded_slash: h.encoded_slash,
+            fold_paths: h.fold_paths,
             rules,
             origins: Vec::new(),
         };

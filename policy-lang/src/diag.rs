@@ -252,6 +252,7 @@ codes! {
     W0109 = (Warning, "L7 rules not enforced");
     W0110 = (Warning, "unpinned binary in a writable tree");
     W0111 = (Warning, "unknown HTTP method");
+    W0112 = (Warning, "deny rule a server that folds paths would not honour");
     W0130 = (Warning, "workload runs as root");
     W0131 = (Warning, "no run_as user");
     W0701 = (Warning, "OpenShell default made explicit");

@@ -242,6 +242,7 @@ fn option_text(o: EndpointOption) -> &'static str {
         EndpointOption::Access(Access::ReadWrite) => "read-write",
         EndpointOption::Access(Access::Full) => "full",
         EndpointOption::EncodedSlash => "encoded_slash",
+        EndpointOption::FoldPaths => "fold_paths",
         EndpointOption::UninspectedCredentials => "uninspected_credentials",
         EndpointOption::AllMcpMethods => "all_mcp_methods",
         EndpointOption::LooseToolNames => "loose_tool_names",

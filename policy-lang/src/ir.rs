@@ -172,6 +172,9 @@ pub struct HttpEndpoint {
     pub deny: Vec<L7Rule>,
     /// Accept `%2F` inside a path segment.
     pub encoded_slash: bool,
+    /// The server ignores ASCII case and a trailing slash in paths: every
+    /// path glob matches the folded path.
+    pub fold_paths: bool,
     /// REST endpoints use `allow`/`deny`; JSON-RPC and MCP endpoints use
     /// the `rpc_*` rules and the settings below.
     pub protocol: L7Protocol,

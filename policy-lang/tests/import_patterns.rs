@@ -571,3 +571,67 @@ fn the_reference_is_regorus_glob_match() {
     // classes that could match `/`, so the tables never depend on this.
     assert_eq!(rego_glob_match("/a[!x]b", &['/'], "/a/b"), Some(false));
 }
+
+/// OpenShell matches request paths case-sensitively and reads a trailing
+/// `/` as one more segment ("URL path glob"); the import never sets
+/// `fold_paths`, so imported rules tell the same spellings apart.
+#[test]
+fn imported_paths_are_case_and_slash_sensitive_as_in_openshell() {
+    let inputs: Vec<String> = [
+        "/repos/x",
+        "/REPOS/X",
+        "/Repos/x/",
+        "/repos/x/",
+        "/admin/secret",
+        "/ADMIN/secret",
+        "/Admin/Secret/",
+    ]
+    .map(String::from)
+    .to_vec();
+    for pattern in ["/repos/x", "/Repos/**", "/admin/*", "/ADMIN/secret"] {
+        assert_eq!(
+            check_path(pattern, PathKind::Http, &inputs),
+            Outcome::Same,
+            "{pattern}"
+        );
+    }
+    let os = os_path("/repos/x");
+    assert!(os("/repos/x") && !os("/REPOS/X") && !os("/repos/x/"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("p.yaml");
+    std::fs::write(
+        &yaml,
+        "version: 1\nnetwork_policies:\n  api:\n    name: api\n    binaries: [{ path: /usr/bin/agent }]\n    endpoints:\n      - host: api.example.com\n        port: 443\n        protocol: rest\n        enforcement: enforce\n        rules:\n          - allow: { method: GET, path: /repos/** }\n        deny_rules:\n          - { method: GET, path: /repos/x/secret }\n",
+    )
+    .unwrap();
+    let (checked, bundle) = policy_lang::load::compile_file(&yaml, None).unwrap();
+    let bundle = bundle.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+    assert!(!bundle.enforcement.l7.is_empty());
+    assert!(bundle.enforcement.l7.iter().all(|e| !e.fold_paths));
+    let ev = policy_bundle::eval::Evaluator::new(bundle);
+    let get = |target: &str| {
+        ev.eval(&policy_bundle::eval::Request {
+            binary: "/usr/bin/agent".to_owned(),
+            sha256: None,
+            host: Some("api.example.com".to_owned()),
+            addr: None,
+            port: 443,
+            http: Some(policy_bundle::eval::HttpRequest {
+                method: "GET".to_owned(),
+                target: target.to_owned(),
+            }),
+        })
+        .decision
+    };
+    use policy_bundle::eval::Verdict;
+    assert_eq!(get("/repos/x/secret"), Verdict::Deny);
+    assert_eq!(get("/repos/x/y"), Verdict::Allow);
+    // As OpenShell enforces it: other spellings are other paths.
+    assert_eq!(get("/REPOS/x/y"), Verdict::Deny, "no allow rule matches");
+    assert_eq!(
+        get("/repos/x/SECRET"),
+        Verdict::Allow,
+        "no deny rule matches"
+    );
+}

@@ -13,7 +13,7 @@ use policy_bundle::matcher::{
     AddrSet, BinaryGlob, HostPattern, HttpPathGlob, METADATA_HOSTS, MethodSet, PortSet,
     QueryMatcher, internal_ranges,
 };
-use policy_bundle::{Bundle, Tables};
+use policy_bundle::{Bundle, L7Endpoint, Tables};
 
 use crate::calls::Calls;
 use crate::error::ProverError;
@@ -211,8 +211,12 @@ impl Domain {
                     addrs.push(a.clone());
                 }
             }
-            for p in request_paths(t) {
-                add_path(&mut paths, p);
+            for (p, fold) in request_paths(t) {
+                if fold {
+                    add_folded_path(&mut paths, p);
+                } else {
+                    add_path(&mut paths, p);
+                }
             }
             for m in t.l7.iter().flat_map(|e| e.allow().iter().chain(e.deny())) {
                 add_methods(&m.methods);
@@ -378,6 +382,16 @@ pub(crate) fn path_key(p: &HttpPathGlob) -> String {
     p.as_str().to_owned()
 }
 
+/// The key of a path glob as one endpoint reads it: folded on an endpoint
+/// that folds paths, another pattern than the same glob elsewhere.
+pub(crate) fn endpoint_path_key(ep: &L7Endpoint, p: &HttpPathGlob) -> String {
+    if ep.fold_paths {
+        format!("fold:{}", p.as_str())
+    } else {
+        path_key(p)
+    }
+}
+
 fn add_binary(set: &mut PatternSet, g: &BinaryGlob) {
     // `?` and classes match one character, and the matcher writes a
     // non-ASCII literal as a code point escape: both need a UTF-8 automaton.
@@ -406,14 +420,34 @@ fn add_host(set: &mut PatternSet, h: &HostPattern) {
 }
 
 /// Every request-path glob of a bundle: each endpoint's path and its
-/// rules' paths, then the credentials' paths.
-fn request_paths(t: &Tables) -> impl Iterator<Item = &HttpPathGlob> {
+/// rules' paths, then the credentials' paths; with whether it is read
+/// folded (its endpoint folds paths).
+fn request_paths(t: &Tables) -> impl Iterator<Item = (&HttpPathGlob, bool)> {
     let endpoints = t.l7.iter().flat_map(|e| {
         e.path
             .iter()
             .chain(e.allow().iter().chain(e.deny()).map(|m| &m.path))
+            .map(|p| (p, e.fold_paths))
     });
-    endpoints.chain(t.credentials.iter().flat_map(|c| c.paths.iter().flatten()))
+    endpoints.chain(
+        t.credentials
+            .iter()
+            .flat_map(|c| c.paths.iter().flatten())
+            .map(|p| (p, false)),
+    )
+}
+
+/// A path glob of an endpoint that folds paths: the paths whose fold the
+/// folded glob matches, every spelling of them in case and a trailing
+/// slash, so never one exact string.
+fn add_folded_path(set: &mut PatternSet, p: &HttpPathGlob) {
+    set.add(
+        &format!("fold:{}", p.as_str()),
+        PatternKind::Glob {
+            regex: p.to_folded_regex(),
+            example: p.folded_example(),
+        },
+    );
 }
 
 fn add_path(set: &mut PatternSet, p: &HttpPathGlob) {

@@ -198,7 +198,7 @@ pub(crate) fn build(
         let restrict = match &ep.path {
             Some(p) => lit(Lit::Path(ids(dom
                 .paths
-                .atoms_of(&domain::path_key(p))
+                .atoms_of(&domain::endpoint_path_key(ep, p))
                 .to_vec()))),
             None => crate::formula::T,
         };
@@ -222,7 +222,7 @@ pub(crate) fn build(
                     lit(Lit::Method(ids(dom.methods_of(&m.methods)))),
                     lit(Lit::Path(ids(dom
                         .paths
-                        .atoms_of(&domain::path_key(&m.path))
+                        .atoms_of(&domain::endpoint_path_key(ep, &m.path))
                         .to_vec()))),
                 ]
                 .into_iter()
@@ -507,6 +507,7 @@ struct WsPart {
 /// REST rules of `rs` that hold `method`, as formulas over path and query.
 fn rules_for(
     dom: &Domain,
+    ep: &L7Endpoint,
     rs: &[policy_bundle::Sourced<policy_bundle::L7Matcher>],
     deny: bool,
     method: &str,
@@ -519,7 +520,7 @@ fn rules_for(
         });
         and(std::iter::once(lit(Lit::Path(ids(dom
             .paths
-            .atoms_of(&domain::path_key(&m.path))
+            .atoms_of(&domain::endpoint_path_key(ep, &m.path))
             .to_vec()))))
         .chain(qs))
     }))
@@ -545,17 +546,21 @@ fn ws_part(
         .filter(|(r, _)| r.via == Via::L7(e32) && r.uninspected_credentials)
         .map(|(_, m)| m.clone()));
     let text = policy_bundle::matcher::WEBSOCKET_TEXT;
-    let rest_deny = rules_for(dom, ep.deny(), true, text);
+    let rest_deny = rules_for(dom, ep, ep.deny(), true, text);
     let (text_refused, text_deny, text_allow) = if ep.graphql_over_websocket() {
         graphql_message(dom, ep, rest_deny)
     } else {
-        (FALSE, rest_deny, rules_for(dom, ep.allow(), false, text))
+        (
+            FALSE,
+            rest_deny,
+            rules_for(dom, ep, ep.allow(), false, text),
+        )
     };
     WsPart {
         part: part.clone(),
         enforce: ep.enforcement == Enforcement::Enforce,
-        upgrade_deny: and([part.clone(), rules_for(dom, ep.deny(), true, "GET")]),
-        upgrade_allow: and([part.clone(), rules_for(dom, ep.allow(), false, "GET")]),
+        upgrade_deny: and([part.clone(), rules_for(dom, ep, ep.deny(), true, "GET")]),
+        upgrade_allow: and([part.clone(), rules_for(dom, ep, ep.allow(), false, "GET")]),
         text_refused: and([part.clone(), text_refused]),
         text_deny: and([part.clone(), text_deny]),
         text_allow: and([part.clone(), text_allow]),

@@ -270,7 +270,12 @@ pub fn explain(b: &Bundle) -> String {
         } else {
             ""
         };
-        let _ = writeln!(o, "   #{i} {mode}{path}{slash}");
+        let fold = if ep.fold_paths {
+            ", paths fold case and a trailing /"
+        } else {
+            ""
+        };
+        let _ = writeln!(o, "   #{i} {mode}{path}{slash}{fold}");
         for m in ep.allow() {
             let _ = writeln!(o, "      allow {}{}", rule(m), origin(m.origins.first()));
         }

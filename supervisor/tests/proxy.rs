@@ -295,6 +295,39 @@ fn encoded_dots_double_slashes_and_encoded_slashes_cannot_slip_past_a_deny() {
 }
 
 #[test]
+fn an_endpoint_that_folds_paths_denies_every_spelling_of_a_denied_path() {
+    let s = Sandbox::new();
+    let b = s.bundle(
+        "fold",
+        "  allow clients -> api.test:TLS http fold_paths {\n    allow GET /Repos/**\n    deny GET /repos/o/secret\n  }\n",
+    );
+    let reqs = ports(
+        &s,
+        serde_json::json!([
+            https("GET", "/repos/o/secret"),
+            https("GET", "/REPOS/O/SECRET"),
+            https("GET", "/Repos/o/Secret/"),
+            https("GET", "/repos/o/%53ecret"),
+            https("GET", "/REPOS/o/r/"),
+            https("GET", "/repos/o/r"),
+            https("GET", "/reposx"),
+        ]),
+    );
+    let (r, _) = s.requests(&b, &reqs);
+    let codes: Vec<u64> = r.iter().map(|x| x["status"].as_u64().unwrap()).collect();
+    assert_eq!(codes, [403, 403, 403, 403, 200, 200, 403], "{r:?}");
+    for x in &r[..4] {
+        assert!(
+            body(x)["reason"].as_str().unwrap().contains("deny rule"),
+            "{x}"
+        );
+    }
+    // The proxy folds only to match: the server gets the path as sent.
+    let seen: Vec<String> = s.up.seen().iter().map(|x| x.target.clone()).collect();
+    assert_eq!(seen, ["/REPOS/o/r/", "/repos/o/r"]);
+}
+
+#[test]
 fn a_host_that_disagrees_with_the_sni_or_an_absolute_form_for_another_host_is_refused() {
     let s = Sandbox::new();
     let b = s.bundle(

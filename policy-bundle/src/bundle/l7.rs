@@ -20,7 +20,7 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
-use crate::matcher::HttpPathGlob;
+use crate::matcher::{HttpPathGlob, RequestPath};
 use crate::vocab::{Enforcement, Origin, TlsMode};
 
 /// One inspected endpoint. Equality and order look at what is enforced
@@ -37,6 +37,10 @@ pub struct L7Endpoint {
     pub path: Option<HttpPathGlob>,
     /// Whether `%2F` in a path is accepted (kept encoded) rather than refused.
     pub encoded_slash: bool,
+    /// Whether the server reads paths ignoring ASCII case and a trailing
+    /// slash, so every path glob of the endpoint (its `path` and its rules')
+    /// matches the folded request path ([`crate::matcher::fold_path`]).
+    pub fold_paths: bool,
     /// What is judged, by protocol.
     pub rules: L7Rules,
     /// Every policy rule this endpoint was written in; a rule's `within`
@@ -130,14 +134,38 @@ impl<T: Serialize> Serialize for Sourced<T> {
 }
 
 impl L7Endpoint {
-    fn key(&self) -> (Enforcement, TlsMode, Option<&HttpPathGlob>, bool, &L7Rules) {
+    fn key(
+        &self,
+    ) -> (
+        Enforcement,
+        TlsMode,
+        Option<&HttpPathGlob>,
+        bool,
+        bool,
+        &L7Rules,
+    ) {
         (
             self.enforcement,
             self.tls,
             self.path.as_ref(),
             self.encoded_slash,
+            self.fold_paths,
             &self.rules,
         )
+    }
+
+    /// A canonical request path as this endpoint's path globs read it:
+    /// folded when the endpoint folds paths.
+    pub fn request_path<'a>(&self, canonical: &'a str) -> RequestPath<'a> {
+        RequestPath::new(canonical, self.fold_paths)
+    }
+
+    /// Whether a canonical request path is under this endpoint's `path`
+    /// (every path is when it has none).
+    pub fn covers(&self, canonical: &str) -> bool {
+        self.path
+            .as_ref()
+            .is_none_or(|p| self.request_path(canonical).matched_by(p))
     }
 
     /// The protocol word of the endpoint's rules.

@@ -73,7 +73,7 @@ pub(super) enum WsAsk<'a> {
 /// of the connection.
 pub(super) struct WsContext<'a> {
     pub(super) method: &'a str,
-    pub(super) path: &'a str,
+    pub(super) path: &'a crate::matcher::RequestPath<'a>,
     pub(super) params: &'a [(String, String)],
     pub(super) what: &'a str,
     pub(super) cache: &'a DocumentCache,

@@ -89,6 +89,42 @@ impl CharClass {
         inside != self.negated
     }
 
+    /// The class once a pattern is folded to lowercase: every ASCII
+    /// uppercase letter among its members (for a negated class, among the
+    /// characters it excludes) becomes its lowercase letter, so `[A-Z]`
+    /// reads `[a-z]` and `[!A-Z]` reads `[!a-z]`.
+    pub(crate) fn lowercased(&self) -> CharClass {
+        let mut ranges = Vec::with_capacity(self.ranges.len() + 2);
+        for &(lo, hi) in &self.ranges {
+            let (inside, outside) = split_letters(lo, hi, 'A', 'Z');
+            ranges.extend(outside);
+            ranges.extend(inside.map(|(l, h)| (l.to_ascii_lowercase(), h.to_ascii_lowercase())));
+        }
+        CharClass {
+            negated: self.negated,
+            ranges: merge_ranges(ranges),
+        }
+    }
+
+    /// The class with both cases of every ASCII letter among its members:
+    /// for a lowercased class, exactly the characters whose lowercase it
+    /// reads.
+    pub(crate) fn case_closed(&self) -> CharClass {
+        let mut ranges = self.ranges.clone();
+        for &(lo, hi) in &self.ranges {
+            if let (Some((l, h)), _) = split_letters(lo, hi, 'a', 'z') {
+                ranges.push((l.to_ascii_uppercase(), h.to_ascii_uppercase()));
+            }
+            if let (Some((l, h)), _) = split_letters(lo, hi, 'A', 'Z') {
+                ranges.push((l.to_ascii_lowercase(), h.to_ascii_lowercase()));
+            }
+        }
+        CharClass {
+            negated: self.negated,
+            ranges: merge_ranges(ranges),
+        }
+    }
+
     fn write_text(&self, out: &mut String) {
         out.push('[');
         if self.negated {
@@ -233,6 +269,35 @@ pub(crate) fn write_regex(out: &mut String, toks: &[Tok], scope: Scope) {
             }
             Tok::One => out.push_str(scope.regex_one()),
             Tok::Class(class) => class.write_regex(out, scope),
+        }
+    }
+}
+
+/// The tokens once a pattern is folded: ASCII letters lowercased, classes
+/// as [`CharClass::lowercased`].
+pub(crate) fn lowercase_tokens(toks: &[Tok]) -> Vec<Tok> {
+    toks.iter()
+        .map(|t| match t {
+            Tok::Lit(c) => Tok::Lit(c.to_ascii_lowercase()),
+            Tok::Class(class) => Tok::Class(class.lowercased()),
+            other => other.clone(),
+        })
+        .collect()
+}
+
+/// Writes lowercased tokens as a regex over one scope for every string
+/// whose ASCII lowercase they match: a letter stands for both its cases.
+pub(crate) fn write_regex_any_case(out: &mut String, toks: &[Tok], scope: Scope) {
+    for tok in toks {
+        match tok {
+            Tok::Lit(c) if c.is_ascii_alphabetic() => {
+                out.push('[');
+                out.push(c.to_ascii_lowercase());
+                out.push(c.to_ascii_uppercase());
+                out.push(']');
+            }
+            Tok::Class(class) => class.case_closed().write_regex(out, scope),
+            other => write_regex(out, std::slice::from_ref(other), scope),
         }
     }
 }
@@ -517,6 +582,32 @@ fn check_class_char(c: char, at: usize, syntax: &Syntax) -> Result<(), PatternEr
         ));
     }
     Ok(())
+}
+
+/// An inclusive range of characters.
+type Range = (char, char);
+
+/// The part of `lo..=hi` within `first..=last`, and the parts outside it.
+fn split_letters(lo: char, hi: char, first: char, last: char) -> (Option<Range>, Vec<Range>) {
+    let mut outside = Vec::new();
+    if lo < first {
+        outside.push((lo, hi.min(before(first))));
+    }
+    if hi > last {
+        outside.push((lo.max(after(last)), hi));
+    }
+    let inside = (lo <= last && hi >= first).then(|| (lo.max(first), hi.min(last)));
+    (inside, outside)
+}
+
+/// The ASCII character before `c` (`c` is an ASCII letter here).
+fn before(c: char) -> char {
+    char::from_u32(u32::from(c).saturating_sub(1)).unwrap_or(c)
+}
+
+/// The character after `c` (`c` is an ASCII letter here).
+fn after(c: char) -> char {
+    char::from_u32(u32::from(c).saturating_add(1)).unwrap_or(c)
 }
 
 fn merge_ranges(mut ranges: Vec<(char, char)>) -> Vec<(char, char)> {

@@ -6,6 +6,7 @@
 //! non-ASCII, `?`, `#`, `\`) is an error instead of a rule that silently
 //! never fires.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use super::error::PatternError;
@@ -18,6 +19,60 @@ use super::segments::{self, PathKind, Seg};
 pub struct HttpPathGlob {
     text: String,
     segs: Vec<Seg>,
+    /// The pattern as an endpoint that folds paths reads it ([`segments::fold`]).
+    folded: Vec<Seg>,
+}
+
+/// A canonical request path folded the way a server that ignores ASCII
+/// case and a trailing slash reads it: ASCII letters lowercased (the hex
+/// digits of escapes too), then one trailing `/` removed unless the path
+/// is `/`. Idempotent on canonical paths, which never end in `//`.
+pub fn fold_path(path: &str) -> Cow<'_, str> {
+    let trimmed = match path.strip_suffix('/') {
+        Some(rest) if !rest.is_empty() => rest,
+        _ => path,
+    };
+    if trimmed.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(trimmed.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(trimmed)
+    }
+}
+
+/// A canonical request path as the path rules of one endpoint read it:
+/// as it is, or folded ([`fold_path`]) on an endpoint that folds paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestPath<'a> {
+    path: Cow<'a, str>,
+    folded: bool,
+}
+
+impl<'a> RequestPath<'a> {
+    /// `canonical` as an endpoint reads it; `fold` is whether the endpoint
+    /// folds paths.
+    pub fn new(canonical: &'a str, fold: bool) -> Self {
+        let path = if fold {
+            fold_path(canonical)
+        } else {
+            Cow::Borrowed(canonical)
+        };
+        Self { path, folded: fold }
+    }
+
+    /// Whether `glob` matches the path, folded with it when the endpoint
+    /// folds paths.
+    pub fn matched_by(&self, glob: &HttpPathGlob) -> bool {
+        if self.folded {
+            segments::matches(&glob.folded, &self.path, PathKind::Http)
+        } else {
+            glob.matches(&self.path)
+        }
+    }
+
+    /// The path the rules read.
+    pub fn as_str(&self) -> &str {
+        &self.path
+    }
 }
 
 fn check_literal(c: char, at: usize) -> Result<(), PatternError> {
@@ -63,6 +118,7 @@ impl HttpPathGlob {
         let segs = segments::parse(text, &SYNTAX, PathKind::Http)?;
         Ok(Self {
             text: segments::to_text(&segs),
+            folded: segments::fold(&segs),
             segs,
         })
     }
@@ -78,6 +134,48 @@ impl HttpPathGlob {
     /// accepts, to be used as a full match (`^(?:...)$`).
     pub fn to_regex(&self) -> String {
         segments::to_regex(&self.segs, PathKind::Http)
+    }
+
+    /// Whether a canonical path matches on an endpoint that folds paths:
+    /// whether [`fold_path`] of it matches the pattern folded the same way
+    /// (lowercase, without a trailing `/`).
+    pub fn matches_folded(&self, path: &str) -> bool {
+        RequestPath::new(path, true).matched_by(self)
+    }
+
+    /// A regex for exactly the paths `matches_folded` accepts, to be used
+    /// as a full match.
+    pub fn to_folded_regex(&self) -> String {
+        segments::to_folded_regex(&self.folded)
+    }
+
+    /// A realistic canonical path `matches_folded` accepts, for witnesses.
+    pub fn folded_example(&self) -> String {
+        // The folded pattern writes escapes in lowercase; a canonical path
+        // writes their hex digits in uppercase, and folds alike.
+        let mut escape = 0;
+        segments::example(&self.folded, PathKind::Http)
+            .chars()
+            .map(|c| {
+                if c == '%' {
+                    escape = 2;
+                    c
+                } else if escape > 0 {
+                    escape -= 1;
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
+            .collect()
+    }
+
+    /// The pattern as an endpoint that folds paths reads it, as text: what
+    /// `matches_folded` compares a folded path with. Lowercasing an escape
+    /// (`%C3` as `%c3`) leaves text that parses back uppercased, so this
+    /// is for showing, not for parsing.
+    pub fn folded_text(&self) -> String {
+        segments::to_text(&self.folded)
     }
 
     /// The leading wildcard-free segments, e.g. `/repos` for `/repos/*/x`,
@@ -137,6 +235,83 @@ mod tests {
     fn pattern_text_is_canonicalized() {
         assert_eq!(glob("/a%7e/%2f/**/**/x").to_string(), "/a~/%2F/**/x");
         assert_eq!(glob("/a/[cba]\\*").to_string(), "/a/[a-c]\\*");
+    }
+
+    #[test]
+    fn folding_ignores_ascii_case_and_one_trailing_slash() {
+        assert_eq!(fold_path("/Admin/X/"), "/admin/x");
+        assert_eq!(fold_path("/"), "/");
+        assert_eq!(fold_path("/caf%C3%A9"), "/caf%c3%a9");
+        let admin = glob("/Admin/**");
+        for path in ["/admin", "/ADMIN/", "/aDmIn/Users/1", "/admin/x/"] {
+            assert!(admin.matches_folded(path), "{path}");
+        }
+        assert!(!admin.matches_folded("/administrator"));
+        assert!(!admin.matches("/ADMIN/x"));
+        let repo = glob("/repos/x/");
+        assert!(repo.matches_folded("/REPOS/X"));
+        assert!(repo.matches_folded("/repos/x/"));
+        assert!(!repo.matches_folded("/repos/x/y"));
+        // `*` reads the folded path, which has no trailing empty segment.
+        assert!(!glob("/a/*").matches_folded("/a/"));
+        assert!(glob("/a/*").matches_folded("/A/B/"));
+        assert!(glob("/v[A-C]").matches_folded("/Vb"));
+        assert!(!glob("/v[!A-Z]").matches_folded("/vb"));
+        assert!(glob("/caf%c3%a9").matches_folded("/CAF%C3%A9/"));
+        assert!(glob("/**").matches_folded("/"));
+        assert!(glob("/").matches_folded("/"));
+        assert!(!glob("/").matches_folded("/a"));
+    }
+
+    #[test]
+    fn folded_regex_and_example_agree_with_the_folded_matcher() {
+        for text in [
+            "/Admin/**",
+            "/repos/x/",
+            "/a/*",
+            "/**/",
+            "/**",
+            "/",
+            "/v[A-C]",
+            "/v[!a-z]x",
+            "/*/x/**",
+            "/caf%c3%a9",
+            "/**/info/Refs*",
+        ] {
+            let g = glob(text);
+            let re = regex_automata::meta::Regex::new(&format!("^(?:{})$", g.to_folded_regex()))
+                .unwrap();
+            for path in [
+                "/",
+                "/admin",
+                "/ADMIN/",
+                "/Admin/x/",
+                "/repos/x",
+                "/REPOS/X/",
+                "/a/",
+                "/a/b",
+                "/A/B/",
+                "/vB",
+                "/v1x",
+                "/V1X/",
+                "/q/X/y",
+                "/Q/x",
+                "/CAF%C3%A9",
+                "/caf%c3%a9/",
+                "/o/R/info/refs",
+                "/info/REFS.git/",
+                "//",
+                "/a//",
+            ] {
+                assert_eq!(
+                    re.is_match(path),
+                    g.matches_folded(path),
+                    "{text} on {path}"
+                );
+            }
+            let example = g.folded_example();
+            assert!(g.matches_folded(&example), "{text}: {example}");
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub use canon::{CanonError, CanonicalTarget, canonicalize_path};
 pub use error::PatternError;
 pub use graphql::{GRAPHQL_NAME_REGEX, GraphqlNameGlob, OperationType, OperationTypeSet};
 pub use host::{HostPattern, normalize_host};
-pub use http_path::HttpPathGlob;
+pub use http_path::{HttpPathGlob, RequestPath, fold_path};
 pub use method::{EXTENSION_METHODS, Method, MethodSet, STANDARD_METHODS, WEBSOCKET_TEXT};
 pub use net::{
     AddrSet, EndpointText, EndpointTextError, METADATA_HOSTS, PortSet, canonical_ip, classify_addr,

@@ -156,6 +156,39 @@ fn path_inputs() -> impl Strategy<Value = Vec<String>> {
     prop::collection::vec(path, 32)
 }
 
+/// Path patterns in both cases, with a trailing `/` at times.
+fn folding_path_pattern() -> impl Strategy<Value = String> {
+    let segment = prop_oneof![
+        1 => Just("**".to_owned()),
+        5 => prop::collection::vec(
+            prop::sample::select(&["a", "A", "b", "B", "*", "?", "[A-B]", "[!A]", "[a-b]", "[!b]", "%25"][..]),
+            1..4,
+        )
+        .prop_map(|v| v.concat()),
+    ];
+    (prop::collection::vec(segment, 0..4), any::<bool>()).prop_map(|(segs, trailing)| {
+        let mut out = format!("/{}", segs.join("/"));
+        if trailing && !segs.is_empty() {
+            out.push('/');
+        }
+        out
+    })
+}
+
+/// Canonical-looking paths in both cases, with and without a trailing `/`.
+fn folding_path_inputs() -> impl Strategy<Value = Vec<String>> {
+    let segment = joined(&["a", "A", "b", "B", "x", "%25"], 3);
+    let path =
+        (prop::collection::vec(segment, 0..5), any::<bool>()).prop_map(|(segs, trailing)| {
+            let mut out = format!("/{}", segs.join("/"));
+            if trailing && !segs.is_empty() {
+                out.push('/');
+            }
+            out
+        });
+    prop::collection::vec(path, 32)
+}
+
 fn host_pattern() -> impl Strategy<Value = String> {
     let label = prop::sample::select(
         &[
@@ -354,6 +387,33 @@ proptest! {
     #[test]
     fn http_path_regex_agrees(pattern in path_pattern(true), inputs in path_inputs()) {
         agree::<HttpPathGlob>(&pattern, &inputs)?;
+    }
+
+    /// `matches_folded(p)` is: the pattern text lowercased, without one
+    /// trailing `/`, matches `fold_path(p)`; and `to_folded_regex` accepts
+    /// exactly those paths.
+    #[test]
+    fn folded_path_matching_is_matching_folded_text(
+        pattern in folding_path_pattern(),
+        inputs in folding_path_inputs(),
+    ) {
+        let Ok(glob) = HttpPathGlob::parse(&pattern) else {
+            return Ok(());
+        };
+        let lowered = pattern.to_ascii_lowercase();
+        let text = match lowered.strip_suffix('/') {
+            Some(rest) if !rest.is_empty() => rest,
+            _ => lowered.as_str(),
+        };
+        let reference = HttpPathGlob::parse(text).unwrap();
+        let regex = Regex::new(&format!("^(?:{})$", glob.to_folded_regex())).unwrap();
+        let example = glob.folded_example();
+        prop_assert!(glob.matches_folded(&example), "example `{}` of `{}`", example, pattern);
+        for input in inputs.iter().chain(std::iter::once(&example)) {
+            let want = reference.matches(&super::fold_path(input));
+            prop_assert_eq!(glob.matches_folded(input), want, "`{}` on `{}`", pattern, input);
+            prop_assert_eq!(regex.is_match(input), want, "regex of `{}` on `{}`", pattern, input);
+        }
     }
 
     #[test]

@@ -186,6 +186,13 @@ const NOTHING: &str = r"[^\x{0}-\x{10FFFF}]";
 /// that matters (all-`**` patterns, and a single segment that can be empty)
 /// are written out by hand.
 pub(crate) fn to_regex(segs: &[Seg], kind: PathKind) -> String {
+    regex_with(segs, kind, glob::write_regex)
+}
+
+/// How a segment's tokens are written as a regex.
+type TokenWriter = fn(&mut String, &[Tok], Scope);
+
+fn regex_with(segs: &[Seg], kind: PathKind, write: TokenWriter) -> String {
     let globs: Vec<&Vec<Tok>> = segs
         .iter()
         .filter_map(|s| match s {
@@ -233,12 +240,80 @@ pub(crate) fn to_regex(segs: &[Seg], kind: PathKind) -> String {
                     }
                     Seg::Glob(toks) => {
                         out.push('/');
-                        glob::write_regex(&mut out, toks, Scope::Segment);
+                        write(&mut out, toks, Scope::Segment);
                     }
                 }
             }
             out.push(')');
             out
+        }
+    }
+}
+
+/// The segments of a pattern on an endpoint that folds paths: letters
+/// lowercased, and a trailing `/` (the last, empty segment) removed, as
+/// [`fold_path`](super::http_path::fold_path) does to a request path.
+pub(crate) fn fold(segs: &[Seg]) -> Vec<Seg> {
+    let mut out: Vec<Seg> = segs
+        .iter()
+        .map(|s| match s {
+            Seg::Any => Seg::Any,
+            Seg::Glob(toks) => Seg::Glob(glob::lowercase_tokens(toks)),
+        })
+        .collect();
+    if out.len() > 1 && out.last() == Some(&Seg::Glob(Vec::new())) {
+        out.pop();
+    }
+    out
+}
+
+/// A regex for exactly the request paths `p` whose fold (ASCII lowercase,
+/// one trailing `/` removed unless `p` is `/`) `folded` matches, `folded`
+/// being the output of [`fold`].
+///
+/// Three parts: `/` itself when the pattern matches it; a path not ending
+/// in `/`, in either case, when its lowercase matches; and any string the
+/// pattern matches in either case, followed by one `/`.
+pub(crate) fn to_folded_regex(folded: &[Seg]) -> String {
+    let any_case = |segs: &[Seg]| regex_with(segs, PathKind::Http, glob::write_regex_any_case);
+    let mut alts: Vec<String> = Vec::new();
+    if matches(folded, "/", PathKind::Http) {
+        alts.push("/".to_owned());
+    }
+    alts.extend(last_segment_nonempty(folded));
+    alts.push(format!("{}/", any_case(folded)));
+    format!("(?:{})", alts.join("|"))
+}
+
+/// A regex, letters in either case, for the paths of one or more segments
+/// whose last segment is not empty that `segs` matches; `None` when there
+/// are none.
+fn last_segment_nonempty(segs: &[Seg]) -> Option<String> {
+    let (last, init) = segs.split_last()?;
+    let mut prefix = String::new();
+    for seg in init {
+        match seg {
+            Seg::Any => prefix.push_str("(?:/[^/]*)*"),
+            Seg::Glob(toks) => {
+                prefix.push('/');
+                glob::write_regex_any_case(&mut prefix, toks, Scope::Segment);
+            }
+        }
+    }
+    match last {
+        Seg::Glob(toks) if toks.is_empty() => None,
+        Seg::Glob(toks) if glob::nullable(toks) => Some(format!("{prefix}/[^/]+")),
+        Seg::Glob(toks) => {
+            let mut out = format!("{prefix}/");
+            glob::write_regex_any_case(&mut out, toks, Scope::Segment);
+            Some(out)
+        }
+        Seg::Any => {
+            let more = format!("{prefix}(?:/[^/]*)*/[^/]+");
+            Some(match last_segment_nonempty(init) {
+                Some(fewer) => format!("(?:{more}|{fewer})"),
+                None => more,
+            })
         }
     }
 }

@@ -16,6 +16,7 @@ use policy_bundle::matcher::{
 
 use super::{Resolver, origin, pattern_diag};
 
+mod fold;
 mod graphql;
 mod rpc;
 mod websocket;
@@ -49,6 +50,7 @@ pub(super) fn resolve(
     let mut access: Option<Node<Access>> = None;
     let mut tls: Option<Node<TlsMode>> = None;
     let mut encoded_slash = None;
+    let mut fold_paths = None;
     let mut uninspected = false;
     let mut all_mcp_methods: Option<Span> = None;
     let mut loose_tool_names: Option<Span> = None;
@@ -59,6 +61,7 @@ pub(super) fn resolve(
             EndpointOption::Access(x) => once(&mut access, Node::new(x, opt.span)),
             EndpointOption::Tls(t) => once(&mut tls, Node::new(t, opt.span)),
             EndpointOption::EncodedSlash => once(&mut encoded_slash, Node::new((), opt.span)),
+            EndpointOption::FoldPaths => once(&mut fold_paths, Node::new((), opt.span)),
             EndpointOption::UninspectedCredentials => {
                 let was = uninspected;
                 uninspected = true;
@@ -77,11 +80,12 @@ pub(super) fn resolve(
     }
     let proto = protocol.as_ref().map_or(Protocol::L4, |p| p.node);
     if !proto.is_l7() {
-        let http_only: [(Option<Span>, &str); 4] = [
+        let http_only: [(Option<Span>, &str); 5] = [
             (enforcement.as_ref().map(|n| n.span), "enforcement modes"),
             (access.as_ref().map(|n| n.span), "access presets"),
             (tls.as_ref().map(|n| n.span), "tls modes"),
             (encoded_slash.as_ref().map(|n| n.span), "`encoded_slash`"),
+            (fold_paths.as_ref().map(|n| n.span), "`fold_paths`"),
         ];
         for (s, what) in http_only.into_iter() {
             if let Some(s) = s {
@@ -128,6 +132,7 @@ pub(super) fn resolve(
     let mut rpc = RpcRules::default();
     let mut gql = GraphqlRules::default();
     let mut ws = WebsocketChecks::default();
+    let mut unfolded = None;
     if let Some(acc) = access.as_ref().filter(|_| proto == Protocol::Graphql) {
         let types = match acc.node {
             Access::ReadOnly => OperationTypeSet::read_only(),
@@ -202,6 +207,10 @@ pub(super) fn resolve(
                     }
                 }
                 let rules = l7_rules(r, file, s, &rule_name, methods, paths, query);
+                let inspected = tls.as_ref().is_none_or(|t| t.node == TlsMode::Auto);
+                if action.node == RuleAction::Deny && fold_paths.is_none() && inspected {
+                    fold::Unfolded::note(&mut unfolded, paths);
+                }
                 match action.node {
                     RuleAction::Allow => allow.extend(rules),
                     RuleAction::Deny => deny.extend(rules),
@@ -374,6 +383,9 @@ pub(super) fn resolve(
             loose_tool_names.is_some(),
         );
     }
+    if let Some(u) = unfolded {
+        u.warn(r, file);
+    }
     let l7_protocol = match proto {
         Protocol::Mcp => L7Protocol::Mcp,
         Protocol::JsonRpc => L7Protocol::JsonRpc,
@@ -395,6 +407,7 @@ pub(super) fn resolve(
             allow,
             deny,
             encoded_slash: encoded_slash.is_some(),
+            fold_paths: fold_paths.is_some(),
             protocol: l7_protocol,
             body_limit: rpc.body_limit,
             strict_tool_names: loose_tool_names.is_none(),

@@ -87,6 +87,8 @@ const PATHS: &[&str] = &[
     "/x%2Fy/*",
     "/*",
     "/",
+    "/Repos/*/*/Pulls",
+    "/a/b/",
 ];
 const QUERIES: &[&str] = &[
     "",
@@ -174,7 +176,13 @@ fn endpoint(rng: &mut Rng) -> String {
         opts.push(r.options().trim_start().to_owned());
         block.extend(r.lines());
         if rng.chance(15) {
-            block.push(format!("path {}", rng.pick(&["/repos/**", "/a/*", "/**"])));
+            block.push(format!(
+                "path {}",
+                rng.pick(&["/repos/**", "/a/*", "/**", "/A/b/"])
+            ));
+            if rng.chance(40) {
+                opts.push("fold_paths".to_owned());
+            }
         }
     } else if kind == "http" {
         opts.push("http".to_owned());
@@ -186,6 +194,9 @@ fn endpoint(rng: &mut Rng) -> String {
         }
         if rng.chance(10) {
             opts.push("encoded_slash".to_owned());
+        }
+        if rng.chance(20) {
+            opts.push("fold_paths".to_owned());
         }
         let preset = rng.chance(40);
         if preset {
@@ -293,6 +304,10 @@ const REQ_PATHS: &[&str] = &[
     "/x%2Fy/z",
     "/reposx",
     "/%61/b",
+    "/REPOS/o/r/PULLS",
+    "/Repos/o/r/pulls/",
+    "/A/B/",
+    "/V1/X",
 ];
 const REQ_QUERIES: &[&str] = &[
     "",

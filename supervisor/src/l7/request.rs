@@ -258,8 +258,7 @@ fn body_kinds(active: &Active, conn: &ConnectionDecision, target: &str) -> BodyK
         if !ep.reads_body() {
             continue;
         }
-        let applies = canonicalize_path(target, ep.encoded_slash)
-            .is_ok_and(|c| ep.path.as_ref().is_none_or(|p| p.matches(&c.path)));
+        let applies = canonicalize_path(target, ep.encoded_slash).is_ok_and(|c| ep.covers(&c.path));
         if !applies {
             continue;
         }

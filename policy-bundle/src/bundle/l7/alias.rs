@@ -17,9 +17,13 @@ use crate::matcher::HttpPathGlob;
 impl L7Endpoint {
     /// Whether the canonical `path` is not under this endpoint's path but
     /// differs from a path under it only by ASCII case or a trailing
-    /// slash. Always false for an endpoint that does not read bodies, and
-    /// for one without a path (it judges every path).
+    /// slash. Always false for an endpoint that does not read bodies, for
+    /// one without a path (it judges every path), and for one that folds
+    /// paths (those spellings are under it).
     pub fn is_aliased_by(&self, path: &str) -> bool {
+        if self.fold_paths {
+            return false;
+        }
         let Some(glob) = self.path.as_ref().filter(|_| self.reads_body()) else {
             return false;
         };
@@ -70,6 +74,7 @@ mod tests {
             tls: TlsMode::Auto,
             path: Some(HttpPathGlob::parse(path).unwrap()),
             encoded_slash: false,
+            fold_paths: false,
             rules,
             origins: Vec::new(),
         }
@@ -98,6 +103,20 @@ mod tests {
         assert!(tree.is_aliased_by("/V1/x"));
         let escaped = endpoint("/a%2Fb", L7Rules::Graphql(GraphqlRules::default()));
         assert!(escaped.is_aliased_by("/A%2Fb"));
+    }
+
+    #[test]
+    fn an_endpoint_that_folds_paths_covers_the_other_spellings_instead() {
+        let mut ep = endpoint("/api/GraphQL", L7Rules::Graphql(GraphqlRules::default()));
+        ep.fold_paths = true;
+        for path in ["/api/graphql", "/API/GraphQL/", "/Api/GRAPHQL"] {
+            assert!(!ep.is_aliased_by(path), "{path}");
+            assert!(ep.covers(path), "{path}");
+        }
+        assert!(!ep.covers("/api/graphql/x"));
+        ep.fold_paths = false;
+        assert!(ep.is_aliased_by("/api/graphql"));
+        assert!(!ep.covers("/api/graphql"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Sourced;
-use crate::matcher::{HttpPathGlob, MethodSet, QueryMatcher};
+use crate::matcher::{HttpPathGlob, MethodSet, QueryMatcher, RequestPath};
 
 /// The allow and deny rules of a REST endpoint (or of a websocket
 /// endpoint's upgrade and text messages). Deny wins.
@@ -20,7 +20,7 @@ impl RestRules {
     pub(crate) fn find(
         &self,
         method: &str,
-        path: &str,
+        path: &RequestPath<'_>,
         params: &[(String, String)],
         deny: bool,
     ) -> Option<usize> {
@@ -37,7 +37,8 @@ impl RestRules {
 pub struct L7Matcher {
     /// The methods covered.
     pub methods: MethodSet,
-    /// Matched against the canonical path.
+    /// Matched against the canonical path, folded on an endpoint that
+    /// folds paths.
     pub path: HttpPathGlob,
     /// Each must hold; read differently by allow and deny rules for absent parameters.
     pub query: Vec<QueryMatcher>,
@@ -49,12 +50,12 @@ impl L7Matcher {
     pub(crate) fn matches(
         &self,
         method: &str,
-        path: &str,
+        path: &RequestPath<'_>,
         params: &[(String, String)],
         deny: bool,
     ) -> bool {
         self.methods.contains(method)
-            && self.path.matches(path)
+            && path.matched_by(&self.path)
             && self.query.iter().all(|q| {
                 if deny {
                     q.denies(params)

@@ -26,6 +26,9 @@ pub struct WireEndpoint {
     /// As in [`L7Endpoint`].
     pub path: Option<HttpPathGlob>,
     pub(crate) encoded_slash: bool,
+    /// As in [`L7Endpoint`]; absent in bundles that do not fold paths.
+    #[serde(default)]
+    pub(crate) fold_paths: bool,
     /// REST and WebSocket allow rules, without origins.
     pub allow: Vec<L7Matcher>,
     pub(crate) deny: Vec<L7Matcher>,
@@ -67,6 +70,8 @@ pub(super) struct WireEndpointRef<'a> {
     tls: TlsMode,
     path: Option<&'a HttpPathGlob>,
     encoded_slash: bool,
+    #[serde(skip_serializing_if = "is_false")]
+    fold_paths: bool,
     allow: &'a [Sourced<L7Matcher>],
     deny: &'a [Sourced<L7Matcher>],
     #[serde(skip_serializing_if = "L7Protocol::is_rest")]
@@ -125,6 +130,7 @@ impl<'a> From<&'a L7Endpoint> for WireEndpointRef<'a> {
             tls: ep.tls,
             path: ep.path.as_ref(),
             encoded_slash: ep.encoded_slash,
+            fold_paths: ep.fold_paths,
             allow: rest.map_or(&[], |r| &r.allow),
             deny: rest.map_or(&[], |r| &r.deny),
             protocol: ep.protocol(),
@@ -237,6 +243,7 @@ impl TryFrom<WireEndpoint> for L7Endpoint {
             tls: w.tls,
             path: w.path,
             encoded_slash: w.encoded_slash,
+            fold_paths: w.fold_paths,
             rules,
             origins: Vec::new(),
         })
@@ -372,6 +379,7 @@ impl From<&L7Endpoint> for WireEndpoint {
             tls: w.tls,
             path: w.path.cloned(),
             encoded_slash: w.encoded_slash,
+            fold_paths: w.fold_paths,
             allow: w.allow.iter().map(|r| r.rule.clone()).collect(),
             deny: w.deny.iter().map(|r| r.rule.clone()).collect(),
             protocol: w.protocol,
@@ -480,6 +488,7 @@ mod tests {
     fn each_protocol_reads_into_its_payload_and_writes_back_the_same_json() {
         for fields in [
             r#""allow":[{"methods":["GET"],"path":"/**","query":[]}],"deny":[]"#,
+            r#""fold_paths":true,"allow":[{"methods":["GET"],"path":"/Repos/*","query":[]}],"deny":[]"#,
             r#""allow":[],"deny":[],"protocol":"mcp","body_limit":10,"strict_tool_names":false,"all_mcp_methods":true,"rpc_deny":[{"methods":"tools/call"}]"#,
             r#""allow":[],"deny":[],"protocol":"json_rpc","rpc_allow":[{"methods":"a.b"}]"#,
             r#""allow":[],"deny":[],"protocol":"graphql","body_limit":99,"graphql_allow":[{"types":"query"}]"#,
