@@ -16,3 +16,4 @@
 pub mod launch;
 pub mod pid1;
 pub mod plan;
+pub mod relay;

@@ -165,6 +165,19 @@ impl Decider {
     pub fn planted_program(&self, binary: &Binary, ip: IpAddr, port: u16) -> Option<String> {
         let writable = self.writable.as_ref()?;
         let tree = writable.tree_of(Path::new(&binary.path))?;
+        self.planted_in(binary, tree, ip, port)
+    }
+
+    /// [`Self::planted_program`] for a binary the workload's side reported
+    /// to lie in `tree`, a tree the workload can write.
+    #[must_use]
+    pub fn planted_in(
+        &self,
+        binary: &Binary,
+        tree: &Path,
+        ip: IpAddr,
+        port: u16,
+    ) -> Option<String> {
         let unpinned = Binary {
             sha256: None,
             ..binary.clone()

@@ -18,6 +18,8 @@ mod listen;
 mod send;
 mod upstream;
 
+pub(crate) use upstream::{Who, open_route};
+
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;

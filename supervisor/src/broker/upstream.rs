@@ -60,7 +60,11 @@ pub(super) fn broker(
         Ok(s) => s,
         Err(e) => return call.fail(e.raw_os_error().unwrap_or(libc::EIO)),
     };
-    let (connect_to, proxied) = match route(broker, &call, &sock, dst, &target) {
+    let who = Who {
+        pid: tgid_of(call.tid()),
+        tid: call.tid(),
+    };
+    let (connect_to, proxied) = match route(broker, who, &sock, dst, &target) {
         Ok(r) => r,
         Err(e) => return call.fail(e.raw_os_error().unwrap_or(libc::EIO)),
     };
@@ -137,11 +141,19 @@ fn replacement(workload: &OwnedFd, info: SocketInfo) -> io::Result<Socket> {
     Ok(sock)
 }
 
+/// The process and thread a connection is made for, as the deny log and
+/// the proxy name them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Who {
+    pub pid: u32,
+    pub tid: u32,
+}
+
 /// Where to connect, logging what is worth logging, and the local address
 /// announced to the proxy.
 fn route(
     broker: &Broker,
-    call: &Call,
+    who: Who,
     sock: &Socket,
     dst: SocketAddr,
     target: &Target,
@@ -158,8 +170,8 @@ fn route(
     let Some(proxy) = &broker.proxy else {
         broker.log.network(&NetEvent {
             denied: false,
-            tid: call.tid(),
-            pid: tgid_of(call.tid()),
+            tid: who.tid,
+            pid: who.pid,
             binary: Some(&binary.path),
             syscall: "connect",
             protocol: "tcp",
@@ -186,12 +198,48 @@ fn route(
             original_dst: dst,
             host: decision.host.clone(),
             binary: binary.clone(),
-            pid: tgid_of(call.tid()),
-            tid: call.tid(),
+            pid: who.pid,
+            tid: who.tid,
             decision: decision.conn.clone(),
         },
     );
     Ok((listener, Some(from)))
+}
+
+/// The upstream connection of an allowed route, for a relay: opened from
+/// this process's namespace to the destination, or to the L7 proxy
+/// (announced first) for an inspected route, established within
+/// [`CONNECT_TIMEOUT`].
+pub(crate) async fn open_route(
+    broker: &Broker,
+    who: Who,
+    binary: Binary,
+    decision: Decision,
+    dst: SocketAddr,
+) -> io::Result<tokio::net::TcpStream> {
+    let domain = if dst.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    };
+    let sock = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    // The relay buffers on both sides already: nothing gains from Nagle.
+    sock.set_tcp_nodelay(true)?;
+    let target = Target::Route { binary, decision };
+    let (connect_to, proxied) = route(broker, who, &sock, dst, &target)?;
+    sock.set_nonblocking(true)?;
+    let connected = match sock.connect(&connect_to.into()) {
+        Ok(()) => Ok(sock),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => established(sock).await,
+        Err(e) => Err(e),
+    };
+    let stream = connected.and_then(|s| tokio::net::TcpStream::from_std(s.into()));
+    if stream.is_err()
+        && let (Some(p), Some(from)) = (&broker.proxy, proxied)
+    {
+        p.cancel(from);
+    }
+    stream
 }
 
 /// `addr` in the address family of `like` (IPv4 as IPv4-mapped IPv6).

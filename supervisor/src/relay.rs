@@ -1,0 +1,598 @@
+//! The supervisor's side of the sandbox protocol (`docs/sandbox-protocol.md`):
+//! it decides each connect the sandbox reports with the policy in force,
+//! opens the upstream connection itself (through the L7 proxy for an
+//! inspected route), and relays the bytes of each allowed connection over
+//! a stream of its own.
+//!
+//! The sandbox reports facts about the caller (executable, pin hash,
+//! foreign code, the writable tree that holds it); the rules applied to
+//! them are the ones the local broker applies (`crate::broker::connect`).
+//! Every refusal is a deny-log line, as there.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use policy_bundle::matcher::canonical_ip;
+use sandbox_protocol::pb;
+use sandbox_protocol::{
+    Binding, Caller, ConnectVerdict, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK,
+    RelayDownKind, RelayOrder, RelayUpKind,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::broker::{Broker, Who, open_route};
+use crate::decide::Binary;
+use crate::denylog::NetEvent;
+
+type Out<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// Answers in flight on the control stream before the sandbox must read.
+const CONTROL_QUEUE: usize = 64;
+/// Relay chunks in flight downward: with [`MAX_CHUNK`] each, what one
+/// connection buffers here before its upstream is no longer read.
+const RELAY_QUEUE: usize = 4;
+
+/// The `Broker` service for one attached sandbox.
+#[derive(Debug)]
+pub struct SupervisorSide {
+    broker: Arc<Broker>,
+    binding: Binding,
+    bundle_digest: String,
+    /// Upstream connections opened for an `Allowed` answer, waiting for
+    /// their relay stream; each ticket is used once.
+    tickets: Arc<Mutex<HashMap<Vec<u8>, tokio::net::TcpStream>>>,
+    next_ticket: Arc<Mutex<u64>>,
+}
+
+impl SupervisorSide {
+    /// Serves the sandbox `binding`, which must enforce the bundle of
+    /// `bundle_digest`.
+    #[must_use]
+    pub fn new(broker: Arc<Broker>, binding: Binding, bundle_digest: String) -> Self {
+        Self {
+            broker,
+            binding,
+            bundle_digest,
+            tickets: Arc::default(),
+            next_ticket: Arc::default(),
+        }
+    }
+
+    fn shared(&self) -> Shared {
+        Shared {
+            broker: Arc::clone(&self.broker),
+            binding: self.binding.clone(),
+            tickets: Arc::clone(&self.tickets),
+            next_ticket: Arc::clone(&self.next_ticket),
+        }
+    }
+}
+
+/// What each request's task needs.
+#[derive(Debug, Clone)]
+struct Shared {
+    broker: Arc<Broker>,
+    binding: Binding,
+    tickets: Arc<Mutex<HashMap<Vec<u8>, tokio::net::TcpStream>>>,
+    next_ticket: Arc<Mutex<u64>>,
+}
+
+#[tonic::async_trait]
+impl pb::broker_server::Broker for SupervisorSide {
+    type ControlStream = Out<pb::SupervisorMessage>;
+    type RelayStream = Out<pb::RelayDown>;
+
+    async fn control(
+        &self,
+        request: Request<Streaming<pb::SandboxMessage>>,
+    ) -> Result<Response<Self::ControlStream>, Status> {
+        let mut incoming = request.into_inner();
+        let (tx, rx) = mpsc::channel(CONTROL_QUEUE);
+        let shared = self.shared();
+        let digest = self.bundle_digest.clone();
+        tokio::spawn(async move {
+            let order = Arc::new(Mutex::new(ControlOrder::new()));
+            loop {
+                let msg = match incoming.next().await {
+                    Some(Ok(msg)) => msg,
+                    Some(Err(status)) => {
+                        let _ = tx.send(Err(status)).await;
+                        return;
+                    }
+                    None => return,
+                };
+                let checked = FromSandbox::check(msg, &shared.binding).and_then(|m| {
+                    let mut order = order.lock().map_err(|_| {
+                        sandbox_protocol::ProtocolError::Order("the stream's state is lost")
+                    })?;
+                    order.request(&m).map(|()| m)
+                });
+                let m = match checked {
+                    Ok(m) => m,
+                    Err(e) => {
+                        refused_message(&shared.broker, &e.to_string());
+                        let _ = tx.send(Err(Status::invalid_argument(e.to_string()))).await;
+                        return;
+                    }
+                };
+                let answers = Answers {
+                    tx: tx.clone(),
+                    order: Arc::clone(&order),
+                    binding: shared.binding.clone(),
+                };
+                match m {
+                    FromSandbox::Hello { bundle_digest } if bundle_digest == digest => {
+                        answers.send(FromSupervisor::Welcome).await;
+                    }
+                    FromSandbox::Hello { bundle_digest } => {
+                        let why = format!(
+                            "the sandbox enforces bundle {bundle_digest}, not this supervisor's {digest}"
+                        );
+                        refused_message(&shared.broker, &why);
+                        let _ = tx.send(Err(Status::failed_precondition(why))).await;
+                        return;
+                    }
+                    FromSandbox::Connect {
+                        request_id,
+                        caller,
+                        transport,
+                        destination,
+                    } => {
+                        let shared = shared.clone();
+                        tokio::spawn(async move {
+                            let verdict = shared.connect(&caller, transport, destination).await;
+                            answers
+                                .send(FromSupervisor::Connect {
+                                    request_id,
+                                    verdict,
+                                })
+                                .await;
+                        });
+                    }
+                    FromSandbox::Dns { request_id, .. } => {
+                        // Not served over the protocol yet: no answer is
+                        // sent back (the stub drops the query).
+                        answers
+                            .send(FromSupervisor::Dns {
+                                request_id,
+                                packet: Vec::new(),
+                            })
+                            .await;
+                    }
+                    FromSandbox::Datagram { request_id, .. } => {
+                        answers
+                            .send(FromSupervisor::Datagram {
+                                request_id,
+                                verdict: sandbox_protocol::DatagramVerdict::Refused(libc::EACCES),
+                            })
+                            .await;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn relay(
+        &self,
+        request: Request<Streaming<pb::RelayUp>>,
+    ) -> Result<Response<Self::RelayStream>, Status> {
+        let mut incoming = request.into_inner();
+        let binding = self.binding.clone();
+        let mut order = RelayOrder::new();
+        let first = match incoming.next().await {
+            Some(Ok(msg)) => RelayUpKind::check(msg, &binding)
+                .and_then(|m| order.up(&m).map(|()| m))
+                .map_err(|e| Status::invalid_argument(e.to_string()))?,
+            Some(Err(status)) => return Err(status),
+            None => {
+                return Err(Status::invalid_argument(
+                    "a relay stream without its ticket",
+                ));
+            }
+        };
+        let RelayUpKind::Ticket(ticket) = first else {
+            return Err(Status::invalid_argument(
+                "a relay stream without its ticket",
+            ));
+        };
+        let upstream = self
+            .tickets
+            .lock()
+            .ok()
+            .and_then(|mut t| t.remove(&ticket))
+            .ok_or_else(|| Status::not_found("no connection waits under this ticket"))?;
+        let (tx, rx) = mpsc::channel(RELAY_QUEUE);
+        let (mut from_upstream, mut to_upstream) = upstream.into_split();
+        let down_binding = binding.clone();
+        let down_tx = tx.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0_u8; MAX_CHUNK];
+            loop {
+                let message = match from_upstream.read(&mut buf).await {
+                    Ok(0) => RelayDownKind::ShutdownWrite,
+                    Ok(n) => RelayDownKind::Data(buf.get(..n).unwrap_or_default().to_vec()),
+                    Err(e) => RelayDownKind::Reset(e.raw_os_error().unwrap_or(libc::ECONNRESET)),
+                };
+                let last = !matches!(message, RelayDownKind::Data(_));
+                if down_tx
+                    .send(Ok(message.to_pb(&down_binding)))
+                    .await
+                    .is_err()
+                    || last
+                {
+                    return;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Some(msg) = incoming.next().await {
+                let m = match msg {
+                    Ok(msg) => {
+                        RelayUpKind::check(msg, &binding).and_then(|m| order.up(&m).map(|()| m))
+                    }
+                    Err(status) => {
+                        let _ = tx.send(Err(status)).await;
+                        return;
+                    }
+                };
+                match m {
+                    Ok(RelayUpKind::Data(d)) => {
+                        if to_upstream.write_all(&d).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(RelayUpKind::ShutdownWrite) => {
+                        let _ = to_upstream.shutdown().await;
+                    }
+                    Ok(RelayUpKind::Ticket(_)) => return,
+                    Err(e) => {
+                        let _ = tx.send(Err(Status::invalid_argument(e.to_string()))).await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+/// Where the control stream's answers go, each recorded in its order
+/// first.
+#[derive(Debug, Clone)]
+struct Answers {
+    tx: mpsc::Sender<Result<pb::SupervisorMessage, Status>>,
+    order: Arc<Mutex<ControlOrder>>,
+    binding: Binding,
+}
+
+impl Answers {
+    async fn send(&self, answer: FromSupervisor) {
+        let recorded = self
+            .order
+            .lock()
+            .is_ok_and(|mut o| o.answer(&answer).is_ok());
+        if recorded {
+            let _ = self.tx.send(Ok(answer.to_pb(&self.binding))).await;
+        }
+    }
+}
+
+impl Shared {
+    /// Decides a connect and, when allowed, opens its upstream.
+    async fn connect(
+        &self,
+        caller: &Caller,
+        transport: pb::Transport,
+        destination: SocketAddr,
+    ) -> ConnectVerdict {
+        let ip = canonical_ip(destination.ip());
+        let port = destination.port();
+        let binary = Binary {
+            path: String::from_utf8_lossy(&caller.exe).into_owned(),
+            sha256: caller.exe_sha256.map(hex),
+            deleted: caller.exe_deleted,
+        };
+        let refuse = |errno: i32, reason: &str, host: Option<&str>, rule: Option<&str>| {
+            self.broker.log.network(&NetEvent {
+                denied: true,
+                tid: caller.tid,
+                pid: caller.pid,
+                binary: Some(&binary.path),
+                syscall: "connect",
+                protocol: if transport == pb::Transport::Udp {
+                    "udp"
+                } else {
+                    "tcp"
+                },
+                host,
+                ip: Some(ip),
+                port: Some(port),
+                rule,
+                reason,
+                ..NetEvent::default()
+            });
+            ConnectVerdict::Refused(errno)
+        };
+        if transport != pb::Transport::Tcp {
+            return refuse(
+                libc::EACCES,
+                "UDP goes only to the sandbox's DNS stub",
+                None,
+                None,
+            );
+        }
+        let decision = self.broker.decider.decide(&binary, ip, port);
+        if !decision.allowed() {
+            let reason = decision.conn.reason.to_string();
+            return refuse(
+                libc::ECONNREFUSED,
+                &reason,
+                decision.host.as_deref(),
+                decision.rule.as_deref(),
+            );
+        }
+        let planted = caller
+            .writable_tree
+            .as_deref()
+            .and_then(|tree| {
+                let tree = Path::new(std::ffi::OsStr::from_bytes(tree));
+                self.broker.decider.planted_in(&binary, tree, ip, port)
+            })
+            .or_else(|| caller.foreign_code.clone());
+        if let Some(why) = planted {
+            return refuse(libc::ECONNREFUSED, &why, decision.host.as_deref(), None);
+        }
+        let who = Who {
+            pid: caller.pid,
+            tid: caller.tid,
+        };
+        let dst = std::net::SocketAddr::new(ip, port);
+        match open_route(&self.broker, who, binary, decision, dst).await {
+            Ok(upstream) => match self.ticket() {
+                Some(ticket) => {
+                    if let Ok(mut tickets) = self.tickets.lock() {
+                        tickets.insert(ticket.clone(), upstream);
+                    }
+                    ConnectVerdict::Allowed { ticket }
+                }
+                None => ConnectVerdict::Refused(libc::EIO),
+            },
+            Err(e) => ConnectVerdict::Refused(e.raw_os_error().unwrap_or(libc::ECONNREFUSED)),
+        }
+    }
+
+    /// The next ticket: unique for this attachment (a counter).
+    fn ticket(&self) -> Option<Vec<u8>> {
+        let mut next = self.next_ticket.lock().ok()?;
+        *next += 1;
+        NonZeroU64::new(*next).map(|n| n.get().to_be_bytes().to_vec())
+    }
+}
+
+/// A message from the sandbox refused: one deny-log line says why.
+fn refused_message(broker: &Broker, why: &str) {
+    broker.log.network(&NetEvent {
+        denied: true,
+        syscall: "sandbox-protocol",
+        protocol: "grpc",
+        reason: why,
+        ..NetEvent::default()
+    });
+}
+
+fn hex(bytes: [u8; 32]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::*;
+    use crate::attribution::Attribution;
+    use crate::broker::NetMode;
+    use crate::credentials::Placeholders;
+    use crate::decide::Decider;
+    use crate::denylog::DenyLog;
+    use crate::policy::{Active, Policy};
+
+    /// Both sides over a Unix socket pair: the supervisor's with the real
+    /// decider and deny log, the sandbox's with its relay.
+    struct Rig {
+        dir: tempfile::TempDir,
+        attached: Result<sandbox::relay::Supervisor, sandbox::relay::RelayError>,
+    }
+
+    impl Rig {
+        fn log(&self) -> String {
+            std::fs::read_to_string(self.dir.path().join("deny.log")).unwrap_or_default()
+        }
+
+        fn sandbox(&self) -> &sandbox::relay::Supervisor {
+            self.attached.as_ref().unwrap()
+        }
+    }
+
+    /// `curl` may reach `port` on loopback, and `wget` with its pin; the
+    /// sandbox says it enforces `digest` (the bundle's own by default).
+    async fn rig(port: u16, digest: Option<String>) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("t.policy");
+        std::fs::write(
+            &policy,
+            format!(
+                "policy \"t\" {{\n  binaries pinned = /usr/bin/wget sha256:{pin}\n  allow /usr/bin/curl -> 127.0.0.1:{port}\n  allow pinned -> 127.0.0.1:{port}\n}}\n",
+                pin = "ab".repeat(32)
+            ),
+        )
+        .unwrap();
+        let (checked, bundle) = policy_lang::load::compile_file(&policy, None).unwrap();
+        let bundle = bundle.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let real = bundle.digest.clone();
+        let log = Arc::new(DenyLog::open(Some(&dir.path().join("deny.log")), "t", &real).unwrap());
+        let active = Active::new(bundle, &Placeholders::default(), 0);
+        let decider = Arc::new(Decider::new(
+            Arc::new(Policy::new(active)),
+            Arc::new(Attribution::new(&[])),
+        ));
+        let broker = Arc::new(Broker {
+            decider,
+            log,
+            mode: NetMode::Shared {
+                stub_udp: SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
+                stub_tcp: SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
+                nameservers: Vec::new(),
+            },
+            creds: None,
+            proxy: None,
+            runtime: tokio::runtime::Handle::current(),
+        });
+        let binding = Binding {
+            sandbox_id: "sb".into(),
+            generation: 1,
+        };
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let side = SupervisorSide::new(broker, binding.clone(), real.clone());
+        tokio::spawn(sandbox_protocol::transport::serve(side, theirs));
+        let attached =
+            sandbox::relay::Supervisor::attach(ours, binding, digest.unwrap_or(real)).await;
+        Rig { dir, attached }
+    }
+
+    fn caller(exe: &str) -> Caller {
+        Caller {
+            pid: 5,
+            tid: 6,
+            exe: exe.as_bytes().to_vec(),
+            exe_deleted: false,
+            exe_sha256: None,
+            foreign_code: None,
+            writable_tree: None,
+        }
+    }
+
+    fn loopback(port: u16) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_allowed_connect_is_relayed_to_its_upstream_both_ways() {
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = upstream.accept().unwrap();
+            let mut got = Vec::new();
+            conn.read_to_end(&mut got).unwrap();
+            conn.write_all(b"pong:").unwrap();
+            conn.write_all(&got).unwrap();
+            got
+        });
+        let rig = rig(port, None).await;
+        let verdict = rig
+            .sandbox()
+            .connect(caller("/usr/bin/curl"), loopback(port))
+            .await
+            .unwrap();
+        let ConnectVerdict::Allowed { ticket } = verdict else {
+            panic!("{verdict:?}: {}", rig.log());
+        };
+        let mut workload = rig.sandbox().relay(ticket, false).await.unwrap();
+        let big = vec![7_u8; 300_000];
+        let answer = tokio::task::spawn_blocking(move || {
+            workload.write_all(&big).unwrap();
+            workload.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut answer = Vec::new();
+            workload.read_to_end(&mut answer).unwrap();
+            answer
+        })
+        .await
+        .unwrap();
+        let got = server.join().unwrap();
+        assert_eq!(got.len(), 300_000, "every byte went up");
+        assert_eq!(answer.len(), 5 + 300_000, "every byte came down");
+        assert!(answer.starts_with(b"pong:"));
+        assert!(rig.log().is_empty(), "{}", rig.log());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refusals_come_back_with_their_errno_and_a_deny_log_line() {
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        let rig = rig(port, None).await;
+        let cases = [
+            (caller("/usr/bin/python3"), port, "no rule"),
+            (caller("/usr/bin/curl"), port + 1, "no rule"),
+            (
+                Caller {
+                    foreign_code: Some("`/usr/bin/curl` runs code from `/w/x.so`".into()),
+                    ..caller("/usr/bin/curl")
+                },
+                port,
+                "runs code from `/w/x.so`",
+            ),
+            (
+                Caller {
+                    writable_tree: Some(b"/usr/bin".to_vec()),
+                    ..caller("/usr/bin/curl")
+                },
+                port,
+                "which the workload can write",
+            ),
+            // The pin does not match: wget is not allowed.
+            (
+                Caller {
+                    exe_sha256: Some([0xcd; 32]),
+                    ..caller("/usr/bin/wget")
+                },
+                port,
+                "",
+            ),
+        ];
+        for (i, (who, port, why)) in cases.into_iter().enumerate() {
+            let verdict = rig.sandbox().connect(who, loopback(port)).await.unwrap();
+            assert_eq!(verdict, ConnectVerdict::Refused(libc::ECONNREFUSED), "{i}");
+            let log = rig.log();
+            let lines: Vec<&str> = log.lines().collect();
+            assert_eq!(lines.len(), i + 1, "{log}");
+            let line: serde_json::Value = serde_json::from_str(lines[i]).unwrap();
+            assert_eq!(line["action"], "Denied", "{line}");
+            assert!(line.to_string().contains(why), "{i}: {line}");
+        }
+        // The pinned binary whose hash matches is allowed.
+        let pinned = Caller {
+            exe_sha256: Some([0xab; 32]),
+            ..caller("/usr/bin/wget")
+        };
+        let verdict = rig.sandbox().connect(pinned, loopback(port)).await.unwrap();
+        assert!(
+            matches!(verdict, ConnectVerdict::Allowed { .. }),
+            "{verdict:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sandbox_enforcing_another_bundle_is_refused_at_the_greeting() {
+        let other = format!("sha256:{}", "0".repeat(64));
+        let rig = rig(1, Some(other)).await;
+        let Err(e) = &rig.attached else {
+            panic!("attached with another bundle's digest");
+        };
+        assert!(e.to_string().contains("not this supervisor's"), "{e}");
+        assert!(rig.log().contains("not this supervisor's"), "{}", rig.log());
+    }
+}
