@@ -73,6 +73,7 @@ mod identity;
 mod identity_maps;
 mod init_link;
 mod landlock;
+mod launch_link;
 mod mounts;
 mod msg;
 mod netns;
@@ -97,11 +98,12 @@ pub use identity::{
     ExePath, FileKey, Fingerprint, FingerprintCache, exe_path, resolve_links, sha256_file,
 };
 pub use identity_maps::{CodeMapping, code_mappings};
-pub use init_link::{InitLink, memory_file};
+pub use init_link::InitLink;
 pub use landlock::{
     ApplyReport, Compat, Downgrade, FsAccess, FsRule, LandlockError, LandlockSpec, PreparedRuleset,
     kernel_abi, prepare,
 };
+pub use launch_link::memory_file;
 pub use msg::{Message, read_message, read_messages, read_payload, write_msg_len};
 pub use netns::{
     NetnsSupport, bring_up_loopback, can_create_netns, in_netns, loopback_is_up, netns_support,

@@ -41,7 +41,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use crate::child_spec::{ChildSpec, InitSpec};
 use crate::errno::Errno;
-use crate::init_link::{self, Message};
+use crate::launch_link::{self, Message};
 use crate::sys;
 use crate::sys::child::{MSG_EXEC_FAILED, MSG_LISTENER, MSG_STEP_FAILED, STEPS};
 
@@ -191,8 +191,8 @@ impl Pending {
 impl Pending {
     fn start_linked(mut self, link: OwnedFd) -> Result<Running, SpawnError> {
         let pid = self.pid;
-        let sent = init_link::send(link.as_fd(), &Message::Go, None).is_ok();
-        let outcome = match init_link::receive(link.as_fd()) {
+        let sent = launch_link::send(link.as_fd(), &Message::Go, None).is_ok();
+        let outcome = match launch_link::receive(link.as_fd()) {
             Ok(Some((Message::Started, _))) if sent => Ok(Running {
                 pid: self.pid(),
                 workload: u32::try_from(self.workload).unwrap_or_default(),
@@ -257,7 +257,7 @@ impl Running {
         let status = match self.status {
             None => return Ok(own),
             Some(Status::Link(link)) => {
-                return Ok(match init_link::receive(link.as_fd()) {
+                return Ok(match launch_link::receive(link.as_fd()) {
                     Ok(Some((Message::Status(raw), _))) => ExitStatus::from_raw(raw),
                     _ => own,
                 });
@@ -403,7 +403,7 @@ pub fn spawn_init(spec: &InitSpec<'_>) -> Result<Pending, SpawnError> {
             return Err(SpawnError::ChildDied(reap(pid)));
         }
     }
-    let listener = match init_link::receive(link.as_fd()) {
+    let listener = match launch_link::receive(link.as_fd()) {
         Ok(Some((Message::Listener, Some(fd)))) => fd,
         Ok(Some((Message::StepFailed { step, errno }, _))) => {
             return Err(SpawnError::Step {
