@@ -222,7 +222,7 @@ pub fn run(args: &Args) -> u8 {
             if r.verdict == prover::Verdict::Inconclusive {
                 out.inconclusive = r.inconclusive.clone().or(Some("the solver gave up".into()));
             }
-            out.beyond = beyond(&r, &out.suggestions);
+            out.beyond = beyond(&r, &out.suggestions, &old, &new);
             out.proof = Some(r);
         }
         Err(e) => out.inconclusive = Some(super::solver::failure(e)),
@@ -282,7 +282,12 @@ fn compile(path: &Path, text: Option<&str>, creds: Option<&Path>) -> Result<Bund
 /// What the proof shows that the denials do not explain: a category no
 /// new rule for a denied request gives, or a witness outside every
 /// suggested rule.
-fn beyond(r: &prover::Report, suggestions: &[Suggestion]) -> Vec<String> {
+fn beyond(
+    r: &prover::Report,
+    suggestions: &[Suggestion],
+    old: &Bundle,
+    new: &Bundle,
+) -> Vec<String> {
     let mut out = Vec::new();
     for f in r.findings.iter().chain(&r.reach) {
         let explained = matches!(
@@ -303,12 +308,29 @@ fn beyond(r: &prover::Report, suggestions: &[Suggestion]) -> Vec<String> {
         }
     }
     for c in &r.sandbox {
-        out.push(format!("{} ({}): {}", c.category, c.code, c.message));
+        let ports_of_denials = c.setting.as_deref() == Some("landlock.tcp_connect_ports")
+            && new_ports(old, new).all(|p| suggestions.iter().any(|s| s.port == p));
+        if !ports_of_denials {
+            out.push(format!("{} ({}): {}", c.category, c.code, c.message));
+        }
     }
     for c in &r.credentials {
         out.push(format!("{} ({}): {}", c.category, c.code, c.message));
     }
     out
+}
+
+/// The TCP ports Landlock lets the workload connect to under `new` and
+/// not under `old` (a denied port the suggestion admits is one).
+fn new_ports<'a>(old: &'a Bundle, new: &'a Bundle) -> impl Iterator<Item = u16> + 'a {
+    let before = &old.enforcement.landlock.tcp_connect_ports;
+    new.enforcement
+        .landlock
+        .tcp_connect_ports
+        .ranges()
+        .iter()
+        .flat_map(|&(lo, hi)| lo..=hi)
+        .filter(move |p| !before.contains(*p))
 }
 
 /// Whether the witness lies inside the suggestion's binary, destination
