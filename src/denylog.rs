@@ -278,6 +278,30 @@ mod tests {
         assert_eq!(d.digest.as_deref(), Some("sha256:00"));
     }
 
+    /// What the `deny_log` fuzz target asks, on every prefix of a real
+    /// line and every one-byte change of it.
+    #[test]
+    fn every_truncation_and_byte_change_reads_without_panic() {
+        let line = r#"{"class_uid":4002,"action_id":2,"actor":{"process":{"file":{"path":"/usr/bin/gh","hashes":[{"algorithm_id":3,"value":"00"}]}}},"dst_endpoint":{"hostname":"api.github.com","ip":"140.82.112.6","port":443},"http_request":{"http_method":"GET","url":{"path":"/repos/o/r","scheme":"https"}},"unmapped":{"rpc_method":"x"},"policy":{"name":"p","uid":"sha256:00"}}"#;
+        for end in 0..=line.len() {
+            if let Some(prefix) = line.get(..end) {
+                let _ = read_line(prefix);
+            }
+        }
+        let bytes = line.as_bytes();
+        for i in 0..bytes.len() {
+            for b in [b'"', b'{', b'1', b'x', b'\\', 0xff] {
+                let mut changed = bytes.to_vec();
+                if let Some(c) = changed.get_mut(i) {
+                    *c = b;
+                }
+                if let Ok(text) = std::str::from_utf8(&changed) {
+                    let _ = read_line(text);
+                }
+            }
+        }
+    }
+
     #[test]
     fn bad_lines_are_errors_not_panics() {
         assert!(matches!(
