@@ -139,6 +139,7 @@ pub fn parse() -> Result<Cli, u8> {
             eval::failed_json(&failure);
         }
         (Some("test"), Some(f)) => test::print_usage_error(f, failure),
+        (Some("suggest"), Some("json")) => suggest::print_usage_error(&failure),
         _ => {}
     }
     Err(code)

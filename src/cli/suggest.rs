@@ -232,6 +232,11 @@ pub fn run(args: &Args) -> u8 {
     out.code()
 }
 
+/// The JSON document of a command line clap refused.
+pub(super) fn print_usage_error(failure: &Failure) {
+    report::failed(Format::Json, "", "", failure);
+}
+
 fn read_log(path: &Path) -> Result<Vec<u8>, String> {
     if path.as_os_str() == "-" {
         let mut bytes = Vec::new();

@@ -200,6 +200,9 @@ fn human(o: &Outcome) -> String {
     match &o.proof {
         Some(r) => {
             out.push_str(&findings::render(r, FindingsFormat::Human, &names(o), 0));
+            if o.beyond.is_empty() && (!r.findings.is_empty() || !r.reach.is_empty()) {
+                out.push_str("\nexplained: every finding above is a denied request's binary, destination and port\n");
+            }
         }
         None => {
             let _ = writeln!(
