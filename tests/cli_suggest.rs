@@ -514,6 +514,33 @@ fn a_credential_only_where_the_denied_request_went() {
 }
 
 #[test]
+fn a_connection_to_a_credential_host_goes_through_the_proxy() {
+    let d = dir("credential-connect");
+    let p = policy(&d, "p.policy", GH, "gh");
+    let log = write_log(
+        &d,
+        &lines(&[connect(
+            &p,
+            "/usr/bin/curl",
+            Some("api.github.com"),
+            "140.82.112.6",
+            443,
+        )]),
+    );
+    let o = suggest(&p, &log, &["--format", "json"]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stdout));
+    let v = json(&o);
+    assert!(
+        patch(&v).contains("  allow /usr/bin/curl -> api.github.com:443 http\n"),
+        "an inspected rule with no request allowed, not a connection rule: {}",
+        patch(&v)
+    );
+    assert_eq!(v["suggestions"][0]["credentials"], json!(["github_pat"]));
+    assert_eq!(v["proof"]["verdict"], "no-new-access");
+    assert_eq!(v["replay"][0]["after"], "allow");
+}
+
+#[test]
 fn a_proof_that_shows_more_than_the_denials_says_so_first() {
     let d = dir("beyond");
     let text_policy = r#"policy "w" {
