@@ -737,6 +737,13 @@ fn the_patched_policy_checks_formats_unchanged_and_allows_every_denial() {
             5432,
         ),
         connect(&p, "/usr/bin/ssh", None, "203.0.113.7", 22),
+        request(
+            &p,
+            "/opt/My App/bin/tool[1]",
+            "api.github.com",
+            "GET",
+            "/a/b*c",
+        ),
     ];
     let log = write_log(&d, &lines(&events));
     let o = suggest(&p, &log, &["--format", "policy"]);
@@ -757,6 +764,12 @@ fn the_patched_policy_checks_formats_unchanged_and_allows_every_denial() {
         "the policy is kept: {patched}"
     );
     assert!(patched.contains("    addresses 10.1.2.3\n"), "{patched}");
+    assert!(
+        patched.contains(
+            "  allow \"/opt/My App/bin/tool\\\\[1\\\\]\" -> api.github.com:443 http {\n    allow GET \"/a/b\\\\*c\"\n"
+        ),
+        "glob characters escaped, the word quoted as `fmt` writes it: {patched}"
+    );
     let new = d.join("new.policy");
     std::fs::write(&new, &patched).unwrap();
     let check = run(&["check", new.to_str().unwrap()]);
@@ -822,6 +835,15 @@ fn the_patched_policy_checks_formats_unchanged_and_allows_every_denial() {
                 "22",
             ],
             "address",
+        ),
+        (
+            vec![
+                "--binary",
+                "/opt/My App/bin/tool[1]",
+                "--url",
+                "https://api.github.com/a/b*c",
+            ],
+            "quoted",
         ),
     ] {
         let mut a = vec!["eval", "--policy", np, "--format", "json"];

@@ -39,7 +39,7 @@ pub struct Named {
 /// One rule of the suggestion.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Suggestion {
-    /// The binary as written (escaped path).
+    /// The binary as a pattern (the path, glob characters escaped).
     pub binary: String,
     pub sha256: Option<String>,
     /// The destination as written: a host, `*.parent`, an address.
@@ -161,9 +161,6 @@ fn binary_text(path: &str) -> Result<String, String> {
         Ok(g) if g.is_exact() => {}
         Ok(_) => return Err(format!("the binary `{path}` cannot be named exactly")),
         Err(e) => return Err(format!("the binary `{path}` cannot be named: {e}")),
-    }
-    if out.contains([' ', '\t', '#', '{', '}']) {
-        out = format!("\"{out}\"");
     }
     Ok(out)
 }

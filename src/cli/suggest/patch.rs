@@ -18,11 +18,15 @@ pub fn dsl(suggestions: &[Suggestion], log: &str, taken: &str) -> String {
         let subject = match &s.sha256 {
             Some(hash) => {
                 let name = fresh_name(&s.binary, taken, &used);
-                let _ = writeln!(out, "  binaries {name} = {} sha256:{hash}", s.binary);
+                let _ = writeln!(
+                    out,
+                    "  binaries {name} = {} sha256:{hash}",
+                    token(&s.binary)
+                );
                 used.push(name.clone());
                 name
             }
-            None => s.binary.clone(),
+            None => token(&s.binary),
         };
         let _ = write!(out, "  allow {subject} -> {}:{}", s.dest, s.port);
         if s.inspected {
@@ -38,16 +42,35 @@ pub fn dsl(suggestions: &[Suggestion], log: &str, taken: &str) -> String {
             let _ = writeln!(out, "    addresses {}", list.join(" "));
         }
         for r in &s.rules {
-            let _ = writeln!(
-                out,
-                "    allow {} {}",
-                r.methods.join(" "),
-                r.paths.join(" ")
-            );
+            let paths: Vec<String> = r.paths.iter().map(|p| token(p)).collect();
+            let _ = writeln!(out, "    allow {} {}", r.methods.join(" "), paths.join(" "));
         }
         out.push_str("  }\n");
     }
     out
+}
+
+/// A word as the formatter writes it (`policy_lang`'s `fmt::token`):
+/// bare, or quoted with `"` and `\` escaped when it holds a space, a
+/// control character, `#`, a brace, `"` or `\`.
+fn token(v: &str) -> String {
+    let bare = !v.is_empty()
+        && !v.chars().any(|c| {
+            c.is_whitespace() || c.is_control() || matches!(c, '#' | '{' | '}' | '"' | '\\')
+        });
+    if bare {
+        return v.to_owned();
+    }
+    let mut s = String::with_capacity(v.len() + 2);
+    s.push('"');
+    for c in v.chars() {
+        if c == '"' || c == '\\' {
+            s.push('\\');
+        }
+        s.push(c);
+    }
+    s.push('"');
+    s
 }
 
 /// `deny.log:3, 7, 9 and 12 more`
