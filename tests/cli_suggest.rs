@@ -873,26 +873,8 @@ fn the_patched_policy_checks_formats_unchanged_and_allows_every_denial() {
 fn yaml_in_yaml_out() {
     let d = dir("yaml");
     let yaml = "version: 1\n\nfilesystem_policy:\n  read_only:\n    - /usr\n\nprocess:\n  run_as_user: sandbox\n  run_as_group: sandbox\n\n# Reviewed by hand.\nnetwork_policies:\n  github:\n    endpoints:\n      - host: api.github.com\n        port: 443\n        protocol: rest\n        enforcement: enforce\n        access: read-only\n    binaries:\n      - { path: /usr/bin/gh }\n";
-    let p0 = policy(&d, "p.yaml", yaml, "");
-    let name_probe = write_log(
-        &d,
-        &lines(&[connect(
-            &p0,
-            "/usr/bin/curl",
-            Some("example.com"),
-            "93.184.216.34",
-            443,
-        )]),
-    );
-    // The policy name a YAML policy compiles to, as the log would carry it.
-    let probe = text(&suggest(&p0, &name_probe, &[]).stderr);
-    let name = probe
-        .split("not `")
-        .nth(1)
-        .and_then(|r| r.split('`').next())
-        .unwrap()
-        .to_owned();
-    let p = Policy { name, ..p0 };
+    // An OpenShell policy is named after its file.
+    let p = policy(&d, "p.yaml", yaml, "p");
     let log = write_log(
         &d,
         &lines(&[
@@ -986,4 +968,37 @@ fn unreadable_inputs_exit_2_with_a_document() {
         .unwrap();
     assert_eq!(code(&o), 2);
     assert!(text(&o.stderr).contains("nope.policy"));
+}
+
+#[test]
+fn markdown_is_a_comment_with_the_diff_the_proof_and_the_replay() {
+    let d = dir("markdown");
+    let p = policy(&d, "p.policy", GH, "gh");
+    let log = write_log(
+        &d,
+        &lines(&[
+            request(&p, "/usr/bin/gh", "api.github.com", "GET", "/repos/o/r"),
+            connect(
+                &p,
+                "/usr/bin/curl",
+                Some("example.com"),
+                "93.184.216.34",
+                443,
+            ),
+        ]),
+    );
+    let o = suggest(&p, &log, &["--format", "markdown"]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let md = text(&o.stdout);
+    assert!(md.starts_with("### Suggested policy change\n"), "{md}");
+    let diff = md.find("```diff\n").unwrap();
+    assert!(
+        md.contains("\n+  allow /usr/bin/curl -> example.com:443\n"),
+        "{md}"
+    );
+    let proof = md.find("Policy prover: widened").unwrap();
+    let replay = md.find("<details><summary>Each denied request").unwrap();
+    assert!(diff < proof && proof < replay, "{md}");
+    let line = format!("- allow {}:2 connection to example.com:443", log.display());
+    assert!(md.contains(&line), "{md}");
 }

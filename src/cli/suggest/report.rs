@@ -260,7 +260,7 @@ fn markdown(o: &Outcome) -> String {
             "\n\n<details><summary>Each denied request, under the patched policy</summary>\n\n",
         );
         for r in &o.replay {
-            let _ = writeln!(out, "- `{}`", replay_line(&o.log, r));
+            let _ = writeln!(out, "- {}", replay_line(&o.log, r));
         }
         out.push_str("\n</details>\n");
     }
