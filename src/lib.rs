@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 mod cli;
+pub mod denylog;
 mod output;
 mod report;
 

@@ -10,6 +10,7 @@ mod import;
 mod inputs;
 mod manual;
 mod solver;
+mod suggest;
 mod test;
 mod test_file;
 
@@ -52,6 +53,9 @@ enum Command {
     Import(import::Args),
     /// Prove whether a policy change widens credentialed reach (`--prove`).
     Diff(diff::Args),
+    /// Suggest the narrowest policy change that admits what a deny log
+    /// shows denied, proved with `diff --prove` and replayed with `eval`.
+    Suggest(suggest::Args),
     /// Run policy test files (`*.test.yaml`): requests and the decisions
     /// they must get.
     Test(test::Args),
@@ -78,6 +82,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Fmt(a) => fmt::run(&a),
         Command::Import(a) => import::run(&a),
         Command::Diff(a) => diff::run(&a),
+        Command::Suggest(a) => suggest::run(&a),
         Command::Test(a) => test::run(&a),
         Command::Completions(a) => manual::completions(&a),
         Command::Man(a) => manual::man(&a),
@@ -134,6 +139,7 @@ pub fn parse() -> Result<Cli, u8> {
             eval::failed_json(&failure);
         }
         (Some("test"), Some(f)) => test::print_usage_error(f, failure),
+        (Some("suggest"), Some("json")) => suggest::print_usage_error(&failure),
         _ => {}
     }
     Err(code)

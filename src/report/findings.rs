@@ -25,14 +25,19 @@ pub struct Names {
 
 /// Prints the report; SARIF records `exit_code` in its invocation.
 pub fn print(report: &Report, format: FindingsFormat, names: &Names, exit_code: u8) {
-    let out = match format {
+    outln!("{}", render(report, format, names, exit_code).trim_end());
+}
+
+/// The report as text of the format, for commands that print it inside
+/// their own (`suggest`).
+pub fn render(report: &Report, format: FindingsFormat, names: &Names, exit_code: u8) -> String {
+    match format {
         FindingsFormat::Human => human(report, names),
         FindingsFormat::Json => report.to_json().to_string(),
         FindingsFormat::Sarif => sarif_doc(report, names, exit_code).to_string(),
         FindingsFormat::Github => github(report, names),
         FindingsFormat::Markdown => markdown(report, names),
-    };
-    outln!("{}", out.trim_end());
+    }
 }
 
 fn omitted_lines(report: &Report) -> Vec<String> {

@@ -1,0 +1,94 @@
+//! The deny log, line by line: denials this language can name, other
+//! events counted, and a message for every line that cannot be used.
+
+use policy_bundle::Bundle;
+
+use super::LineProblem;
+use super::narrow::{self, Named};
+use crate::denylog::{Entry, read_line};
+
+/// What the log holds.
+pub struct Read {
+    /// Lines in the file.
+    pub lines: usize,
+    /// Denials to suggest rules for.
+    pub named: Vec<Named>,
+    /// Events that are not denials (allowed, audited, DNS, reloads).
+    pub other: usize,
+    /// Lines that could not be used, in order.
+    pub problems: Vec<LineProblem>,
+}
+
+/// Reads every line; a line of another policy (a bundle digest or policy
+/// name other than `policy`'s) is a problem, not a denial.
+pub fn read(bytes: &[u8], policy: &Bundle) -> Read {
+    let mut out = Read {
+        lines: 0,
+        named: Vec::new(),
+        other: 0,
+        problems: Vec::new(),
+    };
+    let problem = |line: usize, message: String| LineProblem { line, message };
+    let mut rest = bytes;
+    let mut number = 0;
+    while !rest.is_empty() {
+        number += 1;
+        let (line, next) = match rest.iter().position(|b| *b == b'\n') {
+            Some(i) => (
+                rest.get(..i).unwrap_or_default(),
+                rest.get(i + 1..).unwrap_or_default(),
+            ),
+            None => (rest, &[][..]),
+        };
+        rest = next;
+        let Ok(text) = std::str::from_utf8(line) else {
+            out.problems.push(problem(
+                number,
+                "not UTF-8 text; a deny-log line is JSON".into(),
+            ));
+            continue;
+        };
+        let denial = match read_line(text) {
+            Ok(Entry::Denial(d)) => d,
+            Ok(Entry::Other(_)) => {
+                out.other += 1;
+                continue;
+            }
+            Ok(Entry::Blank) => continue,
+            Err(e) => {
+                out.problems.push(problem(number, e.to_string()));
+                continue;
+            }
+        };
+        if let Some(name) = denial
+            .policy
+            .as_deref()
+            .filter(|n| *n != policy.provenance.policy)
+        {
+            out.problems.push(problem(
+                number,
+                format!(
+                    "a denial under policy `{name}`, not `{}`; give the policy the supervisor enforced",
+                    policy.provenance.policy
+                ),
+            ));
+            continue;
+        }
+        if let Some(digest) = denial.digest.as_deref().filter(|d| *d != policy.digest) {
+            out.problems.push(problem(
+                number,
+                format!(
+                    "a denial under bundle `{digest}`, but the policy compiles to `{}`: it changed since (or needs the `--credentials` the bundle was compiled with)",
+                    policy.digest
+                ),
+            ));
+            continue;
+        }
+        match narrow::name(number, *denial) {
+            Ok(n) => out.named.push(n),
+            Err(why) => out.problems.push(problem(number, why)),
+        }
+    }
+    out.lines = number;
+    out
+}

@@ -1,0 +1,323 @@
+//! Reading the supervisor's deny log: one OCSF JSON object per line, as
+//! `supervisor/src/denylog.rs` writes them.
+//!
+//! A line is one of: a denial this reader can describe (a refused
+//! connection or send, OCSF Network Activity 4001, or a request the L7
+//! proxy refused, HTTP Activity 4002), another event the log holds
+//! (an allowed or audited decision, a refused DNS name, a bundle reload),
+//! or a line that cannot be read. Nothing here panics on any input: the
+//! `deny_log` fuzz target feeds it arbitrary bytes.
+
+use std::net::IpAddr;
+
+use serde_json::Value;
+
+/// One refused connection or request, with what the log says about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The executable, as `/proc/<pid>/exe` showed it.
+    pub binary: String,
+    /// The executable's SHA-256 (lowercase hex), when the log carries one
+    /// (OCSF `actor.process.file.hashes`).
+    pub sha256: Option<String>,
+    /// The destination host name, when the connection had one.
+    pub host: Option<String>,
+    /// The destination address.
+    pub ip: Option<IpAddr>,
+    /// The destination port.
+    pub port: u16,
+    /// `tcp`, `udp`, ...
+    pub protocol: String,
+    /// The request, for a denial of the L7 proxy.
+    pub http: Option<HttpDenial>,
+    /// The rule the log blames (`file:line (binaries)`), `None` for the
+    /// default deny.
+    pub rule: Option<String>,
+    /// Why, in the log's words.
+    pub reason: String,
+    /// The policy the supervisor enforced: its name and bundle digest.
+    pub policy: Option<String>,
+    /// The bundle digest (`sha256:<hex>`).
+    pub digest: Option<String>,
+}
+
+/// The request part of an L7 denial.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpDenial {
+    /// The method, as sent.
+    pub method: String,
+    /// The request target: the path, and the query when the log kept it.
+    pub target: String,
+    /// `http` or `https`.
+    pub scheme: String,
+    /// The machine-readable code (`policy_denied`, ...), when present.
+    pub error: Option<String>,
+    /// A JSON-RPC or GraphQL request was judged by its body: the log's
+    /// words for what it carried (`rpc tools/call`, `graphql mutation`).
+    pub body: Option<String>,
+}
+
+/// What one line of the log holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A refused connection or request.
+    Denial(Box<Denial>),
+    /// Another event: an allowed or audited decision, a DNS refusal, a
+    /// reload. Named by what it is, for the summary.
+    Other(&'static str),
+    /// An empty line.
+    Blank,
+}
+
+/// Why a line could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LineError {
+    /// Not JSON at all, or cut off.
+    #[error("not a JSON object ({0}); a truncated line or another file")]
+    NotJson(String),
+    /// JSON, but not an OCSF event the supervisor writes.
+    #[error("not a deny-log event: {0}")]
+    Foreign(String),
+    /// A field the event needs is missing or has the wrong type.
+    #[error("`{field}` {problem}")]
+    Field {
+        /// The field's OCSF path.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+fn field_err(field: &'static str, problem: impl Into<String>) -> LineError {
+    LineError::Field {
+        field,
+        problem: problem.into(),
+    }
+}
+
+/// Reads one line of the log.
+pub fn read_line(line: &str) -> Result<Entry, LineError> {
+    let text = line.trim();
+    if text.is_empty() {
+        return Ok(Entry::Blank);
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| LineError::NotJson(e.to_string()))?;
+    let Some(obj) = value.as_object() else {
+        return Err(LineError::NotJson(
+            "a JSON value that is not an object".into(),
+        ));
+    };
+    let class = obj
+        .get("class_uid")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| LineError::Foreign("no numeric `class_uid`".into()))?;
+    match class {
+        4001 | 4002 => {}
+        4003 => return Ok(Entry::Other("DNS refusal")),
+        6002 => return Ok(Entry::Other("bundle reload")),
+        other => return Err(LineError::Foreign(format!("OCSF class {other}"))),
+    }
+    let action = obj.get("action_id").and_then(Value::as_u64);
+    if action != Some(2) {
+        return Ok(Entry::Other(if action == Some(1) {
+            "allowed or audited decision"
+        } else {
+            "event without a denial"
+        }));
+    }
+    let binary = str_at(&value, &["actor", "process", "file", "path"])
+        .ok_or_else(|| {
+            field_err(
+                "actor.process.file.path",
+                "is missing: the log does not name the binary",
+            )
+        })?
+        .to_owned();
+    let dst = value.get("dst_endpoint");
+    let host = dst
+        .and_then(|d| d.get("hostname"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let ip = match dst.and_then(|d| d.get("ip")) {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_str()
+                .and_then(|s| s.parse::<IpAddr>().ok())
+                .ok_or_else(|| field_err("dst_endpoint.ip", "is not an IP address"))?,
+        ),
+    };
+    let port = match dst.and_then(|d| d.get("port")) {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or_else(|| field_err("dst_endpoint.port", "is not a port number"))?,
+        ),
+    };
+    let protocol = str_at(&value, &["connection_info", "protocol_name"])
+        .unwrap_or("tcp")
+        .to_owned();
+    let http = if class == 4002 {
+        Some(http_denial(&value)?)
+    } else {
+        None
+    };
+    let port = port.ok_or_else(|| {
+        let address = str_at(&value, &["unmapped", "address"]).unwrap_or("");
+        if address.is_empty() {
+            field_err("dst_endpoint.port", "is missing")
+        } else {
+            field_err(
+                "dst_endpoint",
+                format!("names no host and port but `{address}` ({protocol}), which no `allow` rule can name"),
+            )
+        }
+    })?;
+    if host.is_none() && ip.is_none() {
+        return Err(field_err("dst_endpoint", "has neither `hostname` nor `ip`"));
+    }
+    let rule = obj
+        .get("firewall_rule")
+        .and_then(|r| r.get("type"))
+        .and_then(Value::as_str)
+        .filter(|t| *t == "policy rule")
+        .and_then(|_| str_at(&value, &["firewall_rule", "name"]))
+        .map(str::to_owned);
+    Ok(Entry::Denial(Box::new(Denial {
+        sha256: sha256_of(&value),
+        binary,
+        host,
+        ip,
+        port,
+        protocol,
+        http,
+        rule,
+        reason: obj
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        policy: str_at(&value, &["policy", "name"]).map(str::to_owned),
+        digest: str_at(&value, &["policy", "uid"]).map(str::to_owned),
+    })))
+}
+
+fn http_denial(value: &Value) -> Result<HttpDenial, LineError> {
+    let method = str_at(value, &["http_request", "http_method"])
+        .ok_or_else(|| field_err("http_request.http_method", "is missing"))?;
+    let target = str_at(value, &["http_request", "url", "path"])
+        .ok_or_else(|| field_err("http_request.url.path", "is missing"))?;
+    let scheme = str_at(value, &["http_request", "url", "scheme"]).unwrap_or("https");
+    let unmapped = value.get("unmapped");
+    let text = |k: &str| unmapped.and_then(|u| u.get(k)).and_then(Value::as_str);
+    let body = if let Some(m) = text("rpc_method") {
+        Some(match text("rpc_tool") {
+            Some(t) => format!("rpc {m} tool {t}"),
+            None => format!("rpc {m}"),
+        })
+    } else if unmapped.is_some_and(|u| u.get("graphql_fields").is_some()) {
+        Some(format!(
+            "graphql {}",
+            text("graphql_operation_type").unwrap_or("operation")
+        ))
+    } else {
+        None
+    };
+    Ok(HttpDenial {
+        method: method.to_owned(),
+        target: target.to_owned(),
+        scheme: scheme.to_owned(),
+        error: text("error").map(str::to_owned),
+        body,
+    })
+}
+
+/// The SHA-256 among OCSF's `file.hashes` (`[{algorithm_id: 3, value}]`
+/// or `algorithm: "SHA-256"`), lowercased, when it is 64 hex digits.
+fn sha256_of(value: &Value) -> Option<String> {
+    let hashes = value
+        .get("actor")?
+        .get("process")?
+        .get("file")?
+        .get("hashes")?
+        .as_array()?;
+    hashes.iter().find_map(|h| {
+        let is_sha256 = h.get("algorithm_id").and_then(Value::as_u64) == Some(3)
+            || h.get("algorithm")
+                .and_then(Value::as_str)
+                .is_some_and(|a| a.eq_ignore_ascii_case("sha-256"));
+        let v = h.get("value")?.as_str()?;
+        (is_sha256 && v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| v.to_ascii_lowercase())
+    })
+}
+
+fn str_at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a str> {
+    let mut v = value;
+    for k in path {
+        v = v.get(k)?;
+    }
+    v.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_refused_connect() {
+        let line = r#"{"class_uid":4001,"action_id":2,"actor":{"process":{"pid":1,"tid":1,"file":{"path":"/usr/bin/curl"}}},"dst_endpoint":{"hostname":"example.com","ip":"93.184.216.34","port":443},"connection_info":{"protocol_name":"tcp"},"firewall_rule":{"name":"default","type":"default deny"},"message":"no rule","policy":{"name":"p","uid":"sha256:00"}}"#;
+        let Ok(Entry::Denial(d)) = read_line(line) else {
+            panic!("not a denial");
+        };
+        assert_eq!(d.binary, "/usr/bin/curl");
+        assert_eq!(d.host.as_deref(), Some("example.com"));
+        assert_eq!(d.port, 443);
+        assert_eq!(d.rule, None);
+        assert_eq!(d.digest.as_deref(), Some("sha256:00"));
+    }
+
+    /// What the `deny_log` fuzz target asks, on every prefix of a real
+    /// line and every one-byte change of it.
+    #[test]
+    fn every_truncation_and_byte_change_reads_without_panic() {
+        let line = r#"{"class_uid":4002,"action_id":2,"actor":{"process":{"file":{"path":"/usr/bin/gh","hashes":[{"algorithm_id":3,"value":"00"}]}}},"dst_endpoint":{"hostname":"api.github.com","ip":"140.82.112.6","port":443},"http_request":{"http_method":"GET","url":{"path":"/repos/o/r","scheme":"https"}},"unmapped":{"rpc_method":"x"},"policy":{"name":"p","uid":"sha256:00"}}"#;
+        for end in 0..=line.len() {
+            if let Some(prefix) = line.get(..end) {
+                let _ = read_line(prefix);
+            }
+        }
+        let bytes = line.as_bytes();
+        for i in 0..bytes.len() {
+            for b in [b'"', b'{', b'1', b'x', b'\\', 0xff] {
+                let mut changed = bytes.to_vec();
+                if let Some(c) = changed.get_mut(i) {
+                    *c = b;
+                }
+                if let Ok(text) = std::str::from_utf8(&changed) {
+                    let _ = read_line(text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_lines_are_errors_not_panics() {
+        assert!(matches!(
+            read_line("{\"class_uid\":40"),
+            Err(LineError::NotJson(_))
+        ));
+        assert!(matches!(read_line("[1]"), Err(LineError::NotJson(_))));
+        assert!(matches!(read_line("{\"a\":1}"), Err(LineError::Foreign(_))));
+        assert!(matches!(
+            read_line(r#"{"class_uid":4001,"action_id":2}"#),
+            Err(LineError::Field { .. })
+        ));
+        assert_eq!(read_line("  "), Ok(Entry::Blank));
+        assert_eq!(
+            read_line(r#"{"class_uid":4003}"#),
+            Ok(Entry::Other("DNS refusal"))
+        );
+    }
+}
