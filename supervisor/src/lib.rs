@@ -50,14 +50,7 @@ mod mountinfo;
 mod noexec;
 mod notes;
 mod policy;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the supervisor's side of the sandbox protocol, tested on its own; `run` serves it once the sandbox brokers"
-    )
-)]
-mod relay;
+pub mod relay;
 mod reload;
 mod run;
 mod state;

@@ -57,7 +57,7 @@ impl SupervisorSide {
     /// Serves the sandbox `binding`, which must enforce the bundle of
     /// `bundle_digest`.
     #[must_use]
-    pub fn new(broker: Arc<Broker>, binding: Binding, bundle_digest: String) -> Self {
+    pub(crate) fn new(broker: Arc<Broker>, binding: Binding, bundle_digest: String) -> Self {
         Self {
             broker,
             binding,
@@ -398,18 +398,56 @@ fn hex(bytes: [u8; 32]) -> String {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use std::io::{Read, Write};
-    use std::net::{IpAddr, Ipv4Addr};
-
-    use super::*;
+/// Both sides of the protocol in this process, over a Unix socket pair:
+/// the supervisor's deciding with `bundle` (no L7 proxy; the deny log at
+/// `log`), the sandbox's attached as `binding` and saying it enforces
+/// `digest` (the bundle's own when `None`). For the relay's benchmarks and
+/// tests: `run` serves the protocol to the real sandbox.
+pub async fn local_pair(
+    bundle: policy_bundle::Bundle,
+    log: &Path,
+    binding: Binding,
+    digest: Option<String>,
+) -> Result<sandbox::relay::Supervisor, sandbox::relay::RelayError> {
     use crate::attribution::Attribution;
     use crate::broker::NetMode;
     use crate::credentials::Placeholders;
     use crate::decide::Decider;
     use crate::denylog::DenyLog;
     use crate::policy::{Active, Policy};
+
+    let real = bundle.digest.clone();
+    let log = Arc::new(DenyLog::open(Some(log), &bundle.provenance.policy, &real)?);
+    let active = Active::new(bundle, &Placeholders::default(), 0);
+    let decider = Arc::new(Decider::new(
+        Arc::new(Policy::new(active)),
+        Arc::new(Attribution::new(&[])),
+    ));
+    let unused = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+    let broker = Arc::new(Broker {
+        decider,
+        log,
+        mode: NetMode::Shared {
+            stub_udp: unused,
+            stub_tcp: unused,
+            nameservers: Vec::new(),
+        },
+        creds: None,
+        proxy: None,
+        runtime: tokio::runtime::Handle::current(),
+    });
+    let (ours, theirs) = tokio::net::UnixStream::pair()?;
+    let side = SupervisorSide::new(broker, binding.clone(), real.clone());
+    tokio::spawn(sandbox_protocol::transport::serve(side, theirs));
+    sandbox::relay::Supervisor::attach(ours, binding, digest.unwrap_or(real)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::*;
 
     /// Both sides over a Unix socket pair: the supervisor's with the real
     /// decider and deny log, the sandbox's with its relay.
@@ -443,34 +481,11 @@ mod tests {
         .unwrap();
         let (checked, bundle) = policy_lang::load::compile_file(&policy, None).unwrap();
         let bundle = bundle.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
-        let real = bundle.digest.clone();
-        let log = Arc::new(DenyLog::open(Some(&dir.path().join("deny.log")), "t", &real).unwrap());
-        let active = Active::new(bundle, &Placeholders::default(), 0);
-        let decider = Arc::new(Decider::new(
-            Arc::new(Policy::new(active)),
-            Arc::new(Attribution::new(&[])),
-        ));
-        let broker = Arc::new(Broker {
-            decider,
-            log,
-            mode: NetMode::Shared {
-                stub_udp: SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
-                stub_tcp: SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
-                nameservers: Vec::new(),
-            },
-            creds: None,
-            proxy: None,
-            runtime: tokio::runtime::Handle::current(),
-        });
         let binding = Binding {
             sandbox_id: "sb".into(),
             generation: 1,
         };
-        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
-        let side = SupervisorSide::new(broker, binding.clone(), real.clone());
-        tokio::spawn(sandbox_protocol::transport::serve(side, theirs));
-        let attached =
-            sandbox::relay::Supervisor::attach(ours, binding, digest.unwrap_or(real)).await;
+        let attached = local_pair(bundle, &dir.path().join("deny.log"), binding, digest).await;
         Rig { dir, attached }
     }
 
