@@ -11,8 +11,8 @@
 //! Run: `cargo bench -p supervisor --bench relay`.
 #![expect(
     clippy::expect_used,
-    clippy::unwrap_used,
     clippy::panic,
+    clippy::indexing_slicing,
     reason = "a benchmark stops at the first failure"
 )]
 
