@@ -45,6 +45,12 @@ pub(crate) struct Model {
     pub(crate) audit: F,
     /// The proxy injects a credential on it.
     pub(crate) inject: F,
+    /// Per credential of the bundle, in its order: the proxy injects that
+    /// one (the first whose binding covers the request, as
+    /// `Evaluator::credential_for` picks). Plain formulas, not
+    /// definitions: only containment asks which credential is injected,
+    /// and a diff should not pay for them.
+    pub(crate) injects: Vec<F>,
     /// Some credential is bound to the destination host, or a secret the
     /// workload can read unlocks it (an address without a name could be
     /// any host): the destination is credentialed.
@@ -322,12 +328,45 @@ pub(crate) fn build(
         format!("{prefix}.audit"),
         or([and([http_kind.clone(), audit_http]), ws_audit]),
     );
-    let cred_match = or(t.credentials.iter().map(|c| {
-        let methods = c.methods.as_ref().map_or(crate::formula::T, |m| {
-            lit(Lit::Method(ids(dom.methods_of(m))))
-        });
-        cred_binding(dom, c, methods)
-    }));
+    let cred_matches: Vec<F> = t
+        .credentials
+        .iter()
+        .map(|c| {
+            let methods = c.methods.as_ref().map_or(crate::formula::T, |m| {
+                lit(Lit::Method(ids(dom.methods_of(m))))
+            });
+            cred_binding(dom, c, methods)
+        })
+        .collect();
+    let get_matches: Vec<F> = t
+        .credentials
+        .iter()
+        .map(|c| {
+            if c.methods.as_ref().is_none_or(|m| m.contains("GET")) {
+                cred_binding(dom, c, crate::formula::T)
+            } else {
+                FALSE
+            }
+        })
+        .collect();
+    let injects = (0..t.credentials.len())
+        .map(|i| {
+            let first = |ms: &[F]| {
+                let before = ms.get(..i).unwrap_or_default();
+                ms.get(i)
+                    .map_or(FALSE, |m| and([m.clone(), not(or(before.iter().cloned()))]))
+            };
+            and([
+                allow.clone(),
+                inspected.clone(),
+                or([
+                    and([http_kind.clone(), first(&cred_matches)]),
+                    and([not(http_kind.clone()), first(&get_matches)]),
+                ]),
+            ])
+        })
+        .collect();
+    let cred_match = or(cred_matches);
     // The upgrade carries the credential, and its messages ride on it.
     let inject = defs.define(
         format!("{prefix}.inject"),
@@ -390,6 +429,7 @@ pub(crate) fn build(
         allow,
         audit,
         inject,
+        injects,
         scope,
         credentialed,
         bypass,

@@ -25,6 +25,11 @@ pub struct Names {
 
 /// Prints the report; SARIF records `exit_code` in its invocation.
 pub fn print(report: &Report, format: FindingsFormat, names: &Names, exit_code: u8) {
+    if report.containment {
+        let out = super::within::render(report, format, names, exit_code);
+        outln!("{}", out.trim_end());
+        return;
+    }
     let out = match format {
         FindingsFormat::Human => human(report, names),
         FindingsFormat::Json => report.to_json().to_string(),
@@ -35,7 +40,7 @@ pub fn print(report: &Report, format: FindingsFormat, names: &Names, exit_code: 
     outln!("{}", out.trim_end());
 }
 
-fn omitted_lines(report: &Report) -> Vec<String> {
+pub(super) fn omitted_lines(report: &Report) -> Vec<String> {
     report
         .omitted
         .iter()
@@ -132,6 +137,10 @@ fn headline(report: &Report) -> String {
             };
             format!("new reach: no new credentialed access{acc}{but}")
         }
+        // A containment report is rendered by `within`.
+        Verdict::Within | Verdict::Exceeds | Verdict::Unsupported => {
+            super::within::headline(report)
+        }
         Verdict::Inconclusive => format!(
             "inconclusive: {}",
             report
@@ -142,7 +151,7 @@ fn headline(report: &Report) -> String {
     }
 }
 
-fn rule_text(f: &Finding) -> String {
+pub(super) fn rule_text(f: &Finding) -> String {
     f.new_rule
         .as_ref()
         .map_or_else(|| "(no single rule)".to_owned(), ToString::to_string)
@@ -245,7 +254,9 @@ fn markdown(report: &Report, names: &Names) -> String {
         Verdict::Widened => "🔴",
         Verdict::NoNewAccess => "🟢",
         Verdict::NewReach => "🔵",
-        Verdict::Inconclusive => "🟡",
+        Verdict::Inconclusive | Verdict::Unsupported => "🟡",
+        Verdict::Within => "🟢",
+        Verdict::Exceeds => "🔴",
     };
     let mut out = format!(
         "### {icon} Policy prover: {}\n\n`{}` → `{}`\n\n",
@@ -378,9 +389,9 @@ fn github(report: &Report, names: &Names) -> String {
     }
     let summary = headline(report);
     let level = match report.verdict {
-        Verdict::Widened => "error",
-        Verdict::Inconclusive => "warning",
-        Verdict::NoNewAccess | Verdict::NewReach => "notice",
+        Verdict::Widened | Verdict::Exceeds => "error",
+        Verdict::Inconclusive | Verdict::Unsupported => "warning",
+        Verdict::NoNewAccess | Verdict::NewReach | Verdict::Within => "notice",
     };
     out.push_str(&format!(
         "::{level} title=policy prover::{}\n",
@@ -392,7 +403,7 @@ fn github(report: &Report, names: &Names) -> String {
 /// Where a finding is reported: the rule that allows it, or the new
 /// policy's first line when no single rule does. The column is the one
 /// the JSON report gives (`new_rule.column`), absent when it has none.
-fn place<'a>(f: &'a Finding, names: &'a Names) -> (&'a str, u32, u32) {
+pub(super) fn place<'a>(f: &'a Finding, names: &'a Names) -> (&'a str, u32, u32) {
     f.new_rule.as_ref().map_or((names.new.as_str(), 1, 0), |l| {
         (l.file.as_str(), l.line, l.column)
     })
