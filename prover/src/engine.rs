@@ -1076,6 +1076,10 @@ impl Cx<'_> {
                 w.binary
             ),
             (Category::SecretExposure, _) => format!("`{}` can send it to `{dest}`", w.binary),
+            (Category::ReachExpansion, Variant::Uninspected) => format!(
+                "`{}` can now connect to `{dest}`, relayed uninspected where the boundary inspects every request (or refuses the connection); no credential applies",
+                w.binary
+            ),
             (Category::ReachExpansion, _) => {
                 if w.is_connection() {
                     format!(

@@ -141,6 +141,11 @@ pub(crate) enum Variant {
     /// into a request the boundary lets through with a credential, but not
     /// with one that sends the same secret the same way.
     Credential(usize),
+    /// Containment: a connection the candidate relays uninspected where
+    /// no credential is in scope and the boundary inspects it (or
+    /// refuses it). The boundary let only HTTP requests its rules judge
+    /// through; the candidate lets any bytes through.
+    Uninspected,
 }
 
 /// What a question is stated over: formulas when the solver is asked, and
@@ -244,7 +249,9 @@ pub(crate) fn question<L: Logic>(
         }
         // Which credential is injected is asked in `within`, of formulas
         // per credential; the replay compares credential names.
-        (Category::CredentialReachExpansion, Variant::Credential(_)) => return None,
+        (Category::CredentialReachExpansion, Variant::Credential(_) | Variant::Uninspected) => {
+            return None;
+        }
         (Category::CapabilityExpansion, _) => {
             L::all([o.conn, n.scope, n.allow, n.audit.negate(), o.allow.negate()])
         }
@@ -263,6 +270,9 @@ pub(crate) fn question<L: Logic>(
         // ¬o.allow` (reach, a method or path, audit mode on a credentialed
         // destination); this is the rest of `n.allow ∧ ¬o.allow`, so every
         // request NEW lets through and OLD did not is in exactly one.
+        (Category::ReachExpansion, Variant::Uninspected) => {
+            L::all([n.bypass, n.scope.negate(), o.bypass.negate()])
+        }
         (Category::ReachExpansion, _) => L::all([n.allow, n.scope.negate(), o.allow.negate()]),
         // Decided from the Landlock and process tables, not per request.
         (
@@ -327,6 +337,20 @@ pub(crate) fn within(
     meta: &F,
 ) -> Vec<Query> {
     let mut out = diff(n, o, meta);
+    let (nf, of) = (Facts::<F>::of(n), Facts::<F>::of(o));
+    if let Some(f) = question(
+        Category::ReachExpansion,
+        Variant::Uninspected,
+        &nf,
+        Some(&of),
+        meta,
+    ) {
+        out.push(Query {
+            category: Category::ReachExpansion,
+            variant: Variant::Uninspected,
+            f,
+        });
+    }
     for (i, c) in candidate.enforcement.credentials.iter().enumerate() {
         let same = boundary
             .enforcement

@@ -35,8 +35,13 @@ fn assert_excesses_replay(r: &prover::Report, boundary: &str, candidate: &str) {
         let (cd, _) = replay_decision(&c, &f.witness, &req);
         let (bd, _) = replay_decision(&b, &f.witness, &req);
         assert!(let_through(&cd), "{cd:#?}\n{f:#?}");
+        // A connection the candidate relays and the boundary inspects.
+        let relayed = f.witness.is_connection()
+            && cd.route == Some(policy_bundle::eval::RouteKind::L4)
+            && bd.route != Some(policy_bundle::eval::RouteKind::L4);
         assert!(
-            !let_through(&bd)
+            relayed
+                || !let_through(&bd)
                 || binding(&bb, bd.credential.as_ref()) != binding(&cb, cd.credential.as_ref()),
             "{bd:#?}\n{cd:#?}\n{f:#?}"
         );
@@ -197,4 +202,28 @@ fn landlock_mode_and_abi_are_bounded() {
         .verdict,
         Verdict::Within
     );
+}
+
+#[test]
+fn an_uninspected_relay_exceeds_a_boundary_that_inspects() {
+    let boundary =
+        "  binaries agent = /usr/bin/curl\n  allow agent -> example.com:443 http read-write";
+    let candidate = "  binaries agent = /usr/bin/curl\n  allow agent -> example.com:443";
+    let r = exceeds(boundary, candidate);
+    // Methods read-write does not allow, and the relay itself.
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.witness.is_connection())
+        .unwrap_or_else(|| panic!("{r:#?}"));
+    assert_eq!(f.category, Category::ReachExpansion, "{f:#?}");
+    assert!(f.message.contains("relayed uninspected"), "{}", f.message);
+    assert!(
+        r.findings
+            .iter()
+            .any(|f| f.witness.method.as_deref() == Some("DELETE")),
+        "{r:#?}"
+    );
+    // The other way round: inspecting is within relaying.
+    assert_eq!(within(candidate, boundary).verdict, Verdict::Within);
 }
