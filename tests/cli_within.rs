@@ -286,7 +286,16 @@ fn openshell_yaml_is_accepted_on_either_side() {
 fn an_unreadable_side_is_an_input_error() {
     let o = within("tests/within/missing.policy", TEAM, "json");
     assert_eq!(code(&o), 2);
-    assert_eq!(json(&o)["verdict"], "error");
+    let v = json(&o);
+    assert_eq!(v["verdict"], "error");
+    assert_eq!(v["question"], "within");
+    assert!(v["errors"][0]["message"].is_string(), "{v}");
+    // A command line clap refuses still prints a document.
+    let o = run(&["diff", "--prove", "--within", TEAM, "--format", "json"]);
+    assert_eq!(code(&o), 2);
+    let v = json(&o);
+    assert_eq!(v["verdict"], "error");
+    assert_eq!(v["question"], "within");
 }
 
 #[test]

@@ -86,20 +86,20 @@ fn bundle(path: &Path, credentials: Option<&Path>) -> Result<Bundle, Failure> {
     }
 }
 
-/// Prints why there is no proof, as a document of the requested format.
+/// Prints why there is no proof, as a document of the requested format;
+/// `within` when containment was asked (`--within`), whose JSON says so.
 pub(super) fn print_failure(
     failure: &Failure,
     format: FindingsFormat,
     verdict: &str,
     inconclusive: Option<&str>,
+    within: bool,
 ) {
     match format {
         FindingsFormat::Human => failure.print_human(),
         FindingsFormat::Json => {
             let (files, errors) = failure.json_members();
-            outln!(
-                "{}",
-                serde_json::json!({
+            let mut doc = serde_json::json!({
                     "verdict": verdict,
                     "findings": [],
                     "reach": [],
@@ -110,8 +110,11 @@ pub(super) fn print_failure(
                     "notes": [],
                     "errors": errors,
                     "files": files,
-                })
-            );
+            });
+            if within && let Some(obj) = doc.as_object_mut() {
+                obj.insert("question".to_owned(), "within".into());
+            }
+            outln!("{doc}");
         }
         FindingsFormat::Sarif => {
             let code = if verdict == "inconclusive" {
@@ -168,7 +171,7 @@ pub fn run(args: &Args) -> u8 {
     let t0 = std::time::Instant::now();
     let creds = args.credentials.credentials.as_deref();
     let failed = |f: Failure, code: u8| {
-        print_failure(&f, args.format, "error", None);
+        print_failure(&f, args.format, "error", None, args.within);
         code
     };
     let inconclusive = |why: String| {
@@ -177,6 +180,7 @@ pub fn run(args: &Args) -> u8 {
             args.format,
             "inconclusive",
             Some(&why),
+            args.within,
         );
         EXIT_INCONCLUSIVE
     };
