@@ -351,15 +351,16 @@ pub(crate) fn within(
             f,
         });
     }
+    let (n_injects, o_injects) = (n.injects(), o.injects());
     for (i, c) in candidate.enforcement.credentials.iter().enumerate() {
         let same = boundary
             .enforcement
             .credentials
             .iter()
-            .zip(&o.injects)
+            .zip(&o_injects)
             .filter(|(b, _)| crate::rebound::same_secret(b, c))
             .map(|(_, f)| f.clone());
-        let Some(injected) = n.injects.get(i) else {
+        let Some(injected) = n_injects.get(i) else {
             continue;
         };
         out.push(Query {
