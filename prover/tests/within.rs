@@ -227,3 +227,47 @@ fn an_uninspected_relay_exceeds_a_boundary_that_inspects() {
     // The other way round: inspecting is within relaying.
     assert_eq!(within(candidate, boundary).verdict, Verdict::Within);
 }
+
+#[test]
+fn a_credential_sent_where_the_boundary_sends_another_is_an_excess() {
+    // The boundary sends `a` to api.example.com and `b` to
+    // other.example.com; the candidate sends `a` to both. Every request
+    // carries a credential on both sides and `a` itself is unchanged, so
+    // only asking which credential reaches where finds it.
+    let cred = |name: &str, var: &str, hosts: &str| {
+        format!(
+            "  credential {name} {{\n    secret env {var}\n    placeholder env {var}\n    inject replace\n    hosts {hosts}\n  }}"
+        )
+    };
+    let rules = "  binaries agent = /usr/bin/curl\n  allow agent -> api.example.com:443 http read-only\n  allow agent -> other.example.com:443 http read-only";
+    let boundary = format!(
+        "{}\n{}\n{rules}",
+        cred("a", "A", "api.example.com"),
+        cred("b", "B", "other.example.com")
+    );
+    let candidate = format!(
+        "{}\n{rules}",
+        cred("a", "A", "api.example.com other.example.com")
+    );
+    let r = exceeds(&boundary, &candidate);
+    assert!(!r.findings.is_empty());
+    for f in &r.findings {
+        assert_eq!(f.category, Category::CredentialReachExpansion, "{f:#?}");
+        assert_eq!(f.witness.host, "other.example.com", "{f:#?}");
+        assert!(f.message.contains("credential `a`"), "{}", f.message);
+        assert!(
+            f.old_reason
+                .contains("injects credential `b` there instead"),
+            "{}",
+            f.old_reason
+        );
+    }
+    // Sending B to other.example.com as the boundary does is within,
+    // whatever the credential is called.
+    let same = format!(
+        "{}\n{}\n{rules}",
+        cred("a", "A", "api.example.com"),
+        cred("b_renamed", "B", "other.example.com")
+    );
+    assert_eq!(within(&boundary, &same).verdict, Verdict::Within);
+}
