@@ -86,6 +86,15 @@ pub enum Verdict {
     /// A question was left undecided (time, a budget, an atom without a
     /// witness) and no widening was shown: nothing is claimed either way.
     Inconclusive,
+    /// Containment: everything the candidate allows, the boundary allows.
+    Within,
+    /// Containment: the candidate allows something the boundary does not
+    /// (each excess with its witness).
+    Exceeds,
+    /// Containment: no excess was found, but the candidate or the boundary
+    /// has something the prover cannot compare (the report's
+    /// `unsupported` says what): nothing is claimed.
+    Unsupported,
 }
 
 /// Regions found but not detailed.
@@ -144,6 +153,12 @@ pub struct Report {
     pub smt: Option<String>,
     /// Sizes and time, for tuning; not part of the verdict.
     pub stats: Stats,
+    /// Whether this answers containment (`within`) rather than a diff:
+    /// then every finding, sandbox change and credential blocks.
+    #[serde(skip)]
+    pub containment: bool,
+    /// Containment: what the prover cannot compare, one sentence each.
+    pub unsupported: Vec<String>,
 }
 
 impl Verdict {
@@ -156,6 +171,9 @@ impl Verdict {
             Verdict::NewReach => "new-reach",
             Verdict::Widened => "widened",
             Verdict::Inconclusive => "inconclusive",
+            Verdict::Within => "within",
+            Verdict::Exceeds => "exceeds",
+            Verdict::Unsupported => "unsupported",
         }
     }
 }
@@ -164,6 +182,22 @@ impl Report {
     /// The report as `diff --prove --format json` prints it.
     #[must_use]
     pub fn to_json(&self) -> serde_json::Value {
+        if self.containment {
+            // Every excess blocks: request-level ones are all `findings`,
+            // whatever their credential.
+            return serde_json::json!({
+                "question": "within",
+                "verdict": self.verdict.word(),
+                "findings": self.findings,
+                "sandbox": self.sandbox,
+                "unsupported": self.unsupported,
+                "credentials_declared": self.credentials_declared,
+                "omitted": self.omitted,
+                "inconclusive": self.inconclusive,
+                "notes": self.notes,
+                "stats": self.stats,
+            });
+        }
         serde_json::json!({
             "verdict": self.verdict.word(),
             "findings": self.findings,
@@ -259,12 +293,50 @@ pub fn diff(old: &Bundle, new: &Bundle, opts: &Options) -> Result<Report, Prover
     if !opts.print_smt && old.digest == new.digest && old.enforcement == new.enforcement {
         return Ok(identical(opts, declares_credentials(new)));
     }
-    let mut report = run(Some(old), new, opts)?;
+    let mut report = run(Some(old), new, opts, Mode::Diff)?;
     // Compared after the proof, so that a proof cut short by the clock
     // still reports them: they decide `widened` whatever the solver says.
     report.credentials = rebound::compare(old, new);
     report.verdict = verdict(&report);
     Ok(report)
+}
+
+/// Containment (`diff --prove --within BOUNDARY CANDIDATE`): does the
+/// boundary allow everything the candidate allows? Every request the
+/// candidate lets through and the boundary does not, with a credential or
+/// without; every credential the candidate injects where the boundary
+/// injects none with the same secret and injection; every filesystem
+/// right, `run_as`, Landlock mode and ABI, port, scope and seccomp rule
+/// beyond the boundary's. Each is an excess; any unaccepted one makes the
+/// verdict `exceeds`.
+pub fn within(
+    boundary: &Bundle,
+    candidate: &Bundle,
+    opts: &Options,
+) -> Result<Report, ProverError> {
+    if !opts.print_smt
+        && boundary.digest == candidate.digest
+        && boundary.enforcement == candidate.enforcement
+    {
+        let mut report = identical(opts, declares_credentials(candidate));
+        report.containment = true;
+        report.verdict = Verdict::Within;
+        return Ok(report);
+    }
+    let mut report = run(Some(boundary), candidate, opts, Mode::Within)?;
+    report.containment = true;
+    report.findings.append(&mut report.reach);
+    report.sandbox = weakened::within(boundary, candidate);
+    report.verdict = verdict(&report);
+    Ok(report)
+}
+
+/// Which question a run answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Check,
+    Diff,
+    Within,
 }
 
 /// Two bundles with the same enforcement tables decide every request
@@ -283,6 +355,8 @@ fn identical(opts: &Options, credentials_declared: bool) -> Report {
         notes: Vec::new(),
         smt: None,
         stats: Stats::default(),
+        containment: false,
+        unsupported: Vec::new(),
     };
     note_unknown_acceptances(opts, &mut report);
     report.stats.millis = started.elapsed().as_millis();
@@ -309,10 +383,15 @@ fn note_unknown_acceptances(opts: &Options, report: &mut Report) {
 
 /// `check`: the risks of one policy on its own.
 pub fn check(bundle: &Bundle, opts: &Options) -> Result<Report, ProverError> {
-    run(None, bundle, opts)
+    run(None, bundle, opts, Mode::Check)
 }
 
-fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, ProverError> {
+fn run(
+    old: Option<&Bundle>,
+    new: &Bundle,
+    opts: &Options,
+    mode: Mode,
+) -> Result<Report, ProverError> {
     let started = Instant::now();
     let deadline = started + Duration::from_millis(opts.timeout_ms);
     let bundles: Vec<&Bundle> = std::iter::once(new).chain(old).collect();
@@ -332,6 +411,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
             started,
             "building the domains",
             credentials_declared,
+            mode,
         ));
     }
     let facts = binary_facts(&dom, &opts.registry);
@@ -351,6 +431,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
             started,
             "building the models",
             credentials_declared,
+            mode,
         ));
     }
     let n = Side {
@@ -364,6 +445,9 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         model: m,
     });
     let queries = match &o {
+        Some(o) if mode == Mode::Within => {
+            query::within(&n.model, &o.model, n.bundle, o.bundle, &meta)
+        }
         Some(o) => query::diff(&n.model, &o.model, &meta),
         None => query::single(&n.model, &meta),
     };
@@ -398,6 +482,8 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
             millis: 0,
             phases: Vec::new(),
         },
+        containment: mode == Mode::Within,
+        unsupported: Vec::new(),
     };
     if opts.print_smt {
         report.smt = Some(smt2(&smt, &queries)?);
@@ -408,6 +494,7 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
         n: &n,
         o: o.as_ref(),
         opts,
+        mode,
     };
     let mut search = Search {
         dom: &dom,
@@ -510,13 +597,17 @@ fn run(old: Option<&Bundle>, new: &Bundle, opts: &Options) -> Result<Report, Pro
     }
     timings.note(|| format!("secret_exposure {:?}", t.elapsed()));
     note_unknown_acceptances(opts, &mut report);
-    if let Some(why) = unmodelled_protocols(old, new) {
-        report.notes.push(why.clone());
-        // A single policy's risk questions ask whether something can
-        // happen: allowing more than enforcement does only adds answers.
-        // A diff's "nothing new" would need OLD's decisions exactly.
-        if old.is_some() {
-            report.inconclusive.get_or_insert(why);
+    if mode == Mode::Within {
+        report.unsupported = old.map(|b| unsupported(b, new)).unwrap_or_default();
+    } else if let Some(why) = unmodelled_protocols(old, new) {
+        {
+            report.notes.push(why.clone());
+            // A single policy's risk questions ask whether something can
+            // happen: allowing more than enforcement does only adds answers.
+            // A diff's "nothing new" would need OLD's decisions exactly.
+            if old.is_some() {
+                report.inconclusive.get_or_insert(why);
+            }
         }
     }
     report.verdict = verdict(&report);
@@ -535,8 +626,10 @@ fn out_of_time(
     started: Instant,
     phase: &str,
     credentials_declared: bool,
+    mode: Mode,
 ) -> Report {
     let mut report = identical(opts, credentials_declared);
+    report.containment = mode == Mode::Within;
     report.verdict = Verdict::Inconclusive;
     report.inconclusive = Some(format!(
         "the time ({} ms) ran out while {phase}",
@@ -557,6 +650,25 @@ fn verdict(report: &Report) -> Verdict {
             .iter()
             .any(|o| o.category.is_reach() == reach && (o.count > 0 || o.at_least))
     };
+    if report.containment {
+        // Every excess blocks, and an excess shown beats anything left
+        // undecided or unsupported.
+        return if report.findings.iter().any(|f| !f.suppressed)
+            || !report.reach.is_empty()
+            || !report.sandbox.is_empty()
+            || !report.credentials.is_empty()
+            || found(false)
+            || found(true)
+        {
+            Verdict::Exceeds
+        } else if !report.unsupported.is_empty() {
+            Verdict::Unsupported
+        } else if report.inconclusive.is_some() {
+            Verdict::Inconclusive
+        } else {
+            Verdict::Within
+        };
+    }
     if report.findings.iter().any(|f| !f.suppressed)
         || !report.credentials.is_empty()
         || found(false)
@@ -611,6 +723,36 @@ fn unmodelled_protocols(old: Option<&Bundle>, new: &Bundle) -> Option<String> {
     })
 }
 
+/// Containment: what the prover cannot compare. An endpoint of a protocol
+/// the model does not know is taken to allow every request it sees
+/// (`unmodelled_protocols`): in the candidate that could hide nothing,
+/// but in either it leaves "within" unproved, since the boundary's
+/// endpoint may refuse what the candidate's lets through. Unless the two
+/// network tables are the same, each such protocol is named, with the
+/// side and the host it guards.
+fn unsupported(boundary: &Bundle, candidate: &Bundle) -> Vec<String> {
+    let (b, c) = (&boundary.enforcement, &candidate.enforcement);
+    if b.seccomp == c.seccomp && b.l7 == c.l7 && b.credentials == c.credentials {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (side, bundle) in [("candidate", candidate), ("boundary", boundary)] {
+        let mut seen = std::collections::BTreeSet::new();
+        for e in &bundle.enforcement.l7 {
+            let p = e.protocol();
+            if !crate::calls::modelled(p) && seen.insert(p.keyword()) {
+                out.push(format!(
+                    "the {side} has `{}` endpoints, which judge request bodies in a way the \
+                     prover does not model: whether the boundary admits what such an endpoint \
+                     lets through cannot be compared",
+                    p.keyword()
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// The problem as SMT-LIB 2 (`--print-smt`): Z3's own rendering.
 #[cfg(feature = "z3")]
 fn smt2(smt: &LazySmt<'_>, queries: &[Query]) -> Result<String, ProverError> {
@@ -662,6 +804,7 @@ struct Cx<'a> {
     n: &'a Side<'a>,
     o: Option<&'a Side<'a>>,
     opts: &'a Options,
+    mode: Mode,
 }
 
 impl Cx<'_> {
@@ -688,7 +831,7 @@ impl Cx<'_> {
         let body = witness::body(self.dom, &p);
         let probe = witness::probe(self.dom, &p);
         let (req, body, probe, (nobs, oobs, meta)) = self.witness_form(q, full, body, probe);
-        let verified = query::holds(q.category, q.variant, &nobs, oobs.as_ref(), meta);
+        let mut verified = query::holds(q.category, q.variant, &nobs, oobs.as_ref(), meta);
         let nd = witness::decide(self.n.eval(), &req, body.as_deref(), probe.as_ref());
         let new_rule = nd.rule.as_ref().map(Loc::of);
         let (old_reason, old_rule) = match self.o {
@@ -702,6 +845,20 @@ impl Cx<'_> {
                 (text, at)
             }
             None => (String::new(), None),
+        };
+        let (old_reason, old_rule) = match (q.variant, self.o) {
+            (Variant::Credential(i), Some(o)) => {
+                let od = witness::decide(o.eval(), &req, body.as_deref(), probe.as_ref());
+                let (ok, why) = self.other_credential(i, &nd, &od, oobs.as_ref());
+                verified = ok;
+                (why, od.rule.as_ref().map(Loc::of))
+            }
+            _ => (old_reason, old_rule),
+        };
+        let old_reason = if self.mode == Mode::Within {
+            old_reason.replace("the old policy", "the boundary")
+        } else {
+            old_reason
         };
         let region = finding::summarize(self.dom, r);
         let w = Witness::with_body(&req, body.as_deref()).with_probe(probe.as_ref());
@@ -775,6 +932,47 @@ impl Cx<'_> {
         }
     }
 
+    /// Containment, `Variant::Credential(i)`: whether the candidate injects
+    /// its credential `i` on the witness while the boundary lets it through
+    /// carrying no credential that sends the same secret the same way,
+    /// and what the boundary does instead.
+    fn other_credential(
+        &self,
+        i: usize,
+        nd: &policy_bundle::eval::Decision,
+        od: &policy_bundle::eval::Decision,
+        oobs: Option<&Observed>,
+    ) -> (bool, String) {
+        let Some(o) = self.o else {
+            return (false, String::new());
+        };
+        let Some(c) = self.n.bundle.enforcement.credentials.get(i) else {
+            return (false, String::new());
+        };
+        let same = |name: &str| {
+            o.bundle
+                .enforcement
+                .credentials
+                .iter()
+                .any(|b| b.name == name && rebound::same_secret(b, c))
+        };
+        let injected = nd.credential.as_deref() == Some(c.name.as_str());
+        let let_through = oobs.is_some_and(|x| x.allow);
+        let ok = injected && let_through && od.credential.as_deref().is_none_or(|b| !same(b));
+        let why = match od.credential.as_deref() {
+            Some(b) => match o.bundle.enforcement.credentials.iter().find(|x| x.name == b) {
+                Some(x) => format!(
+                    "injects credential `{b}` there instead (secret `{}`, {})",
+                    rebound::source_text(&x.source),
+                    rebound::inject_text(&x.inject)
+                ),
+                None => format!("injects credential `{b}` there instead"),
+            },
+            None => "lets it through without injecting a credential (the workload holds a secret for the host)".to_owned(),
+        };
+        (ok, why)
+    }
+
     fn credential_named(&self, w: &Witness, d: &policy_bundle::eval::Decision) -> String {
         if let Some(c) = &d.credential {
             return format!("credential `{c}`");
@@ -808,6 +1006,26 @@ impl Cx<'_> {
         let dest = format!("{}:{}", w.host, w.port);
         let req = w.request_text();
         let m = match (q.category, q.variant) {
+            (Category::CredentialReachExpansion, Variant::Credential(i)) => {
+                let how = self
+                    .n
+                    .bundle
+                    .enforcement
+                    .credentials
+                    .get(i)
+                    .map(|c| {
+                        format!(
+                            " (secret `{}`, {})",
+                            rebound::source_text(&c.source),
+                            rebound::inject_text(&c.inject)
+                        )
+                    })
+                    .unwrap_or_default();
+                format!(
+                    "{cred}{how} is injected into `{req}` from `{}`, where the boundary injects no credential that sends the same secret the same way",
+                    w.binary
+                )
+            }
             (Category::CredentialReachExpansion, Variant::NewlyAttached) => {
                 format!("{cred} is now attached to `{req}` from `{}`", w.binary)
             }
@@ -858,6 +1076,10 @@ impl Cx<'_> {
                 w.binary
             ),
             (Category::SecretExposure, _) => format!("`{}` can send it to `{dest}`", w.binary),
+            (Category::ReachExpansion, Variant::Uninspected) => format!(
+                "`{}` can now connect to `{dest}`, relayed uninspected where the boundary inspects every request (or refuses the connection); no credential applies",
+                w.binary
+            ),
             (Category::ReachExpansion, _) => {
                 if w.is_connection() {
                     format!(
@@ -877,6 +1099,13 @@ impl Cx<'_> {
             ) => {
                 format!("`{}` reaches `{dest}`", w.binary)
             }
+        };
+        // Containment compares two policies side by side, not a change
+        // in time: "can now reach" reads "can reach", beyond the boundary.
+        let m = if self.mode == Mode::Within {
+            m.replacen(" now ", " ", 1)
+        } else {
+            m
         };
         format!("{m} [{}]", r.text)
     }

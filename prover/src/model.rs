@@ -45,6 +45,14 @@ pub(crate) struct Model {
     pub(crate) audit: F,
     /// The proxy injects a credential on it.
     pub(crate) inject: F,
+    /// What [`Model::injects`] is built from: per credential, in the
+    /// bundle's order, its binding covers an HTTP request, and an upgrade
+    /// `GET`; whether the request is a plain HTTP one; whether it is
+    /// inspected.
+    cred_matches: Vec<F>,
+    get_matches: Vec<F>,
+    http_kind: F,
+    inspected: F,
     /// Some credential is bound to the destination host, or a secret the
     /// workload can read unlocks it (an address without a name could be
     /// any host): the destination is credentialed.
@@ -57,6 +65,33 @@ pub(crate) struct Model {
     /// The binary lies where the workload can write (and run) a program of
     /// its own, and no pin is required.
     pub(crate) plantable: F,
+}
+
+impl Model {
+    /// Per credential of the bundle, in its order: the proxy injects that
+    /// one (the first whose binding covers the request, as
+    /// `Evaluator::credential_for` picks). Built on demand, as plain
+    /// formulas: only containment asks which credential is injected, and
+    /// their size grows with the square of the number of credentials.
+    pub(crate) fn injects(&self) -> Vec<F> {
+        (0..self.cred_matches.len())
+            .map(|i| {
+                let first = |ms: &[F]| {
+                    let before = ms.get(..i).unwrap_or_default();
+                    ms.get(i)
+                        .map_or(FALSE, |m| and([m.clone(), not(or(before.iter().cloned()))]))
+                };
+                and([
+                    self.allow.clone(),
+                    self.inspected.clone(),
+                    or([
+                        and([self.http_kind.clone(), first(&self.cred_matches)]),
+                        and([not(self.http_kind.clone()), first(&self.get_matches)]),
+                    ]),
+                ])
+            })
+            .collect()
+    }
 }
 
 /// Facts about binary atoms from the registry.
@@ -322,12 +357,28 @@ pub(crate) fn build(
         format!("{prefix}.audit"),
         or([and([http_kind.clone(), audit_http]), ws_audit]),
     );
-    let cred_match = or(t.credentials.iter().map(|c| {
-        let methods = c.methods.as_ref().map_or(crate::formula::T, |m| {
-            lit(Lit::Method(ids(dom.methods_of(m))))
-        });
-        cred_binding(dom, c, methods)
-    }));
+    let cred_matches: Vec<F> = t
+        .credentials
+        .iter()
+        .map(|c| {
+            let methods = c.methods.as_ref().map_or(crate::formula::T, |m| {
+                lit(Lit::Method(ids(dom.methods_of(m))))
+            });
+            cred_binding(dom, c, methods)
+        })
+        .collect();
+    let get_matches: Vec<F> = t
+        .credentials
+        .iter()
+        .map(|c| {
+            if c.methods.as_ref().is_none_or(|m| m.contains("GET")) {
+                cred_binding(dom, c, crate::formula::T)
+            } else {
+                FALSE
+            }
+        })
+        .collect();
+    let cred_match = or(cred_matches.iter().cloned());
     // The upgrade carries the credential, and its messages ride on it.
     let inject = defs.define(
         format!("{prefix}.inject"),
@@ -336,7 +387,7 @@ pub(crate) fn build(
             inspected.clone(),
             or([
                 and([http_kind.clone(), cred_match]),
-                and([not(http_kind), cred_get]),
+                and([not(http_kind.clone()), cred_get]),
             ]),
         ]),
     );
@@ -390,6 +441,10 @@ pub(crate) fn build(
         allow,
         audit,
         inject,
+        cred_matches,
+        get_matches,
+        http_kind,
+        inspected: inspected.clone(),
         scope,
         credentialed,
         bypass,

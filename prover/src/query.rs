@@ -137,6 +137,15 @@ pub(crate) enum Variant {
     /// A credential newly attached to a request the old policy let
     /// through without it.
     NewlyAttached,
+    /// Containment: the candidate's credential of this index is injected
+    /// into a request the boundary lets through with a credential, but not
+    /// with one that sends the same secret the same way.
+    Credential(usize),
+    /// Containment: a connection the candidate relays uninspected where
+    /// no credential is in scope and the boundary inspects it (or
+    /// refuses it). The boundary let only HTTP requests its rules judge
+    /// through; the candidate lets any bytes through.
+    Uninspected,
 }
 
 /// What a question is stated over: formulas when the solver is asked, and
@@ -238,6 +247,11 @@ pub(crate) fn question<L: Logic>(
         (Category::CredentialReachExpansion, Variant::NewlyAttached) => {
             L::all([n.credentialed, o.allow, o.credentialed.negate()])
         }
+        // Which credential is injected is asked in `within`, of formulas
+        // per credential; the replay compares credential names.
+        (Category::CredentialReachExpansion, Variant::Credential(_) | Variant::Uninspected) => {
+            return None;
+        }
         (Category::CapabilityExpansion, _) => {
             L::all([o.conn, n.scope, n.allow, n.audit.negate(), o.allow.negate()])
         }
@@ -256,6 +270,9 @@ pub(crate) fn question<L: Logic>(
         // ¬o.allow` (reach, a method or path, audit mode on a credentialed
         // destination); this is the rest of `n.allow ∧ ¬o.allow`, so every
         // request NEW lets through and OLD did not is in exactly one.
+        (Category::ReachExpansion, Variant::Uninspected) => {
+            L::all([n.bypass, n.scope.negate(), o.bypass.negate()])
+        }
         (Category::ReachExpansion, _) => L::all([n.allow, n.scope.negate(), o.allow.negate()]),
         // Decided from the Landlock and process tables, not per request.
         (
@@ -302,6 +319,62 @@ pub(crate) fn diff(n: &Model, o: &Model, meta: &F) -> Vec<Query> {
             })
         })
         .collect()
+}
+
+/// The queries of containment (`diff --prove --within BOUNDARY
+/// CANDIDATE`): every question of `diff` with the boundary as the old
+/// policy, and per credential of the candidate, the requests it is
+/// injected into where the boundary lets them through carrying another
+/// secret (or a secret the workload holds) instead. The other ways a
+/// credential can go where the boundary's does not are already asked:
+/// the boundary refusing the request (the reach questions), or letting
+/// it through with no credential at all (`NewlyAttached`).
+pub(crate) fn within(
+    n: &Model,
+    o: &Model,
+    candidate: &policy_bundle::Bundle,
+    boundary: &policy_bundle::Bundle,
+    meta: &F,
+) -> Vec<Query> {
+    let mut out = diff(n, o, meta);
+    let (nf, of) = (Facts::<F>::of(n), Facts::<F>::of(o));
+    if let Some(f) = question(
+        Category::ReachExpansion,
+        Variant::Uninspected,
+        &nf,
+        Some(&of),
+        meta,
+    ) {
+        out.push(Query {
+            category: Category::ReachExpansion,
+            variant: Variant::Uninspected,
+            f,
+        });
+    }
+    let (n_injects, o_injects) = (n.injects(), o.injects());
+    for (i, c) in candidate.enforcement.credentials.iter().enumerate() {
+        let same = boundary
+            .enforcement
+            .credentials
+            .iter()
+            .zip(&o_injects)
+            .filter(|(b, _)| crate::rebound::same_secret(b, c))
+            .map(|(_, f)| f.clone());
+        let Some(injected) = n_injects.get(i) else {
+            continue;
+        };
+        out.push(Query {
+            category: Category::CredentialReachExpansion,
+            variant: Variant::Credential(i),
+            f: and([
+                injected.clone(),
+                o.allow.clone(),
+                o.credentialed.clone(),
+                not(crate::formula::or(same)),
+            ]),
+        });
+    }
+    out
 }
 
 /// The queries of `check`: risks of one policy on its own.

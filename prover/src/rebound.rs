@@ -73,14 +73,17 @@ pub fn source_text(s: &SecretSource) -> String {
     }
 }
 
-fn inject_text(i: &Injection) -> String {
+/// `replace`, or `header NAME "TEMPLATE"`, as the policy writes an injection.
+pub(crate) fn inject_text(i: &Injection) -> String {
     match i {
         Injection::Replace => "replace".to_owned(),
         Injection::Header { name, template } => format!("header {name} {template:?}"),
     }
 }
 
-fn same_secret(a: &CredentialBinding, b: &CredentialBinding) -> bool {
+/// Whether two credentials send the same secret the same way (with the
+/// same placeholder), whatever their names.
+pub(crate) fn same_secret(a: &CredentialBinding, b: &CredentialBinding) -> bool {
     a.source == b.source && a.inject == b.inject && a.placeholder == b.placeholder
 }
 

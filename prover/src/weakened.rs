@@ -15,6 +15,7 @@ use policy_bundle::LandlockMode;
 use policy_bundle::{Bundle, LandlockPath, RightsAtAbi};
 use serde::Serialize;
 
+use crate::finding::Loc;
 use crate::query::Category;
 use crate::sandbox::covers;
 
@@ -37,12 +38,15 @@ pub struct SandboxChange {
     /// The setting made weaker (`landlock.mode`, `seccomp.deny`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub setting: Option<String>,
+    /// The new policy's rule that grants the rights, when one does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Loc>,
 }
 
 impl SandboxChange {
     /// One entry per path: a new tree usually brings a dozen rights, and
     /// a line per right would bury the path.
-    fn rights(path: &str, shown: &str, rights: Vec<&str>) -> Option<SandboxChange> {
+    fn rights(path: &str, shown: &str, rights: Vec<&str>, by: By) -> Option<SandboxChange> {
         if rights.is_empty() {
             return None;
         }
@@ -54,12 +58,18 @@ impl SandboxChange {
         Some(SandboxChange {
             category: Category::FileRightsExpansion,
             code: Category::FileRightsExpansion.code().id,
-            message: format!(
-                "{shown} is now granted {list}, which the old ruleset granted neither there nor above"
-            ),
+            message: match by {
+                By::Old => format!(
+                    "{shown} is now granted {list}, which the old ruleset granted neither there nor above"
+                ),
+                By::Boundary => format!(
+                    "{shown} is granted {list}, which the boundary grants neither there nor above"
+                ),
+            },
             path: Some(path.to_owned()),
             rights: rights.into_iter().map(str::to_owned).collect(),
             setting: None,
+            rule: None,
         })
     }
 
@@ -71,6 +81,7 @@ impl SandboxChange {
             path: None,
             rights: Vec::new(),
             setting: Some(setting.to_owned()),
+            rule: None,
         }
     }
 }
@@ -90,21 +101,45 @@ fn granted_by<'a>(paths: &'a [LandlockPath], path: &str, right: &str) -> Option<
         .map(|p| p.path.as_str())
 }
 
+/// What the candidate is compared against: the old revision (`diff`), or
+/// a boundary it must stay inside (containment), which changes the
+/// wording and what `run_as` may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum By {
+    Old,
+    Boundary,
+}
+
 /// Everything `new`'s sandbox allows beyond `old`'s, in table order.
 #[must_use]
 pub(crate) fn compare(old: &Bundle, new: &Bundle) -> Vec<SandboxChange> {
+    compare_by(old, new, By::Old)
+}
+
+/// Everything the candidate's sandbox allows beyond the boundary's. The
+/// same comparison as [`compare`], except that a boundary naming no
+/// `run_as` user (or group) admits any: it leaves the choice to the
+/// policy, where a revision that starts naming one changes what runs.
+#[must_use]
+pub(crate) fn within(boundary: &Bundle, candidate: &Bundle) -> Vec<SandboxChange> {
+    compare_by(boundary, candidate, By::Boundary)
+}
+
+fn compare_by(old: &Bundle, new: &Bundle, by: By) -> Vec<SandboxChange> {
     let (o, n) = (&old.enforcement, &new.enforcement);
     let mut out = Vec::new();
-    for p in &n.landlock.paths {
+    for (i, p) in n.landlock.paths.iter().enumerate() {
         let granted: Vec<&str> = rights(&p.access)
             .into_iter()
             .filter(|r| granted_by(&o.landlock.paths, &p.path, r).is_none())
             .collect();
-        out.extend(SandboxChange::rights(
-            &p.path,
-            &format!("`{}`", p.path),
-            granted,
-        ));
+        // The compiler writes Landlock paths and their provenance from
+        // the same list, in the same order.
+        let rule = new.provenance.fs.get(i).map(Loc::of);
+        out.extend(
+            SandboxChange::rights(&p.path, &format!("`{}`", p.path), granted, by)
+                .map(|c| SandboxChange { rule, ..c }),
+        );
     }
     let old_wd = o
         .landlock
@@ -125,21 +160,31 @@ pub(crate) fn compare(old: &Bundle, new: &Bundle) -> Vec<SandboxChange> {
         "<workdir>",
         "the working directory",
         new_wd,
+        by,
     ));
     if o.landlock.mode == LandlockMode::Hard && n.landlock.mode == LandlockMode::BestEffort {
         out.push(SandboxChange::weakened(
             "landlock.mode",
-            "Landlock is now `best_effort`: on an older kernel the sandbox starts with less of the ruleset applied"
-                .to_owned(),
+            match by {
+                By::Old => "Landlock is now `best_effort`: on an older kernel the sandbox starts with less of the ruleset applied",
+                By::Boundary => "Landlock is `best_effort` where the boundary requires `hard`: on an older kernel the sandbox starts with less of the ruleset applied",
+            }
+            .to_owned(),
         ));
     }
     if n.landlock.min_abi < o.landlock.min_abi {
         out.push(SandboxChange::weakened(
             "landlock.min_abi",
-            format!(
-                "the lowest Landlock ABI accepted fell from {} to {}",
-                o.landlock.min_abi, n.landlock.min_abi
-            ),
+            match by {
+                By::Old => format!(
+                    "the lowest Landlock ABI accepted fell from {} to {}",
+                    o.landlock.min_abi, n.landlock.min_abi
+                ),
+                By::Boundary => format!(
+                    "the lowest Landlock ABI accepted is {}, below the boundary's {}",
+                    n.landlock.min_abi, o.landlock.min_abi
+                ),
+            },
         ));
     }
     let new_ports = &n.landlock.tcp_connect_ports;
@@ -206,21 +251,33 @@ pub(crate) fn compare(old: &Bundle, new: &Bundle) -> Vec<SandboxChange> {
         u.as_deref()
             .map_or("(unchanged by the policy)".to_owned(), |u| format!("`{u}`"))
     };
-    if o.process.user != n.process.user {
+    let differs = |old: &Option<String>, new: &Option<String>| match by {
+        By::Old => old != new,
+        By::Boundary => old.is_some() && old != new,
+    };
+    let now = match by {
+        By::Old => "now ",
+        By::Boundary => "",
+    };
+    let than = match by {
+        By::Old => "instead of",
+        By::Boundary => "where the boundary names",
+    };
+    if differs(&o.process.user, &n.process.user) {
         out.push(SandboxChange::weakened(
             "run_as.user",
             format!(
-                "the workload now runs as user {} instead of {}",
+                "the workload {now}runs as user {} {than} {}",
                 who(&n.process.user),
                 who(&o.process.user)
             ),
         ));
     }
-    if o.process.group != n.process.group {
+    if differs(&o.process.group, &n.process.group) {
         out.push(SandboxChange::weakened(
             "run_as.group",
             format!(
-                "the workload now runs as group {} instead of {}",
+                "the workload {now}runs as group {} {than} {}",
                 who(&n.process.group),
                 who(&o.process.group)
             ),

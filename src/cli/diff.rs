@@ -3,6 +3,11 @@
 //! (`no-new-access` when NEW adds nothing at all, `new-reach` when it adds
 //! uncredentialed reach or sandbox rights), 1 widening found, 2 input
 //! error, 3 inconclusive.
+//!
+//! `diff --prove --within BOUNDARY CANDIDATE`: does BOUNDARY allow
+//! everything CANDIDATE allows? The same proof with the boundary as OLD,
+//! where every excess blocks, credentialed or not. Exit 0 `within`, 1
+//! `exceeds`, 2 input error, 3 `inconclusive` or `unsupported`.
 
 use std::path::{Path, PathBuf};
 
@@ -20,10 +25,16 @@ pub struct Args {
     /// scripts).
     #[arg(long)]
     prove: bool,
-    /// The policy before the change (`.policy` or OpenShell `.yaml`).
+    /// Containment: prove that OLD, a boundary policy, allows everything
+    /// NEW (the candidate) allows: every request, credential, file right
+    /// and process setting. Each excess blocks, credentialed or not.
+    #[arg(long)]
+    within: bool,
+    /// The policy before the change (`.policy` or OpenShell `.yaml`); with
+    /// `--within`, the boundary.
     #[arg(value_name = "OLD")]
     old: PathBuf,
-    /// The policy after the change.
+    /// The policy after the change; with `--within`, the candidate.
     #[arg(value_name = "NEW")]
     new: PathBuf,
     #[command(flatten)]
@@ -75,20 +86,20 @@ fn bundle(path: &Path, credentials: Option<&Path>) -> Result<Bundle, Failure> {
     }
 }
 
-/// Prints why there is no proof, as a document of the requested format.
+/// Prints why there is no proof, as a document of the requested format;
+/// `within` when containment was asked (`--within`), whose JSON says so.
 pub(super) fn print_failure(
     failure: &Failure,
     format: FindingsFormat,
     verdict: &str,
     inconclusive: Option<&str>,
+    within: bool,
 ) {
     match format {
         FindingsFormat::Human => failure.print_human(),
         FindingsFormat::Json => {
             let (files, errors) = failure.json_members();
-            outln!(
-                "{}",
-                serde_json::json!({
+            let mut doc = serde_json::json!({
                     "verdict": verdict,
                     "findings": [],
                     "reach": [],
@@ -99,8 +110,11 @@ pub(super) fn print_failure(
                     "notes": [],
                     "errors": errors,
                     "files": files,
-                })
-            );
+            });
+            if within && let Some(obj) = doc.as_object_mut() {
+                obj.insert("question".to_owned(), "within".into());
+            }
+            outln!("{doc}");
         }
         FindingsFormat::Sarif => {
             let code = if verdict == "inconclusive" {
@@ -157,7 +171,7 @@ pub fn run(args: &Args) -> u8 {
     let t0 = std::time::Instant::now();
     let creds = args.credentials.credentials.as_deref();
     let failed = |f: Failure, code: u8| {
-        print_failure(&f, args.format, "error", None);
+        print_failure(&f, args.format, "error", None, args.within);
         code
     };
     let inconclusive = |why: String| {
@@ -166,6 +180,7 @@ pub fn run(args: &Args) -> u8 {
             args.format,
             "inconclusive",
             Some(&why),
+            args.within,
         );
         EXIT_INCONCLUSIVE
     };
@@ -200,7 +215,12 @@ pub fn run(args: &Args) -> u8 {
     };
     opts.print_smt = args.print_smt;
     let t_opts = t0.elapsed();
-    let report = match prover::diff(&old, &new, &opts) {
+    let proved = if args.within {
+        prover::within(&old, &new, &opts)
+    } else {
+        prover::diff(&old, &new, &opts)
+    };
+    let report = match proved {
         Ok(r) => r,
         Err(e) => return inconclusive(super::solver::failure(e)),
     };
@@ -221,9 +241,9 @@ pub fn run(args: &Args) -> u8 {
         new: args.new.display().to_string(),
     };
     let code = match report.verdict {
-        Verdict::Widened => EXIT_FINDINGS,
-        Verdict::Inconclusive => EXIT_INCONCLUSIVE,
-        Verdict::NoNewAccess | Verdict::NewReach => EXIT_OK,
+        Verdict::Widened | Verdict::Exceeds => EXIT_FINDINGS,
+        Verdict::Inconclusive | Verdict::Unsupported => EXIT_INCONCLUSIVE,
+        Verdict::NoNewAccess | Verdict::NewReach | Verdict::Within => EXIT_OK,
     };
     report::findings::print(&report, args.format, &names, code);
     code

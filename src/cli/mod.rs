@@ -132,7 +132,8 @@ pub fn parse() -> Result<Cli, u8> {
             if let Ok(f) = crate::report::findings::FindingsFormat::from_str(f, true)
                 && f != crate::report::findings::FindingsFormat::Human
             {
-                diff::print_failure(&failure, f, "error", None);
+                let within = args.iter().any(|a| a == "--within");
+                diff::print_failure(&failure, f, "error", None, within);
             }
         }
         (Some("eval"), Some("json")) => {

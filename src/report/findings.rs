@@ -31,6 +31,9 @@ pub fn print(report: &Report, format: FindingsFormat, names: &Names, exit_code: 
 /// The report as text of the format, for commands that print it inside
 /// their own (`suggest`).
 pub fn render(report: &Report, format: FindingsFormat, names: &Names, exit_code: u8) -> String {
+    if report.containment {
+        return super::within::render(report, format, names, exit_code);
+    }
     match format {
         FindingsFormat::Human => human(report, names),
         FindingsFormat::Json => report.to_json().to_string(),
@@ -40,7 +43,7 @@ pub fn render(report: &Report, format: FindingsFormat, names: &Names, exit_code:
     }
 }
 
-fn omitted_lines(report: &Report) -> Vec<String> {
+pub(super) fn omitted_lines(report: &Report) -> Vec<String> {
     report
         .omitted
         .iter()
@@ -137,6 +140,10 @@ fn headline(report: &Report) -> String {
             };
             format!("new reach: no new credentialed access{acc}{but}")
         }
+        // A containment report is rendered by `within`.
+        Verdict::Within | Verdict::Exceeds | Verdict::Unsupported => {
+            super::within::headline(report)
+        }
         Verdict::Inconclusive => format!(
             "inconclusive: {}",
             report
@@ -147,7 +154,7 @@ fn headline(report: &Report) -> String {
     }
 }
 
-fn rule_text(f: &Finding) -> String {
+pub(super) fn rule_text(f: &Finding) -> String {
     f.new_rule
         .as_ref()
         .map_or_else(|| "(no single rule)".to_owned(), ToString::to_string)
@@ -250,7 +257,9 @@ fn markdown(report: &Report, names: &Names) -> String {
         Verdict::Widened => "🔴",
         Verdict::NoNewAccess => "🟢",
         Verdict::NewReach => "🔵",
-        Verdict::Inconclusive => "🟡",
+        Verdict::Inconclusive | Verdict::Unsupported => "🟡",
+        Verdict::Within => "🟢",
+        Verdict::Exceeds => "🔴",
     };
     let mut out = format!(
         "### {icon} Policy prover: {}\n\n`{}` → `{}`\n\n",
@@ -383,9 +392,9 @@ fn github(report: &Report, names: &Names) -> String {
     }
     let summary = headline(report);
     let level = match report.verdict {
-        Verdict::Widened => "error",
-        Verdict::Inconclusive => "warning",
-        Verdict::NoNewAccess | Verdict::NewReach => "notice",
+        Verdict::Widened | Verdict::Exceeds => "error",
+        Verdict::Inconclusive | Verdict::Unsupported => "warning",
+        Verdict::NoNewAccess | Verdict::NewReach | Verdict::Within => "notice",
     };
     out.push_str(&format!(
         "::{level} title=policy prover::{}\n",
@@ -397,7 +406,7 @@ fn github(report: &Report, names: &Names) -> String {
 /// Where a finding is reported: the rule that allows it, or the new
 /// policy's first line when no single rule does. The column is the one
 /// the JSON report gives (`new_rule.column`), absent when it has none.
-fn place<'a>(f: &'a Finding, names: &'a Names) -> (&'a str, u32, u32) {
+pub(super) fn place<'a>(f: &'a Finding, names: &'a Names) -> (&'a str, u32, u32) {
     f.new_rule.as_ref().map_or((names.new.as_str(), 1, 0), |l| {
         (l.file.as_str(), l.line, l.column)
     })

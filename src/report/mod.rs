@@ -5,6 +5,7 @@ pub mod failure;
 pub mod findings;
 mod human;
 pub mod sarif;
+pub mod within;
 
 use crate::output::outln;
 use policy_lang::diag::{Diagnostic, Severity};

@@ -82,6 +82,16 @@ pub fn diff(old: &str, new: &str) -> prover::Report {
     prover::diff(&compile(&policy(old)), &compile(&policy(new)), &opts()).unwrap()
 }
 
+/// Containment of `candidate` in `boundary`, both wrapped by [`policy`].
+pub fn within(boundary: &str, candidate: &str) -> prover::Report {
+    prover::within(
+        &compile(&policy(boundary)),
+        &compile(&policy(candidate)),
+        &opts(),
+    )
+    .unwrap()
+}
+
 pub fn categories(r: &prover::Report) -> Vec<&'static str> {
     let mut v: Vec<&'static str> = r.findings.iter().map(|f| f.category.name()).collect();
     v.sort_unstable();
