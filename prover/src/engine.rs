@@ -954,7 +954,7 @@ impl Cx<'_> {
                 .enforcement
                 .credentials
                 .iter()
-                .any(|b| b.name == name && rebound::same_secret(b, c))
+                .any(|b| b.name == name && crate::secret::same_secret(b, c))
         };
         let injected = nd.credential.as_deref() == Some(c.name.as_str());
         let let_through = oobs.is_some_and(|x| x.allow);

@@ -47,6 +47,7 @@ mod region;
 mod registry;
 mod registry_format;
 mod sandbox;
+mod secret;
 #[cfg(feature = "z3")]
 mod smt;
 mod solve;

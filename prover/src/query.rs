@@ -358,7 +358,7 @@ pub(crate) fn within(
             .credentials
             .iter()
             .zip(&o_injects)
-            .filter(|(b, _)| crate::rebound::same_secret(b, c))
+            .filter(|(b, _)| crate::secret::same_secret(b, c))
             .map(|(_, f)| f.clone());
         let Some(injected) = n_injects.get(i) else {
             continue;

@@ -81,12 +81,6 @@ pub(crate) fn inject_text(i: &Injection) -> String {
     }
 }
 
-/// Whether two credentials send the same secret the same way (with the
-/// same placeholder), whatever their names.
-pub(crate) fn same_secret(a: &CredentialBinding, b: &CredentialBinding) -> bool {
-    a.source == b.source && a.inject == b.inject && a.placeholder == b.placeholder
-}
-
 /// Every credential of `new` that sends another secret, another way, or
 /// with another placeholder than `old`'s, in `new`'s order.
 #[must_use]
@@ -97,7 +91,7 @@ pub(crate) fn compare(old: &Bundle, new: &Bundle) -> Vec<CredentialChange> {
         let rule = new.provenance.credentials.get(i).map(Loc::of);
         let after = Binding::of(n);
         let change = match olds.iter().find(|o| o.name == n.name) {
-            Some(o) if same_secret(o, n) => continue,
+            Some(o) if crate::secret::same_secret(o, n) => continue,
             Some(o) => {
                 let before = Binding::of(o);
                 let changed: Vec<&'static str> = [
@@ -111,7 +105,7 @@ pub(crate) fn compare(old: &Bundle, new: &Bundle) -> Vec<CredentialChange> {
                 let message = changed_message(&n.name, &changed, &before, &after);
                 (changed, Some(before), message)
             }
-            None if olds.iter().any(|o| same_secret(o, n)) => continue,
+            None if olds.iter().any(|o| crate::secret::same_secret(o, n)) => continue,
             None => (
                 vec!["new"],
                 None,

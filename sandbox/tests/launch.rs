@@ -43,6 +43,13 @@ fn plan(workdir: &Path, script: &str) -> LaunchPlan {
 }
 
 fn spawn(plan: &LaunchPlan) -> Result<enforcer::Pending, SpawnError> {
+    spawn_with_noexec(plan, &[])
+}
+
+fn spawn_with_noexec(
+    plan: &LaunchPlan,
+    noexec: &[CString],
+) -> Result<enforcer::Pending, SpawnError> {
     let bytes = plan.to_bytes();
     let plan_fd = enforcer::memory_file(c"launch-plan", &bytes).unwrap();
     let program = CString::new(SANDBOX).unwrap();
@@ -50,7 +57,7 @@ fn spawn(plan: &LaunchPlan) -> Result<enforcer::Pending, SpawnError> {
         new_netns: true,
         bind_file: None,
         new_pidns: true,
-        noexec: &[],
+        noexec,
         exec_again: &[],
         stdio: [None, None, None],
         program: &program,
@@ -133,4 +140,24 @@ fn a_workload_whose_supervisor_never_says_go_never_runs() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(!marker.exists());
     assert!(!Path::new(&format!("/proc/{init}")).exists());
+}
+
+/// The workload may write the tree that holds openshell-sandbox (a build
+/// directory inside its working directory): the tree is mounted `noexec`
+/// for it, and the sandbox still starts, the program having been opened
+/// before the mount.
+#[test]
+fn the_sandbox_starts_from_a_tree_mounted_noexec_for_the_workload() {
+    let work = tempfile::tempdir().unwrap();
+    let marker = work.path().join("ran");
+    // Not `touch`: the plan's workload is root, which may not set times.
+    let plan = plan(work.path(), &format!("echo ran > {}", marker.display()));
+    let dir = Path::new(SANDBOX).parent().unwrap();
+    let noexec = [CString::new(dir.as_os_str().as_bytes()).unwrap()];
+    let pending = spawn_with_noexec(&plan, &noexec).unwrap();
+    assert_eq!(
+        pending.start().unwrap().wait().unwrap(),
+        ExitStatus::Code(0)
+    );
+    assert!(marker.exists());
 }

@@ -245,6 +245,6 @@ pub fn run(args: &Args) -> u8 {
         Verdict::Inconclusive | Verdict::Unsupported => EXIT_INCONCLUSIVE,
         Verdict::NoNewAccess | Verdict::NewReach | Verdict::Within => EXIT_OK,
     };
-    report::findings::print(&report, args.format, &names, code);
+    report::print_proof(&report, args.format, &names, code);
     code
 }

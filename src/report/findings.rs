@@ -1,7 +1,6 @@
 //! Rendering prover findings: human text, JSON, SARIF 2.1.0, GitHub
 //! workflow annotations, and a Markdown PR comment.
 
-use crate::output::outln;
 use prover::{CredentialChange, Finding, Report, Verdict};
 use serde_json::{Value, json};
 
@@ -23,17 +22,9 @@ pub struct Names {
     pub new: String,
 }
 
-/// Prints the report; SARIF records `exit_code` in its invocation.
-pub fn print(report: &Report, format: FindingsFormat, names: &Names, exit_code: u8) {
-    outln!("{}", render(report, format, names, exit_code).trim_end());
-}
-
 /// The report as text of the format, for commands that print it inside
 /// their own (`suggest`).
 pub fn render(report: &Report, format: FindingsFormat, names: &Names, exit_code: u8) -> String {
-    if report.containment {
-        return super::within::render(report, format, names, exit_code);
-    }
     match format {
         FindingsFormat::Human => human(report, names),
         FindingsFormat::Json => report.to_json().to_string(),
@@ -142,7 +133,7 @@ fn headline(report: &Report) -> String {
         }
         // A containment report is rendered by `within`.
         Verdict::Within | Verdict::Exceeds | Verdict::Unsupported => {
-            super::within::headline(report)
+            super::containment_headline(report)
         }
         Verdict::Inconclusive => format!(
             "inconclusive: {}",

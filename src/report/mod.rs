@@ -9,6 +9,7 @@ pub mod within;
 
 use crate::output::outln;
 use policy_lang::diag::{Diagnostic, Severity};
+use prover::{Report, Verdict};
 use serde_json::json;
 
 pub use failure::{Failure, InputError};
@@ -131,4 +132,72 @@ pub fn github_line(d: &Diagnostic) -> String {
         github_escape(d.code.id, true),
         github_escape(&msg, false)
     )
+}
+
+/// A proof's report as text of the format: a containment proof's by
+/// `within`, any other by `findings`.
+pub fn render_proof(
+    report: &Report,
+    format: findings::FindingsFormat,
+    names: &findings::Names,
+    exit_code: u8,
+) -> String {
+    if report.containment {
+        within::render(report, format, names, exit_code)
+    } else {
+        findings::render(report, format, names, exit_code)
+    }
+}
+
+/// Prints a proof's report; SARIF records `exit_code` in its invocation.
+pub fn print_proof(
+    report: &Report,
+    format: findings::FindingsFormat,
+    names: &findings::Names,
+    exit_code: u8,
+) {
+    outln!(
+        "{}",
+        render_proof(report, format, names, exit_code).trim_end()
+    );
+}
+
+/// How many excesses the report shows, suppressed ones apart.
+fn excesses(report: &Report) -> (usize, usize) {
+    let accepted = report.findings.iter().filter(|f| f.suppressed).count();
+    let open = report.findings.len() - accepted + report.sandbox.len();
+    (open, accepted)
+}
+
+/// The verdict of a containment proof in one line.
+pub fn containment_headline(report: &Report) -> String {
+    let (open, accepted) = excesses(report);
+    let acc = if accepted > 0 {
+        format!(", {accepted} accepted")
+    } else {
+        String::new()
+    };
+    match report.verdict {
+        Verdict::Exceeds => format!(
+            "exceeds: {open} excess{} beyond the boundary{acc}",
+            if open == 1 { "" } else { "es" }
+        ),
+        Verdict::Unsupported => format!(
+            "unsupported: {}",
+            report
+                .unsupported
+                .first()
+                .map_or("the prover cannot compare the two", String::as_str)
+        ),
+        Verdict::Inconclusive => format!(
+            "inconclusive: {}",
+            report
+                .inconclusive
+                .as_deref()
+                .unwrap_or("the solver gave up")
+        ),
+        Verdict::Within | Verdict::NoNewAccess | Verdict::NewReach | Verdict::Widened => {
+            format!("within: the boundary allows everything the candidate allows{acc}")
+        }
+    }
 }

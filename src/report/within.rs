@@ -26,46 +26,6 @@ pub fn render(
     }
 }
 
-/// How many excesses the report shows, suppressed ones apart.
-fn excesses(report: &Report) -> (usize, usize) {
-    let accepted = report.findings.iter().filter(|f| f.suppressed).count();
-    let open = report.findings.len() - accepted + report.sandbox.len();
-    (open, accepted)
-}
-
-/// The verdict in one line.
-pub fn headline(report: &Report) -> String {
-    let (open, accepted) = excesses(report);
-    let acc = if accepted > 0 {
-        format!(", {accepted} accepted")
-    } else {
-        String::new()
-    };
-    match report.verdict {
-        Verdict::Exceeds => format!(
-            "exceeds: {open} excess{} beyond the boundary{acc}",
-            if open == 1 { "" } else { "es" }
-        ),
-        Verdict::Unsupported => format!(
-            "unsupported: {}",
-            report
-                .unsupported
-                .first()
-                .map_or("the prover cannot compare the two", String::as_str)
-        ),
-        Verdict::Inconclusive => format!(
-            "inconclusive: {}",
-            report
-                .inconclusive
-                .as_deref()
-                .unwrap_or("the solver gave up")
-        ),
-        Verdict::Within | Verdict::NoNewAccess | Verdict::NewReach | Verdict::Widened => {
-            format!("within: the boundary allows everything the candidate allows{acc}")
-        }
-    }
-}
-
 /// Where a sandbox excess is reported: the candidate's rule that grants
 /// it, or the candidate's first line.
 fn sandbox_place<'a>(c: &'a SandboxChange, names: &'a Names) -> (&'a str, u32, u32) {
@@ -86,7 +46,7 @@ fn human(report: &Report, names: &Names) -> String {
         "diff --prove --within {} {}: {}\n",
         names.old,
         names.new,
-        headline(report)
+        super::containment_headline(report)
     );
     for f in &report.findings {
         let mark = if f.suppressed { "accepted" } else { "✗" };
@@ -152,7 +112,7 @@ fn markdown(report: &Report, names: &Names) -> String {
     };
     let mut out = format!(
         "### {icon} Policy prover: {}\n\n`{}` within `{}`\n\n",
-        headline(report),
+        super::containment_headline(report),
         names.new,
         names.old
     );
@@ -252,7 +212,7 @@ fn github(report: &Report, names: &Names) -> String {
     };
     out.push_str(&format!(
         "::{level} title=policy prover::{}\n",
-        github_escape(&headline(report), false)
+        github_escape(&super::containment_headline(report), false)
     ));
     out
 }

@@ -344,6 +344,10 @@ pub(crate) fn fork_init(
     args.push(fd_arg(control.as_fd()).map_err(|_| Errno(libc::EINVAL))?);
     let argv = CStrArray::new(&args);
     let envp = CStrArray::new(&[]);
+    // Opened before the child mounts anything: a tree mounted `noexec` for
+    // the workload may hold the init's program (a build directory the
+    // workload may write), and the file opened here is still executable.
+    let program = crate::sys::fd::open_path(spec.program)?;
     let parent = libc::pid_t::try_from(std::process::id()).map_err(|_| Errno(libc::ESRCH))?;
     let flags = if spec.new_pidns {
         libc::CLONE_NEWPID | libc::SIGCHLD
@@ -367,12 +371,26 @@ pub(crate) fn fork_init(
     };
     let pid = libc::pid_t::try_from(ret).map_err(|_| Errno(libc::EINVAL))?;
     if pid == 0 {
-        init_child_main(spec, &argv, &envp, parent, report.as_fd(), control.as_fd());
+        let ends = InitEnds {
+            program: program.as_fd(),
+            report: report.as_fd(),
+            control: control.as_fd(),
+        };
+        init_child_main(spec, &argv, &envp, parent, ends);
     }
     if pid < 0 {
         return Err(Errno::last());
     }
     Ok(pid)
+}
+
+/// The descriptors the child of [`fork_init`] uses.
+#[derive(Clone, Copy)]
+struct InitEnds<'a> {
+    /// The init's program, opened `O_PATH`.
+    program: BorrowedFd<'a>,
+    report: BorrowedFd<'a>,
+    control: BorrowedFd<'a>,
 }
 
 /// The child of [`fork_init`]. Never returns: it execs or `_exit`s.
@@ -381,9 +399,13 @@ fn init_child_main(
     argv: &CStrArray<'_>,
     envp: &CStrArray<'_>,
     parent: libc::pid_t,
-    report: BorrowedFd<'_>,
-    control: BorrowedFd<'_>,
+    ends: InitEnds<'_>,
 ) -> ! {
+    let InitEnds {
+        program,
+        report,
+        control,
+    } = ends;
     let step = |i: usize, result: Result<(), Errno>| {
         if let Err(e) = result {
             fail_step(report, i, e);
@@ -419,7 +441,7 @@ fn init_child_main(
     step(16, mark_cloexec_from(3));
     step(16, crate::sys::fd::clear_cloexec(spec.plan));
     step(16, crate::sys::fd::clear_cloexec(control));
-    let errno = crate::sys::process::execve(spec.program, argv, envp);
+    let errno = crate::sys::process::execve_fd(program, argv, envp);
     fail_step(report, 8, errno)
 }
 

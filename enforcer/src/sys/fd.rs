@@ -174,6 +174,15 @@ pub(crate) fn take_inherited(fd: RawFd) -> Result<OwnedFd, Errno> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Opens `path` as `O_PATH | O_CLOEXEC`: a reference to the file, to
+/// execute or to name, that reads nothing.
+pub(crate) fn open_path(path: &CStr) -> Result<OwnedFd, Errno> {
+    // SAFETY: `path` is NUL-terminated and lives across the call.
+    let fd = check_int(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) })?;
+    // SAFETY: open just returned this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// `chdir(path)`.
 pub(crate) fn chdir(path: &CStr) -> Result<(), Errno> {
     // SAFETY: `path` is NUL-terminated and lives across the call.

@@ -331,3 +331,27 @@ pub(crate) fn execve(program: &CStr, argv: &CStrArray<'_>, envp: &CStrArray<'_>)
     unsafe { libc::execve(program.as_ptr(), argv.ptrs.as_ptr(), envp.ptrs.as_ptr()) };
     Errno::last()
 }
+
+/// `execveat(program, "", argv, envp, AT_EMPTY_PATH)`: executes the file
+/// `program` was opened on, whatever has since been mounted over its path.
+/// Returns only on failure. Async-signal-safe.
+pub(crate) fn execve_fd(
+    program: BorrowedFd<'_>,
+    argv: &CStrArray<'_>,
+    envp: &CStrArray<'_>,
+) -> Errno {
+    // SAFETY: the empty path is a NUL-terminated literal; `argv` and `envp`
+    // are null-terminated arrays of pointers to NUL-terminated strings that
+    // they borrow, so all of it is live for the call; `program` is live.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            program.as_raw_fd(),
+            c"".as_ptr(),
+            argv.ptrs.as_ptr(),
+            envp.ptrs.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    Errno::last()
+}
