@@ -109,9 +109,9 @@ pub struct Decision {
 impl Decision {
     /// The code the L7 proxy answers a denied request with (its 403's
     /// `error`, the `x-openshell-policy` header, the deny log):
-    /// `path_alias`, `override_refused` or `policy_denied`. `None` unless
-    /// this is a request the proxy would refuse by policy: allowed,
-    /// audited, or a connection refused before any request.
+    /// `path_alias`, `override_refused` or `policy_denied`. `None` when
+    /// the request is let through (allowed or audited), and when the
+    /// connection is refused before any request.
     #[must_use]
     pub fn refusal(&self) -> Option<&'static str> {
         (self.decision == Verdict::Deny && self.route == Some(RouteKind::L7))
@@ -624,11 +624,12 @@ impl Evaluator {
     /// body: only MCP's receive-stream GET and a GraphQL GET (whose
     /// operation is in the query string) can pass.
     ///
-    /// Two refusals come before the rules and hold in audit mode too: a
-    /// target that is another spelling of a body-judging endpoint's path
-    /// ([`Self::path_alias`], [`Reason::PathAlias`]); and, when the rules
-    /// would let the request through, a query parameter that names
-    /// another method ([`crate::matcher::overrides::method_in_query`],
+    /// Two refusals no rule makes hold in audit mode too: before the
+    /// rules, a target that is another spelling of a body-judging
+    /// endpoint's path ([`Self::path_alias`], [`Reason::PathAlias`]); and,
+    /// when the rules would let the request through, a query parameter
+    /// that names another method
+    /// ([`crate::matcher::overrides::method_in_query`],
     /// [`Reason::MethodOverride`]). [`Reason::refusal_code`] gives the
     /// code the proxy answers with. The same holds for
     /// [`Self::decide_body`] and [`Self::decide_upgrade`].
@@ -728,10 +729,10 @@ impl Evaluator {
         self.judge(conn, host, WEBSOCKET_TEXT, target, Ask::Message(message))
     }
 
-    /// The refusals that come before the rules (another spelling of a
-    /// body-judging endpoint's path) and after them (a method override in
-    /// the query of a request they let through), around [`Self::judge_rules`].
-    /// A message is judged on a target whose upgrade passed both.
+    /// [`Self::judge_rules`], with the refusals that come before the rules
+    /// (another spelling of a body-judging endpoint's path) and after them
+    /// (a method override in the query of a request they let through). A
+    /// message is judged on a target whose upgrade passed both.
     fn judge(
         &self,
         conn: &ConnectionDecision,
