@@ -217,6 +217,10 @@ fn malformed_test_files_are_input_errors() {
             "policy: t.policy\ncases:\n  - binary: /b\n    url: https://x/\n    rule: 9\n    expect: deny\n",
             "T0003",
         ),
+        (
+            "policy: t.policy\ncases:\n  - binary: /b\n    url: https://x/\n    refusal: forbidden\n    expect: deny\n",
+            "T0003",
+        ),
     ];
     for (body, want) in cases {
         write(&d, "x.test.yaml", body);

@@ -22,6 +22,7 @@ use crate::bundle::{Bundle, L7Endpoint, L7Protocol, L7Rules, RestRules, Route, R
 use crate::l7body::graphql::DocumentCache;
 use crate::l7body::jsonrpc::{RpcBody, RpcCall, RpcDialect, parse_rpc_body};
 use crate::matcher::net::is_metadata_host;
+use crate::matcher::overrides::method_in_query;
 use crate::matcher::{
     AddrClass, CanonicalTarget, RequestPath, WEBSOCKET_TEXT, canonical_ip, canonicalize_path,
     classify_addr, normalize_host, parse_query_string,
@@ -103,6 +104,19 @@ pub struct Decision {
     /// no GraphQL endpoint judged the request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graphql: Option<GraphqlNote>,
+}
+
+impl Decision {
+    /// The code the L7 proxy answers a denied request with (its 403's
+    /// `error`, the `x-openshell-policy` header, the deny log):
+    /// `path_alias`, `override_refused` or `policy_denied`. `None` when
+    /// the request is let through (allowed or audited), and when the
+    /// connection is refused before any request.
+    #[must_use]
+    pub fn refusal(&self) -> Option<&'static str> {
+        (self.decision == Verdict::Deny && self.route == Some(RouteKind::L7))
+            .then(|| self.reason.refusal_code())
+    }
 }
 
 /// What a judged JSON-RPC body held, and which call the decision is about.
@@ -422,6 +436,18 @@ impl Evaluator {
             .collect()
     }
 
+    /// The rule blame names for L7 endpoint `e` as a whole: one that
+    /// grants it to this connection.
+    fn endpoint_origin(&self, conn: &ConnectionDecision, e: u32) -> Option<Origin> {
+        let granted = self.l7_grants(conn, e);
+        let ep = self.bundle.enforcement.l7.get(e as usize)?;
+        ep.origins
+            .iter()
+            .find(|o| granted.contains(o))
+            .or_else(|| granted.is_empty().then(|| ep.origins.first()).flatten())
+            .cloned()
+    }
+
     /// The full decision for one request.
     pub fn eval(&self, req: &Request) -> Decision {
         self.eval_with_body(req, None)
@@ -558,28 +584,55 @@ impl Evaluator {
             .min()
     }
 
-    /// The path pattern of a GraphQL, JSON-RPC or MCP endpoint on this
-    /// connection that `target` is another spelling of (ASCII case, a
-    /// trailing slash) without being under it; `None` for every other
-    /// target. A server may route such a request to that endpoint's
-    /// handler while the rules that judge it are another endpoint's, which
-    /// never read the body: the proxy refuses it before deciding (see
-    /// `L7Endpoint::is_aliased_by`).
-    pub fn aliased_path(&self, conn: &ConnectionDecision, target: &str) -> Option<String> {
+    /// The refusal of a `target` that is another spelling (ASCII case, a
+    /// trailing slash) of the `path` of a GraphQL, JSON-RPC or MCP
+    /// endpoint on this connection without being under it: a deny whose
+    /// reason is [`Reason::PathAlias`], in audit mode too; `None` for
+    /// every other target. A server may route such a request to that
+    /// endpoint's handler while the rules that judge it are another
+    /// endpoint's, which never read the body (see
+    /// `L7Endpoint::is_aliased_by`; never for an endpoint with
+    /// `fold_paths`). Blame names that endpoint's rule.
+    ///
+    /// [`Self::decide_request`], [`Self::decide_body`] and
+    /// [`Self::decide_upgrade`] refuse such a target the same way; the
+    /// proxy asks this first, before it reads a body or an upgrade.
+    pub fn path_alias(&self, conn: &ConnectionDecision, target: &str) -> Option<Decision> {
         let tables = &self.bundle.enforcement;
-        conn.l7
-            .iter()
-            .filter_map(|&e| tables.l7.get(e as usize))
-            .find(|ep| {
-                canonicalize_path(target, ep.encoded_slash).is_ok_and(|c| ep.is_aliased_by(&c.path))
+        conn.l7.iter().find_map(|&e| {
+            let ep = tables.l7.get(e as usize)?;
+            let canon = canonicalize_path(target, ep.encoded_slash).ok()?;
+            if !ep.is_aliased_by(&canon.path) {
+                return None;
+            }
+            let pattern = ep.path.as_ref()?.to_string();
+            Some(Decision {
+                decision: Verdict::Deny,
+                route: Some(RouteKind::L7),
+                rule: self.endpoint_origin(conn, e),
+                credential: None,
+                reason: Reason::PathAlias { pattern },
+                target: Some(canon),
+                rpc: None,
+                graphql: None,
             })
-            .and_then(|ep| ep.path.as_ref().map(ToString::to_string))
+        })
     }
 
     /// Check one HTTP request on a connection the proxy received. An
     /// endpoint that judges bodies reads this as a request with an empty
     /// body: only MCP's receive-stream GET and a GraphQL GET (whose
     /// operation is in the query string) can pass.
+    ///
+    /// Two refusals no rule makes hold in audit mode too: before the
+    /// rules, a target that is another spelling of a body-judging
+    /// endpoint's path ([`Self::path_alias`], [`Reason::PathAlias`]); and,
+    /// when the rules would let the request through, a query parameter
+    /// that names another method
+    /// ([`crate::matcher::overrides::method_in_query`],
+    /// [`Reason::MethodOverride`]). [`Reason::refusal_code`] gives the
+    /// code the proxy answers with. The same holds for
+    /// [`Self::decide_body`] and [`Self::decide_upgrade`].
     pub fn decide_request(
         &self,
         conn: &ConnectionDecision,
@@ -676,7 +729,47 @@ impl Evaluator {
         self.judge(conn, host, WEBSOCKET_TEXT, target, Ask::Message(message))
     }
 
+    /// [`Self::judge_rules`], with the refusals that come before the rules
+    /// (another spelling of a body-judging endpoint's path) and after them
+    /// (a method override in the query of a request they let through). A
+    /// message is judged on a target whose upgrade passed both.
     fn judge(
+        &self,
+        conn: &ConnectionDecision,
+        host: Option<&str>,
+        method: &str,
+        target: &str,
+        ask: Ask<'_>,
+    ) -> Decision {
+        let message = matches!(ask, Ask::Message(_));
+        if !message && let Some(refused) = self.path_alias(conn, target) {
+            return refused;
+        }
+        let d = self.judge_rules(conn, host, method, target, ask);
+        if message || d.decision == Verdict::Deny {
+            return d;
+        }
+        let key = d
+            .target
+            .as_ref()
+            .and_then(|c| c.query.as_deref())
+            .and_then(method_in_query)
+            .map(str::to_owned);
+        match key {
+            Some(key) => Decision {
+                decision: Verdict::Deny,
+                credential: None,
+                reason: Reason::MethodOverride {
+                    key,
+                    method: method.to_owned(),
+                },
+                ..d
+            },
+            None => d,
+        }
+    }
+
+    fn judge_rules(
         &self,
         conn: &ConnectionDecision,
         host: Option<&str>,
@@ -837,15 +930,7 @@ impl Evaluator {
                 .or_else(|| within.is_none().then(|| origins.first()).flatten())
                 .cloned()
         };
-        let endpoint_origin = |e: u32| {
-            let granted = self.l7_grants(conn, e);
-            let ep = tables.l7.get(e as usize)?;
-            ep.origins
-                .iter()
-                .find(|o| granted.contains(o))
-                .or_else(|| granted.is_empty().then(|| ep.origins.first()).flatten())
-                .cloned()
-        };
+        let endpoint_origin = |e: u32| self.endpoint_origin(conn, e);
         let path = canonical_path.clone().unwrap_or_else(|| target.to_string());
         let all_audit = !participating.is_empty()
             && participating.iter().all(|(_, m)| *m == Enforcement::Audit);

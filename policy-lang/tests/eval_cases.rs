@@ -35,6 +35,10 @@ struct Case {
     body: Option<String>,
     /// Text the decision's reason must contain.
     reason: Option<String>,
+    /// The code the proxy refuses with (`policy_denied`, `path_alias`,
+    /// `override_refused`); `null` when it does not refuse the request.
+    #[serde(default, deserialize_with = "some")]
+    refusal: Option<Option<String>>,
 }
 
 /// Distinguish an absent field (don't check) from `null` (must be null).
@@ -126,6 +130,9 @@ fn eval_cases() {
             }
             if let Some(want) = &c.reason {
                 assert!(d.reason.contains(want.as_str()), "{ctx}");
+            }
+            if let Some(want) = &c.refusal {
+                assert_eq!(d.refusal(), want.as_deref(), "{ctx}");
             }
             if let Some(line) = c.rule_line {
                 assert_eq!(d.rule.as_ref().map(|o| o.line), Some(line), "{ctx}");

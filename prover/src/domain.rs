@@ -218,6 +218,12 @@ impl Domain {
                     add_path(&mut paths, p);
                 }
             }
+            // The other spellings of a body-judging endpoint's path, which
+            // the evaluator refuses (`path_alias`): the folded paths of its
+            // glob that the glob itself does not match.
+            for p in t.l7.iter().filter_map(alias_glob) {
+                add_folded_path(&mut paths, p);
+            }
             for m in t.l7.iter().flat_map(|e| e.allow().iter().chain(e.deny())) {
                 add_methods(&m.methods);
                 queries.extend(m.query.iter().cloned());
@@ -435,6 +441,15 @@ fn request_paths(t: &Tables) -> impl Iterator<Item = (&HttpPathGlob, bool)> {
             .flat_map(|c| c.paths.iter().flatten())
             .map(|p| (p, false)),
     )
+}
+
+/// The path glob whose other spellings (ASCII case, a trailing slash) the
+/// evaluator refuses on this endpoint (`L7Endpoint::is_aliased_by`): a
+/// body-judging endpoint's `path`, unless it folds paths.
+pub(crate) fn alias_glob(ep: &L7Endpoint) -> Option<&HttpPathGlob> {
+    ep.path
+        .as_ref()
+        .filter(|_| ep.reads_body() && !ep.fold_paths)
 }
 
 /// A path glob of an endpoint that folds paths: the paths whose fold the

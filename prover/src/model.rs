@@ -217,6 +217,7 @@ pub(crate) fn build(
     let mut allow_parts = Vec::new();
     let mut inl7_all = Vec::new();
     let mut refused_parts = Vec::new();
+    let mut alias_parts = Vec::new();
     let post = lit(Lit::Method(ids(vec![dom.method_index("POST")])));
     let get = lit(Lit::Method(ids(vec![dom.method_index("GET")])));
     for (e, ep) in t.l7.iter().enumerate() {
@@ -242,6 +243,18 @@ pub(crate) fn build(
         } else {
             not(lit(Lit::Path(enc_slash.clone())))
         };
+        // Another spelling of a body-judging endpoint's path is refused
+        // before any rule, in audit mode too (`path_alias`).
+        if let Some(g) = domain::alias_glob(ep) {
+            let folded = ids(dom.paths.atoms_of(&format!("fold:{}", g.as_str())).to_vec());
+            let exact = ids(dom.paths.atoms_of(&domain::path_key(g)).to_vec());
+            alias_parts.push(and([
+                inl7.clone(),
+                slash_ok.clone(),
+                lit(Lit::Path(folded)),
+                not(lit(Lit::Path(exact))),
+            ]));
+        }
         let p = defs.define(
             format!("{prefix}.l7_{e}.part"),
             and([inl7, restrict, slash_ok]),
@@ -349,13 +362,21 @@ pub(crate) fn build(
         )
     });
     let (ws_allow, ws_audit) = ws.unwrap_or((FALSE, FALSE));
+    // An upgrade, and so every message after it, is refused alike.
+    let not_alias = not(defs.define(format!("{prefix}.path_alias"), or(alias_parts)));
     let allow = defs.define(
         format!("{prefix}.allow"),
-        or([and([http_kind.clone(), allow_http]), ws_allow]),
+        and([
+            not_alias.clone(),
+            or([and([http_kind.clone(), allow_http]), ws_allow]),
+        ]),
     );
     let audit = defs.define(
         format!("{prefix}.audit"),
-        or([and([http_kind.clone(), audit_http]), ws_audit]),
+        and([
+            not_alias,
+            or([and([http_kind.clone(), audit_http]), ws_audit]),
+        ]),
     );
     let cred_matches: Vec<F> = t
         .credentials

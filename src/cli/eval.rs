@@ -96,8 +96,8 @@ pub struct Args {
     addr: Option<IpAddr>,
     #[command(flatten)]
     credentials: CredentialsArg,
-    /// `human` (decision, rule, reason) or `json` (one object; on an input
-    /// error `decision` is `error`).
+    /// `human` (decision, the proxy's refusal code, rule, reason) or
+    /// `json` (one object; on an input error `decision` is `error`).
     #[arg(long, value_enum, default_value = "human")]
     format: Format,
 }
@@ -147,7 +147,7 @@ pub fn run(args: &Args) -> u8 {
         }
     };
     match args.format {
-        Format::Json => outln!("{}", serde_json::to_string(&decision).unwrap_or_default()),
+        Format::Json => outln!("{}", decision_json(&decision)),
         Format::Human => print_human(&decision),
     }
     EXIT_OK
@@ -461,6 +461,16 @@ fn parse_url(url: &str) -> Result<(String, u16, String), String> {
     Ok((host, port, target))
 }
 
+/// The JSON answer: the decision's members, and `refusal`, the code the
+/// proxy's 403 would carry (`null` unless it refuses the request).
+pub(super) fn decision_json(d: &Decision) -> serde_json::Value {
+    let mut v = serde_json::to_value(d).unwrap_or_default();
+    if let Some(members) = v.as_object_mut() {
+        members.insert("refusal".into(), d.refusal().into());
+    }
+    v
+}
+
 fn print_human(d: &Decision) {
     let verdict = match d.decision {
         Verdict::Allow => "allow",
@@ -473,6 +483,9 @@ fn print_human(d: &Decision) {
         None => "",
     };
     outln!("{verdict}{route}");
+    if let Some(code) = d.refusal() {
+        outln!("refusal:    403 {code}");
+    }
     match &d.rule {
         Some(rule) => outln!("rule:       {}", rule.blame()),
         None if d.decision == Verdict::Deny => outln!("rule:       none (no rule allowed it)"),

@@ -337,6 +337,16 @@ fn compare(case: &Case, actual: &Actual) -> Vec<Mismatch> {
             actual: show(&d.credential),
         });
     }
+    if let Some(want) = &case.refusal
+        && want.as_deref() != d.refusal()
+    {
+        let show = |c: Option<&str>| c.map_or("none".to_owned(), |c| format!("`{c}`"));
+        out.push(Mismatch {
+            what: "refusal",
+            expected: show(want.as_deref()),
+            actual: show(d.refusal()),
+        });
+    }
     out
 }
 
@@ -521,6 +531,7 @@ fn case_json(path: &str, c: &CaseRun) -> Value {
             ExpectRule::At { file, line } => format!("{}:{line}", file.display()),
         }),
         "credential": c.case.credential.as_ref().map(|c| c.clone().unwrap_or_else(|| "none".to_owned())),
+        "refusal": c.case.refusal.as_ref().map(|r| r.clone().unwrap_or_else(|| "none".to_owned())),
     });
     let (actual, error) = match &c.outcome {
         Ok(a) => (
@@ -530,6 +541,7 @@ fn case_json(path: &str, c: &CaseRun) -> Value {
                 "rule": a.decision.rule.as_ref().map(Origin::blame),
                 "rule_text": a.rule_text,
                 "credential": a.decision.credential,
+                "refusal": a.decision.refusal(),
                 "reason": a.decision.reason,
             }),
             Value::Null,

@@ -55,7 +55,11 @@ const CASE_KEYS: &[&str] = &[
     "expect",
     "rule",
     "credential",
+    "refusal",
 ];
+
+/// The codes the proxy refuses a request with, as `refusal` names them.
+pub const REFUSALS: [&str; 3] = ["policy_denied", "path_alias", "override_refused"];
 
 /// What the test file runs against. Paths are resolved against the test
 /// file's directory (the working directory for standard input).
@@ -134,6 +138,9 @@ pub struct Case {
     pub rule: Option<ExpectRule>,
     /// `None`: not checked; `Some(None)`: no credential may be injected.
     pub credential: Option<Option<String>>,
+    /// `None`: not checked; `Some(None)`: the proxy must not refuse the
+    /// request; else the code of its 403 (one of [`REFUSALS`]).
+    pub refusal: Option<Option<String>>,
 }
 
 impl Case {
@@ -381,6 +388,7 @@ impl Reader<'_> {
             expect: Expect::Deny,
             rule: None,
             credential: None,
+            refusal: None,
         };
         let mut spans: Vec<(&str, Span)> = Vec::new();
         let mut graphql = None;
@@ -465,6 +473,19 @@ impl Reader<'_> {
                         self.string(v, key).map(|s| expect_rule(&s, self.base))
                     }
                 }
+                "refusal" => match v.scalar().filter(|_| !v.is_null()) {
+                    None if v.is_null() => c.refusal = Some(None),
+                    Some("none") => c.refusal = Some(None),
+                    Some(code) if REFUSALS.contains(&code) => {
+                        c.refusal = Some(Some(code.to_owned()));
+                    }
+                    _ => self.error(
+                        T0003,
+                        v.span,
+                        "`refusal` is `policy_denied`, `path_alias`, `override_refused` or `none`",
+                        "write the code of the proxy's 403, or `none` when it lets the request through",
+                    ),
+                },
                 _ => {
                     c.credential = if v.is_null() {
                         Some(None)

@@ -137,6 +137,23 @@ pub enum Reason {
         /// The executable path the kernel reports.
         binary: String,
     },
+    /// The path is another spelling (ASCII case, trailing slash) of the
+    /// `path` of a GraphQL, JSON-RPC or MCP endpoint without being under
+    /// it: a server may route it to that endpoint's handler, while rules
+    /// that never read the body would judge it. Refused in audit mode too.
+    PathAlias {
+        /// The endpoint's `path` pattern.
+        pattern: String,
+    },
+    /// A query parameter names another method than the request's
+    /// (`_method` in any spelling a server decodes). Refused in audit
+    /// mode too.
+    MethodOverride {
+        /// The parameter's key, as sent.
+        key: String,
+        /// The request's method.
+        method: String,
+    },
 }
 
 impl Reason {
@@ -150,6 +167,19 @@ impl Reason {
             Self::Audit(inner) | Self::UpgradeRefused(inner) => inner.by_deny_rule(),
             Self::Resolved { inner, .. } | Self::LinkTarget { inner, .. } => inner.by_deny_rule(),
             _ => false,
+        }
+    }
+
+    /// The code the L7 proxy refuses a request with when this is why it is
+    /// denied, in its 403 answer, its `x-openshell-policy` header and the
+    /// deny log: `path_alias`, `override_refused`, else `policy_denied`.
+    #[must_use]
+    pub fn refusal_code(&self) -> &'static str {
+        match self {
+            Self::PathAlias { .. } => "path_alias",
+            Self::MethodOverride { .. } => "override_refused",
+            Self::UpgradeRefused(inner) => inner.refusal_code(),
+            _ => "policy_denied",
         }
     }
 
@@ -254,6 +284,14 @@ impl fmt::Display for Reason {
             Self::DeletedBinary { binary } => write!(
                 f,
                 "`{binary}` was deleted after it was executed; its path no longer identifies it"
+            ),
+            Self::PathAlias { pattern } => write!(
+                f,
+                "the path is another spelling (case, trailing slash) of `{pattern}`, whose endpoint judges request bodies; use its exact spelling"
+            ),
+            Self::MethodOverride { key, method } => write!(
+                f,
+                "the query parameter `{key}` asks the server for another method than {method}; send the real method"
             ),
         }
     }

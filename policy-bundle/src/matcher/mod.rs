@@ -20,6 +20,7 @@ mod host;
 mod http_path;
 pub mod method;
 pub mod net;
+pub mod overrides;
 #[cfg(test)]
 pub(crate) mod proptests;
 mod query;

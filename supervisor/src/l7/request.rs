@@ -15,13 +15,16 @@
 //! 3. The connection is decided again if a reload happened since. A path
 //!    that is another spelling (ASCII case, trailing slash) of the path of
 //!    a GraphQL, JSON-RPC or MCP endpoint without being under it is
-//!    refused (`path_alias`): the server may route it to that endpoint's
+//!    refused (`path_alias`, `Evaluator::path_alias`), before a body or an
+//!    upgrade is read: the server may route it to that endpoint's
 //!    handler, while other rules, which never read the body, would judge
 //!    it.
 //! 4. `Evaluator::decide_request`: canonical path, method, query, deny
 //!    wins, audit only when every applicable endpoint audits, and the
-//!    credential whose binding covers host, method and path. When
-//!    `Evaluator::body_limit` says the target is a JSON-RPC, MCP or
+//!    credential whose binding covers host, method and path; a query
+//!    parameter that names another method (`_method` in any spelling a
+//!    server decodes) is a deny, in audit mode too (`override_refused`).
+//!    When `Evaluator::body_limit` says the target is a JSON-RPC, MCP or
 //!    GraphQL endpoint's, the body is read first (`body`: up to the limit,
 //!    else `413`; a GraphQL POST only as `application/json`, else `415`)
 //!    and `Evaluator::decide_body` judges it (a GraphQL GET by its query
@@ -31,10 +34,9 @@
 //!    is not the one bound to it is refused (`credential_not_bound`), in
 //!    audit mode too; a placeholder in the request target, or in a judged
 //!    body, is never replaced, so it is refused as well.
-//! 6. Deny → `403 policy_denied`; a query parameter that names another
-//!    method (`_method` in any spelling a server decodes, `overrides`) →
-//!    `403 override_refused`, in audit mode too; audit → logged, then
-//!    forwarded.
+//! 6. Deny → `403` with the code the evaluator's reason gives
+//!    (`Reason::refusal_code`: `policy_denied`, `override_refused`,
+//!    `path_alias`); audit → logged, then forwarded.
 //! 7. Override headers are removed (`overrides`), the credential is
 //!    injected (only onto a TLS hop, else `credential_not_bound`), and the request goes upstream with the
 //!    **canonical** target: what was checked is what the server gets.
@@ -93,14 +95,15 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
         Ok(s) => s,
         Err(refusal) => return refusal.respond(st, &info),
     };
-    if let Some(pattern) = active.eval.aliased_path(&scope.decision, &target) {
+    // Before a body or an upgrade is read: the evaluator refuses such a
+    // target whatever the rules say, and would answer the same later.
+    if let Some(d) = active.eval.path_alias(&scope.decision, &target) {
         return Refusal::new(
             StatusCode::FORBIDDEN,
-            "path_alias",
-            format!(
-                "the path is another spelling (case, trailing slash) of `{pattern}`, whose endpoint judges request bodies; use its exact spelling"
-            ),
+            d.reason.refusal_code(),
+            d.reason.to_string(),
         )
+        .rule(d.rule.as_ref().map(policy_bundle::Origin::blame))
         .respond(st, &info);
     }
     if is_upgrade(req.headers()) {
@@ -438,21 +441,7 @@ pub(super) fn check(
             .path(path.clone())
     };
     if d.decision == Verdict::Deny {
-        return Err(refuse("policy_denied", d.reason.to_string()));
-    }
-    if let Some(key) = d
-        .target
-        .as_ref()
-        .and_then(|c| c.query.as_deref())
-        .and_then(overrides::method_in_query)
-    {
-        return Err(refuse(
-            "override_refused",
-            format!(
-                "the query parameter `{key}` asks the server for another method than {}; send the real method",
-                info.method
-            ),
-        ));
+        return Err(refuse(d.reason.refusal_code(), d.reason.to_string()));
     }
     for name in found_placeholders(&active.credentials, headers, target) {
         if d.credential.as_deref() != Some(name) {
