@@ -6,8 +6,7 @@ use std::num::NonZeroU64;
 
 use crate::pb;
 use crate::{
-    Binding, MAX_CHUNK, MAX_DATAGRAM, MAX_DNS, MAX_MESSAGE, MAX_PATH, MAX_REASON, MAX_TICKET,
-    PROTOCOL_VERSION,
+    Binding, MAX_CHUNK, MAX_DATAGRAM, MAX_DNS, MAX_MESSAGE, MAX_PATH, MAX_REASON, PROTOCOL_VERSION,
 };
 
 /// Why a message was refused.
@@ -213,17 +212,6 @@ pub enum FromSandbox {
         /// `sha256:` and 64 hex digits.
         bundle_digest: String,
     },
-    /// A trapped connect.
-    Connect {
-        /// Never 0.
-        request_id: NonZeroU64,
-        /// Who connects.
-        caller: Caller,
-        /// TCP or UDP.
-        transport: pb::Transport,
-        /// Where to.
-        destination: SocketAddr,
-    },
     /// A question to the DNS stub.
     Dns {
         /// Never 0.
@@ -263,12 +251,6 @@ impl FromSandbox {
                     bundle_digest: h.bundle_digest,
                 })
             }
-            Kind::Connect(c) => Ok(Self::Connect {
-                request_id: request_id(c.request_id)?,
-                caller: Caller::check(c.caller)?,
-                transport: transport(c.transport)?,
-                destination: endpoint(c.destination)?,
-            }),
             Kind::Dns(d) => {
                 limit("packet", d.packet.len(), MAX_DNS)?;
                 if d.packet.is_empty() {
@@ -302,17 +284,6 @@ impl FromSandbox {
                 protocol_version: PROTOCOL_VERSION,
                 bundle_digest: bundle_digest.clone(),
             }),
-            Self::Connect {
-                request_id,
-                caller,
-                transport,
-                destination,
-            } => Kind::Connect(pb::ConnectRequest {
-                request_id: request_id.get(),
-                caller: Some(caller.to_pb()),
-                transport: (*transport).into(),
-                destination: Some(endpoint_pb(*destination)),
-            }),
             Self::Dns {
                 request_id,
                 caller,
@@ -343,18 +314,6 @@ impl FromSandbox {
     }
 }
 
-/// What the supervisor answered to a connect.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConnectVerdict {
-    /// Open a relay stream with this ticket.
-    Allowed {
-        /// At most [`MAX_TICKET`] bytes, never empty.
-        ticket: Vec<u8>,
-    },
-    /// Fail the connect with this errno.
-    Refused(i32),
-}
-
 /// What the supervisor answered to a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DatagramVerdict {
@@ -369,13 +328,6 @@ pub enum DatagramVerdict {
 pub enum FromSupervisor {
     /// The first message: the `Hello` was accepted.
     Welcome,
-    /// The answer to a connect.
-    Connect {
-        /// The request's id.
-        request_id: NonZeroU64,
-        /// Allowed or refused.
-        verdict: ConnectVerdict,
-    },
     /// The answer to a DNS question: the reply, or none (empty).
     Dns {
         /// The request's id.
@@ -403,23 +355,6 @@ impl FromSupervisor {
                     return Err(ProtocolError::Version(w.protocol_version));
                 }
                 Ok(Self::Welcome)
-            }
-            Kind::Connect(c) => {
-                use pb::connect_answer::Verdict;
-                let verdict = match c.verdict.ok_or(field("verdict", "missing"))? {
-                    Verdict::Allowed(a) => {
-                        limit("ticket", a.ticket.len(), MAX_TICKET)?;
-                        if a.ticket.is_empty() {
-                            return Err(field("ticket", "empty"));
-                        }
-                        ConnectVerdict::Allowed { ticket: a.ticket }
-                    }
-                    Verdict::RefusedErrno(e) => ConnectVerdict::Refused(errno(e)?),
-                };
-                Ok(Self::Connect {
-                    request_id: request_id(c.request_id)?,
-                    verdict,
-                })
             }
             Kind::Dns(d) => {
                 limit("packet", d.packet.len(), MAX_DNS)?;
@@ -451,21 +386,6 @@ impl FromSupervisor {
             Self::Welcome => Kind::Welcome(pb::Welcome {
                 protocol_version: PROTOCOL_VERSION,
             }),
-            Self::Connect {
-                request_id,
-                verdict,
-            } => {
-                use pb::connect_answer::Verdict;
-                Kind::Connect(pb::ConnectAnswer {
-                    request_id: request_id.get(),
-                    verdict: Some(match verdict {
-                        ConnectVerdict::Allowed { ticket } => Verdict::Allowed(pb::Allowed {
-                            ticket: ticket.clone(),
-                        }),
-                        ConnectVerdict::Refused(e) => Verdict::RefusedErrno(*e),
-                    }),
-                })
-            }
             Self::Dns { request_id, packet } => Kind::Dns(pb::DnsAnswer {
                 request_id: request_id.get(),
                 packet: packet.clone(),
@@ -494,8 +414,13 @@ impl FromSupervisor {
 /// A checked message of a relay stream, from the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RelayUpKind {
-    /// The stream's first message.
-    Ticket(Vec<u8>),
+    /// The stream's first message: a trapped TCP connect.
+    Connect {
+        /// Who connects.
+        caller: Caller,
+        /// Where to.
+        destination: SocketAddr,
+    },
     /// Bytes the workload wrote.
     Data(Vec<u8>),
     /// The workload shut its side for writing.
@@ -508,13 +433,10 @@ impl RelayUpKind {
         use pb::relay_up::Kind;
         expected.check(msg.binding.as_ref())?;
         match msg.kind.ok_or(ProtocolError::NoKind)? {
-            Kind::Ticket(t) => {
-                limit("ticket", t.len(), MAX_TICKET)?;
-                if t.is_empty() {
-                    return Err(field("ticket", "empty"));
-                }
-                Ok(Self::Ticket(t))
-            }
+            Kind::Connect(c) => Ok(Self::Connect {
+                caller: Caller::check(c.caller)?,
+                destination: endpoint(c.destination)?,
+            }),
             Kind::Data(d) => {
                 limit("data", d.len(), MAX_CHUNK)?;
                 Ok(Self::Data(d))
@@ -531,7 +453,13 @@ impl RelayUpKind {
         pb::RelayUp {
             binding: Some(binding.to_pb()),
             kind: Some(match self {
-                Self::Ticket(t) => Kind::Ticket(t.clone()),
+                Self::Connect {
+                    caller,
+                    destination,
+                } => Kind::Connect(pb::ConnectRequest {
+                    caller: Some(caller.to_pb()),
+                    destination: Some(endpoint_pb(*destination)),
+                }),
                 Self::Data(d) => Kind::Data(d.clone()),
                 Self::ShutdownWrite => Kind::ShutdownWrite(true),
             }),
@@ -542,6 +470,10 @@ impl RelayUpKind {
 /// A checked message of a relay stream, from the supervisor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RelayDownKind {
+    /// The first message: the supervisor holds an established upstream.
+    Connected,
+    /// The first and last message: the connect fails with this errno.
+    Refused(i32),
     /// Bytes from upstream.
     Data(Vec<u8>),
     /// The upstream shut its side for writing.
@@ -563,6 +495,8 @@ impl RelayDownKind {
             Kind::ShutdownWrite(true) => Ok(Self::ShutdownWrite),
             Kind::ShutdownWrite(false) => Err(field("shutdown_write", "false")),
             Kind::ResetErrno(e) => Ok(Self::Reset(errno(e)?)),
+            Kind::Connected(pb::Connected {}) => Ok(Self::Connected),
+            Kind::RefusedErrno(e) => Ok(Self::Refused(errno(e)?)),
         }
     }
 
@@ -576,6 +510,8 @@ impl RelayDownKind {
                 Self::Data(d) => Kind::Data(d.clone()),
                 Self::ShutdownWrite => Kind::ShutdownWrite(true),
                 Self::Reset(e) => Kind::ResetErrno(*e),
+                Self::Connected => Kind::Connected(pb::Connected {}),
+                Self::Refused(e) => Kind::RefusedErrno(*e),
             }),
         }
     }

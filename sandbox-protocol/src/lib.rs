@@ -22,8 +22,8 @@ mod tests;
 pub mod transport;
 
 pub use check::{
-    Caller, ConnectVerdict, DatagramVerdict, FromSandbox, FromSupervisor, ProtocolError,
-    RelayDownKind, RelayUpKind, decode_relay_up, decode_sandbox_message, decode_supervisor_message,
+    Caller, DatagramVerdict, FromSandbox, FromSupervisor, ProtocolError, RelayDownKind,
+    RelayUpKind, decode_relay_up, decode_sandbox_message, decode_supervisor_message,
 };
 pub use order::{ControlOrder, RelayOrder};
 
@@ -51,8 +51,6 @@ pub const MAX_CHUNK: usize = 64 * 1024;
 pub const MAX_DNS: usize = 65_535;
 /// The most bytes of a UDP datagram's payload.
 pub const MAX_DATAGRAM: usize = 65_507;
-/// The most bytes of a relay ticket.
-pub const MAX_TICKET: usize = 64;
 /// The most bytes of an executable's path (`PATH_MAX`).
 pub const MAX_PATH: usize = 4096;
 /// The most bytes of a reason the sandbox gives.

@@ -11,7 +11,6 @@ pub const MAX_OUTSTANDING: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Request {
-    Connect,
     Dns,
     Datagram,
 }
@@ -19,7 +18,6 @@ enum Request {
 fn request_of(m: &FromSandbox) -> Option<(u64, Request)> {
     match m {
         FromSandbox::Hello { .. } => None,
-        FromSandbox::Connect { request_id, .. } => Some((request_id.get(), Request::Connect)),
         FromSandbox::Dns { request_id, .. } => Some((request_id.get(), Request::Dns)),
         FromSandbox::Datagram { request_id, .. } => Some((request_id.get(), Request::Datagram)),
     }
@@ -68,7 +66,6 @@ impl ControlOrder {
     pub fn answer(&mut self, m: &FromSupervisor) -> Result<(), ProtocolError> {
         let (id, kind) = match m {
             FromSupervisor::Welcome => return self.welcome(),
-            FromSupervisor::Connect { request_id, .. } => (request_id.get(), Request::Connect),
             FromSupervisor::Dns { request_id, .. } => (request_id.get(), Request::Dns),
             FromSupervisor::Datagram { request_id, .. } => (request_id.get(), Request::Datagram),
         };
@@ -106,8 +103,10 @@ impl ControlOrder {
     }
 }
 
-/// A relay stream's order, one per direction: the ticket first (upward
-/// only), then data, then at most one shutdown, after which nothing.
+/// A relay stream's order, one per direction: upward the connect question
+/// first and once; downward the answer first (connected, or refused and
+/// nothing after); then data, then at most one shutdown, after which
+/// nothing.
 #[derive(Debug, Default)]
 pub struct RelayOrder {
     opened: bool,
@@ -124,12 +123,14 @@ impl RelayOrder {
     /// A message from the sandbox.
     pub fn up(&mut self, m: &RelayUpKind) -> Result<(), ProtocolError> {
         match (m, self.opened) {
-            (RelayUpKind::Ticket(_), false) => {
+            (RelayUpKind::Connect { .. }, false) => {
                 self.opened = true;
                 Ok(())
             }
-            (RelayUpKind::Ticket(_), true) => Err(ProtocolError::Order("a second ticket")),
-            (_, false) => Err(ProtocolError::Order("relay data before the ticket")),
+            (RelayUpKind::Connect { .. }, true) => {
+                Err(ProtocolError::Order("a second connect on one stream"))
+            }
+            (_, false) => Err(ProtocolError::Order("relay data before the connect")),
             (RelayUpKind::Data(_), true) => self.data(),
             (RelayUpKind::ShutdownWrite, true) => self.shutdown(),
         }
@@ -137,11 +138,24 @@ impl RelayOrder {
 
     /// A message from the supervisor.
     pub fn down(&mut self, m: &RelayDownKind) -> Result<(), ProtocolError> {
-        match m {
-            RelayDownKind::Data(_) => self.data(),
-            RelayDownKind::ShutdownWrite => self.shutdown(),
+        match (m, self.opened) {
+            (RelayDownKind::Connected, false) => {
+                self.opened = true;
+                Ok(())
+            }
+            (RelayDownKind::Refused(_), false) => {
+                self.opened = true;
+                self.shut = true;
+                Ok(())
+            }
+            (RelayDownKind::Connected | RelayDownKind::Refused(_), true) => {
+                Err(ProtocolError::Order("a second answer on one stream"))
+            }
+            (_, false) => Err(ProtocolError::Order("relay data before the answer")),
+            (RelayDownKind::Data(_), true) => self.data(),
+            (RelayDownKind::ShutdownWrite, true) => self.shutdown(),
             // A reset ends the stream whatever came before.
-            RelayDownKind::Reset(_) => {
+            (RelayDownKind::Reset(_), true) => {
                 self.shut = true;
                 Ok(())
             }

@@ -28,11 +28,18 @@ fn id(n: u64) -> NonZeroU64 {
     NonZeroU64::new(n).unwrap()
 }
 
-fn connect(n: u64) -> FromSandbox {
-    FromSandbox::Connect {
+fn dns(n: u64) -> FromSandbox {
+    FromSandbox::Dns {
         request_id: id(n),
         caller: caller(),
-        transport: pb::Transport::Tcp,
+        transport: pb::Transport::Udp,
+        packet: vec![1, 2, 3],
+    }
+}
+
+fn connect() -> RelayUpKind {
+    RelayUpKind::Connect {
+        caller: caller(),
         destination: "[2001:db8::1]:443".parse::<SocketAddr>().unwrap(),
     }
 }
@@ -48,13 +55,7 @@ fn every_message_comes_back_as_sent() {
     let b = binding();
     let from_sandbox = [
         hello(),
-        connect(1),
-        FromSandbox::Dns {
-            request_id: id(2),
-            caller: caller(),
-            transport: pb::Transport::Udp,
-            packet: vec![1, 2, 3],
-        },
+        dns(2),
         FromSandbox::Datagram {
             request_id: id(3),
             caller: Caller {
@@ -71,15 +72,9 @@ fn every_message_comes_back_as_sent() {
     }
     let from_supervisor = [
         FromSupervisor::Welcome,
-        FromSupervisor::Connect {
+        FromSupervisor::Datagram {
             request_id: id(1),
-            verdict: ConnectVerdict::Allowed {
-                ticket: vec![1; 16],
-            },
-        },
-        FromSupervisor::Connect {
-            request_id: id(1),
-            verdict: ConnectVerdict::Refused(libc_eacces()),
+            verdict: DatagramVerdict::Refused(libc_eacces()),
         },
         FromSupervisor::Dns {
             request_id: id(2),
@@ -95,13 +90,15 @@ fn every_message_comes_back_as_sent() {
         assert_eq!(decode_supervisor_message(&bytes, &b), Ok(m));
     }
     for m in [
-        RelayUpKind::Ticket(vec![1]),
+        connect(),
         RelayUpKind::Data(vec![0; MAX_CHUNK]),
         RelayUpKind::ShutdownWrite,
     ] {
         assert_eq!(decode_relay_up(&m.to_pb(&b).encode_to_vec(), &b), Ok(m));
     }
     for m in [
+        RelayDownKind::Connected,
+        RelayDownKind::Refused(111),
         RelayDownKind::Data(vec![1, 2]),
         RelayDownKind::ShutdownWrite,
         RelayDownKind::Reset(104),
@@ -126,7 +123,7 @@ fn a_message_of_another_sandbox_or_generation_is_refused() {
         ..binding()
     };
     for wrong in [other_generation, other_sandbox] {
-        let bytes = connect(1).to_pb(&wrong).encode_to_vec();
+        let bytes = dns(1).to_pb(&wrong).encode_to_vec();
         assert!(matches!(
             decode_sandbox_message(&bytes, &b),
             Err(ProtocolError::WrongBinding { .. })
@@ -137,7 +134,7 @@ fn a_message_of_another_sandbox_or_generation_is_refused() {
             Err(ProtocolError::WrongBinding { .. })
         ));
     }
-    let mut unbound = connect(1).to_pb(&b);
+    let mut unbound = dns(1).to_pb(&b);
     unbound.binding = None;
     assert_eq!(
         FromSandbox::check(unbound, &b),
@@ -148,21 +145,17 @@ fn a_message_of_another_sandbox_or_generation_is_refused() {
 #[test]
 fn malformed_fields_are_refused_by_name() {
     let b = binding();
-    let refused = |m: pb::SandboxMessage| match FromSandbox::check(m, &b) {
+    let refused = |m: pb::RelayUp| match RelayUpKind::check(m, &b) {
         Err(ProtocolError::Field { field, .. } | ProtocolError::TooLong { field, .. }) => field,
         other => panic!("{other:?}"),
     };
-    let base = || connect(1).to_pb(&b);
     let with = |f: &dyn Fn(&mut pb::ConnectRequest)| {
-        let mut m = base();
-        if let Some(pb::sandbox_message::Kind::Connect(c)) = &mut m.kind {
+        let mut m = connect().to_pb(&b);
+        if let Some(pb::relay_up::Kind::Connect(c)) = &mut m.kind {
             f(c);
         }
         m
     };
-    assert_eq!(refused(with(&|c| c.request_id = 0)), "request_id");
-    assert_eq!(refused(with(&|c| c.transport = 9)), "transport");
-    assert_eq!(refused(with(&|c| c.transport = 0)), "transport");
     assert_eq!(
         refused(with(&|c| c.destination = Some(pb::IpEndpoint {
             ip: vec![1, 2, 3],
@@ -179,55 +172,71 @@ fn malformed_fields_are_refused_by_name() {
     );
     assert_eq!(refused(with(&|c| c.destination = None)), "destination");
     assert_eq!(refused(with(&|c| c.caller = None)), "caller");
+    let caller_field = |f: &dyn Fn(&mut pb::Caller)| {
+        with(&|c| {
+            if let Some(caller) = c.caller.as_mut() {
+                f(caller);
+            }
+        })
+    };
     assert_eq!(
-        refused(with(&|c| c.caller.as_mut().unwrap().exe = b"curl".to_vec())),
+        refused(caller_field(&|c| c.exe = b"curl".to_vec())),
         "caller.exe"
     );
     assert_eq!(
-        refused(with(
-            &|c| c.caller.as_mut().unwrap().exe = vec![b'/'; MAX_PATH + 1]
-        )),
+        refused(caller_field(&|c| c.exe = vec![b'/'; MAX_PATH + 1])),
         "caller.exe"
     );
     assert_eq!(
-        refused(with(
-            &|c| c.caller.as_mut().unwrap().exe_sha256 = vec![1; 31]
-        )),
+        refused(caller_field(&|c| c.exe_sha256 = vec![1; 31])),
         "caller.exe_sha256"
     );
+    assert_eq!(refused(caller_field(&|c| c.tid = 0)), "caller");
     assert_eq!(
-        refused(with(&|c| c.caller.as_mut().unwrap().tid = 0)),
-        "caller"
+        refused(caller_field(&|c| c.writable_tree = b"usr".to_vec())),
+        "caller.writable_tree"
     );
+    assert_eq!(
+        refused(caller_field(
+            &|c| c.foreign_code = "x".repeat(MAX_REASON + 1)
+        )),
+        "caller.foreign_code"
+    );
+    let sandbox_refused = |m: pb::SandboxMessage| match FromSandbox::check(m, &b) {
+        Err(ProtocolError::Field { field, .. } | ProtocolError::TooLong { field, .. }) => field,
+        other => panic!("{other:?}"),
+    };
+    let mut zero = dns(1).to_pb(&b);
+    if let Some(pb::sandbox_message::Kind::Dns(d)) = &mut zero.kind {
+        d.request_id = 0;
+    }
+    assert_eq!(sandbox_refused(zero), "request_id");
+    for t in [0, 9] {
+        let mut odd = dns(1).to_pb(&b);
+        if let Some(pb::sandbox_message::Kind::Dns(d)) = &mut odd.kind {
+            d.transport = t;
+        }
+        assert_eq!(sandbox_refused(odd), "transport");
+    }
     let mut bad_hello = hello().to_pb(&b);
     if let Some(pb::sandbox_message::Kind::Hello(h)) = &mut bad_hello.kind {
         h.bundle_digest = "sha256:XYZ".into();
     }
-    assert_eq!(refused(bad_hello), "bundle_digest");
+    assert_eq!(sandbox_refused(bad_hello), "bundle_digest");
     let mut old = hello().to_pb(&b);
     if let Some(pb::sandbox_message::Kind::Hello(h)) = &mut old.kind {
         h.protocol_version = 0;
     }
     assert_eq!(FromSandbox::check(old, &b), Err(ProtocolError::Version(0)));
-    let mut empty = base();
+    let mut empty = dns(1).to_pb(&b);
     empty.kind = None;
     assert_eq!(FromSandbox::check(empty, &b), Err(ProtocolError::NoKind));
-    let answer = |verdict| pb::SupervisorMessage {
-        binding: Some(b.to_pb()),
-        kind: Some(pb::supervisor_message::Kind::Connect(pb::ConnectAnswer {
-            request_id: 1,
-            verdict: Some(verdict),
-        })),
-    };
-    for verdict in [
-        pb::connect_answer::Verdict::RefusedErrno(0),
-        pb::connect_answer::Verdict::RefusedErrno(-1),
-        pb::connect_answer::Verdict::Allowed(pb::Allowed { ticket: Vec::new() }),
-        pb::connect_answer::Verdict::Allowed(pb::Allowed {
-            ticket: vec![0; MAX_TICKET + 1],
-        }),
-    ] {
-        assert!(FromSupervisor::check(answer(verdict), &b).is_err());
+    for bad in [0, -1, 4096] {
+        let refusal = pb::RelayDown {
+            binding: Some(b.to_pb()),
+            kind: Some(pb::relay_down::Kind::RefusedErrno(bad)),
+        };
+        assert!(RelayDownKind::check(refusal, &b).is_err(), "{bad}");
     }
     let big = RelayUpKind::Data(vec![0; MAX_CHUNK + 1]).to_pb(&b);
     assert!(matches!(
@@ -257,42 +266,39 @@ fn undecodable_and_oversized_bytes_are_refused() {
 fn the_control_stream_keeps_its_order() {
     let mut order = ControlOrder::new();
     assert!(
-        order.request(&connect(1)).is_err(),
+        order.request(&dns(1)).is_err(),
         "a request before the Hello"
     );
     order.request(&hello()).unwrap();
     assert!(order.request(&hello()).is_err(), "a second Hello");
-    order.request(&connect(1)).unwrap();
-    assert!(
-        order.request(&connect(1)).is_err(),
-        "an id already outstanding"
-    );
-    let allowed = FromSupervisor::Connect {
-        request_id: id(1),
-        verdict: ConnectVerdict::Refused(13),
-    };
-    assert!(
-        order.answer(&allowed).is_err(),
-        "an answer before the Welcome"
-    );
-    order.answer(&FromSupervisor::Welcome).unwrap();
-    assert!(order.answer(&FromSupervisor::Welcome).is_err());
-    let dns_answer = FromSupervisor::Dns {
+    order.request(&dns(1)).unwrap();
+    assert!(order.request(&dns(1)).is_err(), "an id already outstanding");
+    let answer = FromSupervisor::Dns {
         request_id: id(1),
         packet: Vec::new(),
     };
     assert!(
-        order.answer(&dns_answer).is_err(),
+        order.answer(&answer).is_err(),
+        "an answer before the Welcome"
+    );
+    order.answer(&FromSupervisor::Welcome).unwrap();
+    assert!(order.answer(&FromSupervisor::Welcome).is_err());
+    let datagram_answer = FromSupervisor::Datagram {
+        request_id: id(1),
+        verdict: DatagramVerdict::Sent(1),
+    };
+    assert!(
+        order.answer(&datagram_answer).is_err(),
         "an answer of another kind"
     );
-    order.answer(&allowed).unwrap();
-    assert!(order.answer(&allowed).is_err(), "answered twice");
+    order.answer(&answer).unwrap();
+    assert!(order.answer(&answer).is_err(), "answered twice");
     assert_eq!(order.outstanding(), 0);
     for n in 1..=crate::order::MAX_OUTSTANDING as u64 {
-        order.request(&connect(n)).unwrap();
+        order.request(&dns(n)).unwrap();
     }
     assert!(
-        order.request(&connect(u64::MAX)).is_err(),
+        order.request(&dns(u64::MAX)).is_err(),
         "too many outstanding"
     );
 }
@@ -302,10 +308,10 @@ fn a_relay_stream_keeps_its_order() {
     let mut up = RelayOrder::new();
     assert!(
         up.up(&RelayUpKind::Data(vec![1])).is_err(),
-        "data before the ticket"
+        "data before the connect"
     );
-    up.up(&RelayUpKind::Ticket(vec![1])).unwrap();
-    assert!(up.up(&RelayUpKind::Ticket(vec![1])).is_err());
+    up.up(&connect()).unwrap();
+    assert!(up.up(&connect()).is_err(), "a second connect");
     up.up(&RelayUpKind::Data(vec![1])).unwrap();
     up.up(&RelayUpKind::ShutdownWrite).unwrap();
     assert!(
@@ -314,7 +320,22 @@ fn a_relay_stream_keeps_its_order() {
     );
     assert!(up.up(&RelayUpKind::ShutdownWrite).is_err());
     let mut down = RelayOrder::new();
+    assert!(
+        down.down(&RelayDownKind::Data(vec![1])).is_err(),
+        "data before the answer"
+    );
+    down.down(&RelayDownKind::Connected).unwrap();
+    assert!(
+        down.down(&RelayDownKind::Connected).is_err(),
+        "a second answer"
+    );
     down.down(&RelayDownKind::Data(vec![1])).unwrap();
     down.down(&RelayDownKind::Reset(104)).unwrap();
     assert!(down.down(&RelayDownKind::Data(vec![1])).is_err());
+    let mut refused = RelayOrder::new();
+    refused.down(&RelayDownKind::Refused(111)).unwrap();
+    assert!(
+        refused.down(&RelayDownKind::Data(vec![1])).is_err(),
+        "data after a refusal"
+    );
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 use sandbox_protocol::pb::broker_server::Broker;
 use sandbox_protocol::pb::{self, broker_client::BrokerClient};
 use sandbox_protocol::{
-    Binding, Caller, ConnectVerdict, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK,
-    RelayDownKind, RelayOrder, RelayUpKind, transport,
+    Binding, Caller, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK, RelayDownKind,
+    RelayOrder, RelayUpKind, transport,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -29,7 +29,7 @@ fn binding() -> Binding {
     }
 }
 
-/// Allows port 443 only; relays echo, except the ticket `stall`, whose
+/// Allows ports 443 and 444 only; relays echo, except on port 444, whose
 /// stream is never read.
 struct TestSupervisor {
     refusals: Arc<Mutex<Vec<String>>>,
@@ -60,19 +60,9 @@ impl Broker for TestSupervisor {
                         return;
                     }
                     Ok(FromSandbox::Hello { .. }) => FromSupervisor::Welcome,
-                    Ok(FromSandbox::Connect {
+                    Ok(FromSandbox::Dns { request_id, .. }) => FromSupervisor::Dns {
                         request_id,
-                        destination,
-                        ..
-                    }) => FromSupervisor::Connect {
-                        request_id,
-                        verdict: if destination.port() == 443 {
-                            ConnectVerdict::Allowed {
-                                ticket: request_id.get().to_be_bytes().to_vec(),
-                            }
-                        } else {
-                            ConnectVerdict::Refused(13)
-                        },
+                        packet: Vec::new(),
                     },
                     Ok(_) => return,
                 };
@@ -113,10 +103,14 @@ impl Broker for TestSupervisor {
                     return;
                 }
                 let down = match m {
-                    RelayUpKind::Ticket(t) => {
-                        stall = t == b"stall";
-                        continue;
-                    }
+                    RelayUpKind::Connect { destination, .. } => match destination.port() {
+                        443 => RelayDownKind::Connected,
+                        444 => {
+                            stall = true;
+                            RelayDownKind::Connected
+                        }
+                        _ => RelayDownKind::Refused(13),
+                    },
                     RelayUpKind::Data(d) => RelayDownKind::Data(d),
                     RelayUpKind::ShutdownWrite => RelayDownKind::ShutdownWrite,
                 };
@@ -157,12 +151,19 @@ fn caller() -> Caller {
     }
 }
 
-fn connect(id: u64, port: u16) -> FromSandbox {
-    FromSandbox::Connect {
+fn connect(port: u16) -> RelayUpKind {
+    RelayUpKind::Connect {
+        caller: caller(),
+        destination: std::net::SocketAddr::from(([192, 0, 2, 1], port)),
+    }
+}
+
+fn dns(id: u64) -> FromSandbox {
+    FromSandbox::Dns {
         request_id: NonZeroU64::new(id).unwrap(),
         caller: caller(),
-        transport: pb::Transport::Tcp,
-        destination: std::net::SocketAddr::from(([192, 0, 2, 1], port)),
+        transport: pb::Transport::Udp,
+        packet: vec![0; 12],
     }
 }
 
@@ -172,21 +173,28 @@ fn hello() -> FromSandbox {
     }
 }
 
-/// Opens a relay with `ticket`; returns its sender and answers.
+/// Opens a relay with a connect to `port`; returns its sender and the
+/// answers.
 async fn relay(
     client: &mut BrokerClient<tonic::transport::Channel>,
-    ticket: &[u8],
+    port: u16,
 ) -> (mpsc::Sender<pb::RelayUp>, Streaming<pb::RelayDown>) {
     let (tx, rx) = mpsc::channel(1);
-    tx.send(RelayUpKind::Ticket(ticket.to_vec()).to_pb(&binding()))
-        .await
-        .unwrap();
+    tx.send(connect(port).to_pb(&binding())).await.unwrap();
     let down = client
         .relay(ReceiverStream::new(rx))
         .await
         .unwrap()
         .into_inner();
     (tx, down)
+}
+
+/// The next message of a relay stream, checked and in order.
+async fn next_down(down: &mut Streaming<pb::RelayDown>, order: &mut RelayOrder) -> RelayDownKind {
+    let m = down.next().await.unwrap().unwrap();
+    let m = RelayDownKind::check(m, &binding()).unwrap();
+    order.down(&m).unwrap();
+    m
 }
 
 #[tokio::test]
@@ -200,48 +208,29 @@ async fn a_connect_is_decided_and_its_bytes_relayed() {
         .await
         .unwrap()
         .into_inner();
-    let mut order = ControlOrder::new();
-    order.request(&hello()).unwrap();
-    order.request(&connect(1, 443)).unwrap();
-    order.request(&connect(2, 80)).unwrap();
-    let mut next = async || {
-        let m = answers.next().await.unwrap().unwrap();
-        let m = FromSupervisor::check(m, &b).unwrap();
-        order.answer(&m).unwrap();
-        m
-    };
-    assert_eq!(next().await, FromSupervisor::Welcome);
-    for (id, port) in [(1, 443), (2, 80)] {
-        tx.send(connect(id, port).to_pb(&b)).await.unwrap();
-    }
-    let FromSupervisor::Connect {
-        verdict: ConnectVerdict::Allowed { ticket },
-        ..
-    } = next().await
-    else {
-        panic!("443 is allowed");
-    };
-    assert!(matches!(
-        next().await,
-        FromSupervisor::Connect {
-            verdict: ConnectVerdict::Refused(13),
-            ..
-        }
-    ));
-    let (up, mut down) = relay(&mut client, &ticket).await;
+    let welcome = FromSupervisor::check(answers.next().await.unwrap().unwrap(), &b).unwrap();
+    assert_eq!(welcome, FromSupervisor::Welcome);
+    let (_, mut refused) = relay(&mut client, 80).await;
+    assert_eq!(
+        next_down(&mut refused, &mut RelayOrder::new()).await,
+        RelayDownKind::Refused(13)
+    );
+    let (up, mut down) = relay(&mut client, 443).await;
+    let mut order = RelayOrder::new();
+    assert_eq!(
+        next_down(&mut down, &mut order).await,
+        RelayDownKind::Connected
+    );
     up.send(RelayUpKind::Data(b"hello".to_vec()).to_pb(&b))
         .await
         .unwrap();
     up.send(RelayUpKind::ShutdownWrite.to_pb(&b)).await.unwrap();
-    let mut order = RelayOrder::new();
     let mut got = Vec::new();
-    while let Some(m) = down.next().await {
-        let m = RelayDownKind::check(m.unwrap(), &b).unwrap();
-        order.down(&m).unwrap();
-        match m {
+    loop {
+        match next_down(&mut down, &mut order).await {
             RelayDownKind::Data(d) => got.extend(d),
             RelayDownKind::ShutdownWrite => break,
-            RelayDownKind::Reset(e) => panic!("reset {e}"),
+            other => panic!("{other:?}"),
         }
     }
     assert_eq!(got, b"hello");
@@ -251,7 +240,7 @@ async fn a_connect_is_decided_and_its_bytes_relayed() {
 async fn a_stalled_relay_holds_up_no_other() {
     let (mut client, _) = pair().await;
     let b = binding();
-    let (stalled, _stalled_down) = relay(&mut client, b"stall").await;
+    let (stalled, _stalled_down) = relay(&mut client, 444).await;
     // Fill the stalled stream until its sends stop completing: HTTP/2's
     // window for that stream is full.
     let chunk = RelayUpKind::Data(vec![7; MAX_CHUNK]).to_pb(&b);
@@ -268,19 +257,18 @@ async fn a_stalled_relay_holds_up_no_other() {
         }
     }
     // Another stream on the same connection still flows.
-    let (up, mut down) = relay(&mut client, b"other").await;
+    let (up, mut down) = relay(&mut client, 443).await;
     up.send(RelayUpKind::Data(b"ping".to_vec()).to_pb(&b))
         .await
         .unwrap();
-    let echoed = tokio::time::timeout(Duration::from_secs(5), down.next())
-        .await
-        .expect("the other stream is not held up")
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        RelayDownKind::check(echoed, &b).unwrap(),
-        RelayDownKind::Data(b"ping".to_vec())
-    );
+    let mut order = RelayOrder::new();
+    let echoed = tokio::time::timeout(Duration::from_secs(5), async {
+        next_down(&mut down, &mut order).await;
+        next_down(&mut down, &mut order).await
+    })
+    .await
+    .expect("the other stream is not held up");
+    assert_eq!(echoed, RelayDownKind::Data(b"ping".to_vec()));
 }
 
 #[tokio::test]
@@ -307,7 +295,7 @@ async fn a_message_of_another_generation_ends_the_stream_and_is_logged() {
 async fn a_request_before_the_hello_is_refused() {
     let (mut client, refusals) = pair().await;
     let (tx, rx) = mpsc::channel(4);
-    tx.send(connect(1, 443).to_pb(&binding())).await.unwrap();
+    tx.send(dns(1).to_pb(&binding())).await.unwrap();
     let mut answers = client
         .control(ReceiverStream::new(rx))
         .await
@@ -333,12 +321,11 @@ async fn unlimited_client(io: tokio::net::UnixStream) -> BrokerClient<tonic::tra
     BrokerClient::new(channel)
 }
 
-/// The ticket, then one relay message of `len` data bytes, sent raw.
+/// The connect, then one relay message of `len` data bytes, sent raw.
 fn oversized(len: usize) -> ReceiverStream<pb::RelayUp> {
     let b = binding();
     let (tx, rx) = mpsc::channel(2);
-    tx.try_send(RelayUpKind::Ticket(b"t".to_vec()).to_pb(&b))
-        .unwrap();
+    tx.try_send(connect(443).to_pb(&b)).unwrap();
     tx.try_send(pb::RelayUp {
         binding: Some(b.to_pb()),
         kind: Some(pb::relay_up::Kind::Data(vec![0; len])),

@@ -1,7 +1,7 @@
 //! The sandbox's side of the sandbox protocol (`docs/sandbox-protocol.md`):
-//! it asks the supervisor about each connect, and for an allowed one gives
-//! the workload a real connected TCP socket whose bytes it relays over a
-//! stream of their own.
+//! it asks the supervisor about each connect on a relay stream of its own,
+//! and for an allowed one gives the workload a real connected TCP socket
+//! whose bytes it relays over that stream.
 //!
 //! The workload's socket is one end of a TCP connection made inside the
 //! workload's network namespace (its loopback): the sandbox listens on an
@@ -9,21 +9,17 @@
 //! which it pumps to and from the relay stream. Nothing the workload does
 //! to its end reaches anything but that pump.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandbox_protocol::pb::broker_client::BrokerClient;
 use sandbox_protocol::{
-    Binding, Caller, ConnectVerdict, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK,
-    ProtocolError, RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
+    Binding, Caller, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK, ProtocolError,
+    RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
@@ -56,15 +52,14 @@ pub enum RelayError {
     Socket(#[from] io::Error),
 }
 
-/// The control stream to the supervisor, after the greeting.
+/// The attachment to the supervisor, after the greeting.
 #[derive(Debug, Clone)]
 pub struct Supervisor {
     client: BrokerClient<Channel>,
     binding: Binding,
-    requests: mpsc::Sender<pb::SandboxMessage>,
-    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<FromSupervisor>>>>,
-    order: Arc<Mutex<ControlOrder>>,
-    next_id: Arc<AtomicU64>,
+    /// Keeps the control stream open: the supervisor ends the attachment
+    /// when it closes.
+    _control: mpsc::Sender<pb::SandboxMessage>,
 }
 
 impl Supervisor {
@@ -79,11 +74,11 @@ impl Supervisor {
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let mut client = transport::client(io).await?;
-        let (requests, rx) = mpsc::channel(CONTROL_QUEUE);
+        let (control, rx) = mpsc::channel(CONTROL_QUEUE);
         let hello = FromSandbox::Hello { bundle_digest };
         let mut order = ControlOrder::new();
         order.request(&hello)?;
-        requests
+        control
             .send(hello.to_pb(&binding))
             .await
             .map_err(|_| RelayError::Gone)?;
@@ -91,117 +86,65 @@ impl Supervisor {
         let first = answers.next().await.ok_or(RelayError::Gone)??;
         let welcome = FromSupervisor::check(first, &binding)?;
         order.answer(&welcome)?;
-        let me = Self {
-            client,
-            binding,
-            requests,
-            waiting: Arc::default(),
-            order: Arc::new(Mutex::new(order)),
-            next_id: Arc::new(AtomicU64::new(1)),
-        };
-        let waiting = Arc::clone(&me.waiting);
-        let order = Arc::clone(&me.order);
-        let binding = me.binding.clone();
+        // No request goes out on the control stream yet: any answer breaks
+        // the protocol, and ends what this side reads of it.
+        let answers_binding = binding.clone();
         tokio::spawn(async move {
             while let Some(Ok(msg)) = answers.next().await {
-                let answer = FromSupervisor::check(msg, &binding).and_then(|a| {
-                    order
-                        .lock()
-                        .map_err(|_| ProtocolError::Order("the stream's state is lost"))?
-                        .answer(&a)
-                        .map(|()| a)
-                });
-                let Ok(answer) = answer else {
-                    // A supervisor that breaks the protocol answers nothing
-                    // more: every call waiting is refused.
+                let answer = FromSupervisor::check(msg, &answers_binding);
+                if answer.and_then(|a| order.answer(&a)).is_err() {
                     break;
-                };
-                let id = match &answer {
-                    FromSupervisor::Connect { request_id, .. }
-                    | FromSupervisor::Dns { request_id, .. }
-                    | FromSupervisor::Datagram { request_id, .. } => request_id.get(),
-                    FromSupervisor::Welcome => continue,
-                };
-                let waiter = waiting.lock().ok().and_then(|mut w| w.remove(&id));
-                if let Some(waiter) = waiter {
-                    let _ = waiter.send(answer);
                 }
             }
-            // Dropping the senders wakes every waiter with an error.
-            if let Ok(mut w) = waiting.lock() {
-                w.clear();
-            }
         });
-        Ok(me)
+        Ok(Self {
+            client,
+            binding,
+            _control: control,
+        })
     }
 
-    /// Asks whether `caller` may connect to `destination` over TCP.
+    /// Asks whether `caller` may connect to `destination` over TCP, on a
+    /// relay stream of its own. Allowed: the workload's end of a connected
+    /// socket (blocking, close-on-exec, for the caller to install), whose
+    /// other end is relayed until either side is done. Refused: the errno
+    /// the supervisor chose.
     pub async fn connect(
         &self,
         caller: Caller,
         destination: SocketAddr,
-    ) -> Result<ConnectVerdict, RelayError> {
-        let request_id = self.request_id()?;
-        let answer = self
-            .ask(FromSandbox::Connect {
-                request_id,
-                caller,
-                transport: pb::Transport::Tcp,
-                destination,
-            })
-            .await?;
-        match answer {
-            FromSupervisor::Connect { verdict, .. } => Ok(verdict),
-            _ => Err(ProtocolError::Order("an answer of another kind than its request").into()),
-        }
-    }
-
-    fn request_id(&self) -> Result<NonZeroU64, RelayError> {
-        NonZeroU64::new(self.next_id.fetch_add(1, Ordering::Relaxed)).ok_or(RelayError::Gone)
-    }
-
-    async fn ask(&self, request: FromSandbox) -> Result<FromSupervisor, RelayError> {
-        let (tx, rx) = oneshot::channel();
-        let id = match &request {
-            FromSandbox::Connect { request_id, .. }
-            | FromSandbox::Dns { request_id, .. }
-            | FromSandbox::Datagram { request_id, .. } => request_id.get(),
-            FromSandbox::Hello { .. } => return Err(ProtocolError::Order("a second Hello").into()),
-        };
-        self.order
-            .lock()
-            .map_err(|_| RelayError::Gone)?
-            .request(&request)?;
-        self.waiting
-            .lock()
-            .map_err(|_| RelayError::Gone)?
-            .insert(id, tx);
-        self.requests
-            .send(request.to_pb(&self.binding))
-            .await
-            .map_err(|_| RelayError::Gone)?;
-        rx.await.map_err(|_| RelayError::Gone)
-    }
-
-    /// Gives the workload a connected socket for the allowed connection
-    /// `ticket` names: returns the workload's end (blocking, close-on-exec,
-    /// for the caller to install) and relays the other end until either
-    /// side is done.
-    pub async fn relay(
-        &self,
-        ticket: Vec<u8>,
-        ipv6: bool,
-    ) -> Result<std::net::TcpStream, RelayError> {
-        let (workload_end, ours) = socket_pair(ipv6).await?;
+    ) -> Result<Result<std::net::TcpStream, i32>, RelayError> {
         let (up_tx, up_rx) = mpsc::channel(RELAY_QUEUE);
         up_tx
-            .send(RelayUpKind::Ticket(ticket).to_pb(&self.binding))
+            .send(
+                RelayUpKind::Connect {
+                    caller,
+                    destination,
+                }
+                .to_pb(&self.binding),
+            )
             .await
             .map_err(|_| RelayError::Gone)?;
         let mut client = self.client.clone();
-        let down = client.relay(ReceiverStream::new(up_rx)).await?.into_inner();
-        tokio::spawn(pump(ours, up_tx, down, self.binding.clone()));
-        Ok(workload_end)
+        // The workload's socket is made while the supervisor decides.
+        let (down, pair) = tokio::join!(
+            client.relay(ReceiverStream::new(up_rx)),
+            socket_pair(destination.is_ipv6())
+        );
+        let mut down = down?.into_inner();
+        let mut order = RelayOrder::new();
+        let first = down.next().await.ok_or(RelayError::Gone)??;
+        let answer = RelayDownKind::check(first, &self.binding)?;
+        order.down(&answer)?;
+        match answer {
+            RelayDownKind::Connected => {
+                let (workload_end, ours) = pair?;
+                tokio::spawn(pump(ours, up_tx, down, order, self.binding.clone()));
+                Ok(Ok(workload_end))
+            }
+            RelayDownKind::Refused(errno) => Ok(Err(errno)),
+            _ => Err(ProtocolError::Order("relay data before the answer").into()),
+        }
     }
 }
 
@@ -235,6 +178,7 @@ async fn pump(
     ours: tokio::net::TcpStream,
     up: mpsc::Sender<pb::RelayUp>,
     mut down: tonic::Streaming<pb::RelayDown>,
+    mut order: RelayOrder,
     binding: Binding,
 ) {
     let (mut from_workload, mut to_workload) = ours.into_split();
@@ -253,7 +197,6 @@ async fn pump(
         }
     };
     let downward = async move {
-        let mut order = RelayOrder::new();
         while let Some(Ok(msg)) = down.next().await {
             let checked =
                 RelayDownKind::check(msg, &binding).and_then(|m| order.down(&m).map(|()| m));
@@ -267,7 +210,7 @@ async fn pump(
                     let _ = to_workload.shutdown().await;
                     return false;
                 }
-                Ok(RelayDownKind::Reset(_)) | Err(_) => break,
+                Ok(_) | Err(_) => break,
             }
         }
         // The upstream failed or the stream broke: the workload's socket

@@ -2,9 +2,10 @@
 //! Unix socket pair (`supervisor::relay::local_pair`), against a plain
 //! loopback connection to the same upstream:
 //!
-//! - connect: from the question to a connected workload socket (decision,
-//!   upstream connect, relay stream, the workload's loopback pair), median
-//!   of 1,000, against a loopback `connect`;
+//! - connect: from the question to a connected workload socket (the relay
+//!   stream opened with the question, the decision, the upstream connect,
+//!   the workload's loopback pair), median of 1,000, against a loopback
+//!   `connect`;
 //! - throughput: 256 MiB written by one client, and 64 MiB by each of 8
 //!   at once, until the upstream has read the last byte.
 //!
@@ -20,7 +21,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use sandbox_protocol::{Binding, Caller, ConnectVerdict};
+use sandbox_protocol::{Binding, Caller};
 
 const CONNECTS: usize = 1000;
 const ONE: usize = 256 << 20;
@@ -120,17 +121,15 @@ fn main() {
         .block_on(supervisor::relay::local_pair(bundle, &log, binding, None))
         .expect("attach");
     let relayed = || {
-        runtime.block_on(async {
-            let ConnectVerdict::Allowed { ticket } =
-                sandbox.connect(caller(), upstream).await.expect("ask")
-            else {
+        runtime
+            .block_on(sandbox.connect(caller(), upstream))
+            .expect("ask")
+            .unwrap_or_else(|errno| {
                 panic!(
-                    "refused: {}",
+                    "refused ({errno}): {}",
                     std::fs::read_to_string(&log).unwrap_or_default()
-                );
-            };
-            sandbox.relay(ticket, false).await.expect("relay")
-        })
+                )
+            })
     };
 
     let direct_us: Vec<f64> = (0..CONNECTS)

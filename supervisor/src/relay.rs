@@ -1,27 +1,26 @@
 //! The supervisor's side of the sandbox protocol (`docs/sandbox-protocol.md`):
 //! it decides each connect the sandbox reports with the policy in force,
 //! opens the upstream connection itself (through the L7 proxy for an
-//! inspected route), and relays the bytes of each allowed connection over
-//! a stream of its own.
+//! inspected route), and relays the connection's bytes over the stream the
+//! question came on.
 //!
 //! The sandbox reports facts about the caller (executable, pin hash,
 //! foreign code, the writable tree that holds it); the rules applied to
 //! them are the ones the local broker applies (`crate::broker::connect`).
 //! Every refusal is a deny-log line, as there.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::num::NonZeroU64;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use policy_bundle::matcher::canonical_ip;
 use sandbox_protocol::pb;
 use sandbox_protocol::{
-    Binding, Caller, ConnectVerdict, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK,
-    RelayDownKind, RelayOrder, RelayUpKind,
+    Binding, Caller, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK, RelayDownKind,
+    RelayOrder, RelayUpKind,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -47,10 +46,8 @@ pub struct SupervisorSide {
     broker: Arc<Broker>,
     binding: Binding,
     bundle_digest: String,
-    /// Upstream connections opened for an `Allowed` answer, waiting for
-    /// their relay stream; each ticket is used once.
-    tickets: Arc<Mutex<HashMap<Vec<u8>, tokio::net::TcpStream>>>,
-    next_ticket: Arc<Mutex<u64>>,
+    /// The sandbox's Hello was accepted: relay streams are served.
+    greeted: Arc<AtomicBool>,
 }
 
 impl SupervisorSide {
@@ -62,28 +59,9 @@ impl SupervisorSide {
             broker,
             binding,
             bundle_digest,
-            tickets: Arc::default(),
-            next_ticket: Arc::default(),
+            greeted: Arc::default(),
         }
     }
-
-    fn shared(&self) -> Shared {
-        Shared {
-            broker: Arc::clone(&self.broker),
-            binding: self.binding.clone(),
-            tickets: Arc::clone(&self.tickets),
-            next_ticket: Arc::clone(&self.next_ticket),
-        }
-    }
-}
-
-/// What each request's task needs.
-#[derive(Debug, Clone)]
-struct Shared {
-    broker: Arc<Broker>,
-    binding: Binding,
-    tickets: Arc<Mutex<HashMap<Vec<u8>, tokio::net::TcpStream>>>,
-    next_ticket: Arc<Mutex<u64>>,
 }
 
 #[tonic::async_trait]
@@ -97,10 +75,12 @@ impl pb::broker_server::Broker for SupervisorSide {
     ) -> Result<Response<Self::ControlStream>, Status> {
         let mut incoming = request.into_inner();
         let (tx, rx) = mpsc::channel(CONTROL_QUEUE);
-        let shared = self.shared();
+        let broker = Arc::clone(&self.broker);
+        let binding = self.binding.clone();
         let digest = self.bundle_digest.clone();
+        let greeted = Arc::clone(&self.greeted);
         tokio::spawn(async move {
-            let order = Arc::new(Mutex::new(ControlOrder::new()));
+            let mut order = ControlOrder::new();
             loop {
                 let msg = match incoming.next().await {
                     Some(Ok(msg)) => msg,
@@ -110,72 +90,41 @@ impl pb::broker_server::Broker for SupervisorSide {
                     }
                     None => return,
                 };
-                let checked = FromSandbox::check(msg, &shared.binding).and_then(|m| {
-                    let mut order = order.lock().map_err(|_| {
-                        sandbox_protocol::ProtocolError::Order("the stream's state is lost")
-                    })?;
-                    order.request(&m).map(|()| m)
-                });
-                let m = match checked {
-                    Ok(m) => m,
+                let checked =
+                    FromSandbox::check(msg, &binding).and_then(|m| order.request(&m).map(|()| m));
+                let answer = match checked {
                     Err(e) => {
-                        refused_message(&shared.broker, &e.to_string());
+                        refused_message(&broker, &e.to_string());
                         let _ = tx.send(Err(Status::invalid_argument(e.to_string()))).await;
                         return;
                     }
-                };
-                let answers = Answers {
-                    tx: tx.clone(),
-                    order: Arc::clone(&order),
-                    binding: shared.binding.clone(),
-                };
-                match m {
-                    FromSandbox::Hello { bundle_digest } if bundle_digest == digest => {
-                        answers.send(FromSupervisor::Welcome).await;
+                    Ok(FromSandbox::Hello { bundle_digest }) if bundle_digest == digest => {
+                        greeted.store(true, Ordering::SeqCst);
+                        FromSupervisor::Welcome
                     }
-                    FromSandbox::Hello { bundle_digest } => {
+                    Ok(FromSandbox::Hello { bundle_digest }) => {
                         let why = format!(
                             "the sandbox enforces bundle {bundle_digest}, not this supervisor's {digest}"
                         );
-                        refused_message(&shared.broker, &why);
+                        refused_message(&broker, &why);
                         let _ = tx.send(Err(Status::failed_precondition(why))).await;
                         return;
                     }
-                    FromSandbox::Connect {
+                    // Not served over the protocol yet: no reply (the stub
+                    // drops the query), and no datagram leaves.
+                    Ok(FromSandbox::Dns { request_id, .. }) => FromSupervisor::Dns {
                         request_id,
-                        caller,
-                        transport,
-                        destination,
-                    } => {
-                        let shared = shared.clone();
-                        tokio::spawn(async move {
-                            let verdict = shared.connect(&caller, transport, destination).await;
-                            answers
-                                .send(FromSupervisor::Connect {
-                                    request_id,
-                                    verdict,
-                                })
-                                .await;
-                        });
-                    }
-                    FromSandbox::Dns { request_id, .. } => {
-                        // Not served over the protocol yet: no answer is
-                        // sent back (the stub drops the query).
-                        answers
-                            .send(FromSupervisor::Dns {
-                                request_id,
-                                packet: Vec::new(),
-                            })
-                            .await;
-                    }
-                    FromSandbox::Datagram { request_id, .. } => {
-                        answers
-                            .send(FromSupervisor::Datagram {
-                                request_id,
-                                verdict: sandbox_protocol::DatagramVerdict::Refused(libc::EACCES),
-                            })
-                            .await;
-                    }
+                        packet: Vec::new(),
+                    },
+                    Ok(FromSandbox::Datagram { request_id, .. }) => FromSupervisor::Datagram {
+                        request_id,
+                        verdict: sandbox_protocol::DatagramVerdict::Refused(libc::EACCES),
+                    },
+                };
+                if order.answer(&answer).is_err()
+                    || tx.send(Ok(answer.to_pb(&binding))).await.is_err()
+                {
+                    return;
                 }
             }
         });
@@ -186,6 +135,11 @@ impl pb::broker_server::Broker for SupervisorSide {
         &self,
         request: Request<Streaming<pb::RelayUp>>,
     ) -> Result<Response<Self::RelayStream>, Status> {
+        if !self.greeted.load(Ordering::SeqCst) {
+            let why = "a relay stream before the sandbox's Hello was accepted";
+            refused_message(&self.broker, why);
+            return Err(Status::failed_precondition(why));
+        }
         let mut incoming = request.into_inner();
         let binding = self.binding.clone();
         let mut order = RelayOrder::new();
@@ -196,22 +150,30 @@ impl pb::broker_server::Broker for SupervisorSide {
             Some(Err(status)) => return Err(status),
             None => {
                 return Err(Status::invalid_argument(
-                    "a relay stream without its ticket",
+                    "a relay stream without its connect",
                 ));
             }
         };
-        let RelayUpKind::Ticket(ticket) = first else {
+        let RelayUpKind::Connect {
+            caller,
+            destination,
+        } = first
+        else {
             return Err(Status::invalid_argument(
-                "a relay stream without its ticket",
+                "a relay stream without its connect",
             ));
         };
-        let upstream = self
-            .tickets
-            .lock()
-            .ok()
-            .and_then(|mut t| t.remove(&ticket))
-            .ok_or_else(|| Status::not_found("no connection waits under this ticket"))?;
         let (tx, rx) = mpsc::channel(RELAY_QUEUE);
+        let upstream = match connect(&self.broker, &caller, destination).await {
+            Ok(upstream) => upstream,
+            Err(errno) => {
+                let _ = tx
+                    .send(Ok(RelayDownKind::Refused(errno).to_pb(&binding)))
+                    .await;
+                return Ok(Response::new(Box::pin(ReceiverStream::new(rx))));
+            }
+        };
+        let _ = tx.send(Ok(RelayDownKind::Connected.to_pb(&binding))).await;
         let (mut from_upstream, mut to_upstream) = upstream.into_split();
         let down_binding = binding.clone();
         let down_tx = tx.clone();
@@ -254,7 +216,7 @@ impl pb::broker_server::Broker for SupervisorSide {
                     Ok(RelayUpKind::ShutdownWrite) => {
                         let _ = to_upstream.shutdown().await;
                     }
-                    Ok(RelayUpKind::Ticket(_)) => return,
+                    Ok(RelayUpKind::Connect { .. }) => return,
                     Err(e) => {
                         let _ = tx.send(Err(Status::invalid_argument(e.to_string()))).await;
                         return;
@@ -266,117 +228,64 @@ impl pb::broker_server::Broker for SupervisorSide {
     }
 }
 
-/// Where the control stream's answers go, each recorded in its order
-/// first.
-#[derive(Debug, Clone)]
-struct Answers {
-    tx: mpsc::Sender<Result<pb::SupervisorMessage, Status>>,
-    order: Arc<Mutex<ControlOrder>>,
-    binding: Binding,
-}
-
-impl Answers {
-    async fn send(&self, answer: FromSupervisor) {
-        let recorded = self
-            .order
-            .lock()
-            .is_ok_and(|mut o| o.answer(&answer).is_ok());
-        if recorded {
-            let _ = self.tx.send(Ok(answer.to_pb(&self.binding))).await;
-        }
-    }
-}
-
-impl Shared {
-    /// Decides a connect and, when allowed, opens its upstream.
-    async fn connect(
-        &self,
-        caller: &Caller,
-        transport: pb::Transport,
-        destination: SocketAddr,
-    ) -> ConnectVerdict {
-        let ip = canonical_ip(destination.ip());
-        let port = destination.port();
-        let binary = Binary {
-            path: String::from_utf8_lossy(&caller.exe).into_owned(),
-            sha256: caller.exe_sha256.map(hex),
-            deleted: caller.exe_deleted,
-        };
-        let refuse = |errno: i32, reason: &str, host: Option<&str>, rule: Option<&str>| {
-            self.broker.log.network(&NetEvent {
-                denied: true,
-                tid: caller.tid,
-                pid: caller.pid,
-                binary: Some(&binary.path),
-                syscall: "connect",
-                protocol: if transport == pb::Transport::Udp {
-                    "udp"
-                } else {
-                    "tcp"
-                },
-                host,
-                ip: Some(ip),
-                port: Some(port),
-                rule,
-                reason,
-                ..NetEvent::default()
-            });
-            ConnectVerdict::Refused(errno)
-        };
-        if transport != pb::Transport::Tcp {
-            return refuse(
-                libc::EACCES,
-                "UDP goes only to the sandbox's DNS stub",
-                None,
-                None,
-            );
-        }
-        let decision = self.broker.decider.decide(&binary, ip, port);
-        if !decision.allowed() {
-            let reason = decision.conn.reason.to_string();
-            return refuse(
-                libc::ECONNREFUSED,
-                &reason,
-                decision.host.as_deref(),
-                decision.rule.as_deref(),
-            );
-        }
-        let planted = caller
-            .writable_tree
-            .as_deref()
-            .and_then(|tree| {
-                let tree = Path::new(std::ffi::OsStr::from_bytes(tree));
-                self.broker.decider.planted_in(&binary, tree, ip, port)
-            })
-            .or_else(|| caller.foreign_code.clone());
-        if let Some(why) = planted {
-            return refuse(libc::ECONNREFUSED, &why, decision.host.as_deref(), None);
-        }
-        let who = Who {
-            pid: caller.pid,
+/// Decides a TCP connect and, when allowed, opens its upstream; the errno
+/// of the refusal otherwise, logged.
+async fn connect(
+    broker: &Broker,
+    caller: &Caller,
+    destination: SocketAddr,
+) -> Result<tokio::net::TcpStream, i32> {
+    let ip = canonical_ip(destination.ip());
+    let port = destination.port();
+    let binary = Binary {
+        path: String::from_utf8_lossy(&caller.exe).into_owned(),
+        sha256: caller.exe_sha256.map(hex),
+        deleted: caller.exe_deleted,
+    };
+    let refuse = |reason: &str, host: Option<&str>, rule: Option<&str>| {
+        broker.log.network(&NetEvent {
+            denied: true,
             tid: caller.tid,
-        };
-        let dst = std::net::SocketAddr::new(ip, port);
-        match open_route(&self.broker, who, binary, decision, dst).await {
-            Ok(upstream) => match self.ticket() {
-                Some(ticket) => {
-                    if let Ok(mut tickets) = self.tickets.lock() {
-                        tickets.insert(ticket.clone(), upstream);
-                    }
-                    ConnectVerdict::Allowed { ticket }
-                }
-                None => ConnectVerdict::Refused(libc::EIO),
-            },
-            Err(e) => ConnectVerdict::Refused(e.raw_os_error().unwrap_or(libc::ECONNREFUSED)),
-        }
+            pid: caller.pid,
+            binary: Some(&binary.path),
+            syscall: "connect",
+            protocol: "tcp",
+            host,
+            ip: Some(ip),
+            port: Some(port),
+            rule,
+            reason,
+            ..NetEvent::default()
+        });
+        libc::ECONNREFUSED
+    };
+    let decision = broker.decider.decide(&binary, ip, port);
+    if !decision.allowed() {
+        let reason = decision.conn.reason.to_string();
+        return Err(refuse(
+            &reason,
+            decision.host.as_deref(),
+            decision.rule.as_deref(),
+        ));
     }
-
-    /// The next ticket: unique for this attachment (a counter).
-    fn ticket(&self) -> Option<Vec<u8>> {
-        let mut next = self.next_ticket.lock().ok()?;
-        *next += 1;
-        NonZeroU64::new(*next).map(|n| n.get().to_be_bytes().to_vec())
+    let planted = caller
+        .writable_tree
+        .as_deref()
+        .and_then(|tree| {
+            let tree = Path::new(std::ffi::OsStr::from_bytes(tree));
+            broker.decider.planted_in(&binary, tree, ip, port)
+        })
+        .or_else(|| caller.foreign_code.clone());
+    if let Some(why) = planted {
+        return Err(refuse(&why, decision.host.as_deref(), None));
     }
+    let who = Who {
+        pid: caller.pid,
+        tid: caller.tid,
+    };
+    open_route(broker, who, binary, decision, SocketAddr::new(ip, port))
+        .await
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::ECONNREFUSED))
 }
 
 /// A message from the sandbox refused: one deny-log line says why.
@@ -518,15 +427,14 @@ mod tests {
             got
         });
         let rig = rig(port, None).await;
-        let verdict = rig
+        let answer = rig
             .sandbox()
             .connect(caller("/usr/bin/curl"), loopback(port))
             .await
             .unwrap();
-        let ConnectVerdict::Allowed { ticket } = verdict else {
-            panic!("{verdict:?}: {}", rig.log());
+        let Ok(mut workload) = answer else {
+            panic!("{answer:?}: {}", rig.log());
         };
-        let mut workload = rig.sandbox().relay(ticket, false).await.unwrap();
         let big = vec![7_u8; 300_000];
         let answer = tokio::task::spawn_blocking(move || {
             workload.write_all(&big).unwrap();
@@ -579,8 +487,8 @@ mod tests {
             ),
         ];
         for (i, (who, port, why)) in cases.into_iter().enumerate() {
-            let verdict = rig.sandbox().connect(who, loopback(port)).await.unwrap();
-            assert_eq!(verdict, ConnectVerdict::Refused(libc::ECONNREFUSED), "{i}");
+            let answer = rig.sandbox().connect(who, loopback(port)).await.unwrap();
+            assert_eq!(answer.err(), Some(libc::ECONNREFUSED), "{i}");
             let log = rig.log();
             let lines: Vec<&str> = log.lines().collect();
             assert_eq!(lines.len(), i + 1, "{log}");
@@ -593,11 +501,8 @@ mod tests {
             exe_sha256: Some([0xab; 32]),
             ..caller("/usr/bin/wget")
         };
-        let verdict = rig.sandbox().connect(pinned, loopback(port)).await.unwrap();
-        assert!(
-            matches!(verdict, ConnectVerdict::Allowed { .. }),
-            "{verdict:?}"
-        );
+        let answer = rig.sandbox().connect(pinned, loopback(port)).await.unwrap();
+        assert!(answer.is_ok(), "{answer:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
