@@ -9,8 +9,12 @@
 //! which it pumps to and from the relay stream. Nothing the workload does
 //! to its end reaches anything but that pump.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandbox_protocol::pb::broker_client::BrokerClient;
@@ -19,7 +23,7 @@ use sandbox_protocol::{
     RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
@@ -57,9 +61,11 @@ pub enum RelayError {
 pub struct Supervisor {
     client: BrokerClient<Channel>,
     binding: Binding,
-    /// Keeps the control stream open: the supervisor ends the attachment
-    /// when it closes.
-    _control: mpsc::Sender<pb::SandboxMessage>,
+    requests: mpsc::Sender<pb::SandboxMessage>,
+    /// Requests sent on the control stream, waiting for their answer.
+    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<FromSupervisor>>>>,
+    order: Arc<Mutex<ControlOrder>>,
+    next_id: Arc<AtomicU64>,
 }
 
 impl Supervisor {
@@ -74,11 +80,11 @@ impl Supervisor {
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let mut client = transport::client(io).await?;
-        let (control, rx) = mpsc::channel(CONTROL_QUEUE);
+        let (requests, rx) = mpsc::channel(CONTROL_QUEUE);
         let hello = FromSandbox::Hello { bundle_digest };
         let mut order = ControlOrder::new();
         order.request(&hello)?;
-        control
+        requests
             .send(hello.to_pb(&binding))
             .await
             .map_err(|_| RelayError::Gone)?;
@@ -86,22 +92,66 @@ impl Supervisor {
         let first = answers.next().await.ok_or(RelayError::Gone)??;
         let welcome = FromSupervisor::check(first, &binding)?;
         order.answer(&welcome)?;
-        // No request goes out on the control stream yet: any answer breaks
-        // the protocol, and ends what this side reads of it.
-        let answers_binding = binding.clone();
-        tokio::spawn(async move {
-            while let Some(Ok(msg)) = answers.next().await {
-                let answer = FromSupervisor::check(msg, &answers_binding);
-                if answer.and_then(|a| order.answer(&a)).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Self {
+        let me = Self {
             client,
             binding,
-            _control: control,
-        })
+            requests,
+            waiting: Arc::default(),
+            order: Arc::new(Mutex::new(order)),
+            next_id: Arc::new(AtomicU64::new(1)),
+        };
+        tokio::spawn(dispatch(
+            answers,
+            me.binding.clone(),
+            Arc::clone(&me.order),
+            Arc::clone(&me.waiting),
+        ));
+        Ok(me)
+    }
+
+    /// Asks the supervisor's DNS logic to answer `packet`, a question the
+    /// workload's `caller` sent the stub over `transport`: the reply to
+    /// send back, empty for none.
+    pub async fn dns(
+        &self,
+        caller: Caller,
+        transport: pb::Transport,
+        packet: Vec<u8>,
+    ) -> Result<Vec<u8>, RelayError> {
+        let request_id = NonZeroU64::new(self.next_id.fetch_add(1, Ordering::Relaxed))
+            .ok_or(RelayError::Gone)?;
+        let answer = self
+            .ask(
+                request_id.get(),
+                FromSandbox::Dns {
+                    request_id,
+                    caller,
+                    transport,
+                    packet,
+                },
+            )
+            .await?;
+        match answer {
+            FromSupervisor::Dns { packet, .. } => Ok(packet),
+            _ => Err(ProtocolError::Order("an answer of another kind than its request").into()),
+        }
+    }
+
+    async fn ask(&self, id: u64, request: FromSandbox) -> Result<FromSupervisor, RelayError> {
+        let (tx, rx) = oneshot::channel();
+        self.order
+            .lock()
+            .map_err(|_| RelayError::Gone)?
+            .request(&request)?;
+        self.waiting
+            .lock()
+            .map_err(|_| RelayError::Gone)?
+            .insert(id, tx);
+        self.requests
+            .send(request.to_pb(&self.binding))
+            .await
+            .map_err(|_| RelayError::Gone)?;
+        rx.await.map_err(|_| RelayError::Gone)
     }
 
     /// Asks whether `caller` may connect to `destination` over TCP, on a
@@ -145,6 +195,42 @@ impl Supervisor {
             RelayDownKind::Refused(errno) => Ok(Err(errno)),
             _ => Err(ProtocolError::Order("relay data before the answer").into()),
         }
+    }
+}
+
+/// Hands each answer of the control stream to the request waiting for it.
+/// A supervisor that breaks the protocol answers nothing more: the stream
+/// is dropped, and every request still waiting fails.
+async fn dispatch(
+    mut answers: tonic::Streaming<pb::SupervisorMessage>,
+    binding: Binding,
+    order: Arc<Mutex<ControlOrder>>,
+    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<FromSupervisor>>>>,
+) {
+    while let Some(Ok(msg)) = answers.next().await {
+        let answer = FromSupervisor::check(msg, &binding).and_then(|a| {
+            order
+                .lock()
+                .map_err(|_| ProtocolError::Order("the stream's state is lost"))?
+                .answer(&a)
+                .map(|()| a)
+        });
+        let Ok(answer) = answer else { break };
+        let (FromSupervisor::Dns { request_id, .. } | FromSupervisor::Datagram { request_id, .. }) =
+            &answer
+        else {
+            break;
+        };
+        let waiter = waiting
+            .lock()
+            .ok()
+            .and_then(|mut w| w.remove(&request_id.get()));
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(answer);
+        }
+    }
+    if let Ok(mut w) = waiting.lock() {
+        w.clear();
     }
 }
 

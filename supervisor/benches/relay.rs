@@ -118,7 +118,13 @@ fn main() {
     };
     let log = dir.path().join("deny.log");
     let sandbox = runtime
-        .block_on(supervisor::relay::local_pair(bundle, &log, binding, None))
+        .block_on(supervisor::relay::local_pair(
+            bundle,
+            &log,
+            &[],
+            binding,
+            None,
+        ))
         .expect("attach");
     let relayed = || {
         runtime

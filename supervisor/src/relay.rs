@@ -13,14 +13,14 @@ use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use policy_bundle::matcher::canonical_ip;
 use sandbox_protocol::pb;
 use sandbox_protocol::{
-    Binding, Caller, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK, RelayDownKind,
-    RelayOrder, RelayUpKind,
+    Binding, Caller, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK, ProtocolError,
+    RelayDownKind, RelayOrder, RelayUpKind,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -31,6 +31,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::broker::{Broker, Who, open_route};
 use crate::decide::Binary;
 use crate::denylog::NetEvent;
+use crate::dns::Answerer;
 
 type Out<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
@@ -44,6 +45,8 @@ const RELAY_QUEUE: usize = 4;
 #[derive(Debug)]
 pub struct SupervisorSide {
     broker: Arc<Broker>,
+    /// The DNS stub's answers, for the sandbox's questions.
+    answerer: Arc<Answerer>,
     binding: Binding,
     bundle_digest: String,
     /// The sandbox's Hello was accepted: relay streams are served.
@@ -54,9 +57,15 @@ impl SupervisorSide {
     /// Serves the sandbox `binding`, which must enforce the bundle of
     /// `bundle_digest`.
     #[must_use]
-    pub(crate) fn new(broker: Arc<Broker>, binding: Binding, bundle_digest: String) -> Self {
+    pub(crate) fn new(
+        broker: Arc<Broker>,
+        answerer: Arc<Answerer>,
+        binding: Binding,
+        bundle_digest: String,
+    ) -> Self {
         Self {
             broker,
+            answerer,
             binding,
             bundle_digest,
             greeted: Arc::default(),
@@ -76,11 +85,12 @@ impl pb::broker_server::Broker for SupervisorSide {
         let mut incoming = request.into_inner();
         let (tx, rx) = mpsc::channel(CONTROL_QUEUE);
         let broker = Arc::clone(&self.broker);
+        let answerer = Arc::clone(&self.answerer);
         let binding = self.binding.clone();
         let digest = self.bundle_digest.clone();
         let greeted = Arc::clone(&self.greeted);
         tokio::spawn(async move {
-            let mut order = ControlOrder::new();
+            let order = Arc::new(Mutex::new(ControlOrder::new()));
             loop {
                 let msg = match incoming.next().await {
                     Some(Ok(msg)) => msg,
@@ -90,8 +100,13 @@ impl pb::broker_server::Broker for SupervisorSide {
                     }
                     None => return,
                 };
-                let checked =
-                    FromSandbox::check(msg, &binding).and_then(|m| order.request(&m).map(|()| m));
+                let checked = FromSandbox::check(msg, &binding).and_then(|m| {
+                    order
+                        .lock()
+                        .map_err(|_| ProtocolError::Order("the stream's state is lost"))?
+                        .request(&m)
+                        .map(|()| m)
+                });
                 let answer = match checked {
                     Err(e) => {
                         refused_message(&broker, &e.to_string());
@@ -110,20 +125,37 @@ impl pb::broker_server::Broker for SupervisorSide {
                         let _ = tx.send(Err(Status::failed_precondition(why))).await;
                         return;
                     }
-                    // Not served over the protocol yet: no reply (the stub
-                    // drops the query), and no datagram leaves.
-                    Ok(FromSandbox::Dns { request_id, .. }) => FromSupervisor::Dns {
+                    // Answered off this loop: a lookup may wait on the
+                    // upstream resolver.
+                    Ok(FromSandbox::Dns {
                         request_id,
-                        packet: Vec::new(),
-                    },
+                        transport,
+                        packet,
+                        ..
+                    }) => {
+                        let answers = Answers {
+                            tx: tx.clone(),
+                            order: Arc::clone(&order),
+                            binding: binding.clone(),
+                        };
+                        let answerer = Arc::clone(&answerer);
+                        tokio::spawn(async move {
+                            let udp = transport == pb::Transport::Udp;
+                            let packet = answerer.answer(&packet, udp).await.unwrap_or_default();
+                            answers
+                                .send(FromSupervisor::Dns { request_id, packet })
+                                .await;
+                        });
+                        continue;
+                    }
+                    // Not served over the protocol yet: no datagram leaves.
                     Ok(FromSandbox::Datagram { request_id, .. }) => FromSupervisor::Datagram {
                         request_id,
                         verdict: sandbox_protocol::DatagramVerdict::Refused(libc::EACCES),
                     },
                 };
-                if order.answer(&answer).is_err()
-                    || tx.send(Ok(answer.to_pb(&binding))).await.is_err()
-                {
+                let recorded = order.lock().is_ok_and(|mut o| o.answer(&answer).is_ok());
+                if !recorded || tx.send(Ok(answer.to_pb(&binding))).await.is_err() {
                     return;
                 }
             }
@@ -228,6 +260,27 @@ impl pb::broker_server::Broker for SupervisorSide {
     }
 }
 
+/// Where the control stream's answers go, each recorded in its order
+/// first.
+#[derive(Debug, Clone)]
+struct Answers {
+    tx: mpsc::Sender<Result<pb::SupervisorMessage, Status>>,
+    order: Arc<Mutex<ControlOrder>>,
+    binding: Binding,
+}
+
+impl Answers {
+    async fn send(&self, answer: FromSupervisor) {
+        let recorded = self
+            .order
+            .lock()
+            .is_ok_and(|mut o| o.answer(&answer).is_ok());
+        if recorded {
+            let _ = self.tx.send(Ok(answer.to_pb(&self.binding))).await;
+        }
+    }
+}
+
 /// Decides a TCP connect and, when allowed, opens its upstream; the errno
 /// of the refusal otherwise, logged.
 async fn connect(
@@ -308,13 +361,15 @@ fn hex(bytes: [u8; 32]) -> String {
 }
 
 /// Both sides of the protocol in this process, over a Unix socket pair:
-/// the supervisor's deciding with `bundle` (no L7 proxy; the deny log at
-/// `log`), the sandbox's attached as `binding` and saying it enforces
-/// `digest` (the bundle's own when `None`). For the relay's benchmarks and
+/// the supervisor's deciding with `bundle` (no L7 proxy, no upstream
+/// resolver: names resolve as `resolve` says; the deny log at `log`), the
+/// sandbox's attached as `binding` and saying it enforces `digest` (the
+/// bundle's own when `None`). For the relay's benchmarks and
 /// tests: `run` serves the protocol to the real sandbox.
 pub async fn local_pair(
     bundle: policy_bundle::Bundle,
     log: &Path,
+    resolve: &[(String, std::net::IpAddr)],
     binding: Binding,
     digest: Option<String>,
 ) -> Result<sandbox::relay::Supervisor, sandbox::relay::RelayError> {
@@ -327,11 +382,17 @@ pub async fn local_pair(
 
     let real = bundle.digest.clone();
     let log = Arc::new(DenyLog::open(Some(log), &bundle.provenance.policy, &real)?);
+    let attribution = Arc::new(Attribution::new(resolve));
+    let answerer = Arc::new(Answerer {
+        policy: Arc::new(crate::policy::Swap::new(crate::dns::DnsPolicy::from_table(
+            &bundle.enforcement.seccomp,
+        ))),
+        attribution: Arc::clone(&attribution),
+        resolver: None,
+        log: Arc::clone(&log),
+    });
     let active = Active::new(bundle, &Placeholders::default(), 0);
-    let decider = Arc::new(Decider::new(
-        Arc::new(Policy::new(active)),
-        Arc::new(Attribution::new(&[])),
-    ));
+    let decider = Arc::new(Decider::new(Arc::new(Policy::new(active)), attribution));
     let unused = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
     let broker = Arc::new(Broker {
         decider,
@@ -346,7 +407,7 @@ pub async fn local_pair(
         runtime: tokio::runtime::Handle::current(),
     });
     let (ours, theirs) = tokio::net::UnixStream::pair()?;
-    let side = SupervisorSide::new(broker, binding.clone(), real.clone());
+    let side = SupervisorSide::new(broker, answerer, binding.clone(), real.clone());
     tokio::spawn(sandbox_protocol::transport::serve(side, theirs));
     sandbox::relay::Supervisor::attach(ours, binding, digest.unwrap_or(real)).await
 }
@@ -383,7 +444,7 @@ mod tests {
         std::fs::write(
             &policy,
             format!(
-                "policy \"t\" {{\n  binaries pinned = /usr/bin/wget sha256:{pin}\n  allow /usr/bin/curl -> 127.0.0.1:{port}\n  allow pinned -> 127.0.0.1:{port}\n}}\n",
+                "policy \"t\" {{\n  binaries pinned = /usr/bin/wget sha256:{pin}\n  allow /usr/bin/curl -> 127.0.0.1:{port}\n  allow /usr/bin/curl -> api.example.com:443\n  allow pinned -> 127.0.0.1:{port}\n}}\n",
                 pin = "ab".repeat(32)
             ),
         )
@@ -394,7 +455,12 @@ mod tests {
             sandbox_id: "sb".into(),
             generation: 1,
         };
-        let attached = local_pair(bundle, &dir.path().join("deny.log"), binding, digest).await;
+        let resolve = [(
+            "api.example.com".to_owned(),
+            IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7)),
+        )];
+        let log = dir.path().join("deny.log");
+        let attached = local_pair(bundle, &log, &resolve, binding, digest).await;
         Rig { dir, attached }
     }
 
@@ -514,5 +580,44 @@ mod tests {
         };
         assert!(e.to_string().contains("not this supervisor's"), "{e}");
         assert!(rig.log().contains("not this supervisor's"), "{}", rig.log());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dns_questions_are_answered_by_the_supervisors_stub_logic() {
+        use hickory_resolver::proto::op::{Message, Query, ResponseCode};
+        use hickory_resolver::proto::rr::{Name, RData, RecordType};
+
+        let rig = rig(1, None).await;
+        let ask = |name: &str| {
+            let mut m = Message::query();
+            m.metadata.id = 7;
+            m.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+            let packet = m.to_vec().unwrap();
+            rig.sandbox()
+                .dns(caller("/usr/bin/curl"), pb::Transport::Udp, packet)
+        };
+        let allowed = Message::from_vec(&ask("api.example.com.").await.unwrap()).unwrap();
+        assert_eq!(allowed.metadata.id, 7);
+        assert_eq!(allowed.metadata.response_code, ResponseCode::NoError);
+        let addrs: Vec<RData> = allowed.answers.iter().map(|r| r.data.clone()).collect();
+        assert_eq!(
+            addrs,
+            [RData::A(hickory_resolver::proto::rr::rdata::A(
+                Ipv4Addr::new(192, 0, 2, 7)
+            ))]
+        );
+        assert!(rig.log().is_empty(), "{}", rig.log());
+        let refused = Message::from_vec(&ask("exfil.example.net.").await.unwrap()).unwrap();
+        assert_eq!(refused.metadata.response_code, ResponseCode::NXDomain);
+        assert!(refused.answers.is_empty());
+        assert!(rig.log().contains("exfil.example.net"), "{}", rig.log());
+        // Not a DNS message at all: no reply, and a log line.
+        let none = rig
+            .sandbox()
+            .dns(caller("/usr/bin/curl"), pb::Transport::Udp, vec![1, 2, 3])
+            .await
+            .unwrap();
+        assert!(none.is_empty());
+        assert_eq!(rig.log().lines().count(), 2, "{}", rig.log());
     }
 }
