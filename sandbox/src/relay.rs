@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use sandbox_protocol::pb::broker_client::BrokerClient;
 use sandbox_protocol::{
-    Binding, Caller, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK, ProtocolError,
-    RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
+    Binding, Caller, ControlOrder, DatagramVerdict, FromSandbox, FromSupervisor, MAX_CHUNK,
+    ProtocolError, RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -133,6 +133,37 @@ impl Supervisor {
             .await?;
         match answer {
             FromSupervisor::Dns { packet, .. } => Ok(packet),
+            _ => Err(ProtocolError::Order("an answer of another kind than its request").into()),
+        }
+    }
+
+    /// Asks the supervisor to send `payload` to `destination`, a UDP
+    /// datagram of the workload's `caller`: the bytes sent, or the errno
+    /// the supervisor chose.
+    pub async fn datagram(
+        &self,
+        caller: Caller,
+        destination: SocketAddr,
+        payload: Vec<u8>,
+    ) -> Result<Result<u64, i32>, RelayError> {
+        let request_id = NonZeroU64::new(self.next_id.fetch_add(1, Ordering::Relaxed))
+            .ok_or(RelayError::Gone)?;
+        let answer = self
+            .ask(
+                request_id.get(),
+                FromSandbox::Datagram {
+                    request_id,
+                    caller,
+                    destination,
+                    payload,
+                },
+            )
+            .await?;
+        match answer {
+            FromSupervisor::Datagram { verdict, .. } => Ok(match verdict {
+                DatagramVerdict::Sent(n) => Ok(n),
+                DatagramVerdict::Refused(errno) => Err(errno),
+            }),
             _ => Err(ProtocolError::Order("an answer of another kind than its request").into()),
         }
     }

@@ -148,11 +148,31 @@ impl pb::broker_server::Broker for SupervisorSide {
                         });
                         continue;
                     }
-                    // Not served over the protocol yet: no datagram leaves.
-                    Ok(FromSandbox::Datagram { request_id, .. }) => FromSupervisor::Datagram {
+                    // UDP leaves the sandbox only as DNS, asked of the stub.
+                    Ok(FromSandbox::Datagram {
                         request_id,
-                        verdict: sandbox_protocol::DatagramVerdict::Refused(libc::EACCES),
-                    },
+                        caller,
+                        destination,
+                        ..
+                    }) => {
+                        let binary = String::from_utf8_lossy(&caller.exe);
+                        broker.log.network(&NetEvent {
+                            denied: true,
+                            tid: caller.tid,
+                            pid: caller.pid,
+                            binary: Some(&binary),
+                            syscall: "sendto",
+                            protocol: "udp",
+                            ip: Some(canonical_ip(destination.ip())),
+                            port: Some(destination.port()),
+                            reason: "UDP goes only to the sandbox's DNS stub",
+                            ..NetEvent::default()
+                        });
+                        FromSupervisor::Datagram {
+                            request_id,
+                            verdict: sandbox_protocol::DatagramVerdict::Refused(libc::EACCES),
+                        }
+                    }
                 };
                 let recorded = order.lock().is_ok_and(|mut o| o.answer(&answer).is_ok());
                 if !recorded || tx.send(Ok(answer.to_pb(&binding))).await.is_err() {
@@ -619,5 +639,22 @@ mod tests {
             .unwrap();
         assert!(none.is_empty());
         assert_eq!(rig.log().lines().count(), 2, "{}", rig.log());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_datagram_is_refused_with_a_deny_log_line() {
+        let rig = rig(1, None).await;
+        let to = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9)), 443);
+        let answer = rig
+            .sandbox()
+            .datagram(caller("/usr/bin/curl"), to, b"quic".to_vec())
+            .await
+            .unwrap();
+        assert_eq!(answer, Err(libc::EACCES));
+        let log = rig.log();
+        assert!(
+            log.contains("UDP goes only") && log.contains("192.0.2.9"),
+            "{log}"
+        );
     }
 }
