@@ -110,8 +110,14 @@ impl Fingerprint {
     /// Lowercase, as policies pin binaries by hash.
     #[must_use]
     pub fn sha256_hex(&self) -> String {
-        self.sha256.iter().map(|b| format!("{b:02x}")).collect()
+        sha256_hex(&self.sha256)
     }
+}
+
+/// A SHA-256 digest in lowercase hex, as policies pin binaries by hash.
+#[must_use]
+pub fn sha256_hex(digest: &[u8; 32]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Hashes of executables seen before, so that the hundredth `connect` of

@@ -96,6 +96,7 @@ pub use emulate::{connect_on, listen_on, same_namespace, socket_netns, with_cred
 pub use errno::Errno;
 pub use identity::{
     ExePath, FileKey, Fingerprint, FingerprintCache, exe_path, resolve_links, sha256_file,
+    sha256_hex,
 };
 pub use identity_maps::{CodeMapping, code_mappings};
 pub use init_link::InitLink;

@@ -406,10 +406,7 @@ pub fn spawn_init(spec: &InitSpec<'_>) -> Result<Pending, SpawnError> {
     let listener = match launch_link::receive(link.as_fd()) {
         Ok(Some((Message::Listener, Some(fd)))) => fd,
         Ok(Some((Message::StepFailed { step, errno }, _))) => {
-            return Err(SpawnError::Step {
-                step: STEPS.get(step).copied().unwrap_or("set up the sandbox"),
-                errno,
-            });
+            return Err(step_error(step, errno));
         }
         Ok(Some((Message::Failed(why), _))) => return Err(SpawnError::Init(why)),
         _ => {
@@ -428,9 +425,14 @@ pub fn spawn_init(spec: &InitSpec<'_>) -> Result<Pending, SpawnError> {
 /// The error of a step reported as `index << 16 | errno`.
 fn step_failed(packed: i32) -> SpawnError {
     let step = usize::try_from(packed >> 16).unwrap_or(usize::MAX);
+    step_error(step, Errno(packed & 0xffff))
+}
+
+/// Step number `step` of the child failed with `errno`.
+fn step_error(step: usize, errno: Errno) -> SpawnError {
     SpawnError::Step {
         step: STEPS.get(step).copied().unwrap_or("set up the sandbox"),
-        errno: Errno(packed & 0xffff),
+        errno,
     }
 }
 

@@ -442,18 +442,7 @@ fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
                 "verified": f.verified,
             },
         });
-        if f.suppressed
-            && let Some(obj) = r.as_object_mut()
-        {
-            let why = f
-                .acceptance
-                .as_ref()
-                .map_or(String::new(), |a| a.reason.clone());
-            obj.insert(
-                "suppressions".to_owned(),
-                json!([{ "kind": "external", "justification": why }]),
-            );
-        }
+        suppress(&mut r, f);
         log.push(&sarif::Rule::category(f.category), r);
     }
     for c in &report.credentials {
@@ -545,4 +534,21 @@ pub fn diagnostics(
         );
     }
     out
+}
+
+/// Marks a SARIF result suppressed when its finding was accepted, with the
+/// acceptance's reason.
+pub(super) fn suppress(result: &mut serde_json::Value, f: &Finding) {
+    if f.suppressed
+        && let Some(obj) = result.as_object_mut()
+    {
+        let why = f
+            .acceptance
+            .as_ref()
+            .map_or(String::new(), |a| a.reason.clone());
+        obj.insert(
+            "suppressions".to_owned(),
+            json!([{ "kind": "external", "justification": why }]),
+        );
+    }
 }

@@ -6,7 +6,7 @@
 use prover::{Finding, Report, SandboxChange, Verdict};
 use serde_json::{Value, json};
 
-use super::findings::{Names, omitted_lines, place, rule_text};
+use super::findings::{Names, omitted_lines, place, rule_text, suppress};
 use super::{github_escape, sarif};
 
 /// The report in `format` (JSON excepted, which the prover writes).
@@ -234,18 +234,7 @@ fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
             "locations": log.locations(file, Some(region(line, column))),
             "properties": finding_properties(f),
         });
-        if f.suppressed
-            && let Some(obj) = r.as_object_mut()
-        {
-            let why = f
-                .acceptance
-                .as_ref()
-                .map_or(String::new(), |a| a.reason.clone());
-            obj.insert(
-                "suppressions".to_owned(),
-                json!([{ "kind": "external", "justification": why }]),
-            );
-        }
+        suppress(&mut r, f);
         log.push(&sarif::Rule::category(f.category), r);
     }
     for c in &report.sandbox {

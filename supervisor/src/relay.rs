@@ -312,7 +312,7 @@ async fn connect(
     let port = destination.port();
     let binary = Binary {
         path: String::from_utf8_lossy(&caller.exe).into_owned(),
-        sha256: caller.exe_sha256.map(hex),
+        sha256: caller.exe_sha256.as_ref().map(enforcer::sha256_hex),
         deleted: caller.exe_deleted,
     };
     let refuse = |reason: &str, host: Option<&str>, rule: Option<&str>| {
@@ -370,14 +370,6 @@ fn refused_message(broker: &Broker, why: &str) {
         reason: why,
         ..NetEvent::default()
     });
-}
-
-fn hex(bytes: [u8; 32]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// Both sides of the protocol in this process, over a Unix socket pair:
