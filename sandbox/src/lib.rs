@@ -13,7 +13,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod broker;
 pub mod launch;
+pub mod mountinfo;
 pub mod pid1;
 pub mod plan;
 pub mod relay;
+pub mod writable;

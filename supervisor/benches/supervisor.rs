@@ -225,7 +225,7 @@ fn code_check(dir: &Dir) -> (f64, usize) {
             access: enforcer::FsAccess::WRITE_FILE,
         },
     ];
-    let writable = supervisor::writable::Writable::new(&rules, true, None, 0);
+    let writable = sandbox::writable::Writable::new(&rules, true, None, 0);
     let pid = child.id();
     let mut mappings = 0;
     let times: Vec<f64> = (0..CONNECTS)

@@ -40,7 +40,7 @@ use policy_bundle::eval::{ConnectionDecision, Evaluator, Reason};
 
 use crate::attribution::{Attributed, Attribution};
 use crate::policy::{Active, Policy};
-use crate::writable::Writable;
+use sandbox::writable::Writable;
 
 /// How many binaries' hashes are kept.
 const FINGERPRINTS: usize = 256;

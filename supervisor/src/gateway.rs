@@ -45,7 +45,7 @@ use crate::error::LaunchError;
 use crate::notes::note;
 use crate::reload::{Outcome, Reloader};
 use crate::state::{self, Applied, StateDir};
-use crate::writable::Writable;
+use sandbox::writable::Writable;
 
 /// How long one long-poll waits at the gateway.
 const POLL_SECS: u64 = 30;

@@ -20,8 +20,8 @@
 //!
 //! Modules, each small and named for its job: `cli` (arguments),
 //! `run` (one launch), `tables` (bundle → enforcer specs), `workload`
-//! (user, environment, program), `broker` (the notification loop and
-//! decisions), `dns` (the stub), `attribution` (name ↔ address memory),
+//! (user, environment, program), `broker` (the judge of the trapped
+//! connects, whose notification loop is `sandbox::broker`), `dns` (the stub), `attribution` (name ↔ address memory),
 //! `denylog` (OCSF JSON lines), `l7` (the proxy), `credentials`
 //! (secrets and placeholders), `policy` (the bundle in force, swappable),
 //! `reload` (hot reload), `gateway` (bundles from the gateway), `stdio` (transcript), `lifecycle` (waiting
@@ -46,7 +46,7 @@ mod gateway;
 mod handoff;
 mod l7;
 mod lifecycle;
-mod mountinfo;
+
 mod noexec;
 mod notes;
 mod policy;
@@ -57,7 +57,6 @@ mod state;
 mod stdio;
 mod tables;
 mod workload;
-pub mod writable;
 
 use std::process::ExitCode;
 

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 
 use enforcer::{FsAccess, FsRule};
 
-use crate::mountinfo::{Mount, aliases};
-use crate::writable::{WRITE_RIGHTS, granting};
+use sandbox::mountinfo::{Mount, aliases};
+use sandbox::writable::{WRITE_RIGHTS, granting};
 
 /// What to mount `noexec`, and what to make executable again below it,
 /// each in the order to apply it.

@@ -6,7 +6,7 @@
 //!
 //! The sandbox reports facts about the caller (executable, pin hash,
 //! foreign code, the writable tree that holds it); the rules applied to
-//! them are the ones the local broker applies (`crate::broker::connect`).
+//! them are the ones the local broker applies ([`crate::broker::Connector`]).
 //! Every refusal is a deny-log line, as there.
 
 use std::net::SocketAddr;
@@ -28,7 +28,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::broker::{Broker, Who, open_route};
+use crate::broker::{Connector, Who, open_route};
 use crate::decide::Binary;
 use crate::denylog::NetEvent;
 use crate::dns::Answerer;
@@ -44,7 +44,7 @@ const RELAY_QUEUE: usize = 4;
 /// The `Broker` service for one attached sandbox.
 #[derive(Debug)]
 pub struct SupervisorSide {
-    broker: Arc<Broker>,
+    broker: Arc<Connector>,
     /// The DNS stub's answers, for the sandbox's questions.
     answerer: Arc<Answerer>,
     binding: Binding,
@@ -58,7 +58,7 @@ impl SupervisorSide {
     /// `bundle_digest`.
     #[must_use]
     pub(crate) fn new(
-        broker: Arc<Broker>,
+        broker: Arc<Connector>,
         answerer: Arc<Answerer>,
         binding: Binding,
         bundle_digest: String,
@@ -304,7 +304,7 @@ impl Answers {
 /// Decides a TCP connect and, when allowed, opens its upstream; the errno
 /// of the refusal otherwise, logged.
 async fn connect(
-    broker: &Broker,
+    broker: &Connector,
     caller: &Caller,
     destination: SocketAddr,
 ) -> Result<tokio::net::TcpStream, i32> {
@@ -362,7 +362,7 @@ async fn connect(
 }
 
 /// A message from the sandbox refused: one deny-log line says why.
-fn refused_message(broker: &Broker, why: &str) {
+fn refused_message(broker: &Connector, why: &str) {
     broker.log.network(&NetEvent {
         denied: true,
         syscall: "sandbox-protocol",
@@ -386,7 +386,6 @@ pub async fn local_pair(
     digest: Option<String>,
 ) -> Result<sandbox::relay::Supervisor, sandbox::relay::RelayError> {
     use crate::attribution::Attribution;
-    use crate::broker::NetMode;
     use crate::credentials::Placeholders;
     use crate::decide::Decider;
     use crate::denylog::DenyLog;
@@ -405,16 +404,9 @@ pub async fn local_pair(
     });
     let active = Active::new(bundle, &Placeholders::default(), 0);
     let decider = Arc::new(Decider::new(Arc::new(Policy::new(active)), attribution));
-    let unused = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
-    let broker = Arc::new(Broker {
+    let broker = Arc::new(Connector {
         decider,
         log,
-        mode: NetMode::Shared {
-            stub_udp: unused,
-            stub_tcp: unused,
-            nameservers: Vec::new(),
-        },
-        creds: None,
         proxy: None,
         runtime: tokio::runtime::Handle::current(),
     });

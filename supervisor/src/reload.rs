@@ -38,7 +38,7 @@ use crate::l7::Proxy;
 use crate::notes::note;
 use crate::policy::{Active, Policy, Swap};
 use crate::tables;
-use crate::writable::Writable;
+use sandbox::writable::Writable;
 
 /// How often `--watch` looks at the bundle file.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(250);

@@ -15,11 +15,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use enforcer::{ChildSpec, Credentials, ExitStatus, FsRule, InitSpec, SpawnError};
+use sandbox::broker::{Broker, Creds, NetMode};
 use sandbox::plan::{LaunchPlan, PLAN_VERSION, PlanUser};
 
 use crate::attribution::Attribution;
+use crate::broker::Connector;
 use crate::broker::aliases::Aliases;
-use crate::broker::{self, Broker, Creds, NetMode};
 use crate::cli::{NetnsMode, RunArgs};
 use crate::credentials::Placeholders;
 use crate::decide::Decider;
@@ -34,8 +35,8 @@ use crate::notes::note;
 use crate::policy::{Active, Policy, Swap};
 use crate::reload::Reloader;
 use crate::stdio::{self, Transcript};
-use crate::writable::{User, Writable};
 use crate::{tables, workload};
+use sandbox::writable::{User, Writable};
 
 pub const EXIT_TIMEOUT: u8 = 124;
 pub const EXIT_LAUNCH_FAILED: u8 = 125;
@@ -546,16 +547,19 @@ fn serve(
             .map_err(LaunchError::io("watch for SIGHUP"))?,
     }
     let broker = Arc::new(Broker {
-        decider,
-        log,
+        judge: Connector {
+            decider,
+            log,
+            proxy: Some(Arc::clone(&proxy) as Arc<dyn ProxyHandoff>),
+            runtime: runtime.handle().clone(),
+        },
         mode: net_mode,
         creds,
-        proxy: Some(Arc::clone(&proxy) as Arc<dyn ProxyHandoff>),
         runtime: runtime.handle().clone(),
     });
     std::thread::Builder::new()
         .name("broker".into())
-        .spawn(move || broker::serve(&broker, listener))
+        .spawn(move || sandbox::broker::serve(&broker, listener))
         .map_err(LaunchError::io("start the broker"))?;
     if args.verbose {
         let who = identity.map_or_else(|| format!("uid {}", own.0), |i| i.name);
@@ -630,7 +634,7 @@ fn noexec_trees(
     rules: &[FsRule],
     can_mount: bool,
 ) -> Result<(Vec<CString>, Vec<CString>), LaunchError> {
-    let mounts = crate::mountinfo::read().map_err(LaunchError::io("read the mount table"))?;
+    let mounts = sandbox::mountinfo::read().map_err(LaunchError::io("read the mount table"))?;
     let plan = crate::noexec::plan(rules, &mounts);
     if !can_mount {
         if !plan.noexec.is_empty() {

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use policy_bundle::Identity;
 
-use crate::writable::Writable;
+use sandbox::writable::Writable;
 
 /// Link targets and the policy names that lead to them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

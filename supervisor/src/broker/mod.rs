@@ -1,123 +1,114 @@
-//! The connect broker: answers every trapped `connect`, `sendto`,
-//! `sendmsg` and `sendmmsg` of the workload.
+//! The supervisor as the broker's judge ([`sandbox::broker::Judge`]) when
+//! it holds the workload's listener itself: it decides each TCP connect
+//! with the policy in force and connects allowed ones from its own
+//! namespace ([`upstream`]), through the L7 proxy where the route is
+//! inspected.
 //!
-//! One thread receives notifications (the listener has a single consumer)
-//! and answers everything that needs no waiting on the spot: refusals,
-//! sends, local connects. A connection to an allowed destination is opened
-//! on the tokio runtime, which installs the socket once it is established.
-//!
-//! No answer is ever "continue" for a `connect`: the kernel would re-read
-//! the fd and the address after our checks. See `docs/threat-model.md` for
-//! the one place "continue" is used (sends inside the loopback-only
-//! namespace) and why it is safe there and nowhere else.
+//! | TCP connect | answer |
+//! |---|---|
+//! | to a host nameserver, port 53 (`--netns none`) | connected to the stub |
+//! | a route allows it, the caller's code is its own | connected, installed |
+//! | refused, loopback, not a named host, the sandbox's own socket | performed on its own loopback |
+//! | refused | `ECONNREFUSED` + log |
 
 pub mod aliases;
 
-mod connect;
-mod listen;
-mod send;
 mod upstream;
 
 pub(crate) use upstream::{Who, open_route};
 
-use std::net::{IpAddr, SocketAddr};
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-use enforcer::{ListenerEvent, Notif, TrappedCall};
+use policy_bundle::matcher::canonical_ip;
+use sandbox::broker::{Broker, Call, Judge, NetMode, Refusal, TcpConnect};
 
 use crate::decide::Decider;
 use crate::denylog::{DenyLog, NetEvent, tgid_of};
 use crate::handoff::ProxyHandoff;
+use upstream::Target;
 
-/// Where the workload's sockets live.
+/// Decides with the policy in force and connects from this process.
 #[derive(Debug)]
-pub enum NetMode {
-    /// Its own namespace with only loopback (`--netns new`): a socket the
-    /// workload creates can reach nothing but that loopback.
-    Isolated {
-        /// The namespace, to tell the workload's sockets from ours.
-        netns: OwnedFd,
-    },
-    /// The supervisor's namespace (`--netns none`): every IP connect and
-    /// send is performed by the supervisor or refused.
-    Shared {
-        /// The DNS stub, and the nameservers whose queries go to it.
-        stub_udp: SocketAddr,
-        stub_tcp: SocketAddr,
-        nameservers: Vec<IpAddr>,
-    },
-}
-
-/// The workload's user, for calls performed on its behalf.
-#[derive(Debug, Clone)]
-pub struct Creds {
-    pub uid: libc::uid_t,
-    pub gid: libc::gid_t,
-    pub groups: Vec<libc::gid_t>,
-}
-
-#[derive(Debug)]
-pub struct Broker {
+pub struct Connector {
     pub decider: Arc<Decider>,
     pub log: Arc<DenyLog>,
-    pub mode: NetMode,
-    /// `Some` when the supervisor runs as another user than the workload.
-    pub creds: Option<Creds>,
     /// The L7 proxy, once there is one.
     pub proxy: Option<Arc<dyn ProxyHandoff>>,
     pub runtime: tokio::runtime::Handle,
 }
 
-/// Everything one answer needs.
-#[derive(Debug, Clone)]
-pub(crate) struct Call {
-    pub listener: Arc<OwnedFd>,
-    pub notif: Notif,
-}
-
-impl Call {
-    pub fn tid(&self) -> u32 {
-        self.notif.pid
+impl Judge for Connector {
+    fn tcp_connect(broker: &Arc<Broker<Self>>, call: Call, c: TcpConnect) {
+        let me = &broker.judge;
+        let ip = canonical_ip(c.dst.ip());
+        let port = c.dst.port();
+        if let NetMode::Shared {
+            stub_tcp,
+            nameservers,
+            ..
+        } = &broker.mode
+            && port == 53
+            && nameservers.contains(&ip)
+        {
+            return upstream::broker(me, call, &c, Target::Stub(*stub_tcp));
+        }
+        let binary = me.decider.identify(call.tid());
+        if !call.still_valid() {
+            return;
+        }
+        let refuse = |reason: &str, binary: Option<&str>, host: Option<&str>| {
+            me.log.network(&NetEvent {
+                denied: true,
+                tid: call.tid(),
+                pid: tgid_of(call.tid()),
+                binary,
+                syscall: "connect",
+                protocol: "tcp",
+                host,
+                ip: Some(ip),
+                port: Some(port),
+                reason,
+                ..NetEvent::default()
+            });
+            call.fail(libc::ECONNREFUSED);
+        };
+        let Ok(binary) = binary else {
+            return refuse("the calling binary cannot be identified", None, None);
+        };
+        let decision = me.decider.decide(&binary, ip, port);
+        if decision.allowed() {
+            if let Some(why) = me
+                .decider
+                .planted_program(&binary, ip, port)
+                .or_else(|| me.decider.foreign_code(call.tid(), &binary))
+            {
+                if call.still_valid() {
+                    refuse(&why, Some(&binary.path), decision.host.as_deref());
+                }
+                return;
+            }
+            let target = Target::Route { binary, decision };
+            return upstream::broker(me, call, &c, target);
+        }
+        let local = ip.is_loopback() && (decision.host.is_none() || port == 53);
+        if local && broker.in_sandbox(&c.sock) {
+            return sandbox::broker::perform_on_own_loopback(
+                broker,
+                call,
+                c.sock,
+                c.dst,
+                binary.path,
+            );
+        }
+        refuse(
+            &decision.conn.reason.to_string(),
+            Some(&binary.path),
+            decision.host.as_deref(),
+        );
     }
 
-    /// Fails the call; an error means the call is gone, which is fine.
-    pub fn fail(&self, errno: i32) {
-        let _ = enforcer::respond_errno(&*self.listener, self.notif.id, errno);
-    }
-
-    pub fn succeed(&self) {
-        self.reply(0);
-    }
-
-    /// Completes the call with return value `value`.
-    pub fn reply(&self, value: i64) {
-        let _ = enforcer::respond_value(&*self.listener, self.notif.id, value);
-    }
-
-    /// Whether the thread still waits in this call; see the enforcer's
-    /// notify docs for why every read is followed by this check.
-    pub fn still_valid(&self) -> bool {
-        enforcer::id_valid(&*self.listener, self.notif.id)
-    }
-
-    /// An `int` argument as the kernel sees it (low 32 bits, signed).
-    pub fn int_arg(&self, i: usize) -> i32 {
-        let raw = self.notif.args.get(i).copied().unwrap_or_default();
-        i32::from_ne_bytes(u32::try_from(raw & 0xffff_ffff).unwrap_or(0).to_ne_bytes())
-    }
-
-    pub fn arg(&self, i: usize) -> u64 {
-        self.notif.args.get(i).copied().unwrap_or_default()
-    }
-}
-
-impl Broker {
-    /// Writes one deny-log line, then refuses the call with `errno`. The
-    /// line comes first: once the call returns, the workload may exit and
-    /// the supervisor with it, and the caller is still there to be named.
-    pub(crate) fn deny(&self, call: &Call, errno: i32, event: NetEvent<'_>) {
-        let binary = match event.binary {
+    fn log_refusal(&self, call: &Call, r: &Refusal<'_>) {
+        let identified = match r.binary {
             Some(_) => None,
             None => self.decider.identify(call.tid()).ok(),
         };
@@ -125,47 +116,15 @@ impl Broker {
             denied: true,
             tid: call.tid(),
             pid: tgid_of(call.tid()),
-            binary: event.binary.or(binary.as_ref().map(|b| b.path.as_str())),
-            ..event
+            binary: r.binary.or(identified.as_ref().map(|b| b.path.as_str())),
+            syscall: r.syscall,
+            protocol: r.protocol,
+            ip: r.ip,
+            port: r.port,
+            address: r.address,
+            reason: r.reason,
+            note: r.note,
+            ..NetEvent::default()
         });
-        call.fail(errno);
-    }
-
-    pub(crate) fn isolated_netns(&self) -> Option<&OwnedFd> {
-        match &self.mode {
-            NetMode::Isolated { netns } => Some(netns),
-            NetMode::Shared { .. } => None,
-        }
-    }
-}
-
-/// Serves the listener until no process uses the filter any more. Run it
-/// on its own thread.
-pub fn serve(broker: &Arc<Broker>, listener: OwnedFd) {
-    let listener = Arc::new(listener);
-    loop {
-        match enforcer::wait_listener(&*listener, None) {
-            Ok(ListenerEvent::Ready) => {}
-            Ok(ListenerEvent::Closed) => return,
-            Ok(ListenerEvent::TimedOut) => continue,
-            Err(e) if e.raw() == libc::EINTR => continue,
-            Err(_) => return,
-        }
-        let notif = match enforcer::recv(&*listener) {
-            Ok(n) => n,
-            // The trapped thread went away between poll and recv.
-            Err(e) if matches!(e.raw(), libc::ENOENT | libc::EINTR) => continue,
-            Err(_) => return,
-        };
-        let call = Call {
-            listener: Arc::clone(&listener),
-            notif,
-        };
-        match notif.call() {
-            Some(TrappedCall::Connect) => connect::handle(broker, call),
-            Some(TrappedCall::Listen) => listen::handle(broker, &call),
-            Some(send) => send::handle(broker, &call, send),
-            None => call.fail(libc::ENOSYS),
-        }
     }
 }

@@ -24,11 +24,13 @@ use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
 
-use super::{Broker, Call};
+use enforcer::SocketInfo;
+use sandbox::broker::{Call, TcpConnect};
+
+use super::Connector;
 use crate::decide::{Binary, Decision};
 use crate::denylog::{NetEvent, tgid_of};
-use crate::handoff::{CONNECT_TIMEOUT, ProxiedConnection, RELAYED_AS_L4};
-use enforcer::SocketInfo;
+use crate::handoff::{CONNECT_TIMEOUT, ProxiedConnection, ProxyHandoff, RELAYED_AS_L4};
 
 /// Where the brokered connection goes.
 #[derive(Debug, Clone)]
@@ -43,20 +45,13 @@ pub(super) enum Target {
     Stub(SocketAddr),
 }
 
-pub(super) fn broker(
-    broker: &Arc<Broker>,
-    call: Call,
-    fd: i32,
-    workload_sock: &OwnedFd,
-    info: SocketInfo,
-    dst: SocketAddr,
-    target: Target,
-) {
+pub(super) fn broker(me: &Connector, call: Call, c: &TcpConnect, target: Target) {
+    let (fd, info, dst) = (c.fd, c.info, c.dst);
     let cloexec = match enforcer::fd_cloexec(call.tid(), fd) {
         Ok(c) => c,
         Err(_) => return call.fail(libc::EBADF),
     };
-    let sock = match replacement(workload_sock, info) {
+    let sock = match replacement(&c.sock, info) {
         Ok(s) => s,
         Err(e) => return call.fail(e.raw_os_error().unwrap_or(libc::EIO)),
     };
@@ -64,7 +59,7 @@ pub(super) fn broker(
         pid: tgid_of(call.tid()),
         tid: call.tid(),
     };
-    let (connect_to, proxied) = match route(broker, who, &sock, dst, &target) {
+    let (connect_to, proxied) = match route(me, who, &sock, dst, &target) {
         Ok(r) => r,
         Err(e) => return call.fail(e.raw_os_error().unwrap_or(libc::EIO)),
     };
@@ -74,19 +69,19 @@ pub(super) fn broker(
     match sock.connect(&connect_to.into()) {
         Ok(()) => return install(&call, &sock, fd, info, cloexec),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-        Err(e) => return give_up(broker, &call, proxied, &e),
+        Err(e) => return give_up(me.proxy.as_ref(), &call, proxied, &e),
     }
     if enforcer::wait_writable(sock.as_fd(), Duration::ZERO).unwrap_or(false) {
         return match sock.take_error() {
             Ok(None) => install(&call, &sock, fd, info, cloexec),
-            Ok(Some(e)) | Err(e) => give_up(broker, &call, proxied, &e),
+            Ok(Some(e)) | Err(e) => give_up(me.proxy.as_ref(), &call, proxied, &e),
         };
     }
-    let broker = Arc::clone(broker);
-    broker.runtime.clone().spawn(async move {
+    let proxy = me.proxy.clone();
+    me.runtime.spawn(async move {
         match established(sock).await {
             Ok(sock) => install(&call, &sock, fd, info, cloexec),
-            Err(e) => give_up(&broker, &call, proxied, &e),
+            Err(e) => give_up(proxy.as_ref(), &call, proxied, &e),
         }
     });
 }
@@ -94,18 +89,22 @@ pub(super) fn broker(
 /// Installs the established `sock` at the workload's `fd` and lets its
 /// `connect` return 0.
 fn install(call: &Call, sock: &Socket, fd: i32, info: SocketInfo, cloexec: bool) {
-    let installed = sock.set_nonblocking(info.nonblocking).and_then(|()| {
-        enforcer::addfd_setfd(&*call.listener, call.notif.id, sock.as_fd(), fd, cloexec)
-            .map_err(io::Error::from)
-    });
-    match installed {
-        Ok(_) => call.succeed(),
-        Err(e) => call.fail(e.raw_os_error().unwrap_or(libc::ECONNREFUSED)),
+    if let Err(e) = sock.set_nonblocking(info.nonblocking) {
+        return call.fail(e.raw_os_error().unwrap_or(libc::ECONNREFUSED));
+    }
+    match call.install(sock.as_fd(), fd, cloexec) {
+        0 => call.succeed(),
+        errno => call.fail(errno),
     }
 }
 
-fn give_up(broker: &Broker, call: &Call, proxied: Option<SocketAddr>, e: &io::Error) {
-    if let (Some(p), Some(from)) = (&broker.proxy, proxied) {
+fn give_up(
+    proxy: Option<&Arc<dyn ProxyHandoff>>,
+    call: &Call,
+    proxied: Option<SocketAddr>,
+    e: &io::Error,
+) {
+    if let (Some(p), Some(from)) = (proxy, proxied) {
         p.cancel(from);
     }
     call.fail(e.raw_os_error().unwrap_or(libc::ECONNREFUSED));
@@ -152,7 +151,7 @@ pub(crate) struct Who {
 /// Where to connect, logging what is worth logging, and the local address
 /// announced to the proxy.
 fn route(
-    broker: &Broker,
+    broker: &Connector,
     who: Who,
     sock: &Socket,
     dst: SocketAddr,
@@ -211,7 +210,7 @@ fn route(
 /// (announced first) for an inspected route, established within
 /// [`CONNECT_TIMEOUT`].
 pub(crate) async fn open_route(
-    broker: &Broker,
+    broker: &Connector,
     who: Who,
     binary: Binary,
     decision: Decision,

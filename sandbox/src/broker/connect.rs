@@ -1,8 +1,9 @@
-//! A trapped `connect`: copy, check, decide, then broker, perform or refuse.
+//! A trapped `connect`: copy, check, then hand to the judge, perform or
+//! refuse. The first three rows are the judge's ([`super::Judge`]).
 //!
 //! | destination | `--netns new` | `--netns none` |
 //! |---|---|---|
-//! | IP, TCP, a route allows it | connect from the supervisor, install | same |
+//! | IP, TCP, a route allows it | connected upstream by the supervisor, installed | same |
 //! | IP, TCP, refused, loopback, not a named host | performed on the workload's own socket (its loopback); logged if nothing listens | refused |
 //! | IP, TCP, refused | `ECONNREFUSED` + log | same |
 //! | TCP to a host nameserver, port 53 | (not special) | connected to the stub |
@@ -14,7 +15,7 @@
 //! | `AF_UNSPEC` (disconnect) | performed on sandbox sockets | refused |
 //! | any other family | `EACCES` + log | same |
 //!
-//! "Performed" means the supervisor calls `connect` on the workload's own
+//! "Performed" means the broker calls `connect` on the workload's own
 //! socket (taken with `pidfd_getfd`) with the address it checked; see the
 //! enforcer's `emulate` module.
 
@@ -25,15 +26,12 @@ use std::sync::Arc;
 use enforcer::{SockAddr, SocketInfo, UnixAddr};
 use policy_bundle::matcher::canonical_ip;
 
-use super::upstream::{self, Target};
-use super::{Broker, Call, NetMode};
-use crate::decide::Binary;
-use crate::denylog::NetEvent;
+use super::{Broker, Call, Judge, NetMode, Refusal, TcpConnect};
 
 /// Unix `sun_path` capacity, NUL included.
 const SUN_PATH_MAX: usize = 108;
 
-pub(super) fn handle(broker: &Arc<Broker>, call: Call) {
+pub(super) fn handle<J: Judge>(broker: &Arc<Broker<J>>, call: Call) {
     let addr = match enforcer::read_sockaddr(call.tid(), call.arg(1), call.arg(2)) {
         Ok(a) => a,
         Err(e) => return call.fail(e.errno()),
@@ -47,26 +45,25 @@ pub(super) fn handle(broker: &Arc<Broker>, call: Call) {
         Ok(i) => i,
         Err(_) => return call.fail(libc::ENOTSOCK),
     };
-    let binary = broker.decider.identify(call.tid());
     if !call.still_valid() {
         return;
     }
     match addr {
-        SockAddr::Inet(a) => ip_connect(broker, call, fd, sock, info, a.into(), binary),
-        SockAddr::Inet6(a) => ip_connect(broker, call, fd, sock, info, a.into(), binary),
+        SockAddr::Inet(a) => ip_connect(broker, call, fd, sock, info, a.into()),
+        SockAddr::Inet6(a) => ip_connect(broker, call, fd, sock, info, a.into()),
         SockAddr::Unix(u) => unix_connect(broker, &call, sock, u),
         unspec @ SockAddr::Unspec { .. } => {
-            if in_sandbox(broker, &sock) {
+            if broker.in_sandbox(&sock) {
                 perform(broker, call, sock, unspec);
             } else {
                 broker.deny(
                     &call,
                     libc::EACCES,
-                    NetEvent {
+                    &Refusal {
                         syscall: "connect",
                         protocol: "unspec",
                         reason: "a disconnect (AF_UNSPEC) is only performed on the sandbox's own sockets",
-                        ..NetEvent::default()
+                        ..Refusal::default()
                     },
                 );
             }
@@ -76,132 +73,75 @@ pub(super) fn handle(broker: &Arc<Broker>, call: Call) {
             broker.deny(
                 &call,
                 libc::EACCES,
-                NetEvent {
+                &Refusal {
                     syscall: "connect",
                     protocol: &family,
                     reason: "only IP and unix sockets are brokered",
-                    ..NetEvent::default()
+                    ..Refusal::default()
                 },
             );
         }
     }
 }
 
-fn ip_connect(
-    broker: &Arc<Broker>,
+fn ip_connect<J: Judge>(
+    broker: &Arc<Broker<J>>,
     call: Call,
     fd: i32,
     sock: OwnedFd,
     info: SocketInfo,
     dst: SocketAddr,
-    binary: std::io::Result<Binary>,
 ) {
-    let ip = canonical_ip(dst.ip());
-    let port = dst.port();
     let family_ok = match dst {
         SocketAddr::V4(_) => info.domain == libc::AF_INET,
         SocketAddr::V6(_) => info.domain == libc::AF_INET6,
     };
-    let stream = info.sock_type == libc::SOCK_STREAM;
-    if stream && !family_ok {
+    if info.sock_type != libc::SOCK_STREAM {
+        return udp_connect(broker, &call, sock, info, dst);
+    }
+    if !family_ok {
         return call.fail(libc::EAFNOSUPPORT);
     }
-    let protocol = if stream { "tcp" } else { "udp" };
-    let event = |reason: &'static str| NetEvent {
-        syscall: "connect",
-        protocol,
-        ip: Some(ip),
-        port: Some(port),
-        reason,
-        ..NetEvent::default()
-    };
-    if !stream {
-        return udp_connect(broker, call, sock, info, dst, event);
-    }
-    if let NetMode::Shared {
-        stub_tcp,
-        nameservers,
-        ..
-    } = &broker.mode
-        && port == 53
-        && nameservers.contains(&ip)
-    {
-        let target = Target::Stub(*stub_tcp);
-        return upstream::broker(broker, call, fd, &sock, info, dst, target);
-    }
-    let binary = match binary {
-        Ok(b) => b,
-        Err(_) => {
-            return broker.deny(
-                &call,
-                libc::ECONNREFUSED,
-                event("the calling binary cannot be identified"),
-            );
-        }
-    };
-    let decision = broker.decider.decide(&binary, ip, port);
-    if decision.allowed()
-        && let Some(why) = broker
-            .decider
-            .planted_program(&binary, ip, port)
-            .or_else(|| broker.decider.foreign_code(call.tid(), &binary))
-    {
-        if !call.still_valid() {
-            return;
-        }
-        return broker.deny(
-            &call,
-            libc::ECONNREFUSED,
-            NetEvent {
-                binary: Some(&binary.path),
-                host: decision.host.as_deref(),
-                reason: &why,
-                ..event("")
-            },
-        );
-    }
-    if decision.allowed() {
-        let target = Target::Route {
-            binary: binary.clone(),
-            decision: decision.clone(),
-        };
-        return upstream::broker(broker, call, fd, &sock, info, dst, target);
-    }
-    let local = ip.is_loopback() && (decision.host.is_none() || port == 53);
-    if local && broker.isolated_netns().is_some() && in_sandbox(broker, &sock) {
-        return perform_on_own_loopback(broker, call, sock, dst, binary.path);
-    }
-    broker.deny(
-        &call,
-        libc::ECONNREFUSED,
-        NetEvent {
-            binary: Some(&binary.path),
-            host: decision.host.as_deref(),
-            reason: &decision.conn.reason.to_string(),
-            ..event("")
+    J::tcp_connect(
+        broker,
+        call,
+        TcpConnect {
+            fd,
+            sock,
+            info,
+            dst,
         },
     );
 }
 
-fn udp_connect<'a>(
-    broker: &Arc<Broker>,
-    call: Call,
+fn udp_connect<J: Judge>(
+    broker: &Arc<Broker<J>>,
+    call: &Call,
     sock: OwnedFd,
     info: SocketInfo,
     dst: SocketAddr,
-    event: impl Fn(&'static str) -> NetEvent<'a>,
 ) {
     let ip = canonical_ip(dst.ip());
-    if info.sock_type != libc::SOCK_DGRAM {
-        return broker.deny(
-            &call,
+    let refuse = |reason| {
+        broker.deny(
+            call,
             libc::EACCES,
-            event("only TCP and UDP sockets are brokered"),
+            &Refusal {
+                syscall: "connect",
+                protocol: "udp",
+                ip: Some(ip),
+                port: Some(dst.port()),
+                reason,
+                ..Refusal::default()
+            },
         );
+    };
+    if info.sock_type != libc::SOCK_DGRAM {
+        return refuse("only TCP and UDP sockets are brokered");
     }
     match &broker.mode {
-        NetMode::Isolated { .. } if ip.is_loopback() && in_sandbox(broker, &sock) => {
-            perform(broker, call, sock, sockaddr(dst));
+        NetMode::Isolated { .. } if ip.is_loopback() && broker.in_sandbox(&sock) => {
+            perform(broker, call.clone(), sock, sockaddr(dst));
         }
         NetMode::Shared {
             stub_udp,
@@ -214,34 +154,30 @@ fn udp_connect<'a>(
                 }
                 (_, s) => *s,
             };
-            perform(broker, call, sock, sockaddr(stub));
+            perform(broker, call.clone(), sock, sockaddr(stub));
         }
-        _ => broker.deny(
-            &call,
-            libc::EACCES,
-            event("UDP goes only to the sandbox's DNS stub"),
-        ),
+        _ => refuse("UDP goes only to the sandbox's DNS stub"),
     }
 }
 
-fn unix_connect(broker: &Arc<Broker>, call: &Call, sock: OwnedFd, addr: UnixAddr) {
+fn unix_connect<J: Judge>(broker: &Arc<Broker<J>>, call: &Call, sock: OwnedFd, addr: UnixAddr) {
     let refuse = |reason: &str, path: Option<&str>| {
         broker.deny(
             call,
             libc::ECONNREFUSED,
-            NetEvent {
+            &Refusal {
                 syscall: "connect",
                 protocol: "unix",
                 address: path,
                 reason,
-                ..NetEvent::default()
+                ..Refusal::default()
             },
         );
     };
     let addr = match addr {
         UnixAddr::Unnamed => return call.fail(libc::EINVAL),
         UnixAddr::Abstract(name) => {
-            if broker.isolated_netns().is_none() || !in_sandbox(broker, &sock) {
+            if !broker.in_sandbox(&sock) {
                 let shown = format!("@{}", String::from_utf8_lossy(&name));
                 return refuse(
                     "abstract unix sockets outside the sandbox's network namespace are not reachable",
@@ -271,7 +207,7 @@ fn unix_connect(broker: &Arc<Broker>, call: &Call, sock: OwnedFd, addr: UnixAddr
 /// notification thread (a blocking socket may block), and answers with the
 /// result. A unix pathname is checked against the caller's credentials, so
 /// that connect runs as the workload's user, without capabilities.
-fn perform(broker: &Arc<Broker>, call: Call, sock: OwnedFd, addr: SockAddr) {
+fn perform<J: Judge>(broker: &Arc<Broker<J>>, call: Call, sock: OwnedFd, addr: SockAddr) {
     let creds = broker.creds.clone();
     let as_workload = matches!(addr, SockAddr::Unix(UnixAddr::Pathname(_)));
     broker.runtime.spawn_blocking(move || {
@@ -293,12 +229,13 @@ fn perform(broker: &Arc<Broker>, call: Call, sock: OwnedFd, addr: SockAddr) {
     });
 }
 
-/// A connect no rule allows to the sandbox's own loopback, performed: a
-/// server the workload runs there answers. When none listens
-/// (`ECONNREFUSED`) the refusal is logged, since what the workload meant to
-/// reach may well be the host's loopback, which is out of its reach.
-fn perform_on_own_loopback(
-    broker: &Arc<Broker>,
+/// A connect no rule allows to the sandbox's own loopback, performed on
+/// the workload's socket `sock`: a server the workload runs there
+/// answers. When none listens (`ECONNREFUSED`) the refusal is logged as
+/// made for `binary`, since what the workload meant to reach may well be
+/// the host's loopback, which is out of its reach.
+pub fn perform_on_own_loopback<J: Judge>(
+    broker: &Arc<Broker<J>>,
     call: Call,
     sock: OwnedFd,
     dst: SocketAddr,
@@ -311,30 +248,19 @@ fn perform_on_own_loopback(
             Err(e) if e.raw() == libc::ECONNREFUSED => me.deny(
                 &call,
                 libc::ECONNREFUSED,
-                NetEvent {
+                &Refusal {
                     syscall: "connect",
                     protocol: "tcp",
                     binary: Some(&binary),
                     ip: Some(dst.ip()),
                     port: Some(dst.port()),
                     reason: "no rule allows this address, and nothing listens at it on the sandbox's own loopback (the host's loopback is out of reach)",
-                    ..NetEvent::default()
+                    ..Refusal::default()
                 },
             ),
             Err(e) => call.fail(e.raw()),
         }
     });
-}
-
-/// Whether `sock` was created in the sandbox's namespace (not one the
-/// supervisor installed, nor one passed in from outside).
-pub(super) fn in_sandbox(broker: &Broker, sock: &OwnedFd) -> bool {
-    let Some(netns) = broker.isolated_netns() else {
-        return false;
-    };
-    enforcer::socket_netns(sock.as_fd())
-        .and_then(|ns| enforcer::same_namespace(ns.as_fd(), netns.as_fd()))
-        .unwrap_or(false)
 }
 
 fn sockaddr(dst: SocketAddr) -> SockAddr {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use enforcer::{FsAccess, FsRule};
 
 /// Rights that change a file's content or a directory's entries.
-pub(crate) const WRITE_RIGHTS: FsAccess = FsAccess::WRITE_FILE
+pub const WRITE_RIGHTS: FsAccess = FsAccess::WRITE_FILE
     .union(FsAccess::TRUNCATE)
     .union(FsAccess::REMOVE_FILE)
     .union(FsAccess::REMOVE_DIR)
@@ -35,7 +35,7 @@ const S_ISVTX: u32 = 0o1000;
 /// The canonical paths of the rules that grant any of `rights`. Landlock
 /// opens a rule's path following links; a path that does not exist
 /// grants nothing.
-pub(crate) fn granting(rules: &[FsRule], rights: FsAccess) -> Vec<PathBuf> {
+pub fn granting(rules: &[FsRule], rights: FsAccess) -> Vec<PathBuf> {
     rules
         .iter()
         .filter(|r| !r.access.intersection(rights).is_empty())
@@ -104,7 +104,7 @@ impl Writable {
     /// A tree whose Landlock rule grants a write right on `dir` (a
     /// canonical path), on something below it or on something above it.
     #[must_use]
-    pub(crate) fn tree_touching(&self, dir: &Path) -> Option<&Path> {
+    pub fn tree_touching(&self, dir: &Path) -> Option<&Path> {
         self.trees
             .iter()
             .find(|t| dir.starts_with(t) || t.starts_with(dir))
@@ -114,7 +114,7 @@ impl Writable {
     /// Why the workload could change what `file` (a canonical path) holds,
     /// or `None` when it cannot.
     #[must_use]
-    pub(crate) fn exposure(&self, file: &Path) -> Option<String> {
+    pub fn exposure(&self, file: &Path) -> Option<String> {
         let shown = file.display();
         if self.tree_of(file).is_some() {
             match self.may_write(file) {

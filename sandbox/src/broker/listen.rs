@@ -15,18 +15,16 @@
 //! The bundle allows no `bind` (Landlock refuses them all), so an IP socket
 //! of the host's namespace is either unbound (the implicit bind above) or
 //! was bound by another process and passed in: neither may listen.
-//! "Performed" is the supervisor calling `listen` on the socket it took
+//! "Performed" is the broker calling `listen` on the socket it took
 //! with `pidfd_getfd`, never "continue": the workload could otherwise swap
 //! an unbound host socket onto the fd number after the check.
 
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use super::connect::in_sandbox;
-use super::{Broker, Call};
-use crate::denylog::NetEvent;
+use super::{Broker, Call, Judge, Refusal};
 
-pub(super) fn handle(broker: &Arc<Broker>, call: &Call) {
+pub(super) fn handle<J: Judge>(broker: &Arc<Broker<J>>, call: &Call) {
     let sock = match enforcer::take_fd_from(call.tid(), call.int_arg(0)) {
         Ok(s) => s,
         Err(e) => return call.fail(e.raw_os_error().unwrap_or(libc::EBADF)),
@@ -38,7 +36,7 @@ pub(super) fn handle(broker: &Arc<Broker>, call: &Call) {
     if !call.still_valid() {
         return;
     }
-    if !ip || in_sandbox(broker, &sock) {
+    if !ip || broker.in_sandbox(&sock) {
         return match enforcer::listen_on(sock.as_fd(), call.int_arg(1)) {
             Ok(()) => call.succeed(),
             Err(e) => call.fail(e.raw()),
@@ -57,7 +55,7 @@ pub(super) fn handle(broker: &Arc<Broker>, call: &Call) {
     broker.deny(
         call,
         libc::EACCES,
-        NetEvent {
+        &Refusal {
             syscall: "listen",
             protocol: if info.sock_type == libc::SOCK_STREAM {
                 "tcp"
@@ -68,7 +66,7 @@ pub(super) fn handle(broker: &Arc<Broker>, call: &Call) {
             port: (port != 0).then_some(port),
             reason,
             note: Some("inbound: the address is the socket's own"),
-            ..NetEvent::default()
+            ..Refusal::default()
         },
     );
 }

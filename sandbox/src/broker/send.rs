@@ -12,7 +12,7 @@
 //! With `--netns none` nothing may be continued: the workload's sockets are
 //! in the host's namespace, and a rewritten address would reach the
 //! network. A `sendmsg`/`sendmmsg` on a connected socket is performed by
-//! the supervisor (see [`shared`]); everything else is refused. See
+//! the broker (see [`shared`]); everything else is refused. See
 //! `docs/threat-model.md`.
 
 use std::net::IpAddr;
@@ -22,11 +22,9 @@ use std::sync::Arc;
 use enforcer::{SockAddr, TrappedCall};
 use policy_bundle::matcher::canonical_ip;
 
-use super::connect::in_sandbox;
-use super::{Broker, Call, NetMode};
-use crate::denylog::NetEvent;
+use super::{Broker, Call, Judge, NetMode, Refusal};
 
-pub(super) fn handle(broker: &Arc<Broker>, call: &Call, kind: TrappedCall) {
+pub(super) fn handle<J: Judge>(broker: &Arc<Broker<J>>, call: &Call, kind: TrappedCall) {
     let (name, flags_arg) = match kind {
         TrappedCall::Sendto => ("sendto", 3),
         TrappedCall::Sendmsg => ("sendmsg", 2),
@@ -41,11 +39,11 @@ pub(super) fn handle(broker: &Arc<Broker>, call: &Call, kind: TrappedCall) {
         return broker.deny(
             call,
             libc::EOPNOTSUPP,
-            NetEvent {
+            &Refusal {
                 syscall: name,
                 protocol: "tcp",
                 reason: "TCP Fast Open is not brokered",
-                ..NetEvent::default()
+                ..Refusal::default()
             },
         );
     }
@@ -70,11 +68,11 @@ pub(super) fn handle(broker: &Arc<Broker>, call: &Call, kind: TrappedCall) {
                 return broker.deny(
                     call,
                     libc::EACCES,
-                    NetEvent {
+                    &Refusal {
                         syscall: name,
                         protocol: &family,
                         reason: "only IP and unix sockets are brokered",
-                        ..NetEvent::default()
+                        ..Refusal::default()
                     },
                 );
             }
@@ -90,36 +88,36 @@ pub(super) fn handle(broker: &Arc<Broker>, call: &Call, kind: TrappedCall) {
         return broker.deny(
             call,
             libc::EACCES,
-            NetEvent {
+            &Refusal {
                 syscall: name,
                 protocol: "udp",
                 ip: Some(ip),
                 port: Some(port),
                 reason,
-                ..NetEvent::default()
+                ..Refusal::default()
             },
         );
     }
-    let _ = enforcer::respond_continue_unchecked(&*call.listener, call.notif.id);
+    call.continue_unchecked();
 }
 
 /// `--netns none`: nothing is continued. A `sendmsg`/`sendmmsg` on a
 /// connected socket, without destination and without ancillary data, is
-/// performed by the supervisor on the workload's own socket with the bytes
+/// performed by the broker on the workload's own socket with the bytes
 /// it copied (that is how glibc's resolver talks to the stub); every other
 /// send is refused.
-fn shared(broker: &Arc<Broker>, call: &Call, kind: TrappedCall, name: &str) {
+fn shared<J: Judge>(broker: &Arc<Broker<J>>, call: &Call, kind: TrappedCall, name: &str) {
     let refuse = |reason: &str, ip: Option<IpAddr>, port: Option<u16>| {
         broker.deny(
             call,
             libc::EACCES,
-            NetEvent {
+            &Refusal {
                 syscall: name,
                 protocol: if ip.is_some() { "udp" } else { "unix" },
                 ip,
                 port,
                 reason,
-                ..NetEvent::default()
+                ..Refusal::default()
             },
         );
     };
@@ -221,8 +219,8 @@ const SHARED_SENDMSG: &str = "without a network namespace of its own (--netns no
 /// socket is an IPv4 destination, whatever its family field says. Each
 /// comes with whether the socket is the sandbox's own. Sends that name
 /// nothing or only unix addresses need no look at the socket.
-fn sent_destinations(
-    broker: &Broker,
+fn sent_destinations<J: Judge>(
+    broker: &Broker<J>,
     call: &Call,
     destinations: Vec<Option<SockAddr>>,
 ) -> Result<Vec<(SockAddr, bool)>, i32> {
@@ -233,7 +231,7 @@ fn sent_destinations(
     let sock = enforcer::take_fd_from(call.tid(), call.int_arg(0))
         .map_err(|e| e.raw_os_error().unwrap_or(libc::EBADF))?;
     let info = enforcer::socket_info(sock.as_fd()).map_err(|_| libc::ENOTSOCK)?;
-    let own = in_sandbox(broker, &sock);
+    let own = broker.in_sandbox(&sock);
     let mut sent = Vec::with_capacity(named.len());
     for dst in &named {
         if let Some(d) = dst.sent_on(info.domain, info.sock_type)? {
