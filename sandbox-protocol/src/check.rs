@@ -234,6 +234,84 @@ pub enum FromSandbox {
         /// What.
         payload: Vec<u8>,
     },
+    /// A call the sandbox refused on its own, for the deny log; nothing
+    /// answers it.
+    Refusal(RefusalReport),
+}
+
+/// A call the sandbox refused without asking: who, what, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusalReport {
+    /// Process, as the sandbox's PID namespace numbers it.
+    pub pid: u32,
+    /// Thread.
+    pub tid: u32,
+    /// The executable's path, when the sandbox could read it.
+    pub exe: Option<Vec<u8>>,
+    /// The call (`connect`, `listen`, `sendto`...).
+    pub syscall: String,
+    /// `tcp`, `udp`, `unix`, or the address family.
+    pub protocol: String,
+    /// The destination, when it is an IP address.
+    pub destination: Option<SocketAddr>,
+    /// A unix socket path, or another family's description.
+    pub address: Option<Vec<u8>>,
+    /// Why it was refused.
+    pub reason: String,
+    /// A remark for the reader of the log.
+    pub note: Option<String>,
+}
+
+/// The most bytes of a call's or a protocol's name in a refusal.
+const MAX_NAME: usize = 32;
+
+impl RefusalReport {
+    fn check(r: pb::Refusal) -> Result<Self, ProtocolError> {
+        if r.pid == 0 || r.tid == 0 {
+            return Err(field("refusal", "pid and tid are never 0"));
+        }
+        limit("refusal.exe", r.exe.len(), MAX_PATH)?;
+        if !r.exe.is_empty() && (r.exe.first() != Some(&b'/') || r.exe.contains(&0)) {
+            return Err(field("refusal.exe", "not an absolute path"));
+        }
+        limit("refusal.syscall", r.syscall.len(), MAX_NAME)?;
+        limit("refusal.protocol", r.protocol.len(), MAX_NAME)?;
+        if r.syscall.is_empty() {
+            return Err(field("refusal.syscall", "empty"));
+        }
+        limit("refusal.address", r.address.len(), MAX_PATH)?;
+        limit("refusal.reason", r.reason.len(), MAX_REASON)?;
+        limit("refusal.note", r.note.len(), MAX_REASON)?;
+        if r.reason.is_empty() {
+            return Err(field("refusal.reason", "empty"));
+        }
+        let destination = r.destination.map(|d| endpoint(Some(d))).transpose()?;
+        Ok(Self {
+            pid: r.pid,
+            tid: r.tid,
+            exe: Some(r.exe).filter(|e| !e.is_empty()),
+            syscall: r.syscall,
+            protocol: r.protocol,
+            destination,
+            address: Some(r.address).filter(|a| !a.is_empty()),
+            reason: r.reason,
+            note: Some(r.note).filter(|n| !n.is_empty()),
+        })
+    }
+
+    fn to_pb(&self) -> pb::Refusal {
+        pb::Refusal {
+            pid: self.pid,
+            tid: self.tid,
+            exe: self.exe.clone().unwrap_or_default(),
+            syscall: self.syscall.clone(),
+            protocol: self.protocol.clone(),
+            destination: self.destination.map(endpoint_pb),
+            address: self.address.clone().unwrap_or_default(),
+            reason: self.reason.clone(),
+            note: self.note.clone().unwrap_or_default(),
+        }
+    }
 }
 
 impl FromSandbox {
@@ -272,6 +350,7 @@ impl FromSandbox {
                     payload: d.payload,
                 })
             }
+            Kind::Refusal(r) => Ok(Self::Refusal(RefusalReport::check(r)?)),
         }
     }
 
@@ -306,6 +385,7 @@ impl FromSandbox {
                 destination: Some(endpoint_pb(*destination)),
                 payload: payload.clone(),
             }),
+            Self::Refusal(r) => Kind::Refusal(r.to_pb()),
         };
         pb::SandboxMessage {
             binding: Some(binding.to_pb()),
@@ -474,6 +554,10 @@ pub enum RelayDownKind {
     Connected,
     /// The first and last message: the connect fails with this errno.
     Refused(i32),
+    /// The first and last message: no rule allows the connect, and its
+    /// loopback destination names no host, so the sandbox connects it on
+    /// its own loopback.
+    OwnLoopback,
     /// Bytes from upstream.
     Data(Vec<u8>),
     /// The upstream shut its side for writing.
@@ -497,6 +581,7 @@ impl RelayDownKind {
             Kind::ResetErrno(e) => Ok(Self::Reset(errno(e)?)),
             Kind::Connected(pb::Connected {}) => Ok(Self::Connected),
             Kind::RefusedErrno(e) => Ok(Self::Refused(errno(e)?)),
+            Kind::OwnLoopback(pb::OwnLoopback {}) => Ok(Self::OwnLoopback),
         }
     }
 
@@ -512,6 +597,7 @@ impl RelayDownKind {
                 Self::Reset(e) => Kind::ResetErrno(*e),
                 Self::Connected => Kind::Connected(pb::Connected {}),
                 Self::Refused(e) => Kind::RefusedErrno(*e),
+                Self::OwnLoopback => Kind::OwnLoopback(pb::OwnLoopback {}),
             }),
         }
     }

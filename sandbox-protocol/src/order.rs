@@ -17,7 +17,7 @@ enum Request {
 
 fn request_of(m: &FromSandbox) -> Option<(u64, Request)> {
     match m {
-        FromSandbox::Hello { .. } => None,
+        FromSandbox::Hello { .. } | FromSandbox::Refusal(_) => None,
         FromSandbox::Dns { request_id, .. } => Some((request_id.get(), Request::Dns)),
         FromSandbox::Datagram { request_id, .. } => Some((request_id.get(), Request::Datagram)),
     }
@@ -40,8 +40,17 @@ impl ControlOrder {
         Self::default()
     }
 
-    /// A request goes out or comes in (both sides record the same).
+    /// A request goes out or comes in (both sides record the same). A
+    /// refusal report needs no answer; like every request, it comes after
+    /// the Hello.
     pub fn request(&mut self, m: &FromSandbox) -> Result<(), ProtocolError> {
+        if matches!(m, FromSandbox::Refusal(_)) {
+            return if self.greeted {
+                Ok(())
+            } else {
+                Err(ProtocolError::Order("a request before the Hello"))
+            };
+        }
         let Some((id, kind)) = request_of(m) else {
             if self.greeted {
                 return Err(ProtocolError::Order("a second Hello"));
@@ -143,14 +152,15 @@ impl RelayOrder {
                 self.opened = true;
                 Ok(())
             }
-            (RelayDownKind::Refused(_), false) => {
+            (RelayDownKind::Refused(_) | RelayDownKind::OwnLoopback, false) => {
                 self.opened = true;
                 self.shut = true;
                 Ok(())
             }
-            (RelayDownKind::Connected | RelayDownKind::Refused(_), true) => {
-                Err(ProtocolError::Order("a second answer on one stream"))
-            }
+            (
+                RelayDownKind::Connected | RelayDownKind::Refused(_) | RelayDownKind::OwnLoopback,
+                true,
+            ) => Err(ProtocolError::Order("a second answer on one stream")),
             (_, false) => Err(ProtocolError::Order("relay data before the answer")),
             (RelayDownKind::Data(_), true) => self.data(),
             (RelayDownKind::ShutdownWrite, true) => self.shutdown(),

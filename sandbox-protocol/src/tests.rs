@@ -65,6 +65,14 @@ fn every_message_comes_back_as_sent() {
             destination: "10.0.0.1:53".parse().unwrap(),
             payload: vec![0; 100],
         },
+        FromSandbox::Refusal(refusal()),
+        FromSandbox::Refusal(RefusalReport {
+            exe: None,
+            destination: None,
+            address: Some(b"/run/docker.sock".to_vec()),
+            note: Some("inbound".into()),
+            ..refusal()
+        }),
     ];
     for m in from_sandbox {
         let bytes = m.to_pb(&b).encode_to_vec();
@@ -99,11 +107,80 @@ fn every_message_comes_back_as_sent() {
     for m in [
         RelayDownKind::Connected,
         RelayDownKind::Refused(111),
+        RelayDownKind::OwnLoopback,
         RelayDownKind::Data(vec![1, 2]),
         RelayDownKind::ShutdownWrite,
         RelayDownKind::Reset(104),
     ] {
         assert_eq!(RelayDownKind::check(m.to_pb(&b), &b), Ok(m));
+    }
+}
+
+fn refusal() -> RefusalReport {
+    RefusalReport {
+        pid: 3,
+        tid: 4,
+        exe: Some(b"/usr/bin/nc".to_vec()),
+        syscall: "sendto".into(),
+        protocol: "udp".into(),
+        destination: Some("192.0.2.1:53".parse().unwrap()),
+        address: None,
+        reason: "datagrams leave the sandbox only as DNS".into(),
+        note: None,
+    }
+}
+
+#[test]
+fn a_malformed_refusal_is_refused_by_name() {
+    let b = binding();
+    let cases = [
+        (
+            RefusalReport {
+                pid: 0,
+                ..refusal()
+            },
+            "never 0",
+        ),
+        (
+            RefusalReport {
+                exe: Some(b"nc".to_vec()),
+                ..refusal()
+            },
+            "refusal.exe",
+        ),
+        (
+            RefusalReport {
+                syscall: String::new(),
+                ..refusal()
+            },
+            "refusal.syscall",
+        ),
+        (
+            RefusalReport {
+                protocol: "x".repeat(33),
+                ..refusal()
+            },
+            "refusal.protocol",
+        ),
+        (
+            RefusalReport {
+                reason: String::new(),
+                ..refusal()
+            },
+            "refusal.reason",
+        ),
+        (
+            RefusalReport {
+                reason: "x".repeat(MAX_REASON + 1),
+                ..refusal()
+            },
+            "refusal.reason",
+        ),
+    ];
+    for (r, why) in cases {
+        let bytes = FromSandbox::Refusal(r).to_pb(&b).encode_to_vec();
+        let err = decode_sandbox_message(&bytes, &b).unwrap_err().to_string();
+        assert!(err.contains(why), "{err}");
     }
 }
 
@@ -269,7 +346,13 @@ fn the_control_stream_keeps_its_order() {
         order.request(&dns(1)).is_err(),
         "a request before the Hello"
     );
+    assert!(
+        order.request(&FromSandbox::Refusal(refusal())).is_err(),
+        "a report before the Hello"
+    );
     order.request(&hello()).unwrap();
+    order.request(&FromSandbox::Refusal(refusal())).unwrap();
+    order.request(&FromSandbox::Refusal(refusal())).unwrap();
     assert!(order.request(&hello()).is_err(), "a second Hello");
     order.request(&dns(1)).unwrap();
     assert!(order.request(&dns(1)).is_err(), "an id already outstanding");
@@ -332,6 +415,10 @@ fn a_relay_stream_keeps_its_order() {
     down.down(&RelayDownKind::Data(vec![1])).unwrap();
     down.down(&RelayDownKind::Reset(104)).unwrap();
     assert!(down.down(&RelayDownKind::Data(vec![1])).is_err());
+    let mut own = RelayOrder::new();
+    own.down(&RelayDownKind::OwnLoopback).unwrap();
+    assert!(own.down(&RelayDownKind::Data(vec![1])).is_err());
+    assert!(own.down(&RelayDownKind::Connected).is_err());
     let mut refused = RelayOrder::new();
     refused.down(&RelayDownKind::Refused(111)).unwrap();
     assert!(

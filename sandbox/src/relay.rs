@@ -20,7 +20,7 @@ use std::time::Duration;
 use sandbox_protocol::pb::broker_client::BrokerClient;
 use sandbox_protocol::{
     Binding, Caller, ControlOrder, DatagramVerdict, FromSandbox, FromSupervisor, MAX_CHUNK,
-    ProtocolError, RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
+    ProtocolError, RefusalReport, RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -56,6 +56,19 @@ pub enum RelayError {
     Socket(#[from] io::Error),
 }
 
+/// The supervisor's answer to a connect.
+#[derive(Debug)]
+pub enum Connect {
+    /// The workload's end of a connected socket (blocking, close-on-exec,
+    /// for the caller to install), whose other end is relayed until
+    /// either side is done.
+    Relayed(std::net::TcpStream),
+    /// Refused with this errno.
+    Refused(i32),
+    /// No rule allows it; connect the workload on its own loopback.
+    OwnLoopback,
+}
+
 /// The attachment to the supervisor, after the greeting.
 #[derive(Debug, Clone)]
 pub struct Supervisor {
@@ -66,6 +79,8 @@ pub struct Supervisor {
     waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<FromSupervisor>>>>,
     order: Arc<Mutex<ControlOrder>>,
     next_id: Arc<AtomicU64>,
+    /// Where a report waits for room on the control stream.
+    runtime: tokio::runtime::Handle,
 }
 
 impl Supervisor {
@@ -99,6 +114,7 @@ impl Supervisor {
             waiting: Arc::default(),
             order: Arc::new(Mutex::new(order)),
             next_id: Arc::new(AtomicU64::new(1)),
+            runtime: tokio::runtime::Handle::current(),
         };
         tokio::spawn(dispatch(
             answers,
@@ -185,16 +201,32 @@ impl Supervisor {
         rx.await.map_err(|_| RelayError::Gone)
     }
 
+    /// Reports a call the sandbox refused on its own, for the deny log.
+    /// Never waits: callable from any thread, async or not.
+    pub fn report(&self, refusal: RefusalReport) -> Result<(), RelayError> {
+        let message = FromSandbox::Refusal(refusal);
+        self.order
+            .lock()
+            .map_err(|_| RelayError::Gone)?
+            .request(&message)?;
+        match self.requests.try_send(message.to_pb(&self.binding)) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(m)) => {
+                let requests = self.requests.clone();
+                self.runtime.spawn(async move { requests.send(m).await });
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(RelayError::Gone),
+        }
+    }
+
     /// Asks whether `caller` may connect to `destination` over TCP, on a
-    /// relay stream of its own. Allowed: the workload's end of a connected
-    /// socket (blocking, close-on-exec, for the caller to install), whose
-    /// other end is relayed until either side is done. Refused: the errno
-    /// the supervisor chose.
+    /// relay stream of its own.
     pub async fn connect(
         &self,
         caller: Caller,
         destination: SocketAddr,
-    ) -> Result<Result<std::net::TcpStream, i32>, RelayError> {
+    ) -> Result<Connect, RelayError> {
         let (up_tx, up_rx) = mpsc::channel(RELAY_QUEUE);
         up_tx
             .send(
@@ -221,9 +253,10 @@ impl Supervisor {
             RelayDownKind::Connected => {
                 let (workload_end, ours) = pair?;
                 tokio::spawn(pump(ours, up_tx, down, order, self.binding.clone()));
-                Ok(Ok(workload_end))
+                Ok(Connect::Relayed(workload_end))
             }
-            RelayDownKind::Refused(errno) => Ok(Err(errno)),
+            RelayDownKind::Refused(errno) => Ok(Connect::Refused(errno)),
+            RelayDownKind::OwnLoopback => Ok(Connect::OwnLoopback),
             _ => Err(ProtocolError::Order("relay data before the answer").into()),
         }
     }

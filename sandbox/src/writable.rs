@@ -101,6 +101,42 @@ impl Writable {
             .map(PathBuf::as_path)
     }
 
+    /// Why the identity of the executable `exe`, run by thread `tid`, does
+    /// not vouch for the code that thread's process runs, or `None` when
+    /// it does.
+    ///
+    /// The identity is the executable; every other file mapped executable
+    /// must be one the workload cannot write, and still linked. A library
+    /// the workload wrote (then preloaded, audited, `dlopen`ed or mapped)
+    /// is refused, and so is a deleted file or a memfd. Anonymous
+    /// executable memory (a JIT's) is not a file and is not judged. The
+    /// caller checks the notification is still valid afterwards.
+    #[must_use]
+    pub fn foreign_code(&self, tid: u32, exe: &str) -> Option<String> {
+        let maps = match enforcer::code_mappings(tid) {
+            Ok(m) => m,
+            Err(e) => return Some(format!("the code of `{exe}` cannot be read: {e}")),
+        };
+        for m in maps {
+            let shown = m.path.display();
+            if m.deleted {
+                return Some(format!(
+                    "`{exe}` runs code from `{shown}`, which was deleted after it was mapped (or is a memfd): its identity does not vouch for that code"
+                ));
+            }
+            if m.path == Path::new(exe) {
+                continue;
+            }
+            if let Some(tree) = self.tree_of(&m.path) {
+                return Some(format!(
+                    "`{exe}` runs code from `{shown}`, which the workload can write (under `{}`): its identity does not vouch for that code",
+                    tree.display()
+                ));
+            }
+        }
+        None
+    }
+
     /// A tree whose Landlock rule grants a write right on `dir` (a
     /// canonical path), on something below it or on something above it.
     #[must_use]

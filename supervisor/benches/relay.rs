@@ -127,15 +127,16 @@ fn main() {
         ))
         .expect("attach");
     let relayed = || {
-        runtime
+        let answer = runtime
             .block_on(sandbox.connect(caller(), upstream))
-            .expect("ask")
-            .unwrap_or_else(|errno| {
-                panic!(
-                    "refused ({errno}): {}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                )
-            })
+            .expect("ask");
+        let sandbox::relay::Connect::Relayed(stream) = answer else {
+            panic!(
+                "not relayed ({answer:?}): {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        };
+        stream
     };
 
     let direct_us: Vec<f64> = (0..CONNECTS)

@@ -114,42 +114,11 @@ impl Decider {
     }
 
     /// Why the identity of `binary`, run by thread `tid`, does not vouch
-    /// for the code that thread's process runs, or `None` when it does.
-    ///
-    /// The identity is the executable; every other file mapped executable
-    /// must be one the workload cannot write, and still linked. A library
-    /// the workload wrote (then preloaded, audited, `dlopen`ed or mapped)
-    /// is refused, and so is a deleted file or a memfd. Anonymous
-    /// executable memory (a JIT's) is not a file and is not judged. The
-    /// caller checks the notification is still valid afterwards.
+    /// for the code that thread's process runs ([`Writable::foreign_code`]),
+    /// or `None` when it does.
     #[must_use]
     pub fn foreign_code(&self, tid: u32, binary: &Binary) -> Option<String> {
-        let writable = self.writable.as_ref()?;
-        let maps = match enforcer::code_mappings(tid) {
-            Ok(m) => m,
-            Err(e) => return Some(format!("the code of `{}` cannot be read: {e}", binary.path)),
-        };
-        let exe = Path::new(&binary.path);
-        for m in maps {
-            let shown = m.path.display();
-            if m.deleted {
-                return Some(format!(
-                    "`{}` runs code from `{shown}`, which was deleted after it was mapped (or is a memfd): its identity does not vouch for that code",
-                    binary.path
-                ));
-            }
-            if m.path == exe {
-                continue;
-            }
-            if let Some(tree) = writable.tree_of(&m.path) {
-                return Some(format!(
-                    "`{}` runs code from `{shown}`, which the workload can write (under `{}`): its identity does not vouch for that code",
-                    binary.path,
-                    tree.display()
-                ));
-            }
-        }
-        None
+        self.writable.as_ref()?.foreign_code(tid, &binary.path)
     }
 
     /// Why an allowed connection from `binary` to `ip:port` is refused

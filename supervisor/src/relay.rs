@@ -20,7 +20,7 @@ use policy_bundle::matcher::canonical_ip;
 use sandbox_protocol::pb;
 use sandbox_protocol::{
     Binding, Caller, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK, ProtocolError,
-    RelayDownKind, RelayOrder, RelayUpKind,
+    RefusalReport, RelayDownKind, RelayOrder, RelayUpKind,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -148,6 +148,10 @@ impl pb::broker_server::Broker for SupervisorSide {
                         });
                         continue;
                     }
+                    Ok(FromSandbox::Refusal(r)) => {
+                        log_refusal(&broker, &r);
+                        continue;
+                    }
                     // UDP leaves the sandbox only as DNS, asked of the stub.
                     Ok(FromSandbox::Datagram {
                         request_id,
@@ -218,10 +222,8 @@ impl pb::broker_server::Broker for SupervisorSide {
         let (tx, rx) = mpsc::channel(RELAY_QUEUE);
         let upstream = match connect(&self.broker, &caller, destination).await {
             Ok(upstream) => upstream,
-            Err(errno) => {
-                let _ = tx
-                    .send(Ok(RelayDownKind::Refused(errno).to_pb(&binding)))
-                    .await;
+            Err(last) => {
+                let _ = tx.send(Ok(last.to_pb(&binding))).await;
                 return Ok(Response::new(Box::pin(ReceiverStream::new(rx))));
             }
         };
@@ -301,13 +303,14 @@ impl Answers {
     }
 }
 
-/// Decides a TCP connect and, when allowed, opens its upstream; the errno
-/// of the refusal otherwise, logged.
+/// Decides a TCP connect and, when allowed, opens its upstream; the
+/// stream's one answer otherwise: refused (and logged), or to be connected
+/// on the sandbox's own loopback.
 async fn connect(
     broker: &Connector,
     caller: &Caller,
     destination: SocketAddr,
-) -> Result<tokio::net::TcpStream, i32> {
+) -> Result<tokio::net::TcpStream, RelayDownKind> {
     let ip = canonical_ip(destination.ip());
     let port = destination.port();
     let binary = Binary {
@@ -330,9 +333,12 @@ async fn connect(
             reason,
             ..NetEvent::default()
         });
-        libc::ECONNREFUSED
+        RelayDownKind::Refused(libc::ECONNREFUSED)
     };
     let decision = broker.decider.decide(&binary, ip, port);
+    if !decision.allowed() && ip.is_loopback() && (decision.host.is_none() || port == 53) {
+        return Err(RelayDownKind::OwnLoopback);
+    }
     if !decision.allowed() {
         let reason = decision.conn.reason.to_string();
         return Err(refuse(
@@ -358,7 +364,27 @@ async fn connect(
     };
     open_route(broker, who, binary, decision, SocketAddr::new(ip, port))
         .await
-        .map_err(|e| e.raw_os_error().unwrap_or(libc::ECONNREFUSED))
+        .map_err(|e| RelayDownKind::Refused(e.raw_os_error().unwrap_or(libc::ECONNREFUSED)))
+}
+
+/// A call the sandbox refused on its own: its deny-log line.
+fn log_refusal(broker: &Connector, r: &RefusalReport) {
+    let binary = r.exe.as_deref().map(String::from_utf8_lossy);
+    let address = r.address.as_deref().map(String::from_utf8_lossy);
+    broker.log.network(&NetEvent {
+        denied: true,
+        tid: r.tid,
+        pid: r.pid,
+        binary: binary.as_deref(),
+        syscall: &r.syscall,
+        protocol: &r.protocol,
+        ip: r.destination.map(|d| canonical_ip(d.ip())),
+        port: r.destination.map(|d| d.port()),
+        address: address.as_deref(),
+        reason: &r.reason,
+        note: r.note.as_deref(),
+        ..NetEvent::default()
+    });
 }
 
 /// A message from the sandbox refused: one deny-log line says why.
@@ -421,6 +447,8 @@ mod tests {
     use std::io::{Read, Write};
     use std::net::{IpAddr, Ipv4Addr};
 
+    use sandbox::relay::Connect;
+
     use super::*;
 
     /// Both sides over a Unix socket pair: the supervisor's with the real
@@ -443,12 +471,26 @@ mod tests {
     /// `curl` may reach `port` on loopback, and `wget` with its pin; the
     /// sandbox says it enforces `digest` (the bundle's own by default).
     async fn rig(port: u16, digest: Option<String>) -> Rig {
+        let api = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
+        rig_with(port, digest, &[("api.example.com".to_owned(), api)]).await
+    }
+
+    /// A rig where the operator names 127.0.0.1.
+    async fn rig_with_loopback_name() -> Rig {
+        let named = [(
+            "local.example.com".to_owned(),
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+        )];
+        rig_with(1, None, &named).await
+    }
+
+    async fn rig_with(port: u16, digest: Option<String>, resolve: &[(String, IpAddr)]) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let policy = dir.path().join("t.policy");
         std::fs::write(
             &policy,
             format!(
-                "policy \"t\" {{\n  binaries pinned = /usr/bin/wget sha256:{pin}\n  allow /usr/bin/curl -> 127.0.0.1:{port}\n  allow /usr/bin/curl -> api.example.com:443\n  allow pinned -> 127.0.0.1:{port}\n}}\n",
+                "policy \"t\" {{\n  binaries pinned = /usr/bin/wget sha256:{pin}\n  allow /usr/bin/curl -> 127.0.0.1:{port}\n  allow /usr/bin/curl -> api.example.com:443\n  allow /usr/bin/curl -> local.example.com:443\n  allow pinned -> 127.0.0.1:{port}\n}}\n",
                 pin = "ab".repeat(32)
             ),
         )
@@ -459,12 +501,8 @@ mod tests {
             sandbox_id: "sb".into(),
             generation: 1,
         };
-        let resolve = [(
-            "api.example.com".to_owned(),
-            IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7)),
-        )];
         let log = dir.path().join("deny.log");
-        let attached = local_pair(bundle, &log, &resolve, binding, digest).await;
+        let attached = local_pair(bundle, &log, resolve, binding, digest).await;
         Rig { dir, attached }
     }
 
@@ -478,6 +516,16 @@ mod tests {
             foreign_code: None,
             writable_tree: None,
         }
+    }
+
+    /// A DNS question for `name`'s A record.
+    fn query(name: &str) -> Vec<u8> {
+        use hickory_resolver::proto::op::{Message, Query};
+        use hickory_resolver::proto::rr::{Name, RecordType};
+        let mut m = Message::query();
+        m.metadata.id = 7;
+        m.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+        m.to_vec().unwrap()
     }
 
     fn loopback(port: u16) -> SocketAddr {
@@ -502,7 +550,7 @@ mod tests {
             .connect(caller("/usr/bin/curl"), loopback(port))
             .await
             .unwrap();
-        let Ok(mut workload) = answer else {
+        let Connect::Relayed(mut workload) = answer else {
             panic!("{answer:?}: {}", rig.log());
         };
         let big = vec![7_u8; 300_000];
@@ -527,15 +575,16 @@ mod tests {
         let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = upstream.local_addr().unwrap().port();
         let rig = rig(port, None).await;
+        let api = |port| SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7)), port);
         let cases = [
-            (caller("/usr/bin/python3"), port, "no rule"),
-            (caller("/usr/bin/curl"), port + 1, "no rule"),
+            (caller("/usr/bin/python3"), api(443), "no rule"),
+            (caller("/usr/bin/curl"), api(444), "no rule"),
             (
                 Caller {
                     foreign_code: Some("`/usr/bin/curl` runs code from `/w/x.so`".into()),
                     ..caller("/usr/bin/curl")
                 },
-                port,
+                loopback(port),
                 "runs code from `/w/x.so`",
             ),
             (
@@ -543,7 +592,7 @@ mod tests {
                     writable_tree: Some(b"/usr/bin".to_vec()),
                     ..caller("/usr/bin/curl")
                 },
-                port,
+                loopback(port),
                 "which the workload can write",
             ),
             // The pin does not match: wget is not allowed.
@@ -552,13 +601,16 @@ mod tests {
                     exe_sha256: Some([0xcd; 32]),
                     ..caller("/usr/bin/wget")
                 },
-                port,
+                api(443),
                 "",
             ),
         ];
-        for (i, (who, port, why)) in cases.into_iter().enumerate() {
-            let answer = rig.sandbox().connect(who, loopback(port)).await.unwrap();
-            assert_eq!(answer.err(), Some(libc::ECONNREFUSED), "{i}");
+        for (i, (who, to, why)) in cases.into_iter().enumerate() {
+            let answer = rig.sandbox().connect(who, to).await.unwrap();
+            assert!(
+                matches!(answer, Connect::Refused(libc::ECONNREFUSED)),
+                "{i}: {answer:?}"
+            );
             let log = rig.log();
             let lines: Vec<&str> = log.lines().collect();
             assert_eq!(lines.len(), i + 1, "{log}");
@@ -572,7 +624,80 @@ mod tests {
             ..caller("/usr/bin/wget")
         };
         let answer = rig.sandbox().connect(pinned, loopback(port)).await.unwrap();
-        assert!(answer.is_ok(), "{answer:?}");
+        assert!(matches!(answer, Connect::Relayed(_)), "{answer:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_loopback_connect_naming_no_host_goes_to_the_sandboxs_own_loopback() {
+        let rig = rig(1, None).await;
+        for who in [
+            caller("/usr/bin/python3"),
+            Caller {
+                exe_sha256: Some([0xcd; 32]),
+                ..caller("/usr/bin/wget")
+            },
+        ] {
+            let answer = rig.sandbox().connect(who, loopback(2)).await.unwrap();
+            assert!(matches!(answer, Connect::OwnLoopback), "{answer:?}");
+        }
+        assert!(
+            rig.log().is_empty(),
+            "the sandbox logs it if nothing listens"
+        );
+        // Named by the DNS stub, a loopback address is a host's: refused.
+        let rig_named = rig_with_loopback_name().await;
+        let _ = rig_named
+            .sandbox()
+            .dns(
+                caller("/usr/bin/curl"),
+                pb::Transport::Udp,
+                query("local.example.com."),
+            )
+            .await
+            .unwrap();
+        let answer = rig_named
+            .sandbox()
+            .connect(caller("/usr/bin/python3"), loopback(443))
+            .await
+            .unwrap();
+        assert!(
+            matches!(answer, Connect::Refused(libc::ECONNREFUSED)),
+            "{answer:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refusal_the_sandbox_reports_becomes_a_deny_log_line() {
+        let rig = rig(1, None).await;
+        rig.sandbox()
+            .report(RefusalReport {
+                pid: 5,
+                tid: 6,
+                exe: Some(b"/usr/bin/nc".to_vec()),
+                syscall: "sendto".into(),
+                protocol: "udp".into(),
+                destination: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9)), 53)),
+                address: None,
+                reason: "datagrams leave the sandbox only as DNS through its stub".into(),
+                note: None,
+            })
+            .unwrap();
+        // The report needs no answer; a DNS question behind it on the same
+        // stream shows it was read.
+        let _ = rig
+            .sandbox()
+            .dns(caller("/usr/bin/curl"), pb::Transport::Udp, vec![1, 2, 3])
+            .await;
+        let log = rig.log();
+        let line: serde_json::Value =
+            serde_json::from_str(log.lines().next().unwrap_or_default()).unwrap();
+        assert_eq!(line["action"], "Denied", "{line}");
+        let text = line.to_string();
+        assert!(
+            text.contains("/usr/bin/nc") && text.contains("192.0.2.9"),
+            "{text}"
+        );
+        assert!(text.contains("only as DNS"), "{text}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -588,17 +713,13 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dns_questions_are_answered_by_the_supervisors_stub_logic() {
-        use hickory_resolver::proto::op::{Message, Query, ResponseCode};
-        use hickory_resolver::proto::rr::{Name, RData, RecordType};
+        use hickory_resolver::proto::op::{Message, ResponseCode};
+        use hickory_resolver::proto::rr::RData;
 
         let rig = rig(1, None).await;
         let ask = |name: &str| {
-            let mut m = Message::query();
-            m.metadata.id = 7;
-            m.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
-            let packet = m.to_vec().unwrap();
             rig.sandbox()
-                .dns(caller("/usr/bin/curl"), pb::Transport::Udp, packet)
+                .dns(caller("/usr/bin/curl"), pb::Transport::Udp, query(name))
         };
         let allowed = Message::from_vec(&ask("api.example.com.").await.unwrap()).unwrap();
         assert_eq!(allowed.metadata.id, 7);
