@@ -105,6 +105,9 @@ pub struct InitSpec<'a> {
     pub args: &'a [CString],
     /// The launch plan, read by the init from its start.
     pub plan: BorrowedFd<'a>,
+    /// Passed on as `--relay-fd R`: the init's end of the channel to the
+    /// supervisor, when the init brokers the workload's calls itself.
+    pub relay: Option<BorrowedFd<'a>>,
 }
 
 /// The child's exit status when a step before `exec` fails.

@@ -50,6 +50,20 @@ pub fn exe_path(pid: u32) -> io::Result<ExePath> {
     })
 }
 
+/// The process (thread group) a thread belongs to, from `/proc`; the
+/// thread itself when that cannot be read.
+#[must_use]
+pub fn tgid_of(tid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(tid)
+}
+
 /// SHA-256 of a file's content.
 pub fn sha256_file(path: &Path) -> io::Result<[u8; 32]> {
     sha256_reader(File::open(path)?)

@@ -7,7 +7,8 @@
 //! launcher                              init program
 //! spawn_init ── fork · namespaces · exec ─▶ reads its plan, forks the
 //!                                           workload (Landlock, seccomp)
-//!   ◀── Listener + the listener's fd (SCM_RIGHTS)
+//!   ◀── Listener + the listener's fd (SCM_RIGHTS), or Ready when the
+//!       init keeps the listener and brokers itself
 //!       (or StepFailed / Failed: nothing runs)
 //! Pending::start ── Go ─────────────────▶ lets the workload exec
 //!   ◀── Started, or ExecFailed
@@ -44,6 +45,12 @@ impl InitLink {
     /// Hands the workload's seccomp listener to the launcher.
     pub fn hand_over(&self, listener: BorrowedFd<'_>) -> Result<(), Errno> {
         send(self.sock.as_fd(), &Message::Listener, Some(listener))
+    }
+
+    /// Tells the launcher the workload waits for its go, its listener
+    /// kept by the init program.
+    pub fn report_ready(&self) -> Result<(), Errno> {
+        send(self.sock.as_fd(), &Message::Ready, None)
     }
 
     /// Tells the launcher why the workload could not be started, in the

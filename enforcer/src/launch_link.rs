@@ -42,6 +42,8 @@ pub(crate) enum Message {
     ExecFailed(Errno),
     /// The workload ended with this raw wait status.
     Status(libc::c_int),
+    /// The workload waits for its go; the init keeps its listener.
+    Ready,
 }
 
 impl Message {
@@ -65,6 +67,7 @@ impl Message {
             Self::Started => (5, Vec::new()),
             Self::ExecFailed(errno) => (6, errno.raw().to_le_bytes().to_vec()),
             Self::Status(raw) => (7, raw.to_le_bytes().to_vec()),
+            Self::Ready => (8, Vec::new()),
         };
         let mut bytes = vec![tag];
         bytes.extend(payload);
@@ -95,6 +98,7 @@ impl Message {
             (5, 0) => Ok(Self::Started),
             (6, 4) => Ok(Self::ExecFailed(Errno(int(payload)?))),
             (7, 4) => Ok(Self::Status(int(payload)?)),
+            (8, 0) => Ok(Self::Ready),
             _ => Err(Errno(libc::EBADMSG)),
         }
     }
@@ -140,6 +144,7 @@ mod tests {
             Message::Started,
             Message::ExecFailed(Errno(libc::ENOENT)),
             Message::Status(9 << 8),
+            Message::Ready,
         ];
         for m in all {
             assert_eq!(Message::decode(&m.encode()), Ok(m));

@@ -96,7 +96,7 @@ pub use emulate::{connect_on, listen_on, same_namespace, socket_netns, with_cred
 pub use errno::Errno;
 pub use identity::{
     ExePath, FileKey, Fingerprint, FingerprintCache, exe_path, resolve_links, sha256_file,
-    sha256_hex,
+    sha256_hex, tgid_of,
 };
 pub use identity_maps::{CodeMapping, code_mappings};
 pub use init_link::InitLink;
@@ -117,7 +117,7 @@ pub use notify::{
 };
 pub use process::{
     LookupError, UserIds, cap_last_cap, caps, clear_capability_sets, drop_bounding_and_ambient,
-    effective_caps, forbid_core_dumps, mark_fds_cloexec_from, no_new_privs, resolve_group,
+    effective_caps, forbid_core_dumps, mark_fds_cloexec_from, no_new_privs, own_ids, resolve_group,
     resolve_user, set_identity, set_no_new_privs, set_pdeathsig,
 };
 pub use seccomp::{

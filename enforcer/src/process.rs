@@ -180,6 +180,21 @@ fn status_field(pid: u32, field: &str) -> io::Result<String> {
         })
 }
 
+/// This process's effective uid and gid, from `/proc/self/status`
+/// (`u32::MAX` for one that cannot be read).
+#[must_use]
+pub fn own_ids() -> (libc::uid_t, libc::gid_t) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(u32::MAX)
+    };
+    (effective("Uid:"), effective("Gid:"))
+}
+
 /// `CapEff` of `pid`.
 pub fn effective_caps(pid: u32) -> io::Result<u64> {
     caps(pid, "CapEff")

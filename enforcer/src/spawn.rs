@@ -378,7 +378,8 @@ pub fn spawn(spec: &ChildSpec<'_>) -> Result<Pending, SpawnError> {
 }
 
 /// Starts the workload's init program (see [`InitSpec`]), and waits until
-/// it has forked the workload and handed over the workload's listener.
+/// it has forked the workload and handed over the workload's listener (or
+/// said it keeps it: then [`Pending::take_listener`] gives `None`).
 /// The init must speak the launch link ([`crate::InitLink`]).
 pub fn spawn_init(spec: &InitSpec<'_>) -> Result<Pending, SpawnError> {
     let (report_r, report_w) = pipe().map_err(SpawnError::Prepare)?;
@@ -404,7 +405,8 @@ pub fn spawn_init(spec: &InitSpec<'_>) -> Result<Pending, SpawnError> {
         }
     }
     let listener = match launch_link::receive(link.as_fd()) {
-        Ok(Some((Message::Listener, Some(fd)))) => fd,
+        Ok(Some((Message::Listener, Some(fd)))) => Some(fd),
+        Ok(Some((Message::Ready, None))) => None,
         Ok(Some((Message::StepFailed { step, errno }, _))) => {
             return Err(step_error(step, errno));
         }
@@ -417,7 +419,7 @@ pub fn spawn_init(spec: &InitSpec<'_>) -> Result<Pending, SpawnError> {
     };
     // The init's only child: nothing else runs under it before the go.
     pending.workload = only_child(pid).map_err(SpawnError::TakeListener)?;
-    pending.listener = Some(listener);
+    pending.listener = listener;
     pending.link = Some(link);
     Ok(pending)
 }

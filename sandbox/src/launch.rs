@@ -20,6 +20,7 @@ use enforcer::{ChildSpec, Credentials, ExitStatus, InitLink, SpawnError};
 
 use crate::pid1::{self, Pid1Error};
 use crate::plan::{LaunchPlan, PlanError};
+use crate::writable::{User, Writable};
 
 /// Why the workload was not run, or not waited for.
 #[derive(Debug, thiserror::Error)]
@@ -52,12 +53,30 @@ pub enum LaunchError {
     /// Being PID 1 failed.
     #[error(transparent)]
     Pid1(#[from] Pid1Error),
+    /// The plan asks for a relay without `--relay-fd`, or the reverse.
+    #[error("the launch plan and `--relay-fd` disagree on whether this sandbox brokers")]
+    RelayMismatch,
+    /// The channel to the supervisor could not be set up.
+    #[error("cannot attach to the supervisor (--relay-fd): {0}")]
+    Attach(String),
+}
+
+/// The descriptors the supervisor passed.
+#[derive(Debug, Clone, Copy)]
+pub struct Inherited {
+    /// `--plan-fd`: the launch plan.
+    pub plan: i32,
+    /// `--control-fd`: the launch link.
+    pub control: i32,
+    /// `--relay-fd`: the channel to the supervisor, when the plan says the
+    /// sandbox brokers.
+    pub relay: Option<i32>,
 }
 
 /// Runs the launch described in the module docs; returns how the
 /// workload ended.
-pub fn launch(plan_fd: i32, control_fd: i32, grace: Duration) -> Result<ExitStatus, LaunchError> {
-    let link = InitLink::from_inherited(control_fd).map_err(LaunchError::Link)?;
+pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError> {
+    let link = InitLink::from_inherited(fds.control).map_err(LaunchError::Link)?;
     let is_init = match pid1::become_init() {
         Ok(is_init) => is_init,
         Err(e) => {
@@ -65,8 +84,16 @@ pub fn launch(plan_fd: i32, control_fd: i32, grace: Duration) -> Result<ExitStat
             return Err(e.into());
         }
     };
-    let mut pending = match start(plan_fd) {
-        Ok(pending) => pending,
+    let started = read_plan(fds.plan).and_then(|plan| {
+        let relay = match (plan.relay.clone(), fds.relay) {
+            (Some(relay), Some(fd)) => Some((relay, fd, plan.user.clone())),
+            (None, None) => None,
+            _ => return Err(LaunchError::RelayMismatch),
+        };
+        Ok((start(&plan)?, relay))
+    });
+    let ((mut pending, writable), relay) = match started {
+        Ok(started) => started,
         Err(LaunchError::Spawn(e)) => {
             let _ = link.report_spawn_error(&e);
             return Err(e.into());
@@ -85,10 +112,26 @@ pub fn launch(plan_fd: i32, control_fd: i32, grace: Duration) -> Result<ExitStat
         let _ = link.report_failure(why);
         return Err(LaunchError::Link(enforcer::Errno(libc::EPROTO)));
     };
-    link.hand_over(listener.as_fd())
-        .map_err(LaunchError::Link)?;
-    // The supervisor serves it; this process keeps no copy.
-    drop(listener);
+    // Held until the workload ends: the broker's runtime.
+    let _brokering = match relay {
+        None => {
+            link.hand_over(listener.as_fd())
+                .map_err(LaunchError::Link)?;
+            // The supervisor serves it; this process keeps no copy.
+            drop(listener);
+            None
+        }
+        Some((relay, fd, user)) => {
+            link.report_ready().map_err(LaunchError::Link)?;
+            match crate::brokering::start(&relay, fd, listener, writable, user.as_ref()) {
+                Ok(runtime) => Some(runtime),
+                Err(e) => {
+                    let _ = link.report_failure(&e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+    };
     // Dropping `pending` on the error kills the workload before its exec.
     link.wait_for_go().map_err(LaunchError::NoGo)?;
     if let Err(e) = pending.start() {
@@ -105,14 +148,29 @@ pub fn launch(plan_fd: i32, control_fd: i32, grace: Duration) -> Result<ExitStat
     Ok(status)
 }
 
-/// Reads the plan, prepares Landlock and the filter, and forks the
-/// workload, which installs both and waits for the go.
-fn start(plan_fd: i32) -> Result<enforcer::Pending, LaunchError> {
-    let plan = read_plan(plan_fd)?;
+/// Prepares Landlock and the filter, and forks the workload, which
+/// installs both and waits for the go. Also what the workload can write,
+/// as the broker judges planted code.
+fn start(plan: &LaunchPlan) -> Result<(enforcer::Pending, Writable), LaunchError> {
     let abi = enforcer::kernel_abi().map_err(LaunchError::Landlock)?;
     // The supervisor reported the notes when it prepared the same spec.
     let (spec, _notes) = plan.landlock_spec(abi)?;
     let ruleset = enforcer::prepare(&spec).map_err(LaunchError::Landlock)?;
+    let landlock_on = !ruleset
+        .report()
+        .downgrades
+        .iter()
+        .any(|d| matches!(d, enforcer::Downgrade::Unavailable));
+    let writable = Writable::new(
+        &spec.fs,
+        landlock_on,
+        plan.user.as_ref().map(|u| User {
+            uid: u.uid,
+            gid: u.gid,
+            groups: u.groups.clone(),
+        }),
+        enforcer::own_ids().0,
+    );
     let filter = enforcer::build(&plan.filter_spec()?).map_err(LaunchError::Seccomp)?;
     let c_string = |bytes: &[u8], what| CString::new(bytes).map_err(|_| LaunchError::Nul(what));
     let program = c_string(&plan.program, "program")?;
@@ -151,7 +209,7 @@ fn start(plan_fd: i32) -> Result<enforcer::Pending, LaunchError> {
         argv: &argv,
         envp: &envp,
     };
-    Ok(enforcer::spawn(&spec)?)
+    Ok((enforcer::spawn(&spec)?, writable))
 }
 
 fn read_plan(fd: i32) -> Result<LaunchPlan, LaunchError> {

@@ -2,10 +2,12 @@
 //!
 //! It is PID 1 of the workload's PID namespace: it starts the workload
 //! and applies the bundle's kernel tables to it ([`launch`], from the
-//! [`plan`] the supervisor hands it), and (in a later step) relays its
-//! network operations to the supervisor. It depends on the enforcer and
-//! the bundle's data types alone: no policy source, no prover, no TLS, no
-//! credential ever reaches it.
+//! [`plan`] the supervisor hands it), answers the workload's trapped calls
+//! ([`broker`]), and asks the supervisor about each TCP connect over the
+//! sandbox protocol ([`judge`], [`relay`]), relaying the bytes of the
+//! allowed ones. It depends on the enforcer, the bundle's data types and
+//! the protocol alone: no policy source, no prover, no TLS, no credential
+//! ever reaches it.
 //!
 //! [`pid1`] holds what it owes the workload as its init: reaping, signals,
 //! the workload's status, and an end to everything the workload started.
@@ -14,6 +16,9 @@
 #![warn(missing_docs)]
 
 pub mod broker;
+mod brokering;
+pub mod caller;
+pub mod judge;
 pub mod launch;
 pub mod mountinfo;
 pub mod pid1;

@@ -4,7 +4,9 @@
 //!
 //! `openshell-sandbox [--grace-period SECS] --plan-fd P --control-fd C`:
 //! as the supervisor starts it, inside the workload's namespaces: the
-//! launch plan on fd P, the launch link on fd C (`sandbox::launch`).
+//! launch plan on fd P, the launch link on fd C (`sandbox::launch`), and
+//! with `--relay-fd R` the channel to the supervisor on fd R, when the
+//! sandbox brokers the workload's calls itself.
 
 #![forbid(unsafe_code)]
 
@@ -19,12 +21,12 @@ use sandbox::{launch, pid1};
 const EXIT_SANDBOX_FAILED: u8 = 125;
 
 const USAGE: &str = "usage: openshell-sandbox [--grace-period SECS] -- COMMAND [ARGS...]
-       openshell-sandbox [--grace-period SECS] --plan-fd P --control-fd C";
+       openshell-sandbox [--grace-period SECS] --plan-fd P --control-fd C [--relay-fd R]";
 
 /// What to be PID 1 of.
 enum Workload {
     Run(Vec<OsString>),
-    Launch { plan_fd: i32, control_fd: i32 },
+    Launch(launch::Inherited),
 }
 
 fn main() -> ExitCode {
@@ -37,10 +39,7 @@ fn main() -> ExitCode {
     };
     let ended = match workload {
         Workload::Run(command) => pid1::run(&command, grace).map_err(|e| e.to_string()),
-        Workload::Launch {
-            plan_fd,
-            control_fd,
-        } => launch::launch(plan_fd, control_fd, grace).map_err(|e| e.to_string()),
+        Workload::Launch(fds) => launch::launch(fds, grace).map_err(|e| e.to_string()),
     };
     match ended {
         Ok(status) => ExitCode::from(u8::try_from(status.code()).unwrap_or(EXIT_SANDBOX_FAILED)),
@@ -56,6 +55,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload
     let mut grace = pid1::DEFAULT_GRACE;
     let mut plan_fd = None;
     let mut control_fd = None;
+    let mut relay_fd = None;
     let number = |flag: &str, value: Option<OsString>| -> Result<u64, String> {
         let value = value.ok_or_else(|| format!("`{flag}` needs a number"))?;
         value
@@ -73,7 +73,11 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload
         match arg.to_str() {
             Some("--") => {
                 let command: Vec<OsString> = args.collect();
-                if plan_fd.is_some() || control_fd.is_some() || command.is_empty() {
+                if plan_fd.is_some()
+                    || control_fd.is_some()
+                    || relay_fd.is_some()
+                    || command.is_empty()
+                {
                     return Err(
                         "give either `--plan-fd` and `--control-fd` or a command after `--`".into(),
                     );
@@ -85,6 +89,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload
             }
             Some("--plan-fd") => plan_fd = fd("--plan-fd", args.next())?,
             Some("--control-fd") => control_fd = fd("--control-fd", args.next())?,
+            Some("--relay-fd") => relay_fd = fd("--relay-fd", args.next())?,
             _ => {
                 return Err(format!(
                     "unknown argument `{}`; the command goes after `--`",
@@ -94,12 +99,13 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload
         }
     }
     match (plan_fd, control_fd) {
-        (Some(plan_fd), Some(control_fd)) => Ok((
+        (Some(plan), Some(control)) => Ok((
             grace,
-            Workload::Launch {
-                plan_fd,
-                control_fd,
-            },
+            Workload::Launch(launch::Inherited {
+                plan,
+                control,
+                relay: relay_fd,
+            }),
         )),
         (None, None) => Err("no command: give it after `--`".into()),
         _ => Err("`--plan-fd` and `--control-fd` go together".into()),

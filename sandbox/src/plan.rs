@@ -63,6 +63,24 @@ pub struct PlanUser {
     pub groups: Vec<u32>,
 }
 
+/// The sandbox brokers the workload's trapped calls itself and asks the
+/// supervisor over the sandbox protocol, on the descriptor `--relay-fd`
+/// names, as this sandbox, enforcing this bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayPlan {
+    /// The sandbox's id in the protocol's binding.
+    pub sandbox_id: String,
+    /// Its generation.
+    pub generation: u64,
+    /// The digest of the bundle whose tables the plan carries, for the
+    /// greeting.
+    pub bundle_digest: String,
+    /// The bundle pins binaries by SHA-256: each caller's executable is
+    /// hashed.
+    pub hash_binaries: bool,
+}
+
 /// Everything the sandbox needs to start the workload. Byte strings are
 /// kept as bytes: paths, arguments and the environment need not be UTF-8.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +118,10 @@ pub struct LaunchPlan {
     pub argv: Vec<Vec<u8>>,
     /// The whole environment, as `NAME=VALUE`.
     pub envp: Vec<Vec<u8>>,
+    /// `Some`: the sandbox keeps the seccomp listener and relays; `None`:
+    /// it hands the listener up over the launch link.
+    #[serde(default)]
+    pub relay: Option<RelayPlan>,
 }
 
 impl LaunchPlan {
@@ -397,6 +419,7 @@ mod tests {
             program: b"/bin/true".to_vec(),
             argv: vec![b"true".to_vec()],
             envp: vec![b"A=\xff".to_vec()],
+            relay: None,
         }
     }
 

@@ -39,6 +39,7 @@ fn plan(workdir: &Path, script: &str) -> LaunchPlan {
         program: b"/bin/sh".to_vec(),
         argv: vec![b"sh".to_vec(), b"-c".to_vec(), script.as_bytes().to_vec()],
         envp: vec![b"PATH=/usr/bin:/bin".to_vec()],
+        relay: None,
     }
 }
 
@@ -63,6 +64,7 @@ fn spawn_with_noexec(
         program: &program,
         args: &[],
         plan: plan_fd.as_fd(),
+        relay: None,
     })
 }
 

@@ -319,19 +319,6 @@ fn now_ms() -> u64 {
         .unwrap_or_default()
 }
 
-/// The process (thread group) a thread belongs to, from `/proc`.
-#[must_use]
-pub fn tgid_of(tid: u32) -> u32 {
-    std::fs::read_to_string(format!("/proc/{tid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Tgid:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(tid)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

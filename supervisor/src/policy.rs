@@ -34,16 +34,23 @@ pub struct Active {
     pub aliases: Aliases,
 }
 
+/// Whether some identity of `bundle` pins a SHA-256, so that deciding
+/// needs each caller's hash.
+#[must_use]
+pub fn pins(bundle: &Bundle) -> bool {
+    bundle
+        .enforcement
+        .seccomp
+        .identities
+        .iter()
+        .any(|i| i.binary.sha256.is_some())
+}
+
 impl Active {
     /// Builds the indexes and reads the credentials' secrets.
     #[must_use]
     pub fn new(bundle: Bundle, placeholders: &Placeholders, generation: u64) -> Self {
-        let pins = bundle
-            .enforcement
-            .seccomp
-            .identities
-            .iter()
-            .any(|i| i.binary.sha256.is_some());
+        let pins = pins(&bundle);
         let credentials = CredentialSet::load(&bundle, placeholders);
         Self {
             eval: Evaluator::new(bundle),

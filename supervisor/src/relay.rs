@@ -30,7 +30,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::broker::{Connector, Who, open_route};
 use crate::decide::Binary;
-use crate::denylog::NetEvent;
+use crate::denylog::{DenyLog, NetEvent};
 use crate::dns::Answerer;
 
 type Out<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -41,10 +41,16 @@ const CONTROL_QUEUE: usize = 64;
 /// connection buffers here before its upstream is no longer read.
 const RELAY_QUEUE: usize = 4;
 
+/// Set once the supervisor can decide; relay streams wait for it. The
+/// greeting does not: the sandbox attaches before the workload may run,
+/// and the decision indexes are built once it runs.
+pub(crate) type Deciding = Arc<tokio::sync::SetOnce<Arc<Connector>>>;
+
 /// The `Broker` service for one attached sandbox.
 #[derive(Debug)]
 pub struct SupervisorSide {
-    broker: Arc<Connector>,
+    broker: Deciding,
+    log: Arc<DenyLog>,
     /// The DNS stub's answers, for the sandbox's questions.
     answerer: Arc<Answerer>,
     binding: Binding,
@@ -58,13 +64,15 @@ impl SupervisorSide {
     /// `bundle_digest`.
     #[must_use]
     pub(crate) fn new(
-        broker: Arc<Connector>,
+        broker: Deciding,
+        log: Arc<DenyLog>,
         answerer: Arc<Answerer>,
         binding: Binding,
         bundle_digest: String,
     ) -> Self {
         Self {
             broker,
+            log,
             answerer,
             binding,
             bundle_digest,
@@ -84,7 +92,7 @@ impl pb::broker_server::Broker for SupervisorSide {
     ) -> Result<Response<Self::ControlStream>, Status> {
         let mut incoming = request.into_inner();
         let (tx, rx) = mpsc::channel(CONTROL_QUEUE);
-        let broker = Arc::clone(&self.broker);
+        let log = Arc::clone(&self.log);
         let answerer = Arc::clone(&self.answerer);
         let binding = self.binding.clone();
         let digest = self.bundle_digest.clone();
@@ -109,7 +117,7 @@ impl pb::broker_server::Broker for SupervisorSide {
                 });
                 let answer = match checked {
                     Err(e) => {
-                        refused_message(&broker, &e.to_string());
+                        refused_message(&log, &e.to_string());
                         let _ = tx.send(Err(Status::invalid_argument(e.to_string()))).await;
                         return;
                     }
@@ -121,7 +129,7 @@ impl pb::broker_server::Broker for SupervisorSide {
                         let why = format!(
                             "the sandbox enforces bundle {bundle_digest}, not this supervisor's {digest}"
                         );
-                        refused_message(&broker, &why);
+                        refused_message(&log, &why);
                         let _ = tx.send(Err(Status::failed_precondition(why))).await;
                         return;
                     }
@@ -149,7 +157,7 @@ impl pb::broker_server::Broker for SupervisorSide {
                         continue;
                     }
                     Ok(FromSandbox::Refusal(r)) => {
-                        log_refusal(&broker, &r);
+                        log_refusal(&log, &r);
                         continue;
                     }
                     // UDP leaves the sandbox only as DNS, asked of the stub.
@@ -160,7 +168,7 @@ impl pb::broker_server::Broker for SupervisorSide {
                         ..
                     }) => {
                         let binary = String::from_utf8_lossy(&caller.exe);
-                        broker.log.network(&NetEvent {
+                        log.network(&NetEvent {
                             denied: true,
                             tid: caller.tid,
                             pid: caller.pid,
@@ -193,7 +201,7 @@ impl pb::broker_server::Broker for SupervisorSide {
     ) -> Result<Response<Self::RelayStream>, Status> {
         if !self.greeted.load(Ordering::SeqCst) {
             let why = "a relay stream before the sandbox's Hello was accepted";
-            refused_message(&self.broker, why);
+            refused_message(&self.log, why);
             return Err(Status::failed_precondition(why));
         }
         let mut incoming = request.into_inner();
@@ -220,7 +228,8 @@ impl pb::broker_server::Broker for SupervisorSide {
             ));
         };
         let (tx, rx) = mpsc::channel(RELAY_QUEUE);
-        let upstream = match connect(&self.broker, &caller, destination).await {
+        let broker = self.broker.wait().await;
+        let upstream = match connect(broker, &caller, destination).await {
             Ok(upstream) => upstream,
             Err(last) => {
                 let _ = tx.send(Ok(last.to_pb(&binding))).await;
@@ -340,7 +349,10 @@ async fn connect(
         return Err(RelayDownKind::OwnLoopback);
     }
     if !decision.allowed() {
-        let reason = decision.conn.reason.to_string();
+        let mut reason = decision.conn.reason.to_string();
+        if binary.sha256.is_none() && broker.decider.policy().current().pins {
+            reason.push_str(UNHASHED);
+        }
         return Err(refuse(
             &reason,
             decision.host.as_deref(),
@@ -367,11 +379,15 @@ async fn connect(
         .map_err(|e| RelayDownKind::Refused(e.raw_os_error().unwrap_or(libc::ECONNREFUSED)))
 }
 
+/// Said of a refusal when the policy in force pins binaries and the
+/// sandbox, started under a bundle that pinned none, does not hash them.
+const UNHASHED: &str = " (the policy in force pins binaries by SHA-256, but this sandbox was started under a bundle that pinned none and does not hash them: restart it to use pinned rules)";
+
 /// A call the sandbox refused on its own: its deny-log line.
-fn log_refusal(broker: &Connector, r: &RefusalReport) {
+fn log_refusal(log: &DenyLog, r: &RefusalReport) {
     let binary = r.exe.as_deref().map(String::from_utf8_lossy);
     let address = r.address.as_deref().map(String::from_utf8_lossy);
-    broker.log.network(&NetEvent {
+    log.network(&NetEvent {
         denied: true,
         tid: r.tid,
         pid: r.pid,
@@ -388,8 +404,8 @@ fn log_refusal(broker: &Connector, r: &RefusalReport) {
 }
 
 /// A message from the sandbox refused: one deny-log line says why.
-fn refused_message(broker: &Connector, why: &str) {
-    broker.log.network(&NetEvent {
+fn refused_message(log: &DenyLog, why: &str) {
+    log.network(&NetEvent {
         denied: true,
         syscall: "sandbox-protocol",
         protocol: "grpc",
@@ -414,7 +430,6 @@ pub async fn local_pair(
     use crate::attribution::Attribution;
     use crate::credentials::Placeholders;
     use crate::decide::Decider;
-    use crate::denylog::DenyLog;
     use crate::policy::{Active, Policy};
 
     let real = bundle.digest.clone();
@@ -432,12 +447,14 @@ pub async fn local_pair(
     let decider = Arc::new(Decider::new(Arc::new(Policy::new(active)), attribution));
     let broker = Arc::new(Connector {
         decider,
-        log,
+        log: Arc::clone(&log),
         proxy: None,
         runtime: tokio::runtime::Handle::current(),
     });
     let (ours, theirs) = tokio::net::UnixStream::pair()?;
-    let side = SupervisorSide::new(broker, answerer, binding.clone(), real.clone());
+    let deciding = Deciding::default();
+    let _ = deciding.set(broker);
+    let side = SupervisorSide::new(deciding, log, answerer, binding.clone(), real.clone());
     tokio::spawn(sandbox_protocol::transport::serve(side, theirs));
     sandbox::relay::Supervisor::attach(ours, binding, digest.unwrap_or(real)).await
 }

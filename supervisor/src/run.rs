@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use enforcer::{ChildSpec, Credentials, ExitStatus, FsRule, InitSpec, SpawnError};
 use sandbox::broker::{Broker, Creds, NetMode};
-use sandbox::plan::{LaunchPlan, PLAN_VERSION, PlanUser};
+use sandbox::plan::{LaunchPlan, PLAN_VERSION, PlanUser, RelayPlan};
 
 use crate::attribution::Attribution;
 use crate::broker::Connector;
@@ -33,6 +33,7 @@ use crate::l7::{self, Proxy};
 use crate::lifecycle::{self, Outcome};
 use crate::notes::note;
 use crate::policy::{Active, Policy, Swap};
+use crate::relay::{Deciding, SupervisorSide};
 use crate::reload::Reloader;
 use crate::stdio::{self, Transcript};
 use crate::{tables, workload};
@@ -42,6 +43,10 @@ pub const EXIT_TIMEOUT: u8 = 124;
 pub const EXIT_LAUNCH_FAILED: u8 = 125;
 pub const EXIT_CANNOT_EXECUTE: u8 = 126;
 pub const EXIT_NOT_FOUND: u8 = 127;
+
+/// The sandbox's id in the sandbox protocol when the supervisor runs it
+/// locally: one sandbox per supervisor.
+const RELAY_SANDBOX_ID: &str = "local";
 
 /// What the sandbox's resolv.conf says.
 const RESOLV_CONF: &str = "# openshell-supervisor: the sandbox's DNS stub\nnameserver 127.0.0.1\n";
@@ -124,6 +129,15 @@ struct Prepared {
     resolv: Option<tempfile::TempDir>,
     resolv_source: Option<CString>,
     transcript: Option<Transcript>,
+    /// With `--relay`: the channel to openshell-sandbox.
+    relay: Option<Channel>,
+}
+
+/// Both ends of the channel to openshell-sandbox, until it has inherited
+/// its own.
+struct Channel {
+    ours: std::os::unix::net::UnixStream,
+    theirs: std::os::unix::net::UnixStream,
 }
 
 /// Everything before the fork: the bundle, Landlock and the filter, the
@@ -195,6 +209,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         program: Vec::new(),
         argv: Vec::new(),
         envp: Vec::new(),
+        relay: None,
     };
     let (spec, notes) = plan.landlock_spec(abi)?;
     let ruleset = enforcer::prepare(&spec).map_err(LaunchError::Landlock)?;
@@ -310,6 +325,24 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         .map(Transcript::start)
         .transpose()?;
     let own = workload::own_ids();
+    let init_program = sandbox_program()?;
+    // Whenever openshell-sandbox runs the workload in namespaces of its
+    // own, it brokers the workload's calls and asks over the sandbox
+    // protocol; without a network namespace of its own the supervisor
+    // still takes the listener.
+    let relay = if mode == NetnsMode::New && new_pidns && init_program.is_some() {
+        plan.relay = Some(RelayPlan {
+            sandbox_id: RELAY_SANDBOX_ID.into(),
+            generation: 1,
+            bundle_digest: bundle.digest.clone(),
+            hash_binaries: crate::policy::pins(&bundle),
+        });
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+            .map_err(LaunchError::io("make the channel to openshell-sandbox"))?;
+        Some(Channel { ours, theirs })
+    } else {
+        None
+    };
     Ok(Prepared {
         gateway,
         from_gateway,
@@ -319,7 +352,8 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         plan,
         noexec,
         exec_again,
-        init_program: sandbox_program()?,
+        init_program,
+        relay,
         caps,
         abi,
         proxy_parts,
@@ -388,6 +422,7 @@ fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
             program: init,
             args: &[],
             plan: plan.as_fd(),
+            relay: p.relay.as_ref().map(|c| c.theirs.as_fd()),
         };
         return enforcer::spawn_init(&spec).map_err(LaunchError::Spawn);
     }
@@ -447,11 +482,15 @@ fn serve(
         dns_policy,
         resolv,
         transcript,
+        relay,
         ..
     } = p;
-    let listener = pending
-        .take_listener()
-        .ok_or_else(|| LaunchError::Usage("the child did not hand over its listener".into()))?;
+    let listener = pending.take_listener();
+    if listener.is_none() && relay.is_none() {
+        return Err(LaunchError::Usage(
+            "the child did not hand over its listener".into(),
+        ));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -479,14 +518,36 @@ fn serve(
         }
     };
     let attribution_for_broker = Arc::clone(&attribution);
-    let answerer = Answerer {
+    let answerer = Arc::new(Answerer {
         policy: Arc::clone(&dns_policy),
         attribution,
         resolver: dns::resolver(args.dns_upstream),
         log: Arc::clone(&log),
-    };
-    stub.serve(Arc::new(answerer))
+    });
+    stub.serve(Arc::clone(&answerer))
         .map_err(LaunchError::io("serve the DNS stub"))?;
+    // The sandbox attaches before it lets the workload exec: the protocol
+    // is served now, its connects once the decider below is set.
+    let deciding = Deciding::default();
+    if let Some(Channel { ours, theirs }) = relay {
+        drop(theirs);
+        let io = ours
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixStream::from_std(ours))
+            .map_err(LaunchError::io("use the channel to openshell-sandbox"))?;
+        let binding = sandbox_protocol::Binding {
+            sandbox_id: RELAY_SANDBOX_ID.into(),
+            generation: 1,
+        };
+        let side = SupervisorSide::new(
+            Arc::clone(&deciding),
+            Arc::clone(&log),
+            answerer,
+            binding,
+            bundle.digest.clone(),
+        );
+        runtime.spawn(sandbox_protocol::transport::serve(side, io));
+    }
     let creds = identity
         .as_ref()
         .filter(|i| (i.uid, i.gid) != own)
@@ -546,21 +607,30 @@ fn serve(
             .spawn(args.watch)
             .map_err(LaunchError::io("watch for SIGHUP"))?,
     }
-    let broker = Arc::new(Broker {
-        judge: Connector {
-            decider,
-            log,
-            proxy: Some(Arc::clone(&proxy) as Arc<dyn ProxyHandoff>),
-            runtime: runtime.handle().clone(),
-        },
-        mode: net_mode,
-        creds,
+    let connector = Connector {
+        decider,
+        log,
+        proxy: Some(Arc::clone(&proxy) as Arc<dyn ProxyHandoff>),
         runtime: runtime.handle().clone(),
-    });
-    std::thread::Builder::new()
-        .name("broker".into())
-        .spawn(move || sandbox::broker::serve(&broker, listener))
-        .map_err(LaunchError::io("start the broker"))?;
+    };
+    match listener {
+        // openshell-sandbox brokers, and asks.
+        None => {
+            let _ = deciding.set(Arc::new(connector));
+        }
+        Some(listener) => {
+            let broker = Arc::new(Broker {
+                judge: connector,
+                mode: net_mode,
+                creds,
+                runtime: runtime.handle().clone(),
+            });
+            std::thread::Builder::new()
+                .name("broker".into())
+                .spawn(move || sandbox::broker::serve(&broker, listener))
+                .map_err(LaunchError::io("start the broker"))?;
+        }
+    }
     if args.verbose {
         let who = identity.map_or_else(|| format!("uid {}", own.0), |i| i.name);
         note(&format!(

@@ -23,19 +23,7 @@ pub struct Identity {
     pub name: String,
 }
 
-/// The supervisor's own effective ids, from `/proc/self/status`.
-#[must_use]
-pub fn own_ids() -> (libc::uid_t, libc::gid_t) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let effective = |field: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.split_whitespace().nth(1)?.parse().ok())
-            .unwrap_or(u32::MAX)
-    };
-    (effective("Uid:"), effective("Gid:"))
-}
+pub use enforcer::own_ids;
 
 /// The bundle's `run_as`, resolved before the fork. `None` when the
 /// workload keeps the supervisor's user. `can_switch`: the supervisor holds

@@ -78,6 +78,30 @@ fn connect_to_an_allowed_host_and_port_succeeds() {
     assert!(log.is_empty(), "nothing to log: {log:?}");
 }
 
+/// An allowed connect is relayed: the workload's socket is connected
+/// inside its own network namespace, to the sandbox, which carries its
+/// bytes over the sandbox protocol to the supervisor, which connects
+/// upstream. The workload's peer is therefore not the upstream's port,
+/// and every byte still arrives.
+#[test]
+fn an_allowed_connect_is_relayed_through_the_sandbox() {
+    let s = setup();
+    let code = format!(
+        "import socket\ns=socket.create_connection(('local.test',{}))\nprint(s.getpeername()[1])\ns.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nd=b''\nwhile True:\n  c=s.recv(65536)\n  if not c: break\n  d+=c\nprint(d.split(b'\\r\\n\\r\\n',1)[1].decode())\n",
+        s.port
+    );
+    let (out, log) = s.run(&["/usr/bin/python3", "-c", &code]);
+    let printed = stdout(&out);
+    let mut lines = printed.lines();
+    let peer: u16 = lines
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{printed} {}", stderr(&out)));
+    assert_ne!(peer, s.port, "the workload's socket is the relay's");
+    assert_eq!(lines.next(), Some("ok"), "{printed} {}", stderr(&out));
+    assert!(log.is_empty(), "{log:?}");
+}
+
 /// The refused port is not closed: a listener of the supervisor's
 /// namespace waits there, where a connect the broker let through would
 /// land (ECONNREFUSED from a closed port would prove nothing).

@@ -478,6 +478,104 @@ fn the_workload_environment_holds_placeholders_and_the_ca_never_the_secret() {
     );
 }
 
+/// The sandbox (the workload's PID 1, which brokers its calls and relays
+/// its connections) holds nothing worth stealing. Read as root once a
+/// credentialed request went through it: its environment, command line,
+/// memory and descriptors hold neither the secret nor a private key. The
+/// tree the workload may write, which the sandbox keeps to judge planted
+/// code by, is found the same way: the scan sees what the process holds.
+#[test]
+fn the_sandbox_process_holds_no_secret_and_no_key() {
+    let s = Sandbox::new();
+    let b = s.bundle("bare", CREDENTIAL_RULES);
+    let ready = s.dir.join("ready");
+    let script = format!(
+        "/usr/bin/curl -sS -o /dev/null -H \"Authorization: Bearer $TOKEN\" https://api.test:{}/ && : > {} && sleep 30",
+        s.up.tls_port,
+        ready.display()
+    );
+    let mut child = s
+        .command(&b, &[], &["/usr/bin/bash", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the request did not go through: {}",
+            common::read_all(child.stderr.take().unwrap())
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let supervisor = child.id();
+    let sandbox = std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse::<u32>().unwrap())
+        .find(|p| {
+            std::fs::read_link(format!("/proc/{p}/exe"))
+                .is_ok_and(|e| e.ends_with("openshell-sandbox"))
+        })
+        .expect("openshell-sandbox is the supervisor's child");
+    let held = everything_held_by(sandbox);
+    let _ = child.kill();
+    let _ = child.wait();
+    let found = |needle: &[u8]| held.windows(needle.len()).any(|w| w == needle);
+    let tree = s.dir.path().canonicalize().unwrap();
+    assert!(
+        found(tree.as_os_str().as_encoded_bytes()),
+        "the scan reads the sandbox's memory ({} bytes)",
+        held.len()
+    );
+    assert!(!found(SECRET.as_bytes()), "the secret is in the sandbox");
+    assert!(!found(b"PRIVATE KEY"), "a private key is in the sandbox");
+    assert!(
+        !found(b"TEST_SECRET"),
+        "the secret's variable is in the sandbox"
+    );
+}
+
+/// The environment, command line, every readable mapping and the content
+/// of every file descriptor of process `pid`.
+fn everything_held_by(pid: u32) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut held = Vec::new();
+    for file in ["environ", "cmdline"] {
+        held.extend(std::fs::read(format!("/proc/{pid}/{file}")).unwrap());
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (range, perms) = (fields.next().unwrap(), fields.next().unwrap());
+        if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
+            continue;
+        }
+        let (start, end) = range.split_once('-').unwrap();
+        let start = u64::from_str_radix(start, 16).unwrap();
+        let end = u64::from_str_radix(end, 16).unwrap();
+        let mut region = vec![0_u8; usize::try_from(end - start).unwrap()];
+        if mem.seek(SeekFrom::Start(start)).is_ok() && mem.read_exact(&mut region).is_ok() {
+            held.extend(region);
+        }
+    }
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let target = std::fs::read_link(fd.path()).unwrap_or_default();
+        held.extend(target.as_os_str().as_encoded_bytes());
+        if let Ok(mut file) = std::fs::File::open(fd.path())
+            && file.metadata().is_ok_and(|m| m.is_file())
+        {
+            let _ = file.read_to_end(&mut held);
+        }
+    }
+    held
+}
+
 #[test]
 fn header_injection_sets_the_header_from_the_template_only_within_the_binding() {
     let s = Sandbox::new();

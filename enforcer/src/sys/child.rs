@@ -327,7 +327,7 @@ impl Namespaces<'_> {
 /// Forks the child that becomes the workload's init program (see
 /// [`InitSpec`]): it enters the namespaces (as PID 1 of a new PID
 /// namespace with `spec.new_pidns`), then execs the program with only the
-/// standard streams, `spec.plan` and `control` open. A failure before the
+/// standard streams, `spec.plan`, `control` and `spec.relay` open. A failure before the
 /// exec (the exec's included) is reported on `report`, which reads EOF
 /// once the exec succeeded. Returns the child's pid in the parent.
 pub(crate) fn fork_init(
@@ -342,6 +342,10 @@ pub(crate) fn fork_init(
     args.push(fd_arg(spec.plan).map_err(|_| Errno(libc::EINVAL))?);
     args.push(CString::from(c"--control-fd"));
     args.push(fd_arg(control.as_fd()).map_err(|_| Errno(libc::EINVAL))?);
+    if let Some(relay) = spec.relay {
+        args.push(CString::from(c"--relay-fd"));
+        args.push(fd_arg(relay).map_err(|_| Errno(libc::EINVAL))?);
+    }
     let argv = CStrArray::new(&args);
     let envp = CStrArray::new(&[]);
     // Opened before the child mounts anything: a tree mounted `noexec` for
@@ -441,6 +445,9 @@ fn init_child_main(
     step(16, mark_cloexec_from(3));
     step(16, crate::sys::fd::clear_cloexec(spec.plan));
     step(16, crate::sys::fd::clear_cloexec(control));
+    if let Some(relay) = spec.relay {
+        step(16, crate::sys::fd::clear_cloexec(relay));
+    }
     let errno = crate::sys::process::execve_fd(program, argv, envp);
     fail_step(report, 8, errno)
 }

@@ -23,8 +23,9 @@ use policy_bundle::matcher::canonical_ip;
 use sandbox::broker::{Broker, Call, Judge, NetMode, Refusal, TcpConnect};
 
 use crate::decide::Decider;
-use crate::denylog::{DenyLog, NetEvent, tgid_of};
+use crate::denylog::{DenyLog, NetEvent};
 use crate::handoff::ProxyHandoff;
+use enforcer::tgid_of;
 use upstream::Target;
 
 /// Decides with the policy in force and connects from this process.

@@ -29,8 +29,9 @@ use sandbox::broker::{Call, TcpConnect};
 
 use super::Connector;
 use crate::decide::{Binary, Decision};
-use crate::denylog::{NetEvent, tgid_of};
+use crate::denylog::NetEvent;
 use crate::handoff::{CONNECT_TIMEOUT, ProxiedConnection, ProxyHandoff, RELAYED_AS_L4};
+use enforcer::tgid_of;
 
 /// Where the brokered connection goes.
 #[derive(Debug, Clone)]

@@ -1,0 +1,77 @@
+//! The sandbox brokering the workload's trapped calls itself, as a plan
+//! with a relay asks: it attaches to the supervisor over the channel it
+//! inherited (`--relay-fd`), and serves the workload's seccomp listener
+//! with the supervisor as its judge ([`crate::judge`]).
+//!
+//! The supervisor starts a relaying sandbox only in a network namespace of
+//! its own (`--netns new`): the broker takes every socket created in this
+//! namespace for the sandbox's own, so its loopback must be the sandbox's
+//! alone.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use sandbox_protocol::Binding;
+
+use crate::broker::{self, Broker, Creds, NetMode};
+use crate::caller::Identify;
+use crate::judge::AskSupervisor;
+use crate::launch::LaunchError;
+use crate::plan::{PlanUser, RelayPlan};
+use crate::relay::Supervisor;
+use crate::writable::Writable;
+
+/// Attaches to the supervisor on the inherited descriptor `fd` and starts
+/// serving `listener` on a thread of its own. The runtime returned runs
+/// the relay; it lives as long as the workload.
+pub fn start(
+    relay: &RelayPlan,
+    fd: i32,
+    listener: OwnedFd,
+    writable: Writable,
+    user: Option<&PlanUser>,
+) -> Result<tokio::runtime::Runtime, LaunchError> {
+    let attach = |e: &dyn std::fmt::Display| LaunchError::Attach(e.to_string());
+    let sock = enforcer::signals::take_inherited_fd(fd).map_err(|e| attach(&e))?;
+    let channel = std::os::unix::net::UnixStream::from(sock);
+    channel.set_nonblocking(true).map_err(|e| attach(&e))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("relay")
+        .enable_all()
+        .build()
+        .map_err(|e| attach(&e))?;
+    let binding = Binding {
+        sandbox_id: relay.sandbox_id.clone(),
+        generation: relay.generation,
+    };
+    let supervisor = runtime
+        .block_on(async {
+            let io = tokio::net::UnixStream::from_std(channel)?;
+            Supervisor::attach(io, binding, relay.bundle_digest.clone()).await
+        })
+        .map_err(|e| attach(&e))?;
+    let netns = std::fs::File::open("/proc/self/ns/net").map_err(|e| attach(&e))?;
+    let own = enforcer::own_ids();
+    let creds = user.filter(|u| (u.uid, u.gid) != own).map(|u| Creds {
+        uid: u.uid,
+        gid: u.gid,
+        groups: u.groups.clone(),
+    });
+    let broker = Arc::new(Broker {
+        judge: AskSupervisor {
+            supervisor,
+            identify: Identify::new(Some(writable), relay.hash_binaries),
+        },
+        mode: NetMode::Isolated {
+            netns: OwnedFd::from(netns),
+        },
+        creds,
+        runtime: runtime.handle().clone(),
+    });
+    std::thread::Builder::new()
+        .name("broker".into())
+        .spawn(move || broker::serve(&broker, listener))
+        .map_err(|e| attach(&e))?;
+    Ok(runtime)
+}
