@@ -359,3 +359,74 @@ both!(
         assert_refused(&propose(&alice, "agent", &wide()).await);
     }
 );
+
+const GATEWAY: &str = env!("CARGO_BIN_EXE_openshell-gateway");
+
+/// Runs the command line client against `gw` with the token in `token`:
+/// exit code, stdout, stderr.
+fn cli(gw: &Gw, token: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(GATEWAY)
+        .args(args)
+        .env("OPENSHELL_GATEWAY", &gw.url)
+        .env("OPENSHELL_GATEWAY_CA", gw.path("ca.pem"))
+        .env("OPENSHELL_GATEWAY_TOKEN_FILE", token)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_commands_set_a_boundary_and_show_a_refusal() {
+    let gw = Gw::start(Backend::Sqlite, ApprovalMode::Manual).await;
+    let admin = gw.path("admin.token");
+    let (_alice, alice) = gw.person_file("alice", "author").await;
+    let (_bob, bob) = gw.person_file("bob", "author").await;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    std::fs::create_dir_all(dir.path().join("wide")).unwrap();
+    let base = write("agent.policy", BASE);
+    let narrow_file = write("narrow.policy", &narrow());
+    let wide_file = write("wide/agent.policy", &wide());
+
+    // An author may not set one.
+    let (code, _, err) = cli(&gw, &alice, &["boundary", "set", "agent", &narrow_file]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("403"), "{err}");
+    // What runs (BASE) exceeds the narrower boundary: refused, with the
+    // findings.
+    let (code, _, _) = cli(&gw, &alice, &["propose", "agent", &base]);
+    assert_eq!(code, 0);
+    let (code, _, err) = cli(&gw, &bob, &["approve", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = cli(&gw, &admin, &["boundary", "set", "agent", &narrow_file]);
+    assert_eq!(code, 1, "{out}{err}");
+    insta::assert_snapshot!("boundary_set_refused", err);
+    let (code, out, err) = cli(&gw, &admin, &["boundary", "set", "agent", &base]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("revision 1, which is active, is within it"),
+        "{out}"
+    );
+    let (code, out, _) = cli(&gw, &alice, &["boundary", "show", "agent"]);
+    assert_eq!(code, 0);
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["source"], BASE);
+    // A proposal beyond it: exit 1, and `show` says what and where.
+    let (code, out, err) = cli(&gw, &alice, &["propose", "agent", &wide_file]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("refused"), "{out}");
+    let (code, out, _) = cli(&gw, &bob, &["show", "2"]);
+    assert_eq!(code, 0);
+    insta::assert_snapshot!("refused_proposal_shown", out);
+    let (code, out, err) = cli(&gw, &admin, &["boundary", "remove", "agent"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("removed"), "{out}");
+}
