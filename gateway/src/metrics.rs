@@ -151,7 +151,7 @@ impl Metrics {
             );
         }
         out.push_str(
-            "# HELP openshell_gateway_proof_duration_seconds Proofs of proposals against the active revision, by verdict.\n\
+            "# HELP openshell_gateway_proof_duration_seconds Proofs of proposals against the active revision, by verdict; within a boundary, by containment-VERDICT.\n\
              # TYPE openshell_gateway_proof_duration_seconds histogram\n",
         );
         for (verdict, h) in self

@@ -356,7 +356,14 @@ pub(crate) async fn prove(
         .get("verdict")
         .and_then(Value::as_str)
         .unwrap_or("none");
-    app.metrics.proof(verdict, started.elapsed());
+    // Both questions can end `inconclusive`: a containment proof is
+    // labelled apart, so that neither hides in the other's count.
+    match question {
+        Question::Diff => app.metrics.proof(verdict, started.elapsed()),
+        Question::Within => app
+            .metrics
+            .proof(&format!("containment-{verdict}"), started.elapsed()),
+    }
     proof
 }
 

@@ -325,6 +325,38 @@ both!(
 );
 
 both!(
+    an_approval_racing_a_new_boundary_never_slips_past_it,
+    |b| async move {
+        let gw = Gw::start(b, ApprovalMode::Manual).await;
+        let alice = gw.person("alice", "author").await;
+        let bob = gw.person("bob", "author").await;
+        for i in 0..6 {
+            let policy = format!("agent{i}");
+            let first = propose(&alice, &policy, &narrow()).await;
+            assert_eq!(approve(&bob, &first).await.status, 200);
+            let pending = propose(&alice, &policy, BASE).await;
+            assert_eq!(pending["state"], "pending", "{pending}");
+            let (approved, set) = tokio::join!(
+                approve(&bob, &pending),
+                set_boundary(&gw.admin, &policy, BASE)
+            );
+            match (approved.status, set.status) {
+                // The approval came first and the boundary was proved
+                // over what it made.
+                (200, 200) => assert_eq!(set.json()["checked_revision"], 2, "{i}"),
+                // The boundary came first: the proposal was proved
+                // without it.
+                (409, 200) => assert_eq!(set.json()["checked_revision"], 1, "{i}"),
+                // The approval moved the policy while the boundary was
+                // proved over revision 1.
+                (200, 409) => {}
+                other => panic!("{i}: {other:?} {:?} {:?}", approved.json(), set.json()),
+            }
+        }
+    }
+);
+
+both!(
     a_database_from_before_boundaries_is_migrated,
     |b| async move {
         let Gw {
