@@ -15,6 +15,8 @@ use crate::store::{
 };
 use crate::wire;
 
+mod boundary;
+
 const PEOPLE: &[Role] = &[Role::Admin, Role::Author];
 /// Who automatic approvals are recorded as; no token may carry the name.
 const AUTO_APPROVER: &str = "gateway";
@@ -43,6 +45,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/policies/{name}/revisions"),
     ("GET", "/v1/policies/{name}/revisions/{rev}"),
     ("POST", "/v1/policies/{name}/rollback"),
+    ("PUT", "/v1/policies/{name}/boundary"),
+    ("GET", "/v1/policies/{name}/boundary"),
+    ("DELETE", "/v1/policies/{name}/boundary"),
     ("GET", "/v1/proposals"),
     ("GET", "/v1/proposals/{id}"),
     ("POST", "/v1/proposals/{id}/approve"),
@@ -71,6 +76,11 @@ pub(crate) async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
             revision(app, r, name, rev).await
         }
         (&Method::POST, ["v1", "policies", name, "rollback"]) => rollback(app, r, name).await,
+        (&Method::PUT, ["v1", "policies", name, "boundary"]) => boundary::set(app, r, name).await,
+        (&Method::GET, ["v1", "policies", name, "boundary"]) => boundary::get(app, r, name).await,
+        (&Method::DELETE, ["v1", "policies", name, "boundary"]) => {
+            boundary::remove(app, r, name).await
+        }
         (&Method::GET, ["v1", "proposals"]) => proposals(app, r).await,
         (&Method::GET, ["v1", "proposals", id]) => proposal(app, r, id).await,
         (&Method::POST, ["v1", "proposals", id, "approve"]) => approve(app, r, id).await,
@@ -192,8 +202,19 @@ async fn store_proposal(
         "base_revision": new.base_revision,
         "rollback_of": new.rollback_of,
     });
-    if let (Some(why), Some(obj)) = (&held, detail.as_object_mut()) {
-        obj.insert("held".to_owned(), json!(why));
+    if let Some(obj) = detail.as_object_mut() {
+        if let Some(why) = &held {
+            obj.insert("held".to_owned(), json!(why));
+        }
+        // Only with a boundary, so that other rows read as they did.
+        if let Some(digest) = &new.boundary_digest {
+            obj.insert("boundary".to_owned(), json!(digest));
+            let verdict = new.containment.as_ref().and_then(|c| c.get("verdict"));
+            obj.insert("containment".to_owned(), json!(verdict));
+        }
+        if let Some(why) = &new.refusal {
+            obj.insert("refused".to_owned(), json!(why));
+        }
     }
     let subject = format!("policy:{}", new.policy);
     let pending = new.state == ProposalState::Pending;
@@ -324,6 +345,7 @@ async fn approve(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
             p.id, p.id
         )));
     }
+    boundary::may_approve(app, &p, &caller).await?;
     let active = app
         .store
         .policy(&p.policy)

@@ -18,6 +18,11 @@ pub(crate) fn held(p: &NewProposal) -> Option<String> {
     if p.state != ProposalState::Pending {
         return None;
     }
+    // Before the verdict: a proof that adds nothing to the active
+    // revision says nothing about the boundary, which may have narrowed.
+    if let Some(why) = p.containment.as_ref().and_then(crate::contain::unproved) {
+        return Some(why);
+    }
     if p.base_revision.is_none() {
         return Some("a policy's first revision is approved by a person".to_owned());
     }

@@ -16,6 +16,8 @@ use crate::server::{self, ApprovalMode, Config};
 use crate::show::ShowFormat;
 use crate::wire;
 
+mod boundary;
+
 const EXIT_REFUSED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_UNREACHABLE: u8 = 3;
@@ -152,6 +154,11 @@ pub(crate) enum Command {
         conn: Conn,
         name: String,
         rev: i64,
+    },
+    /// The boundary every proposal to a policy is proved within (admin).
+    Boundary {
+        #[command(subcommand)]
+        command: boundary::BoundaryCommand,
     },
     /// Sandboxes.
     Sandbox {
@@ -494,6 +501,30 @@ fn read_file(path: &Path) -> Result<String, u8> {
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+/// A policy file as a proposal (or a boundary) sends it: its source, its
+/// format, and every fragment it includes.
+fn policy_request(file: &Path, credentials: Option<&Path>) -> Result<wire::ProposalRequest, u8> {
+    let format = if policy_lang::load::is_yaml(file) {
+        "yaml"
+    } else {
+        "policy"
+    };
+    let source = read_file(file)?;
+    // Included fragments travel with the policy: the gateway reads none
+    // from its own disk.
+    let files = if format == "policy" {
+        policy_lang::load::include_closure(file).map_err(|e| fail(EXIT_USAGE, e))?
+    } else {
+        std::collections::BTreeMap::new()
+    };
+    Ok(wire::ProposalRequest {
+        source,
+        format: format.to_owned(),
+        credentials: credentials.map(read_file).transpose()?,
+        files,
+    })
+}
+
 /// Sends `body` (a [`wire`] request) and reads the answer as `T` (the
 /// [`wire`] type the server answers with); a refusal's message is read
 /// from its [`wire::ErrorBody`].
@@ -512,6 +543,11 @@ async fn call<T: DeserializeOwned>(
         .send(method, path, body.as_ref(), &[], timeout)
         .await
         .map_err(|e| fail(EXIT_UNREACHABLE, e))?;
+    read_answer(&resp, method, path)
+}
+
+/// An answer as `T`, or its refusal's message on stderr.
+fn read_answer<T: DeserializeOwned>(resp: &Response, method: &str, path: &str) -> Result<T, u8> {
     if resp.status >= 400 {
         let msg = serde_json::from_slice::<wire::ErrorBody>(&resp.body).map_or_else(
             |_| format!("the gateway answered {}", resp.status),
@@ -554,25 +590,7 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             credentials,
         } => {
             let client = connect(&conn)?;
-            let format = if policy_lang::load::is_yaml(&file) {
-                "yaml"
-            } else {
-                "policy"
-            };
-            let source = read_file(&file)?;
-            // Included fragments travel with the policy: the gateway reads
-            // none from its own disk.
-            let files = if format == "policy" {
-                policy_lang::load::include_closure(&file).map_err(|e| fail(EXIT_USAGE, e))?
-            } else {
-                std::collections::BTreeMap::new()
-            };
-            let body = wire::ProposalRequest {
-                source,
-                format: format.to_owned(),
-                credentials: credentials.map(|c| read_file(&c)).transpose()?,
-                files,
-            };
+            let body = policy_request(&file, credentials.as_deref())?;
             let v: wire::Proposal = call(
                 &client,
                 "POST",
@@ -582,11 +600,16 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             )
             .await?;
             print!("{}", crate::show::render(&v, ShowFormat::Human));
-            Ok(if v.state == wire::ProposalState::Invalid {
-                EXIT_REFUSED
-            } else {
-                0
-            })
+            Ok(
+                if matches!(
+                    v.state,
+                    wire::ProposalState::Invalid | wire::ProposalState::Refused
+                ) {
+                    EXIT_REFUSED
+                } else {
+                    0
+                },
+            )
         }
         Command::Proposals { conn, name } => {
             let client = connect(&conn)?;
@@ -666,6 +689,7 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             print!("{}", crate::show::render(&v, ShowFormat::Human));
             Ok(0)
         }
+        Command::Boundary { command } => boundary::run(command).await,
         Command::Sandbox {
             command:
                 SandboxCommand::Create {

@@ -15,7 +15,8 @@
 //!
 //! Modules: [`cli`] (the command line), [`dir`] (certificates, keys,
 //! tokens on disk), [`server`] (TLS, HTTP, authentication, errors),
-//! [`api`] (the `/v1` routes), `propose` (compile and prove), `auto`
+//! [`api`] (the `/v1` routes), `propose` (compile and prove), `contain`
+//! (what a proof within a policy's boundary decides), `auto`
 //! (what `--approval auto` leaves to a person), [`secret_sources`]
 //! (`--allow-secret-source`),
 //! [`store`] (the database), `audit` (the hash chain), `notify`
@@ -32,6 +33,7 @@ mod audit;
 mod auto;
 pub mod cli;
 mod connections;
+mod contain;
 pub mod dir;
 mod http_errors;
 pub mod metrics;

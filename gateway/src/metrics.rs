@@ -151,7 +151,7 @@ impl Metrics {
             );
         }
         out.push_str(
-            "# HELP openshell_gateway_proof_duration_seconds Proofs of proposals against the active revision, by verdict.\n\
+            "# HELP openshell_gateway_proof_duration_seconds Proofs of proposals against the active revision, by verdict; within a boundary, by containment-VERDICT.\n\
              # TYPE openshell_gateway_proof_duration_seconds histogram\n",
         );
         for (verdict, h) in self
@@ -256,6 +256,7 @@ pub fn route_template(path: &str) -> &'static str {
         ["v1", "policies", _, "revisions"] => "/v1/policies/{name}/revisions",
         ["v1", "policies", _, "revisions", _] => "/v1/policies/{name}/revisions/{rev}",
         ["v1", "policies", _, "rollback"] => "/v1/policies/{name}/rollback",
+        ["v1", "policies", _, "boundary"] => "/v1/policies/{name}/boundary",
         ["v1", "proposals"] => "/v1/proposals",
         ["v1", "proposals", _] => "/v1/proposals/{id}",
         ["v1", "proposals", _, "approve"] => "/v1/proposals/{id}/approve",

@@ -21,8 +21,9 @@ pub(crate) use crate::wire::ProposalRequest as Candidate;
 
 /// The review token: SHA-256 over the base digest, the candidate digest,
 /// the proof document, the credentials, the source and each included
-/// file (path and text). Approving must present it, so an approval is for
-/// exactly what the reviewer saw.
+/// file (path and text), and, when the policy has a boundary, its digest
+/// and the containment proof. Approving must present it, so an approval
+/// is for exactly what the reviewer saw.
 #[must_use]
 pub(crate) fn review_token(
     base: Option<&str>,
@@ -31,6 +32,7 @@ pub(crate) fn review_token(
     credentials: Option<&str>,
     source: &str,
     files: &BTreeMap<String, String>,
+    boundary: Option<(&str, &Value)>,
 ) -> String {
     let mut h = Sha256::new();
     let proof = proof.map(Value::to_string).unwrap_or_default();
@@ -48,6 +50,14 @@ pub(crate) fn review_token(
     for part in fixed.into_iter().chain(named) {
         h.update(part.len().to_le_bytes());
         h.update(part.as_bytes());
+    }
+    // Last, and only with a boundary: a policy without one keeps the
+    // token it had.
+    if let Some((digest, containment)) = boundary {
+        for part in [digest.to_owned(), containment.to_string()] {
+            h.update(part.len().to_le_bytes());
+            h.update(part.as_bytes());
+        }
     }
     format!("rt_{}", hex(&h.finalize()))
 }
@@ -137,14 +147,18 @@ fn inconclusive(why: &str) -> Value {
     })
 }
 
-/// Compiles and proves `candidate` as the next revision of `policy`.
-pub(crate) async fn evaluate(
+/// What compiling a candidate (or a boundary) gave: what `check` found,
+/// and the bundle when there were no errors.
+pub(crate) type Compiled = (policy_lang::load::Checked, Option<Bundle>);
+
+/// Compiles `candidate`, shown as `{stem}.{ext}`, as `compile` does,
+/// with its fragments from `files` only. `400` for an unknown format, a
+/// file no include reaches; `413` over `--max-source-bytes`.
+pub(crate) async fn compile(
     app: &Arc<App>,
-    policy: &str,
-    candidate: Candidate,
-    proposer: &str,
-    rollback_of: Option<i64>,
-) -> Result<NewProposal, ApiError> {
+    stem: &str,
+    candidate: &Candidate,
+) -> Result<(String, Compiled), ApiError> {
     let ext = match candidate.format.as_str() {
         "policy" => "policy",
         "yaml" => "yaml",
@@ -154,15 +168,8 @@ pub(crate) async fn evaluate(
             )));
         }
     };
-    let base = match app.store.policy(policy).await? {
-        Some(p) => match p.active_revision {
-            Some(rev) => app.store.revision(policy, rev).await?.map(|r| (rev, r)),
-            None => None,
-        },
-        None => None,
-    };
-    check_source_size(&candidate, app.limits.max_source_bytes)?;
-    let path = format!("{policy}.{ext}");
+    check_source_size(candidate, app.limits.max_source_bytes)?;
+    let path = format!("{stem}.{ext}");
     let source = candidate.source.clone();
     let creds = candidate.credentials.clone();
     let files = candidate.files.clone();
@@ -187,6 +194,39 @@ pub(crate) async fn evaluate(
             "`files` carries `{unused}`, which the policy does not include: send only the fragments it includes"
         )));
     }
+    Ok((path, (checked, bundle)))
+}
+
+/// `check --format json` of a source that does not compile.
+pub(crate) fn diagnostics(path: &str, checked: &policy_lang::load::Checked) -> Value {
+    json!({
+        "files": [{
+            "path": path,
+            "diagnostics": checked.diagnostics.iter().map(policy_lang::diag::Diagnostic::to_json).collect::<Vec<_>>(),
+        }],
+        "errors": [],
+        "inconclusive": null,
+    })
+}
+
+/// Compiles and proves `candidate` as the next revision of `policy`, and
+/// within the policy's boundary when it has one.
+pub(crate) async fn evaluate(
+    app: &Arc<App>,
+    policy: &str,
+    candidate: Candidate,
+    proposer: &str,
+    rollback_of: Option<i64>,
+) -> Result<NewProposal, ApiError> {
+    let base = match app.store.policy(policy).await? {
+        Some(p) => match p.active_revision {
+            Some(rev) => app.store.revision(policy, rev).await?.map(|r| (rev, r)),
+            None => None,
+        },
+        None => None,
+    };
+    let boundary = app.store.boundary(policy).await?;
+    let (path, (checked, bundle)) = compile(app, policy, &candidate).await?;
     let mut proposal = NewProposal {
         policy: policy.to_owned(),
         state: ProposalState::Invalid,
@@ -201,20 +241,15 @@ pub(crate) async fn evaluate(
         verdict: None,
         proof: None,
         diagnostics: None,
+        containment: None,
+        boundary_digest: None,
+        refusal: None,
         review_token: None,
         proposer: proposer.to_owned(),
         rollback_of,
     };
     let Some(bundle) = bundle else {
-        // `check --format json` of the file.
-        proposal.diagnostics = Some(json!({
-            "files": [{
-                "path": path,
-                "diagnostics": checked.diagnostics.iter().map(policy_lang::diag::Diagnostic::to_json).collect::<Vec<_>>(),
-            }],
-            "errors": [],
-            "inconclusive": null,
-        }));
+        proposal.diagnostics = Some(diagnostics(&path, &checked));
         return Ok(proposal);
     };
     if let Some((rev, r)) = &base
@@ -241,7 +276,16 @@ pub(crate) async fn evaluate(
     let proof = match &base {
         Some((_, r)) => {
             let small = r.bundle.len() + bytes.len() <= app.limits.small_proof_bytes;
-            Some(prove(app, &r.bundle, bundle.clone(), small).await)
+            Some(prove(app, &r.bundle, bundle.clone(), small, Question::Diff).await)
+        }
+        None => None,
+    };
+    // A first revision is proved within the boundary too: the boundary
+    // holds from the policy's first line.
+    let containment = match &boundary {
+        Some(b) => {
+            let small = b.bundle.len() + bytes.len() <= app.limits.small_proof_bytes;
+            Some(prove(app, &b.bundle, bundle.clone(), small, Question::Within).await)
         }
         None => None,
     };
@@ -257,11 +301,26 @@ pub(crate) async fn evaluate(
         candidate.credentials.as_deref(),
         &candidate.source,
         &candidate.files,
+        boundary
+            .as_ref()
+            .map(|b| b.digest.as_str())
+            .zip(containment.as_ref()),
     ));
     proposal.state = ProposalState::Pending;
     proposal.digest = Some(bundle.digest);
     proposal.bundle = Some(bytes);
     proposal.proof = proof;
+    proposal.boundary_digest = boundary.map(|b| b.digest);
+    if let Some(c) = &containment
+        && let Some(why) = crate::contain::exceeds(c)
+    {
+        // Refused as it comes, whatever the approval mode: no person may
+        // approve what the boundary's owner ruled out.
+        proposal.state = ProposalState::Refused;
+        proposal.review_token = None;
+        proposal.refusal = Some(why);
+    }
+    proposal.containment = containment;
     Ok(proposal)
 }
 
@@ -270,26 +329,66 @@ pub(crate) async fn evaluate(
 /// notice. Past it the slot is free again whatever the prover does.
 const SLOT_MARGIN: Duration = Duration::from_millis(500);
 
-/// `diff --prove --format json` of the active bundle → the candidate, in
-/// process, within the gateway's prove timeout. `small` candidates may
-/// take the slot kept for them when every other one is busy.
-async fn prove(app: &Arc<App>, old: &str, new: Bundle, small: bool) -> Value {
+/// Which question a proof answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Question {
+    /// `diff --prove`: what the candidate adds to the active revision.
+    Diff,
+    /// `diff --prove --within`: whether the boundary allows everything
+    /// the candidate allows.
+    Within,
+}
+
+/// `diff --prove --format json` of the active bundle → the candidate (or
+/// `--within` of the boundary and the candidate), in process, within the
+/// gateway's prove timeout. `small` candidates may take the slot kept
+/// for them when every other one is busy.
+pub(crate) async fn prove(
+    app: &Arc<App>,
+    old: &str,
+    new: Bundle,
+    small: bool,
+    question: Question,
+) -> Value {
     let started = std::time::Instant::now();
-    let proof = prove_in_a_slot(app, old, new, small).await;
+    let proof = prove_in_a_slot(app, old, new, small, question).await;
     let verdict = proof
         .get("verdict")
         .and_then(Value::as_str)
         .unwrap_or("none");
-    app.metrics.proof(verdict, started.elapsed());
+    // Both questions can end `inconclusive`: a containment proof is
+    // labelled apart, so that neither hides in the other's count.
+    match question {
+        Question::Diff => app.metrics.proof(verdict, started.elapsed()),
+        Question::Within => app
+            .metrics
+            .proof(&format!("containment-{verdict}"), started.elapsed()),
+    }
     proof
 }
 
 /// The proof, in a slot: waiting for one and proving each within the
 /// budget.
-async fn prove_in_a_slot(app: &Arc<App>, old: &str, new: Bundle, small: bool) -> Value {
+async fn prove_in_a_slot(
+    app: &Arc<App>,
+    old: &str,
+    new: Bundle,
+    small: bool,
+    question: Question,
+) -> Value {
+    let inconclusive = |why: &str| match question {
+        Question::Diff => inconclusive(why),
+        Question::Within => crate::contain::inconclusive(why),
+    };
     let old = match Bundle::from_slice(old.as_bytes()) {
         Ok(b) => b,
-        Err(e) => return inconclusive(&format!("the active revision's bundle: {e}")),
+        Err(e) => {
+            let whose = match question {
+                Question::Diff => "the active revision's",
+                Question::Within => "the boundary's",
+            };
+            return inconclusive(&format!("{whose} bundle: {e}"));
+        }
     };
     let budget = app.prove_timeout;
     let opts = prover::Options {
@@ -322,7 +421,10 @@ async fn prove_in_a_slot(app: &Arc<App>, old: &str, new: Bundle, small: bool) ->
             ));
         }
     };
-    let mut work = tokio::task::spawn_blocking(move || prover::diff(&old, &new, &opts));
+    let mut work = tokio::task::spawn_blocking(move || match question {
+        Question::Diff => prover::diff(&old, &new, &opts),
+        Question::Within => prover::within(&old, &new, &opts),
+    });
     match tokio::time::timeout(budget, &mut work).await {
         Ok(done) => {
             drop(permit);

@@ -1,8 +1,9 @@
 //! A proposal for people (`show`, `propose`, `rollback`): its verdict,
-//! the prover's findings with their witnesses, the diagnostics of a
+//! the prover's findings with their witnesses, what exceeds the policy's
+//! boundary and the rule to blame, the diagnostics of a
 //! candidate that does not compile, and what to do next.
 
-use crate::wire::{Proposal, ProposalState};
+use crate::wire::{ContainmentView, Proposal, ProposalState};
 
 /// How `show` and the proposal commands print a proposal.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +86,19 @@ pub(crate) fn render(p: &Proposal, format: ShowFormat) -> String {
     if let Some(why) = &proof.inconclusive {
         line(&mut out, format!("inconclusive: {why}"));
     }
+    if let Some(c) = p.containment_view() {
+        let digest = p.boundary_digest.as_deref().unwrap_or("");
+        line(
+            &mut out,
+            format!(
+                "within the boundary `{digest}`: {}",
+                c.verdict.as_deref().unwrap_or("none")
+            ),
+        );
+        for text in containment(&c) {
+            line(&mut out, text);
+        }
+    }
     for file in p.check_view().unwrap_or_default().files {
         for d in file.diagnostics {
             line(
@@ -127,6 +141,16 @@ pub(crate) fn render(p: &Proposal, format: ShowFormat) -> String {
             ),
         );
     }
+    if p.state == ProposalState::Refused {
+        line(
+            &mut out,
+            format!(
+                "refused by `{}`: {}",
+                p.decided_by.as_deref().unwrap_or(""),
+                p.reason.as_deref().unwrap_or("")
+            ),
+        );
+    }
     if p.state == ProposalState::Rejected {
         line(
             &mut out,
@@ -136,6 +160,51 @@ pub(crate) fn render(p: &Proposal, format: ShowFormat) -> String {
                 p.reason.as_deref().unwrap_or("")
             ),
         );
+    }
+    out
+}
+
+/// What a containment proof found, one line each: every excess with its
+/// witness and the rule to blame, what could not be compared, and why it
+/// is inconclusive.
+#[must_use]
+pub(crate) fn containment(c: &ContainmentView) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in c.findings.iter().filter(|f| !f.suppressed) {
+        let w = &f.witness;
+        let rule = f.new_rule.as_ref().map_or_else(String::new, |r| {
+            format!(", allowed by {}:{}", r.file, r.line)
+        });
+        out.push(format!(
+            "✗ beyond the boundary `{}` {}: {} (witness: `{}` → {} {}:{}{}{rule})",
+            f.category,
+            f.code,
+            f.message,
+            w.binary,
+            w.method.as_deref().unwrap_or("connect"),
+            w.host,
+            shown(w.port),
+            w.path.as_deref().unwrap_or(""),
+        ));
+    }
+    for x in &c.sandbox {
+        let rule = x.rule.as_ref().map_or_else(String::new, |r| {
+            format!(" (granted by {}:{})", r.file, r.line)
+        });
+        out.push(format!(
+            "✗ beyond the boundary `{}` {}: {}{rule}",
+            x.category, x.code, x.message
+        ));
+    }
+    for u in &c.unsupported {
+        out.push(format!("? not compared with the boundary: {u}"));
+    }
+    if let Some(why) = c
+        .inconclusive
+        .as_ref()
+        .filter(|_| c.verdict.as_deref() != Some("within"))
+    {
+        out.push(format!("containment inconclusive: {why}"));
     }
     out
 }

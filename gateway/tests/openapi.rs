@@ -912,6 +912,46 @@ both!(
         )
         .await;
 
+        // A boundary: the admin's; refused when what runs exceeds it or
+        // when it does not compile; a proposal beyond it is refused.
+        let bpath = "/v1/policies/agent/boundary";
+        c.expect(&alice, 403, "PUT", bpath, Some(json!({"source": BASE})))
+            .await;
+        c.expect(&rita, 404, "GET", bpath, None).await;
+        let exceeded = c
+            .expect(admin, 422, "PUT", bpath, Some(json!({"source": narrow()})))
+            .await;
+        assert_eq!(exceeded["error"]["code"], "boundary_exceeded", "{exceeded}");
+        let invalid_b = c
+            .expect(
+                admin,
+                422,
+                "PUT",
+                bpath,
+                Some(json!({"source": "policy \"agent\" {\n  allow ->\n}\n"})),
+            )
+            .await;
+        assert_eq!(
+            invalid_b["error"]["code"], "boundary_invalid",
+            "{invalid_b}"
+        );
+        c.expect(admin, 200, "PUT", bpath, Some(json!({"source": BASE})))
+            .await;
+        c.expect(&rita, 200, "GET", bpath, None).await;
+        let refused = c
+            .expect(
+                &alice,
+                201,
+                "POST",
+                "/v1/policies/agent/proposals",
+                Some(propose(wide())),
+            )
+            .await;
+        assert_eq!(refused["state"], "refused", "{refused}");
+        c.expect(&alice, 403, "DELETE", bpath, None).await;
+        c.expect(admin, 200, "DELETE", bpath, None).await;
+        c.expect(admin, 404, "DELETE", bpath, None).await;
+
         // Sandboxes, the bundle, status reports.
         c.expect(
             admin,
@@ -1315,7 +1355,7 @@ both!(
                 "{method} {template}: {message}"
             );
         }
-        assert_eq!(bodies, 8);
+        assert_eq!(bodies, 9);
     }
 );
 

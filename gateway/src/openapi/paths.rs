@@ -36,7 +36,7 @@ const ERRORS: &[(&str, &str)] = &[
     ),
     (
         "Forbidden",
-        "The role may not do this; self-approval; another sandbox's endpoints; revoking `admin`.",
+        "The role may not do this; self-approval; approving, without the admin role, a proposal whose proof within its boundary is not settled; another sandbox's endpoints; revoking `admin`.",
     ),
     (
         "NotFound",
@@ -48,7 +48,7 @@ const ERRORS: &[(&str, &str)] = &[
     ),
     (
         "Conflict",
-        "A lost race, a stale review token, a proposal not pending, a token name or sandbox id taken.",
+        "A lost race, a stale review token, a proposal not pending, a boundary changed since the proposal was proved, a token name or sandbox id taken.",
     ),
     ("TooLarge", "A body over 1 MiB (`code` `body_too_large`)."),
     (
@@ -81,6 +81,14 @@ pub(super) fn error_responses() -> Value {
             }),
         );
     }
+    // The refusal of a boundary: its body carries what backs it.
+    out.insert(
+        "BoundaryRefused".to_owned(),
+        json!({
+            "description": "The policy's active revision exceeds the boundary (`code` `boundary_exceeded`, the findings in `containment`), or the boundary does not compile (`code` `boundary_invalid`, its `diagnostics`); or another `422` of a policy source (the compiled-size limits).",
+            "content": { "application/json": { "schema": { "$ref": "#/components/schemas/BoundaryRefusal" } } },
+        }),
+    );
     Value::Object(out)
 }
 
@@ -217,6 +225,13 @@ impl Op {
         self
     }
 
+    /// A refusal with a response of its own instead of the shared one.
+    fn refusal(mut self, status: &'static str, name: &'static str) -> Self {
+        self.refusals.retain(|(s, _)| *s != status);
+        self.refusals.push((status, name));
+        self
+    }
+
     fn param(mut self, p: Value) -> Self {
         self.parameters.push(p);
         self
@@ -307,6 +322,8 @@ type PathItem = (&'static str, Vec<Value>, Vec<(&'static str, Op)>);
 pub(super) fn paths(s: &mut Schemas) -> Value {
     // The one error body every refusal in `components/responses` names.
     let _ = s.answer::<wire::ErrorBody>();
+    // The body of the `BoundaryRefused` response.
+    let _ = s.answer::<wire::BoundaryRefusal>();
     let proposal = s.answer::<wire::Proposal>();
     let sandbox = s.answer::<wire::Sandbox>();
     let mut healthz = Op::new("healthz", &[], "Liveness (no token).").answer(
@@ -354,11 +371,40 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
             vec![(
                 "post",
                 Op::new("propose", PEOPLE, "Propose a policy source.")
-                    .says("Roles: author, admin. Compiles the source and proves it against the active revision. A source that does not compile is stored `invalid` (`201`, with `diagnostics`). With `--approval auto`, a change whose verdict is `no-new-access` and that changes no credential's secret, injection or placeholder is approved at once by `gateway`; any other waits for a person, and the answer's `held` says why.")
+                    .says("Roles: author, admin. Compiles the source and proves it against the active revision. A source that does not compile is stored `invalid` (`201`, with `diagnostics`). When the policy has a boundary the candidate is also proved within it (`containment`): one that exceeds it is stored `refused` by `gateway` (`201`, `decision` `boundary`, the excesses in `containment`, the first in `reason`), in either approval mode. With `--approval auto`, a change whose verdict is `no-new-access`, that changes no credential's secret, injection or placeholder and that is proved within the boundary (when there is one) is approved at once by `gateway`; any other waits for a person, and the answer's `held` says why.")
                     .body(true, s.request::<wire::ProposalRequest>())
                     .answer("201", "The proposal as stored.", proposal.clone())
                     .extra(CU),
             )],
+        ),
+        (
+            "/v1/policies/{name}/boundary",
+            vec![param("PolicyName")],
+            vec![
+                (
+                    "put",
+                    Op::new("setBoundary", ADMIN, "Set the boundary every proposal to the policy is proved within.")
+                        .says("Roles: admin. The boundary is a policy source, sent like a proposal. The policy's active revision is proved within it first: when it exceeds it, the boundary is refused (`422`, `code` `boundary_exceeded`, the findings in `containment`); when the boundary does not compile, `422` with `code` `boundary_invalid` and its `diagnostics`. When the proof is `unsupported` or `inconclusive` the boundary is set and the answer's `containment` says so. A policy with no proposal yet is made. Pending proposals proved against another boundary (or none) can no longer be approved (`409`): re-propose them.")
+                        .body(true, s.request::<wire::BoundaryRequest>())
+                        .answer("200", "The boundary as stored, with the active revision's proof within it.", s.answer::<wire::Boundary>())
+                        .extra(C)
+                        .refusal("422", "BoundaryRefused"),
+                ),
+                (
+                    "get",
+                    Op::new("boundary", READERS, "A policy's boundary.")
+                        .says("Roles: reader, author, admin. `404` when the policy has none.")
+                        .answer("200", "The boundary as stored.", s.answer::<wire::Boundary>())
+                        .extra(N),
+                ),
+                (
+                    "delete",
+                    Op::new("removeBoundary", ADMIN, "Remove a policy's boundary.")
+                        .says("Roles: admin. `404` when the policy has none. Pending proposals proved within it can no longer be approved (`409`): re-propose them.")
+                        .answer("200", "Removed.", s.answer::<wire::RemovedBoundary>())
+                        .extra(N),
+                ),
+            ],
         ),
         (
             "/v1/policies/{name}/revisions",
@@ -429,7 +475,7 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
             vec![(
                 "post",
                 Op::new("approve", PEOPLE, "Approve a pending proposal.")
-                    .says("Roles: author, admin; never the proposer (`403`). The review token must be the proposal's, and the active revision must not have moved since it was proved (`409` otherwise).")
+                    .says("Roles: author, admin; never the proposer (`403`). The review token must be the proposal's, and neither the active revision nor the policy's boundary may have changed since it was proved (`409` otherwise). A proposal whose proof within the boundary is `unsupported` or `inconclusive` may be approved by an admin only (`403`).")
                     .body(true, s.request::<wire::ApproveRequest>())
                     .answer("200", "The proposal, `approved`, with the revision it made.", proposal.clone())
                     .extra(NC),

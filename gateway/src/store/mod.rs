@@ -123,6 +123,11 @@ pub struct ProposalRow {
     pub(crate) proof: Option<serde_json::Value>,
     /// `check --format json` when the candidate does not compile.
     pub(crate) diagnostics: Option<serde_json::Value>,
+    /// `diff --prove --within --format json` of the policy's boundary and
+    /// the candidate; none when the policy has no boundary.
+    pub(crate) containment: Option<serde_json::Value>,
+    /// The boundary the candidate was proved within.
+    pub(crate) boundary_digest: Option<String>,
     pub(crate) review_token: Option<String>,
     pub(crate) proposer: String,
     pub(crate) decided_by: Option<String>,
@@ -154,9 +159,45 @@ pub struct NewProposal {
     pub(crate) verdict: Option<String>,
     pub(crate) proof: Option<serde_json::Value>,
     pub(crate) diagnostics: Option<serde_json::Value>,
+    pub(crate) containment: Option<serde_json::Value>,
+    pub(crate) boundary_digest: Option<String>,
+    /// Why the gateway refused the proposal as it came (it exceeds its
+    /// policy's boundary); stored as the decision's reason.
+    pub(crate) refusal: Option<String>,
     pub(crate) review_token: Option<String>,
     pub(crate) proposer: String,
     pub(crate) rollback_of: Option<i64>,
+}
+
+/// A policy's boundary as stored: the source it was set from, its
+/// compiled bundle, and the proof that the policy's active revision (when
+/// it had one) stays inside it.
+#[derive(Debug, Clone, Serialize)]
+pub struct BoundaryRow {
+    pub(crate) policy: String,
+    pub(crate) format: String,
+    pub(crate) source: String,
+    pub(crate) credentials: Option<String>,
+    pub(crate) files: std::collections::BTreeMap<String, String>,
+    /// The bundle's bytes as `compile` writes them.
+    #[serde(skip)]
+    pub(crate) bundle: String,
+    pub(crate) digest: String,
+    /// The active revision when the boundary was set, and its proof
+    /// within it (`diff --prove --within --format json`).
+    pub(crate) checked_revision: Option<i64>,
+    pub(crate) containment: Option<serde_json::Value>,
+    pub(crate) set_by: String,
+    pub(crate) set_at: i64,
+}
+
+/// Setting a boundary: the row, and the version of the policy's row read
+/// before the active revision was proved within it (`None`: no row yet).
+/// Any approval since moves that version, and the write is a conflict.
+#[derive(Debug, Clone)]
+pub struct NewBoundary {
+    pub(crate) row: BoundaryRow,
+    pub(crate) policy_version: Option<i64>,
 }
 
 /// Signs a new revision: `(policy, revision, digest, now)` to the stored
@@ -299,6 +340,15 @@ pub trait Store: Send + Sync {
         report: StatusReport,
         audit: AuditEntry,
     ) -> Fut<'_, ()>;
+    /// The policy's boundary, if it has one.
+    fn boundary(&self, policy: &str) -> Fut<'_, Option<BoundaryRow>>;
+    /// Sets (or replaces) a policy's boundary, making the policy's row if
+    /// there is none; a conflict when the policy's row moved since
+    /// `policy_version`. Pending proposals proved against another
+    /// boundary can no longer be approved.
+    fn set_boundary(&self, boundary: NewBoundary, audit: AuditEntry) -> Fut<'_, ()>;
+    /// Removes a policy's boundary ([`StoreError::NotFound`] without one).
+    fn remove_boundary(&self, policy: &str, audit: AuditEntry) -> Fut<'_, ()>;
     /// Appends an audit row on its own (refused requests, deliveries).
     fn audit(&self, audit: AuditEntry) -> Fut<'_, ()>;
     /// At most `limit` rows with `after < seq <= upto`, oldest first.

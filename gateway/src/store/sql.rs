@@ -16,10 +16,13 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{Any, AnyPool, Executor as _, Row as _, Transaction};
 
 use super::{
-    Approval, AuditEntry, AuditRow, Fut, NewProposal, PolicyRow, ProposalRow, ProposalState,
-    RevisionRow, Role, SandboxRow, StatusReport, Store, StoreError, TokenInfo, TokenRow,
+    Approval, AuditEntry, AuditRow, BoundaryRow, Fut, NewBoundary, NewProposal, PolicyRow,
+    ProposalRow, ProposalState, RevisionRow, Role, SandboxRow, StatusReport, Store, StoreError,
+    TokenInfo, TokenRow,
 };
 use crate::audit::{GENESIS, row_hash};
+
+mod boundary;
 
 /// The Postgres notification channel: a payload per change.
 pub(crate) const CHANNEL: &str = "openshell_gateway";
@@ -50,6 +53,7 @@ const TABLES: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS tokens (hash TEXT PRIMARY KEY, name TEXT NOT NULL, role TEXT NOT NULL, sandbox TEXT, expires_at BIGINT, created_at BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS audit (seq BIGINT PRIMARY KEY, at BIGINT NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, subject TEXT NOT NULL, detail TEXT NOT NULL, prev TEXT NOT NULL, hash TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS audit_head (id BIGINT PRIMARY KEY, seq BIGINT NOT NULL, hash TEXT NOT NULL)",
+    boundary::TABLE,
     "CREATE INDEX IF NOT EXISTS proposals_policy ON proposals (policy, id)",
     "CREATE INDEX IF NOT EXISTS sandboxes_policy ON sandboxes (policy)",
     "CREATE INDEX IF NOT EXISTS tokens_sandbox ON tokens (sandbox)",
@@ -79,36 +83,47 @@ const IMMUTABLE_POSTGRES: &[&str] = &[
 
 const SANDBOX_SELECT: &str = "SELECT s.id, s.policy, p.active_revision AS desired_revision, r.digest AS desired_digest, s.applied_revision, s.applied_digest, s.result, s.error, s.reported_at, s.version FROM sandboxes s LEFT JOIN policies p ON p.name = s.policy LEFT JOIN revisions r ON r.policy = s.policy AND r.revision = p.active_revision";
 
-const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version, files";
+const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version, files, containment, boundary_digest";
 const REVISION_COLUMNS: &str = "policy, revision, format, source, credentials, bundle, digest, signature, author, approved_by, proposal, created_at, files";
 
-/// Migration: the fragments a proposal's source includes (a JSON object,
+/// Migrations: columns added to tables an older gateway made, as
+/// `(table, column)`, each `TEXT` and NULL in the rows already there.
+/// `files`: the fragments a proposal's source includes (a JSON object,
 /// path → text; NULL for none), in proposals and in revisions, so that a
-/// rollback compiles exactly what was approved.
-const FILES_COLUMN: &[&str] = &["proposals", "revisions"];
+/// rollback compiles exactly what was approved. `containment` and
+/// `boundary_digest`: the proof of a proposal within its policy's
+/// boundary and which boundary it was (NULL: the policy had none), so
+/// that an approval can tell the boundary moved since.
+const ADDED_COLUMNS: &[(&str, &str)] = &[
+    ("proposals", "files"),
+    ("revisions", "files"),
+    ("proposals", "containment"),
+    ("proposals", "boundary_digest"),
+];
 
-/// Adds the `files` column to `table` unless it is there.
-async fn add_files_column(
+/// Adds the `column` (`TEXT`) to `table` unless it is there.
+async fn add_column(
     tx: &mut Transaction<'static, Any>,
     dialect: Dialect,
     table: &str,
+    column: &str,
 ) -> Result<(), StoreError> {
     match dialect {
         Dialect::Postgres => {
             sqlx::query(&format!(
-                "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS files TEXT"
+                "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} TEXT"
             ))
             .execute(&mut **tx)
             .await?;
         }
         Dialect::Sqlite => {
             let n = sqlx::query(&format!(
-                "SELECT COUNT(*) AS n FROM pragma_table_info('{table}') WHERE name = 'files'"
+                "SELECT COUNT(*) AS n FROM pragma_table_info('{table}') WHERE name = '{column}'"
             ))
             .fetch_one(&mut **tx)
             .await?;
             if n.try_get::<i64, _>("n")? == 0 {
-                sqlx::query(&format!("ALTER TABLE {table} ADD COLUMN files TEXT"))
+                sqlx::query(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))
                     .execute(&mut **tx)
                     .await?;
             }
@@ -401,6 +416,8 @@ fn proposal_row(r: &AnyRow) -> Result<ProposalRow, StoreError> {
         verdict: r.try_get("verdict")?,
         proof: parse_json(r.try_get("proof")?),
         diagnostics: parse_json(r.try_get("diagnostics")?),
+        containment: parse_json(r.try_get("containment")?),
+        boundary_digest: r.try_get("boundary_digest")?,
         review_token: r.try_get("review_token")?,
         proposer: r.try_get("proposer")?,
         decided_by: r.try_get("decided_by")?,
@@ -455,8 +472,8 @@ impl Store for SqlStore {
             for stmt in immutable {
                 sqlx::query(stmt).execute(&mut *tx).await?;
             }
-            for table in FILES_COLUMN {
-                add_files_column(&mut tx, self.dialect, table).await?;
+            for (table, column) in ADDED_COLUMNS {
+                add_column(&mut tx, self.dialect, table, column).await?;
             }
             sqlx::query("INSERT INTO audit_head (id, seq, hash) VALUES (1, 0, $1) ON CONFLICT (id) DO NOTHING")
                 .bind(GENESIS)
@@ -658,7 +675,11 @@ impl Store for SqlStore {
                 .bind(audit.at)
                 .execute(&mut *tx)
                 .await?;
-            let row = sqlx::query("INSERT INTO proposals (policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, rollback_of, created_at, version, files) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17) RETURNING id")
+            // A proposal refused for leaving its boundary is decided as it
+            // is stored: by the gateway, never by a person.
+            let refused = p.refusal.as_ref().map(|_| GATEWAY_ACTOR);
+            let decision = p.refusal.as_ref().map(|_| "boundary");
+            let row = sqlx::query("INSERT INTO proposals (policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, rollback_of, created_at, version, files, containment, boundary_digest, decided_by, decision, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, $20, $21, $22) RETURNING id")
                 .bind(&p.policy)
                 .bind(p.state.word())
                 .bind(p.base_revision)
@@ -676,6 +697,11 @@ impl Store for SqlStore {
                 .bind(p.rollback_of)
                 .bind(audit.at)
                 .bind(files_text(&p.files))
+                .bind(json_text(p.containment.as_ref()))
+                .bind(p.boundary_digest.clone())
+                .bind(refused)
+                .bind(decision)
+                .bind(p.refusal.clone())
                 .fetch_one(&mut *tx)
                 .await?;
             let id: i64 = row.try_get("id")?;
@@ -782,6 +808,10 @@ impl Store for SqlStore {
                     p.policy, p.id
                 )));
             }
+            // Read after the policy's row is locked by the update above:
+            // setting a boundary updates that row too, so the boundary read
+            // here is the one in force when this commits.
+            boundary::still_proved_against(&mut tx, &p).await?;
             let signature = (a.sign)(&p.policy, revision, &digest, a.now);
             sqlx::query(&format!("INSERT INTO revisions ({REVISION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"))
                 .bind(&p.policy)
@@ -1013,6 +1043,18 @@ impl Store for SqlStore {
             tx.commit().await?;
             Ok(())
         })
+    }
+
+    fn boundary(&self, policy: &str) -> Fut<'_, Option<BoundaryRow>> {
+        Box::pin(self.read_boundary(policy.to_owned()))
+    }
+
+    fn set_boundary(&self, boundary: NewBoundary, audit: AuditEntry) -> Fut<'_, ()> {
+        Box::pin(self.write_boundary(boundary, audit))
+    }
+
+    fn remove_boundary(&self, policy: &str, audit: AuditEntry) -> Fut<'_, ()> {
+        Box::pin(self.delete_boundary(policy.to_owned(), audit))
     }
 
     fn audit(&self, audit: AuditEntry) -> Fut<'_, ()> {

@@ -15,6 +15,7 @@
 //! declared in here.
 
 mod admin;
+mod boundary;
 mod proposals;
 
 use schemars::JsonSchema;
@@ -25,9 +26,11 @@ pub(crate) use admin::{
     DeletedSandbox, Envelope, RenewTokenRequest, RevokedToken, Sandbox, SandboxCreated,
     SandboxList, SandboxToken, StatusReportRequest, TokenCreated, TokenInfo, TokenList,
 };
+pub(crate) use boundary::{Boundary, BoundaryRefusal, BoundaryRequest, RemovedBoundary};
 pub(crate) use proposals::{
-    ApproveRequest, Proposal, ProposalList, ProposalRequest, ProposalState, ProposalSummary,
-    RejectRequest, Revision, RevisionList, RevisionWithBundle, RollbackRequest,
+    ApproveRequest, CheckReport, ContainmentView, FindingView, Proposal, ProposalList,
+    ProposalRequest, ProposalState, ProposalSummary, RejectRequest, Revision, RevisionList,
+    RevisionWithBundle, RollbackRequest, RuleView,
 };
 
 /// Roles a bearer token can have.

@@ -19,6 +19,9 @@ pub(crate) enum ProposalState {
     Pending,
     Approved,
     Rejected,
+    /// Exceeds its policy's boundary: refused by the gateway as it came,
+    /// with the containment findings; nothing can approve it.
+    Refused,
 }
 
 impl ProposalState {
@@ -29,6 +32,7 @@ impl ProposalState {
             ProposalState::Pending => "pending",
             ProposalState::Approved => "approved",
             ProposalState::Rejected => "rejected",
+            ProposalState::Refused => "refused",
         }
     }
 
@@ -39,6 +43,7 @@ impl ProposalState {
             "pending" => Some(Self::Pending),
             "approved" => Some(Self::Approved),
             "rejected" => Some(Self::Rejected),
+            "refused" => Some(Self::Refused),
             _ => None,
         }
     }
@@ -90,13 +95,15 @@ pub(crate) struct RollbackRequest {
     pub(crate) revision: i64,
 }
 
-/// `manual` or `auto`.
+/// `manual`, `auto`, or `boundary` (refused by the gateway: the
+/// candidate exceeds its policy's boundary).
 #[derive(JsonSchema)]
 #[serde(rename_all = "lowercase")]
 #[expect(dead_code, reason = "a schema only: the store keeps the word")]
 enum Decision {
     Manual,
     Auto,
+    Boundary,
 }
 
 /// A proposal as stored, with its proof or diagnostics.
@@ -134,7 +141,19 @@ pub(crate) struct Proposal {
     // Read with `Proposal::check_view`.
     #[schemars(with = "Option<Map<String, Value>>")]
     pub(crate) diagnostics: Option<Value>,
-    /// What an approval must present; `null` for an invalid proposal.
+    /// The document of `diff --prove --within --format json` (the
+    /// policy's boundary, the candidate); absent when the policy has no
+    /// boundary. Its verdict `exceeds` makes the proposal `refused`.
+    // Read with `Proposal::containment_view`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
+    pub(crate) containment: Option<Value>,
+    /// The boundary the candidate was proved within; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<shape::Digest>")]
+    pub(crate) boundary_digest: Option<String>,
+    /// What an approval must present; `null` for an invalid or refused
+    /// proposal.
     pub(crate) review_token: Option<String>,
     pub(crate) proposer: String,
     pub(crate) decided_by: Option<String>,
@@ -175,6 +194,8 @@ impl From<&ProposalRow> for Proposal {
             verdict: p.verdict.clone(),
             proof: p.proof.clone(),
             diagnostics: p.diagnostics.clone(),
+            containment: p.containment.clone(),
+            boundary_digest: p.boundary_digest.clone(),
             review_token: p.review_token.clone(),
             proposer: p.proposer.clone(),
             decided_by: p.decided_by.clone(),
@@ -197,6 +218,15 @@ impl Proposal {
     #[must_use]
     pub(crate) fn proof_view(&self) -> Option<ProofView> {
         self.proof
+            .as_ref()
+            .and_then(|p| serde_json::from_value(p.clone()).ok())
+    }
+
+    /// What a person reads of the proof within the policy's boundary;
+    /// `None` without a boundary.
+    #[must_use]
+    pub(crate) fn containment_view(&self) -> Option<ContainmentView> {
+        self.containment
             .as_ref()
             .and_then(|p| serde_json::from_value(p.clone()).ok())
     }
@@ -233,6 +263,41 @@ pub(crate) struct FindingView {
     /// Accepted by an acceptance in the policy.
     pub(crate) suppressed: bool,
     pub(crate) witness: WitnessView,
+    /// The candidate's rule that allows the witness.
+    pub(crate) new_rule: Option<RuleView>,
+}
+
+/// Where a rule is: file and line.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RuleView {
+    pub(crate) file: String,
+    pub(crate) line: u32,
+}
+
+/// The containment proof's verdict and excesses, as `show` prints them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct ContainmentView {
+    /// `within`, `exceeds`, `unsupported` or `inconclusive`.
+    pub(crate) verdict: Option<String>,
+    /// Requests the candidate allows and the boundary does not.
+    pub(crate) findings: Vec<FindingView>,
+    /// Filesystem rights and enforcement beyond the boundary's.
+    pub(crate) sandbox: Vec<SandboxView>,
+    /// What the prover cannot compare.
+    pub(crate) unsupported: Vec<String>,
+    pub(crate) inconclusive: Option<String>,
+}
+
+/// A filesystem right or an enforcement setting beyond the boundary's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct SandboxView {
+    pub(crate) category: String,
+    pub(crate) code: String,
+    pub(crate) message: String,
+    pub(crate) rule: Option<RuleView>,
 }
 
 /// A credential that sends another secret, or puts it elsewhere.
@@ -251,6 +316,7 @@ pub(crate) struct WitnessView {
     pub(crate) binary: String,
     pub(crate) host: String,
     pub(crate) port: Option<u16>,
+    pub(crate) method: Option<String>,
     pub(crate) path: Option<String>,
 }
 
