@@ -16,10 +16,14 @@ use sandbox_protocol::Binding;
 use crate::broker::{self, Broker, Creds, NetMode};
 use crate::caller::Identify;
 use crate::judge::AskSupervisor;
-use crate::launch::LaunchError;
 use crate::plan::{PlanUser, RelayPlan};
 use crate::relay::Supervisor;
 use crate::writable::Writable;
+
+/// Why the sandbox could not attach to the supervisor or start brokering.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AttachError(String);
 
 /// Attaches to the supervisor on the inherited descriptor `fd` and starts
 /// serving `listener` on a thread of its own. The runtime returned runs
@@ -30,8 +34,8 @@ pub fn start(
     listener: OwnedFd,
     writable: Writable,
     user: Option<&PlanUser>,
-) -> Result<tokio::runtime::Runtime, LaunchError> {
-    let attach = |e: &dyn std::fmt::Display| LaunchError::Attach(e.to_string());
+) -> Result<tokio::runtime::Runtime, AttachError> {
+    let attach = |e: &dyn std::fmt::Display| AttachError(e.to_string());
     let sock = enforcer::signals::take_inherited_fd(fd).map_err(|e| attach(&e))?;
     let channel = std::os::unix::net::UnixStream::from(sock);
     channel.set_nonblocking(true).map_err(|e| attach(&e))?;

@@ -58,7 +58,7 @@ pub enum LaunchError {
     RelayMismatch,
     /// The channel to the supervisor could not be set up.
     #[error("cannot attach to the supervisor (--relay-fd): {0}")]
-    Attach(String),
+    Attach(#[from] crate::brokering::AttachError),
 }
 
 /// The descriptors the supervisor passed.
@@ -126,6 +126,7 @@ pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError
             match crate::brokering::start(&relay, fd, listener, writable, user.as_ref()) {
                 Ok(runtime) => Some(runtime),
                 Err(e) => {
+                    let e = LaunchError::from(e);
                     let _ = link.report_failure(&e.to_string());
                     return Err(e);
                 }

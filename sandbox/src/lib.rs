@@ -16,7 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod broker;
-mod brokering;
+pub mod brokering;
 pub mod caller;
 pub mod judge;
 pub mod launch;
