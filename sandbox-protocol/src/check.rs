@@ -529,6 +529,12 @@ impl RelayUpKind {
     /// The message as it goes out, bound to `binding`.
     #[must_use]
     pub fn to_pb(&self, binding: &Binding) -> pb::RelayUp {
+        self.clone().into_pb(binding)
+    }
+
+    /// [`Self::to_pb`] without copying the data.
+    #[must_use]
+    pub fn into_pb(self, binding: &Binding) -> pb::RelayUp {
         use pb::relay_up::Kind;
         pb::RelayUp {
             binding: Some(binding.to_pb()),
@@ -538,9 +544,9 @@ impl RelayUpKind {
                     destination,
                 } => Kind::Connect(pb::ConnectRequest {
                     caller: Some(caller.to_pb()),
-                    destination: Some(endpoint_pb(*destination)),
+                    destination: Some(endpoint_pb(destination)),
                 }),
-                Self::Data(d) => Kind::Data(d.clone()),
+                Self::Data(d) => Kind::Data(d),
                 Self::ShutdownWrite => Kind::ShutdownWrite(true),
             }),
         }
@@ -588,15 +594,21 @@ impl RelayDownKind {
     /// The message as it goes out, bound to `binding`.
     #[must_use]
     pub fn to_pb(&self, binding: &Binding) -> pb::RelayDown {
+        self.clone().into_pb(binding)
+    }
+
+    /// [`Self::to_pb`] without copying the data.
+    #[must_use]
+    pub fn into_pb(self, binding: &Binding) -> pb::RelayDown {
         use pb::relay_down::Kind;
         pb::RelayDown {
             binding: Some(binding.to_pb()),
             kind: Some(match self {
-                Self::Data(d) => Kind::Data(d.clone()),
+                Self::Data(d) => Kind::Data(d),
                 Self::ShutdownWrite => Kind::ShutdownWrite(true),
-                Self::Reset(e) => Kind::ResetErrno(*e),
+                Self::Reset(e) => Kind::ResetErrno(e),
                 Self::Connected => Kind::Connected(pb::Connected {}),
-                Self::Refused(e) => Kind::RefusedErrno(*e),
+                Self::Refused(e) => Kind::RefusedErrno(e),
                 Self::OwnLoopback => Kind::OwnLoopback(pb::OwnLoopback {}),
             }),
         }

@@ -55,6 +55,11 @@ pub const MAX_DATAGRAM: usize = 65_507;
 pub const MAX_PATH: usize = 4096;
 /// The most bytes of a reason the sandbox gives.
 pub const MAX_REASON: usize = 1024;
+/// The most streams open at once on one connection (HTTP/2's
+/// `SETTINGS_MAX_CONCURRENT_STREAMS`): relayed connections, the control
+/// stream, and the few relay streams the sandbox opens ahead. A connect
+/// beyond it waits until a relayed connection closes.
+pub const MAX_STREAMS: u32 = 16_384;
 /// The most bytes of a sandbox id.
 pub const MAX_SANDBOX_ID: usize = 128;
 

@@ -10,9 +10,9 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tonic::transport::{Channel, Endpoint, Uri};
 
-use crate::MAX_MESSAGE;
 use crate::pb::broker_client::BrokerClient;
 use crate::pb::broker_server::{Broker, BrokerServer};
+use crate::{MAX_MESSAGE, MAX_STREAMS};
 
 /// Why a connection could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +38,7 @@ where
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
     hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .max_concurrent_streams(MAX_STREAMS)
         .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
         .await?;
     Ok(())

@@ -56,6 +56,60 @@ pub enum RelayError {
     Socket(#[from] io::Error),
 }
 
+/// How many relay streams, and workload sockets of each family, are kept
+/// ready.
+const PREPARED: usize = 8;
+
+/// A relay stream opened ahead of its connect: the request's headers are
+/// on their way, and the supervisor's handler waits for the question.
+#[derive(Debug)]
+struct Opened {
+    up: mpsc::Sender<pb::RelayUp>,
+    response: tokio::task::JoinHandle<
+        Result<tonic::Response<tonic::Streaming<pb::RelayDown>>, tonic::Status>,
+    >,
+}
+
+/// The workload's end of a loopback connection and ours.
+type Pair = (std::net::TcpStream, tokio::net::TcpStream);
+
+/// What is kept ready for the next connects.
+#[derive(Debug, Default)]
+struct Prepared {
+    streams: Vec<Opened>,
+    pairs_v4: Vec<Pair>,
+    pairs_v6: Vec<Pair>,
+    /// IPv6 loopback is missing here: no IPv6 pair is prepared.
+    no_v6: bool,
+    /// A task is topping up.
+    refilling: bool,
+}
+
+/// What [`Prepared`] lacks.
+struct Wanted {
+    stream: bool,
+    v4: bool,
+    v6: bool,
+}
+
+impl Prepared {
+    fn wanted(&self) -> Option<Wanted> {
+        let want = Wanted {
+            stream: self.streams.len() < PREPARED,
+            v4: self.pairs_v4.len() < PREPARED,
+            v6: !self.no_v6 && self.pairs_v6.len() < PREPARED,
+        };
+        (want.stream || want.v4 || want.v6).then_some(want)
+    }
+}
+
+/// Opens a relay stream on `client`, its question to come.
+fn open(mut client: BrokerClient<Channel>) -> Opened {
+    let (up, rx) = mpsc::channel(RELAY_QUEUE);
+    let response = tokio::spawn(async move { client.relay(ReceiverStream::new(rx)).await });
+    Opened { up, response }
+}
+
 /// The supervisor's answer to a connect.
 #[derive(Debug)]
 pub enum Connect {
@@ -79,8 +133,10 @@ pub struct Supervisor {
     waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<FromSupervisor>>>>,
     order: Arc<Mutex<ControlOrder>>,
     next_id: Arc<AtomicU64>,
-    /// Where a report waits for room on the control stream.
+    /// Where a report waits for room on the control stream, and the
+    /// prepared streams and sockets are made.
     runtime: tokio::runtime::Handle,
+    prepared: Arc<Mutex<Prepared>>,
 }
 
 impl Supervisor {
@@ -115,6 +171,7 @@ impl Supervisor {
             order: Arc::new(Mutex::new(order)),
             next_id: Arc::new(AtomicU64::new(1)),
             runtime: tokio::runtime::Handle::current(),
+            prepared: Arc::default(),
         };
         tokio::spawn(dispatch(
             answers,
@@ -122,6 +179,7 @@ impl Supervisor {
             Arc::clone(&me.order),
             Arc::clone(&me.waiting),
         ));
+        me.refill();
         Ok(me)
     }
 
@@ -227,38 +285,121 @@ impl Supervisor {
         caller: Caller,
         destination: SocketAddr,
     ) -> Result<Connect, RelayError> {
-        let (up_tx, up_rx) = mpsc::channel(RELAY_QUEUE);
-        up_tx
+        let opened = self.opened()?;
+        opened
+            .up
             .send(
                 RelayUpKind::Connect {
                     caller,
                     destination,
                 }
-                .to_pb(&self.binding),
+                .into_pb(&self.binding),
             )
             .await
             .map_err(|_| RelayError::Gone)?;
-        let mut client = self.client.clone();
-        // The workload's socket is made while the supervisor decides.
-        let (down, pair) = tokio::join!(
-            client.relay(ReceiverStream::new(up_rx)),
-            socket_pair(destination.is_ipv6())
-        );
-        let mut down = down?.into_inner();
+        let pair = self.pair(destination.is_ipv6());
+        let mut down = opened
+            .response
+            .await
+            .map_err(|_| RelayError::Gone)??
+            .into_inner();
         let mut order = RelayOrder::new();
         let first = down.next().await.ok_or(RelayError::Gone)??;
         let answer = RelayDownKind::check(first, &self.binding)?;
         order.down(&answer)?;
         match answer {
             RelayDownKind::Connected => {
-                let (workload_end, ours) = pair?;
-                tokio::spawn(pump(ours, up_tx, down, order, self.binding.clone()));
+                let (workload_end, ours) = pair.await?;
+                tokio::spawn(pump(ours, opened.up, down, order, self.binding.clone()));
                 Ok(Connect::Relayed(workload_end))
             }
             RelayDownKind::Refused(errno) => Ok(Connect::Refused(errno)),
             RelayDownKind::OwnLoopback => Ok(Connect::OwnLoopback),
             _ => Err(ProtocolError::Order("relay data before the answer").into()),
         }
+    }
+
+    /// A relay stream opened ahead, waiting for its question; the next is
+    /// opened meanwhile, so that a connect does not wait for the stream's
+    /// headers to cross and its handler to start.
+    fn opened(&self) -> Result<Opened, RelayError> {
+        let taken = self
+            .prepared
+            .lock()
+            .map_err(|_| RelayError::Gone)?
+            .streams
+            .pop();
+        let opened = match taken {
+            Some(o) => o,
+            None => open(self.client.clone()),
+        };
+        self.refill();
+        Ok(opened)
+    }
+
+    /// A workload socket and its other end, made ahead; made now when none
+    /// is left.
+    async fn pair(&self, ipv6: bool) -> io::Result<Pair> {
+        let taken = self.prepared.lock().ok().and_then(|mut p| {
+            if ipv6 {
+                p.pairs_v6.pop()
+            } else {
+                p.pairs_v4.pop()
+            }
+        });
+        self.refill();
+        match taken {
+            Some(pair) => Ok(pair),
+            None => socket_pair(ipv6).await,
+        }
+    }
+
+    /// Tops the prepared streams and sockets up, off the caller's path;
+    /// one task at a time.
+    fn refill(&self) {
+        match self.prepared.lock() {
+            Ok(mut p) if !p.refilling && p.wanted().is_some() => p.refilling = true,
+            _ => return,
+        }
+        let prepared = Arc::clone(&self.prepared);
+        let client = self.client.clone();
+        self.runtime.spawn(async move {
+            loop {
+                let want = match prepared.lock() {
+                    Ok(mut p) => match p.wanted() {
+                        Some(want) => want,
+                        None => {
+                            p.refilling = false;
+                            return;
+                        }
+                    },
+                    Err(_) => return,
+                };
+                let stream = want.stream.then(|| open(client.clone()));
+                let v4 = if want.v4 {
+                    socket_pair(false).await.ok()
+                } else {
+                    None
+                };
+                let v6 = if want.v6 {
+                    socket_pair(true).await.ok()
+                } else {
+                    None
+                };
+                let Ok(mut p) = prepared.lock() else { return };
+                p.streams.extend(stream);
+                let v4_failed = want.v4 && v4.is_none();
+                p.pairs_v4.extend(v4);
+                // Without IPv6 loopback none is made; a connect to an IPv6
+                // address then makes its own, and fails as it would have.
+                p.no_v6 |= want.v6 && v6.is_none();
+                p.pairs_v6.extend(v6);
+                if v4_failed {
+                    p.refilling = false;
+                    return;
+                }
+            }
+        });
     }
 }
 
@@ -300,7 +441,7 @@ async fn dispatch(
 
 /// A TCP connection inside this network namespace, over loopback: the
 /// workload's end and ours.
-async fn socket_pair(ipv6: bool) -> io::Result<(std::net::TcpStream, tokio::net::TcpStream)> {
+async fn socket_pair(ipv6: bool) -> io::Result<Pair> {
     let loopback = if ipv6 {
         SocketAddr::from((Ipv6Addr::LOCALHOST, 0))
     } else {
@@ -334,14 +475,17 @@ async fn pump(
     let (mut from_workload, mut to_workload) = ours.into_split();
     let up_binding = binding.clone();
     let upward = async move {
-        let mut buf = vec![0_u8; MAX_CHUNK];
+        // Filled without zeroing first: a connection that sends little
+        // costs little.
+        let mut buf = Vec::with_capacity(MAX_CHUNK);
         loop {
-            let message = match from_workload.read(&mut buf).await {
+            buf.clear();
+            let message = match from_workload.read_buf(&mut buf).await {
                 Ok(0) | Err(_) => RelayUpKind::ShutdownWrite,
-                Ok(n) => RelayUpKind::Data(buf.get(..n).unwrap_or_default().to_vec()),
+                Ok(_) => RelayUpKind::Data(buf.clone()),
             };
             let last = message == RelayUpKind::ShutdownWrite;
-            if up.send(message.to_pb(&up_binding)).await.is_err() || last {
+            if up.send(message.into_pb(&up_binding)).await.is_err() || last {
                 return;
             }
         }

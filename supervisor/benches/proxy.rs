@@ -32,7 +32,9 @@
 //! figure 5, `BENCH_ONLY=credential` the credentialed request of figure 1
 //! (its echo scrubbed of the secret) against a plain one, over
 //! `LATENCY_ROUNDS` alternating rounds: the figure that moves when the
-//! scrub's matcher changes.
+//! scrub's matcher changes. `BENCH_ONLY=relay` measures figures 1 to 3
+//! relayed by openshell-sandbox (`--netns new`) against brokered by the
+//! supervisor itself (`--netns none`), alternating.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -455,6 +457,11 @@ fn bench() {
         println!("|---|---|---|");
         return credential_row(&direct, &proxied);
     }
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("relay") {
+        println!("| figure | target | measured |");
+        println!("|---|---|---|");
+        return relay_rows(&s, &direct);
+    }
     let ws = ws_latencies(&direct, &proxied);
     let ws_row = || {
         let [
@@ -646,8 +653,16 @@ fn graphql_latencies(
 }
 
 fn supervised(s: &Setup, cmd: &[&str]) -> Command {
-    let mut args = vec![
-        "run",
+    supervised_in(s, None, cmd)
+}
+
+/// [`supervised`] with `--netns NETNS` when given.
+fn supervised_in(s: &Setup, netns: Option<&str>, cmd: &[&str]) -> Command {
+    let mut args = vec!["run"];
+    if let Some(netns) = netns {
+        args.extend(["--netns", netns]);
+    }
+    args.extend([
         "--bundle",
         s.bundle.to_str().unwrap(),
         "--workdir",
@@ -672,7 +687,7 @@ fn supervised(s: &Setup, cmd: &[&str]) -> Command {
         "/dev/null",
         "--",
         &s.me,
-    ];
+    ]);
     args.extend_from_slice(cmd);
     let mut c = s.net.supervisor(&args, None);
     c.env("BENCH_SECRET", "bench-secret-0123456789abcdef");
@@ -681,9 +696,16 @@ fn supervised(s: &Setup, cmd: &[&str]) -> Command {
 
 /// (idle, holding) RSS of the supervisor, KiB.
 fn memory(s: &Setup) -> (u64, u64) {
+    let ((idle, holding), _) = memory_in(s, None);
+    (idle, holding)
+}
+
+/// (idle, holding) RSS of the supervisor and, when it holds the
+/// listener, of openshell-sandbox, KiB.
+fn memory_in(s: &Setup, netns: Option<&str>) -> ((u64, u64), (u64, u64)) {
     let held = HELD.to_string();
     let port = s.up.tls_port.to_string();
-    let mut child = supervised(s, &["client", "hold", &port, &held])
+    let mut child = supervised_in(s, netns, &["client", "hold", &port, &held])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -691,14 +713,80 @@ fn memory(s: &Setup) -> (u64, u64) {
         .unwrap();
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(300));
-    let idle = rss(pid);
+    let sandbox = sandbox_of(pid);
+    let idle = (rss(pid), sandbox.map_or(0, rss));
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
     std::thread::sleep(Duration::from_millis(500));
-    let holding = rss(pid);
+    let holding = (rss(pid), sandbox.map_or(0, rss));
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
-    (idle, holding)
+    ((idle.0, holding.0), (idle.1, holding.1))
+}
+
+/// openshell-sandbox, the supervisor `pid`'s child.
+fn sandbox_of(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .find(|c: &u32| {
+            std::fs::read_link(format!("/proc/{c}/exe"))
+                .is_ok_and(|e| e.ends_with("openshell-sandbox"))
+        })
+}
+
+/// Figures of the relay (`BENCH_ONLY=relay`): the proxied request's added
+/// latency, 8 clients' throughput and the memory of 1,000 held
+/// connections, relayed by openshell-sandbox (`--netns new`) and brokered
+/// by the supervisor itself (`--netns none`), in alternating rounds.
+fn relay_rows(s: &Setup, direct: &dyn Fn(&str, &str) -> f64) {
+    let port = s.up.tls_port.to_string();
+    let through = |netns: &str, mode: &str, arg: &str| -> f64 {
+        s.up.seen.lock().unwrap().clear();
+        let out = supervised_in(s, Some(netns), &["client", mode, &port, arg])
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        common::stdout(&out).trim().parse().unwrap()
+    };
+    let (mut lat, mut tp): ([Vec<f64>; 3], [Vec<f64>; 3]) = Default::default();
+    for _ in 0..LATENCY_ROUNDS {
+        lat[0].push(direct("latency", "/r"));
+        lat[1].push(through("new", "latency", "/r"));
+        lat[2].push(through("none", "latency", "/r"));
+    }
+    for _ in 0..ROUNDS {
+        tp[0].push(direct("throughput", "-"));
+        tp[1].push(through("new", "throughput", "-"));
+        tp[2].push(through("none", "throughput", "-"));
+    }
+    let [d, relayed, brokered] = lat.map(median);
+    println!(
+        "| added median latency per proxied request, median of {LATENCY_ROUNDS} rounds (direct {d:.1} µs; relayed {relayed:.1} µs, brokered by the supervisor {brokered:.1} µs) | relayed ≤ 1.5 × brokered | **{:.1} µs** relayed, {:.1} µs brokered ({:.2} ×) |",
+        relayed - d,
+        brokered - d,
+        (relayed - d) / (brokered - d)
+    );
+    let [d, relayed, brokered] = tp.map(median);
+    println!(
+        "| throughput through the proxy, {CLIENTS} keep-alive clients, median of {ROUNDS} rounds (direct {d:.0} req/s; relayed {relayed:.0}, brokered by the supervisor {brokered:.0}) | relayed ≥ 50 % of direct | **{:.0} %** relayed, {:.0} % brokered |",
+        100.0 * relayed / d,
+        100.0 * brokered / d
+    );
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let ((sup_idle, sup_held), (sb_idle, sb_held)) = memory_in(s, Some("new"));
+    let ((br_idle, br_held), _) = memory_in(s, Some("none"));
+    println!(
+        "| RSS with {HELD} open proxied connections, relayed (idle: supervisor {:.1} MiB, sandbox {:.1} MiB; brokered by the supervisor: {:.1} MiB idle, {:.1} MiB holding) | — | **supervisor {:.1} MiB, sandbox {:.1} MiB** |",
+        mib(sup_idle),
+        mib(sb_idle),
+        mib(br_idle),
+        mib(br_held),
+        mib(sup_held),
+        mib(sb_held)
+    );
 }
 
 /// utime + stime of process `pid`, seconds.

@@ -241,16 +241,19 @@ impl pb::broker_server::Broker for SupervisorSide {
         let down_binding = binding.clone();
         let down_tx = tx.clone();
         tokio::spawn(async move {
-            let mut buf = vec![0_u8; MAX_CHUNK];
+            // Filled without zeroing first: a connection that receives
+            // little costs little.
+            let mut buf = Vec::with_capacity(MAX_CHUNK);
             loop {
-                let message = match from_upstream.read(&mut buf).await {
+                buf.clear();
+                let message = match from_upstream.read_buf(&mut buf).await {
                     Ok(0) => RelayDownKind::ShutdownWrite,
-                    Ok(n) => RelayDownKind::Data(buf.get(..n).unwrap_or_default().to_vec()),
+                    Ok(_) => RelayDownKind::Data(buf.clone()),
                     Err(e) => RelayDownKind::Reset(e.raw_os_error().unwrap_or(libc::ECONNRESET)),
                 };
                 let last = !matches!(message, RelayDownKind::Data(_));
                 if down_tx
-                    .send(Ok(message.to_pb(&down_binding)))
+                    .send(Ok(message.into_pb(&down_binding)))
                     .await
                     .is_err()
                     || last
