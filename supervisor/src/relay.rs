@@ -590,6 +590,34 @@ mod tests {
         assert!(rig.log().is_empty(), "{}", rig.log());
     }
 
+    /// Past HTTP/2's usual 200 streams, a connect is still answered at
+    /// once rather than held until another connection closes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn three_hundred_connections_are_relayed_at_once() {
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        // Accepted and kept: the listen backlog alone would stall a
+        // connect past 128.
+        std::thread::spawn(move || upstream.incoming().collect::<Vec<_>>());
+        let rig = rig(port, None).await;
+        let mut held = Vec::new();
+        for i in 0..300 {
+            let answer = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                rig.sandbox()
+                    .connect(caller("/usr/bin/curl"), loopback(port)),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("connect {i} was held"))
+            .unwrap();
+            let Connect::Relayed(stream) = answer else {
+                panic!("{i}: {answer:?}");
+            };
+            held.push(stream);
+        }
+        assert_eq!(held.len(), 300);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn refusals_come_back_with_their_errno_and_a_deny_log_line() {
         let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
