@@ -25,35 +25,49 @@ use crate::writable::Writable;
 #[error("{0}")]
 pub struct AttachError(String);
 
+/// The thread the relay runs on, until dropped.
+#[derive(Debug)]
+pub struct Relaying {
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
 /// Attaches to the supervisor on the inherited descriptor `fd` and starts
-/// serving `listener` on a thread of its own. The runtime returned runs
-/// the relay; it lives as long as the workload.
+/// serving `listener` on a thread of its own. The relay (the channel, its
+/// streams, the pumps) runs on one thread of its own too: a connect then
+/// crosses from the broker's thread to it once, and nothing crosses
+/// between the relay's own tasks.
 pub fn start(
     relay: &RelayPlan,
     fd: i32,
     listener: OwnedFd,
     writable: Writable,
     user: Option<&PlanUser>,
-) -> Result<tokio::runtime::Runtime, AttachError> {
+) -> Result<Relaying, AttachError> {
     let attach = |e: &dyn std::fmt::Display| AttachError(e.to_string());
     let sock = enforcer::signals::take_inherited_fd(fd).map_err(|e| attach(&e))?;
     let channel = std::os::unix::net::UnixStream::from(sock);
     channel.set_nonblocking(true).map_err(|e| attach(&e))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("relay")
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
+        .map_err(|e| attach(&e))?;
+    let handle = runtime.handle().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("relay".into())
+        .spawn(move || runtime.block_on(async move { drop(stopped.await) }))
         .map_err(|e| attach(&e))?;
     let binding = Binding {
         sandbox_id: relay.sandbox_id.clone(),
         generation: relay.generation,
     };
-    let supervisor = runtime
-        .block_on(async {
+    let digest = relay.bundle_digest.clone();
+    let supervisor = handle
+        .block_on(handle.spawn(async move {
             let io = tokio::net::UnixStream::from_std(channel)?;
-            Supervisor::attach(io, binding, relay.bundle_digest.clone()).await
-        })
+            Supervisor::attach(io, binding, digest).await
+        }))
+        .map_err(|e| attach(&e))?
         .map_err(|e| attach(&e))?;
     let netns = std::fs::File::open("/proc/self/ns/net").map_err(|e| attach(&e))?;
     let own = enforcer::own_ids();
@@ -71,11 +85,11 @@ pub fn start(
             netns: OwnedFd::from(netns),
         },
         creds,
-        runtime: runtime.handle().clone(),
+        runtime: handle,
     });
     std::thread::Builder::new()
         .name("broker".into())
         .spawn(move || broker::serve(&broker, listener))
         .map_err(|e| attach(&e))?;
-    Ok(runtime)
+    Ok(Relaying { _stop: stop })
 }

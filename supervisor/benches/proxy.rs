@@ -658,6 +658,8 @@ fn supervised(s: &Setup, cmd: &[&str]) -> Command {
 
 /// [`supervised`] with `--netns NETNS` when given.
 fn supervised_in(s: &Setup, netns: Option<&str>, cmd: &[&str]) -> Command {
+    // Where the workload cannot write, as the supervisor insists.
+    let log = s.dir.log().display().to_string();
     let mut args = vec!["run"];
     if let Some(netns) = netns {
         args.extend(["--netns", netns]);
@@ -684,7 +686,7 @@ fn supervised_in(s: &Setup, netns: Option<&str>, cmd: &[&str]) -> Command {
         "--upstream-ca",
         s.up.ca_file.to_str().unwrap(),
         "--log",
-        "/dev/null",
+        &log,
         "--",
         &s.me,
     ]);

@@ -529,11 +529,10 @@ fn serve(
     // The sandbox attaches before it lets the workload exec: the protocol
     // is served now, its connects once the decider below is set.
     let deciding = Deciding::default();
+    let mut _relaying = None;
     if let Some(Channel { ours, theirs }) = relay {
         drop(theirs);
-        let io = ours
-            .set_nonblocking(true)
-            .and_then(|()| tokio::net::UnixStream::from_std(ours))
+        ours.set_nonblocking(true)
             .map_err(LaunchError::io("use the channel to openshell-sandbox"))?;
         let binding = sandbox_protocol::Binding {
             sandbox_id: RELAY_SANDBOX_ID.into(),
@@ -546,7 +545,13 @@ fn serve(
             binding,
             bundle.digest.clone(),
         );
-        runtime.spawn(sandbox_protocol::transport::serve(side, io));
+        let (relay_runtime, stop) = relay_thread()?;
+        relay_runtime.spawn(async move {
+            let io = tokio::net::UnixStream::from_std(ours)?;
+            sandbox_protocol::transport::serve(side, io).await?;
+            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+        });
+        _relaying = Some(stop);
     }
     let creds = identity
         .as_ref()
@@ -672,6 +677,25 @@ fn serve(
             Ok(EXIT_TIMEOUT)
         }
     }
+}
+
+/// A runtime on a thread of its own for the sandbox protocol: a relayed
+/// connect's tasks (the channel, the decision, the upstream) then never
+/// wait for a thread of the proxy's runtime to wake. It runs until the
+/// sender returned is dropped.
+fn relay_thread() -> Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sender<()>), LaunchError>
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(LaunchError::io("start the relay's runtime"))?;
+    let handle = runtime.handle().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("relay".into())
+        .spawn(move || runtime.block_on(async move { drop(stopped.await) }))
+        .map_err(LaunchError::io("start the relay's thread"))?;
+    Ok((handle, stop))
 }
 
 /// The workload's root directory, where the bundle's binary paths are
