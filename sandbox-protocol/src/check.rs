@@ -216,8 +216,9 @@ pub enum FromSandbox {
     Dns {
         /// Never 0.
         request_id: NonZeroU64,
-        /// Who asks.
-        caller: Caller,
+        /// Who asks, when known (a question to the stub's UDP socket
+        /// does not say which process sent it).
+        caller: Option<Caller>,
         /// How the question came.
         transport: pb::Transport,
         /// The DNS message.
@@ -336,7 +337,7 @@ impl FromSandbox {
                 }
                 Ok(Self::Dns {
                     request_id: request_id(d.request_id)?,
-                    caller: Caller::check(d.caller)?,
+                    caller: d.caller.map(|c| Caller::check(Some(c))).transpose()?,
                     transport: transport(d.transport)?,
                     packet: d.packet,
                 })
@@ -370,7 +371,7 @@ impl FromSandbox {
                 packet,
             } => Kind::Dns(pb::DnsQuery {
                 request_id: request_id.get(),
-                caller: Some(caller.to_pb()),
+                caller: caller.as_ref().map(Caller::to_pb),
                 transport: (*transport).into(),
                 packet: packet.clone(),
             }),

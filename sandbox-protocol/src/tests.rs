@@ -31,7 +31,7 @@ fn id(n: u64) -> NonZeroU64 {
 fn dns(n: u64) -> FromSandbox {
     FromSandbox::Dns {
         request_id: id(n),
-        caller: caller(),
+        caller: Some(caller()),
         transport: pb::Transport::Udp,
         packet: vec![1, 2, 3],
     }

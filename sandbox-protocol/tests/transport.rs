@@ -161,7 +161,7 @@ fn connect(port: u16) -> RelayUpKind {
 fn dns(id: u64) -> FromSandbox {
     FromSandbox::Dns {
         request_id: NonZeroU64::new(id).unwrap(),
-        caller: caller(),
+        caller: Some(caller()),
         transport: pb::Transport::Udp,
         packet: vec![0; 12],
     }

@@ -1,7 +1,8 @@
 //! The sandbox brokering the workload's trapped calls itself, as a plan
 //! with a relay asks: it attaches to the supervisor over the channel it
-//! inherited (`--relay-fd`), and serves the workload's seccomp listener
-//! with the supervisor as its judge ([`crate::judge`]).
+//! inherited (`--relay-fd`), serves the workload's seccomp listener with
+//! the supervisor as its judge ([`crate::judge`]), and the DNS stub
+//! ([`crate::dns_stub`]).
 //!
 //! The supervisor starts a relaying sandbox only in a network namespace of
 //! its own (`--netns new`): the broker takes every socket created in this
@@ -15,9 +16,10 @@ use sandbox_protocol::Binding;
 
 use crate::broker::{self, Broker, Creds, NetMode};
 use crate::caller::Identify;
+use crate::dns_stub;
 use crate::judge::AskSupervisor;
 use crate::plan::{PlanUser, RelayPlan};
-use crate::relay::Supervisor;
+use crate::relay::{RelayError, Supervisor};
 use crate::writable::Writable;
 
 /// Why the sandbox could not attach to the supervisor or start brokering.
@@ -62,10 +64,15 @@ pub fn start(
         generation: relay.generation,
     };
     let digest = relay.bundle_digest.clone();
+    // The stub listens before the workload may run: its first question
+    // is answered.
     let supervisor = handle
         .block_on(handle.spawn(async move {
             let io = tokio::net::UnixStream::from_std(channel)?;
-            Supervisor::attach(io, binding, digest).await
+            let supervisor = Supervisor::attach(io, binding, digest).await?;
+            let (udp, tcp) = dns_stub::bind().await?;
+            dns_stub::serve(udp, tcp, supervisor.clone());
+            Ok::<_, RelayError>(supervisor)
         }))
         .map_err(|e| attach(&e))?
         .map_err(|e| attach(&e))?;

@@ -18,6 +18,7 @@
 pub mod broker;
 pub mod brokering;
 pub mod caller;
+pub mod dns_stub;
 pub mod judge;
 pub mod launch;
 pub mod mountinfo;

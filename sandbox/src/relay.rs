@@ -184,11 +184,11 @@ impl Supervisor {
     }
 
     /// Asks the supervisor's DNS logic to answer `packet`, a question the
-    /// workload's `caller` sent the stub over `transport`: the reply to
-    /// send back, empty for none.
+    /// workload (its `caller`, when known) sent the stub over `transport`:
+    /// the reply to send back, empty for none.
     pub async fn dns(
         &self,
-        caller: Caller,
+        caller: Option<Caller>,
         transport: pb::Transport,
         packet: Vec<u8>,
     ) -> Result<Vec<u8>, RelayError> {

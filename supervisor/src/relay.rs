@@ -697,7 +697,7 @@ mod tests {
         let _ = rig_named
             .sandbox()
             .dns(
-                caller("/usr/bin/curl"),
+                Some(caller("/usr/bin/curl")),
                 pb::Transport::Udp,
                 query("local.example.com."),
             )
@@ -734,7 +734,7 @@ mod tests {
         // stream shows it was read.
         let _ = rig
             .sandbox()
-            .dns(caller("/usr/bin/curl"), pb::Transport::Udp, vec![1, 2, 3])
+            .dns(None, pb::Transport::Udp, vec![1, 2, 3])
             .await;
         let log = rig.log();
         let line: serde_json::Value =
@@ -766,8 +766,11 @@ mod tests {
 
         let rig = rig(1, None).await;
         let ask = |name: &str| {
-            rig.sandbox()
-                .dns(caller("/usr/bin/curl"), pb::Transport::Udp, query(name))
+            rig.sandbox().dns(
+                Some(caller("/usr/bin/curl")),
+                pb::Transport::Udp,
+                query(name),
+            )
         };
         let allowed = Message::from_vec(&ask("api.example.com.").await.unwrap()).unwrap();
         assert_eq!(allowed.metadata.id, 7);
@@ -787,7 +790,7 @@ mod tests {
         // Not a DNS message at all: no reply, and a log line.
         let none = rig
             .sandbox()
-            .dns(caller("/usr/bin/curl"), pb::Transport::Udp, vec![1, 2, 3])
+            .dns(None, pb::Transport::Udp, vec![1, 2, 3])
             .await
             .unwrap();
         assert!(none.is_empty());

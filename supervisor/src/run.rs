@@ -497,12 +497,18 @@ fn serve(
         .build()
         .map_err(LaunchError::io("start the runtime"))?;
     let _entered = runtime.enter();
+    // A relaying sandbox runs its own stub, which asks over the channel.
     let (net_mode, stub) = match mode {
         NetnsMode::New => {
             let netns = enforcer::open_netns(pending.workload_pid())
                 .map_err(LaunchError::io("open the sandbox's network namespace"))?;
-            let stub = StubSockets::in_namespace(netns.as_fd())
-                .map_err(LaunchError::io("bind the DNS stub in the sandbox"))?;
+            let stub = match relay {
+                Some(_) => None,
+                None => Some(
+                    StubSockets::in_namespace(netns.as_fd())
+                        .map_err(LaunchError::io("bind the DNS stub in the sandbox"))?,
+                ),
+            };
             (NetMode::Isolated { netns }, stub)
         }
         NetnsMode::None => {
@@ -514,7 +520,7 @@ fn serve(
                 stub_tcp,
                 nameservers: dns::host_nameservers(),
             };
-            (mode, stub)
+            (mode, Some(stub))
         }
     };
     let attribution_for_broker = Arc::clone(&attribution);
@@ -524,8 +530,10 @@ fn serve(
         resolver: dns::resolver(args.dns_upstream),
         log: Arc::clone(&log),
     });
-    stub.serve(Arc::clone(&answerer))
-        .map_err(LaunchError::io("serve the DNS stub"))?;
+    if let Some(stub) = stub {
+        stub.serve(Arc::clone(&answerer))
+            .map_err(LaunchError::io("serve the DNS stub"))?;
+    }
     // The sandbox attaches before it lets the workload exec: the protocol
     // is served now, its connects once the decider below is set.
     let deciding = Deciding::default();

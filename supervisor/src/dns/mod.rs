@@ -1,9 +1,10 @@
 //! The DNS stub: what the workload's resolver talks to.
 //!
-//! With `--netns new` it listens on 127.0.0.1:53 (UDP and TCP) *inside*
-//! the workload's namespace (the sockets are created there by a helper
-//! thread, then served from the runtime), and the workload's
-//! `/etc/resolv.conf` names it. With `--netns none` it listens on an
+//! With `--netns new` the stub on 127.0.0.1:53 (UDP and TCP) *inside*
+//! the workload's namespace, which the workload's `/etc/resolv.conf`
+//! names, is openshell-sandbox's, which asks [`Answerer`] over the
+//! sandbox protocol; without openshell-sandbox, these sockets are
+//! created there by a helper thread and served from the runtime. With `--netns none` it listens on an
 //! ephemeral loopback port of the shared namespace, and the broker sends a
 //! connect to one of the host's nameservers (port 53) to it instead.
 //! Upstream resolution runs in the supervisor's namespace.
