@@ -7,6 +7,7 @@
 //! | relayed | a connected loopback socket at its fd number, pumped to the relay stream |
 //! | refused | the supervisor's errno (the supervisor logged it) |
 //! | own loopback | its own socket connected on the sandbox's loopback, or `ECONNREFUSED` and a refusal report |
+//! | no answer in time ([`crate::relay::ANSWER_TIMEOUT`]) | `ETIMEDOUT` |
 //! | no answer (the supervisor is gone, broke the protocol) | `ECONNREFUSED` |
 //!
 //! Nothing is allowed by default: whatever goes wrong on the way, the
@@ -20,7 +21,7 @@ use sandbox_protocol::{MAX_REASON, RefusalReport};
 
 use crate::broker::{Broker, Call, Judge, Refusal, TcpConnect, perform_on_own_loopback};
 use crate::caller::{Identify, cut};
-use crate::relay::{Connect, Supervisor};
+use crate::relay::{Connect, RelayError, Supervisor};
 
 /// Asks the supervisor.
 #[derive(Debug)]
@@ -95,6 +96,7 @@ impl Judge for AskSupervisor {
                         ..Refusal::default()
                     },
                 ),
+                Err(RelayError::TimedOut(_)) => call.fail(libc::ETIMEDOUT),
                 Err(_) => call.fail(libc::ECONNREFUSED),
             }
         });

@@ -32,6 +32,9 @@ use tonic::transport::Channel;
 const CONTROL_QUEUE: usize = 64;
 /// Relay chunks in flight upward for one connection.
 const RELAY_QUEUE: usize = 4;
+/// How long an answer may take: the supervisor gives an upstream
+/// connect 10 s, and a lookup less.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Why the supervisor could not be asked, or its answer not used. The
 /// caller refuses the call.
@@ -54,6 +57,9 @@ pub enum RelayError {
     /// A socket for the workload could not be made.
     #[error("cannot make the workload's socket: {0}")]
     Socket(#[from] io::Error),
+    /// The supervisor did not answer in time.
+    #[error("the supervisor did not answer within {0:?}")]
+    TimedOut(Duration),
 }
 
 /// How many relay streams, and workload sockets of each family, are kept
@@ -137,6 +143,8 @@ pub struct Supervisor {
     /// prepared streams and sockets are made.
     runtime: tokio::runtime::Handle,
     prepared: Arc<Mutex<Prepared>>,
+    /// [`ANSWER_TIMEOUT`], unless set otherwise.
+    answer_within: Duration,
 }
 
 impl Supervisor {
@@ -172,6 +180,7 @@ impl Supervisor {
             next_id: Arc::new(AtomicU64::new(1)),
             runtime: tokio::runtime::Handle::current(),
             prepared: Arc::default(),
+            answer_within: ANSWER_TIMEOUT,
         };
         tokio::spawn(dispatch(
             answers,
@@ -181,6 +190,14 @@ impl Supervisor {
         ));
         me.refill();
         Ok(me)
+    }
+
+    /// Waits at most `limit` for each answer from now on; a question left
+    /// unanswered fails with [`RelayError::TimedOut`].
+    #[must_use]
+    pub fn answer_within(mut self, limit: Duration) -> Self {
+        self.answer_within = limit;
+        self
     }
 
     /// Asks the supervisor's DNS logic to answer `packet`, a question the
@@ -256,7 +273,15 @@ impl Supervisor {
             .send(request.to_pb(&self.binding))
             .await
             .map_err(|_| RelayError::Gone)?;
-        rx.await.map_err(|_| RelayError::Gone)
+        match tokio::time::timeout(self.answer_within, rx).await {
+            Ok(answer) => answer.map_err(|_| RelayError::Gone),
+            Err(_) => {
+                if let Ok(mut w) = self.waiting.lock() {
+                    w.remove(&id);
+                }
+                Err(RelayError::TimedOut(self.answer_within))
+            }
+        }
     }
 
     /// Reports a call the sandbox refused on its own, for the deny log.
@@ -298,13 +323,19 @@ impl Supervisor {
             .await
             .map_err(|_| RelayError::Gone)?;
         let pair = self.pair(destination.is_ipv6());
-        let mut down = opened
-            .response
+        let answer = async {
+            let mut down = opened
+                .response
+                .await
+                .map_err(|_| RelayError::Gone)??
+                .into_inner();
+            let first = down.next().await.ok_or(RelayError::Gone)??;
+            Ok::<_, RelayError>((down, first))
+        };
+        let (down, first) = tokio::time::timeout(self.answer_within, answer)
             .await
-            .map_err(|_| RelayError::Gone)??
-            .into_inner();
+            .map_err(|_| RelayError::TimedOut(self.answer_within))??;
         let mut order = RelayOrder::new();
-        let first = down.next().await.ok_or(RelayError::Gone)??;
         let answer = RelayDownKind::check(first, &self.binding)?;
         order.down(&answer)?;
         match answer {

@@ -1,0 +1,98 @@
+//! The sandbox's side of the protocol against a supervisor that greets it
+//! and then never answers: every question fails once its time is up, and
+//! nothing is allowed meanwhile.
+#![cfg(test)]
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use sandbox::relay::{RelayError, Supervisor};
+use sandbox_protocol::pb::{self, broker_server::Broker};
+use sandbox_protocol::{Binding, Caller, FromSandbox, FromSupervisor, transport};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+type Out<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+fn binding() -> Binding {
+    Binding {
+        sandbox_id: "silent".into(),
+        generation: 1,
+    }
+}
+
+/// Welcomes the sandbox, then reads everything and answers nothing.
+struct Silent;
+
+#[tonic::async_trait]
+impl Broker for Silent {
+    type ControlStream = Out<pb::SupervisorMessage>;
+    type RelayStream = Out<pb::RelayDown>;
+
+    async fn control(
+        &self,
+        request: Request<Streaming<pb::SandboxMessage>>,
+    ) -> Result<Response<Self::ControlStream>, Status> {
+        let mut incoming = request.into_inner();
+        let (tx, rx) = mpsc::channel(4);
+        tokio::spawn(async move {
+            while let Some(Ok(msg)) = incoming.next().await {
+                if let Ok(FromSandbox::Hello { .. }) = FromSandbox::check(msg, &binding()) {
+                    let _ = tx.send(Ok(FromSupervisor::Welcome.to_pb(&binding()))).await;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn relay(
+        &self,
+        request: Request<Streaming<pb::RelayUp>>,
+    ) -> Result<Response<Self::RelayStream>, Status> {
+        let mut incoming = request.into_inner();
+        while let Some(Ok(_)) = incoming.next().await {}
+        Err(Status::unavailable("never answered"))
+    }
+}
+
+fn caller() -> Caller {
+    Caller {
+        pid: 2,
+        tid: 2,
+        exe: b"/usr/bin/curl".to_vec(),
+        exe_deleted: false,
+        exe_sha256: None,
+        foreign_code: None,
+        writable_tree: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervisor_that_never_answers_gets_every_question_refused_in_time() {
+    let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+    tokio::spawn(transport::serve(Silent, theirs));
+    let digest = format!("sha256:{}", "0".repeat(64));
+    let limit = Duration::from_millis(300);
+    let supervisor = Supervisor::attach(ours, binding(), digest)
+        .await
+        .unwrap()
+        .answer_within(limit);
+    let connect = supervisor
+        .connect(caller(), "192.0.2.1:443".parse().unwrap())
+        .await;
+    assert!(
+        matches!(connect, Err(RelayError::TimedOut(_))),
+        "{connect:?}"
+    );
+    let dns = supervisor.dns(None, pb::Transport::Udp, vec![0; 12]).await;
+    assert!(matches!(dns, Err(RelayError::TimedOut(_))), "{dns:?}");
+    let datagram = supervisor
+        .datagram(caller(), "192.0.2.1:53".parse().unwrap(), vec![1])
+        .await;
+    assert!(
+        matches!(datagram, Err(RelayError::TimedOut(_))),
+        "{datagram:?}"
+    );
+}
