@@ -4,10 +4,10 @@
 //! the supervisor as its judge ([`crate::judge`]), and the DNS stub
 //! ([`crate::dns_stub`]).
 //!
-//! The supervisor starts a relaying sandbox only in a network namespace of
-//! its own (`--netns new`): the broker takes every socket created in this
-//! namespace for the sandbox's own, so its loopback must be the sandbox's
-//! alone.
+//! In a network namespace of its own (`--netns new`) the broker takes
+//! every socket created in it for the sandbox's own; sharing the host's
+//! (`--netns none`), no socket is, and the workload's DNS goes to the
+//! stub by the broker's redirection.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -66,31 +66,42 @@ pub fn start(
     let digest = relay.bundle_digest.clone();
     // The stub listens before the workload may run: its first question
     // is answered.
-    let supervisor = handle
+    let own_network = relay.own_network;
+    let (supervisor, (stub_udp, stub_tcp)) = handle
         .block_on(handle.spawn(async move {
             let io = tokio::net::UnixStream::from_std(channel)?;
             let supervisor = Supervisor::attach(io, binding, digest).await?;
-            let (udp, tcp) = dns_stub::bind().await?;
+            let (udp, tcp) = dns_stub::bind(own_network).await?;
+            let stub = (udp.local_addr()?, tcp.local_addr()?);
             dns_stub::serve(udp, tcp, supervisor.clone());
-            Ok::<_, RelayError>(supervisor)
+            Ok::<_, RelayError>((supervisor, stub))
         }))
         .map_err(|e| attach(&e))?
         .map_err(|e| attach(&e))?;
-    let netns = std::fs::File::open("/proc/self/ns/net").map_err(|e| attach(&e))?;
     let own = enforcer::own_ids();
     let creds = user.filter(|u| (u.uid, u.gid) != own).map(|u| Creds {
         uid: u.uid,
         gid: u.gid,
         groups: u.groups.clone(),
     });
+    let mode = if own_network {
+        let netns = std::fs::File::open("/proc/self/ns/net").map_err(|e| attach(&e))?;
+        NetMode::Isolated {
+            netns: OwnedFd::from(netns),
+        }
+    } else {
+        NetMode::Shared {
+            stub_udp,
+            stub_tcp,
+            nameservers: dns_stub::host_nameservers(),
+        }
+    };
     let broker = Arc::new(Broker {
         judge: AskSupervisor {
             supervisor,
             identify: Identify::new(Some(writable), relay.hash_binaries),
         },
-        mode: NetMode::Isolated {
-            netns: OwnedFd::from(netns),
-        },
+        mode,
         creds,
         runtime: handle,
     });

@@ -2,6 +2,10 @@
 //! connect is asked of the supervisor over the sandbox protocol, and its
 //! answer carried out here.
 //!
+//! A TCP connect to one of the host's nameservers on port 53, when the
+//! workload shares the host's network, goes to the sandbox's DNS stub
+//! without asking.
+//!
 //! | answer | what the workload gets |
 //! |---|---|
 //! | relayed | a connected loopback socket at its fd number, pumped to the relay stream |
@@ -19,7 +23,12 @@ use std::sync::Arc;
 
 use sandbox_protocol::{MAX_REASON, RefusalReport};
 
-use crate::broker::{Broker, Call, Judge, Refusal, TcpConnect, perform_on_own_loopback};
+use policy_bundle::matcher::canonical_ip;
+
+use crate::broker::{
+    Broker, Call, Judge, NetMode, Refusal, TcpConnect, in_family, perform_on_own_loopback,
+    perform_to,
+};
 use crate::caller::{Identify, cut};
 use crate::relay::{Connect, RelayError, Supervisor};
 
@@ -34,6 +43,19 @@ pub struct AskSupervisor {
 
 impl Judge for AskSupervisor {
     fn tcp_connect(broker: &Arc<Broker<Self>>, call: Call, c: TcpConnect) {
+        // Sharing the host's network, the workload's resolver asks the
+        // host's nameservers: the stub answers instead.
+        if let NetMode::Shared {
+            stub_tcp,
+            nameservers,
+            ..
+        } = &broker.mode
+            && c.dst.port() == 53
+            && nameservers.contains(&canonical_ip(c.dst.ip()))
+        {
+            let stub = in_family(*stub_tcp, c.info.domain);
+            return perform_to(broker, call, c.sock, stub);
+        }
         let me = &broker.judge;
         let caller = me.identify.caller(call.tid());
         let cloexec = enforcer::fd_cloexec(call.tid(), c.fd);

@@ -79,6 +79,9 @@ pub struct RelayPlan {
     /// The bundle pins binaries by SHA-256: each caller's executable is
     /// hashed.
     pub hash_binaries: bool,
+    /// The workload has a network namespace of its own (only loopback);
+    /// otherwise it shares the host's.
+    pub own_network: bool,
 }
 
 /// Everything the sandbox needs to start the workload. Byte strings are

@@ -326,16 +326,16 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         .transpose()?;
     let own = workload::own_ids();
     let init_program = sandbox_program()?;
-    // Whenever openshell-sandbox runs the workload in namespaces of its
-    // own, it brokers the workload's calls and asks over the sandbox
-    // protocol; without a network namespace of its own the supervisor
-    // still takes the listener.
-    let relay = if mode == NetnsMode::New && new_pidns && init_program.is_some() {
+    // Whenever openshell-sandbox starts the workload, it brokers the
+    // workload's calls and asks over the sandbox protocol; without it the
+    // supervisor takes the listener.
+    let relay = if init_program.is_some() {
         plan.relay = Some(RelayPlan {
             sandbox_id: RELAY_SANDBOX_ID.into(),
             generation: 1,
             bundle_digest: bundle.digest.clone(),
             hash_binaries: crate::policy::pins(&bundle),
+            own_network: mode == NetnsMode::New,
         });
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()
             .map_err(LaunchError::io("make the channel to openshell-sandbox"))?;
@@ -497,30 +497,27 @@ fn serve(
         .build()
         .map_err(LaunchError::io("start the runtime"))?;
     let _entered = runtime.enter();
-    // A relaying sandbox runs its own stub, which asks over the channel.
-    let (net_mode, stub) = match mode {
-        NetnsMode::New => {
+    // A relaying sandbox brokers, and runs its own stub, which asks over
+    // the channel; otherwise the supervisor does both.
+    let brokering = match (relay.is_some(), mode) {
+        (true, _) => None,
+        (false, NetnsMode::New) => {
             let netns = enforcer::open_netns(pending.workload_pid())
                 .map_err(LaunchError::io("open the sandbox's network namespace"))?;
-            let stub = match relay {
-                Some(_) => None,
-                None => Some(
-                    StubSockets::in_namespace(netns.as_fd())
-                        .map_err(LaunchError::io("bind the DNS stub in the sandbox"))?,
-                ),
-            };
-            (NetMode::Isolated { netns }, stub)
+            let stub = StubSockets::in_namespace(netns.as_fd())
+                .map_err(LaunchError::io("bind the DNS stub in the sandbox"))?;
+            Some((NetMode::Isolated { netns }, stub))
         }
-        NetnsMode::None => {
+        (false, NetnsMode::None) => {
             let stub = StubSockets::ephemeral().map_err(LaunchError::io("bind the DNS stub"))?;
             let (stub_udp, stub_tcp) =
                 stub.addrs().map_err(LaunchError::io("bind the DNS stub"))?;
             let mode = NetMode::Shared {
                 stub_udp,
                 stub_tcp,
-                nameservers: dns::host_nameservers(),
+                nameservers: sandbox::dns_stub::host_nameservers(),
             };
-            (mode, Some(stub))
+            Some((mode, stub))
         }
     };
     let attribution_for_broker = Arc::clone(&attribution);
@@ -530,10 +527,14 @@ fn serve(
         resolver: dns::resolver(args.dns_upstream),
         log: Arc::clone(&log),
     });
-    if let Some(stub) = stub {
-        stub.serve(Arc::clone(&answerer))
-            .map_err(LaunchError::io("serve the DNS stub"))?;
-    }
+    let net_mode = match brokering {
+        Some((net_mode, stub)) => {
+            stub.serve(Arc::clone(&answerer))
+                .map_err(LaunchError::io("serve the DNS stub"))?;
+            Some(net_mode)
+        }
+        None => None,
+    };
     // The sandbox attaches before it lets the workload exec: the protocol
     // is served now, its connects once the decider below is set.
     let deciding = Deciding::default();
@@ -626,12 +627,8 @@ fn serve(
         proxy: Some(Arc::clone(&proxy) as Arc<dyn ProxyHandoff>),
         runtime: runtime.handle().clone(),
     };
-    match listener {
-        // openshell-sandbox brokers, and asks.
-        None => {
-            let _ = deciding.set(Arc::new(connector));
-        }
-        Some(listener) => {
+    match (listener, net_mode) {
+        (Some(listener), Some(net_mode)) => {
             let broker = Arc::new(Broker {
                 judge: connector,
                 mode: net_mode,
@@ -642,6 +639,10 @@ fn serve(
                 .name("broker".into())
                 .spawn(move || sandbox::broker::serve(&broker, listener))
                 .map_err(LaunchError::io("start the broker"))?;
+        }
+        // openshell-sandbox brokers, and asks.
+        _ => {
+            let _ = deciding.set(Arc::new(connector));
         }
     }
     if args.verbose {

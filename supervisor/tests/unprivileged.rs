@@ -40,6 +40,14 @@ fn as_nobody(net: &TestNet, bin: &std::path::Path) -> std::process::Command {
 
 #[test]
 fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
+    // Relayed by openshell-sandbox, and brokered by the supervisor where
+    // openshell-sandbox is missing.
+    for with_sandbox in [true, false] {
+        falls_back_to_none_and_still_brokers(with_sandbox);
+    }
+}
+
+fn falls_back_to_none_and_still_brokers(with_sandbox: bool) {
     let net = TestNet::new();
     // The metadata address the workload tries is hosted by this namespace.
     net.host("169.254.169.254/32");
@@ -54,6 +62,9 @@ fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
     );
     let b = bundle(&dir, "unpriv", &body);
     let bin = copy_for_nobody(&dir, "openshell-supervisor");
+    if with_sandbox {
+        copy_for_nobody(&dir, "openshell-sandbox");
+    }
     let log = dir.log();
     std::fs::write(&log, "").unwrap();
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -91,10 +102,21 @@ fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
     let out = output(cmd);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("--netns none"), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).contains("openshell-sandbox` is missing"),
+        !with_sandbox,
+        "{}",
+        stderr(&out)
+    );
     // Allowed by name; a closed port by name and the bare loopback address
     // (no local shortcut without a namespace of its own) and metadata are
     // refused by the broker; a datagram is refused.
-    assert_eq!(stdout(&out), "ok\n111\n111\n111\n13\n", "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "ok\n111\n111\n111\n13\n",
+        "sandbox {with_sandbox}: {}",
+        stderr(&out)
+    );
     let log = log_lines(&log);
     let denied: Vec<(&str, u64)> = log
         .iter()

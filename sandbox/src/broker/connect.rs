@@ -148,12 +148,7 @@ fn udp_connect<J: Judge>(
             nameservers,
             ..
         } if dst.port() == 53 && nameservers.contains(&ip) => {
-            let stub = match (info.domain, stub_udp) {
-                (libc::AF_INET6, SocketAddr::V4(v4)) => {
-                    SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
-                }
-                (_, s) => *s,
-            };
+            let stub = in_family(*stub_udp, info.domain);
             perform(broker, call.clone(), sock, sockaddr(stub));
         }
         _ => refuse("UDP goes only to the sandbox's DNS stub"),
@@ -261,6 +256,24 @@ pub fn perform_on_own_loopback<J: Judge>(
             Err(e) => call.fail(e.raw()),
         }
     });
+}
+
+/// `addr` as a socket of `domain` names it (IPv4 as IPv4-mapped IPv6 on an
+/// IPv6 socket).
+#[must_use]
+pub fn in_family(addr: SocketAddr, domain: i32) -> SocketAddr {
+    match (domain, addr) {
+        (libc::AF_INET6, SocketAddr::V4(v4)) => {
+            SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
+        }
+        _ => addr,
+    }
+}
+
+/// Connects the workload's own socket to `dst`, the DNS stub a connect to
+/// a host nameserver goes to, as [`perform`] does.
+pub fn perform_to<J: Judge>(broker: &Arc<Broker<J>>, call: Call, sock: OwnedFd, dst: SocketAddr) {
+    perform(broker, call, sock, sockaddr(dst));
 }
 
 fn sockaddr(dst: SocketAddr) -> SockAddr {

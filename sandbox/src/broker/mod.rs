@@ -18,7 +18,7 @@ mod connect;
 mod listen;
 mod send;
 
-pub use connect::perform_on_own_loopback;
+pub use connect::{in_family, perform_on_own_loopback, perform_to};
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};

@@ -12,7 +12,7 @@
 mod answer;
 mod names;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,25 +147,4 @@ pub fn resolver(upstream: Option<SocketAddr>) -> Option<TokioResolver> {
     opts.timeout = Duration::from_secs(3);
     opts.attempts = 2;
     builder.build().ok()
-}
-
-/// The nameservers the host's `/etc/resolv.conf` names (glibc's default,
-/// the loopback, when it names none): under `--netns none`, a connect to
-/// one of them on port 53 goes to the stub.
-#[must_use]
-pub fn host_nameservers() -> Vec<IpAddr> {
-    let text = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-    let mut out: Vec<IpAddr> = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("nameserver"))
-        .filter_map(|v| v.trim().split('%').next()?.parse().ok())
-        .map(policy_bundle::matcher::canonical_ip)
-        .collect();
-    if out.is_empty() {
-        out = vec![
-            IpAddr::from([127, 0, 0, 1]),
-            IpAddr::from([0_u16, 0, 0, 0, 0, 0, 0, 1]),
-        ];
-    }
-    out
 }
