@@ -1,11 +1,13 @@
-//! `openshell-sandbox --plan-fd P --control-fd C`: started by the
-//! supervisor (`enforcer::spawn_init`) inside the workload's namespaces,
-//! it reads the launch plan, applies the bundle's kernel tables to the
-//! workload it forks (Landlock and the seccomp filter, installed by the
-//! workload before its `exec`), hands the seccomp listener up over the
-//! launch link (`SCM_RIGHTS`), lets the workload run on the supervisor's
-//! go, and is then its PID 1 ([`crate::pid1`]) until it ends, when the
-//! status goes back over the link.
+//! `openshell-sandbox --plan-fd P --control-fd C [--relay-fd R]`:
+//! started by the supervisor (`enforcer::spawn_init`) inside the
+//! workload's namespaces, it reads the launch plan, applies the bundle's
+//! kernel tables to the workload it forks (Landlock and the seccomp
+//! filter, installed by the workload before its `exec`), keeps the
+//! seccomp listener and brokers ([`crate::brokering`], with the channel
+//! R, as a plan with a relay asks) or hands it up over the launch link
+//! (`SCM_RIGHTS`), lets the workload run on the supervisor's go, and is
+//! then its PID 1 ([`crate::pid1`]) until it ends, when the status goes
+//! back over the link.
 //!
 //! Any failure before the workload runs is reported over the link, and
 //! the workload never runs; a supervisor that is gone before the go (the

@@ -3,16 +3,18 @@
 //! decide_connection`, the reference evaluator the prover is tested
 //! against; this module only chooses its inputs.
 //!
-//! - **Binary**: `/proc/<tid>/exe`, the kernel's reference to the file being
-//!   run; its SHA-256 (through the enforcer's fingerprint cache) only when
-//!   some identity pins one. A binary deleted since its exec is refused: its
-//!   path no longer says which file it was. A binary the policy names
-//!   through a symbolic link is decided under that name too
-//!   ([`crate::broker::aliases`]).
-//! - **Its code**: once a connection is allowed, the files the process has
-//!   mapped executable ([`Decider::foreign_code`]). A library the workload
-//!   could have written (`LD_PRELOAD`, `LD_AUDIT`, `dlopen`, ctypes) runs
-//!   behind the binary's identity, so that identity no longer holds.
+//! - **Binary**: what openshell-sandbox read of the caller through
+//!   `/proc/<tid>/exe` (`sandbox::caller`): the kernel's reference to the
+//!   file being run, and its SHA-256 when some identity pins one. A binary
+//!   deleted since its exec is refused: its path no longer says which file
+//!   it was. A binary the policy names through a symbolic link is decided
+//!   under that name too ([`crate::broker::aliases`]).
+//! - **Its code**: once a connection is allowed, what the sandbox found
+//!   mapped executable (`sandbox::writable::Writable::foreign_code`): a
+//!   library the workload could have written (`LD_PRELOAD`, `LD_AUDIT`,
+//!   `dlopen`, ctypes) runs behind the binary's identity, so that identity
+//!   no longer holds; and a program in a tree the workload can write
+//!   ([`Decider::planted_in`]).
 //! - **Destination**: every name the DNS stub gave the workload for the
 //!   address is tried (the operator's `--resolve` names the workload asked
 //!   for first, then the most recent answer), each as `host = Some(name),
@@ -28,22 +30,16 @@
 //!   out is dropped, so the operator names the address but cannot widen a
 //!   rule's own address list.
 
-use std::io;
 use std::net::IpAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use enforcer::FingerprintCache;
 use policy_bundle::Dest;
 use policy_bundle::Via;
 use policy_bundle::eval::{ConnectionDecision, Evaluator, Reason};
 
 use crate::attribution::{Attributed, Attribution};
 use crate::policy::{Active, Policy};
-use sandbox::writable::Writable;
-
-/// How many binaries' hashes are kept.
-const FINGERPRINTS: usize = 256;
 
 /// The calling binary as the decision sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,10 +84,6 @@ impl Decision {
 pub struct Decider {
     policy: Arc<Policy>,
     attribution: Arc<Attribution>,
-    hashes: Mutex<FingerprintCache>,
-    /// What the workload can write, for [`Self::foreign_code`]; `None`
-    /// skips that check.
-    writable: Option<Arc<Writable>>,
 }
 
 impl Decider {
@@ -100,45 +92,19 @@ impl Decider {
         Self {
             policy,
             attribution,
-            hashes: Mutex::new(FingerprintCache::new(FINGERPRINTS)),
-            writable: None,
         }
     }
 
-    /// Checks the code of every process whose connection is allowed
-    /// against what the workload can write.
-    #[must_use]
-    pub fn with_code_check(mut self, writable: Arc<Writable>) -> Self {
-        self.writable = Some(writable);
-        self
-    }
-
-    /// Why the identity of `binary`, run by thread `tid`, does not vouch
-    /// for the code that thread's process runs ([`Writable::foreign_code`]),
-    /// or `None` when it does.
-    #[must_use]
-    pub fn foreign_code(&self, tid: u32, binary: &Binary) -> Option<String> {
-        self.writable.as_ref()?.foreign_code(tid, &binary.path)
-    }
-
     /// Why an allowed connection from `binary` to `ip:port` is refused
-    /// after all because the workload could have written the program: it
-    /// lies in a tree the workload may write (under any name a mount or a
-    /// link gives that tree), and only a rule without a SHA-256 pin allows
-    /// it. A pinned rule vouches for the file's content wherever it lies;
-    /// an unpinned one only for its path, which here names whatever the
-    /// workload put there. `check` reports such rules from the policy's
-    /// text (E0410); this is the same refusal for what the text cannot
-    /// show (a symbolic link, a bind mount, the working directory).
-    #[must_use]
-    pub fn planted_program(&self, binary: &Binary, ip: IpAddr, port: u16) -> Option<String> {
-        let writable = self.writable.as_ref()?;
-        let tree = writable.tree_of(Path::new(&binary.path))?;
-        self.planted_in(binary, tree, ip, port)
-    }
-
-    /// [`Self::planted_program`] for a binary the workload's side reported
-    /// to lie in `tree`, a tree the workload can write.
+    /// after all because the workload could have written the program:
+    /// openshell-sandbox reported it to lie in `tree`, a tree the workload
+    /// may write (under any name a mount or a link gives that tree), and
+    /// only a rule without a SHA-256 pin allows it. A pinned rule vouches
+    /// for the file's content wherever it lies; an unpinned one only for
+    /// its path, which here names whatever the workload put there. `check`
+    /// reports such rules from the policy's text (E0410); this is the same
+    /// refusal for what the text cannot show (a symbolic link, a bind
+    /// mount, the working directory).
     #[must_use]
     pub fn planted_in(
         &self,
@@ -165,26 +131,6 @@ impl Decider {
     #[must_use]
     pub fn policy(&self) -> &Arc<Policy> {
         &self.policy
-    }
-
-    /// Identifies the binary thread `tid` runs. The caller checks the
-    /// notification is still valid afterwards.
-    pub fn identify(&self, tid: u32) -> io::Result<Binary> {
-        let exe = enforcer::exe_path(tid)?;
-        let sha256 = if self.policy.current().pins {
-            let mut cache = self
-                .hashes
-                .lock()
-                .map_err(|_| io::Error::other("fingerprint cache poisoned"))?;
-            Some(cache.fingerprint(tid)?.sha256_hex())
-        } else {
-            None
-        };
-        Ok(Binary {
-            path: exe.path.to_string_lossy().into_owned(),
-            sha256,
-            deleted: exe.deleted,
-        })
     }
 
     /// Decides a connection from `binary` to `ip:port` with the policy in

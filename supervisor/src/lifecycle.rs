@@ -13,8 +13,7 @@
 //! signal fires.
 //!
 //! Without a PID namespace the supervisor is a child subreaper too, for
-//! whatever outlives the init (or all of it, without `openshell-sandbox`
-//! beside the supervisor): when
+//! whatever outlives the init: when
 //! the workload ends (or times out), every remaining descendant is killed
 //! and reaped before the supervisor exits. Processes that escaped both
 //! have lost the listener, so every trapped call fails (`ENOSYS`).

@@ -452,7 +452,6 @@ pub async fn local_pair(
         decider,
         log: Arc::clone(&log),
         proxy: None,
-        runtime: tokio::runtime::Handle::current(),
     });
     let (ours, theirs) = tokio::net::UnixStream::pair()?;
     let deciding = Deciding::default();

@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use enforcer::{ChildSpec, Credentials, ExitStatus, FsRule, InitSpec, SpawnError};
-use sandbox::broker::{Broker, Creds, NetMode};
+use enforcer::{ExitStatus, FsRule, InitSpec, SpawnError};
 use sandbox::plan::{LaunchPlan, PLAN_VERSION, PlanUser, RelayPlan};
 
 use crate::attribution::Attribution;
@@ -25,7 +24,7 @@ use crate::cli::{NetnsMode, RunArgs};
 use crate::credentials::Placeholders;
 use crate::decide::Decider;
 use crate::denylog::DenyLog;
-use crate::dns::{self, Answerer, DnsPolicy, StubSockets};
+use crate::dns::{self, Answerer, DnsPolicy};
 use crate::error::LaunchError;
 use crate::handoff::ProxyHandoff;
 use crate::l7::trust::{TrustFile, WORKLOAD_VARS};
@@ -105,32 +104,24 @@ struct Prepared {
     plan: LaunchPlan,
     noexec: Vec<CString>,
     exec_again: Vec<CString>,
-    init_program: Option<CString>,
-    caps: u64,
+    init_program: CString,
     abi: u8,
     proxy_parts: l7::Prepared,
     trust: TrustFile,
     proxy_setup: Duration,
-    ruleset: enforcer::PreparedRuleset,
     identity: Option<workload::Identity>,
-    can_switch: bool,
     own: (libc::uid_t, libc::gid_t),
     writable: Arc<Writable>,
     bundle_path: PathBuf,
-    filter: enforcer::PreparedFilter,
     placeholders: Arc<Placeholders>,
-    program: CString,
-    argv: Vec<CString>,
-    envp: Vec<CString>,
-    cwd: CString,
     log: Arc<DenyLog>,
     attribution: Arc<Attribution>,
     dns_policy: Arc<Swap<DnsPolicy>>,
     resolv: Option<tempfile::TempDir>,
     resolv_source: Option<CString>,
     transcript: Option<Transcript>,
-    /// With `--relay`: the channel to openshell-sandbox.
-    relay: Option<Channel>,
+    /// The channel to openshell-sandbox.
+    relay: Channel,
 }
 
 /// Both ends of the channel to openshell-sandbox, until it has inherited
@@ -264,7 +255,9 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         ));
         plan.root_workload = true;
     }
-    let filter = enforcer::build(&plan.filter_spec()?).map_err(LaunchError::Seccomp)?;
+    // Built here only to refuse, before any process exists, a filter this
+    // kernel cannot load; openshell-sandbox builds its own from the plan.
+    enforcer::build(&plan.filter_spec()?).map_err(LaunchError::Seccomp)?;
     let placeholders = Arc::new(Placeholders::default());
     let mut given: Vec<(String, std::ffi::OsString)> = WORKLOAD_VARS
         .iter()
@@ -284,7 +277,6 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     let program = path_cstring(&program)?;
     let argv = workload::argv(&args.command)?;
     let envp = workload::envp(&env)?;
-    let cwd = path_cstring(&workdir)?;
     plan.user = identity
         .as_ref()
         .filter(|i| (i.uid, i.gid) != workload::own_ids() || can_switch)
@@ -326,23 +318,18 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         .transpose()?;
     let own = workload::own_ids();
     let init_program = sandbox_program()?;
-    // Whenever openshell-sandbox starts the workload, it brokers the
-    // workload's calls and asks over the sandbox protocol; without it the
-    // supervisor takes the listener.
-    let relay = if init_program.is_some() {
-        plan.relay = Some(RelayPlan {
-            sandbox_id: RELAY_SANDBOX_ID.into(),
-            generation: 1,
-            bundle_digest: bundle.digest.clone(),
-            hash_binaries: crate::policy::pins(&bundle),
-            own_network: mode == NetnsMode::New,
-        });
-        let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-            .map_err(LaunchError::io("make the channel to openshell-sandbox"))?;
-        Some(Channel { ours, theirs })
-    } else {
-        None
-    };
+    // openshell-sandbox brokers the workload's calls and asks over the
+    // sandbox protocol.
+    plan.relay = Some(RelayPlan {
+        sandbox_id: RELAY_SANDBOX_ID.into(),
+        generation: 1,
+        bundle_digest: bundle.digest.clone(),
+        hash_binaries: crate::policy::pins(&bundle),
+        own_network: mode == NetnsMode::New,
+    });
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+        .map_err(LaunchError::io("make the channel to openshell-sandbox"))?;
+    let relay = Channel { ours, theirs };
     Ok(Prepared {
         gateway,
         from_gateway,
@@ -354,23 +341,15 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         exec_again,
         init_program,
         relay,
-        caps,
         abi,
         proxy_parts,
         trust,
         proxy_setup,
-        ruleset,
         identity,
-        can_switch,
         own,
         writable,
         bundle_path,
-        filter,
         placeholders,
-        program,
-        argv,
-        envp,
-        cwd,
         log,
         attribution,
         dns_policy,
@@ -380,79 +359,37 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     })
 }
 
-/// The fork: the child sets itself up and waits for its go. With
-/// `openshell-sandbox` beside the supervisor, the child execs it, and it
-/// applies the plan to the workload it forks; otherwise the child is the
-/// workload (under an init forked from this process, in a PID namespace).
+/// The fork: the child enters the workload's namespaces and execs
+/// `openshell-sandbox` with the launch plan, the launch link and its end
+/// of the channel; it applies the plan to the workload it forks, which
+/// waits for its go.
 fn spawn(p: &Prepared) -> Result<enforcer::Pending, LaunchError> {
-    let (mode, caps, can_switch, own) = (p.mode, p.caps, p.can_switch, p.own);
-    let new_pidns = p.new_pidns;
-    let Prepared {
-        identity,
-        resolv_source,
-        transcript,
-        cwd,
-        ruleset,
-        filter,
-        program,
-        argv,
-        envp,
-        ..
-    } = p;
+    let transcript = &p.transcript;
     let stdio = [
         None,
         transcript.as_ref().map(|t| t.child_out.as_fd()),
         transcript.as_ref().map(|t| t.child_err.as_fd()),
     ];
-    let bind_file = resolv_source.as_deref().map(|s| (s, c"/etc/resolv.conf"));
+    let bind_file = p.resolv_source.as_deref().map(|s| (s, c"/etc/resolv.conf"));
     // Without a PID namespace of its own, orphans come to the supervisor.
-    if !new_pidns {
+    if !p.new_pidns {
         let _ = enforcer::set_child_subreaper();
     }
-    if let Some(init) = &p.init_program {
-        let plan = enforcer::memory_file(c"launch-plan", &p.plan.to_bytes())
-            .map_err(LaunchError::io("write the launch plan"))?;
-        let spec = InitSpec {
-            new_netns: mode == NetnsMode::New,
-            bind_file,
-            new_pidns,
-            noexec: &p.noexec,
-            exec_again: &p.exec_again,
-            stdio,
-            program: init,
-            args: &[],
-            plan: plan.as_fd(),
-            relay: p.relay.as_ref().map(|c| c.theirs.as_fd()),
-        };
-        return enforcer::spawn_init(&spec).map_err(LaunchError::Spawn);
-    }
-    let groups = identity.as_ref().map(|i| [i.gid]);
-    let child_identity = identity
-        .as_ref()
-        .zip(groups.as_ref())
-        .map(|(i, g)| Credentials {
-            uid: i.uid,
-            gid: i.gid,
-            groups: g,
-        });
-    let spec = ChildSpec {
-        new_netns: mode == NetnsMode::New,
+    let plan = enforcer::memory_file(c"launch-plan", &p.plan.to_bytes())
+        .map_err(LaunchError::io("write the launch plan"))?;
+    let spec = InitSpec {
+        new_netns: p.mode == NetnsMode::New,
         bind_file,
-        new_pidns,
+        new_pidns: p.new_pidns,
         noexec: &p.noexec,
         exec_again: &p.exec_again,
         stdio,
-        drop_bounding: has_cap(caps, CAP_SETPCAP),
-        last_cap: enforcer::cap_last_cap().map_err(LaunchError::io("read cap_last_cap"))?,
-        identity: child_identity.filter(|c| (c.uid, c.gid) != own || can_switch),
-        cwd,
-        ruleset,
-        filter,
-        program,
-        argv,
-        envp,
+        program: &p.init_program,
+        args: &[],
+        plan: plan.as_fd(),
+        relay: Some(p.relay.theirs.as_fd()),
     };
-    enforcer::spawn(&spec).map_err(LaunchError::Spawn)
+    enforcer::spawn_init(&spec).map_err(LaunchError::Spawn)
 }
 
 /// After the fork: the runtime, the DNS stub, the go, the proxy, the broker
@@ -485,10 +422,9 @@ fn serve(
         relay,
         ..
     } = p;
-    let listener = pending.take_listener();
-    if listener.is_none() && relay.is_none() {
+    if pending.take_listener().is_some() {
         return Err(LaunchError::Usage(
-            "the child did not hand over its listener".into(),
+            "openshell-sandbox handed its listener over instead of brokering: install the openshell-sandbox built with this supervisor".into(),
         ));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -497,29 +433,6 @@ fn serve(
         .build()
         .map_err(LaunchError::io("start the runtime"))?;
     let _entered = runtime.enter();
-    // A relaying sandbox brokers, and runs its own stub, which asks over
-    // the channel; otherwise the supervisor does both.
-    let brokering = match (relay.is_some(), mode) {
-        (true, _) => None,
-        (false, NetnsMode::New) => {
-            let netns = enforcer::open_netns(pending.workload_pid())
-                .map_err(LaunchError::io("open the sandbox's network namespace"))?;
-            let stub = StubSockets::in_namespace(netns.as_fd())
-                .map_err(LaunchError::io("bind the DNS stub in the sandbox"))?;
-            Some((NetMode::Isolated { netns }, stub))
-        }
-        (false, NetnsMode::None) => {
-            let stub = StubSockets::ephemeral().map_err(LaunchError::io("bind the DNS stub"))?;
-            let (stub_udp, stub_tcp) =
-                stub.addrs().map_err(LaunchError::io("bind the DNS stub"))?;
-            let mode = NetMode::Shared {
-                stub_udp,
-                stub_tcp,
-                nameservers: sandbox::dns_stub::host_nameservers(),
-            };
-            Some((mode, stub))
-        }
-    };
     let attribution_for_broker = Arc::clone(&attribution);
     let answerer = Arc::new(Answerer {
         policy: Arc::clone(&dns_policy),
@@ -527,49 +440,30 @@ fn serve(
         resolver: dns::resolver(args.dns_upstream),
         log: Arc::clone(&log),
     });
-    let net_mode = match brokering {
-        Some((net_mode, stub)) => {
-            stub.serve(Arc::clone(&answerer))
-                .map_err(LaunchError::io("serve the DNS stub"))?;
-            Some(net_mode)
-        }
-        None => None,
-    };
     // The sandbox attaches before it lets the workload exec: the protocol
     // is served now, its connects once the decider below is set.
     let deciding = Deciding::default();
-    let mut _relaying = None;
-    if let Some(Channel { ours, theirs }) = relay {
-        drop(theirs);
-        ours.set_nonblocking(true)
-            .map_err(LaunchError::io("use the channel to openshell-sandbox"))?;
-        let binding = sandbox_protocol::Binding {
-            sandbox_id: RELAY_SANDBOX_ID.into(),
-            generation: 1,
-        };
-        let side = SupervisorSide::new(
-            Arc::clone(&deciding),
-            Arc::clone(&log),
-            answerer,
-            binding,
-            bundle.digest.clone(),
-        );
-        let (relay_runtime, stop) = relay_thread()?;
-        relay_runtime.spawn(async move {
-            let io = tokio::net::UnixStream::from_std(ours)?;
-            sandbox_protocol::transport::serve(side, io).await?;
-            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-        });
-        _relaying = Some(stop);
-    }
-    let creds = identity
-        .as_ref()
-        .filter(|i| (i.uid, i.gid) != own)
-        .map(|i| Creds {
-            uid: i.uid,
-            gid: i.gid,
-            groups: vec![i.gid],
-        });
+    let Channel { ours, theirs } = relay;
+    drop(theirs);
+    ours.set_nonblocking(true)
+        .map_err(LaunchError::io("use the channel to openshell-sandbox"))?;
+    let binding = sandbox_protocol::Binding {
+        sandbox_id: RELAY_SANDBOX_ID.into(),
+        generation: 1,
+    };
+    let side = SupervisorSide::new(
+        Arc::clone(&deciding),
+        Arc::clone(&log),
+        answerer,
+        binding,
+        bundle.digest.clone(),
+    );
+    let (relay_runtime, _relaying) = relay_thread()?;
+    relay_runtime.spawn(async move {
+        let io = tokio::net::UnixStream::from_std(ours)?;
+        sandbox_protocol::transport::serve(side, io).await?;
+        Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    });
     // Opened while the child waits for its go: it cannot have exited.
     let root = Arc::new(workload_root(pending.workload_pid())?);
     let running = pending.start().map_err(LaunchError::Spawn)?;
@@ -596,10 +490,10 @@ fn serve(
         }
     }
     let policy = Arc::new(Policy::new(active));
-    let decider = Arc::new(
-        Decider::new(Arc::clone(&policy), Arc::clone(&attribution_for_broker))
-            .with_code_check(Arc::clone(&writable)),
-    );
+    let decider = Arc::new(Decider::new(
+        Arc::clone(&policy),
+        Arc::clone(&attribution_for_broker),
+    ));
     let proxy = Proxy::start(proxy_parts, Arc::clone(&decider), Arc::clone(&log))
         .map_err(LaunchError::Proxy)?;
     let reloader = Arc::new(
@@ -625,26 +519,9 @@ fn serve(
         decider,
         log,
         proxy: Some(Arc::clone(&proxy) as Arc<dyn ProxyHandoff>),
-        runtime: runtime.handle().clone(),
     };
-    match (listener, net_mode) {
-        (Some(listener), Some(net_mode)) => {
-            let broker = Arc::new(Broker {
-                judge: connector,
-                mode: net_mode,
-                creds,
-                runtime: runtime.handle().clone(),
-            });
-            std::thread::Builder::new()
-                .name("broker".into())
-                .spawn(move || sandbox::broker::serve(&broker, listener))
-                .map_err(LaunchError::io("start the broker"))?;
-        }
-        // openshell-sandbox brokers, and asks.
-        _ => {
-            let _ = deciding.set(Arc::new(connector));
-        }
-    }
+    // openshell-sandbox's connects are decided from here on.
+    let _ = deciding.set(Arc::new(connector));
     if args.verbose {
         let who = identity.map_or_else(|| format!("uid {}", own.0), |i| i.name);
         note(&format!(
@@ -707,26 +584,22 @@ fn relay_thread() -> Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sende
     Ok((handle, stop))
 }
 
-/// The workload's root directory, where the bundle's binary paths are
-/// resolved, held open so that it outlives the first process.
 /// `openshell-sandbox` beside this executable, which the workload's init
 /// (PID 1 of its PID namespace, or a child subreaper without one) execs
-/// once it has forked the workload, so that it holds no copy of this
-/// process's memory (its secrets among it). Without it the init is a fork
-/// of the supervisor in a PID namespace, and the supervisor itself the
-/// subreaper otherwise; a note says so.
-fn sandbox_program() -> Result<Option<CString>, LaunchError> {
+/// once it has entered the namespaces, so that it holds no copy of this
+/// process's memory (its secrets among it). It brokers the workload's
+/// calls: without it nothing runs.
+fn sandbox_program() -> Result<CString, LaunchError> {
     let exe =
         std::env::current_exe().map_err(LaunchError::io("find the supervisor's executable"))?;
     let path = exe.with_file_name("openshell-sandbox");
     if !path.is_file() {
-        note(&format!(
-            "`{}` is missing: the workload's init is a fork of the supervisor, which holds a copy of its memory (without a PID namespace there is none, and the supervisor reaps); install openshell-sandbox beside openshell-supervisor",
+        return Err(LaunchError::Usage(format!(
+            "`{}` is missing: openshell-sandbox starts the workload and brokers its calls; install it beside openshell-supervisor",
             path.display()
-        ));
-        return Ok(None);
+        )));
     }
-    path_cstring(&path).map(Some)
+    path_cstring(&path)
 }
 
 /// The trees to mount `noexec` in the workload's mount namespace, and
@@ -753,6 +626,8 @@ fn noexec_trees(
     Ok((cstrings(plan.noexec)?, cstrings(plan.exec_again)?))
 }
 
+/// The workload's root directory, where the bundle's binary paths are
+/// resolved, held open so that it outlives the first process.
 fn workload_root(pid: u32) -> Result<std::fs::File, LaunchError> {
     std::fs::File::open(format!("/proc/{pid}/root"))
         .map_err(LaunchError::io("open the workload's root directory"))

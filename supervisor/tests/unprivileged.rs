@@ -11,8 +11,16 @@ use std::os::unix::fs::PermissionsExt;
 
 use common::{Dir, SYSTEM, TestNet, bundle, clients, log_lines, output, stderr, stdout};
 
+/// Copies of the workspace's supervisor and openshell-sandbox in `dir`,
+/// where `nobody` may run them whatever the checkout's modes; the
+/// supervisor's path.
+fn supervisor_for_nobody(dir: &Dir) -> std::path::PathBuf {
+    copy_for_nobody(dir, "openshell-sandbox");
+    copy_for_nobody(dir, "openshell-supervisor")
+}
+
 /// A copy of the workspace's binary `name` in `dir`, where `nobody` may
-/// run it whatever the checkout's modes.
+/// run it.
 fn copy_for_nobody(dir: &Dir, name: &str) -> std::path::PathBuf {
     let from = std::path::Path::new(common::SUPERVISOR).with_file_name(name);
     let to = dir.join(name);
@@ -40,14 +48,6 @@ fn as_nobody(net: &TestNet, bin: &std::path::Path) -> std::process::Command {
 
 #[test]
 fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
-    // Relayed by openshell-sandbox, and brokered by the supervisor where
-    // openshell-sandbox is missing.
-    for with_sandbox in [true, false] {
-        falls_back_to_none_and_still_brokers(with_sandbox);
-    }
-}
-
-fn falls_back_to_none_and_still_brokers(with_sandbox: bool) {
     let net = TestNet::new();
     // The metadata address the workload tries is hosted by this namespace.
     net.host("169.254.169.254/32");
@@ -61,10 +61,7 @@ fn falls_back_to_none_and_still_brokers(with_sandbox: bool) {
         clients()
     );
     let b = bundle(&dir, "unpriv", &body);
-    let bin = copy_for_nobody(&dir, "openshell-supervisor");
-    if with_sandbox {
-        copy_for_nobody(&dir, "openshell-sandbox");
-    }
+    let bin = supervisor_for_nobody(&dir);
     let log = dir.log();
     std::fs::write(&log, "").unwrap();
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -102,21 +99,10 @@ fn falls_back_to_none_and_still_brokers(with_sandbox: bool) {
     let out = output(cmd);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("--netns none"), "{}", stderr(&out));
-    assert_eq!(
-        stderr(&out).contains("openshell-sandbox` is missing"),
-        !with_sandbox,
-        "{}",
-        stderr(&out)
-    );
     // Allowed by name; a closed port by name and the bare loopback address
     // (no local shortcut without a namespace of its own) and metadata are
     // refused by the broker; a datagram is refused.
-    assert_eq!(
-        stdout(&out),
-        "ok\n111\n111\n111\n13\n",
-        "sandbox {with_sandbox}: {}",
-        stderr(&out)
-    );
+    assert_eq!(stdout(&out), "ok\n111\n111\n111\n13\n", "{}", stderr(&out));
     let log = log_lines(&log);
     let denied: Vec<(&str, u64)> = log
         .iter()
@@ -160,7 +146,7 @@ fn a_workload_of_the_same_user_cannot_read_the_supervisors_memory_or_environment
         clients()
     );
     let b = bundle(&dir, "sameuser", &body);
-    let bin = copy_for_nobody(&dir, "openshell-supervisor");
+    let bin = supervisor_for_nobody(&dir);
     let code = [
         "import os",
         "ppid=os.getppid()",
@@ -214,7 +200,7 @@ fn a_workload_of_the_same_user_cannot_change_the_supervisors_limits_or_priority(
         clients()
     );
     let b = bundle(&dir, "limits", &body);
-    let bin = copy_for_nobody(&dir, "openshell-supervisor");
+    let bin = supervisor_for_nobody(&dir);
     let code = [
         "import ctypes,os,resource",
         "libc=ctypes.CDLL(None,use_errno=True)",
@@ -280,8 +266,7 @@ fn an_unprivileged_supervisor_runs_the_workload_under_openshell_sandbox() {
         clients()
     );
     let b = bundle(&dir, "subreaper", &body);
-    copy_for_nobody(&dir, "openshell-sandbox");
-    let bin = copy_for_nobody(&dir, "openshell-supervisor");
+    let bin = supervisor_for_nobody(&dir);
     let marker = format!("62.{}", std::process::id());
     let code = [
         "import os,subprocess",
@@ -321,4 +306,38 @@ fn an_unprivileged_supervisor_runs_the_workload_under_openshell_sandbox() {
         .map(|e| e.file_name())
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// openshell-sandbox starts the workload and brokers its calls: a
+/// supervisor without it beside runs nothing, and says what to install.
+#[test]
+fn without_openshell_sandbox_nothing_runs() {
+    let net = TestNet::new();
+    let dir = Dir::new();
+    let body = format!(
+        "  landlock hard min_abi 4\n{SYSTEM}  binaries clients = {}\n",
+        clients()
+    );
+    let b = bundle(&dir, "alone", &body);
+    let bin = copy_for_nobody(&dir, "openshell-supervisor");
+    let marker = dir.join("ran");
+    let mut cmd = as_nobody(&net, &bin);
+    cmd.args([
+        "run",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--workdir",
+        dir.path().to_str().unwrap(),
+        "--",
+        "/usr/bin/touch",
+        marker.to_str().unwrap(),
+    ]);
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is missing") && stderr(&out).contains("install it beside"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!marker.exists(), "the workload ran");
 }

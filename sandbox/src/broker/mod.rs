@@ -4,9 +4,8 @@
 //! One thread receives notifications (the listener has a single consumer)
 //! and answers everything that needs no waiting on the spot: refusals,
 //! sends, local connects. What only a policy can decide, a TCP connect to
-//! an IP address, goes to the [`Judge`]: the supervisor's own decider when
-//! the supervisor holds the listener, or the supervisor across the sandbox
-//! protocol when the sandbox does. Either way the answer is carried out on
+//! an IP address, goes to the [`Judge`] (the supervisor, asked across the
+//! sandbox protocol: [`crate::judge`]), whose answer is carried out on
 //! tokio, off this thread.
 //!
 //! No answer is ever "continue" for a `connect`: the kernel would re-read

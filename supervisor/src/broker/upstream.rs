@@ -1,145 +1,18 @@
-//! An allowed connection: the supervisor connects from its own namespace
-//! and installs the established socket at the workload's fd number.
-//!
-//! The replacement has the workload socket's domain, type and protocol
-//! (`IPPROTO_MPTCP` stays MPTCP), its blocking mode, its `FD_CLOEXEC`, and
-//! the options a client sets before connecting (`TCP_NODELAY`,
-//! keep-alive, send and receive timeouts). Only an *established* socket is
-//! installed: a socket whose connect failed could be connected again, and
-//! one that lives in the supervisor's namespace must never connect
-//! anywhere the broker did not decide. The workload's thread therefore
-//! waits for the handshake (at most [`CONNECT_TIMEOUT`]) and its `connect`
-//! returns 0, also on a non-blocking socket, which every event loop
-//! accepts.
-//!
-//! The socket goes in with `SECCOMP_IOCTL_NOTIF_ADDFD` (`SETFD`) and the
-//! call is then answered with 0: `SETFD|SEND` would make `connect` return
-//! the fd number, which callers testing `!= 0` take for failure.
+//! An allowed connection's upstream: opened from the supervisor's own
+//! namespace, to the destination, or to the L7 proxy (announced first)
+//! for an inspected route, and established within [`CONNECT_TIMEOUT`]
+//! before openshell-sandbox is told it is connected, so that the
+//! workload's `connect` fails as the destination refused it.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
-use std::time::Duration;
 
-use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
-
-use enforcer::SocketInfo;
-use sandbox::broker::{Call, TcpConnect};
+use socket2::{Domain, Protocol, Socket, Type};
 
 use super::Connector;
 use crate::decide::{Binary, Decision};
 use crate::denylog::NetEvent;
-use crate::handoff::{CONNECT_TIMEOUT, ProxiedConnection, ProxyHandoff, RELAYED_AS_L4};
-use enforcer::tgid_of;
-
-/// Where the brokered connection goes.
-#[derive(Debug, Clone)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one per trapped call, built once and moved; boxing would only add an allocation"
-)]
-pub(super) enum Target {
-    /// A route the bundle allows: the destination, or the L7 proxy.
-    Route { binary: Binary, decision: Decision },
-    /// The DNS stub's TCP listener (`--netns none`).
-    Stub(SocketAddr),
-}
-
-pub(super) fn broker(me: &Connector, call: Call, c: &TcpConnect, target: Target) {
-    let (fd, info, dst) = (c.fd, c.info, c.dst);
-    let cloexec = match enforcer::fd_cloexec(call.tid(), fd) {
-        Ok(c) => c,
-        Err(_) => return call.fail(libc::EBADF),
-    };
-    let sock = match replacement(&c.sock, info) {
-        Ok(s) => s,
-        Err(e) => return call.fail(e.raw_os_error().unwrap_or(libc::EIO)),
-    };
-    let who = Who {
-        pid: tgid_of(call.tid()),
-        tid: call.tid(),
-    };
-    let (connect_to, proxied) = match route(me, who, &sock, dst, &target) {
-        Ok(r) => r,
-        Err(e) => return call.fail(e.raw_os_error().unwrap_or(libc::EIO)),
-    };
-    // The common case, a nearby destination: the handshake is over by the
-    // time `connect` returns, and the socket is installed right here.
-    sock.set_nonblocking(true).ok();
-    match sock.connect(&connect_to.into()) {
-        Ok(()) => return install(&call, &sock, fd, info, cloexec),
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-        Err(e) => return give_up(me.proxy.as_ref(), &call, proxied, &e),
-    }
-    if enforcer::wait_writable(sock.as_fd(), Duration::ZERO).unwrap_or(false) {
-        return match sock.take_error() {
-            Ok(None) => install(&call, &sock, fd, info, cloexec),
-            Ok(Some(e)) | Err(e) => give_up(me.proxy.as_ref(), &call, proxied, &e),
-        };
-    }
-    let proxy = me.proxy.clone();
-    me.runtime.spawn(async move {
-        match established(sock).await {
-            Ok(sock) => install(&call, &sock, fd, info, cloexec),
-            Err(e) => give_up(proxy.as_ref(), &call, proxied, &e),
-        }
-    });
-}
-
-/// Installs the established `sock` at the workload's `fd` and lets its
-/// `connect` return 0.
-fn install(call: &Call, sock: &Socket, fd: i32, info: SocketInfo, cloexec: bool) {
-    if let Err(e) = sock.set_nonblocking(info.nonblocking) {
-        return call.fail(e.raw_os_error().unwrap_or(libc::ECONNREFUSED));
-    }
-    match call.install(sock.as_fd(), fd, cloexec) {
-        0 => call.succeed(),
-        errno => call.fail(errno),
-    }
-}
-
-fn give_up(
-    proxy: Option<&Arc<dyn ProxyHandoff>>,
-    call: &Call,
-    proxied: Option<SocketAddr>,
-    e: &io::Error,
-) {
-    if let (Some(p), Some(from)) = (proxy, proxied) {
-        p.cancel(from);
-    }
-    call.fail(e.raw_os_error().unwrap_or(libc::ECONNREFUSED));
-}
-
-/// A socket like the workload's, with the options it set.
-fn replacement(workload: &OwnedFd, info: SocketInfo) -> io::Result<Socket> {
-    let sock = Socket::new(
-        Domain::from(info.domain),
-        Type::STREAM,
-        Some(Protocol::from(info.protocol)),
-    )?;
-    let theirs = SockRef::from(workload);
-    if theirs.tcp_nodelay().unwrap_or(false) {
-        sock.set_tcp_nodelay(true)?;
-    }
-    if theirs.keepalive().unwrap_or(false) {
-        let mut ka = TcpKeepalive::new();
-        if let Ok(t) = theirs.tcp_keepalive_time() {
-            ka = ka.with_time(t);
-        }
-        if let Ok(t) = theirs.tcp_keepalive_interval() {
-            ka = ka.with_interval(t);
-        }
-        if let Ok(n) = theirs.tcp_keepalive_retries() {
-            ka = ka.with_retries(n);
-        }
-        sock.set_keepalive(true)?;
-        sock.set_tcp_keepalive(&ka)?;
-    }
-    sock.set_read_timeout(theirs.read_timeout().unwrap_or(None))?;
-    sock.set_write_timeout(theirs.write_timeout().unwrap_or(None))?;
-    Ok(sock)
-}
+use crate::handoff::{CONNECT_TIMEOUT, ProxiedConnection, RELAYED_AS_L4};
 
 /// The process and thread a connection is made for, as the deny log and
 /// the proxy name them.
@@ -156,14 +29,9 @@ fn route(
     who: Who,
     sock: &Socket,
     dst: SocketAddr,
-    target: &Target,
+    binary: &Binary,
+    decision: &Decision,
 ) -> io::Result<(SocketAddr, Option<SocketAddr>)> {
-    let Target::Route { binary, decision } = target else {
-        let Target::Stub(stub) = target else {
-            return Ok((dst, None));
-        };
-        return Ok((same_family(*stub, dst), None));
-    };
     if decision.conn.l7.is_empty() {
         return Ok((dst, None));
     }
@@ -225,8 +93,7 @@ pub(crate) async fn open_route(
     let sock = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
     // The relay buffers on both sides already: nothing gains from Nagle.
     sock.set_tcp_nodelay(true)?;
-    let target = Target::Route { binary, decision };
-    let (connect_to, proxied) = route(broker, who, &sock, dst, &target)?;
+    let (connect_to, proxied) = route(broker, who, &sock, dst, &binary, &decision)?;
     sock.set_nonblocking(true)?;
     let connected = match sock.connect(&connect_to.into()) {
         Ok(()) => Ok(sock),
