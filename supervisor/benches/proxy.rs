@@ -32,9 +32,7 @@
 //! figure 5, `BENCH_ONLY=credential` the credentialed request of figure 1
 //! (its echo scrubbed of the secret) against a plain one, over
 //! `LATENCY_ROUNDS` alternating rounds: the figure that moves when the
-//! scrub's matcher changes. `BENCH_ONLY=relay` measures figures 1 to 3
-//! relayed by openshell-sandbox (`--netns new`) against brokered by the
-//! supervisor itself (`--netns none`), alternating.
+//! scrub's matcher changes.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -457,11 +455,6 @@ fn bench() {
         println!("|---|---|---|");
         return credential_row(&direct, &proxied);
     }
-    if std::env::var("BENCH_ONLY").as_deref() == Ok("relay") {
-        println!("| figure | target | measured |");
-        println!("|---|---|---|");
-        return relay_rows(&s, &direct);
-    }
     let ws = ws_latencies(&direct, &proxied);
     let ws_row = || {
         let [
@@ -510,7 +503,7 @@ fn bench() {
         cpus.push(cpu * 1e6 / (tp * SECONDS as f64));
     }
     let (tp_direct, tp_proxy) = (median(tps_direct.clone()), median(tps_proxy.clone()));
-    let (rss_idle, rss_held) = memory(&s);
+    let ((rss_idle, rss_held), (sandbox_idle, sandbox_held)) = memory(&s);
     let posts: Vec<(usize, [f64; 4])> = POST_SIZES
         .iter()
         .map(|&bytes| (bytes, post_latencies(bytes, &direct, &proxied)))
@@ -530,8 +523,10 @@ fn bench() {
     );
     eprintln!("rounds: direct {tps_direct:?}, proxied {tps_proxy:?}");
     println!(
-        "| supervisor RSS with {HELD} open proxied connections (idle sandbox: {:.1} MiB) | < 64 MiB | **{:.1} MiB** |",
+        "| supervisor RSS with {HELD} open proxied connections (idle: {:.1} MiB; openshell-sandbox, which relays them: {:.1} MiB idle, {:.1} MiB holding) | < 64 MiB | **{:.1} MiB** |",
         rss_idle as f64 / 1024.0,
+        sandbox_idle as f64 / 1024.0,
+        sandbox_held as f64 / 1024.0,
         rss_held as f64 / 1024.0
     );
     for (bytes, [direct, rest, rpc, mcp]) in posts {
@@ -653,17 +648,9 @@ fn graphql_latencies(
 }
 
 fn supervised(s: &Setup, cmd: &[&str]) -> Command {
-    supervised_in(s, None, cmd)
-}
-
-/// [`supervised`] with `--netns NETNS` when given.
-fn supervised_in(s: &Setup, netns: Option<&str>, cmd: &[&str]) -> Command {
     // Where the workload cannot write, as the supervisor insists.
     let log = s.dir.log().display().to_string();
     let mut args = vec!["run"];
-    if let Some(netns) = netns {
-        args.extend(["--netns", netns]);
-    }
     args.extend([
         "--bundle",
         s.bundle.to_str().unwrap(),
@@ -696,18 +683,11 @@ fn supervised_in(s: &Setup, netns: Option<&str>, cmd: &[&str]) -> Command {
     c
 }
 
-/// (idle, holding) RSS of the supervisor, KiB.
-fn memory(s: &Setup) -> (u64, u64) {
-    let ((idle, holding), _) = memory_in(s, None);
-    (idle, holding)
-}
-
-/// (idle, holding) RSS of the supervisor and, when it holds the
-/// listener, of openshell-sandbox, KiB.
-fn memory_in(s: &Setup, netns: Option<&str>) -> ((u64, u64), (u64, u64)) {
+/// (idle, holding) RSS of the supervisor and of openshell-sandbox, KiB.
+fn memory(s: &Setup) -> ((u64, u64), (u64, u64)) {
     let held = HELD.to_string();
     let port = s.up.tls_port.to_string();
-    let mut child = supervised_in(s, netns, &["client", "hold", &port, &held])
+    let mut child = supervised(s, &["client", "hold", &port, &held])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -738,58 +718,6 @@ fn sandbox_of(pid: u32) -> Option<u32> {
         })
 }
 
-/// Figures of the relay (`BENCH_ONLY=relay`): the proxied request's added
-/// latency, 8 clients' throughput and the memory of 1,000 held
-/// connections, relayed by openshell-sandbox (`--netns new`) and brokered
-/// by the supervisor itself (`--netns none`), in alternating rounds.
-fn relay_rows(s: &Setup, direct: &dyn Fn(&str, &str) -> f64) {
-    let port = s.up.tls_port.to_string();
-    let through = |netns: &str, mode: &str, arg: &str| -> f64 {
-        s.up.seen.lock().unwrap().clear();
-        let out = supervised_in(s, Some(netns), &["client", mode, &port, arg])
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        common::stdout(&out).trim().parse().unwrap()
-    };
-    let (mut lat, mut tp): ([Vec<f64>; 3], [Vec<f64>; 3]) = Default::default();
-    for _ in 0..LATENCY_ROUNDS {
-        lat[0].push(direct("latency", "/r"));
-        lat[1].push(through("new", "latency", "/r"));
-        lat[2].push(through("none", "latency", "/r"));
-    }
-    for _ in 0..ROUNDS {
-        tp[0].push(direct("throughput", "-"));
-        tp[1].push(through("new", "throughput", "-"));
-        tp[2].push(through("none", "throughput", "-"));
-    }
-    let [d, relayed, brokered] = lat.map(median);
-    println!(
-        "| added median latency per proxied request, median of {LATENCY_ROUNDS} rounds (direct {d:.1} µs; relayed {relayed:.1} µs, brokered by the supervisor {brokered:.1} µs) | relayed ≤ 1.5 × brokered | **{:.1} µs** relayed, {:.1} µs brokered ({:.2} ×) |",
-        relayed - d,
-        brokered - d,
-        (relayed - d) / (brokered - d)
-    );
-    let [d, relayed, brokered] = tp.map(median);
-    println!(
-        "| throughput through the proxy, {CLIENTS} keep-alive clients, median of {ROUNDS} rounds (direct {d:.0} req/s; relayed {relayed:.0}, brokered by the supervisor {brokered:.0}) | relayed ≥ 50 % of direct | **{:.0} %** relayed, {:.0} % brokered |",
-        100.0 * relayed / d,
-        100.0 * brokered / d
-    );
-    let mib = |kib: u64| kib as f64 / 1024.0;
-    let ((sup_idle, sup_held), (sb_idle, sb_held)) = memory_in(s, Some("new"));
-    let ((br_idle, br_held), _) = memory_in(s, Some("none"));
-    println!(
-        "| RSS with {HELD} open proxied connections, relayed (idle: supervisor {:.1} MiB, sandbox {:.1} MiB; brokered by the supervisor: {:.1} MiB idle, {:.1} MiB holding) | — | **supervisor {:.1} MiB, sandbox {:.1} MiB** |",
-        mib(sup_idle),
-        mib(sb_idle),
-        mib(br_idle),
-        mib(br_held),
-        mib(sup_held),
-        mib(sb_held)
-    );
-}
 
 /// utime + stime of process `pid`, seconds.
 fn cpu_seconds(pid: u32) -> Option<f64> {

@@ -1,11 +1,10 @@
 //! The supervisor's figures, measured in one run, all inside a network
 //! namespace this program creates (only loopback):
 //!
-//! 1. latency a brokered `connect` adds: median of 1,000 connects to a
-//!    local server from python3, inside the sandbox and without it; in
-//!    the sandbox both relayed (`--netns new`: openshell-sandbox asks the
-//!    supervisor over the sandbox protocol) and brokered by the supervisor
-//!    itself (`--netns none`), over alternating rounds;
+//! 1. latency a relayed `connect` adds (openshell-sandbox asks the
+//!    supervisor over the sandbox protocol, which connects upstream):
+//!    median of 1,000 connects to a local server from python3, inside the
+//!    sandbox and without it, over alternating rounds;
 //! 2. supervisor start to workload `exec` with a 2,000-endpoint bundle
 //!    (median of 20 launches, as the supervisor measures it, and the whole
 //!    `run -- /usr/bin/true` as a caller sees it);
@@ -88,12 +87,12 @@ fn run_sup(
     out
 }
 
-/// Rounds of the connect figure, relayed and brokered in turn.
+/// Rounds of the connect figure, with and without the sandbox in turn.
 const CONNECT_ROUNDS: usize = 5;
 
-/// Median connect latency without a sandbox, relayed and brokered by the
-/// supervisor itself (the medians of [`CONNECT_ROUNDS`] rounds).
-fn connect_latency(net: &TestNet, dir: &Dir) -> (f64, f64, f64) {
+/// Median connect latency without a sandbox and relayed (the medians of
+/// [`CONNECT_ROUNDS`] rounds).
+fn connect_latency(net: &TestNet, dir: &Dir) -> (f64, f64) {
     let listener = net.tcp("127.0.0.1:0");
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -116,21 +115,15 @@ fn connect_latency(net: &TestNet, dir: &Dir) -> (f64, f64, f64) {
         &port_s,
         &n,
     ];
-    let measure = |extra: &[&str]| -> f64 {
-        stdout(&run_sup(net, dir, &b, extra, &args))
-            .trim()
-            .parse()
-            .unwrap()
-    };
-    let (mut bare, mut relayed, mut brokered) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut bare, mut relayed) = (Vec::new(), Vec::new());
     for _ in 0..CONNECT_ROUNDS {
         let mut cmd = std::process::Command::new("ip");
         cmd.args(["netns", "exec", &net.name]).args(args);
         bare.push(stdout(&output(cmd)).trim().parse().unwrap());
-        relayed.push(measure(&["--netns", "new"]));
-        brokered.push(measure(&["--netns", "none"]));
+        let out = run_sup(net, dir, &b, &[], &args);
+        relayed.push(stdout(&out).trim().parse().unwrap());
     }
-    (median(bare), median(relayed), median(brokered))
+    (median(bare), median(relayed))
 }
 
 /// A policy with 2,000 endpoint rules over 200 binaries (the shape of
@@ -281,7 +274,7 @@ fn orphans(net: &TestNet, dir: &Dir) -> (f64, f64, u32, Option<i32>) {
 fn main() {
     let net = TestNet::new();
     let dir = Dir::new();
-    let (direct, relayed, brokered) = connect_latency(&net, &dir);
+    let (direct, relayed) = connect_latency(&net, &dir);
     let (code_us, mappings) = code_check(&dir);
     let (inside, whole, load, size) = start_to_exec(&net, &dir);
     let dns = dns_answer(&net, &dir);
@@ -304,10 +297,8 @@ fn main() {
     println!("| figure | target | measured |");
     println!("|---|---|---|");
     println!(
-        "| connect, median of {CONNECTS} (median of {CONNECT_ROUNDS} rounds): unsupervised {direct:.1} µs, relayed {relayed:.1} µs, brokered by the supervisor {brokered:.1} µs | added < 60 µs; relayed ≤ 1.5 × brokered | **{:.1} µs** relayed, {:.1} µs brokered ({:.1}×) |",
-        relayed - direct,
-        brokered - direct,
-        (relayed - direct) / (brokered - direct)
+        "| connect, median of {CONNECTS} (median of {CONNECT_ROUNDS} rounds): unsupervised {direct:.1} µs, relayed {relayed:.1} µs | added < 60 µs | **{:.1} µs** |",
+        relayed - direct
     );
     println!(
         "| start → exec, {ENDPOINTS}-endpoint bundle ({} KiB), median of {LAUNCHES} | < 50 ms | **{inside:.2} ms** (of which `Bundle::from_slice` {load:.1} ms; whole `run -- true`: {whole:.1} ms) |",
