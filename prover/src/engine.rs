@@ -51,6 +51,10 @@ pub struct Options {
     pub string_search_budget: usize,
     /// Record where the time goes (`Stats::phases`).
     pub timings: bool,
+    /// Prove a diff over what its changed rules can reach (`slice`);
+    /// off, the whole bundles are modelled. The answer is the same
+    /// either way; the tests compare the two.
+    pub slice: bool,
 }
 
 impl Default for Options {
@@ -64,6 +68,7 @@ impl Default for Options {
             print_smt: false,
             string_search_budget: crate::strings::search::BUDGET,
             timings: false,
+            slice: true,
         }
     }
 }
@@ -416,12 +421,35 @@ fn run(
     }
     let facts = binary_facts(&dom, &opts.registry);
     let mut defs = Defs::default();
-    let nm = model::build("new", new, &dom, &facts, &Sandbox::of(new), &mut defs);
+    // The models of a diff are built from what the change can reach; the
+    // domain above, blame and replay from the whole bundles.
+    let sliced = match old {
+        Some(o) if mode == Mode::Diff && opts.slice && !opts.print_smt => {
+            crate::slice::slice(o, new)
+        }
+        _ => None,
+    };
+    if let Some(s) = &sliced {
+        timings.note(|| {
+            format!(
+                "slice {:?}: {} changed grants, {} of {} kept",
+                started.elapsed(),
+                s.changed,
+                s.kept,
+                s.total
+            )
+        });
+    }
+    let (model_new, model_old) = match &sliced {
+        Some(s) => (&s.new, Some(&s.old)),
+        None => (new, old),
+    };
+    let nm = model::build("new", model_new, &dom, &facts, &Sandbox::of(new), &mut defs);
     let (nb, nm) = (new, nm);
-    let old_side = old.map(|b| {
+    let old_side = old.zip(model_old).map(|(b, m)| {
         (
             b,
-            model::build("old", b, &dom, &facts, &Sandbox::of(b), &mut defs),
+            model::build("old", m, &dom, &facts, &Sandbox::of(b), &mut defs),
         )
     });
     let meta = defs.define("metadata_destination", model::metadata_dest(&dom));

@@ -1,0 +1,234 @@
+//! A diff proved over what its changed rules can reach, so that a
+//! one-line change to a policy of thousands of endpoints costs about what
+//! the line costs (`docs/prover.md`, "Slicing a diff").
+//!
+//! A request's fate in a bundle follows from the *grants* that match it:
+//! the pairs of a binary identity (glob and pin) and a route (destination,
+//! ports, allowed addresses, how it is carried, and the inspected
+//! endpoint's rules by content), together with the credentials, secrets
+//! and Landlock tables. When those tables are the same in OLD and NEW, a
+//! request that no changed grant (one in a single bundle) could match
+//! meets the same grants in both, so every question, being false when
+//! the two sides agree, is false there. Both models are therefore built
+//! from the changed grants and the unchanged ones that may meet them;
+//! the domain is still built from the whole bundles, so atoms, witnesses
+//! and region descriptions are the ones the whole proof would give.
+
+use std::collections::BTreeSet;
+
+use policy_bundle::matcher::{AddrSet, BinaryGlob, PortSet};
+use policy_bundle::{
+    BinaryRef, Bundle, Dest, Identity, L7Endpoint, Route, SeccompTable, Tables, Via,
+};
+
+use crate::sandbox::Sandbox;
+
+/// How a grant's connection is carried; an inspected endpoint by its
+/// rules (their equality ignores origins), not by its index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Carrier<'a> {
+    L4,
+    Tcp,
+    Uninspected,
+    L7(Option<&'a L7Endpoint>),
+}
+
+/// One binary identity given one route: the unit a bundle's decisions are
+/// made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Grant<'a> {
+    binary: &'a BinaryRef,
+    dest: &'a Dest,
+    ports: &'a PortSet,
+    addresses: &'a Option<AddrSet>,
+    carrier: Carrier<'a>,
+    uninspected_credentials: bool,
+}
+
+impl Grant<'_> {
+    /// Whether some request could match both grants. It may answer yes
+    /// where none does (that only keeps more); it never answers no where
+    /// one does, which is what soundness rests on.
+    fn may_meet(&self, other: &Grant<'_>) -> bool {
+        binaries_may_meet(&self.binary.glob, &other.binary.glob)
+            && !self.ports.intersection(other.ports).is_empty()
+            && match (self.dest, other.dest) {
+                (Dest::Host(a), Dest::Host(b)) => a.may_overlap(b),
+                (Dest::Addrs(a), Dest::Addrs(b)) => !a.intersection(b).nets().is_empty(),
+                // A request may name a host and carry an address: a host
+                // route and an address route can both match it.
+                _ => true,
+            }
+    }
+}
+
+/// Two executable patterns that may match one path: exact paths compare
+/// as strings; every path a glob matches starts with its literal
+/// directory, so two globs whose directories are not prefixes of one
+/// another match nothing in common.
+fn binaries_may_meet(a: &BinaryGlob, b: &BinaryGlob) -> bool {
+    match (a.exact(), b.exact()) {
+        (Some(x), Some(y)) => x == y,
+        (Some(x), None) => b.matches(x),
+        (None, Some(y)) => a.matches(y),
+        (None, None) => {
+            let (x, y) = (a.literal_prefix(), b.literal_prefix());
+            x.starts_with(y) || y.starts_with(x)
+        }
+    }
+}
+
+fn carrier<'a>(b: &'a Bundle, via: Via) -> Carrier<'a> {
+    match via {
+        Via::L4 => Carrier::L4,
+        Via::Tcp => Carrier::Tcp,
+        Via::Uninspected => Carrier::Uninspected,
+        Via::L7(e) => Carrier::L7(b.enforcement.l7.get(e as usize)),
+    }
+}
+
+/// Every grant of a bundle, with the identity and route it comes from.
+fn grants(b: &Bundle) -> Vec<(Grant<'_>, usize, u32)> {
+    let seccomp = &b.enforcement.seccomp;
+    let mut out = Vec::new();
+    for (i, id) in seccomp.identities.iter().enumerate() {
+        for &r in &id.routes {
+            let Some(route) = seccomp.routes.get(r as usize) else {
+                continue;
+            };
+            out.push((
+                Grant {
+                    binary: &id.binary,
+                    dest: &route.dest,
+                    ports: &route.ports,
+                    addresses: &route.addresses,
+                    carrier: carrier(b, route.via),
+                    uninspected_credentials: route.uninspected_credentials,
+                },
+                i,
+                r,
+            ));
+        }
+    }
+    out
+}
+
+/// The two bundles cut down to what the change can reach; the models are
+/// built from these, everything else from the whole bundles.
+#[derive(Debug)]
+pub(crate) struct Sliced {
+    pub(crate) old: Bundle,
+    pub(crate) new: Bundle,
+    /// Grants in one bundle only.
+    pub(crate) changed: usize,
+    /// Grants kept, over both bundles, of `total`.
+    pub(crate) kept: usize,
+    pub(crate) total: usize,
+}
+
+/// Slices a diff, or `None` when the change reaches beyond the grants:
+/// another credential, secret or Landlock table changes what a request
+/// meets everywhere (the credentialed scope, the guard on uninspected
+/// routes, the plantable binaries). A secret the workload can read makes
+/// `secret_exposure` ask whether a binary can send anywhere at all,
+/// which a slice cannot answer.
+pub(crate) fn slice(old: &Bundle, new: &Bundle) -> Option<Sliced> {
+    let (o, n) = (&old.enforcement, &new.enforcement);
+    if o.credentials != n.credentials || o.secrets != n.secrets || o.landlock != n.landlock {
+        return None;
+    }
+    let sandbox = Sandbox::of(new);
+    if n.secrets.iter().any(|s| sandbox.can_read(&s.source)) {
+        return None;
+    }
+    let (og, ng) = (grants(old), grants(new));
+    let oset: BTreeSet<Grant<'_>> = og.iter().map(|(g, _, _)| *g).collect();
+    let nset: BTreeSet<Grant<'_>> = ng.iter().map(|(g, _, _)| *g).collect();
+    let changed: Vec<Grant<'_>> = oset.symmetric_difference(&nset).copied().collect();
+    // Decided once per distinct grant, so OLD and NEW keep the same
+    // unchanged ones.
+    let keep = |g: &Grant<'_>| changed.iter().any(|c| c.may_meet(g));
+    let keep_old: Vec<bool> = og.iter().map(|(g, _, _)| keep(g)).collect();
+    let keep_new: Vec<bool> = ng.iter().map(|(g, _, _)| keep(g)).collect();
+    let kept = keep_old.iter().chain(&keep_new).filter(|k| **k).count();
+    Some(Sliced {
+        old: restrict(old, &og, &keep_old),
+        new: restrict(new, &ng, &keep_new),
+        changed: changed.len(),
+        kept,
+        total: og.len() + ng.len(),
+    })
+}
+
+/// The bundle with only the kept grants: their identities, routes and
+/// endpoints, renumbered. Provenance is left out: blame and replay read
+/// the whole bundle.
+fn restrict(b: &Bundle, grants: &[(Grant<'_>, usize, u32)], keep: &[bool]) -> Bundle {
+    let t = &b.enforcement;
+    let mut routes: Vec<Route> = Vec::new();
+    let mut l7: Vec<L7Endpoint> = Vec::new();
+    let mut route_at = std::collections::BTreeMap::<u32, u32>::new();
+    let mut l7_at = std::collections::BTreeMap::<u32, u32>::new();
+    let mut ids: std::collections::BTreeMap<usize, Vec<u32>> = Default::default();
+    for ((_, i, r), _) in grants.iter().zip(keep).filter(|(_, k)| **k) {
+        let Some(route) = t.seccomp.routes.get(*r as usize) else {
+            continue;
+        };
+        let at = match route_at.get(r) {
+            Some(at) => *at,
+            None => {
+                let mut route = route.clone();
+                if let Via::L7(e) = route.via {
+                    // An index to no endpoint stays one: it reaches nothing.
+                    let at = match (l7_at.get(&e), t.l7.get(e as usize)) {
+                        (Some(at), _) => *at,
+                        (None, Some(ep)) => {
+                            let at = u32::try_from(l7.len()).unwrap_or(u32::MAX);
+                            l7.push(ep.clone());
+                            l7_at.insert(e, at);
+                            at
+                        }
+                        (None, None) => u32::MAX,
+                    };
+                    route.via = Via::L7(at);
+                }
+                let at = u32::try_from(routes.len()).unwrap_or(u32::MAX);
+                routes.push(route);
+                route_at.insert(*r, at);
+                at
+            }
+        };
+        ids.entry(*i).or_default().push(at);
+    }
+    let identities = ids
+        .into_iter()
+        .filter_map(|(i, mut rs)| {
+            let id = t.seccomp.identities.get(i)?;
+            rs.sort_unstable();
+            rs.dedup();
+            Some(Identity {
+                binary: id.binary.clone(),
+                routes: rs,
+                dns: Vec::new(),
+            })
+        })
+        .collect();
+    Bundle {
+        format_version: b.format_version,
+        digest: b.digest.clone(),
+        enforcement: Tables {
+            landlock: t.landlock.clone(),
+            process: t.process.clone(),
+            seccomp: SeccompTable {
+                deny: t.seccomp.deny.clone(),
+                notify: t.seccomp.notify.clone(),
+                identities,
+                routes,
+            },
+            l7,
+            credentials: t.credentials.clone(),
+            secrets: t.secrets.clone(),
+        },
+        provenance: Default::default(),
+    }
+}
