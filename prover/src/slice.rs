@@ -14,7 +14,7 @@
 //! the domain is still built from the whole bundles, so atoms, witnesses
 //! and region descriptions are the ones the whole proof would give.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use policy_bundle::matcher::{AddrSet, BinaryGlob, PortSet};
 use policy_bundle::{
@@ -23,7 +23,7 @@ use policy_bundle::{
 
 use crate::sandbox::Sandbox;
 
-/// How a grant's connection is carried; an inspected endpoint by its
+/// How a route's connection is carried; an inspected endpoint by its
 /// rules (their equality ignores origins), not by its index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Carrier<'a> {
@@ -33,11 +33,9 @@ enum Carrier<'a> {
     L7(Option<&'a L7Endpoint>),
 }
 
-/// One binary identity given one route: the unit a bundle's decisions are
-/// made of.
+/// A route by what it enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Grant<'a> {
-    binary: &'a BinaryRef,
+struct RouteKey<'a> {
     dest: &'a Dest,
     ports: &'a PortSet,
     addresses: &'a Option<AddrSet>,
@@ -45,13 +43,12 @@ struct Grant<'a> {
     uninspected_credentials: bool,
 }
 
-impl Grant<'_> {
-    /// Whether some request could match both grants. It may answer yes
-    /// where none does (that only keeps more); it never answers no where
-    /// one does, which is what soundness rests on.
-    fn may_meet(&self, other: &Grant<'_>) -> bool {
-        binaries_may_meet(&self.binary.glob, &other.binary.glob)
-            && !self.ports.intersection(other.ports).is_empty()
+impl RouteKey<'_> {
+    /// Whether some request could match both routes' destination and
+    /// port. It may answer yes where none does (that only keeps more); it
+    /// never answers no where one does, which is what soundness rests on.
+    fn may_meet(&self, other: &RouteKey<'_>) -> bool {
+        !self.ports.intersection(other.ports).is_empty()
             && match (self.dest, other.dest) {
                 (Dest::Host(a), Dest::Host(b)) => a.may_overlap(b),
                 (Dest::Addrs(a), Dest::Addrs(b)) => !a.intersection(b).nets().is_empty(),
@@ -87,27 +84,75 @@ fn carrier<'a>(b: &'a Bundle, via: Via) -> Carrier<'a> {
     }
 }
 
-/// Every grant of a bundle, with the identity and route it comes from.
-fn grants(b: &Bundle) -> Vec<(Grant<'_>, usize, u32)> {
+/// Numbers values by content across both bundles, so that a grant is a
+/// pair of numbers and the two bundles' grants compare without comparing
+/// endpoints again.
+struct Numbering<K> {
+    ids: BTreeMap<K, u32>,
+    values: Vec<K>,
+}
+
+impl<K: Ord + Copy> Numbering<K> {
+    fn new() -> Self {
+        Numbering {
+            ids: BTreeMap::new(),
+            values: Vec::new(),
+        }
+    }
+
+    fn id(&mut self, k: K) -> u32 {
+        let next = u32::try_from(self.values.len()).unwrap_or(u32::MAX);
+        let id = *self.ids.entry(k).or_insert(next);
+        if id == next {
+            self.values.push(k);
+        }
+        id
+    }
+}
+
+/// One binary identity given one route, both by number; with the
+/// identity and route indices in its bundle.
+#[derive(Debug, Clone, Copy)]
+struct Grant {
+    binary: u32,
+    route: u32,
+    identity: usize,
+    index: u32,
+}
+
+/// Every grant of a bundle.
+fn grants<'a>(
+    b: &'a Bundle,
+    binaries: &mut Numbering<&'a BinaryRef>,
+    routes: &mut Numbering<RouteKey<'a>>,
+) -> Vec<Grant> {
     let seccomp = &b.enforcement.seccomp;
+    // Routes are shared by identities: each is numbered once.
+    let route_ids: Vec<u32> = seccomp
+        .routes
+        .iter()
+        .map(|r| {
+            routes.id(RouteKey {
+                dest: &r.dest,
+                ports: &r.ports,
+                addresses: &r.addresses,
+                carrier: carrier(b, r.via),
+                uninspected_credentials: r.uninspected_credentials,
+            })
+        })
+        .collect();
     let mut out = Vec::new();
-    for (i, id) in seccomp.identities.iter().enumerate() {
-        for &r in &id.routes {
-            let Some(route) = seccomp.routes.get(r as usize) else {
-                continue;
-            };
-            out.push((
-                Grant {
-                    binary: &id.binary,
-                    dest: &route.dest,
-                    ports: &route.ports,
-                    addresses: &route.addresses,
-                    carrier: carrier(b, route.via),
-                    uninspected_credentials: route.uninspected_credentials,
-                },
-                i,
-                r,
-            ));
+    for (identity, id) in seccomp.identities.iter().enumerate() {
+        let binary = binaries.id(&id.binary);
+        for &index in &id.routes {
+            if let Some(&route) = route_ids.get(index as usize) {
+                out.push(Grant {
+                    binary,
+                    route,
+                    identity,
+                    index,
+                });
+            }
         }
     }
     out
@@ -141,15 +186,45 @@ pub(crate) fn slice(old: &Bundle, new: &Bundle) -> Option<Sliced> {
     if n.secrets.iter().any(|s| sandbox.can_read(&s.source)) {
         return None;
     }
-    let (og, ng) = (grants(old), grants(new));
-    let oset: BTreeSet<Grant<'_>> = og.iter().map(|(g, _, _)| *g).collect();
-    let nset: BTreeSet<Grant<'_>> = ng.iter().map(|(g, _, _)| *g).collect();
-    let changed: Vec<Grant<'_>> = oset.symmetric_difference(&nset).copied().collect();
-    // Decided once per distinct grant, so OLD and NEW keep the same
-    // unchanged ones.
-    let keep = |g: &Grant<'_>| changed.iter().any(|c| c.may_meet(g));
-    let keep_old: Vec<bool> = og.iter().map(|(g, _, _)| keep(g)).collect();
-    let keep_new: Vec<bool> = ng.iter().map(|(g, _, _)| keep(g)).collect();
+    let mut binaries = Numbering::new();
+    let mut routes = Numbering::new();
+    let og = grants(old, &mut binaries, &mut routes);
+    let ng = grants(new, &mut binaries, &mut routes);
+    let pairs =
+        |gs: &[Grant]| -> BTreeSet<(u32, u32)> { gs.iter().map(|g| (g.binary, g.route)).collect() };
+    let (oset, nset) = (pairs(&og), pairs(&ng));
+    let changed: Vec<(u32, u32)> = oset.symmetric_difference(&nset).copied().collect();
+    // Which binaries and which routes may meet each changed grant's, so
+    // that a grant is kept by two lookups per changed grant. Decided by
+    // content, so OLD and NEW keep the same unchanged grants.
+    let meets = |n: usize, f: &dyn Fn(usize, usize) -> bool| -> Vec<Vec<bool>> {
+        changed
+            .iter()
+            .enumerate()
+            .map(|(c, _)| (0..n).map(|i| f(c, i)).collect())
+            .collect()
+    };
+    let bin_of = |i: u32| binaries.values.get(i as usize);
+    let route_of = |i: u32| routes.values.get(i as usize);
+    let bins_meet = meets(binaries.values.len(), &|c, i| {
+        let a = changed.get(c).and_then(|&(b, _)| bin_of(b));
+        let b = u32::try_from(i).ok().and_then(bin_of);
+        a.zip(b)
+            .is_none_or(|(a, b)| binaries_may_meet(&a.glob, &b.glob))
+    });
+    let routes_meet = meets(routes.values.len(), &|c, i| {
+        let a = changed.get(c).and_then(|&(_, r)| route_of(r));
+        let b = u32::try_from(i).ok().and_then(route_of);
+        a.zip(b).is_none_or(|(a, b)| a.may_meet(b))
+    });
+    let keep = |g: &Grant| {
+        bins_meet.iter().zip(&routes_meet).any(|(bm, rm)| {
+            bm.get(g.binary as usize).copied().unwrap_or(true)
+                && rm.get(g.route as usize).copied().unwrap_or(true)
+        })
+    };
+    let keep_old: Vec<bool> = og.iter().map(keep).collect();
+    let keep_new: Vec<bool> = ng.iter().map(keep).collect();
     let kept = keep_old.iter().chain(&keep_new).filter(|k| **k).count();
     Some(Sliced {
         old: restrict(old, &og, &keep_old),
@@ -163,14 +238,15 @@ pub(crate) fn slice(old: &Bundle, new: &Bundle) -> Option<Sliced> {
 /// The bundle with only the kept grants: their identities, routes and
 /// endpoints, renumbered. Provenance is left out: blame and replay read
 /// the whole bundle.
-fn restrict(b: &Bundle, grants: &[(Grant<'_>, usize, u32)], keep: &[bool]) -> Bundle {
+fn restrict(b: &Bundle, grants: &[Grant], keep: &[bool]) -> Bundle {
     let t = &b.enforcement;
     let mut routes: Vec<Route> = Vec::new();
     let mut l7: Vec<L7Endpoint> = Vec::new();
-    let mut route_at = std::collections::BTreeMap::<u32, u32>::new();
-    let mut l7_at = std::collections::BTreeMap::<u32, u32>::new();
-    let mut ids: std::collections::BTreeMap<usize, Vec<u32>> = Default::default();
-    for ((_, i, r), _) in grants.iter().zip(keep).filter(|(_, k)| **k) {
+    let mut route_at = BTreeMap::<u32, u32>::new();
+    let mut l7_at = BTreeMap::<u32, u32>::new();
+    let mut ids: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+    for (g, _) in grants.iter().zip(keep).filter(|(_, k)| **k) {
+        let (i, r) = (&g.identity, &g.index);
         let Some(route) = t.seccomp.routes.get(*r as usize) else {
             continue;
         };
