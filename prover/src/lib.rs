@@ -60,7 +60,7 @@ mod weakened;
 pub mod websocket;
 mod witness;
 
-pub use engine::{Options, Report, Verdict, check, diff, within};
+pub use engine::{Options, Report, Verdict, check, diff, diff_owned, within};
 pub use error::ProverError;
 pub use finding::{Finding, Loc, Witness};
 pub use query::Category;

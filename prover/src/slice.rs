@@ -308,3 +308,59 @@ fn restrict(b: &Bundle, grants: &[Grant], keep: &[bool]) -> Bundle {
         provenance: Default::default(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::binaries_may_meet;
+    use policy_bundle::matcher::BinaryGlob;
+
+    /// Whenever some path matches two patterns, they may meet: the test
+    /// never answers no where a request could match both grants.
+    #[test]
+    fn binaries_that_share_a_path_may_meet() {
+        let globs = [
+            "/usr/bin/git",
+            "/usr/bin/g*",
+            "/usr/bin/*",
+            "/usr/bin/**",
+            "/usr/**",
+            "/**",
+            "/usr/local/bin/git",
+            "/usr/local/**",
+            "/usr/bin/?it",
+            "/usr/bin2/*",
+            "/usr/b*/git",
+            "/opt/*/bin/tool",
+        ];
+        let paths = [
+            "/usr/bin/git",
+            "/usr/bin/gh",
+            "/usr/bin/x",
+            "/usr/bin/a/b",
+            "/usr/local/bin/git",
+            "/usr/bin2/git",
+            "/usr/bin",
+            "/opt/x/bin/tool",
+            "/usr/bx/git",
+        ];
+        let globs: Vec<BinaryGlob> = globs
+            .iter()
+            .map(|g| BinaryGlob::parse(g).unwrap())
+            .collect();
+        for a in &globs {
+            for b in &globs {
+                let shared = paths.iter().find(|p| a.matches(p) && b.matches(p));
+                if let Some(p) = shared {
+                    assert!(
+                        binaries_may_meet(a, b),
+                        "`{}` and `{}` both match `{p}`",
+                        a.as_str(),
+                        b.as_str()
+                    );
+                }
+            }
+        }
+        let (git, local) = (&globs[0], &globs[7]);
+        assert!(!binaries_may_meet(git, local));
+    }
+}

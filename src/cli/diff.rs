@@ -258,7 +258,7 @@ pub fn run(args: &Args) -> u8 {
     let proved = if args.within {
         prover::within(&old, &new, &opts)
     } else {
-        prover::diff(&old, &new, &opts)
+        prover::diff_owned(old, new, &opts)
     };
     let report = match proved {
         Ok(r) => r,
