@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use policy_bundle::matcher::{AddrSet, BinaryGlob, PortSet};
+use policy_bundle::matcher::{AddrSet, BinaryGlob, HostPattern, PortSet};
 use policy_bundle::{
     BinaryRef, Bundle, Dest, Identity, L7Endpoint, Route, SeccompTable, Tables, Via,
 };
@@ -41,6 +41,10 @@ struct RouteKey<'a> {
     addresses: &'a Option<AddrSet>,
     carrier: Carrier<'a>,
     uninspected_credentials: bool,
+    /// Closed by a credential bound to its host (`Route::credential_guard`):
+    /// a credential change can close or open a route whose rule did not
+    /// change, for every host it reaches.
+    guarded: bool,
 }
 
 impl RouteKey<'_> {
@@ -125,7 +129,9 @@ fn grants<'a>(
     b: &'a Bundle,
     binaries: &mut Numbering<&'a BinaryRef>,
     routes: &mut Numbering<RouteKey<'a>>,
+    guards: bool,
 ) -> Vec<Grant> {
+    let credentials = &b.enforcement.credentials;
     let seccomp = &b.enforcement.seccomp;
     // Routes are shared by identities: each is numbered once.
     let route_ids: Vec<u32> = seccomp
@@ -138,6 +144,7 @@ fn grants<'a>(
                 addresses: &r.addresses,
                 carrier: carrier(b, r.via),
                 uninspected_credentials: r.uninspected_credentials,
+                guarded: guards && r.credential_guard(credentials).is_some(),
             })
         })
         .collect();
@@ -164,32 +171,47 @@ fn grants<'a>(
 pub(crate) struct Sliced {
     pub(crate) old: Bundle,
     pub(crate) new: Bundle,
-    /// Grants in one bundle only.
+    /// Grants and credentials in one bundle only.
     pub(crate) changed: usize,
     /// Grants kept, over both bundles, of `total`.
     pub(crate) kept: usize,
     pub(crate) total: usize,
 }
 
-/// Slices a diff, or `None` when the change reaches beyond the grants:
-/// another credential, secret or Landlock table changes what a request
-/// meets everywhere (the credentialed scope, the guard on uninspected
-/// routes, the plantable binaries). A secret the workload can read makes
+/// Slices a diff, or `None` when the change reaches beyond the grants
+/// and credentials: other secrets or Landlock paths or mode change what
+/// a request meets everywhere (the credentialed scope of an address, the
+/// plantable binaries). A secret the workload can read makes
 /// `secret_exposure` ask whether a binary can send anywhere at all,
 /// which a slice cannot answer.
 pub(crate) fn slice(old: &Bundle, new: &Bundle) -> Option<Sliced> {
     let (o, n) = (&old.enforcement, &new.enforcement);
-    if o.credentials != n.credentials || o.secrets != n.secrets || o.landlock != n.landlock {
+    // The model reads Landlock's paths and mode (`Sandbox`); its TCP
+    // ports, scopes and ABI are compared as tables (`weakened`).
+    let (ol, nl) = (&o.landlock, &n.landlock);
+    if o.secrets != n.secrets || ol.paths != nl.paths || ol.mode != nl.mode {
         return None;
     }
     let sandbox = Sandbox::of(new);
     if n.secrets.iter().any(|s| sandbox.can_read(&s.source)) {
         return None;
     }
+    // A credential in one bundle only (another host, method, path, secret
+    // or injection) decides differently only requests to its hosts, and
+    // routes it closes: those are compared as part of each route.
+    let (oc, nc): (BTreeSet<_>, BTreeSet<_>) = (
+        o.credentials.iter().collect(),
+        n.credentials.iter().collect(),
+    );
+    let cred_hosts: Vec<&HostPattern> = oc
+        .symmetric_difference(&nc)
+        .flat_map(|c| c.hosts.iter())
+        .collect();
+    let guards = o.credentials != n.credentials;
     let mut binaries = Numbering::new();
     let mut routes = Numbering::new();
-    let og = grants(old, &mut binaries, &mut routes);
-    let ng = grants(new, &mut binaries, &mut routes);
+    let og = grants(old, &mut binaries, &mut routes, guards);
+    let ng = grants(new, &mut binaries, &mut routes, guards);
     let pairs =
         |gs: &[Grant]| -> BTreeSet<(u32, u32)> { gs.iter().map(|g| (g.binary, g.route)).collect() };
     let (oset, nset) = (pairs(&og), pairs(&ng));
@@ -217,11 +239,23 @@ pub(crate) fn slice(old: &Bundle, new: &Bundle) -> Option<Sliced> {
         let b = u32::try_from(i).ok().and_then(route_of);
         a.zip(b).is_none_or(|(a, b)| a.may_meet(b))
     });
-    let keep = |g: &Grant| {
-        bins_meet.iter().zip(&routes_meet).any(|(bm, rm)| {
-            bm.get(g.binary as usize).copied().unwrap_or(true)
-                && rm.get(g.route as usize).copied().unwrap_or(true)
+    // Requests to a changed credential's hosts, from any binary on any
+    // port: the routes that may reach them.
+    let to_cred_hosts: Vec<bool> = routes
+        .values
+        .iter()
+        .map(|r| match r.dest {
+            Dest::Host(h) => cred_hosts.iter().any(|c| c.may_overlap(h)),
+            // A request may name a host and carry an address.
+            Dest::Addrs(_) => !cred_hosts.is_empty(),
         })
+        .collect();
+    let keep = |g: &Grant| {
+        to_cred_hosts.get(g.route as usize).copied().unwrap_or(true)
+            || bins_meet.iter().zip(&routes_meet).any(|(bm, rm)| {
+                bm.get(g.binary as usize).copied().unwrap_or(true)
+                    && rm.get(g.route as usize).copied().unwrap_or(true)
+            })
     };
     let keep_old: Vec<bool> = og.iter().map(keep).collect();
     let keep_new: Vec<bool> = ng.iter().map(keep).collect();
@@ -229,7 +263,7 @@ pub(crate) fn slice(old: &Bundle, new: &Bundle) -> Option<Sliced> {
     Some(Sliced {
         old: restrict(old, &og, &keep_old),
         new: restrict(new, &ng, &keep_new),
-        changed: changed.len(),
+        changed: changed.len() + oc.symmetric_difference(&nc).count(),
         kept,
         total: og.len() + ng.len(),
     })

@@ -2,7 +2,8 @@
 //! that may meet them) answers exactly as the proof over the whole
 //! bundles: the same report, finding for finding, witness for witness.
 //! Checked on random pairs of several endpoints with one edit (so that
-//! most grants are unchanged and many are cut away), on generated pairs
+//! most grants are unchanged and many are cut away) or one credential
+//! changed, on generated pairs
 //! like `bench/prover_gen.py`'s, and on every pair of versions of the
 //! community policies in `tests/shared/fixtures`.
 
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use policy_bundle::Bundle;
 use support::generate::Rng;
-use support::pairs::Spec;
+use support::pairs::{HostPat, Spec};
 
 /// The report as JSON, without timing and sizes (`stats` counts the
 /// definitions, which slicing is there to shrink).
@@ -128,6 +129,34 @@ fn merged(specs: &[Spec]) -> Spec {
     out
 }
 
+/// The same policy with one credential changed: a host of its own or
+/// one an endpoint reaches (which closes or opens uninspected routes), or
+/// its methods.
+fn recredential(old: &Spec, rng: &mut Rng) -> Spec {
+    let mut s = old.clone();
+    let c = rng.below(s.creds.len());
+    let host = if rng.chance(50) {
+        s.endpoints[rng.below(s.endpoints.len())].host.clone()
+    } else {
+        HostPat::random(rng)
+    };
+    let cred = &mut s.creds[c];
+    match rng.below(3) {
+        0 => {
+            let h = rng.below(cred.hosts.len());
+            cred.hosts[h] = host;
+        }
+        1 => cred.hosts.push(host),
+        _ => {
+            cred.methods = match cred.methods {
+                None => Some("GET"),
+                Some(_) => None,
+            }
+        }
+    }
+    s
+}
+
 #[test]
 fn sliced_and_whole_proofs_agree_on_random_pairs() {
     let (mut widened, mut alike) = (0, 0);
@@ -137,7 +166,11 @@ fn sliced_and_whole_proofs_agree_on_random_pairs() {
             .map(|_| Spec::random(&mut rng))
             .collect();
         let old = merged(&parts);
-        let new = old.mutate(&mut rng);
+        let new = if rng.chance(30) {
+            recredential(&old, &mut rng)
+        } else {
+            old.mutate(&mut rng)
+        };
         let (ob, nb) = (support::compile(&old.text()), support::compile(&new.text()));
         let what = format!("seed {seed}\nOLD\n{}\nNEW\n{}", old.text(), new.text());
         if assert_same(&ob, &nb, &what) {
@@ -160,8 +193,15 @@ fn generated(n: usize, edit: usize) -> (String, String) {
     let text = |changed: bool| {
         let mut s = String::from("policy \"gen\" {\n  fs read /usr /etc\n  fs exec /usr/bin\n");
         for d in 0..4 {
+            // Edit 3 narrows a credential to two methods, edit 4 binds one
+            // to the hosts of a read-only wildcard rule as well.
+            let (methods, more) = match (changed, edit, d) {
+                (true, 3, 0) => ("    methods GET HEAD\n", ""),
+                (true, 4, 1) => ("", " *.cdn1.example.net"),
+                _ => ("", ""),
+            };
             s += &format!(
-                "  credential token{d} {{\n    secret env TOKEN{d}\n    placeholder env TOKEN{d}\n    inject replace\n    hosts **.corp{d}.example.com\n  }}\n"
+                "  credential token{d} {{\n    secret env TOKEN{d}\n    placeholder env TOKEN{d}\n    inject replace\n    hosts **.corp{d}.example.com{more}\n{methods}  }}\n"
             );
         }
         for k in 0..4 {
@@ -207,7 +247,17 @@ fn generated(n: usize, edit: usize) -> (String, String) {
 
 #[test]
 fn sliced_and_whole_proofs_agree_on_generated_pairs() {
-    for (n, edit) in [(40, 0), (40, 2), (60, 0), (60, 2), (60, 1), (80, 0)] {
+    let cases = [
+        (40, 0),
+        (40, 2),
+        (60, 0),
+        (60, 2),
+        (60, 1),
+        (80, 0),
+        (40, 3),
+        (40, 4),
+    ];
+    for (n, edit) in cases {
         let (old, new) = generated(n, edit);
         let (ob, nb) = (support::compile(&old), support::compile(&new));
         // One change among many: the regions are the same too.
@@ -223,9 +273,21 @@ fn sliced_and_whole_proofs_agree_on_generated_pairs() {
         ));
         let r = prover::diff(&ob, &nb, &support::opts()).unwrap();
         support::assert_verified(&r);
-        if edit == 1 {
+        // The slice is a slice: it models fewer definitions.
+        let whole = prover::Options {
+            slice: false,
+            ..support::opts()
+        };
+        let w = prover::diff(&ob, &nb, &whole).unwrap();
+        assert!(
+            r.stats.definitions < w.stats.definitions,
+            "{n} endpoints, edit {edit}: {} definitions sliced, {} whole",
+            r.stats.definitions,
+            w.stats.definitions
+        );
+        if matches!(edit, 1 | 3) {
             // Port 23 on a credentialed host, relayed at L4: the guard
-            // refuses it; new reach at most.
+            // refuses it; fewer methods carry a credential: narrowings.
             continue;
         }
         assert_eq!(
