@@ -16,7 +16,8 @@
 //! [`engine`] assemble reports; [`registry`], [`accepted`] and [`sandbox`]
 //! read the binary registry, accepted risks and Landlock rules;
 //! [`weakened`] compares two sandboxes' filesystem rights and enforcement,
-//! `rebound` two policies' credential bindings; `oracle`
+//! `rebound` two policies' credential bindings; `slice` cuts a diff down
+//! to what its changed rules can reach; `oracle`
 //! answers single requests for the differential tests (with `z3`).
 
 #![forbid(unsafe_code)]
@@ -48,6 +49,7 @@ mod registry;
 mod registry_format;
 mod sandbox;
 mod secret;
+mod slice;
 #[cfg(feature = "z3")]
 mod smt;
 mod solve;
@@ -58,7 +60,7 @@ mod weakened;
 pub mod websocket;
 mod witness;
 
-pub use engine::{Options, Report, Verdict, check, diff, within};
+pub use engine::{Options, Report, Verdict, check, diff, diff_owned, within};
 pub use error::ProverError;
 pub use finding::{Finding, Loc, Witness};
 pub use query::Category;

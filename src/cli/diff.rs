@@ -166,6 +166,59 @@ fn same_file(a: &Path, b: &Path) -> bool {
         && matches!((std::fs::read(a), std::fs::read(b)), (Ok(x), Ok(y)) if x == y)
 }
 
+/// Inputs of this many bytes in all are compiled on two threads. Below
+/// it one thread does it all: a thread this process starts mostly shares
+/// its CPU for its first milliseconds (the scheduler packs tasks onto
+/// few CPUs), so work moved to one came on top of its own start-up
+/// (docs/benchmarks.md): the 300-endpoint pair (110 KB) took 1.4 ms
+/// longer on two. Compiling a policy of a thousand endpoints takes about
+/// 35 ms, long enough for the second thread to find the other CPU; a diff
+/// that slices well then spends most of its time here. The size is the
+/// one a build without Z3 hands over to the solver at (`solver.rs`).
+const PARALLEL_INPUT: u64 = 128 * 1024;
+
+/// A compiled side and how long it took.
+type Compiled = (Bundle, std::time::Duration);
+
+fn timed_bundle(path: &Path, credentials: Option<&Path>) -> Result<Compiled, Failure> {
+    let t = std::time::Instant::now();
+    bundle(path, credentials).map(|b| (b, t.elapsed()))
+}
+
+/// Compiles OLD and NEW (NEW not at all when the files are the same);
+/// OLD's failure is the one reported when both fail, as when they were
+/// compiled one after the other.
+fn compile_both(
+    old: &Path,
+    new: &Path,
+    credentials: Option<&Path>,
+) -> Result<(Bundle, Bundle, std::time::Duration, std::time::Duration), Failure> {
+    if same_file(old, new) {
+        let (b, t) = timed_bundle(old, credentials)?;
+        return Ok((b.clone(), b, t, std::time::Duration::ZERO));
+    }
+    let size: u64 = [old, new]
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let (o, n) = if size > PARALLEL_INPUT {
+        std::thread::scope(|s| {
+            let o = s.spawn(|| timed_bundle(old, credentials));
+            let n = timed_bundle(new, credentials);
+            let o = o
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (o, n)
+        })
+    } else {
+        let o = timed_bundle(old, credentials)?;
+        (Ok(o), timed_bundle(new, credentials))
+    };
+    let ((o, to), (n, tn)) = (o?, n?);
+    Ok((o, n, to, tn))
+}
+
 pub fn run(args: &Args) -> u8 {
     let timing = std::env::var_os("PROVER_TIMING").is_some();
     let t0 = std::time::Instant::now();
@@ -187,24 +240,11 @@ pub fn run(args: &Args) -> u8 {
     if let Some(why) = super::solver::delegate_if_large(&[&args.old, &args.new]) {
         return inconclusive(why);
     }
-    // One thread does it all: a thread this process starts mostly shares
-    // its CPU for its first milliseconds (the scheduler packs tasks onto
-    // few CPUs), so work moved to one came on top of its own start-up
-    // (docs/benchmarks.md).
-    let old = match bundle(&args.old, creds) {
-        Ok(b) => b,
+    let (old, new, t_old, t_new) = match compile_both(&args.old, &args.new, creds) {
+        Ok(both) => both,
         Err(f) => return failed(f, EXIT_INPUT),
     };
-    let t_old = t0.elapsed();
-    let new = if same_file(&args.old, &args.new) {
-        old.clone()
-    } else {
-        match bundle(&args.new, creds) {
-            Ok(b) => b,
-            Err(f) => return failed(f, EXIT_INPUT),
-        }
-    };
-    let t_new = t0.elapsed();
+    let t_compiled = t0.elapsed();
     let mut opts = match options(
         args.registry.as_deref(),
         args.accepted_risks.as_deref(),
@@ -218,7 +258,7 @@ pub fn run(args: &Args) -> u8 {
     let proved = if args.within {
         prover::within(&old, &new, &opts)
     } else {
-        prover::diff(&old, &new, &opts)
+        prover::diff_owned(old, new, &opts)
     };
     let report = match proved {
         Ok(r) => r,
@@ -227,9 +267,8 @@ pub fn run(args: &Args) -> u8 {
     print_phases(&report);
     if timing {
         eprintln!(
-            "diff: compile old {t_old:?}, new {:?}, registry {:?}, prove {:?}",
-            t_new - t_old,
-            t_opts - t_new,
+            "diff: compile old {t_old:?}, new {t_new:?}, registry {:?}, prove {:?}",
+            t_opts - t_compiled,
             t0.elapsed() - t_opts
         );
     }

@@ -171,7 +171,7 @@ pub struct HostPat {
 }
 
 impl HostPat {
-    fn random(rng: &mut Rng) -> HostPat {
+    pub fn random(rng: &mut Rng) -> HostPat {
         let n = rng.below(3);
         let labels = (0..n)
             .map(|i| {
