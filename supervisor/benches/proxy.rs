@@ -718,7 +718,6 @@ fn sandbox_of(pid: u32) -> Option<u32> {
         })
 }
 
-
 /// utime + stime of process `pid`, seconds.
 fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
