@@ -22,6 +22,15 @@ fn team(extra: &str) -> String {
 /// boundary refuses it or sends another credential (or none) with it.
 fn assert_excesses_replay(r: &prover::Report, boundary: &str, candidate: &str) {
     let (bb, cb) = (compile(&policy(boundary)), compile(&policy(candidate)));
+    assert_bundle_excesses_replay(r, &bb, &cb);
+}
+
+/// [`assert_excesses_replay`] for compiled policies.
+fn assert_bundle_excesses_replay(
+    r: &prover::Report,
+    bb: &policy_bundle::Bundle,
+    cb: &policy_bundle::Bundle,
+) {
     // What a credential sends and how, whatever its name.
     let binding = |b: &policy_bundle::Bundle, name: Option<&String>| {
         name.and_then(|n| b.enforcement.credentials.iter().find(|c| &c.name == n))
@@ -42,7 +51,7 @@ fn assert_excesses_replay(r: &prover::Report, boundary: &str, candidate: &str) {
         assert!(
             relayed
                 || !let_through(&bd)
-                || binding(&bb, bd.credential.as_ref()) != binding(&cb, cd.credential.as_ref()),
+                || binding(bb, bd.credential.as_ref()) != binding(cb, cd.credential.as_ref()),
             "{bd:#?}\n{cd:#?}\n{f:#?}"
         );
     }
@@ -270,4 +279,87 @@ fn a_credential_sent_where_the_boundary_sends_another_is_an_excess() {
         cred("b_renamed", "B", "other.example.com")
     );
     assert_eq!(within(&boundary, &same).verdict, Verdict::Within);
+}
+
+/// The versions of each community policy that compile, in name order.
+fn community_histories() -> Vec<Vec<(String, policy_bundle::Bundle)>> {
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/shared/fixtures");
+    let mut histories = Vec::new();
+    for group in ["community", "community-more"] {
+        let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(fixtures.join(group))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        for dir in dirs {
+            let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+                .collect();
+            files.sort();
+            histories.push(
+                files
+                    .into_iter()
+                    .filter_map(|p| {
+                        let (_, b) = policy_lang::load::compile_file(&p, None).ok()?;
+                        Some((p.display().to_string(), b?))
+                    })
+                    .collect(),
+            );
+        }
+    }
+    histories
+}
+
+/// Along the community policies' histories, in both directions: every
+/// version is within itself; a later or earlier version is within
+/// another exactly when `diff --prove` from that one finds it adds
+/// nothing; and every excess replays against the reference evaluator.
+#[test]
+fn community_histories_are_contained_exactly_where_diff_finds_nothing_new() {
+    let (mut pairs, mut exceeding) = (0, 0);
+    for history in community_histories() {
+        for (a, ab) in &history {
+            let itself = prover::within(ab, ab, &opts()).unwrap();
+            assert_eq!(itself.verdict, Verdict::Within, "{a} within itself");
+        }
+        for (a, ab) in &history {
+            for (b, bb) in &history {
+                if a == b {
+                    continue;
+                }
+                let contained = prover::within(ab, bb, &opts()).unwrap();
+                let diff = prover::diff(ab, bb, &opts()).unwrap();
+                let decided =
+                    !matches!(
+                        contained.verdict,
+                        Verdict::Inconclusive | Verdict::Unsupported
+                    ) && !matches!(diff.verdict, Verdict::Inconclusive | Verdict::Unsupported);
+                if !decided {
+                    continue;
+                }
+                pairs += 1;
+                assert_eq!(
+                    contained.verdict == Verdict::Within,
+                    diff.verdict == Verdict::NoNewAccess,
+                    "{b} within {a}: {:?}, diff {a} → {b}: {:?}\n{contained:#?}",
+                    contained.verdict,
+                    diff.verdict
+                );
+                if contained.verdict == Verdict::Exceeds {
+                    exceeding += 1;
+                    assert_bundle_excesses_replay(&contained, ab, bb);
+                }
+            }
+        }
+    }
+    eprintln!("{pairs} ordered pairs decided, {exceeding} exceeding");
+    assert!(
+        pairs >= 20,
+        "only {pairs} ordered pairs of versions compiled"
+    );
+    assert!(exceeding > 0, "no history widens anything");
 }
