@@ -1,17 +1,18 @@
 //! `openshell-supervisor`: enforces a compiled bundle on a workload.
 //!
 //! ```text
-//!  bundle ──▶ tables ──▶ enforcer::prepare / build (Landlock, seccomp)
+//!  bundle ──▶ launch plan (kernel tables, user, command) in a memfd
 //!                 │
-//!  run ──fork──▶ child: netns · mount ns (resolv.conf) · user · caps ·
-//!   │                    no_new_privs · pdeathsig · Landlock · seccomp
-//!   │◀── listener ──┘
-//!   ├─ dns: stub on 127.0.0.1:53 inside the sandbox ──▶ hickory upstream
-//!   │        answers only allowed names, remembers name → address
-//!   ├─ broker: every trapped connect / send
-//!   │        decide (eval + attribution) ─▶ connect from here, ADDFD
-//!   │                                    ─▶ L7 routes: to the proxy, ADDFD
-//!   │                                    ─▶ ECONNREFUSED + deny log
+//!  run ──fork──▶ init: netns · mount ns (resolv.conf, noexec) · pidns
+//!   │             └─ exec openshell-sandbox: forks the workload (user ·
+//!   │                caps · no_new_privs · Landlock · seccomp), keeps its
+//!   │                listener, brokers every trapped call, runs the DNS stub
+//!   │◀══ sandbox protocol (relay: gRPC over a Unix socket pair) ══▶
+//!   ├─ relay: each connect decided (eval + attribution + the caller's
+//!   │        facts), opened upstream from here (L7 routes: through the
+//!   │        proxy), its bytes relayed; refusals in the deny log
+//!   ├─ dns: answers only allowed names, remembers name → address,
+//!   │        resolves upstream with hickory
 //!   ├─ l7: the proxy: TLS with a per-sandbox CA, decide_request per
 //!   │        request, credentials injected where bound, TLS upstream
 //!   ├─ reload: SIGHUP / --watch swaps the network part of the bundle
@@ -19,13 +20,14 @@
 //! ```
 //!
 //! Modules, each small and named for its job: `cli` (arguments),
-//! `run` (one launch), `tables` (bundle → enforcer specs), `workload`
-//! (user, environment, program), `broker` (the judge of the trapped
-//! connects, whose notification loop is `sandbox::broker`), `dns` (the stub), `attribution` (name ↔ address memory),
-//! `denylog` (OCSF JSON lines), `l7` (the proxy), `credentials`
-//! (secrets and placeholders), `policy` (the bundle in force, swappable),
-//! `reload` (hot reload), `gateway` (bundles from the gateway), `stdio` (transcript), `lifecycle` (waiting
-//! and cleanup).
+//! `run` (one launch), `tables` (bundle → launch plan), `workload`
+//! (user, environment, program), `relay` (the supervisor's side of the
+//! sandbox protocol), `broker` (what a relayed connect needs: the decider,
+//! the log, the upstream), `dns` (the stub's answers), `attribution` (name
+//! ↔ address memory), `denylog` (OCSF JSON lines), `l7` (the proxy),
+//! `credentials` (secrets and placeholders), `policy` (the bundle in
+//! force, swappable), `reload` (hot reload), `gateway` (bundles from the
+//! gateway), `stdio` (transcript), `lifecycle` (waiting and cleanup).
 //!
 //! `docs/supervisor.md` is the operator's guide, `docs/proxy.md` the
 //! proxy's; `docs/threat-model.md` says what is enforced, what is
