@@ -5,9 +5,10 @@
 //! question came on.
 //!
 //! The sandbox reports facts about the caller (executable, pin hash,
-//! foreign code, the writable tree that holds it); the rules applied to
-//! them are the ones the local broker applies ([`crate::broker::Connector`]).
-//! Every refusal is a deny-log line, as there.
+//! foreign code, the writable tree that holds it), which decide with the
+//! destination: a deleted executable, foreign code, or a program in a
+//! writable tree that only an unpinned rule allows is refused. Every
+//! refusal is a deny-log line.
 
 use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
