@@ -271,7 +271,8 @@ pub fn in_family(addr: SocketAddr, domain: i32) -> SocketAddr {
 }
 
 /// Connects the workload's own socket to `dst`, the DNS stub a connect to
-/// a host nameserver goes to, as [`perform`] does.
+/// a host nameserver goes to; a blocking socket may block, so off the
+/// notification thread.
 pub fn perform_to<J: Judge>(broker: &Arc<Broker<J>>, call: Call, sock: OwnedFd, dst: SocketAddr) {
     perform(broker, call, sock, sockaddr(dst));
 }
