@@ -15,8 +15,6 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-
 use policy_bundle::Bundle;
 use support::generate::Rng;
 use support::pairs::{HostPat, Spec};
@@ -298,45 +296,15 @@ fn sliced_and_whole_proofs_agree_on_generated_pairs() {
     }
 }
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/shared/fixtures")
-}
-
-/// The versions of one policy that compile, in name order.
-fn versions(dir: &Path) -> Vec<(String, Bundle)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .filter_map(|p| {
-            let (_, b) = policy_lang::load::compile_file(&p, None).ok()?;
-            Some((p.display().to_string(), b?))
-        })
-        .collect()
-}
-
 #[test]
 fn sliced_and_whole_proofs_agree_on_community_histories() {
     let (mut pairs, mut alike) = (0, 0);
-    for group in ["community", "community-more"] {
-        let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures().join(group))
-            .unwrap()
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_dir())
-            .collect();
-        dirs.sort();
-        for dir in dirs {
-            let vs = versions(&dir);
-            for (i, (a, ab)) in vs.iter().enumerate() {
-                for (b, bb) in vs.iter().skip(i + 1) {
-                    alike += usize::from(assert_same(ab, bb, &format!("{a} → {b}")));
-                    alike += usize::from(assert_same(bb, ab, &format!("{b} → {a}")));
-                    pairs += 2;
-                }
+    for vs in support::community_histories() {
+        for (i, (a, ab)) in vs.iter().enumerate() {
+            for (b, bb) in vs.iter().skip(i + 1) {
+                alike += usize::from(assert_same(ab, bb, &format!("{a} → {b}")));
+                alike += usize::from(assert_same(bb, ab, &format!("{b} → {a}")));
+                pairs += 2;
             }
         }
     }

@@ -280,43 +280,6 @@ fn a_credential_sent_where_the_boundary_sends_another_is_an_excess() {
     assert_eq!(within(&boundary, &same).verdict, Verdict::Within);
 }
 
-/// The versions of each community policy that compile, in name order.
-#[expect(
-    clippy::unwrap_used,
-    reason = "the fixtures are part of the repository: a missing one stops the test"
-)]
-fn community_histories() -> Vec<Vec<(String, policy_bundle::Bundle)>> {
-    let fixtures =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/shared/fixtures");
-    let mut histories = Vec::new();
-    for group in ["community", "community-more"] {
-        let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(fixtures.join(group))
-            .unwrap()
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_dir())
-            .collect();
-        dirs.sort();
-        for dir in dirs {
-            let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
-                .unwrap()
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-                .collect();
-            files.sort();
-            histories.push(
-                files
-                    .into_iter()
-                    .filter_map(|p| {
-                        let (_, b) = policy_lang::load::compile_file(&p, None).ok()?;
-                        Some((p.display().to_string(), b?))
-                    })
-                    .collect(),
-            );
-        }
-    }
-    histories
-}
-
 /// Along the community policies' histories, in both directions: every
 /// version is within itself; a later or earlier version is within
 /// another exactly when `diff --prove` from that one finds it adds

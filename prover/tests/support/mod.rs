@@ -209,3 +209,35 @@ pub fn decide(
         }
     }
 }
+
+/// The versions of each community policy in `tests/shared/fixtures` that
+/// compile, each history in name order.
+pub fn community_histories() -> Vec<Vec<(String, Bundle)>> {
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/shared/fixtures");
+    let in_order = |dir: &std::path::Path, keep: &dyn Fn(&std::path::Path) -> bool| {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| keep(p))
+            .collect();
+        paths.sort();
+        paths
+    };
+    let mut histories = Vec::new();
+    for group in ["community", "community-more"] {
+        for dir in in_order(&fixtures.join(group), &|p| p.is_dir()) {
+            let files = in_order(&dir, &|p| p.extension().is_some_and(|x| x == "yaml"));
+            histories.push(
+                files
+                    .into_iter()
+                    .filter_map(|p| {
+                        let (_, b) = policy_lang::load::compile_file(&p, None).ok()?;
+                        Some((p.display().to_string(), b?))
+                    })
+                    .collect(),
+            );
+        }
+    }
+    histories
+}
