@@ -259,19 +259,7 @@ fn markdown(report: &Report, names: &Names) -> String {
         names.new
     );
     for f in &report.findings {
-        let status = if f.suppressed { "✅ accepted" } else { "❌" };
-        out.push_str(&format!(
-            "- {status} **`{}`** — `{}` from `{}` · allowed by `{}` · before: {}\n",
-            f.category,
-            f.witness.request_text(),
-            f.witness.binary,
-            rule_text(f),
-            if f.old_reason.is_empty() {
-                "—"
-            } else {
-                &f.old_reason
-            }
-        ));
+        out.push_str(&markdown_finding(f, "before"));
     }
     for c in &report.credentials {
         out.push_str(&format!(
@@ -333,46 +321,22 @@ fn github(report: &Report, names: &Names) -> String {
     let blocking = report.findings.iter().map(|f| (f, !f.suppressed));
     for (f, blocks) in blocking.chain(report.reach.iter().map(|f| (f, false))) {
         let level = if blocks { "error" } else { "notice" };
-        let (file, line, column) = place(f, names);
-        let col = if column > 0 {
-            format!(",col={column}")
-        } else {
-            String::new()
-        };
-        let msg = format!(
-            "{} — witness: {} from {} (before: {})",
-            f.message,
-            f.witness.request_text(),
-            f.witness.binary,
-            f.old_reason
-        );
-        out.push_str(&format!(
-            "::{level} file={},line={line}{col},title={}::{}\n",
-            github_escape(file, true),
-            github_escape(f.category.name(), true),
-            github_escape(&msg, false)
-        ));
+        out.push_str(&finding_annotation(level, f, names, "before"));
     }
     for c in &report.credentials {
-        let (file, line, column) = change_place(c, names);
-        let col = if column > 0 {
-            format!(",col={column}")
-        } else {
-            String::new()
-        };
-        out.push_str(&format!(
-            "::error file={},line={line}{col},title={}::{}\n",
-            github_escape(file, true),
-            github_escape(c.category.name(), true),
-            github_escape(&c.message, false)
+        out.push_str(&annotation(
+            "error",
+            change_place(c, names),
+            c.category.name(),
+            &c.message,
         ));
     }
     for c in &report.sandbox {
-        out.push_str(&format!(
-            "::notice file={},line=1,title={}::{}\n",
-            github_escape(&names.new, true),
-            github_escape(c.category.name(), true),
-            github_escape(&c.message, false)
+        out.push_str(&annotation(
+            "notice",
+            (&names.new, 1, 0),
+            c.category.name(),
+            &c.message,
         ));
     }
     if !report.credentials_declared {
@@ -392,6 +356,86 @@ fn github(report: &Report, names: &Names) -> String {
         github_escape(&summary, false)
     ));
     out
+}
+
+/// One finding as a Markdown list item; `against` names what its old
+/// reason describes (`before`, `boundary`).
+pub(super) fn markdown_finding(f: &Finding, against: &str) -> String {
+    let status = if f.suppressed { "✅ accepted" } else { "❌" };
+    format!(
+        "- {status} **`{}`** — `{}` from `{}` · allowed by `{}` · {against}: {}\n",
+        f.category,
+        f.witness.request_text(),
+        f.witness.binary,
+        rule_text(f),
+        if f.old_reason.is_empty() {
+            "—"
+        } else {
+            &f.old_reason
+        }
+    )
+}
+
+/// A finding's message with its witness, as a GitHub annotation and a
+/// SARIF result say it; `against` as for [`markdown_finding`].
+fn github_text(f: &Finding, against: &str) -> String {
+    format!(
+        "{} — witness: {} from {} ({against}: {})",
+        f.message,
+        f.witness.request_text(),
+        f.witness.binary,
+        f.old_reason
+    )
+}
+
+pub(super) fn sarif_text(f: &Finding, against: &str) -> String {
+    format!(
+        "{} (witness: {} from {}; {against}: {})",
+        f.message,
+        f.witness.request_text(),
+        f.witness.binary,
+        f.old_reason
+    )
+}
+
+/// One GitHub workflow annotation at `place`: a column only when known.
+pub(super) fn annotation(
+    level: &str,
+    (file, line, column): (&str, u32, u32),
+    title: &str,
+    message: &str,
+) -> String {
+    let col = if column > 0 {
+        format!(",col={column}")
+    } else {
+        String::new()
+    };
+    format!(
+        "::{level} file={},line={line}{col},title={}::{}\n",
+        github_escape(file, true),
+        github_escape(title, true),
+        github_escape(message, false)
+    )
+}
+
+/// A finding's annotation, its witness in the message.
+pub(super) fn finding_annotation(level: &str, f: &Finding, names: &Names, against: &str) -> String {
+    annotation(
+        level,
+        place(f, names),
+        f.category.name(),
+        &github_text(f, against),
+    )
+}
+
+/// What a SARIF result says of a finding besides its message.
+pub(super) fn finding_properties(f: &Finding) -> Value {
+    json!({
+        "category": f.category.name(),
+        "witness": f.witness,
+        "region": f.region,
+        "verified": f.verified,
+    })
 }
 
 /// Where a finding is reported: the rule that allows it, or the new
@@ -419,28 +463,14 @@ fn change_rule(c: &CredentialChange) -> String {
 
 fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
     let mut log = sarif::Log::new();
-    let witness_text = |f: &Finding| {
-        format!(
-            "{} (witness: {} from {}; before: {})",
-            f.message,
-            f.witness.request_text(),
-            f.witness.binary,
-            f.old_reason
-        )
-    };
     let region = |line: u32, column: u32| sarif::Region::at(line, column.max(1));
     for f in &report.findings {
         let (file, line, column) = place(f, names);
         let mut r = json!({
             "level": if f.suppressed { "note" } else { "error" },
-            "message": { "text": witness_text(f) },
+            "message": { "text": sarif_text(f, "before") },
             "locations": log.locations(file, Some(region(line, column))),
-            "properties": {
-                "category": f.category.name(),
-                "witness": f.witness,
-                "region": f.region,
-                "verified": f.verified,
-            },
+            "properties": finding_properties(f),
         });
         suppress(&mut r, f);
         log.push(&sarif::Rule::category(f.category), r);
@@ -458,17 +488,15 @@ fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
     // New reach is a note: it does not block, but code scanning shows it.
     for f in &report.reach {
         let (file, line, column) = place(f, names);
+        let mut properties = finding_properties(f);
+        if let Some(map) = properties.as_object_mut() {
+            map.insert("credentialed".into(), json!(false));
+        }
         let r = json!({
             "level": "note",
-            "message": { "text": witness_text(f) },
+            "message": { "text": sarif_text(f, "before") },
             "locations": log.locations(file, Some(region(line, column))),
-            "properties": {
-                "category": f.category.name(),
-                "witness": f.witness,
-                "region": f.region,
-                "verified": f.verified,
-                "credentialed": false,
-            },
+            "properties": properties,
         });
         log.push(&sarif::Rule::category(f.category), r);
     }

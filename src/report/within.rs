@@ -3,10 +3,13 @@
 //! file rights and process settings are excesses like requests. JSON is
 //! `prover::Report::to_json`; the other formats are here.
 
-use prover::{Finding, Report, SandboxChange, Verdict};
+use prover::{Report, SandboxChange, Verdict};
 use serde_json::{Value, json};
 
-use super::findings::{Names, omitted_lines, place, rule_text, suppress};
+use super::findings::{
+    Names, annotation, finding_annotation, finding_properties, markdown_finding, omitted_lines,
+    place, rule_text, sarif_text, suppress,
+};
 use super::{github_escape, sarif};
 
 /// The report in `format` (JSON excepted, which the prover writes).
@@ -117,19 +120,7 @@ fn markdown(report: &Report, names: &Names) -> String {
         names.old
     );
     for f in &report.findings {
-        let status = if f.suppressed { "✅ accepted" } else { "❌" };
-        out.push_str(&format!(
-            "- {status} **`{}`** — `{}` from `{}` · allowed by `{}` · boundary: {}\n",
-            f.category,
-            f.witness.request_text(),
-            f.witness.binary,
-            rule_text(f),
-            if f.old_reason.is_empty() {
-                "—"
-            } else {
-                &f.old_reason
-            }
-        ));
+        out.push_str(&markdown_finding(f, "boundary"));
     }
     for c in &report.sandbox {
         out.push_str(&format!(
@@ -163,39 +154,16 @@ fn markdown(report: &Report, names: &Names) -> String {
 
 fn github(report: &Report, names: &Names) -> String {
     let mut out = String::new();
-    let col = |column: u32| {
-        if column > 0 {
-            format!(",col={column}")
-        } else {
-            String::new()
-        }
-    };
     for f in &report.findings {
         let level = if f.suppressed { "notice" } else { "error" };
-        let (file, line, column) = place(f, names);
-        let msg = format!(
-            "{} — witness: {} from {} (boundary: {})",
-            f.message,
-            f.witness.request_text(),
-            f.witness.binary,
-            f.old_reason
-        );
-        out.push_str(&format!(
-            "::{level} file={},line={line}{},title={}::{}\n",
-            github_escape(file, true),
-            col(column),
-            github_escape(f.category.name(), true),
-            github_escape(&msg, false)
-        ));
+        out.push_str(&finding_annotation(level, f, names, "boundary"));
     }
     for c in &report.sandbox {
-        let (file, line, column) = sandbox_place(c, names);
-        out.push_str(&format!(
-            "::error file={},line={line}{},title={}::{}\n",
-            github_escape(file, true),
-            col(column),
-            github_escape(c.category.name(), true),
-            github_escape(&c.message, false)
+        out.push_str(&annotation(
+            "error",
+            sandbox_place(c, names),
+            c.category.name(),
+            &c.message,
         ));
     }
     for u in &report.unsupported {
@@ -224,13 +192,7 @@ fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
         let (file, line, column) = place(f, names);
         let mut r = json!({
             "level": if f.suppressed { "note" } else { "error" },
-            "message": { "text": format!(
-                "{} (witness: {} from {}; boundary: {})",
-                f.message,
-                f.witness.request_text(),
-                f.witness.binary,
-                f.old_reason
-            ) },
+            "message": { "text": sarif_text(f, "boundary") },
             "locations": log.locations(file, Some(region(line, column))),
             "properties": finding_properties(f),
         });
@@ -261,13 +223,4 @@ fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
         "credentials_declared": report.credentials_declared,
     }));
     log.finish(exit_code)
-}
-
-fn finding_properties(f: &Finding) -> Value {
-    json!({
-        "category": f.category.name(),
-        "witness": f.witness,
-        "region": f.region,
-        "verified": f.verified,
-    })
 }
