@@ -68,36 +68,47 @@ pub(crate) fn fork_child(
         go_writer: go_writer.as_fd(),
         status: status.map(AsFd::as_fd),
     };
-    let pid = if spec.new_pidns {
-        // SAFETY: as for `fork` below; `clone` without a new stack (0) and
-        // with only `CLONE_NEWPID` and the exit signal is `fork` into a new
-        // PID namespace, and glibc's atfork handlers it skips matter only
-        // to code that allocates or takes locks, which the child never does.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_clone,
-                libc::c_long::from(libc::CLONE_NEWPID | libc::SIGCHLD),
-                0_i64,
-                0_i64,
-                0_i64,
-                0_i64,
-            )
-        };
-        libc::pid_t::try_from(ret).map_err(|_| Errno(libc::EINVAL))?
-    } else {
-        // SAFETY: the child only runs `child_main`, which makes
-        // async-signal-safe calls on memory prepared above (`spec`,
-        // `argv`, `envp`, the pipes) and never returns, so forking a
-        // threaded parent is sound.
-        unsafe { libc::fork() }
-    };
+    // SAFETY: the child only runs `child_main`, which makes
+    // async-signal-safe calls on memory prepared above (`spec`, `argv`,
+    // `envp`, the pipes) and never returns.
+    let pid = unsafe { fork_into(spec.new_pidns)? };
     if pid == 0 {
         child_main(spec, &argv, &envp, parent, ends);
     }
-    if pid < 0 {
+    Ok(pid)
+}
+
+/// `fork`, into a new PID namespace when `new_pidns`: `clone` without a
+/// new stack (0) and with at most `CLONE_NEWPID` besides the exit signal.
+/// glibc's atfork handlers, which `clone` skips, matter only to code that
+/// allocates or takes locks. Returns 0 in the child.
+///
+/// # Safety
+///
+/// The parent may be threaded: the child must make only async-signal-safe
+/// calls on memory prepared before the call, and never return.
+unsafe fn fork_into(new_pidns: bool) -> Result<libc::pid_t, Errno> {
+    let flags = if new_pidns {
+        libc::CLONE_NEWPID | libc::SIGCHLD
+    } else {
+        libc::SIGCHLD
+    };
+    // SAFETY: `clone` without a new stack is `fork`; the caller keeps the
+    // child to async-signal-safe calls, as this function's contract says.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::c_long::from(flags),
+            0_i64,
+            0_i64,
+            0_i64,
+            0_i64,
+        )
+    };
+    if ret < 0 {
         return Err(Errno::last());
     }
-    Ok(pid)
+    libc::pid_t::try_from(ret).map_err(|_| Errno(libc::EINVAL))
 }
 
 /// The child's ends of the pipes to the parent.
@@ -353,27 +364,9 @@ pub(crate) fn fork_init(
     // workload may write), and the file opened here is still executable.
     let program = crate::sys::fd::open_path(spec.program)?;
     let parent = libc::pid_t::try_from(std::process::id()).map_err(|_| Errno(libc::ESRCH))?;
-    let flags = if spec.new_pidns {
-        libc::CLONE_NEWPID | libc::SIGCHLD
-    } else {
-        libc::SIGCHLD
-    };
-    // SAFETY: as for `fork` in `fork_child`: `clone` without a new stack
-    // and with at most `CLONE_NEWPID` besides the exit signal is `fork`
-    // (into a new PID namespace), and the child only runs
-    // `init_child_main`, which makes async-signal-safe calls on memory
-    // prepared above and never returns.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            libc::c_long::from(flags),
-            0_i64,
-            0_i64,
-            0_i64,
-            0_i64,
-        )
-    };
-    let pid = libc::pid_t::try_from(ret).map_err(|_| Errno(libc::EINVAL))?;
+    // SAFETY: the child only runs `init_child_main`, which makes
+    // async-signal-safe calls on memory prepared above and never returns.
+    let pid = unsafe { fork_into(spec.new_pidns)? };
     if pid == 0 {
         let ends = InitEnds {
             program: program.as_fd(),
@@ -381,9 +374,6 @@ pub(crate) fn fork_init(
             control: control.as_fd(),
         };
         init_child_main(spec, &argv, &envp, parent, ends);
-    }
-    if pid < 0 {
-        return Err(Errno::last());
     }
     Ok(pid)
 }
