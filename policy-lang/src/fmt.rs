@@ -68,7 +68,7 @@ fn trivia_lines(out: &mut String, lines: &[TriviaLine], level: usize) {
 
 /// A value as a token: bare when the grammar reads it back as one word,
 /// quoted otherwise.
-pub(crate) fn token(v: &str) -> String {
+pub fn token(v: &str) -> String {
     let bare = !v.is_empty()
         && v != "->"
         && !v.chars().any(|c| {

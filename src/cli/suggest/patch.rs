@@ -5,6 +5,8 @@
 
 use std::fmt::Write as _;
 
+use policy_lang::fmt::token;
+
 use super::narrow::Suggestion;
 
 /// The rules in this language, indented for the policy block, with a
@@ -50,29 +52,6 @@ pub fn dsl(suggestions: &[Suggestion], log: &str, taken: &str) -> String {
     out
 }
 
-/// A word as the formatter writes it (`policy_lang`'s `fmt::token`):
-/// bare, or quoted with `"` and `\` escaped when it holds a space, a
-/// control character, `#`, a brace, `"` or `\`.
-fn token(v: &str) -> String {
-    let bare = !v.is_empty()
-        && !v.chars().any(|c| {
-            c.is_whitespace() || c.is_control() || matches!(c, '#' | '{' | '}' | '"' | '\\')
-        });
-    if bare {
-        return v.to_owned();
-    }
-    let mut s = String::with_capacity(v.len() + 2);
-    s.push('"');
-    for c in v.chars() {
-        if c == '"' || c == '\\' {
-            s.push('\\');
-        }
-        s.push(c);
-    }
-    s.push('"');
-    s
-}
-
 /// `deny.log:3, 7, 9 and 12 more`
 fn lines_comment(log: &str, lines: &[usize]) -> String {
     let shown: Vec<String> = lines.iter().take(5).map(ToString::to_string).collect();
@@ -85,21 +64,7 @@ fn lines_comment(log: &str, lines: &[usize]) -> String {
 }
 
 fn fresh_name(binary: &str, taken: &str, used: &[String]) -> String {
-    let base: String = binary
-        .trim_matches('"')
-        .rsplit('/')
-        .next()
-        .unwrap_or("bin")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let base = format!("pinned_{base}");
+    let base = format!("pinned_{}", identifier(file_name(binary)));
     let free = |n: &str| {
         !used.iter().any(|u| u == n)
             && !taken
@@ -167,25 +132,12 @@ pub fn yaml(suggestions: &[Suggestion], log: &str) -> String {
     let mut out = String::new();
     let mut keys: Vec<String> = Vec::new();
     for s in suggestions {
-        let base: String = format!(
+        let base = identifier(&format!(
             "suggested_{}_{}_{}",
-            s.binary
-                .trim_matches('"')
-                .rsplit('/')
-                .next()
-                .unwrap_or("bin"),
+            file_name(&s.binary),
             s.dest,
             s.port
-        )
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
+        ));
         let mut key = base.clone();
         let mut i = 2;
         while keys.contains(&key) {
@@ -285,6 +237,25 @@ pub fn insert_yaml(text: &str, entries: &str) -> Option<String> {
         }
     }
     Some(out)
+}
+
+/// The last component of a binary's path, unquoted.
+fn file_name(binary: &str) -> &str {
+    binary.trim_matches('"').rsplit('/').next().unwrap_or("bin")
+}
+
+/// `text` as a name the language accepts: ASCII letters and digits in
+/// lower case, `_` for everything else.
+fn identifier(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
