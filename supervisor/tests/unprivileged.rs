@@ -46,6 +46,23 @@ fn as_nobody(net: &TestNet, bin: &std::path::Path) -> std::process::Command {
     cmd
 }
 
+/// `BIN run --bundle BUNDLE --workdir DIR EXTRA... -- CMD...` as `nobody`
+/// ([`as_nobody`]).
+fn run_as_nobody(
+    net: &TestNet,
+    bin: &std::path::Path,
+    bundle: &std::path::Path,
+    dir: &Dir,
+    extra: &[&str],
+    cmd: &[&str],
+) -> std::process::Command {
+    let mut c = as_nobody(net, bin);
+    c.args(["run", "--bundle", bundle.to_str().unwrap()]);
+    c.args(["--workdir", dir.path().to_str().unwrap()]);
+    c.args(extra).arg("--").args(cmd);
+    c
+}
+
 #[test]
 fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
     let net = TestNet::new();
@@ -80,22 +97,19 @@ fn an_unprivileged_supervisor_falls_back_to_none_and_still_brokers() {
         "  print(e.errno)",
     ]
     .join("\n");
-    let mut cmd = as_nobody(&net, &bin);
-    cmd.args([
-        "run",
-        "--bundle",
-        b.to_str().unwrap(),
-        "--workdir",
-        dir.path().to_str().unwrap(),
-        "--resolve",
-        "local.test=127.0.0.1",
-        "--log",
-        log.to_str().unwrap(),
-        "--",
-        "/usr/bin/python3",
-        "-c",
-        &code,
-    ]);
+    let cmd = run_as_nobody(
+        &net,
+        &bin,
+        &b,
+        &dir,
+        &[
+            "--resolve",
+            "local.test=127.0.0.1",
+            "--log",
+            log.to_str().unwrap(),
+        ],
+        &["/usr/bin/python3", "-c", &code],
+    );
     let out = output(cmd);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("--netns none"), "{}", stderr(&out));
@@ -158,19 +172,15 @@ fn a_workload_of_the_same_user_cannot_read_the_supervisors_memory_or_environment
         "print('status', 'Name:' in open('/proc/%d/status'%ppid).read())",
     ]
     .join("\n");
-    let mut cmd = as_nobody(&net, &bin);
+    let mut cmd = run_as_nobody(
+        &net,
+        &bin,
+        &b,
+        &dir,
+        &[],
+        &["/usr/bin/python3", "-c", &code],
+    );
     cmd.env("SUPERVISOR_ONLY_SECRET", "do-not-leak-4711");
-    cmd.args([
-        "run",
-        "--bundle",
-        b.to_str().unwrap(),
-        "--workdir",
-        dir.path().to_str().unwrap(),
-        "--",
-        "/usr/bin/python3",
-        "-c",
-        &code,
-    ]);
     let out = output(cmd);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
@@ -230,18 +240,14 @@ fn a_workload_of_the_same_user_cannot_change_the_supervisors_limits_or_priority(
         "r('own-ioprio',lambda: ioprio(1,0,(2<<13)|4))",
     ]
     .join("\n");
-    let mut cmd = as_nobody(&net, &bin);
-    cmd.args([
-        "run",
-        "--bundle",
-        b.to_str().unwrap(),
-        "--workdir",
-        dir.path().to_str().unwrap(),
-        "--",
-        "/usr/bin/python3",
-        "-c",
-        &code,
-    ]);
+    let cmd = run_as_nobody(
+        &net,
+        &bin,
+        &b,
+        &dir,
+        &[],
+        &["/usr/bin/python3", "-c", &code],
+    );
     let out = output(cmd);
     assert!(out.status.success(), "{}", stderr(&out));
     // Root owns the entries of a process that is not dumpable.
@@ -276,18 +282,14 @@ fn an_unprivileged_supervisor_runs_the_workload_under_openshell_sandbox() {
         &format!("subprocess.Popen(['/usr/bin/setsid','/usr/bin/sleep','{marker}'])"),
     ]
     .join("\n");
-    let mut cmd = as_nobody(&net, &bin);
-    cmd.args([
-        "run",
-        "--bundle",
-        b.to_str().unwrap(),
-        "--workdir",
-        dir.path().to_str().unwrap(),
-        "--",
-        "/usr/bin/python3",
-        "-c",
-        &code,
-    ]);
+    let cmd = run_as_nobody(
+        &net,
+        &bin,
+        &b,
+        &dir,
+        &[],
+        &["/usr/bin/python3", "-c", &code],
+    );
     let out = output(cmd);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
@@ -321,17 +323,14 @@ fn without_openshell_sandbox_nothing_runs() {
     let b = bundle(&dir, "alone", &body);
     let bin = copy_for_nobody(&dir, "openshell-supervisor");
     let marker = dir.join("ran");
-    let mut cmd = as_nobody(&net, &bin);
-    cmd.args([
-        "run",
-        "--bundle",
-        b.to_str().unwrap(),
-        "--workdir",
-        dir.path().to_str().unwrap(),
-        "--",
-        "/usr/bin/touch",
-        marker.to_str().unwrap(),
-    ]);
+    let cmd = run_as_nobody(
+        &net,
+        &bin,
+        &b,
+        &dir,
+        &[],
+        &["/usr/bin/touch", marker.to_str().unwrap()],
+    );
     let out = output(cmd);
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     assert!(
