@@ -388,7 +388,7 @@ fn github_text(f: &Finding, against: &str) -> String {
     )
 }
 
-pub(super) fn sarif_text(f: &Finding, against: &str) -> String {
+fn sarif_text(f: &Finding, against: &str) -> String {
     format!(
         "{} (witness: {} from {}; {against}: {})",
         f.message,
@@ -396,6 +396,24 @@ pub(super) fn sarif_text(f: &Finding, against: &str) -> String {
         f.witness.binary,
         f.old_reason
     )
+}
+
+/// Each of the report's findings as a SARIF result at the rule that
+/// allows it: an error, or a suppressed note when accepted; `against` as
+/// for [`markdown_finding`].
+pub(super) fn push_findings(log: &mut sarif::Log, report: &Report, names: &Names, against: &str) {
+    for f in &report.findings {
+        let (file, line, column) = place(f, names);
+        let region = sarif::Region::at(line, column.max(1));
+        let mut r = json!({
+            "level": if f.suppressed { "note" } else { "error" },
+            "message": { "text": sarif_text(f, against) },
+            "locations": log.locations(file, Some(region)),
+            "properties": finding_properties(f),
+        });
+        suppress(&mut r, f);
+        log.push(&sarif::Rule::category(f.category), r);
+    }
 }
 
 /// One GitHub workflow annotation at `place`: a column only when known.
@@ -429,7 +447,7 @@ pub(super) fn finding_annotation(level: &str, f: &Finding, names: &Names, agains
 }
 
 /// What a SARIF result says of a finding besides its message.
-pub(super) fn finding_properties(f: &Finding) -> Value {
+fn finding_properties(f: &Finding) -> Value {
     json!({
         "category": f.category.name(),
         "witness": f.witness,
@@ -441,7 +459,7 @@ pub(super) fn finding_properties(f: &Finding) -> Value {
 /// Where a finding is reported: the rule that allows it, or the new
 /// policy's first line when no single rule does. The column is the one
 /// the JSON report gives (`new_rule.column`), absent when it has none.
-pub(super) fn place<'a>(f: &'a Finding, names: &'a Names) -> (&'a str, u32, u32) {
+fn place<'a>(f: &'a Finding, names: &'a Names) -> (&'a str, u32, u32) {
     f.new_rule.as_ref().map_or((names.new.as_str(), 1, 0), |l| {
         (l.file.as_str(), l.line, l.column)
     })
@@ -464,17 +482,7 @@ fn change_rule(c: &CredentialChange) -> String {
 fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
     let mut log = sarif::Log::new();
     let region = |line: u32, column: u32| sarif::Region::at(line, column.max(1));
-    for f in &report.findings {
-        let (file, line, column) = place(f, names);
-        let mut r = json!({
-            "level": if f.suppressed { "note" } else { "error" },
-            "message": { "text": sarif_text(f, "before") },
-            "locations": log.locations(file, Some(region(line, column))),
-            "properties": finding_properties(f),
-        });
-        suppress(&mut r, f);
-        log.push(&sarif::Rule::category(f.category), r);
-    }
+    push_findings(&mut log, report, names, "before");
     for c in &report.credentials {
         let (file, line, column) = change_place(c, names);
         let r = json!({
@@ -566,7 +574,7 @@ pub fn diagnostics(
 
 /// Marks a SARIF result suppressed when its finding was accepted, with the
 /// acceptance's reason.
-pub(super) fn suppress(result: &mut serde_json::Value, f: &Finding) {
+fn suppress(result: &mut serde_json::Value, f: &Finding) {
     if f.suppressed
         && let Some(obj) = result.as_object_mut()
     {

@@ -7,8 +7,8 @@ use prover::{Report, SandboxChange, Verdict};
 use serde_json::{Value, json};
 
 use super::findings::{
-    Names, annotation, finding_annotation, finding_properties, markdown_finding, omitted_lines,
-    place, rule_text, sarif_text, suppress,
+    Names, annotation, finding_annotation, markdown_finding, omitted_lines, push_findings,
+    rule_text,
 };
 use super::{github_escape, sarif};
 
@@ -188,17 +188,7 @@ fn github(report: &Report, names: &Names) -> String {
 fn sarif_doc(report: &Report, names: &Names, exit_code: u8) -> Value {
     let mut log = sarif::Log::new();
     let region = |line: u32, column: u32| sarif::Region::at(line, column.max(1));
-    for f in &report.findings {
-        let (file, line, column) = place(f, names);
-        let mut r = json!({
-            "level": if f.suppressed { "note" } else { "error" },
-            "message": { "text": sarif_text(f, "boundary") },
-            "locations": log.locations(file, Some(region(line, column))),
-            "properties": finding_properties(f),
-        });
-        suppress(&mut r, f);
-        log.push(&sarif::Rule::category(f.category), r);
-    }
+    push_findings(&mut log, report, names, "boundary");
     for c in &report.sandbox {
         let (file, line, column) = sandbox_place(c, names);
         let r = json!({
