@@ -1,7 +1,7 @@
 //! The sandbox brokering the workload's trapped calls itself, as a plan
 //! with a relay asks: it attaches to the supervisor over the channel it
 //! inherited (`--relay-fd`), serves the workload's seccomp listener with
-//! the supervisor as its judge ([`crate::judge`]), and the DNS stub
+//! the supervisor deciding its TCP connects, and the DNS stub
 //! ([`crate::dns_stub`]).
 //!
 //! In a network namespace of its own (`--netns new`) the broker takes
@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use sandbox_protocol::Binding;
 
-use crate::broker::{self, Broker, Creds, NetMode};
+use crate::broker::{self, AskSupervisor, Broker, Creds, NetMode};
 use crate::caller::Identify;
 use crate::dns_stub;
-use crate::judge::AskSupervisor;
+
 use crate::plan::{PlanUser, RelayPlan};
 use crate::relay::{RelayError, Supervisor};
 use crate::writable::Writable;

@@ -4,7 +4,7 @@
 //! and applies the bundle's kernel tables to it ([`launch`], from the
 //! [`plan`] the supervisor hands it), answers the workload's trapped calls
 //! ([`broker`]), and asks the supervisor about each TCP connect over the
-//! sandbox protocol ([`judge`], [`relay`]), relaying the bytes of the
+//! sandbox protocol ([`relay`]), relaying the bytes of the
 //! allowed ones. It depends on the enforcer, the bundle's data types and
 //! the protocol alone: no policy source, no prover, no TLS, no credential
 //! ever reaches it.
@@ -19,7 +19,6 @@ pub mod broker;
 pub mod brokering;
 pub mod caller;
 pub mod dns_stub;
-pub mod judge;
 pub mod launch;
 pub mod mountinfo;
 pub mod pid1;

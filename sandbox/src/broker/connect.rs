@@ -1,5 +1,5 @@
-//! A trapped `connect`: copy, check, then hand to the judge, perform or
-//! refuse. The first three rows are the judge's ([`super::Judge`]).
+//! A trapped `connect`: copy, check, then ask the supervisor, perform or
+//! refuse. The first three rows are the supervisor's answers (`ask.rs`).
 //!
 //! | destination | `--netns new` | `--netns none` |
 //! |---|---|---|
@@ -26,12 +26,12 @@ use std::sync::Arc;
 use enforcer::{SockAddr, SocketInfo, UnixAddr};
 use policy_bundle::matcher::canonical_ip;
 
-use super::{Broker, Call, Judge, NetMode, Refusal, TcpConnect};
+use super::{Broker, Call, NetMode, Refusal, TcpConnect, ask};
 
 /// Unix `sun_path` capacity, NUL included.
 const SUN_PATH_MAX: usize = 108;
 
-pub(super) fn handle<J: Judge>(broker: &Arc<Broker<J>>, call: Call) {
+pub(super) fn handle(broker: &Arc<Broker>, call: Call) {
     let addr = match enforcer::read_sockaddr(call.tid(), call.arg(1), call.arg(2)) {
         Ok(a) => a,
         Err(e) => return call.fail(e.errno()),
@@ -84,8 +84,8 @@ pub(super) fn handle<J: Judge>(broker: &Arc<Broker<J>>, call: Call) {
     }
 }
 
-fn ip_connect<J: Judge>(
-    broker: &Arc<Broker<J>>,
+fn ip_connect(
+    broker: &Arc<Broker>,
     call: Call,
     fd: i32,
     sock: OwnedFd,
@@ -102,7 +102,7 @@ fn ip_connect<J: Judge>(
     if !family_ok {
         return call.fail(libc::EAFNOSUPPORT);
     }
-    J::tcp_connect(
+    ask::tcp_connect(
         broker,
         call,
         TcpConnect {
@@ -114,8 +114,8 @@ fn ip_connect<J: Judge>(
     );
 }
 
-fn udp_connect<J: Judge>(
-    broker: &Arc<Broker<J>>,
+fn udp_connect(
+    broker: &Arc<Broker>,
     call: &Call,
     sock: OwnedFd,
     info: SocketInfo,
@@ -155,7 +155,7 @@ fn udp_connect<J: Judge>(
     }
 }
 
-fn unix_connect<J: Judge>(broker: &Arc<Broker<J>>, call: &Call, sock: OwnedFd, addr: UnixAddr) {
+fn unix_connect(broker: &Arc<Broker>, call: &Call, sock: OwnedFd, addr: UnixAddr) {
     let refuse = |reason: &str, path: Option<&str>| {
         broker.deny(
             call,
@@ -202,7 +202,7 @@ fn unix_connect<J: Judge>(broker: &Arc<Broker<J>>, call: &Call, sock: OwnedFd, a
 /// notification thread (a blocking socket may block), and answers with the
 /// result. A unix pathname is checked against the caller's credentials, so
 /// that connect runs as the workload's user, without capabilities.
-fn perform<J: Judge>(broker: &Arc<Broker<J>>, call: Call, sock: OwnedFd, addr: SockAddr) {
+fn perform(broker: &Arc<Broker>, call: Call, sock: OwnedFd, addr: SockAddr) {
     let creds = broker.creds.clone();
     let as_workload = matches!(addr, SockAddr::Unix(UnixAddr::Pathname(_)));
     broker.runtime.spawn_blocking(move || {
@@ -229,8 +229,8 @@ fn perform<J: Judge>(broker: &Arc<Broker<J>>, call: Call, sock: OwnedFd, addr: S
 /// answers. When none listens (`ECONNREFUSED`) the refusal is logged as
 /// made for `binary`, since what the workload meant to reach may well be
 /// the host's loopback, which is out of its reach.
-pub fn perform_on_own_loopback<J: Judge>(
-    broker: &Arc<Broker<J>>,
+pub fn perform_on_own_loopback(
+    broker: &Arc<Broker>,
     call: Call,
     sock: OwnedFd,
     dst: SocketAddr,
@@ -273,7 +273,7 @@ pub fn in_family(addr: SocketAddr, domain: i32) -> SocketAddr {
 /// Connects the workload's own socket to `dst`, the DNS stub a connect to
 /// a host nameserver goes to; a blocking socket may block, so off the
 /// notification thread.
-pub fn perform_to<J: Judge>(broker: &Arc<Broker<J>>, call: Call, sock: OwnedFd, dst: SocketAddr) {
+pub fn perform_to(broker: &Arc<Broker>, call: Call, sock: OwnedFd, dst: SocketAddr) {
     perform(broker, call, sock, sockaddr(dst));
 }
 

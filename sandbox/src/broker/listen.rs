@@ -22,9 +22,9 @@
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use super::{Broker, Call, Judge, Refusal};
+use super::{Broker, Call, Refusal};
 
-pub(super) fn handle<J: Judge>(broker: &Arc<Broker<J>>, call: &Call) {
+pub(super) fn handle(broker: &Arc<Broker>, call: &Call) {
     let sock = match enforcer::take_fd_from(call.tid(), call.int_arg(0)) {
         Ok(s) => s,
         Err(e) => return call.fail(e.raw_os_error().unwrap_or(libc::EBADF)),

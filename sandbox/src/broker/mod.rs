@@ -4,22 +4,23 @@
 //! One thread receives notifications (the listener has a single consumer)
 //! and answers everything that needs no waiting on the spot: refusals,
 //! sends, local connects. What only a policy can decide, a TCP connect to
-//! an IP address, goes to the [`Judge`] (the supervisor, asked across the
-//! sandbox protocol: [`crate::judge`]), whose answer is carried out on
-//! tokio, off this thread.
+//! an IP address, is asked of the supervisor across the sandbox protocol
+//! ([`AskSupervisor`]), and its answer carried out on tokio, off this thread.
 //!
 //! No answer is ever "continue" for a `connect`: the kernel would re-read
 //! the fd and the address after our checks. See `docs/threat-model.md` for
 //! the one place "continue" is used (sends inside the loopback-only
 //! namespace) and why it is safe there and nowhere else.
 
+mod ask;
 mod connect;
 mod listen;
 mod send;
 
+pub use ask::AskSupervisor;
+
 pub use connect::{in_family, perform_on_own_loopback, perform_to};
 
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -81,7 +82,7 @@ pub struct Refusal<'a> {
     pub note: Option<&'a str>,
 }
 
-/// A TCP connect to an IP address, for the judge.
+/// A TCP connect to an IP address, asked of the supervisor.
 #[derive(Debug)]
 pub struct TcpConnect {
     /// The workload's fd number.
@@ -94,24 +95,11 @@ pub struct TcpConnect {
     pub dst: SocketAddr,
 }
 
-/// Decides what only a policy can: a TCP connect to an IP address.
-pub trait Judge: fmt::Debug + Send + Sync + Sized + 'static {
-    /// Decides `connect` and carries the answer out: answers `call`, now
-    /// or once a connection is made. A connect the policy refuses to a
-    /// loopback address that names no host goes to
-    /// [`perform_on_own_loopback`] when `broker` says the socket is the
-    /// sandbox's own ([`Broker::in_sandbox`]).
-    fn tcp_connect(broker: &Arc<Broker<Self>>, call: Call, connect: TcpConnect);
-
-    /// Writes the deny-log line for `refusal`, made for `call`.
-    fn log_refusal(&self, call: &Call, refusal: &Refusal<'_>);
-}
-
-/// What the broker needs besides its judge.
+/// What the broker needs.
 #[derive(Debug)]
-pub struct Broker<J> {
+pub struct Broker {
     /// Decides TCP connects and writes the deny log.
-    pub judge: J,
+    pub judge: AskSupervisor,
     /// Where the workload's sockets live.
     pub mode: NetMode,
     /// `Some` when the broker runs as another user than the workload.
@@ -183,7 +171,7 @@ impl Call {
     }
 }
 
-impl<J: Judge> Broker<J> {
+impl Broker {
     /// Writes one deny-log line, then refuses the call with `errno`. The
     /// line comes first: once the call returns, the workload may exit and
     /// the supervisor with it, and the caller is still there to be named.
@@ -207,7 +195,7 @@ impl<J: Judge> Broker<J> {
 
 /// Serves the listener until no process uses the filter any more. Run it
 /// on its own thread.
-pub fn serve<J: Judge>(broker: &Arc<Broker<J>>, listener: OwnedFd) {
+pub fn serve(broker: &Arc<Broker>, listener: OwnedFd) {
     let listener = Arc::new(listener);
     loop {
         match enforcer::wait_listener(&*listener, None) {

@@ -22,9 +22,9 @@ use std::sync::Arc;
 use enforcer::{SockAddr, TrappedCall};
 use policy_bundle::matcher::canonical_ip;
 
-use super::{Broker, Call, Judge, NetMode, Refusal};
+use super::{Broker, Call, NetMode, Refusal};
 
-pub(super) fn handle<J: Judge>(broker: &Arc<Broker<J>>, call: &Call, kind: TrappedCall) {
+pub(super) fn handle(broker: &Arc<Broker>, call: &Call, kind: TrappedCall) {
     let (name, flags_arg) = match kind {
         TrappedCall::Sendto => ("sendto", 3),
         TrappedCall::Sendmsg => ("sendmsg", 2),
@@ -106,7 +106,7 @@ pub(super) fn handle<J: Judge>(broker: &Arc<Broker<J>>, call: &Call, kind: Trapp
 /// performed by the broker on the workload's own socket with the bytes
 /// it copied (that is how glibc's resolver talks to the stub); every other
 /// send is refused.
-fn shared<J: Judge>(broker: &Arc<Broker<J>>, call: &Call, kind: TrappedCall, name: &str) {
+fn shared(broker: &Arc<Broker>, call: &Call, kind: TrappedCall, name: &str) {
     let refuse = |reason: &str, ip: Option<IpAddr>, port: Option<u16>| {
         broker.deny(
             call,
@@ -219,8 +219,8 @@ const SHARED_SENDMSG: &str = "without a network namespace of its own (--netns no
 /// socket is an IPv4 destination, whatever its family field says. Each
 /// comes with whether the socket is the sandbox's own. Sends that name
 /// nothing or only unix addresses need no look at the socket.
-fn sent_destinations<J: Judge>(
-    broker: &Broker<J>,
+fn sent_destinations(
+    broker: &Broker,
     call: &Call,
     destinations: Vec<Option<SockAddr>>,
 ) -> Result<Vec<(SockAddr, bool)>, i32> {

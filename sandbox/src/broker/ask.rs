@@ -1,6 +1,6 @@
-//! The sandbox as the broker's judge ([`crate::broker::Judge`]): each TCP
-//! connect is asked of the supervisor over the sandbox protocol, and its
-//! answer carried out here.
+//! What only a policy can decide: each TCP connect to an IP address is
+//! asked of the supervisor over the sandbox protocol, and its answer
+//! carried out here.
 //!
 //! A TCP connect to one of the host's nameservers on port 53, when the
 //! workload shares the host's network, goes to the sandbox's DNS stub
@@ -25,9 +25,8 @@ use sandbox_protocol::{MAX_REASON, RefusalReport};
 
 use policy_bundle::matcher::canonical_ip;
 
-use crate::broker::{
-    Broker, Call, Judge, NetMode, Refusal, TcpConnect, in_family, perform_on_own_loopback,
-    perform_to,
+use super::{
+    Broker, Call, NetMode, Refusal, TcpConnect, in_family, perform_on_own_loopback, perform_to,
 };
 use crate::caller::{Identify, cut};
 use crate::relay::{Connect, RelayError, Supervisor};
@@ -41,51 +40,52 @@ pub struct AskSupervisor {
     pub identify: Identify,
 }
 
-impl Judge for AskSupervisor {
-    fn tcp_connect(broker: &Arc<Broker<Self>>, call: Call, c: TcpConnect) {
-        // Sharing the host's network, the workload's resolver asks the
-        // host's nameservers: the stub answers instead.
-        if let NetMode::Shared {
-            stub_tcp,
-            nameservers,
-            ..
-        } = &broker.mode
-            && c.dst.port() == 53
-            && nameservers.contains(&canonical_ip(c.dst.ip()))
-        {
-            let stub = in_family(*stub_tcp, c.info.domain);
-            return perform_to(broker, call, c.sock, stub);
+/// Asks about `c`, a TCP connect to an IP address, and answers `call`
+/// once the supervisor has; see the module docs.
+pub(super) fn tcp_connect(broker: &Arc<Broker>, call: Call, c: TcpConnect) {
+    // Sharing the host's network, the workload's resolver asks the
+    // host's nameservers: the stub answers instead.
+    if let NetMode::Shared {
+        stub_tcp,
+        nameservers,
+        ..
+    } = &broker.mode
+        && c.dst.port() == 53
+        && nameservers.contains(&canonical_ip(c.dst.ip()))
+    {
+        let stub = in_family(*stub_tcp, c.info.domain);
+        return perform_to(broker, call, c.sock, stub);
+    }
+    let me = &broker.judge;
+    let caller = me.identify.caller(call.tid());
+    let cloexec = enforcer::fd_cloexec(call.tid(), c.fd);
+    if !call.still_valid() {
+        return;
+    }
+    let caller = match caller {
+        Ok(caller) => caller,
+        Err(e) => {
+            let why = format!("the calling binary cannot be identified: {e}");
+            return broker.deny(
+                &call,
+                libc::ECONNREFUSED,
+                &Refusal {
+                    syscall: "connect",
+                    protocol: "tcp",
+                    ip: Some(c.dst.ip()),
+                    port: Some(c.dst.port()),
+                    reason: &why,
+                    ..Refusal::default()
+                },
+            );
         }
-        let me = &broker.judge;
-        let caller = me.identify.caller(call.tid());
-        let cloexec = enforcer::fd_cloexec(call.tid(), c.fd);
-        if !call.still_valid() {
-            return;
-        }
-        let caller = match caller {
-            Ok(caller) => caller,
-            Err(e) => {
-                let why = format!("the calling binary cannot be identified: {e}");
-                return broker.deny(
-                    &call,
-                    libc::ECONNREFUSED,
-                    &Refusal {
-                        syscall: "connect",
-                        protocol: "tcp",
-                        ip: Some(c.dst.ip()),
-                        port: Some(c.dst.port()),
-                        reason: &why,
-                        ..Refusal::default()
-                    },
-                );
-            }
-        };
-        let Ok(cloexec) = cloexec else {
-            return call.fail(libc::EBADF);
-        };
-        let broker = Arc::clone(broker);
-        let runtime = broker.runtime.clone();
-        runtime.spawn(async move {
+    };
+    let Ok(cloexec) = cloexec else {
+        return call.fail(libc::EBADF);
+    };
+    let broker = Arc::clone(broker);
+    let runtime = broker.runtime.clone();
+    runtime.spawn(async move {
             let exe = String::from_utf8_lossy(&caller.exe).into_owned();
             let answer = broker.judge.supervisor.connect(caller, c.dst).await;
             match answer {
@@ -122,9 +122,12 @@ impl Judge for AskSupervisor {
                 Err(_) => call.fail(libc::ECONNREFUSED),
             }
         });
-    }
+}
 
-    fn log_refusal(&self, call: &Call, r: &Refusal<'_>) {
+impl AskSupervisor {
+    /// Writes the deny-log line for `r`, made for `call`: reported to
+    /// the supervisor, which keeps the log.
+    pub(super) fn log_refusal(&self, call: &Call, r: &Refusal<'_>) {
         let exe = match r.binary {
             Some(b) => Some(b.as_bytes().to_vec()),
             None => enforcer::exe_path(call.tid())
