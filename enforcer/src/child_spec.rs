@@ -32,15 +32,6 @@ pub struct ChildSpec<'a> {
     /// `source` read-only over `target` (`/etc/resolv.conf`). Needs
     /// `CAP_SYS_ADMIN`.
     pub bind_file: Option<(&'a CStr, &'a CStr)>,
-    /// Run the workload under a small init, PID 1 of a new PID namespace
-    /// with its own `/proc` (implies a new mount namespace; needs
-    /// `CAP_SYS_ADMIN`). The init, a fork of this process, reaps every
-    /// orphan, passes on signals sent from outside, and when the workload
-    /// ends, ends too, and the kernel kills whatever is left in the
-    /// namespace. The ruleset must be prepared with
-    /// [`LandlockSpec::private_proc`](crate::LandlockSpec). An init that
-    /// holds no copy of this process's memory is [`InitSpec`]'s.
-    pub new_pidns: bool,
     /// Trees to mount `noexec` (implies a new mount namespace; needs
     /// `CAP_SYS_ADMIN`): what the workload may write but not execute.
     /// Applied in order, before [`Self::exec_again`].

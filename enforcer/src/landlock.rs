@@ -262,7 +262,7 @@ pub struct LandlockSpec {
     /// Deny signals to, and abstract unix sockets of, processes outside the
     /// sandbox (ABI 6 scoping).
     pub scope_signals_and_abstract_unix: bool,
-    /// The child mounts a `/proc` of its own ([`ChildSpec::new_pidns`](crate::ChildSpec)):
+    /// The child sees a `/proc` of its own ([`InitSpec::new_pidns`](crate::InitSpec)):
     /// a rule naming the caller's procfs would name inodes the workload
     /// never sees, so every rule on procfs is opened by the child, in its
     /// `/proc`.

@@ -20,15 +20,11 @@
 //! [`spawn`] runs that sequence (plus a private mount namespace for
 //! `/etc/resolv.conf`, standard streams and the working directory) with a
 //! handshake: it returns once the child's filter is installed, with the
-//! listener in hand, and [`Pending::start`] lets the child exec. With
-//! [`ChildSpec::new_pidns`] the first child is PID 1 of a new PID
-//! namespace with its own `/proc`: a small init that forks the workload
-//! (which then runs the sequence), reaps orphans, passes on signals from
-//! outside and takes the namespace down when the workload ends.
-//! [`spawn_init`] instead execs an init program (`openshell-sandbox`) in
-//! the new namespaces, which forks the workload and applies the sandbox to
-//! it itself, and hands the listener back over the launch link
-//! ([`InitLink`]).
+//! listener in hand, and [`Pending::start`] lets the child exec.
+//! [`spawn_init`] execs an init program (`openshell-sandbox`) in new
+//! namespaces (a PID namespace with its own `/proc` among them), which
+//! forks the workload with [`spawn`] and is its PID 1; the launch link
+//! ([`InitLink`]) carries its reports and the go.
 //!
 //! The parent then serves the listener with [`recv`], the readers in
 //! [`sockaddr`](read_sockaddr) and [`identity`](exe_path), [`id_valid`], and

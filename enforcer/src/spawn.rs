@@ -15,12 +15,9 @@
 //!   ◀── EOF (close-on-exec) or errno ─
 //! ```
 //!
-//! With `new_pidns` the forked child is PID 1 of a new PID namespace: it
-//! enters the network and mount namespaces, mounts the namespace's own
-//! `/proc` and forks the workload, which runs the rest of the sequence
-//! (the listener is taken from it, the init's only child). The init then
-//! reaps, forwards signals and, when the workload ends, writes its wait
-//! status on a pipe of its own and exits; [`Running::wait`] reads it.
+//! A workload with an init of its own, PID 1 of a new PID namespace, is
+//! started with [`spawn_init`]: the init is a program (`openshell-sandbox`)
+//! that forks the workload with [`spawn`].
 //!
 //! Everything the child touches is prepared before `fork` (C strings,
 //! pointer arrays, the ruleset and the BPF program), and the child makes
@@ -125,15 +122,13 @@ impl fmt::Display for ExitStatus {
 /// A child that has installed its filter and waits for [`Pending::start`].
 #[derive(Debug)]
 pub struct Pending {
-    /// The child forked: the workload, or its init in a new PID namespace.
+    /// The child forked: the workload, or the init program.
     pid: libc::pid_t,
     /// The workload's own pid (as this process sees it).
     workload: libc::pid_t,
     listener: Option<OwnedFd>,
     report: OwnedFd,
     go: Option<OwnedFd>,
-    /// Where the init writes the workload's wait status.
-    status: Option<OwnedFd>,
     /// The launch link to an init program ([`spawn_init`]), which then
     /// carries the go, the start and the status.
     link: Option<OwnedFd>,
@@ -174,7 +169,7 @@ impl Pending {
             Ok(None) if wrote => Ok(Running {
                 pid: self.pid(),
                 workload: u32::try_from(self.workload).unwrap_or_default(),
-                status: self.status.take().map(Status::Pipe),
+                link: None,
             }),
             Ok(Some((MSG_EXEC_FAILED, errno))) => {
                 reap(pid);
@@ -196,7 +191,7 @@ impl Pending {
             Ok(Some((Message::Started, _))) if sent => Ok(Running {
                 pid: self.pid(),
                 workload: u32::try_from(self.workload).unwrap_or_default(),
-                status: Some(Status::Link(link)),
+                link: Some(link),
             }),
             Ok(Some((Message::ExecFailed(errno), _))) => {
                 reap(pid);
@@ -221,16 +216,9 @@ impl Pending {
 pub struct Running {
     pid: u32,
     workload: u32,
-    status: Option<Status>,
-}
-
-/// Where the workload's wait status comes from, besides the child's own.
-#[derive(Debug)]
-enum Status {
-    /// The forked init writes the raw status on a pipe.
-    Pipe(OwnedFd),
-    /// The init program sends it on the launch link.
-    Link(OwnedFd),
+    /// The launch link, on which the init program sends the workload's
+    /// status.
+    link: Option<OwnedFd>,
 }
 
 impl Running {
@@ -254,27 +242,13 @@ impl Running {
     /// before it could tell (`SIGKILL` from the caller, say).
     pub fn wait(self) -> Result<ExitStatus, Errno> {
         let own = wait_for(self.pid)?;
-        let status = match self.status {
-            None => return Ok(own),
-            Some(Status::Link(link)) => {
-                return Ok(match launch_link::receive(link.as_fd()) {
-                    Ok(Some((Message::Status(raw), _))) => ExitStatus::from_raw(raw),
-                    _ => own,
-                });
-            }
-            Some(Status::Pipe(fd)) => fd,
+        let Some(link) = self.link else {
+            return Ok(own);
         };
-        let mut raw = [0_u8; 4];
-        let mut got = 0;
-        while let Some(rest) = raw.get_mut(got..).filter(|r| !r.is_empty()) {
-            match sys::fd::read(status.as_fd(), rest) {
-                Ok(0) => return Ok(own),
-                Ok(n) => got += n,
-                Err(Errno(libc::EINTR)) => {}
-                Err(_) => return Ok(own),
-            }
-        }
-        Ok(ExitStatus::from_raw(libc::c_int::from_ne_bytes(raw)))
+        Ok(match launch_link::receive(link.as_fd()) {
+            Ok(Some((Message::Status(raw), _))) => ExitStatus::from_raw(raw),
+            _ => own,
+        })
     }
 }
 
@@ -332,32 +306,19 @@ fn reap(pid: libc::pid_t) -> ExitStatus {
 pub fn spawn(spec: &ChildSpec<'_>) -> Result<Pending, SpawnError> {
     let (report_r, report_w) = pipe().map_err(SpawnError::Prepare)?;
     let (go_r, go_w) = pipe().map_err(SpawnError::Prepare)?;
-    let has_init = spec.new_pidns;
-    let (status_r, status_w) = if has_init {
-        let (r, w) = pipe().map_err(SpawnError::Prepare)?;
-        (Some(r), Some(w))
-    } else {
-        (None, None)
-    };
-    let pid = sys::child::fork_child(spec, &report_w, &go_r, &go_w, status_w.as_ref())
+    let pid = sys::child::fork_child(spec, &report_w, &go_r, &go_w)
         .map_err(|e| SpawnError::Prepare(e.into()))?;
-    drop((report_w, go_r, status_w));
+    drop((report_w, go_r));
     let mut pending = Pending {
         pid,
         workload: pid,
         listener: None,
         report: report_r,
         go: Some(go_w),
-        status: status_r,
         link: None,
     };
     match read_message(&pending.report) {
         Ok(Some((MSG_LISTENER, fd))) => {
-            if has_init {
-                // The init's only child: nothing else runs under it before
-                // the go.
-                pending.workload = only_child(pid).map_err(SpawnError::TakeListener)?;
-            }
             let workload = u32::try_from(pending.workload).unwrap_or_default();
             let listener =
                 crate::notify::take_fd_from(workload, fd).map_err(SpawnError::TakeListener)?;
@@ -393,7 +354,6 @@ pub fn spawn_init(spec: &InitSpec<'_>) -> Result<Pending, SpawnError> {
         listener: None,
         report: report_r,
         go: None,
-        status: None,
         link: None,
     };
     match read_message(&pending.report) {

@@ -5,7 +5,7 @@
 mod common;
 
 use std::ffi::CString;
-use std::io::{BufRead, Read};
+use std::io::Read;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
@@ -17,14 +17,8 @@ use enforcer::{
     Reaped, SpawnError,
 };
 
-/// The system paths, and with `pidns` the workload's own `/proc` (opened
-/// by the child there).
-fn ruleset_for(pidns: bool) -> PreparedRuleset {
-    ruleset_reading(pidns, &[])
-}
-
-/// As [`ruleset_for`], with `extra` readable too.
-fn ruleset_reading(pidns: bool, extra: &[&std::path::Path]) -> PreparedRuleset {
+/// The system paths, and `extra`, readable.
+fn ruleset_reading(extra: &[&std::path::Path]) -> PreparedRuleset {
     let read = FsAccess::READ_FILE | FsAccess::READ_DIR;
     let mut fs: Vec<FsRule> = ["/usr", "/lib", "/lib64", "/etc", "/bin"]
         .iter()
@@ -33,12 +27,6 @@ fn ruleset_reading(pidns: bool, extra: &[&std::path::Path]) -> PreparedRuleset {
             access: read | FsAccess::EXECUTE,
         })
         .collect();
-    if pidns {
-        fs.push(FsRule {
-            path: "/proc".into(),
-            access: read,
-        });
-    }
     fs.extend(extra.iter().map(|p| FsRule {
         path: p.to_path_buf(),
         access: read,
@@ -50,18 +38,18 @@ fn ruleset_reading(pidns: bool, extra: &[&std::path::Path]) -> PreparedRuleset {
         tcp_connect_ports: None,
         tcp_bind_ports: None,
         scope_signals_and_abstract_unix: false,
-        private_proc: pidns,
+        private_proc: false,
     })
     .unwrap()
 }
 
+/// The system paths, readable.
 fn ruleset() -> PreparedRuleset {
-    ruleset_for(false)
+    ruleset_reading(&[])
 }
 
 /// A child running `program` with `argv` in `/`, nothing else changed.
 fn plain<'a>(
-    pidns: bool,
     ruleset: &'a PreparedRuleset,
     filter: &'a PreparedFilter,
     program: &'a std::ffi::CStr,
@@ -70,7 +58,6 @@ fn plain<'a>(
     ChildSpec {
         new_netns: false,
         bind_file: None,
-        new_pidns: pidns,
         noexec: &[],
         exec_again: &[],
         stdio: [None, None, None],
@@ -105,14 +92,6 @@ fn reap(pid: u32) -> ExitStatus {
     .expect("the child did not end")
 }
 
-/// Runs `script` in `sh` (under an init with `pidns`), its stdout piped
-/// back: what it printed and how it ended.
-fn sh(pidns: bool, script: &str) -> (String, ExitStatus) {
-    let (ruleset, filter) = (ruleset_for(pidns), filter());
-    let argv = cstrings(&["sh", "-c", script]);
-    output_of(plain(pidns, &ruleset, &filter, c"/bin/sh", &argv))
-}
-
 /// Runs `spec` with its stdout piped back: what it printed and how it
 /// ended.
 fn output_of(spec: ChildSpec<'_>) -> (String, ExitStatus) {
@@ -133,23 +112,15 @@ fn output_of(spec: ChildSpec<'_>) -> (String, ExitStatus) {
 
 #[test]
 fn a_started_child_execs_and_its_status_comes_back() {
-    for pidns in [false, true] {
-        let (ruleset, filter) = (ruleset_for(pidns), filter());
-        let argv = cstrings(&["sh", "-c", "exit 7"]);
-        let spec = plain(pidns, &ruleset, &filter, c"/bin/sh", &argv);
-        let mut pending = enforcer::spawn(&spec).unwrap();
-        let listener = pending.take_listener().expect("a listener");
-        let running = pending.start().unwrap();
-        assert_eq!(
-            running.wait().unwrap(),
-            ExitStatus::Code(7),
-            "pidns {pidns}"
-        );
-        drop(listener);
-    }
     let (ruleset, filter) = (ruleset(), filter());
     let argv = cstrings(&["sh", "-c", "exit 7"]);
-    let mut pending = enforcer::spawn(&plain(false, &ruleset, &filter, c"/bin/sh", &argv)).unwrap();
+    let spec = plain(&ruleset, &filter, c"/bin/sh", &argv);
+    let mut pending = enforcer::spawn(&spec).unwrap();
+    let listener = pending.take_listener().expect("a listener");
+    let running = pending.start().unwrap();
+    assert_eq!(running.wait().unwrap(), ExitStatus::Code(7));
+    drop(listener);
+    let mut pending = enforcer::spawn(&plain(&ruleset, &filter, c"/bin/sh", &argv)).unwrap();
     let _listener = pending.take_listener();
     let running = pending.start().unwrap();
     assert_eq!(running.pid(), running.workload_pid());
@@ -158,54 +129,42 @@ fn a_started_child_execs_and_its_status_comes_back() {
 
 #[test]
 fn a_failing_step_is_named_and_nothing_runs() {
-    for pidns in [false, true] {
-        let (ruleset, filter) = (ruleset_for(pidns), filter());
-        let argv = cstrings(&["true"]);
-        let mut spec = plain(pidns, &ruleset, &filter, c"/usr/bin/true", &argv);
-        spec.cwd = c"/nonexistent/spawn-test";
-        match enforcer::spawn(&spec) {
-            Err(SpawnError::Step { step, errno }) => {
-                assert_eq!(step, "change to the working directory");
-                assert_eq!(errno.raw(), libc::ENOENT);
-            }
-            other => panic!("pidns {pidns}: expected a failed step, got {other:?}"),
+    let (ruleset, filter) = (ruleset(), filter());
+    let argv = cstrings(&["true"]);
+    let mut spec = plain(&ruleset, &filter, c"/usr/bin/true", &argv);
+    spec.cwd = c"/nonexistent/spawn-test";
+    match enforcer::spawn(&spec) {
+        Err(SpawnError::Step { step, errno }) => {
+            assert_eq!(step, "change to the working directory");
+            assert_eq!(errno.raw(), libc::ENOENT);
         }
+        other => panic!("expected a failed step, got {other:?}"),
     }
 }
 
 #[test]
 fn a_missing_program_is_reported_as_an_exec_failure() {
-    for pidns in [false, true] {
-        let (ruleset, filter) = (ruleset_for(pidns), filter());
-        let argv = cstrings(&["nope"]);
-        let spec = plain(
-            pidns,
-            &ruleset,
-            &filter,
-            c"/nonexistent/spawn-test-program",
-            &argv,
-        );
-        let pending = enforcer::spawn(&spec).unwrap();
-        match pending.start() {
-            Err(SpawnError::Exec(errno)) => assert_eq!(errno.raw(), libc::ENOENT),
-            other => panic!("pidns {pidns}: expected an exec failure, got {other:?}"),
-        }
+    let (ruleset, filter) = (ruleset(), filter());
+    let argv = cstrings(&["nope"]);
+    let spec = plain(&ruleset, &filter, c"/nonexistent/spawn-test-program", &argv);
+    let pending = enforcer::spawn(&spec).unwrap();
+    match pending.start() {
+        Err(SpawnError::Exec(errno)) => assert_eq!(errno.raw(), libc::ENOENT),
+        other => panic!("expected an exec failure, got {other:?}"),
     }
 }
 
 #[test]
 fn a_child_never_started_never_runs_the_command() {
-    for pidns in [false, true] {
-        let dir = TempDir::new("spawn-never");
-        let marker = dir.path().join("ran");
-        let (ruleset, filter) = (ruleset_for(pidns), filter());
-        let argv = cstrings(&["sh", "-c", &format!("echo > {}", marker.display())]);
-        let pending = enforcer::spawn(&plain(pidns, &ruleset, &filter, c"/bin/sh", &argv)).unwrap();
-        let pid = pending.pid();
-        drop(pending);
-        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
-        assert!(!marker.exists(), "pidns {pidns}");
-    }
+    let dir = TempDir::new("spawn-never");
+    let marker = dir.path().join("ran");
+    let (ruleset, filter) = (ruleset(), filter());
+    let argv = cstrings(&["sh", "-c", &format!("echo > {}", marker.display())]);
+    let pending = enforcer::spawn(&plain(&ruleset, &filter, c"/bin/sh", &argv)).unwrap();
+    let pid = pending.pid();
+    drop(pending);
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+    assert!(!marker.exists());
 }
 
 /// A supervisor killed outright between the fork and the go never has
@@ -219,35 +178,30 @@ fn a_child_whose_supervisor_is_killed_before_the_go_never_runs_the_command() {
     // process of its own, so no other test is affected.
     let adopted = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     assert_eq!(adopted, 0);
-    for pidns in [false, true] {
-        let dir = TempDir::new("spawn-killed");
-        let marker = dir.path().join("ran");
-        let (ruleset, filter) = (ruleset_for(pidns), filter());
-        let argv = cstrings(&["sh", "-c", &format!("echo > {}", marker.display())]);
-        let (pid_r, pid_w) = pipe();
-        let supervisor = fork_child(|| {
-            let spec = plain(pidns, &ruleset, &filter, c"/bin/sh", &argv);
-            let Ok(pending) = enforcer::spawn(&spec) else {
-                return 1;
-            };
-            if !write_u32(&pid_w, pending.pid()) {
-                return 2;
-            }
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
-        });
-        drop(pid_w);
-        let child = read_u32(&pid_r).expect("no pending child") as libc::pid_t;
-        assert!(std::path::Path::new(&format!("/proc/{child}")).exists());
-        kill(supervisor);
-        assert_eq!(wait(supervisor), Exit::Signal(libc::SIGKILL));
-        let exit = wait(child);
-        assert!(
-            !marker.exists(),
-            "pidns {pidns}: the command ran ({exit:?})"
-        );
-    }
+    let dir = TempDir::new("spawn-killed");
+    let marker = dir.path().join("ran");
+    let (ruleset, filter) = (ruleset(), filter());
+    let argv = cstrings(&["sh", "-c", &format!("echo > {}", marker.display())]);
+    let (pid_r, pid_w) = pipe();
+    let supervisor = fork_child(|| {
+        let spec = plain(&ruleset, &filter, c"/bin/sh", &argv);
+        let Ok(pending) = enforcer::spawn(&spec) else {
+            return 1;
+        };
+        if !write_u32(&pid_w, pending.pid()) {
+            return 2;
+        }
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    drop(pid_w);
+    let child = read_u32(&pid_r).expect("no pending child") as libc::pid_t;
+    assert!(std::path::Path::new(&format!("/proc/{child}")).exists());
+    kill(supervisor);
+    assert_eq!(wait(supervisor), Exit::Signal(libc::SIGKILL));
+    let exit = wait(child);
+    assert!(!marker.exists(), "the command ran ({exit:?})");
 }
 
 #[test]
@@ -255,114 +209,21 @@ fn the_child_sees_a_private_resolv_conf_and_the_host_keeps_its_own() {
     if !landlock_abi_at_least(1) {
         return;
     }
-    for pidns in [false, true] {
-        let dir = TempDir::new("spawn-bind");
-        let private = dir.path().join("resolv.conf");
-        std::fs::write(&private, "nameserver 127.0.0.1\n").unwrap();
-        let host_before = std::fs::read("/etc/resolv.conf").ok();
-        let source = common::cstr(&private);
-        let (ruleset, filter) = (ruleset_for(pidns), filter());
-        let argv = cstrings(&["sh", "-c", "cat /etc/resolv.conf"]);
-        let mut spec = plain(pidns, &ruleset, &filter, c"/bin/sh", &argv);
-        spec.new_netns = true;
-        spec.bind_file = Some((&source, c"/etc/resolv.conf"));
-        spec.drop_bounding = true;
-        let (out, status) = output_of(spec);
-        assert_eq!(status, ExitStatus::Code(0));
-        assert!(out.starts_with("nameserver 127.0.0.1\n"), "{out}");
-        assert_eq!(std::fs::read("/etc/resolv.conf").ok(), host_before);
-    }
-}
-
-// ---- under an init, PID 1 of the workload's own namespace ----
-
-#[test]
-fn under_an_init_the_workload_sees_only_its_own_namespace_in_proc() {
-    if !landlock_abi_at_least(1) {
-        return;
-    }
-    let me = std::process::id();
-    // The shell is 2; /proc lists the init (1), the shell and the pipeline
-    // (`ls`, `grep`), and nothing else: the test process's pid is nowhere.
-    let (out, status) = sh(
-        true,
-        &format!(
-            "echo $$; ls /proc | grep -c '^[0-9]'; test -e /proc/{me} && echo host-pid-seen; cat /proc/1/environ 2>&1 | grep -q 'Permission denied' && echo init-environ-refused"
-        ),
-    );
+    let dir = TempDir::new("spawn-bind");
+    let private = dir.path().join("resolv.conf");
+    std::fs::write(&private, "nameserver 127.0.0.1\n").unwrap();
+    let host_before = std::fs::read("/etc/resolv.conf").ok();
+    let source = common::cstr(&private);
+    let (ruleset, filter) = (ruleset(), filter());
+    let argv = cstrings(&["sh", "-c", "cat /etc/resolv.conf"]);
+    let mut spec = plain(&ruleset, &filter, c"/bin/sh", &argv);
+    spec.new_netns = true;
+    spec.bind_file = Some((&source, c"/etc/resolv.conf"));
+    spec.drop_bounding = true;
+    let (out, status) = output_of(spec);
     assert_eq!(status, ExitStatus::Code(0));
-    assert_eq!(out, "2\n4\ninit-environ-refused\n", "{out}");
-}
-
-#[test]
-fn the_init_reaps_every_orphan_and_keeps_the_workloads_status() {
-    // 300 double-forked orphans land on the init; once they are gone, no
-    // zombie is left in the namespace, and the exit code is the shell's.
-    let script = "i=0; while [ $i -lt 300 ]; do (true &); i=$((i+1)); done; \
-        n=1; t=0; while [ $t -lt 100 ]; do \
-          n=$(cat /proc/[0-9]*/stat 2>/dev/null | grep -c ') Z '); [ $n = 0 ] && break; \
-          sleep 0.05; t=$((t+1)); done; echo zombies $n; exit 3";
-    let (out, status) = sh(true, script);
-    assert_eq!(out, "zombies 0\n");
-    assert_eq!(status, ExitStatus::Code(3));
-}
-
-#[test]
-fn what_the_workload_leaves_behind_dies_with_it() {
-    let (ruleset, filter) = (ruleset_for(true), filter());
-    let argv = cstrings(&["sh", "-c", "sleep 300 & sleep 300 & exit 9"]);
-    let mut pending = enforcer::spawn(&plain(true, &ruleset, &filter, c"/bin/sh", &argv)).unwrap();
-    let _listener = pending.take_listener();
-    let ns = std::fs::read_link(format!("/proc/{}/ns/pid_for_children", pending.pid())).unwrap();
-    let running = pending.start().unwrap();
-    assert_eq!(running.wait().unwrap(), ExitStatus::Code(9));
-    let left: Vec<_> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| std::fs::read_link(e.path().join("ns/pid")).is_ok_and(|l| l == ns))
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "left in {ns:?}: {left:?}");
-}
-
-#[test]
-fn the_workload_can_neither_kill_nor_stop_its_init() {
-    // Had the init died, the workload would have been killed with it; had
-    // it stopped, nobody would reap the workload.
-    let (out, status) = sh(
-        true,
-        "kill -KILL 1; kill -STOP 1; kill -TERM 1; kill -INT 1; kill -HUP 1; sleep 0.2; echo alive; exit 5",
-    );
-    assert_eq!((out.as_str(), status), ("alive\n", ExitStatus::Code(5)));
-}
-
-#[test]
-fn the_init_passes_on_signals_from_outside() {
-    let script = "trap 'echo term; exit 42' TERM; echo ready; while :; do sleep 0.05; done";
-    let (ruleset, filter) = (ruleset_for(true), filter());
-    let argv = cstrings(&["sh", "-c", script]);
-    let (out_r, out_w) = pipe();
-    let mut spec = plain(true, &ruleset, &filter, c"/bin/sh", &argv);
-    spec.stdio[1] = Some(out_w.as_fd());
-    let mut pending = enforcer::spawn(&spec).unwrap();
-    let _listener = pending.take_listener();
-    let running = pending.start().unwrap();
-    drop(out_w);
-    let mut out = std::io::BufReader::new(std::fs::File::from(out_r));
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
-    enforcer::send_signal(running.pid(), libc::SIGTERM).unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    assert_eq!(running.wait().unwrap(), ExitStatus::Code(42));
-    assert_eq!(rest, "term\n");
-}
-
-#[test]
-fn a_workload_killed_by_a_signal_is_reported_so() {
-    let (_, status) = sh(true, "kill -KILL $$");
-    assert_eq!(status, ExitStatus::Signal(libc::SIGKILL));
+    assert!(out.starts_with("nameserver 127.0.0.1\n"), "{out}");
+    assert_eq!(std::fs::read("/etc/resolv.conf").ok(), host_before);
 }
 
 // ---- trees mounted noexec ----
@@ -375,7 +236,7 @@ fn a_noexec_tree_maps_nothing_executable_and_exec_again_below_it_does() {
     for d in [dir.path(), sub.as_path()] {
         std::fs::copy("/usr/bin/true", d.join("true")).unwrap();
     }
-    let (ruleset, filter) = (ruleset_reading(false, &[dir.path()]), filter());
+    let (ruleset, filter) = (ruleset_reading(&[dir.path()]), filter());
     // The loader maps each copy executable, as it maps a library.
     let script = format!(
         "for p in {0}/true {0}/sub/true; do /lib64/ld-linux-x86-64.so.2 $p 2>&1; echo $?; done",
@@ -384,7 +245,7 @@ fn a_noexec_tree_maps_nothing_executable_and_exec_again_below_it_does() {
     let argv = cstrings(&["sh", "-c", &script]);
     let noexec = [common::cstr(dir.path())];
     let exec_again = [common::cstr(&sub)];
-    let mut spec = plain(false, &ruleset, &filter, c"/bin/sh", &argv);
+    let mut spec = plain(&ruleset, &filter, c"/bin/sh", &argv);
     spec.noexec = &noexec;
     spec.exec_again = &exec_again;
     let (out, status) = output_of(spec);

@@ -198,7 +198,6 @@ fn start(plan: &LaunchPlan) -> Result<(enforcer::Pending, Writable), LaunchError
         // The namespaces are this process's already.
         new_netns: false,
         bind_file: None,
-        new_pidns: false,
         noexec: &[],
         exec_again: &[],
         stdio: [None, None, None],

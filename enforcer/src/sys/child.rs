@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::child_spec::{ChildSpec, EXIT_SETUP_FAILED, InitSpec};
 use crate::errno::Errno;
-use crate::sys::fd::{chdir, close_all_but, mark_cloexec_from, read, write_all};
+use crate::sys::fd::{chdir, mark_cloexec_from, read, write_all};
 use crate::sys::process::{CStrArray, exit_now, waitpid};
 
 /// The child steps, in order; a failure report names one by its index.
@@ -48,16 +48,13 @@ pub(crate) const MSG_STEP_FAILED: i32 = 2;
 pub(crate) const MSG_EXEC_FAILED: i32 = 3;
 
 /// Forks the child that runs `spec` (see `spawn`), reporting on `report`
-/// and waiting for one byte on `go` before it execs. With
-/// `spec.new_pidns` the child is the namespace's init: it forks the
-/// workload and, once that ends, writes its raw wait status on `status`.
-/// Returns the child's pid in the parent.
+/// and waiting for one byte on `go` before it execs. Returns the child's
+/// pid in the parent.
 pub(crate) fn fork_child(
     spec: &ChildSpec<'_>,
     report: &OwnedFd,
     go: &OwnedFd,
     go_writer: &OwnedFd,
-    status: Option<&OwnedFd>,
 ) -> Result<libc::pid_t, Errno> {
     let argv = CStrArray::new(spec.argv);
     let envp = CStrArray::new(spec.envp);
@@ -66,12 +63,11 @@ pub(crate) fn fork_child(
         report: report.as_fd(),
         go: go.as_fd(),
         go_writer: go_writer.as_fd(),
-        status: status.map(AsFd::as_fd),
     };
     // SAFETY: the child only runs `child_main`, which makes
     // async-signal-safe calls on memory prepared above (`spec`, `argv`,
     // `envp`, the pipes) and never returns.
-    let pid = unsafe { fork_into(spec.new_pidns)? };
+    let pid = unsafe { fork_into(false)? };
     if pid == 0 {
         child_main(spec, &argv, &envp, parent, ends);
     }
@@ -120,7 +116,6 @@ struct Ends<'a> {
     /// a parent that dies would leave the child's read waiting for ever
     /// instead of seeing EOF.
     go_writer: BorrowedFd<'a>,
-    status: Option<BorrowedFd<'a>>,
 }
 
 /// The forked child. Never returns: it execs or `_exit`s.
@@ -142,50 +137,13 @@ fn child_main(
     step(0, reset_signals());
     let namespaces = Namespaces {
         new_netns: spec.new_netns,
-        new_pidns: spec.new_pidns,
+        new_pidns: false,
         bind_file: spec.bind_file,
         noexec: spec.noexec,
         exec_again: spec.exec_again,
     };
     if let Err((i, e)) = namespaces.enter() {
         fail(i, e);
-    }
-    // The parent as `getppid` will show it: the init, for a workload that
-    // has one.
-    let mut parent_seen = parent;
-    if spec.new_pidns {
-        step(6, crate::mounts::mount_private_proc());
-        // In a new PID namespace the init's own parent is outside it, so
-        // `getppid` says 0 whether or not it is still alive; a parent that
-        // died before this never sends the go, and the workload never runs.
-        step(15, crate::process::set_pdeathsig(libc::SIGKILL, 0));
-        step(7, crate::sys::process::block_all_signals());
-        // Before the workload exists, so it can never ptrace or read the
-        // init (a root-owned `/proc/<init>`), even as the same uid.
-        step(7, crate::sys::process::set_dumpable(false));
-        // SAFETY: as in `fork_child`; this child is single-threaded, and
-        // both sides go on with async-signal-safe calls only.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_clone,
-                libc::c_long::from(libc::SIGCHLD),
-                0_i64,
-                0_i64,
-                0_i64,
-                0_i64,
-            )
-        };
-        let Ok(workload) = libc::pid_t::try_from(ret) else {
-            fail(7, Errno(libc::EINVAL))
-        };
-        if workload < 0 {
-            fail(7, Errno::last());
-        }
-        if workload > 0 {
-            init_main(workload, ends.status);
-        }
-        step(0, crate::sys::process::unblock_all_signals());
-        parent_seen = 1;
     }
     for (target, fd) in (0..).zip(spec.stdio.iter()) {
         if let Some(fd) = fd {
@@ -201,10 +159,7 @@ fn child_main(
     step(12, chdir(spec.cwd));
     step(13, crate::process::clear_capability_sets());
     step(14, crate::process::set_no_new_privs());
-    step(
-        15,
-        crate::process::set_pdeathsig(libc::SIGKILL, parent_seen),
-    );
+    step(15, crate::process::set_pdeathsig(libc::SIGKILL, parent));
     step(16, mark_cloexec_from(3));
     step(17, spec.ruleset.restrict_self());
     let listener = match spec.filter.install_with_listener() {
@@ -240,58 +195,6 @@ fn child_main(
     } else {
         126
     })
-}
-
-/// PID 1 of the workload's namespace, with every signal blocked: reaps
-/// each process that ends (the orphans the kernel hands it among them),
-/// passes on to the workload what was sent from outside the namespace,
-/// and when the workload ends writes its status on `status` and exits with
-/// it, which makes the kernel kill and reap the rest of the namespace.
-///
-/// Signals sent from inside (a sender the namespace can name) are dropped:
-/// the workload cannot stop or fool its init, and the kernel already
-/// ignores `SIGKILL` and `SIGSTOP` sent to an init from its own namespace.
-/// A standard signal is pending once at most, so one the workload sent
-/// that is still pending absorbs the same signal from outside: the
-/// workload can only lose signals meant for itself, which it could ignore
-/// anyway. A pending `SIGCHLD` it sent is harmless for the same reason:
-/// each one taken reaps every child that has ended by then.
-fn init_main(workload: libc::pid_t, status: Option<BorrowedFd<'_>>) -> ! {
-    // Nothing else of the parent's is ours to hold: the report pipe must
-    // read EOF once the workload execs, and the go pipe is the workload's.
-    let _ = close_all_but(status.map(|fd| fd.as_raw_fd()));
-    loop {
-        let Ok(Some(got)) = crate::sys::process::wait_signal(None) else {
-            continue;
-        };
-        if got.signal == libc::SIGCHLD {
-            reap_until_workload_ends(workload, status);
-        } else if got.sender == 0 && got.code <= 0 {
-            let _ = crate::sys::process::kill(workload, got.signal);
-        }
-    }
-}
-
-/// Reaps every child that has ended; returns once none is left to reap,
-/// or exits when one of them is the workload.
-fn reap_until_workload_ends(workload: libc::pid_t, status: Option<BorrowedFd<'_>>) {
-    loop {
-        match waitpid(-1, libc::WNOHANG) {
-            Ok((pid, raw)) if pid == workload => {
-                if let Some(fd) = status {
-                    let _ = write_all(fd, &raw.to_ne_bytes());
-                }
-                exit_now(if libc::WIFEXITED(raw) {
-                    libc::WEXITSTATUS(raw)
-                } else {
-                    128 + libc::WTERMSIG(raw)
-                });
-            }
-            Ok((0, _)) => return,
-            Ok(_) | Err(Errno(libc::EINTR)) => {}
-            Err(_) => return,
-        }
-    }
 }
 
 /// Reports step `step` as failed with `errno`, and exits.

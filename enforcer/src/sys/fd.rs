@@ -119,27 +119,6 @@ pub(crate) fn mark_cloexec_from(first: u32) -> Result<(), Errno> {
     .map(drop)
 }
 
-/// Closes every fd but `keep` (`close_range` either side of it). For a
-/// process that owns none of them through a handle: it must never run
-/// their destructors afterwards.
-pub(crate) fn close_all_but(keep: Option<RawFd>) -> Result<(), Errno> {
-    let keep = keep.and_then(|fd| u32::try_from(fd).ok());
-    let ranges = match keep {
-        Some(fd) => [
-            (0, fd.checked_sub(1)),
-            (fd.saturating_add(1), Some(u32::MAX)),
-        ],
-        None => [(0, Some(u32::MAX)), (0, None)],
-    };
-    for (first, last) in ranges {
-        let Some(last) = last else { continue };
-        // SAFETY: close_range takes integers only; the caller owns none of
-        // the closed fds through a handle that would close them again.
-        check(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0_u32) })?;
-    }
-    Ok(())
-}
-
 /// Closes `fd` in a forked child: the handle that owns it belongs to the
 /// parent's copy of memory, and the child never drops it (it execs or
 /// `_exit`s).

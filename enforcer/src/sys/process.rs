@@ -214,7 +214,7 @@ pub(crate) fn block_all_signals() -> Result<(), Errno> {
     .map(drop)
 }
 
-/// A signal taken by [`wait_signal`].
+/// A signal taken by `wait_signal`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delivered {
     /// The signal's number.
