@@ -32,7 +32,8 @@
 //! figure 5, `BENCH_ONLY=credential` the credentialed request of figure 1
 //! (its echo scrubbed of the secret) against a plain one, over
 //! `LATENCY_ROUNDS` alternating rounds: the figure that moves when the
-//! scrub's matcher changes.
+//! scrub's matcher changes. `BENCH_ONLY=request` measures figures 1 and 2
+//! alone.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -503,11 +504,6 @@ fn bench() {
         cpus.push(cpu * 1e6 / (tp * SECONDS as f64));
     }
     let (tp_direct, tp_proxy) = (median(tps_direct.clone()), median(tps_proxy.clone()));
-    let ((rss_idle, rss_held), (sandbox_idle, sandbox_held)) = memory(&s);
-    let posts: Vec<(usize, [f64; 4])> = POST_SIZES
-        .iter()
-        .map(|&bytes| (bytes, post_latencies(bytes, &direct, &proxied)))
-        .collect();
     println!(
         "| added median latency per request, one keep-alive connection (direct {lat_direct:.1} µs, through the proxy {lat_proxy:.1} µs; a refused request answered by the proxy: {lat_denied:.1} µs) | < 300 µs | **{:.1} µs** |",
         lat_proxy - lat_direct
@@ -522,6 +518,14 @@ fn bench() {
         100.0 * tp_proxy / tp_direct
     );
     eprintln!("rounds: direct {tps_direct:?}, proxied {tps_proxy:?}");
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("request") {
+        return;
+    }
+    let ((rss_idle, rss_held), (sandbox_idle, sandbox_held)) = memory(&s);
+    let posts: Vec<(usize, [f64; 4])> = POST_SIZES
+        .iter()
+        .map(|&bytes| (bytes, post_latencies(bytes, &direct, &proxied)))
+        .collect();
     println!(
         "| supervisor RSS with {HELD} open proxied connections (idle: {:.1} MiB; openshell-sandbox, which relays them: {:.1} MiB idle, {:.1} MiB holding) | < 64 MiB | **{:.1} MiB** |",
         rss_idle as f64 / 1024.0,

@@ -33,13 +33,10 @@ pub struct ProxiedConnection {
     pub decision: ConnectionDecision,
 }
 
-/// The proxy as the broker sees it.
+/// The proxy as the relay sees it.
 pub trait ProxyHandoff: Send + Sync + fmt::Debug {
-    /// The proxy's listener, in the supervisor's network namespace.
-    fn listener(&self) -> SocketAddr;
-    /// A connection from `from` (the broker's bound local address) is about
-    /// to arrive.
-    fn expect(&self, from: SocketAddr, conn: ProxiedConnection);
-    /// The broker gave up on the connection from `from`.
-    fn cancel(&self, from: SocketAddr);
+    /// Serves `conn`, an allowed connection to an inspected route, whose
+    /// bytes from and to the workload cross `io`. The proxy has no
+    /// listener: this is the only way a connection reaches it.
+    fn serve(&self, io: tokio::io::DuplexStream, conn: ProxiedConnection);
 }

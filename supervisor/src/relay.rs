@@ -23,13 +23,13 @@ use sandbox_protocol::{
     Binding, Caller, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK, ProtocolError,
     RefusalReport, RelayDownKind, RelayOrder, RelayUpKind,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::broker::{Connector, Who, open_route};
+use crate::broker::{Connector, Upstream, Who, open_route};
 use crate::decide::Binary;
 use crate::denylog::{DenyLog, NetEvent};
 use crate::dns::Answerer;
@@ -238,61 +238,84 @@ impl pb::broker_server::Broker for SupervisorSide {
             }
         };
         let _ = tx.send(Ok(RelayDownKind::Connected.to_pb(&binding))).await;
-        let (mut from_upstream, mut to_upstream) = upstream.into_split();
-        let down_binding = binding.clone();
-        let down_tx = tx.clone();
-        tokio::spawn(async move {
-            // Filled without zeroing first: a connection that receives
-            // little costs little.
-            let mut buf = Vec::with_capacity(MAX_CHUNK);
-            loop {
-                buf.clear();
-                let message = match from_upstream.read_buf(&mut buf).await {
-                    Ok(0) => RelayDownKind::ShutdownWrite,
-                    Ok(_) => RelayDownKind::Data(buf.clone()),
-                    Err(e) => RelayDownKind::Reset(e.raw_os_error().unwrap_or(libc::ECONNRESET)),
-                };
-                let last = !matches!(message, RelayDownKind::Data(_));
-                if down_tx
-                    .send(Ok(message.into_pb(&down_binding)))
-                    .await
-                    .is_err()
-                    || last
-                {
+        match upstream {
+            Upstream::Direct(tcp) => {
+                let (from, to) = tcp.into_split();
+                relay_both_ways(from, to, incoming, order, tx, binding);
+            }
+            Upstream::Proxied(pipe) => {
+                let (from, to) = tokio::io::split(pipe);
+                relay_both_ways(from, to, incoming, order, tx, binding);
+            }
+        }
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+/// Moves the upstream's bytes down the relay stream and the stream's
+/// bytes up to the upstream, half-closes passed on, each way on a task of
+/// its own.
+fn relay_both_ways<R, W>(
+    mut from_upstream: R,
+    mut to_upstream: W,
+    mut incoming: Streaming<pb::RelayUp>,
+    mut order: RelayOrder,
+    tx: mpsc::Sender<Result<pb::RelayDown, Status>>,
+    binding: Binding,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let down_binding = binding.clone();
+    let down_tx = tx.clone();
+    tokio::spawn(async move {
+        // Filled without zeroing first: a connection that receives
+        // little costs little.
+        let mut buf = Vec::with_capacity(MAX_CHUNK);
+        loop {
+            buf.clear();
+            let message = match from_upstream.read_buf(&mut buf).await {
+                Ok(0) => RelayDownKind::ShutdownWrite,
+                Ok(_) => RelayDownKind::Data(buf.clone()),
+                Err(e) => RelayDownKind::Reset(e.raw_os_error().unwrap_or(libc::ECONNRESET)),
+            };
+            let last = !matches!(message, RelayDownKind::Data(_));
+            if down_tx
+                .send(Ok(message.into_pb(&down_binding)))
+                .await
+                .is_err()
+                || last
+            {
+                return;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.next().await {
+            let m = match msg {
+                Ok(msg) => RelayUpKind::check(msg, &binding).and_then(|m| order.up(&m).map(|()| m)),
+                Err(status) => {
+                    let _ = tx.send(Err(status)).await;
+                    return;
+                }
+            };
+            match m {
+                Ok(RelayUpKind::Data(d)) => {
+                    if to_upstream.write_all(&d).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(RelayUpKind::ShutdownWrite) => {
+                    let _ = to_upstream.shutdown().await;
+                }
+                Ok(RelayUpKind::Connect { .. }) => return,
+                Err(e) => {
+                    let _ = tx.send(Err(Status::invalid_argument(e.to_string()))).await;
                     return;
                 }
             }
-        });
-        tokio::spawn(async move {
-            while let Some(msg) = incoming.next().await {
-                let m = match msg {
-                    Ok(msg) => {
-                        RelayUpKind::check(msg, &binding).and_then(|m| order.up(&m).map(|()| m))
-                    }
-                    Err(status) => {
-                        let _ = tx.send(Err(status)).await;
-                        return;
-                    }
-                };
-                match m {
-                    Ok(RelayUpKind::Data(d)) => {
-                        if to_upstream.write_all(&d).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(RelayUpKind::ShutdownWrite) => {
-                        let _ = to_upstream.shutdown().await;
-                    }
-                    Ok(RelayUpKind::Connect { .. }) => return,
-                    Err(e) => {
-                        let _ = tx.send(Err(Status::invalid_argument(e.to_string()))).await;
-                        return;
-                    }
-                }
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
-    }
+        }
+    });
 }
 
 /// Where the control stream's answers go, each recorded in its order
@@ -323,7 +346,7 @@ async fn connect(
     broker: &Connector,
     caller: &Caller,
     destination: SocketAddr,
-) -> Result<tokio::net::TcpStream, RelayDownKind> {
+) -> Result<Upstream, RelayDownKind> {
     let ip = canonical_ip(destination.ip());
     let port = destination.port();
     let binary = Binary {

@@ -525,8 +525,7 @@ fn serve(
     if args.verbose {
         let who = identity.map_or_else(|| format!("uid {}", own.0), |i| i.name);
         note(&format!(
-            "L7 proxy on {} (CA, --upstream-ca and trust file before the fork: {:.2} ms; system roots load on its thread)",
-            ProxyHandoff::listener(&*proxy),
+            "L7 proxy ready (CA, --upstream-ca and trust file before the fork: {:.2} ms; system roots load on its thread)",
             proxy_setup.as_secs_f64() * 1000.0
         ));
         note(&format!(

@@ -6,7 +6,7 @@ pub mod aliases;
 
 mod upstream;
 
-pub(crate) use upstream::{Who, open_route};
+pub(crate) use upstream::{Upstream, Who, open_route};
 
 use std::sync::Arc;
 

@@ -12,13 +12,15 @@
 //! for every open connection at reload, and lazily before each request.
 
 use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use policy_bundle::matcher::normalize_host;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::sync::oneshot;
 use tokio_rustls::LazyConfigAcceptor;
 
@@ -29,14 +31,14 @@ use super::{ProxiedConnection, Proxy, dst_ip};
 /// The first byte of a TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
 
-/// Serves one accepted connection to its end.
-pub(super) async fn serve(proxy: Arc<Proxy>, stream: TcpStream, meta: ProxiedConnection) {
-    let _ = stream.set_nodelay(true);
+/// Serves one relayed connection to its end.
+pub(super) async fn serve(proxy: Arc<Proxy>, mut stream: DuplexStream, meta: ProxiedConnection) {
     let mut first = [0_u8; 1];
-    match stream.peek(&mut first).await {
+    match stream.read(&mut first).await {
         Ok(1) => {}
         _ => return,
     }
+    let stream = Replayed::new(first[0], stream);
     if first[0] != TLS_HANDSHAKE {
         let state = Arc::new(ConnState::new(Arc::clone(&proxy), meta, None, false));
         return serve_http(proxy, state, stream).await;
@@ -88,5 +90,55 @@ async fn wait<F: std::future::Future>(conn: F, close: oneshot::Receiver<()>) {
     tokio::select! {
         _ = conn => {}
         Ok(()) = close => {}
+    }
+}
+
+/// A stream whose first byte, read to tell TLS from plain HTTP, is read
+/// again.
+struct Replayed<S> {
+    first: Option<u8>,
+    inner: S,
+}
+
+impl<S> Replayed<S> {
+    fn new(first: u8, inner: S) -> Self {
+        Self {
+            first: Some(first),
+            inner,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Replayed<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if buf.remaining() > 0
+            && let Some(b) = self.first.take()
+        {
+            buf.put_slice(&[b]);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Replayed<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

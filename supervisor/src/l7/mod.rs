@@ -3,11 +3,11 @@
 //! reaches the destination.
 //!
 //! ```text
-//!  broker ── expect(from, ProxiedConnection) ──▶ ConnectionRegistry
-//!    │ connect from `from` to the listener, install in the workload
+//!  relay ── serve(pipe, ProxiedConnection) ──▶ the proxy's thread
+//!    │ the relay stream's bytes pumped through the pipe
 //!    ▼
-//!  accept ─▶ take(peer) ─▶ peek: 0x16 (TLS ClientHello)? ─┬─ yes: leaf for the SNI (ca), TLS
-//!                                                       └─ no:  plain HTTP
+//!  first byte: 0x16 (TLS ClientHello)? ─┬─ yes: leaf for the SNI (ca), TLS
+//!                                       └─ no:  plain HTTP
 //!           hyper HTTP/1.1, keep-alive ─▶ request::handle, per request:
 //!             CONNECT / h2c refused · Host vs SNI vs destination ·
 //!             WebSocket upgrade: websocket::upgrade (GET rules, no
@@ -24,15 +24,12 @@
 //! ```
 //!
 //! **The seam.** For a connection whose decision names L7 endpoints, the
-//! broker does not connect to the destination. It binds its socket to a
-//! loopback address, tells the proxy what is coming from that address
-//! ([`ProxyHandoff::expect`]: original destination, host, binary,
-//! endpoints), then connects to the proxy's listener and installs that
-//! socket in the workload. The proxy, on `accept`, looks the peer address
-//! up in its [`ConnectionRegistry`] and knows exactly what it is relaying;
-//! a connection nobody announced is closed at once. The listener lives in
-//! the supervisor's namespace, where the workload cannot reach it except
-//! through the broker.
+//! relay does not connect to the destination: it hands the proxy one end
+//! of an in-memory pipe together with what it decided
+//! ([`ProxyHandoff::serve`]: original destination, host, binary,
+//! endpoints), and pumps the relay stream through the other end. The
+//! proxy has no listening socket: nothing reaches it but a connection the
+//! relay allowed, and each arrives with its own decision.
 //!
 //! Modules: [`ca`] (the sandbox CA and leaf cache), [`trust`] (the
 //! workload's trust file, the upstream roots), `conn` (one client
@@ -62,51 +59,18 @@ mod websocket;
 pub use setup::SetupError;
 use std::collections::HashMap;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use policy_bundle::matcher::canonical_ip;
 use rustls::ClientConfig;
-use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::decide::Decider;
 use crate::denylog::{DenyLog, NetEvent};
 use crate::handoff::{ProxiedConnection, ProxyHandoff};
 use crate::policy::Policy;
-
-/// Pending connections by the broker's local address: what a proxy's
-/// accept loop consults. Addresses are compared in one form (an
-/// IPv4-mapped IPv6 address as IPv4), as `accept` reports them.
-#[derive(Debug, Default)]
-pub struct ConnectionRegistry {
-    pending: Mutex<HashMap<SocketAddr, ProxiedConnection>>,
-}
-
-fn registry_key(addr: SocketAddr) -> SocketAddr {
-    SocketAddr::new(canonical_ip(addr.ip()), addr.port())
-}
-
-impl ConnectionRegistry {
-    pub fn insert(&self, from: SocketAddr, conn: ProxiedConnection) {
-        if let Ok(mut map) = self.pending.lock() {
-            map.insert(registry_key(from), conn);
-        }
-    }
-
-    /// The metadata for an accepted connection whose peer is `from`; a
-    /// connection nobody announced gets `None` and must be closed.
-    pub fn take(&self, from: SocketAddr) -> Option<ProxiedConnection> {
-        self.pending.lock().ok()?.remove(&registry_key(from))
-    }
-
-    pub fn remove(&self, from: SocketAddr) {
-        if let Ok(mut map) = self.pending.lock() {
-            map.remove(&registry_key(from));
-        }
-    }
-}
 
 /// The crypto provider of every TLS configuration here: ring, explicitly,
 /// so no process-wide default is ever consulted.
@@ -122,25 +86,17 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 pub struct Prepared {
     pub ca: ca::SandboxCa,
     upstream_ca: Vec<rustls::pki_types::CertificateDer<'static>>,
-    listener: std::net::TcpListener,
 }
 
 impl Prepared {
-    /// A new sandbox CA, the upstream trust, and a loopback listener.
+    /// A new sandbox CA and the upstream trust.
     pub fn new(upstream_ca: Option<&std::path::Path>) -> Result<Self, SetupError> {
         let ca = ca::SandboxCa::new(provider())?;
         let upstream_ca = match upstream_ca {
             Some(path) => trust::read_upstream_ca(path)?,
             None => Vec::new(),
         };
-        let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-            .map_err(SetupError::Listen)?;
-        listener.set_nonblocking(true).map_err(SetupError::Listen)?;
-        Ok(Self {
-            ca,
-            upstream_ca,
-            listener,
-        })
+        Ok(Self { ca, upstream_ca })
     }
 }
 
@@ -152,8 +108,10 @@ struct Live {
 
 /// The running proxy.
 pub struct Proxy {
-    addr: SocketAddr,
-    registry: ConnectionRegistry,
+    /// Where connections are served: the proxy's own thread.
+    runtime: tokio::runtime::Handle,
+    /// This proxy, for the connections it serves.
+    me: Weak<Self>,
     ca: ca::SandboxCa,
     /// Set by the proxy's thread before it accepts anything.
     client: OnceLock<Arc<ClientConfig>>,
@@ -165,33 +123,26 @@ pub struct Proxy {
 
 impl fmt::Debug for Proxy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Proxy")
-            .field("addr", &self.addr)
-            .finish_non_exhaustive()
+        f.debug_struct("Proxy").finish_non_exhaustive()
     }
 }
 
 impl Proxy {
-    /// Serves the prepared listener on a thread of its own, with a
-    /// single-threaded runtime: every task of a connection (client side,
-    /// upstream side) runs there, so a request never crosses threads.
+    /// Starts the proxy's thread, with a single-threaded runtime: every
+    /// task of a connection (client side, upstream side) runs there, so a
+    /// request never crosses threads.
     pub fn start(
         prepared: Prepared,
         decider: Arc<Decider>,
         log: Arc<DenyLog>,
     ) -> Result<Arc<Self>, SetupError> {
-        let addr = prepared.listener.local_addr().map_err(SetupError::Listen)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(SetupError::Listen)?;
-        let listener = {
-            let _entered = runtime.enter();
-            TcpListener::from_std(prepared.listener).map_err(SetupError::Listen)?
-        };
-        let proxy = Arc::new(Self {
-            addr,
-            registry: ConnectionRegistry::default(),
+            .map_err(SetupError::Runtime)?;
+        let proxy = Arc::new_cyclic(|me| Self {
+            runtime: runtime.handle().clone(),
+            me: me.clone(),
             ca: prepared.ca,
             client: OnceLock::new(),
             decider,
@@ -212,9 +163,10 @@ impl Proxy {
                         "{e}: every inspected HTTPS request will fail with 502"
                     )),
                 }
-                runtime.block_on(accept_loop(serving, listener));
+                drop(serving);
+                runtime.block_on(std::future::pending::<()>());
             })
-            .map_err(SetupError::Listen)?;
+            .map_err(SetupError::Runtime)?;
         Ok(proxy)
     }
 
@@ -281,35 +233,10 @@ impl Proxy {
 }
 
 impl ProxyHandoff for Proxy {
-    fn listener(&self) -> SocketAddr {
-        self.addr
-    }
-
-    fn expect(&self, from: SocketAddr, conn: ProxiedConnection) {
-        self.registry.insert(from, conn);
-    }
-
-    fn cancel(&self, from: SocketAddr) {
-        self.registry.remove(from);
-    }
-}
-
-async fn accept_loop(proxy: Arc<Proxy>, listener: TcpListener) {
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(a) => a,
-            // Out of fds or memory: wait a little rather than spin.
-            Err(_) => {
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let Some(meta) = proxy.registry.take(peer) else {
-            // Nobody announced it: not a connection the broker made.
-            drop(stream);
-            continue;
-        };
-        tokio::spawn(conn::serve(Arc::clone(&proxy), stream, meta));
+    fn serve(&self, io: tokio::io::DuplexStream, conn: ProxiedConnection) {
+        if let Some(me) = self.me.upgrade() {
+            self.runtime.spawn(conn::serve(me, io, conn));
+        }
     }
 }
 

@@ -20,6 +20,6 @@ pub enum SetupError {
         "no trusted root certificate found on this machine (install `ca-certificates`, or pass `--upstream-ca`)"
     )]
     NoRoots,
-    #[error("cannot listen for proxied connections: {0}")]
-    Listen(#[source] std::io::Error),
+    #[error("cannot start the proxy's thread: {0}")]
+    Runtime(#[source] std::io::Error),
 }

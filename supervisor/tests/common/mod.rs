@@ -161,7 +161,7 @@ impl TestNet {
 
     /// The TCP ports the supervisor running in this namespace listens on,
     /// found from its open sockets (`/proc/PID/fd`) and the namespace's
-    /// `/proc/PID/net/tcp` (state `0A`, LISTEN).
+    /// `/proc/PID/net/tcp` and `tcp6` (state `0A`, LISTEN).
     pub fn supervisor_listeners(&self) -> Vec<u16> {
         let pids = Command::new("ip")
             .args(["netns", "pids", &self.name])
@@ -181,12 +181,14 @@ impl TestNet {
                     Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
                 })
                 .collect();
-            let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap();
-            for line in table.lines().skip(1) {
-                let f: Vec<&str> = line.split_whitespace().collect();
-                if f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
-                    let port = f[1].rsplit(':').next().unwrap();
-                    ports.push(u16::from_str_radix(port, 16).unwrap());
+            for table in ["tcp", "tcp6"] {
+                let table = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap();
+                for line in table.lines().skip(1) {
+                    let f: Vec<&str> = line.split_whitespace().collect();
+                    if f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+                        let port = f[1].rsplit(':').next().unwrap();
+                        ports.push(u16::from_str_radix(port, 16).unwrap());
+                    }
                 }
             }
         }
