@@ -1,11 +1,13 @@
-//! The relay of the sandbox protocol, both sides in this process over a
-//! Unix socket pair (`supervisor::relay::local_pair`), against a plain
-//! loopback connection to the same upstream:
+//! The relay of the sandbox protocol, both sides in this process, over a
+//! Unix socket pair (`supervisor::relay::local_pair`) and over TCP with
+//! TLS 1.3 on loopback as two hosts are joined
+//! (`supervisor::relay::tls_pair`), against a plain loopback connection to
+//! the same upstream:
 //!
 //! - connect: from the question to a connected workload socket (the relay
 //!   stream opened with the question, the decision, the upstream connect,
 //!   the workload's loopback pair), median of 1,000, against a loopback
-//!   `connect`;
+//!   `connect`, median of 5 rounds taken in turn;
 //! - throughput: 256 MiB written by one client, and 64 MiB by each of 8
 //!   at once, until the upstream has read the last byte.
 //!
@@ -24,6 +26,7 @@ use std::time::{Duration, Instant};
 use sandbox_protocol::{Binding, Caller};
 
 const CONNECTS: usize = 1000;
+const ROUNDS: usize = 5;
 const ONE: usize = 256 << 20;
 const EACH: usize = 64 << 20;
 const CLIENTS: usize = 8;
@@ -117,16 +120,19 @@ fn main() {
         generation: 1,
     };
     let log = dir.path().join("deny.log");
-    let sandbox = runtime
+    let unix = runtime
         .block_on(supervisor::relay::local_pair(
-            bundle,
+            bundle.clone(),
             &log,
             &[],
-            binding,
+            binding.clone(),
             None,
         ))
-        .expect("attach");
-    let relayed = || {
+        .expect("attach over a socket pair");
+    let tls = runtime
+        .block_on(supervisor::relay::tls_pair(bundle, &log, &[], binding))
+        .expect("attach over TLS");
+    let relayed = |sandbox: &sandbox::relay::Supervisor| {
         let answer = runtime
             .block_on(sandbox.connect(caller(), upstream))
             .expect("ask");
@@ -138,33 +144,37 @@ fn main() {
         };
         stream
     };
-
-    let direct_us: Vec<f64> = (0..CONNECTS)
-        .map(|_| {
-            let start = Instant::now();
-            let c = TcpStream::connect(upstream).expect("connect");
-            let us = start.elapsed().as_secs_f64() * 1e6;
-            drop(c);
-            us
-        })
-        .collect();
-    let relay_us: Vec<f64> = (0..CONNECTS)
-        .map(|_| {
-            let start = Instant::now();
-            let c = relayed();
-            let us = start.elapsed().as_secs_f64() * 1e6;
-            drop(c);
-            us
-        })
-        .collect();
+    let timed = |connect: &dyn Fn() -> TcpStream| -> f64 {
+        let us: Vec<f64> = (0..CONNECTS)
+            .map(|_| {
+                let start = Instant::now();
+                let c = connect();
+                let us = start.elapsed().as_secs_f64() * 1e6;
+                drop(c);
+                us
+            })
+            .collect();
+        median(us)
+    };
+    let direct = || TcpStream::connect(upstream).expect("connect");
+    let (mut d, mut u, mut t) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        d.push(timed(&direct));
+        u.push(timed(&|| relayed(&unix)));
+        t.push(timed(&|| relayed(&tls)));
+    }
     // Let the closed connections drain before measuring throughput.
     std::thread::sleep(Duration::from_millis(200));
-    let direct_one = throughput(1, ONE, || TcpStream::connect(upstream).expect("connect"));
-    let relay_one = throughput(1, ONE, relayed);
-    let direct_many = throughput(CLIENTS, EACH, || {
-        TcpStream::connect(upstream).expect("connect")
-    });
-    let relay_many = throughput(CLIENTS, EACH, relayed);
+    let one = [
+        throughput(1, ONE, direct),
+        throughput(1, ONE, || relayed(&unix)),
+        throughput(1, ONE, || relayed(&tls)),
+    ];
+    let many = [
+        throughput(CLIENTS, EACH, direct),
+        throughput(CLIENTS, EACH, || relayed(&unix)),
+        throughput(CLIENTS, EACH, || relayed(&tls)),
+    ];
 
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
@@ -178,21 +188,26 @@ fn main() {
         "machine: {cpu}, {} cores",
         std::thread::available_parallelism().map_or(0, usize::from)
     );
-    println!("| figure | loopback | relay | relay / loopback |");
-    println!("|---|---|---|---|");
-    let (d, r) = (median(direct_us), median(relay_us));
+    println!("| figure | loopback | relay, Unix socket pair | relay, TCP + TLS 1.3 | TLS / Unix |");
+    println!("|---|---|---|---|---|");
+    let (d, u, t) = (median(d), median(u), median(t));
     println!(
-        "| connect, median of {CONNECTS} | {d:.1} µs | {r:.1} µs | {:.1}× |",
-        r / d
+        "| connect, median of {ROUNDS} rounds of {CONNECTS} | {d:.1} µs | {u:.1} µs | {t:.1} µs | {:.2} × (added: {:.2} ×) |",
+        t / u,
+        (t - d) / (u - d)
     );
-    println!(
-        "| throughput, 1 client, {} MiB | {direct_one:.0} MiB/s | {relay_one:.0} MiB/s | {:.0} % |",
-        ONE >> 20,
-        100.0 * relay_one / direct_one
-    );
-    println!(
-        "| throughput, {CLIENTS} clients, {} MiB each | {direct_many:.0} MiB/s | {relay_many:.0} MiB/s | {:.0} % |",
-        EACH >> 20,
-        100.0 * relay_many / direct_many
-    );
+    for (what, [d, u, t]) in [
+        (format!("throughput, 1 client, {} MiB", ONE >> 20), one),
+        (
+            format!("throughput, {CLIENTS} clients, {} MiB each", EACH >> 20),
+            many,
+        ),
+    ] {
+        println!(
+            "| {what} | {d:.0} MiB/s | {u:.0} MiB/s ({:.0} %) | {t:.0} MiB/s ({:.0} %) | {:.2} × |",
+            100.0 * u / d,
+            100.0 * t / d,
+            t / u
+        );
+    }
 }

@@ -441,19 +441,17 @@ fn refused_message(log: &DenyLog, why: &str) {
     });
 }
 
-/// Both sides of the protocol in this process, over a Unix socket pair:
-/// the supervisor's deciding with `bundle` (no L7 proxy, no upstream
-/// resolver: names resolve as `resolve` says; the deny log at `log`), the
-/// sandbox's attached as `binding` and saying it enforces `digest` (the
-/// bundle's own when `None`). For the relay's benchmarks and
-/// tests: `run` serves the protocol to the real sandbox.
-pub async fn local_pair(
+/// The supervisor's side deciding with `bundle` for the sandbox
+/// `binding` (no L7 proxy, no upstream resolver: names resolve as
+/// `resolve` says; the deny log at `log`), and the bundle's digest. For the
+/// relay's benchmarks and tests: `run` serves the protocol to the real
+/// sandbox.
+pub fn bundle_side(
     bundle: policy_bundle::Bundle,
     log: &Path,
     resolve: &[(String, std::net::IpAddr)],
     binding: Binding,
-    digest: Option<String>,
-) -> Result<sandbox::relay::Supervisor, sandbox::relay::RelayError> {
+) -> std::io::Result<(SupervisorSide, String)> {
     use crate::attribution::Attribution;
     use crate::credentials::Placeholders;
     use crate::decide::Decider;
@@ -477,12 +475,57 @@ pub async fn local_pair(
         log: Arc::clone(&log),
         proxy: None,
     });
-    let (ours, theirs) = tokio::net::UnixStream::pair()?;
     let deciding = Deciding::default();
     let _ = deciding.set(broker);
-    let side = SupervisorSide::new(deciding, log, answerer, binding.clone(), real.clone());
+    let side = SupervisorSide::new(deciding, log, answerer, binding, real.clone());
+    Ok((side, real))
+}
+
+/// Both sides of the protocol in this process, over a Unix socket pair:
+/// the supervisor's as [`bundle_side`] makes it, the sandbox's attached as
+/// `binding` and saying it enforces `digest` (the bundle's own when
+/// `None`).
+pub async fn local_pair(
+    bundle: policy_bundle::Bundle,
+    log: &Path,
+    resolve: &[(String, std::net::IpAddr)],
+    binding: Binding,
+    digest: Option<String>,
+) -> Result<sandbox::relay::Supervisor, sandbox::relay::RelayError> {
+    let (side, real) = bundle_side(bundle, log, resolve, binding.clone())?;
+    let (ours, theirs) = tokio::net::UnixStream::pair()?;
     tokio::spawn(sandbox_protocol::transport::serve(side, theirs));
     sandbox::relay::Supervisor::attach(ours, binding, digest.unwrap_or(real)).await
+}
+
+/// Both sides in this process as two hosts join them: the sandbox's end
+/// listens on loopback with a fresh generation's credential, the
+/// supervisor's attaches over TCP and TLS 1.3 ([`sandbox_protocol::channel`]).
+pub async fn tls_pair(
+    bundle: policy_bundle::Bundle,
+    log: &Path,
+    resolve: &[(String, std::net::IpAddr)],
+    binding: Binding,
+) -> Result<sandbox::relay::Supervisor, sandbox::relay::RelayError> {
+    use sandbox_protocol::channel::{SandboxEnd, SupervisorEnd, issue};
+
+    let (side, real) = bundle_side(bundle, log, resolve, binding.clone())?;
+    let (sandbox_cred, supervisor_cred) = issue(&binding).map_err(std::io::Error::other)?;
+    let sandbox_end = SandboxEnd::new(&sandbox_cred).map_err(std::io::Error::other)?;
+    let supervisor_end = SupervisorEnd::new(&supervisor_cred).map_err(std::io::Error::other)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Ok(tls) = supervisor_end.connect(addr).await {
+            let _ = sandbox_protocol::transport::serve(side, tls).await;
+        }
+    });
+    let (tcp, _) = listener.accept().await?;
+    let tls = sandbox_end
+        .handshake(tcp)
+        .await
+        .map_err(std::io::Error::other)?;
+    sandbox::relay::Supervisor::attach(tls, binding, real).await
 }
 
 #[cfg(test)]

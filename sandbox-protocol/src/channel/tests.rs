@@ -1,0 +1,248 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::client::ResolvesClientCert;
+use rustls::pki_types::ServerName;
+use rustls::sign::CertifiedKey;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::*;
+use crate::Binding;
+
+fn binding(generation: u64) -> Binding {
+    Binding {
+        sandbox_id: "sb-7".into(),
+        generation,
+    }
+}
+
+/// A listener on loopback whose first connection `end` handshakes: the
+/// address, and what the handshake gave.
+async fn sandbox(
+    end: SandboxEnd,
+) -> (
+    SocketAddr,
+    tokio::task::JoinHandle<Result<SandboxStream, ChannelError>>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        end.handshake(tcp).await
+    });
+    (addr, task)
+}
+
+fn refusal(r: Result<impl Sized, ChannelError>) -> String {
+    match r {
+        Ok(_) => panic!("the peer was let in"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn a_supervisor_of_the_generation_attaches_and_bytes_cross_both_ways() {
+    let (sb, sup) = issue(&binding(1)).unwrap();
+    let (addr, accepted) = sandbox(SandboxEnd::new(&sb).unwrap()).await;
+    let mut client = SupervisorEnd::new(&sup)
+        .unwrap()
+        .connect(addr)
+        .await
+        .unwrap();
+    let mut server = accepted.await.unwrap().unwrap();
+    assert_eq!(server.get_ref().1.alpn_protocol(), Some(ALPN));
+    assert_eq!(
+        server.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_3)
+    );
+    client.write_all(b"up").await.unwrap();
+    let mut got = [0_u8; 2];
+    server.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"up");
+    server.write_all(b"down").await.unwrap();
+    let mut got = [0_u8; 4];
+    client.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"down");
+}
+
+#[tokio::test]
+async fn each_end_refuses_a_peer_of_another_generation() {
+    let (sb_old, sup_old) = issue(&binding(1)).unwrap();
+    let (sb_new, sup_new) = issue(&binding(2)).unwrap();
+
+    // The old supervisor does not trust the new sandbox's certificate.
+    let (addr, accepted) = sandbox(SandboxEnd::new(&sb_new).unwrap()).await;
+    let refused = refusal(SupervisorEnd::new(&sup_old).unwrap().connect(addr).await);
+    assert!(
+        refused.contains("not of this sandbox's generation"),
+        "{refused}"
+    );
+    assert!(accepted.await.unwrap().is_err());
+
+    // A supervisor that trusts the new sandbox but presents the old
+    // generation's certificate and key is refused by the sandbox.
+    let mixed = Credential {
+        ca: sup_new.ca.clone(),
+        ..sup_old.clone()
+    };
+    let (addr, accepted) = sandbox(SandboxEnd::new(&sb_new).unwrap()).await;
+    let attempt = SupervisorEnd::new(&mixed).unwrap().connect(addr).await;
+    let refused = refusal(accepted.await.unwrap());
+    assert!(
+        refused.contains("not of this sandbox's generation"),
+        "{refused}"
+    );
+    // TLS 1.3: the client may finish its side before the refusal arrives;
+    // the first read then fails.
+    if let Ok(mut tls) = attempt {
+        let mut byte = [0_u8; 1];
+        assert!(!matches!(tls.read(&mut byte).await, Ok(n) if n > 0));
+    }
+
+    // The old sandbox end refuses the new supervisor likewise.
+    let (addr, accepted) = sandbox(SandboxEnd::new(&sb_old).unwrap()).await;
+    assert!(
+        SupervisorEnd::new(&sup_new)
+            .unwrap()
+            .connect(addr)
+            .await
+            .is_err()
+    );
+    assert!(accepted.await.unwrap().is_err());
+}
+
+/// Presents one certificate, signs with another key.
+#[derive(Debug)]
+struct Replayed(Arc<CertifiedKey>);
+
+impl ResolvesClientCert for Replayed {
+    fn resolve(&self, _: &[&[u8]], _: &[rustls::SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        Some(Arc::clone(&self.0))
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn a_copied_certificate_without_its_key_is_refused() {
+    let (sb, sup) = issue(&binding(3)).unwrap();
+    let (_, stranger) = issue(&binding(3)).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let parts = sup.parts().unwrap();
+    let foreign_key = provider
+        .key_provider
+        .load_private_key(stranger.parts().unwrap().key)
+        .unwrap();
+    let copied = Arc::new(CertifiedKey::new(vec![parts.cert], foreign_key));
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots(parts.ca).unwrap())
+        .with_client_cert_resolver(Arc::new(Replayed(copied)));
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    let (addr, accepted) = sandbox(SandboxEnd::new(&sb).unwrap()).await;
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let _ = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
+        .await;
+    let refused = refusal(accepted.await.unwrap());
+    assert!(refused.contains("does not hold the key"), "{refused}");
+}
+
+#[tokio::test]
+async fn garbage_a_silent_peer_and_a_peer_without_a_certificate_are_refused() {
+    let (sb, sup) = issue(&binding(4)).unwrap();
+    let end = SandboxEnd::new(&sb).unwrap();
+
+    let (addr, accepted) = sandbox(end.clone()).await;
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nHost: sandbox\r\n\r\n")
+        .await
+        .unwrap();
+    let refused = refusal(accepted.await.unwrap());
+    assert!(refused.contains("does not speak TLS 1.3"), "{refused}");
+
+    let (addr, accepted) = sandbox(end.clone().handshake_within(Duration::from_millis(200))).await;
+    let _silent = TcpStream::connect(addr).await.unwrap();
+    let refused = refusal(accepted.await.unwrap());
+    assert!(
+        refused.contains("did not complete the TLS handshake"),
+        "{refused}"
+    );
+
+    // A client that trusts the sandbox but presents no certificate.
+    let parts = sup.parts().unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots(parts.ca).unwrap())
+        .with_no_client_auth();
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    let (addr, accepted) = sandbox(end).await;
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let _ = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
+        .await;
+    let refused = refusal(accepted.await.unwrap());
+    assert!(refused.contains("no certificate"), "{refused}");
+}
+
+#[tokio::test]
+async fn tls_1_2_and_another_alpn_are_refused() {
+    let (sb, sup) = issue(&binding(5)).unwrap();
+    let parts = sup.parts().unwrap();
+    for (versions, alpn) in [
+        (&[&rustls::version::TLS12][..], ALPN),
+        (&[&rustls::version::TLS13][..], &b"h2"[..]),
+    ] {
+        let parts = sup.parts().unwrap();
+        let mut config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(versions)
+            .unwrap()
+            .with_root_certificates(roots(parts.ca).unwrap())
+            .with_client_auth_cert(vec![parts.cert], parts.key)
+            .unwrap();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        let (addr, accepted) = sandbox(SandboxEnd::new(&sb).unwrap()).await;
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let _ = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
+            .await;
+        let refused = refusal(accepted.await.unwrap());
+        assert!(
+            refused.contains("TLS") || refused.contains("ALPN"),
+            "{refused}"
+        );
+    }
+    drop(parts);
+}
+
+#[test]
+fn credentials_round_trip_and_each_is_for_its_end_only() {
+    let (sb, sup) = issue(&binding(6)).unwrap();
+    let json = sb.to_json().unwrap();
+    assert_eq!(Credential::from_json(&json, Role::Sandbox).unwrap(), sb);
+    let wrong = Credential::from_json(&json, Role::Supervisor).unwrap_err();
+    assert!(wrong.to_string().contains("for the Sandbox end"), "{wrong}");
+    assert!(SandboxEnd::new(&sup).is_err());
+    assert!(SupervisorEnd::new(&sb).is_err());
+    assert_eq!(sup.binding(), binding(6));
+    let shown = format!("{sb:?}");
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+    let broken = Credential {
+        key: "-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n".into(),
+        ..sb
+    };
+    let err = Credential::from_json(&broken.to_json().unwrap(), Role::Sandbox).unwrap_err();
+    assert!(err.to_string().contains("key"), "{err}");
+    assert!(
+        issue(&Binding {
+            sandbox_id: String::new(),
+            generation: 1
+        })
+        .is_err()
+    );
+}
