@@ -27,6 +27,14 @@ use crate::writable::Writable;
 #[error("{0}")]
 pub struct AttachError(String);
 
+impl AttachError {
+    /// An error saying `why`.
+    #[must_use]
+    pub fn new(why: impl Into<String>) -> Self {
+        Self(why.into())
+    }
+}
+
 /// The thread the relay runs on, until dropped.
 #[derive(Debug)]
 pub struct Relaying {
@@ -45,10 +53,33 @@ pub fn start(
     writable: Writable,
     user: Option<&PlanUser>,
 ) -> Result<Relaying, AttachError> {
-    let attach = |e: &dyn std::fmt::Display| AttachError(e.to_string());
     let sock = enforcer::signals::take_inherited_fd(fd).map_err(|e| attach(&e))?;
     let channel = std::os::unix::net::UnixStream::from(sock);
     channel.set_nonblocking(true).map_err(|e| attach(&e))?;
+    let (handle, relaying) = relay_thread()?;
+    let binding = Binding {
+        sandbox_id: relay.sandbox_id.clone(),
+        generation: relay.generation,
+    };
+    let digest = relay.bundle_digest.clone();
+    let supervisor = handle
+        .block_on(handle.spawn(async move {
+            let io = tokio::net::UnixStream::from_std(channel)?;
+            Supervisor::attach(io, binding, digest).await
+        }))
+        .map_err(|e| attach(&e))?
+        .map_err(|e| attach(&e))?;
+    serve_calls(relay, supervisor, &handle, listener, writable, user)?;
+    Ok(relaying)
+}
+
+fn attach(e: &dyn std::fmt::Display) -> AttachError {
+    AttachError(e.to_string())
+}
+
+/// A current-thread runtime on a thread named `relay`, running until the
+/// [`Relaying`] is dropped.
+pub fn relay_thread() -> Result<(tokio::runtime::Handle, Relaying), AttachError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -59,22 +90,30 @@ pub fn start(
         .name("relay".into())
         .spawn(move || runtime.block_on(async move { drop(stopped.await) }))
         .map_err(|e| attach(&e))?;
-    let binding = Binding {
-        sandbox_id: relay.sandbox_id.clone(),
-        generation: relay.generation,
-    };
-    let digest = relay.bundle_digest.clone();
+    Ok((handle, Relaying { _stop: stop }))
+}
+
+/// With `supervisor` attached (on `handle`'s runtime): starts the DNS stub
+/// and serves `listener`, the workload's trapped calls, on a thread of its
+/// own.
+pub fn serve_calls(
+    relay: &RelayPlan,
+    supervisor: Supervisor,
+    handle: &tokio::runtime::Handle,
+    listener: OwnedFd,
+    writable: Writable,
+    user: Option<&PlanUser>,
+) -> Result<(), AttachError> {
     // The stub listens before the workload may run: its first question
     // is answered.
     let own_network = relay.own_network;
-    let (supervisor, (stub_udp, stub_tcp)) = handle
+    let for_stub = supervisor.clone();
+    let (stub_udp, stub_tcp) = handle
         .block_on(handle.spawn(async move {
-            let io = tokio::net::UnixStream::from_std(channel)?;
-            let supervisor = Supervisor::attach(io, binding, digest).await?;
             let (udp, tcp) = dns_stub::bind(own_network).await?;
             let stub = (udp.local_addr()?, tcp.local_addr()?);
-            dns_stub::serve(udp, tcp, supervisor.clone());
-            Ok::<_, RelayError>((supervisor, stub))
+            dns_stub::serve(udp, tcp, for_stub);
+            Ok::<_, RelayError>(stub)
         }))
         .map_err(|e| attach(&e))?
         .map_err(|e| attach(&e))?;
@@ -103,11 +142,11 @@ pub fn start(
         },
         mode,
         creds,
-        runtime: handle,
+        runtime: handle.clone(),
     });
     std::thread::Builder::new()
         .name("broker".into())
         .spawn(move || broker::serve(&broker, listener))
         .map_err(|e| attach(&e))?;
-    Ok(Relaying { _stop: stop })
+    Ok(())
 }

@@ -154,7 +154,7 @@ pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError
 /// Prepares Landlock and the filter, and forks the workload, which
 /// installs both and waits for the go. Also what the workload can write,
 /// as the broker judges planted code.
-fn start(plan: &LaunchPlan) -> Result<(enforcer::Pending, Writable), LaunchError> {
+pub(crate) fn start(plan: &LaunchPlan) -> Result<(enforcer::Pending, Writable), LaunchError> {
     let abi = enforcer::kernel_abi().map_err(LaunchError::Landlock)?;
     // The supervisor reported the notes when it prepared the same spec.
     let (spec, _notes) = plan.landlock_spec(abi)?;

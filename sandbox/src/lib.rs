@@ -6,8 +6,10 @@
 //! ([`broker`]), and asks the supervisor about each TCP connect over the
 //! sandbox protocol ([`relay`]), relaying the bytes of the
 //! allowed ones. It depends on the enforcer, the bundle's data types and
-//! the protocol alone: no policy source, no prover, no TLS, no credential
-//! ever reaches it.
+//! the protocol alone: no policy source, no prover, no upstream credential
+//! and no proxy key ever reach it. Started on its own on another host
+//! ([`standalone`]), it holds one key: its end of the channel to the
+//! supervisor, for its generation only.
 //!
 //! [`pid1`] holds what it owes the workload as its init: reaping, signals,
 //! the workload's status, and an end to everything the workload started.
@@ -24,4 +26,5 @@ pub mod mountinfo;
 pub mod pid1;
 pub mod plan;
 pub mod relay;
+pub mod standalone;
 pub mod writable;

@@ -7,26 +7,32 @@
 //! launch plan on fd P, the launch link on fd C (`sandbox::launch`), and
 //! with `--relay-fd R` the channel to the supervisor on fd R, when the
 //! sandbox brokers the workload's calls itself.
+//!
+//! `openshell-sandbox [--grace-period SECS] --bootstrap FILE`: started on
+//! its own, on another host than its supervisor (`sandbox::standalone`).
 
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use sandbox::{launch, pid1};
+use sandbox::{launch, pid1, standalone};
 
 /// Exit status when this process cannot do its job (as `env` and `timeout`
 /// use 125).
 const EXIT_SANDBOX_FAILED: u8 = 125;
 
 const USAGE: &str = "usage: openshell-sandbox [--grace-period SECS] -- COMMAND [ARGS...]
-       openshell-sandbox [--grace-period SECS] --plan-fd P --control-fd C [--relay-fd R]";
+       openshell-sandbox [--grace-period SECS] --plan-fd P --control-fd C [--relay-fd R]
+       openshell-sandbox [--grace-period SECS] --bootstrap FILE";
 
 /// What to be PID 1 of.
 enum Workload {
     Run(Vec<OsString>),
     Launch(launch::Inherited),
+    Standalone(PathBuf),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +46,15 @@ fn main() -> ExitCode {
     let ended = match workload {
         Workload::Run(command) => pid1::run(&command, grace).map_err(|e| e.to_string()),
         Workload::Launch(fds) => launch::launch(fds, grace).map_err(|e| e.to_string()),
+        Workload::Standalone(path) => {
+            return match standalone::run(&path, grace) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("openshell-sandbox: {e}");
+                    ExitCode::from(EXIT_SANDBOX_FAILED)
+                }
+            };
+        }
     };
     match ended {
         Ok(status) => ExitCode::from(u8::try_from(status.code()).unwrap_or(EXIT_SANDBOX_FAILED)),
@@ -56,6 +71,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload
     let mut plan_fd = None;
     let mut control_fd = None;
     let mut relay_fd = None;
+    let mut bootstrap = None;
     let number = |flag: &str, value: Option<OsString>| -> Result<u64, String> {
         let value = value.ok_or_else(|| format!("`{flag}` needs a number"))?;
         value
@@ -76,6 +92,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload
                 if plan_fd.is_some()
                     || control_fd.is_some()
                     || relay_fd.is_some()
+                    || bootstrap.is_some()
                     || command.is_empty()
                 {
                     return Err(
@@ -90,6 +107,11 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload
             Some("--plan-fd") => plan_fd = fd("--plan-fd", args.next())?,
             Some("--control-fd") => control_fd = fd("--control-fd", args.next())?,
             Some("--relay-fd") => relay_fd = fd("--relay-fd", args.next())?,
+            Some("--bootstrap") => {
+                bootstrap = Some(PathBuf::from(
+                    args.next().ok_or("`--bootstrap` needs a file")?,
+                ));
+            }
             _ => {
                 return Err(format!(
                     "unknown argument `{}`; the command goes after `--`",
@@ -97,6 +119,15 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<(Duration, Workload
                 ));
             }
         }
+    }
+    if let Some(path) = bootstrap {
+        if plan_fd.is_some() || control_fd.is_some() || relay_fd.is_some() {
+            return Err(
+                "`--bootstrap` starts on its own: no `--plan-fd`, `--control-fd` or `--relay-fd`"
+                    .into(),
+            );
+        }
+        return Ok((grace, Workload::Standalone(path)));
     }
     match (plan_fd, control_fd) {
         (Some(plan), Some(control)) => Ok((

@@ -145,6 +145,8 @@ pub struct Supervisor {
     prepared: Arc<Mutex<Prepared>>,
     /// [`ANSWER_TIMEOUT`], unless set otherwise.
     answer_within: Duration,
+    /// Turns true when the control stream has ended.
+    ended: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Supervisor {
@@ -171,6 +173,7 @@ impl Supervisor {
         let first = answers.next().await.ok_or(RelayError::Gone)??;
         let welcome = FromSupervisor::check(first, &binding)?;
         order.answer(&welcome)?;
+        let (ending, ended) = tokio::sync::watch::channel(false);
         let me = Self {
             client,
             binding,
@@ -181,15 +184,28 @@ impl Supervisor {
             runtime: tokio::runtime::Handle::current(),
             prepared: Arc::default(),
             answer_within: ANSWER_TIMEOUT,
+            ended,
         };
-        tokio::spawn(dispatch(
+        let dispatching = dispatch(
             answers,
             me.binding.clone(),
             Arc::clone(&me.order),
             Arc::clone(&me.waiting),
-        ));
+        );
+        tokio::spawn(async move {
+            dispatching.await;
+            let _ = ending.send(true);
+        });
         me.refill();
         Ok(me)
+    }
+
+    /// Returns once the control stream has ended: the supervisor is gone,
+    /// the channel dropped, or the supervisor broke the protocol. No
+    /// question is answered after that.
+    pub async fn closed(&self) {
+        let mut ended = self.ended.clone();
+        let _ = ended.wait_for(|ended| *ended).await;
     }
 
     /// Waits at most `limit` for each answer from now on; a question left

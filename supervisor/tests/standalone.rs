@@ -1,0 +1,334 @@
+//! `openshell-sandbox --bootstrap FILE`, started on its own as a container
+//! runtime would, with this test as its supervisor over TCP and TLS on
+//! loopback (`supervisor::relay::bundle_side`): the workload runs only
+//! once a supervisor of the sandbox's generation has attached, every other
+//! peer is refused, and when the channel drops the workload is killed.
+//! Run as root.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    dead_code,
+    reason = "tests stop at the first failure; they share the helpers"
+)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use common::{Dir, SUPERVISOR, SYSTEM, exe};
+use sandbox::plan::{LaunchPlan, PLAN_VERSION, PlanUser, RelayPlan};
+use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, EXIT_SUPERVISOR_LOST};
+use sandbox_protocol::Binding;
+use sandbox_protocol::channel::{Credential, SupervisorEnd, issue};
+
+fn binding(generation: u64) -> Binding {
+    Binding {
+        sandbox_id: "standalone".into(),
+        generation,
+    }
+}
+
+/// Lines of a child's stream, as they come.
+fn lines(r: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The next line containing `what`, within 20 s; the lines passed over
+/// go to `seen`.
+fn wait_for(rx: &Receiver<String>, what: &str, seen: &mut Vec<String>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(what) => return line,
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no line with {what:?}; seen: {seen:#?}"),
+        }
+    }
+}
+
+/// A standalone sandbox running `script` with python3, allowed to reach
+/// `upstream`, and the supervisor's credential for it.
+struct Started {
+    dir: Dir,
+    child: Child,
+    stdin: ChildStdin,
+    out: Receiver<String>,
+    err: Receiver<String>,
+    seen: Vec<String>,
+    port: u16,
+    bundle: policy_bundle::Bundle,
+    supervisor: Credential,
+    bootstrap: PathBuf,
+}
+
+fn start(upstream: SocketAddr, script: &str, pid_namespace: bool) -> Started {
+    let dir = Dir::new();
+    let python = exe("/usr/bin/python3");
+    let policy = dir.join("p.policy");
+    std::fs::write(
+        &policy,
+        format!(
+            "policy \"standalone\" {{\n  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  allow {python} -> {upstream}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let (checked, bundle) = policy_lang::load::compile_file(&policy, None).unwrap();
+    let bundle = bundle.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+    let (sandbox, supervisor) = issue(&binding(4)).unwrap();
+    let plan = LaunchPlan {
+        version: PLAN_VERSION,
+        landlock: bundle.enforcement.landlock.clone(),
+        deny: bundle.enforcement.seccomp.deny.clone(),
+        notify: bundle.enforcement.seccomp.notify.clone(),
+        workdir: dir.path().as_os_str().as_bytes().to_vec(),
+        read_only: Vec::new(),
+        private_proc: pid_namespace,
+        root_workload: false,
+        shared_pid_namespace: !pid_namespace,
+        drop_bounding: true,
+        user: Some(PlanUser {
+            uid: 65_534,
+            gid: 65_534,
+            groups: vec![65_534],
+        }),
+        program: python.as_bytes().to_vec(),
+        argv: vec![
+            b"python3".to_vec(),
+            b"-c".to_vec(),
+            script.as_bytes().to_vec(),
+            upstream.port().to_string().into_bytes(),
+        ],
+        envp: vec![b"PATH=/usr/bin:/bin".to_vec()],
+        relay: Some(RelayPlan {
+            sandbox_id: "standalone".into(),
+            generation: 4,
+            bundle_digest: bundle.digest.clone(),
+            hash_binaries: false,
+            own_network: false,
+        }),
+    };
+    let bootstrap = dir.join("bootstrap.json");
+    let file = Bootstrap {
+        version: BOOTSTRAP_VERSION,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        credential: sandbox,
+        plan,
+    };
+    std::fs::write(&bootstrap, file.to_bytes()).unwrap();
+    let sandbox_exe = Path::new(SUPERVISOR).with_file_name("openshell-sandbox");
+    let mut cmd = if pid_namespace {
+        let mut c = Command::new("unshare");
+        c.args(["--pid", "--fork", "--mount-proc", "--"])
+            .arg(&sandbox_exe);
+        c
+    } else {
+        Command::new(&sandbox_exe)
+    };
+    let mut child = cmd
+        .arg("--bootstrap")
+        .arg(&bootstrap)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let out = lines(child.stdout.take().unwrap());
+    let err = lines(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let listening = wait_for(&err, "listening on", &mut seen);
+    let port = listening
+        .split_whitespace()
+        .find_map(|w| w.parse::<SocketAddr>().ok())
+        .unwrap()
+        .port();
+    Started {
+        dir,
+        child,
+        stdin,
+        out,
+        err,
+        seen,
+        port,
+        bundle,
+        supervisor,
+        bootstrap,
+    }
+}
+
+impl Started {
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// Attaches as the supervisor on a thread of its own; the channel
+    /// drops when the returned sender is dropped or sent to.
+    fn attach(&self) -> std::sync::mpsc::Sender<()> {
+        let (side, _) =
+            supervisor::relay::bundle_side(self.bundle.clone(), &self.dir.log(), &[], binding(4))
+                .unwrap();
+        let end = SupervisorEnd::new(&self.supervisor).unwrap();
+        let addr = self.addr();
+        let (drop_it, dropped) = channel::<()>();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let tls = end.connect(addr).await.unwrap();
+                let serving = sandbox_protocol::transport::serve(side, tls);
+                let stop = tokio::task::spawn_blocking(move || {
+                    let _ = dropped.recv();
+                });
+                tokio::select! {
+                    _ = serving => {}
+                    _ = stop => {}
+                }
+            });
+        });
+        drop_it
+    }
+
+    /// Nothing on the workload's standard output for a while: it has not
+    /// run.
+    fn assert_not_started(&self) {
+        assert!(
+            self.out.recv_timeout(Duration::from_millis(300)).is_err(),
+            "the workload ran before a supervisor attached"
+        );
+    }
+}
+
+/// A local server: answers `pong` to each line; what it read.
+fn upstream() -> (SocketAddr, Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut line = String::new();
+            let _ = BufReader::new(conn.try_clone().unwrap()).read_line(&mut line);
+            let _ = conn.write_all(b"pong\n");
+            let _ = tx.send(line);
+        }
+    });
+    (addr, rx)
+}
+
+const RELAYED_PY: &str = r#"
+import socket, sys
+print("started", flush=True)
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"ping\n")
+print(s.makefile().readline().strip(), flush=True)
+sys.stdin.readline()
+"#;
+
+#[test]
+fn the_workload_runs_only_once_its_supervisor_attached_and_every_other_peer_is_refused() {
+    let (up, upstream_read) = upstream();
+    let mut s = start(up, RELAYED_PY, true);
+    assert!(
+        !s.bootstrap.exists(),
+        "the bootstrap, with the sandbox's key, is still on disk"
+    );
+    s.assert_not_started();
+
+    // Not TLS.
+    let mut garbage = TcpStream::connect(s.addr()).unwrap();
+    garbage.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let line = wait_for(&s.err, "refused", &mut s.seen);
+    assert!(line.contains("does not speak TLS 1.3"), "{line}");
+    // A supervisor of another generation.
+    let (_, stranger) = issue(&binding(3)).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let other = runtime.block_on(SupervisorEnd::new(&stranger).unwrap().connect(s.addr()));
+    assert!(other.is_err(), "a supervisor of generation 3 attached");
+    wait_for(&s.err, "refused", &mut s.seen);
+    s.assert_not_started();
+
+    let _attached = s.attach();
+    wait_for(&s.err, "attached", &mut s.seen);
+    assert_eq!(wait_for(&s.out, "started", &mut s.seen), "started");
+    assert_eq!(wait_for(&s.out, "pong", &mut s.seen), "pong");
+    assert_eq!(upstream_read.recv().unwrap(), "ping\n");
+
+    // A second supervisor of the same generation, while one is attached.
+    let second = runtime.block_on(SupervisorEnd::new(&s.supervisor).unwrap().connect(s.addr()));
+    drop(second);
+    let line = wait_for(&s.err, "refused", &mut s.seen);
+    assert!(line.contains("a supervisor is attached"), "{line}");
+
+    s.stdin.write_all(b"\n").unwrap();
+    let status = s.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{:#?}", s.seen);
+}
+
+const LINGERING_PY: &str = r#"
+import subprocess, sys
+child = subprocess.Popen(["/usr/bin/sleep", "300"], start_new_session=True)
+print("started", child.pid, flush=True)
+sys.stdin.readline()
+"#;
+
+/// Without a PID namespace (so nothing is killed by the kernel when the
+/// sandbox exits), a workload process in a session of its own is gone
+/// once the channel drops, and the sandbox ends with its own status.
+#[test]
+fn when_the_channel_drops_every_workload_process_is_killed() {
+    let (up, _) = upstream();
+    let mut s = start(up, LINGERING_PY, false);
+    s.assert_not_started();
+    let channel = s.attach();
+    let started = wait_for(&s.out, "started", &mut s.seen);
+    let pid: u32 = started
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+    drop(channel);
+    wait_for(&s.err, "dropped", &mut s.seen);
+    let status = s.child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(i32::from(EXIT_SUPERVISOR_LOST)),
+        "{:#?}",
+        s.seen
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.split_whitespace().nth(2) == Some("Z") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the workload's process {pid} outlived the channel"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
