@@ -27,4 +27,5 @@ pub mod pid1;
 pub mod plan;
 pub mod relay;
 pub mod standalone;
+pub mod trust;
 pub mod writable;

@@ -22,7 +22,7 @@
 //! Every step is a line on standard error.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::brokering::{self, AttachError};
 use crate::launch::{self, LaunchError};
 use crate::pid1;
-use crate::plan::LaunchPlan;
+use crate::plan::{LaunchPlan, PlanUser};
 use crate::relay::Supervisor;
 
 /// The bootstrap format this sandbox reads.
@@ -55,8 +55,37 @@ pub struct Bootstrap {
     /// The sandbox's channel credential for this generation.
     pub credential: Credential,
     /// The launch plan; its relay names the same sandbox and generation as
-    /// the credential.
+    /// the credential. Its user and what depends on this host (PID
+    /// namespace, capabilities) are settled here at start.
     pub plan: LaunchPlan,
+    /// The bundle's `run_as`, resolved against this host's user database.
+    #[serde(default)]
+    pub run_as: Option<RunAs>,
+    /// The proxy's CA, for the workload's trust file.
+    #[serde(default)]
+    pub trust: Option<Trust>,
+}
+
+/// The user and group names the workload runs as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunAs {
+    /// The user; `None` keeps the sandbox's.
+    pub user: Option<String>,
+    /// The group; `None`: the user's primary group.
+    pub group: Option<String>,
+}
+
+/// Where the workload's trust file goes, and the CA it adds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Trust {
+    /// A directory the sandbox creates (absolute); the plan grants the
+    /// workload read access to it and names its `ca-bundle.pem` in the
+    /// environment.
+    pub dir: PathBuf,
+    /// The proxy's CA certificate, PEM.
+    pub proxy_ca: String,
 }
 
 impl std::fmt::Debug for Bootstrap {
@@ -162,6 +191,18 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         });
     };
     let is_init = pid1::become_init().map_err(LaunchError::from)?;
+    let plan = settle(plan, bootstrap.run_as.as_ref(), is_init).map_err(|why| {
+        StandaloneError::Bootstrap {
+            path: path.display().to_string(),
+            why,
+        }
+    })?;
+    if let Some(trust) = &bootstrap.trust {
+        write_trust(trust).map_err(|why| StandaloneError::Bootstrap {
+            path: path.display().to_string(),
+            why,
+        })?;
+    }
     let (mut pending, writable) = launch::start(&plan)?;
     let workload = pending.pid();
     let _ = enforcer::signals::set_own_group(workload);
@@ -213,6 +254,93 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     }
     say(&format!("the workload ended: {status:?}"));
     Ok(exit_code(status))
+}
+
+const CAP_SETGID: u32 = 6;
+const CAP_SETUID: u32 = 7;
+const CAP_SETPCAP: u32 = 8;
+
+/// The plan as this host has it: the PID namespace the sandbox was given
+/// (its own when it is PID 1), the capability sets it may empty, and the
+/// workload's user resolved here.
+fn settle(
+    mut plan: LaunchPlan,
+    run_as: Option<&RunAs>,
+    is_init: bool,
+) -> Result<LaunchPlan, String> {
+    plan.private_proc = is_init;
+    plan.shared_pid_namespace = !is_init;
+    let caps = enforcer::effective_caps(std::process::id()).unwrap_or(0);
+    let has = |cap: u32| caps & (1 << cap) != 0;
+    plan.drop_bounding = has(CAP_SETPCAP);
+    let own = enforcer::own_ids();
+    let (uid, gid) = match run_as {
+        None
+        | Some(RunAs {
+            user: None,
+            group: None,
+        }) => own,
+        Some(RunAs { user, group }) => {
+            let (uid, mut gid) = match user {
+                Some(u) => {
+                    let ids = enforcer::resolve_user(u).map_err(|e| format!("run_as: {e}"))?;
+                    (ids.uid, ids.gid)
+                }
+                None => own,
+            };
+            if let Some(g) = group {
+                gid = enforcer::resolve_group(g).map_err(|e| format!("run_as: {e}"))?;
+            }
+            (uid, gid)
+        }
+    };
+    if (uid, gid) != own && !(has(CAP_SETUID) && has(CAP_SETGID)) {
+        return Err(format!(
+            "the bundle runs the workload as uid {uid} gid {gid}, and this sandbox (uid {} gid {}) may not change user: start it as that user, or with CAP_SETUID and CAP_SETGID",
+            own.0, own.1
+        ));
+    }
+    plan.user = ((uid, gid) != own).then(|| PlanUser {
+        uid,
+        gid,
+        groups: vec![gid],
+    });
+    plan.root_workload = uid == 0;
+    Ok(plan)
+}
+
+/// Creates the trust directory (it must not exist yet) and its file.
+fn write_trust(trust: &Trust) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    if !trust.dir.is_absolute() {
+        return Err(format!(
+            "the trust directory `{}` is not absolute",
+            trust.dir.display()
+        ));
+    }
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&trust.dir)
+        .and_then(|()| {
+            std::fs::set_permissions(
+                &trust.dir,
+                std::os::unix::fs::PermissionsExt::from_mode(0o755),
+            )
+        })
+        .map_err(|e| {
+            format!(
+                "cannot create the trust directory `{}`: {e}",
+                trust.dir.display()
+            )
+        })?;
+    crate::trust::write(&trust.dir, &trust.proxy_ca)
+        .map(drop)
+        .map_err(|e| {
+            format!(
+                "cannot write the trust file in `{}`: {e}",
+                trust.dir.display()
+            )
+        })
 }
 
 fn attach_error(e: &dyn std::fmt::Display) -> StandaloneError {

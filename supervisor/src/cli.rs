@@ -21,6 +21,82 @@ pub struct Cli {
 pub enum Command {
     /// Run a command in a sandbox that enforces a bundle.
     Run(RunArgs),
+    /// Supervise a sandbox on another host: write its bootstrap, attach to
+    /// it over TCP and TLS, and serve it until it closes the channel.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The compiled bundle (`openshell-policy compile`).
+    #[arg(long, value_name = "BUNDLE")]
+    pub bundle: PathBuf,
+
+    /// Where the sandbox listens, as this host reaches it.
+    #[arg(long, value_name = "IP:PORT")]
+    pub sandbox: SocketAddr,
+
+    /// The address the sandbox binds (default: 0.0.0.0 and the port of
+    /// `--sandbox`).
+    #[arg(long, value_name = "IP:PORT")]
+    pub sandbox_listen: Option<SocketAddr>,
+
+    /// The sandbox's id, bound into every message and its channel keys.
+    #[arg(long, value_name = "ID")]
+    pub sandbox_id: String,
+
+    /// The sandbox's generation: new keys, and a new number, at every
+    /// start.
+    #[arg(long, value_name = "N")]
+    pub generation: u64,
+
+    /// Write the sandbox's bootstrap here (a new file, mode 0600), for
+    /// `openshell-sandbox --bootstrap`.
+    #[arg(long, value_name = "FILE")]
+    pub bootstrap: PathBuf,
+
+    /// How long to keep trying while the sandbox does not listen yet.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub attach_within: u64,
+
+    /// The workload's working directory on the sandbox's host (absolute),
+    /// and what `workdir` rules grant.
+    #[arg(long, value_name = "DIR")]
+    pub workdir: PathBuf,
+
+    /// The directory the sandbox creates for the workload's trust file.
+    #[arg(long, value_name = "DIR", default_value = "/tmp/openshell-trust")]
+    pub trust_dir: PathBuf,
+
+    /// Answer DNS for HOST with IP without asking upstream.
+    #[arg(long = "resolve", value_name = "HOST=IP", value_parser = parse_resolve)]
+    pub resolve: Vec<(String, IpAddr)>,
+
+    /// The upstream DNS server (default: this host's `/etc/resolv.conf`).
+    #[arg(long, value_name = "IP:PORT")]
+    pub dns_upstream: Option<SocketAddr>,
+
+    /// Append the deny log (JSON lines) to FILE instead of stderr.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+
+    /// Give the workload NAME=VALUE, or NAME with this process's value.
+    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
+    pub env: Vec<EnvArg>,
+
+    /// Also trust this CA (PEM) when the L7 proxy verifies a real server.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+
+    /// Reload the bundle whenever its file changes (`SIGHUP` always
+    /// reloads).
+    #[arg(long)]
+    pub watch: bool,
+
+    /// The command (its program an absolute path on the sandbox's host)
+    /// and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
 }
 
 /// Where the workload's network namespace comes from.

@@ -103,6 +103,10 @@ pub enum LaunchError {
     #[diagnostic(code(supervisor::spawn))]
     Spawn(#[source] enforcer::SpawnError),
 
+    #[error("the channel to the sandbox")]
+    #[diagnostic(code(supervisor::channel))]
+    Channel(#[source] sandbox_protocol::channel::ChannelError),
+
     #[error("cannot {what}")]
     #[diagnostic(code(supervisor::io))]
     Io {

@@ -20,7 +20,7 @@
 //! ```
 //!
 //! Modules, each small and named for its job: `cli` (arguments),
-//! `run` (one launch), `tables` (bundle → launch plan), `workload`
+//! `run` (one launch), `serve` (a sandbox on another host), `tables` (bundle → launch plan), `workload`
 //! (user, environment, program), `relay` (the supervisor's side of the
 //! sandbox protocol), `broker` (what a relayed connect needs: the decider,
 //! the log, the upstream), `dns` (the stub's answers), `attribution` (name
@@ -55,6 +55,7 @@ mod policy;
 pub mod relay;
 mod reload;
 mod run;
+mod serve;
 mod state;
 mod stdio;
 mod tables;
@@ -91,6 +92,7 @@ pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let code = match &cli.command {
         cli::Command::Run(args) => run::run(args),
+        cli::Command::Serve(args) => serve::serve(args),
     };
     ExitCode::from(code)
 }

@@ -568,8 +568,8 @@ fn serve(
 /// connect's tasks (the channel, the decision, the upstream) then never
 /// wait for a thread of the proxy's runtime to wake. It runs until the
 /// sender returned is dropped.
-fn relay_thread() -> Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sender<()>), LaunchError>
-{
+pub(crate) fn relay_thread()
+-> Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sender<()>), LaunchError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

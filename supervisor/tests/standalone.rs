@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use common::{Dir, SUPERVISOR, SYSTEM, exe};
 use sandbox::plan::{LaunchPlan, PLAN_VERSION, PlanUser, RelayPlan};
-use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, EXIT_SUPERVISOR_LOST};
+use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, EXIT_SUPERVISOR_LOST, RunAs};
 use sandbox_protocol::Binding;
 use sandbox_protocol::channel::{Credential, SupervisorEnd, issue};
 
@@ -131,6 +131,11 @@ fn start(upstream: SocketAddr, script: &str, pid_namespace: bool) -> Started {
         listen: "127.0.0.1:0".parse().unwrap(),
         credential: sandbox,
         plan,
+        run_as: Some(RunAs {
+            user: Some("nobody".into()),
+            group: Some("nogroup".into()),
+        }),
+        trust: None,
     };
     std::fs::write(&bootstrap, file.to_bytes()).unwrap();
     let sandbox_exe = Path::new(SUPERVISOR).with_file_name("openshell-sandbox");
@@ -331,4 +336,109 @@ fn when_the_channel_drops_every_workload_process_is_killed() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+const SERVED_PY: &str = r#"
+import os, socket, sys
+trust = open(os.environ["SSL_CERT_FILE"]).read()
+print("trusts the proxy CA", "this sandbox's proxy CA" in trust, flush=True)
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"ping\n")
+print(s.makefile().readline().strip(), flush=True)
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=10)
+    print("reached the refused port", flush=True)
+except OSError as e:
+    print("refused", e.errno, flush=True)
+"#;
+
+/// `openshell-supervisor serve` and `openshell-sandbox --bootstrap`, two
+/// processes joined only by TCP and TLS: the supervisor writes the
+/// bootstrap, the sandbox starts from it, the supervisor attaches, and the
+/// workload's connects are decided and relayed by the supervisor (the
+/// refused one logged there, and never reaching the listener this test
+/// hosts at its port).
+#[test]
+fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
+    let (up, upstream_read) = upstream();
+    let refused = TcpListener::bind("127.0.0.1:0").unwrap();
+    refused.set_nonblocking(true).unwrap();
+    let dir = Dir::new();
+    let python = exe("/usr/bin/python3");
+    let bundle = common::bundle(
+        &dir,
+        "served",
+        &format!(
+            "  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  allow {python} -> {up}\n"
+        ),
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let at = format!("127.0.0.1:{port}");
+    let boot = dir.join("boot.json");
+    let log = dir.log();
+    let mut serve = Command::new(SUPERVISOR)
+        .args(["serve", "--bundle"])
+        .arg(&bundle)
+        .args(["--sandbox", &at, "--sandbox-listen", &at])
+        .args(["--sandbox-id", "served", "--generation", "2", "--bootstrap"])
+        .arg(&boot)
+        .arg("--workdir")
+        .arg(dir.path())
+        .arg("--trust-dir")
+        .arg(dir.join("trust"))
+        .arg("--log")
+        .arg(&log)
+        .args(["--", &python, "-c", SERVED_PY])
+        .arg(up.port().to_string())
+        .arg(refused.local_addr().unwrap().port().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let serve_err = lines(serve.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_for(&serve_err, "wrote", &mut seen);
+    let sandbox = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--"])
+        .arg(Path::new(SUPERVISOR).with_file_name("openshell-sandbox"))
+        .arg("--bootstrap")
+        .arg(&boot)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&sandbox.stdout);
+    let err = String::from_utf8_lossy(&sandbox.stderr);
+    assert!(sandbox.status.success(), "{out}\n{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "trusts the proxy CA True",
+            "pong",
+            &format!("refused {}", libc::ECONNREFUSED)
+        ],
+        "{err}"
+    );
+    assert!(!boot.exists());
+    let status = serve.wait().unwrap();
+    wait_for(&serve_err, "closed the channel", &mut seen);
+    assert!(status.success(), "{seen:#?}");
+    assert_eq!(upstream_read.recv().unwrap(), "ping\n");
+    assert!(
+        matches!(refused.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the refused connect reached its listener"
+    );
+    let port = refused.local_addr().unwrap().port();
+    let denied = common::log_lines(&log);
+    assert!(
+        denied
+            .iter()
+            .any(|l| l["dst_endpoint"]["port"] == port && l["dst_endpoint"]["ip"] == "127.0.0.1"),
+        "{denied:#?}"
+    );
 }

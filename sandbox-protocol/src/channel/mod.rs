@@ -56,9 +56,12 @@ pub enum ChannelError {
     /// TLS refused the configuration.
     #[error("cannot configure TLS: {0}")]
     Tls(#[from] rustls::Error),
-    /// The peer was refused, or the connection failed.
+    /// The peer was refused, or the TLS connection failed.
     #[error("{0}")]
     Refused(String),
+    /// Nothing answered at the address (yet).
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -169,13 +172,13 @@ impl SupervisorEnd {
     /// Connects to the sandbox at `addr` and completes the handshake
     /// within [`HANDSHAKE_TIMEOUT`].
     pub async fn connect(&self, addr: SocketAddr) -> Result<SupervisorStream, ChannelError> {
-        let attach = async {
-            let tcp = TcpStream::connect(addr).await?;
-            let _ = tcp.set_nodelay(true);
-            let name = ServerName::try_from(SERVER_NAME).map_err(io::Error::other)?;
-            self.connector.connect(name, tcp).await
-        };
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, attach).await {
+        let tcp = TcpStream::connect(addr).await.map_err(|e| {
+            ChannelError::Unreachable(format!("cannot reach the sandbox at {addr}: {e}"))
+        })?;
+        let _ = tcp.set_nodelay(true);
+        let name = ServerName::try_from(SERVER_NAME)
+            .map_err(|e| ChannelError::Credential(e.to_string()))?;
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.connector.connect(name, tcp)).await {
             Ok(Ok(tls)) => Ok(tls),
             Ok(Err(e)) => Err(ChannelError::Refused(format!(
                 "cannot attach to the sandbox at {addr}: {}",

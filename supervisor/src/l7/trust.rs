@@ -41,13 +41,6 @@ pub const WORKLOAD_VARS: [&str; 5] = [
     "CURL_CA_BUNDLE",
 ];
 
-/// Where distributions keep the system bundle, first found wins.
-const SYSTEM_BUNDLES: [&str; 3] = [
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/cert.pem",
-];
-
 /// The workload's trust file, removed with the directory when dropped.
 #[derive(Debug)]
 pub struct TrustFile {
@@ -56,24 +49,14 @@ pub struct TrustFile {
 }
 
 impl TrustFile {
-    /// Writes the system bundle followed by `ca_pem`.
+    /// Writes the system bundle followed by `ca_pem` in a directory of
+    /// its own.
     pub fn write(ca_pem: &str) -> io::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("openshell-trust-")
             .tempdir()?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
-        let mut text = SYSTEM_BUNDLES
-            .iter()
-            .find_map(|p| std::fs::read_to_string(p).ok())
-            .unwrap_or_default();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str("# openshell-supervisor: this sandbox's proxy CA\n");
-        text.push_str(ca_pem);
-        let file = dir.path().join("ca-bundle.pem");
-        std::fs::write(&file, text)?;
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644))?;
+        let file = sandbox::trust::write(dir.path(), ca_pem)?;
         Ok(Self { dir, file })
     }
 

@@ -1,0 +1,278 @@
+//! `openshell-supervisor serve`: the supervisor of a sandbox on another
+//! host, joined to it by the channel of `sandbox_protocol::channel`.
+//!
+//! 1. Everything a sandbox needs is made here, before it starts: the
+//!    generation's channel keys, the proxy's CA, the credentials'
+//!    placeholders and the launch plan. The sandbox's part is written to
+//!    the bootstrap file (`--bootstrap`), which whoever starts the sandbox
+//!    hands to `openshell-sandbox --bootstrap`; the supervisor's part (its
+//!    channel key, the CA key, the placeholders' secrets) stays in this
+//!    process's memory and is never written.
+//! 2. The supervisor attaches to the sandbox (`--sandbox`), trying until
+//!    it listens (`--attach-within`); a sandbox that is not of the
+//!    generation is refused and ends the command.
+//! 3. It then serves the protocol as `run` does (decisions, the L7 proxy,
+//!    DNS answers, reloads on `SIGHUP` or `--watch`) until the channel
+//!    closes. The workload's exit status is the sandbox's.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sandbox::plan::{LaunchPlan, PLAN_VERSION, RelayPlan};
+use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, RunAs, Trust};
+use sandbox_protocol::Binding;
+use sandbox_protocol::channel::{ChannelError, SupervisorEnd, SupervisorStream, issue};
+
+use crate::attribution::Attribution;
+use crate::broker::Connector;
+use crate::cli::ServeArgs;
+use crate::credentials::Placeholders;
+use crate::decide::Decider;
+use crate::denylog::DenyLog;
+use crate::dns::{self, Answerer, DnsPolicy};
+use crate::error::LaunchError;
+use crate::handoff::ProxyHandoff;
+use crate::l7::trust::WORKLOAD_VARS;
+use crate::l7::{self, Proxy};
+use crate::notes::note;
+use crate::policy::{Active, Policy, Swap};
+use crate::relay::{Deciding, SupervisorSide};
+use crate::reload::Reloader;
+use crate::run::EXIT_LAUNCH_FAILED;
+use crate::{tables, workload};
+
+/// How often an attachment is tried while the sandbox does not listen.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// Serves one sandbox; the exit status: 0 once the sandbox closed the
+/// channel, 125 when it could not be served.
+#[must_use]
+pub fn serve(args: &ServeArgs) -> u8 {
+    match serve_sandbox(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{:?}", miette::Report::new(e));
+            EXIT_LAUNCH_FAILED
+        }
+    }
+}
+
+fn serve_sandbox(args: &ServeArgs) -> Result<(), LaunchError> {
+    let bundle = tables::load_bundle(&args.bundle)?;
+    let binding = Binding {
+        sandbox_id: args.sandbox_id.clone(),
+        generation: args.generation,
+    };
+    let (sandbox_cred, supervisor_cred) = issue(&binding).map_err(LaunchError::Channel)?;
+    let end = SupervisorEnd::new(&supervisor_cred).map_err(LaunchError::Channel)?;
+    let proxy_parts = l7::Prepared::new(args.upstream_ca.as_deref()).map_err(LaunchError::Proxy)?;
+    let placeholders = Arc::new(Placeholders::default());
+    let plan = plan(args, &bundle, &placeholders)?;
+    let process = &bundle.enforcement.process;
+    let bootstrap = Bootstrap {
+        version: BOOTSTRAP_VERSION,
+        listen: args
+            .sandbox_listen
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], args.sandbox.port()))),
+        credential: sandbox_cred,
+        plan,
+        run_as: Some(RunAs {
+            user: process.user.clone(),
+            group: process.group.clone(),
+        }),
+        trust: Some(Trust {
+            dir: args.trust_dir.clone(),
+            proxy_ca: proxy_parts.ca.cert_pem().to_owned(),
+        }),
+    };
+    write_new(&args.bootstrap, &bootstrap.to_bytes())?;
+    note(&format!(
+        "wrote `{}`: start `openshell-sandbox --bootstrap FILE` with it on the sandbox's host",
+        args.bootstrap.display()
+    ));
+    let log = Arc::new(
+        DenyLog::open(
+            args.log.as_deref(),
+            &bundle.provenance.policy,
+            &bundle.digest,
+        )
+        .map_err(LaunchError::io("open the log"))?,
+    );
+    let attribution = Arc::new(Attribution::new(&args.resolve));
+    let dns_policy = Arc::new(Swap::new(DnsPolicy::from_table(
+        &bundle.enforcement.seccomp,
+    )));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(LaunchError::io("start the runtime"))?;
+    let _entered = runtime.enter();
+    let answerer = Arc::new(Answerer {
+        policy: Arc::clone(&dns_policy),
+        attribution: Arc::clone(&attribution),
+        resolver: dns::resolver(args.dns_upstream),
+        log: Arc::clone(&log),
+    });
+    let digest = bundle.digest.clone();
+    let active = Active::new(bundle, &placeholders, 0);
+    for cred in active.credentials.iter() {
+        if let Err(why) = &cred.secret {
+            note(&format!(
+                "credential `{}`: {why}; requests that need it are refused",
+                cred.name
+            ));
+        }
+    }
+    let policy = Arc::new(Policy::new(active));
+    let decider = Arc::new(Decider::new(Arc::clone(&policy), attribution));
+    let proxy = Proxy::start(proxy_parts, Arc::clone(&decider), Arc::clone(&log))
+        .map_err(LaunchError::Proxy)?;
+    let reloader = Arc::new(Reloader::new(
+        args.bundle.clone(),
+        policy,
+        dns_policy,
+        placeholders,
+        Arc::clone(&log),
+        Some(Arc::clone(&proxy)),
+    ));
+    reloader
+        .spawn(args.watch)
+        .map_err(LaunchError::io("watch for SIGHUP"))?;
+    let deciding = Deciding::default();
+    let _ = deciding.set(Arc::new(Connector {
+        decider,
+        log: Arc::clone(&log),
+        proxy: Some(proxy as Arc<dyn ProxyHandoff>),
+    }));
+    let side = SupervisorSide::new(deciding, log, answerer, binding, digest);
+    let (relay_runtime, _relaying) = crate::run::relay_thread()?;
+    let within = Duration::from_secs(args.attach_within);
+    let tls = relay_runtime
+        .block_on(attach(&end, args.sandbox, within))
+        .map_err(LaunchError::Channel)?;
+    note(&format!("attached to the sandbox at {}", args.sandbox));
+    let served = relay_runtime.block_on(sandbox_protocol::transport::serve(side, tls));
+    match served {
+        Ok(()) => note("the sandbox closed the channel"),
+        Err(e) => note(&format!("the channel to the sandbox ended: {e}")),
+    }
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    Ok(())
+}
+
+/// The launch plan for a sandbox on another host: the bundle's tables,
+/// the workload's command and environment. What depends on that host
+/// (its user database, PID namespace and capabilities) the sandbox
+/// settles when it starts.
+fn plan(
+    args: &ServeArgs,
+    bundle: &policy_bundle::Bundle,
+    placeholders: &Placeholders,
+) -> Result<LaunchPlan, LaunchError> {
+    let absolute = |what: &str, p: &Path| {
+        if p.is_absolute() {
+            Ok(())
+        } else {
+            Err(LaunchError::Usage(format!(
+                "{what} `{}` is on the sandbox's host: give it as an absolute path",
+                p.display()
+            )))
+        }
+    };
+    absolute("the working directory", &args.workdir)?;
+    absolute("the trust directory", &args.trust_dir)?;
+    let program = Path::new(
+        args.command
+            .first()
+            .map(OsString::as_os_str)
+            .unwrap_or_default(),
+    );
+    absolute("the program", program)?;
+    let trust_file = args.trust_dir.join(sandbox::trust::FILE_NAME);
+    let mut given: Vec<(String, OsString)> = WORKLOAD_VARS
+        .iter()
+        .map(|v| ((*v).to_owned(), trust_file.as_os_str().to_owned()))
+        .collect();
+    for cred in &bundle.enforcement.credentials {
+        if let Some(var) = &cred.placeholder {
+            given.push((var.clone(), placeholders.get_or_make(&cred.name).into()));
+        }
+    }
+    let env = workload::environment(&args.env, &args.workdir, bundle, &given)?;
+    let plan = LaunchPlan {
+        version: PLAN_VERSION,
+        landlock: bundle.enforcement.landlock.clone(),
+        deny: bundle.enforcement.seccomp.deny.clone(),
+        notify: bundle.enforcement.seccomp.notify.clone(),
+        workdir: args.workdir.as_os_str().as_bytes().to_vec(),
+        read_only: vec![args.trust_dir.as_os_str().as_bytes().to_vec()],
+        private_proc: false,
+        root_workload: false,
+        shared_pid_namespace: true,
+        drop_bounding: false,
+        user: None,
+        program: program.as_os_str().as_bytes().to_vec(),
+        argv: workload::argv(&args.command)?
+            .iter()
+            .map(|a| a.as_bytes().to_vec())
+            .collect(),
+        envp: workload::envp(&env)?
+            .iter()
+            .map(|e| e.as_bytes().to_vec())
+            .collect(),
+        relay: Some(RelayPlan {
+            sandbox_id: args.sandbox_id.clone(),
+            generation: args.generation,
+            bundle_digest: bundle.digest.clone(),
+            hash_binaries: crate::policy::pins(bundle),
+            // A container's network has interfaces of its own: every IP
+            // connect is performed by the broker or refused.
+            own_network: false,
+        }),
+    };
+    // No kernel could load a filter this one refuses: say so now.
+    enforcer::build(&plan.filter_spec()?).map_err(LaunchError::Seccomp)?;
+    Ok(plan)
+}
+
+/// Writes `bytes` to a new file at `path` that only this user may read.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<(), LaunchError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let what = format!("write the bootstrap `{}`", path.display());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(LaunchError::io(what))
+}
+
+/// Attaches to the sandbox at `addr`, trying again while nothing listens
+/// there, for at most `within`.
+async fn attach(
+    end: &SupervisorEnd,
+    addr: SocketAddr,
+    within: Duration,
+) -> Result<SupervisorStream, ChannelError> {
+    let deadline = Instant::now() + within;
+    loop {
+        match end.connect(addr).await {
+            Err(ChannelError::Unreachable(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(RETRY).await;
+            }
+            Err(ChannelError::Unreachable(why)) => {
+                return Err(ChannelError::Unreachable(format!(
+                    "{why}; gave up after {within:?}"
+                )));
+            }
+            other => return other,
+        }
+    }
+}
