@@ -553,6 +553,17 @@ fn everything_held_by(pid: u32) -> Vec<u8> {
         if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
             continue;
         }
+        // A read-only mapping of a file is the program's or a library's
+        // code and constants, as public as the file (the PEM labels TLS
+        // code carries among them): what a process holds at run time is in
+        // its writable and anonymous memory.
+        let file_backed = line
+            .split_whitespace()
+            .nth(5)
+            .is_some_and(|p| p.starts_with('/'));
+        if file_backed && !perms.contains('w') {
+            continue;
+        }
         let (start, end) = range.split_once('-').unwrap();
         let start = u64::from_str_radix(start, 16).unwrap();
         let end = u64::from_str_radix(end, 16).unwrap();
