@@ -113,8 +113,9 @@ pub use notify::{
 };
 pub use process::{
     LookupError, UserIds, cap_last_cap, caps, clear_capability_sets, drop_bounding_and_ambient,
-    effective_caps, forbid_core_dumps, mark_fds_cloexec_from, no_new_privs, own_ids, resolve_group,
-    resolve_user, set_identity, set_no_new_privs, set_pdeathsig,
+    effective_caps, forbid_core_dumps, mark_fds_cloexec_from, no_new_privs, own_ids,
+    real_and_effective_uid, resolve_group, resolve_user, seccomp_mode, set_identity,
+    set_no_new_privs, set_pdeathsig,
 };
 pub use seccomp::{
     ArgCond, ArgOp, DenyRule, FilterSpec, NotifyRule, PreparedFilter, SeccompError, build,

@@ -208,6 +208,23 @@ pub fn caps(pid: u32, set: &str) -> io::Result<u64> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad capability mask"))
 }
 
+/// `Seccomp` of `pid`: 0 none, 1 strict, 2 filter.
+pub fn seccomp_mode(pid: u32) -> io::Result<u32> {
+    status_field(pid, "Seccomp")?
+        .parse()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad Seccomp field"))
+}
+
+/// The real and effective uid of `pid` (`Uid` of its status).
+pub fn real_and_effective_uid(pid: u32) -> io::Result<(u32, u32)> {
+    let field = status_field(pid, "Uid")?;
+    let mut ids = field.split_whitespace().map(str::parse::<u32>);
+    match (ids.next(), ids.next()) {
+        (Some(Ok(real)), Some(Ok(effective))) => Ok((real, effective)),
+        _ => Err(io::Error::new(io::ErrorKind::InvalidData, "bad Uid field")),
+    }
+}
+
 /// `NoNewPrivs` of `pid`.
 pub fn no_new_privs(pid: u32) -> io::Result<bool> {
     Ok(status_field(pid, "NoNewPrivs")? == "1")

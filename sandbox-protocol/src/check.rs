@@ -238,6 +238,112 @@ pub enum FromSandbox {
     /// A call the sandbox refused on its own, for the deny log; nothing
     /// answers it.
     Refusal(RefusalReport),
+    /// What the sandbox applied to the workload; answered by `Go`.
+    Evidence(Evidence),
+}
+
+/// What the kernel says of the workload before its exec (see
+/// `proto/sandbox.proto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Evidence {
+    /// The Landlock ABI the kernel offers.
+    pub landlock_abi: u32,
+    /// The ruleset is in force.
+    pub landlock_enforced: bool,
+    /// 2: filter mode.
+    pub seccomp_mode: u32,
+    /// The listener is held and live.
+    pub listener_live: bool,
+    /// Capability masks.
+    pub cap_effective: u64,
+    /// Capability masks.
+    pub cap_permitted: u64,
+    /// Capability masks.
+    pub cap_ambient: u64,
+    /// Capability masks.
+    pub cap_bounding: u64,
+    /// `NoNewPrivs`.
+    pub no_new_privs: bool,
+    /// Real uid.
+    pub uid: u32,
+    /// Effective uid.
+    pub euid: u32,
+}
+
+impl Evidence {
+    /// Why a workload with this evidence must not run, if it must not:
+    /// each fact the sandbox promises, and Landlock when `landlock_required`
+    /// (the bundle's `landlock hard`) at ABI `min_abi` or above.
+    pub fn refusal(&self, landlock_required: bool, min_abi: u32) -> Option<String> {
+        let mut wrong = Vec::new();
+        if !self.no_new_privs {
+            wrong.push("no_new_privs is not set".to_owned());
+        }
+        if self.seccomp_mode != 2 {
+            wrong.push(format!(
+                "seccomp mode is {}, not filter (2)",
+                self.seccomp_mode
+            ));
+        }
+        if !self.listener_live {
+            wrong.push("the seccomp listener is not live".to_owned());
+        }
+        for (set, mask) in [
+            ("effective", self.cap_effective),
+            ("permitted", self.cap_permitted),
+            ("ambient", self.cap_ambient),
+        ] {
+            if mask != 0 {
+                wrong.push(format!("the {set} capability set is {mask:#x}, not empty"));
+            }
+        }
+        if (self.uid == 0 || self.euid == 0) && self.cap_bounding != 0 {
+            wrong.push(format!(
+                "the workload is uid 0 and its bounding set is {:#x}: an exec could regain capabilities",
+                self.cap_bounding
+            ));
+        }
+        if landlock_required && (!self.landlock_enforced || self.landlock_abi < min_abi) {
+            wrong.push(format!(
+                "the bundle needs Landlock ABI {min_abi} or above, enforced; the sandbox has ABI {} {}",
+                self.landlock_abi,
+                if self.landlock_enforced { "enforced" } else { "not enforced" }
+            ));
+        }
+        (!wrong.is_empty()).then(|| wrong.join("; "))
+    }
+
+    fn from_pb(e: &pb::Evidence) -> Self {
+        Self {
+            landlock_abi: e.landlock_abi,
+            landlock_enforced: e.landlock_enforced,
+            seccomp_mode: e.seccomp_mode,
+            listener_live: e.listener_live,
+            cap_effective: e.cap_effective,
+            cap_permitted: e.cap_permitted,
+            cap_ambient: e.cap_ambient,
+            cap_bounding: e.cap_bounding,
+            no_new_privs: e.no_new_privs,
+            uid: e.uid,
+            euid: e.euid,
+        }
+    }
+
+    fn to_pb(self) -> pb::Evidence {
+        pb::Evidence {
+            landlock_abi: self.landlock_abi,
+            landlock_enforced: self.landlock_enforced,
+            seccomp_mode: self.seccomp_mode,
+            listener_live: self.listener_live,
+            cap_effective: self.cap_effective,
+            cap_permitted: self.cap_permitted,
+            cap_ambient: self.cap_ambient,
+            cap_bounding: self.cap_bounding,
+            no_new_privs: self.no_new_privs,
+            uid: self.uid,
+            euid: self.euid,
+        }
+    }
 }
 
 /// A call the sandbox refused without asking: who, what, and why.
@@ -352,6 +458,7 @@ impl FromSandbox {
                 })
             }
             Kind::Refusal(r) => Ok(Self::Refusal(RefusalReport::check(r)?)),
+            Kind::Evidence(e) => Ok(Self::Evidence(Evidence::from_pb(&e))),
         }
     }
 
@@ -387,6 +494,7 @@ impl FromSandbox {
                 payload: payload.clone(),
             }),
             Self::Refusal(r) => Kind::Refusal(r.to_pb()),
+            Self::Evidence(e) => Kind::Evidence(e.to_pb()),
         };
         pb::SandboxMessage {
             binding: Some(binding.to_pb()),
@@ -409,6 +517,8 @@ pub enum DatagramVerdict {
 pub enum FromSupervisor {
     /// The first message: the `Hello` was accepted.
     Welcome,
+    /// The `Evidence` was accepted: the workload may run.
+    Go,
     /// The answer to a DNS question: the reply, or none (empty).
     Dns {
         /// The request's id.
@@ -437,6 +547,7 @@ impl FromSupervisor {
                 }
                 Ok(Self::Welcome)
             }
+            Kind::Go(pb::Go {}) => Ok(Self::Go),
             Kind::Dns(d) => {
                 limit("packet", d.packet.len(), MAX_DNS)?;
                 Ok(Self::Dns {
@@ -467,6 +578,7 @@ impl FromSupervisor {
             Self::Welcome => Kind::Welcome(pb::Welcome {
                 protocol_version: PROTOCOL_VERSION,
             }),
+            Self::Go => Kind::Go(pb::Go {}),
             Self::Dns { request_id, packet } => Kind::Dns(pb::DnsAnswer {
                 request_id: request_id.get(),
                 packet: packet.clone(),

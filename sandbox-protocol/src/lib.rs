@@ -23,7 +23,7 @@ mod tests;
 pub mod transport;
 
 pub use check::{
-    Caller, DatagramVerdict, FromSandbox, FromSupervisor, ProtocolError, RefusalReport,
+    Caller, DatagramVerdict, Evidence, FromSandbox, FromSupervisor, ProtocolError, RefusalReport,
     RelayDownKind, RelayUpKind, decode_relay_up, decode_sandbox_message, decode_supervisor_message,
 };
 pub use order::{ControlOrder, RelayOrder};

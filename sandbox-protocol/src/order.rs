@@ -17,7 +17,7 @@ enum Request {
 
 fn request_of(m: &FromSandbox) -> Option<(u64, Request)> {
     match m {
-        FromSandbox::Hello { .. } | FromSandbox::Refusal(_) => None,
+        FromSandbox::Hello { .. } | FromSandbox::Refusal(_) | FromSandbox::Evidence(_) => None,
         FromSandbox::Dns { request_id, .. } => Some((request_id.get(), Request::Dns)),
         FromSandbox::Datagram { request_id, .. } => Some((request_id.get(), Request::Datagram)),
     }
@@ -30,6 +30,9 @@ fn request_of(m: &FromSandbox) -> Option<(u64, Request)> {
 pub struct ControlOrder {
     greeted: bool,
     welcomed: bool,
+    /// The Evidence came, and whether its Go did.
+    evidence: bool,
+    went: bool,
     outstanding: HashMap<u64, Request>,
 }
 
@@ -44,6 +47,16 @@ impl ControlOrder {
     /// refusal report needs no answer; like every request, it comes after
     /// the Hello.
     pub fn request(&mut self, m: &FromSandbox) -> Result<(), ProtocolError> {
+        if matches!(m, FromSandbox::Evidence(_)) {
+            if !self.greeted {
+                return Err(ProtocolError::Order("Evidence before the Hello"));
+            }
+            if self.evidence {
+                return Err(ProtocolError::Order("a second Evidence"));
+            }
+            self.evidence = true;
+            return Ok(());
+        }
         if matches!(m, FromSandbox::Refusal(_)) {
             return if self.greeted {
                 Ok(())
@@ -75,6 +88,7 @@ impl ControlOrder {
     pub fn answer(&mut self, m: &FromSupervisor) -> Result<(), ProtocolError> {
         let (id, kind) = match m {
             FromSupervisor::Welcome => return self.welcome(),
+            FromSupervisor::Go => return self.go(),
             FromSupervisor::Dns { request_id, .. } => (request_id.get(), Request::Dns),
             FromSupervisor::Datagram { request_id, .. } => (request_id.get(), Request::Datagram),
         };
@@ -103,6 +117,28 @@ impl ControlOrder {
         }
         self.welcomed = true;
         Ok(())
+    }
+
+    /// The answer to the Evidence: after the Welcome and the Evidence,
+    /// once.
+    fn go(&mut self) -> Result<(), ProtocolError> {
+        if !self.welcomed || !self.evidence {
+            return Err(ProtocolError::Order(
+                "a Go before the Welcome and the Evidence",
+            ));
+        }
+        if self.went {
+            return Err(ProtocolError::Order("a second Go"));
+        }
+        self.went = true;
+        Ok(())
+    }
+
+    /// Whether the Evidence has come (a supervisor that needs it refuses
+    /// every other request before it).
+    #[must_use]
+    pub fn has_evidence(&self) -> bool {
+        self.evidence
     }
 
     /// Requests still waiting for their answer.

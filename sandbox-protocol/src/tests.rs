@@ -426,3 +426,133 @@ fn a_relay_stream_keeps_its_order() {
         "data after a refusal"
     );
 }
+
+fn sound_evidence() -> Evidence {
+    Evidence {
+        landlock_abi: 7,
+        landlock_enforced: true,
+        seccomp_mode: 2,
+        listener_live: true,
+        cap_bounding: 0,
+        no_new_privs: true,
+        uid: 65_534,
+        euid: 65_534,
+        ..Evidence::default()
+    }
+}
+
+#[test]
+fn evidence_comes_once_after_the_hello_and_its_go_after_the_welcome() {
+    let mut order = ControlOrder::new();
+    let evidence = FromSandbox::Evidence(sound_evidence());
+    assert!(
+        order.request(&evidence).is_err(),
+        "Evidence before the Hello"
+    );
+    order.request(&hello()).unwrap();
+    assert!(
+        order.answer(&FromSupervisor::Go).is_err(),
+        "a Go before the Welcome"
+    );
+    order.answer(&FromSupervisor::Welcome).unwrap();
+    assert!(
+        order.answer(&FromSupervisor::Go).is_err(),
+        "a Go before the Evidence"
+    );
+    assert!(!order.has_evidence());
+    order.request(&evidence).unwrap();
+    assert!(order.has_evidence());
+    assert!(order.request(&evidence).is_err(), "a second Evidence");
+    order.answer(&FromSupervisor::Go).unwrap();
+    assert!(order.answer(&FromSupervisor::Go).is_err(), "a second Go");
+    let b = binding();
+    let bytes = evidence.to_pb(&b).encode_to_vec();
+    assert_eq!(decode_sandbox_message(&bytes, &b), Ok(evidence));
+    let go = FromSupervisor::Go.to_pb(&b).encode_to_vec();
+    assert_eq!(decode_supervisor_message(&go, &b), Ok(FromSupervisor::Go));
+}
+
+#[test]
+fn evidence_short_of_any_promise_is_refused_by_name() {
+    assert_eq!(sound_evidence().refusal(true, 4), None);
+    let cases: [(Evidence, &str); 8] = [
+        (
+            Evidence {
+                no_new_privs: false,
+                ..sound_evidence()
+            },
+            "no_new_privs",
+        ),
+        (
+            Evidence {
+                seccomp_mode: 0,
+                ..sound_evidence()
+            },
+            "seccomp mode is 0",
+        ),
+        (
+            Evidence {
+                listener_live: false,
+                ..sound_evidence()
+            },
+            "listener",
+        ),
+        (
+            Evidence {
+                cap_effective: 1 << 21,
+                ..sound_evidence()
+            },
+            "effective",
+        ),
+        (
+            Evidence {
+                cap_permitted: 1,
+                ..sound_evidence()
+            },
+            "permitted",
+        ),
+        (
+            Evidence {
+                cap_ambient: 1,
+                ..sound_evidence()
+            },
+            "ambient",
+        ),
+        (
+            Evidence {
+                euid: 0,
+                cap_bounding: 0x1ff,
+                ..sound_evidence()
+            },
+            "bounding set",
+        ),
+        (
+            Evidence {
+                landlock_enforced: false,
+                ..sound_evidence()
+            },
+            "Landlock",
+        ),
+    ];
+    for (evidence, named) in cases {
+        let why = evidence.refusal(true, 4).unwrap_or_default();
+        assert!(why.contains(named), "{named}: {why}");
+    }
+    assert!(sound_evidence().refusal(true, 8).is_some(), "ABI 7 < 8");
+    let no_landlock = Evidence {
+        landlock_abi: 0,
+        landlock_enforced: false,
+        ..sound_evidence()
+    };
+    assert_eq!(no_landlock.refusal(false, 4), None, "best effort");
+    let root = Evidence {
+        uid: 0,
+        euid: 0,
+        ..sound_evidence()
+    };
+    assert_eq!(
+        root.refusal(true, 4),
+        None,
+        "root with an empty bounding set"
+    );
+}

@@ -92,7 +92,8 @@ pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError
             (None, None) => None,
             _ => return Err(LaunchError::RelayMismatch),
         };
-        Ok((start(&plan)?, relay))
+        let started = start(&plan)?;
+        Ok(((started.pending, started.writable), relay))
     });
     let ((mut pending, writable), relay) = match started {
         Ok(started) => started,
@@ -151,10 +152,20 @@ pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError
     Ok(status)
 }
 
+/// A workload forked and waiting for its go.
+pub(crate) struct Started {
+    pub pending: enforcer::Pending,
+    /// What it can write, as the broker judges planted code.
+    pub writable: Writable,
+    /// The kernel's Landlock ABI.
+    pub landlock_abi: u8,
+    /// Its Landlock ruleset is in force.
+    pub landlock_on: bool,
+}
+
 /// Prepares Landlock and the filter, and forks the workload, which
-/// installs both and waits for the go. Also what the workload can write,
-/// as the broker judges planted code.
-pub(crate) fn start(plan: &LaunchPlan) -> Result<(enforcer::Pending, Writable), LaunchError> {
+/// installs both and waits for the go.
+pub(crate) fn start(plan: &LaunchPlan) -> Result<Started, LaunchError> {
     let abi = enforcer::kernel_abi().map_err(LaunchError::Landlock)?;
     // The supervisor reported the notes when it prepared the same spec.
     let (spec, _notes) = plan.landlock_spec(abi)?;
@@ -211,7 +222,12 @@ pub(crate) fn start(plan: &LaunchPlan) -> Result<(enforcer::Pending, Writable), 
         argv: &argv,
         envp: &envp,
     };
-    Ok((enforcer::spawn(&spec)?, writable))
+    Ok(Started {
+        pending: enforcer::spawn(&spec)?,
+        writable,
+        landlock_abi: abi,
+        landlock_on,
+    })
 }
 
 fn read_plan(fd: i32) -> Result<LaunchPlan, LaunchError> {

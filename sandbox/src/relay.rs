@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use sandbox_protocol::pb::broker_client::BrokerClient;
 use sandbox_protocol::{
-    Binding, Caller, ControlOrder, DatagramVerdict, FromSandbox, FromSupervisor, MAX_CHUNK,
-    ProtocolError, RefusalReport, RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
+    Binding, Caller, ControlOrder, DatagramVerdict, Evidence, FromSandbox, FromSupervisor,
+    MAX_CHUNK, ProtocolError, RefusalReport, RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -60,6 +60,9 @@ pub enum RelayError {
     /// The supervisor did not answer in time.
     #[error("the supervisor did not answer within {0:?}")]
     TimedOut(Duration),
+    /// The supervisor refused, saying why.
+    #[error("the supervisor refused: {0}")]
+    Refused(String),
 }
 
 /// How many relay streams, and workload sockets of each family, are kept
@@ -147,7 +150,11 @@ pub struct Supervisor {
     answer_within: Duration,
     /// Turns true when the control stream has ended.
     ended: tokio::sync::watch::Receiver<bool>,
+    /// Waits for the answer to the Evidence: the Go, or why none came.
+    go: GoWaiter,
 }
+
+type GoWaiter = Arc<Mutex<Option<oneshot::Sender<Result<(), String>>>>>;
 
 impl Supervisor {
     /// Attaches over `io` as sandbox `binding`, enforcing the bundle of
@@ -185,12 +192,14 @@ impl Supervisor {
             prepared: Arc::default(),
             answer_within: ANSWER_TIMEOUT,
             ended,
+            go: Arc::default(),
         };
         let dispatching = dispatch(
             answers,
             me.binding.clone(),
             Arc::clone(&me.order),
             Arc::clone(&me.waiting),
+            Arc::clone(&me.go),
         );
         tokio::spawn(async move {
             dispatching.await;
@@ -297,6 +306,29 @@ impl Supervisor {
                 }
                 Err(RelayError::TimedOut(self.answer_within))
             }
+        }
+    }
+
+    /// Sends what the kernel says of the workload, and waits for the
+    /// supervisor's Go: `Err` with the supervisor's reason when it
+    /// refused (the workload must not run).
+    pub async fn evidence(&self, evidence: Evidence) -> Result<(), RelayError> {
+        let (tx, rx) = oneshot::channel();
+        let message = FromSandbox::Evidence(evidence);
+        self.order
+            .lock()
+            .map_err(|_| RelayError::Gone)?
+            .request(&message)?;
+        *self.go.lock().map_err(|_| RelayError::Gone)? = Some(tx);
+        self.requests
+            .send(message.to_pb(&self.binding))
+            .await
+            .map_err(|_| RelayError::Gone)?;
+        match tokio::time::timeout(self.answer_within, rx).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(why))) => Err(RelayError::Refused(why)),
+            Ok(Err(_)) => Err(RelayError::Gone),
+            Err(_) => Err(RelayError::TimedOut(self.answer_within)),
         }
     }
 
@@ -458,8 +490,18 @@ async fn dispatch(
     binding: Binding,
     order: Arc<Mutex<ControlOrder>>,
     waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<FromSupervisor>>>>,
+    go: GoWaiter,
 ) {
-    while let Some(Ok(msg)) = answers.next().await {
+    let mut why = "the supervisor closed the channel".to_owned();
+    loop {
+        let msg = match answers.next().await {
+            Some(Ok(msg)) => msg,
+            Some(Err(status)) => {
+                why = status.message().to_owned();
+                break;
+            }
+            None => break,
+        };
         let answer = FromSupervisor::check(msg, &binding).and_then(|a| {
             order
                 .lock()
@@ -467,22 +509,34 @@ async fn dispatch(
                 .answer(&a)
                 .map(|()| a)
         });
-        let Ok(answer) = answer else { break };
-        let (FromSupervisor::Dns { request_id, .. } | FromSupervisor::Datagram { request_id, .. }) =
-            &answer
-        else {
-            break;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(e) => {
+                why = format!("the supervisor broke the protocol: {e}");
+                break;
+            }
         };
-        let waiter = waiting
-            .lock()
-            .ok()
-            .and_then(|mut w| w.remove(&request_id.get()));
+        let request_id = match &answer {
+            FromSupervisor::Dns { request_id, .. }
+            | FromSupervisor::Datagram { request_id, .. } => request_id.get(),
+            FromSupervisor::Go => {
+                if let Some(waiter) = go.lock().ok().and_then(|mut g| g.take()) {
+                    let _ = waiter.send(Ok(()));
+                }
+                continue;
+            }
+            FromSupervisor::Welcome => break,
+        };
+        let waiter = waiting.lock().ok().and_then(|mut w| w.remove(&request_id));
         if let Some(waiter) = waiter {
             let _ = waiter.send(answer);
         }
     }
     if let Ok(mut w) = waiting.lock() {
         w.clear();
+    }
+    if let Some(waiter) = go.lock().ok().and_then(|mut g| g.take()) {
+        let _ = waiter.send(Err(why));
     }
 }
 

@@ -15,8 +15,11 @@
 //!    the greeting (the supervisor checks the bundle digest the sandbox
 //!    enforces). Every other peer is refused and logged, and every peer
 //!    while one is attached.
-//! 4. Only then does the workload run, brokered as in a local run.
-//! 5. When the channel drops, every workload process is killed and the
+//! 4. The sandbox sends what the kernel says of the waiting workload
+//!    (Landlock, seccomp mode and a live listener, empty capability sets,
+//!    `no_new_privs`) and waits for the supervisor's Go.
+//! 5. Only then does the workload run, brokered as in a local run.
+//! 6. When the channel drops, every workload process is killed and the
 //!    sandbox exits with [`EXIT_SUPERVISOR_LOST`]: nothing runs unwatched.
 //!
 //! Every step is a line on standard error.
@@ -28,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use enforcer::ExitStatus;
+use sandbox_protocol::Evidence;
 use sandbox_protocol::channel::{Credential, Role, SandboxEnd};
 use serde::{Deserialize, Serialize};
 
@@ -203,7 +207,12 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
             why,
         })?;
     }
-    let (mut pending, writable) = launch::start(&plan)?;
+    let launch::Started {
+        mut pending,
+        writable,
+        landlock_abi,
+        landlock_on,
+    } = launch::start(&plan)?;
     let workload = pending.pid();
     let _ = enforcer::signals::set_own_group(workload);
     let Some(listener) = pending.take_listener() else {
@@ -224,6 +233,13 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     let supervisor = handle
         .block_on(handle.spawn(attach_first(port, end, binding, digest)))
         .map_err(|e| attach_error(&e))??;
+    let evidence = evidence(workload, &listener, landlock_abi, landlock_on)
+        .map_err(|e| attach_error(&format!("cannot read the workload's state: {e}")))?;
+    if let Err(e) = handle.block_on(supervisor.evidence(evidence)) {
+        // Dropping `pending` kills the workload before its exec.
+        return Err(attach_error(&format!("the workload was not let run: {e}")));
+    }
+    say("the supervisor accepted the evidence");
     brokering::serve_calls(
         &relay,
         supervisor.clone(),
@@ -254,6 +270,34 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     }
     say(&format!("the workload ended: {status:?}"));
     Ok(exit_code(status))
+}
+
+/// What the kernel says of `workload`, which has applied everything and
+/// waits before its exec, and of the listener this process holds.
+fn evidence(
+    workload: u32,
+    listener: &std::os::fd::OwnedFd,
+    landlock_abi: u8,
+    landlock_on: bool,
+) -> std::io::Result<Evidence> {
+    let listener_live = matches!(
+        enforcer::wait_listener(listener, Some(Duration::ZERO)),
+        Ok(enforcer::ListenerEvent::TimedOut | enforcer::ListenerEvent::Ready)
+    );
+    let (uid, euid) = enforcer::real_and_effective_uid(workload)?;
+    Ok(Evidence {
+        landlock_abi: u32::from(landlock_abi),
+        landlock_enforced: landlock_on,
+        seccomp_mode: enforcer::seccomp_mode(workload)?,
+        listener_live,
+        cap_effective: enforcer::caps(workload, "CapEff")?,
+        cap_permitted: enforcer::caps(workload, "CapPrm")?,
+        cap_ambient: enforcer::caps(workload, "CapAmb")?,
+        cap_bounding: enforcer::caps(workload, "CapBnd")?,
+        no_new_privs: enforcer::no_new_privs(workload)?,
+        uid,
+        euid,
+    })
 }
 
 const CAP_SETGID: u32 = 6;

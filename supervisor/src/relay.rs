@@ -58,6 +58,20 @@ pub struct SupervisorSide {
     bundle_digest: String,
     /// The sandbox's Hello was accepted: relay streams are served.
     greeted: Arc<AtomicBool>,
+    /// What the sandbox's Evidence must show; `None`: none is asked for
+    /// (a local run, whose launch the supervisor watched itself).
+    evidence: Option<EvidenceRule>,
+    /// The Evidence was accepted.
+    went: Arc<AtomicBool>,
+}
+
+/// What a sandbox's Evidence must show before its workload may run.
+#[derive(Debug, Clone, Copy)]
+pub struct EvidenceRule {
+    /// The bundle's `landlock hard`: a ruleset in force is required.
+    pub landlock_hard: bool,
+    /// The lowest Landlock ABI it accepts.
+    pub min_abi: u32,
 }
 
 impl SupervisorSide {
@@ -78,7 +92,18 @@ impl SupervisorSide {
             binding,
             bundle_digest,
             greeted: Arc::default(),
+            evidence: None,
+            went: Arc::default(),
         }
+    }
+
+    /// Requires the sandbox's Evidence, judged by `rule`, before anything
+    /// but the greeting: a sandbox started on its own, whose launch this
+    /// supervisor did not watch.
+    #[must_use]
+    pub(crate) fn requiring_evidence(mut self, rule: EvidenceRule) -> Self {
+        self.evidence = Some(rule);
+        self
     }
 }
 
@@ -98,6 +123,7 @@ impl pb::broker_server::Broker for SupervisorSide {
         let binding = self.binding.clone();
         let digest = self.bundle_digest.clone();
         let greeted = Arc::clone(&self.greeted);
+        let (rule, went) = (self.evidence, Arc::clone(&self.went));
         tokio::spawn(async move {
             let order = Arc::new(Mutex::new(ControlOrder::new()));
             loop {
@@ -116,11 +142,48 @@ impl pb::broker_server::Broker for SupervisorSide {
                         .request(&m)
                         .map(|()| m)
                 });
+                let early = rule.is_some()
+                    && !went.load(Ordering::SeqCst)
+                    && matches!(
+                        checked,
+                        Ok(FromSandbox::Dns { .. } | FromSandbox::Datagram { .. })
+                    );
+                let checked = if early {
+                    Err(ProtocolError::Order(
+                        "a request before the Evidence was accepted",
+                    ))
+                } else {
+                    checked
+                };
                 let answer = match checked {
                     Err(e) => {
                         refused_message(&log, &e.to_string());
                         let _ = tx.send(Err(Status::invalid_argument(e.to_string()))).await;
                         return;
+                    }
+                    Ok(FromSandbox::Evidence(evidence)) => {
+                        let rule = rule.unwrap_or(EvidenceRule {
+                            landlock_hard: false,
+                            min_abi: 0,
+                        });
+                        if let Some(why) = evidence.refusal(rule.landlock_hard, rule.min_abi) {
+                            let why = format!("the workload must not run: {why}");
+                            refused_message(&log, &why);
+                            let _ = tx.send(Err(Status::failed_precondition(why))).await;
+                            return;
+                        }
+                        crate::notes::note(&format!(
+                            "the sandbox's evidence: Landlock ABI {} ({}), seccomp filter with a live listener, no capabilities, no_new_privs, uid {}",
+                            evidence.landlock_abi,
+                            if evidence.landlock_enforced {
+                                "enforced"
+                            } else {
+                                "not available"
+                            },
+                            evidence.uid
+                        ));
+                        went.store(true, Ordering::SeqCst);
+                        FromSupervisor::Go
                     }
                     Ok(FromSandbox::Hello { bundle_digest }) if bundle_digest == digest => {
                         greeted.store(true, Ordering::SeqCst);
@@ -205,6 +268,7 @@ impl pb::broker_server::Broker for SupervisorSide {
             refused_message(&self.log, why);
             return Err(Status::failed_precondition(why));
         }
+
         let mut incoming = request.into_inner();
         let binding = self.binding.clone();
         let mut order = RelayOrder::new();
@@ -228,6 +292,13 @@ impl pb::broker_server::Broker for SupervisorSide {
                 "a relay stream without its connect",
             ));
         };
+        // Judged at the question, not the stream's opening: the sandbox
+        // opens streams ahead, before its Evidence is answered.
+        if self.evidence.is_some() && !self.went.load(Ordering::SeqCst) {
+            let why = "a connect before the sandbox's Evidence was accepted";
+            refused_message(&self.log, why);
+            return Err(Status::failed_precondition(why));
+        }
         let (tx, rx) = mpsc::channel(RELAY_QUEUE);
         let broker = self.broker.wait().await;
         let upstream = match connect(broker, &caller, destination).await {
@@ -572,7 +643,19 @@ mod tests {
 
     async fn rig_with(port: u16, digest: Option<String>, resolve: &[(String, IpAddr)]) -> Rig {
         let dir = tempfile::tempdir().unwrap();
-        let policy = dir.path().join("t.policy");
+        let bundle = test_bundle(dir.path(), port);
+        let binding = Binding {
+            sandbox_id: "sb".into(),
+            generation: 1,
+        };
+        let log = dir.path().join("deny.log");
+        let attached = local_pair(bundle, &log, resolve, binding, digest).await;
+        Rig { dir, attached }
+    }
+
+    /// The rigs' policy, compiled in `dir`.
+    fn test_bundle(dir: &Path, port: u16) -> policy_bundle::Bundle {
+        let policy = dir.join("t.policy");
         std::fs::write(
             &policy,
             format!(
@@ -582,14 +665,76 @@ mod tests {
         )
         .unwrap();
         let (checked, bundle) = policy_lang::load::compile_file(&policy, None).unwrap();
-        let bundle = bundle.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        bundle.unwrap_or_else(|| panic!("{:?}", checked.diagnostics))
+    }
+
+    /// A sandbox attached to a supervisor that requires its Evidence.
+    async fn attach_requiring_evidence(dir: &Path, port: u16) -> sandbox::relay::Supervisor {
+        let bundle = test_bundle(dir, port);
         let binding = Binding {
             sandbox_id: "sb".into(),
             generation: 1,
         };
-        let log = dir.path().join("deny.log");
-        let attached = local_pair(bundle, &log, resolve, binding, digest).await;
-        Rig { dir, attached }
+        let (side, digest) =
+            bundle_side(bundle, &dir.join("deny.log"), &[], binding.clone()).unwrap();
+        let side = side.requiring_evidence(EvidenceRule {
+            landlock_hard: true,
+            min_abi: 4,
+        });
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        tokio::spawn(sandbox_protocol::transport::serve(side, theirs));
+        sandbox::relay::Supervisor::attach(ours, binding, digest)
+            .await
+            .unwrap()
+    }
+
+    fn sound_evidence() -> sandbox_protocol::Evidence {
+        sandbox_protocol::Evidence {
+            landlock_abi: 7,
+            landlock_enforced: true,
+            seccomp_mode: 2,
+            listener_live: true,
+            no_new_privs: true,
+            uid: 65_534,
+            euid: 65_534,
+            ..sandbox_protocol::Evidence::default()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn nothing_is_decided_before_the_evidence_and_short_evidence_stops_the_workload() {
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        std::thread::spawn(move || upstream.incoming().collect::<Vec<_>>());
+        let dir = tempfile::tempdir().unwrap();
+        let log = || std::fs::read_to_string(dir.path().join("deny.log")).unwrap_or_default();
+
+        let sandbox = attach_requiring_evidence(dir.path(), port).await;
+        let early = sandbox
+            .connect(caller("/usr/bin/curl"), loopback(port))
+            .await;
+        assert!(early.is_err(), "a connect decided before the Evidence");
+        assert!(log().contains("before the sandbox's Evidence"), "{}", log());
+        sandbox.evidence(sound_evidence()).await.unwrap();
+        let answer = sandbox
+            .connect(caller("/usr/bin/curl"), loopback(port))
+            .await
+            .unwrap();
+        assert!(matches!(answer, Connect::Relayed(_)), "{answer:?}");
+
+        let sandbox = attach_requiring_evidence(dir.path(), port).await;
+        let short = sandbox_protocol::Evidence {
+            no_new_privs: false,
+            cap_effective: 1 << 21,
+            ..sound_evidence()
+        };
+        let refused = sandbox.evidence(short).await.unwrap_err().to_string();
+        assert!(
+            refused.contains("no_new_privs") && refused.contains("effective"),
+            "{refused}"
+        );
+        assert!(log().contains("the workload must not run"), "{}", log());
+        sandbox.closed().await;
     }
 
     fn caller(exe: &str) -> Caller {

@@ -11,7 +11,11 @@
 //! 2. The supervisor attaches to the sandbox (`--sandbox`), trying until
 //!    it listens (`--attach-within`); a sandbox that is not of the
 //!    generation is refused and ends the command.
-//! 3. It then serves the protocol as `run` does (decisions, the L7 proxy,
+//! 3. Before the workload runs, the sandbox reports what the kernel says
+//!    of it (Landlock, seccomp, capabilities, `no_new_privs`); evidence
+//!    short of what the bundle needs is refused, and the workload never
+//!    runs.
+//! 4. It then serves the protocol as `run` does (decisions, the L7 proxy,
 //!    DNS answers, reloads on `SIGHUP` or `--watch`) until the channel
 //!    closes. The workload's exit status is the sandbox's.
 
@@ -40,7 +44,7 @@ use crate::l7::trust::WORKLOAD_VARS;
 use crate::l7::{self, Proxy};
 use crate::notes::note;
 use crate::policy::{Active, Policy, Swap};
-use crate::relay::{Deciding, SupervisorSide};
+use crate::relay::{Deciding, EvidenceRule, SupervisorSide};
 use crate::reload::Reloader;
 use crate::run::EXIT_LAUNCH_FAILED;
 use crate::{tables, workload};
@@ -119,6 +123,11 @@ fn serve_sandbox(args: &ServeArgs) -> Result<(), LaunchError> {
         log: Arc::clone(&log),
     });
     let digest = bundle.digest.clone();
+    let landlock = &bundle.enforcement.landlock;
+    let evidence_rule = EvidenceRule {
+        landlock_hard: landlock.mode == policy_bundle::LandlockMode::Hard,
+        min_abi: u32::from(landlock.min_abi),
+    };
     let active = Active::new(bundle, &placeholders, 0);
     for cred in active.credentials.iter() {
         if let Err(why) = &cred.secret {
@@ -149,7 +158,8 @@ fn serve_sandbox(args: &ServeArgs) -> Result<(), LaunchError> {
         log: Arc::clone(&log),
         proxy: Some(proxy as Arc<dyn ProxyHandoff>),
     }));
-    let side = SupervisorSide::new(deciding, log, answerer, binding, digest);
+    let side = SupervisorSide::new(deciding, log, answerer, binding, digest)
+        .requiring_evidence(evidence_rule);
     let (relay_runtime, _relaying) = crate::run::relay_thread()?;
     let within = Duration::from_secs(args.attach_within);
     let tls = relay_runtime
