@@ -124,6 +124,6 @@ pub use sockaddr::{
     SockAddr, SockAddrError, UnixAddr, read_mmsghdr_names, read_msghdr_name, read_sockaddr,
 };
 pub use spawn::{
-    ExitStatus, Pending, Reaped, Running, SpawnError, children, kill_descendants, send_signal,
-    set_child_subreaper, spawn, spawn_init, try_reap, wait_for,
+    ExitStatus, Pending, Reaped, Running, SpawnError, children, descendants, kill_descendants,
+    send_signal, set_child_subreaper, spawn, spawn_init, try_reap, wait_for,
 };

@@ -466,7 +466,12 @@ pub fn wait_for(pid: u32) -> Result<ExitStatus, Errno> {
 /// `/proc/self/task/*/children`.
 #[must_use]
 pub fn children() -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    children_at("/proc/self/task")
+}
+
+/// The children of every thread under `tasks` (a `/proc/<pid>/task`).
+fn children_at(tasks: &str) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(tasks) else {
         return Vec::new();
     };
     let mut out: Vec<u32> = tasks
@@ -480,6 +485,22 @@ pub fn children() -> Vec<u32> {
         .collect();
     out.sort_unstable();
     out.dedup();
+    out
+}
+
+/// Every descendant of this process, parents before their children, as
+/// `/proc` shows them now.
+pub fn descendants() -> Vec<u32> {
+    let mut out = children();
+    let mut next = 0;
+    while let Some(&pid) = out.get(next) {
+        for child in children_at(&format!("/proc/{pid}/task")) {
+            if !out.contains(&child) {
+                out.push(child);
+            }
+        }
+        next += 1;
+    }
     out
 }
 

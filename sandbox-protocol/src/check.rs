@@ -240,6 +240,8 @@ pub enum FromSandbox {
     Refusal(RefusalReport),
     /// What the sandbox applied to the workload; answered by `Go`.
     Evidence(Evidence),
+    /// The workload ended with this exit status; the last message.
+    Ended(u8),
 }
 
 /// What the kernel says of the workload before its exec (see
@@ -459,6 +461,9 @@ impl FromSandbox {
             }
             Kind::Refusal(r) => Ok(Self::Refusal(RefusalReport::check(r)?)),
             Kind::Evidence(e) => Ok(Self::Evidence(Evidence::from_pb(&e))),
+            Kind::Ended(e) => u8::try_from(e.exit_status)
+                .map(Self::Ended)
+                .map_err(|_| field("exit_status", "over 255")),
         }
     }
 
@@ -495,6 +500,9 @@ impl FromSandbox {
             }),
             Self::Refusal(r) => Kind::Refusal(r.to_pb()),
             Self::Evidence(e) => Kind::Evidence(e.to_pb()),
+            Self::Ended(status) => Kind::Ended(pb::Ended {
+                exit_status: u32::from(*status),
+            }),
         };
         pb::SandboxMessage {
             binding: Some(binding.to_pb()),

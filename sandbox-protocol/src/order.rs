@@ -17,7 +17,10 @@ enum Request {
 
 fn request_of(m: &FromSandbox) -> Option<(u64, Request)> {
     match m {
-        FromSandbox::Hello { .. } | FromSandbox::Refusal(_) | FromSandbox::Evidence(_) => None,
+        FromSandbox::Hello { .. }
+        | FromSandbox::Refusal(_)
+        | FromSandbox::Evidence(_)
+        | FromSandbox::Ended(_) => None,
         FromSandbox::Dns { request_id, .. } => Some((request_id.get(), Request::Dns)),
         FromSandbox::Datagram { request_id, .. } => Some((request_id.get(), Request::Datagram)),
     }
@@ -33,6 +36,8 @@ pub struct ControlOrder {
     /// The Evidence came, and whether its Go did.
     evidence: bool,
     went: bool,
+    /// The workload's end was reported: nothing follows.
+    ended: bool,
     outstanding: HashMap<u64, Request>,
 }
 
@@ -47,6 +52,16 @@ impl ControlOrder {
     /// refusal report needs no answer; like every request, it comes after
     /// the Hello.
     pub fn request(&mut self, m: &FromSandbox) -> Result<(), ProtocolError> {
+        if self.ended {
+            return Err(ProtocolError::Order("a message after Ended"));
+        }
+        if matches!(m, FromSandbox::Ended(_)) {
+            if !self.greeted {
+                return Err(ProtocolError::Order("Ended before the Hello"));
+            }
+            self.ended = true;
+            return Ok(());
+        }
         if matches!(m, FromSandbox::Evidence(_)) {
             if !self.greeted {
                 return Err(ProtocolError::Order("Evidence before the Hello"));

@@ -465,6 +465,17 @@ fn evidence_comes_once_after_the_hello_and_its_go_after_the_welcome() {
     assert!(order.request(&evidence).is_err(), "a second Evidence");
     order.answer(&FromSupervisor::Go).unwrap();
     assert!(order.answer(&FromSupervisor::Go).is_err(), "a second Go");
+    order.request(&FromSandbox::Ended(3)).unwrap();
+    assert!(order.request(&dns(9)).is_err(), "a request after Ended");
+    assert!(
+        order.request(&FromSandbox::Ended(3)).is_err(),
+        "a second Ended"
+    );
+    let ended = FromSandbox::Ended(137).to_pb(&binding()).encode_to_vec();
+    assert_eq!(
+        decode_sandbox_message(&ended, &binding()),
+        Ok(FromSandbox::Ended(137))
+    );
     let b = binding();
     let bytes = evidence.to_pb(&b).encode_to_vec();
     assert_eq!(decode_sandbox_message(&bytes, &b), Ok(evidence));

@@ -4,8 +4,9 @@
 //! it is one of a Unix socket pair.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -13,6 +14,14 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use crate::pb::broker_client::BrokerClient;
 use crate::pb::broker_server::{Broker, BrokerServer};
 use crate::{MAX_MESSAGE, MAX_STREAMS};
+
+/// How often each side pings the other on an idle connection (HTTP/2
+/// `PING`), and how long it waits for the answer before it takes the
+/// connection for dropped: a silent peer or a cut network ends the
+/// channel within their sum, as a closed one does at once.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
+/// See [`KEEPALIVE_INTERVAL`].
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Why a connection could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +47,9 @@ where
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
     hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
         .max_concurrent_streams(MAX_STREAMS)
         .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
         .await?;
@@ -62,6 +74,9 @@ where
     });
     // The URI names no host: the connector ignores it.
     let channel = Endpoint::from_static("http://sandbox.invalid")
+        .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true)
         .connect_with_connector(connector)
         .await?;
     Ok(BrokerClient::new(channel)

@@ -19,7 +19,7 @@ use crate::caller::Identify;
 use crate::dns_stub;
 
 use crate::plan::{PlanUser, RelayPlan};
-use crate::relay::{RelayError, Supervisor};
+use crate::relay::{Attached, RelayError, Supervisor};
 use crate::writable::Writable;
 
 /// Why the sandbox could not attach to the supervisor or start brokering.
@@ -69,7 +69,14 @@ pub fn start(
         }))
         .map_err(|e| attach(&e))?
         .map_err(|e| attach(&e))?;
-    serve_calls(relay, supervisor, &handle, listener, writable, user)?;
+    serve_calls(
+        relay,
+        &Attached::new(supervisor),
+        &handle,
+        listener,
+        writable,
+        user,
+    )?;
     Ok(relaying)
 }
 
@@ -98,7 +105,7 @@ pub fn relay_thread() -> Result<(tokio::runtime::Handle, Relaying), AttachError>
 /// own.
 pub fn serve_calls(
     relay: &RelayPlan,
-    supervisor: Supervisor,
+    supervisor: &Attached,
     handle: &tokio::runtime::Handle,
     listener: OwnedFd,
     writable: Writable,
@@ -137,7 +144,7 @@ pub fn serve_calls(
     };
     let broker = Arc::new(Broker {
         judge: AskSupervisor {
-            supervisor,
+            supervisor: supervisor.clone(),
             identify: Identify::new(Some(writable), relay.hash_binaries),
         },
         mode,

@@ -15,7 +15,7 @@ use sandbox_protocol::pb::Transport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
-use crate::relay::Supervisor;
+use crate::relay::Attached;
 
 /// A TCP client idle this long is dropped.
 const TCP_IDLE: Duration = Duration::from_secs(10);
@@ -57,13 +57,12 @@ pub fn host_nameservers() -> Vec<IpAddr> {
 }
 
 /// Serves both sockets until the runtime shuts down.
-pub fn serve(udp: UdpSocket, tcp: TcpListener, supervisor: Supervisor) {
-    let supervisor = Arc::new(supervisor);
-    tokio::spawn(serve_udp(Arc::new(udp), Arc::clone(&supervisor)));
+pub fn serve(udp: UdpSocket, tcp: TcpListener, supervisor: Attached) {
+    tokio::spawn(serve_udp(Arc::new(udp), supervisor.clone()));
     tokio::spawn(serve_tcp(tcp, supervisor));
 }
 
-async fn serve_udp(sock: Arc<UdpSocket>, supervisor: Arc<Supervisor>) {
+async fn serve_udp(sock: Arc<UdpSocket>, supervisor: Attached) {
     let mut buf = vec![0_u8; sandbox_protocol::MAX_DNS];
     loop {
         let Ok((n, peer)) = sock.recv_from(&mut buf).await else {
@@ -73,7 +72,7 @@ async fn serve_udp(sock: Arc<UdpSocket>, supervisor: Arc<Supervisor>) {
         if query.is_empty() {
             continue;
         }
-        let (sock, supervisor) = (Arc::clone(&sock), Arc::clone(&supervisor));
+        let (sock, supervisor) = (Arc::clone(&sock), supervisor.current());
         tokio::spawn(async move {
             if let Ok(reply) = supervisor.dns(None, Transport::Udp, query).await
                 && !reply.is_empty()
@@ -84,16 +83,16 @@ async fn serve_udp(sock: Arc<UdpSocket>, supervisor: Arc<Supervisor>) {
     }
 }
 
-async fn serve_tcp(listener: TcpListener, supervisor: Arc<Supervisor>) {
+async fn serve_tcp(listener: TcpListener, supervisor: Attached) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        tokio::spawn(tcp_client(stream, Arc::clone(&supervisor)));
+        tokio::spawn(tcp_client(stream, supervisor.clone()));
     }
 }
 
-async fn tcp_client(mut stream: TcpStream, supervisor: Arc<Supervisor>) {
+async fn tcp_client(mut stream: TcpStream, supervisor: Attached) {
     loop {
         let Ok(Ok(len)) = tokio::time::timeout(TCP_IDLE, stream.read_u16()).await else {
             return;
@@ -102,7 +101,7 @@ async fn tcp_client(mut stream: TcpStream, supervisor: Arc<Supervisor>) {
         if len == 0 || stream.read_exact(&mut query).await.is_err() {
             return;
         }
-        let Ok(reply) = supervisor.dns(None, Transport::Tcp, query).await else {
+        let Ok(reply) = supervisor.current().dns(None, Transport::Tcp, query).await else {
             return;
         };
         let Ok(len) = u16::try_from(reply.len()) else {

@@ -332,6 +332,23 @@ impl Supervisor {
         }
     }
 
+    /// Reports how the workload ended, the last message, and waits (at
+    /// most `within`) until the supervisor has closed the stream.
+    pub async fn report_ended(&self, status: u8, within: Duration) -> Result<(), RelayError> {
+        let message = FromSandbox::Ended(status);
+        self.order
+            .lock()
+            .map_err(|_| RelayError::Gone)?
+            .request(&message)?;
+        self.requests
+            .send(message.to_pb(&self.binding))
+            .await
+            .map_err(|_| RelayError::Gone)?;
+        tokio::time::timeout(within, self.closed())
+            .await
+            .map_err(|_| RelayError::TimedOut(within))
+    }
+
     /// Reports a call the sandbox refused on its own, for the deny log.
     /// Never waits: callable from any thread, async or not.
     pub fn report(&self, refusal: RefusalReport) -> Result<(), RelayError> {
@@ -479,6 +496,38 @@ impl Supervisor {
                 }
             }
         });
+    }
+}
+
+/// The supervisor attached now. A sandbox started on its own keeps one
+/// for its whole run and puts the new attachment in it when the
+/// supervisor reattaches after the channel dropped; every call asks the
+/// one attached when it is made.
+#[derive(Debug, Clone)]
+pub struct Attached(Arc<std::sync::RwLock<Supervisor>>);
+
+impl Attached {
+    /// Starts with `supervisor`.
+    #[must_use]
+    pub fn new(supervisor: Supervisor) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(supervisor)))
+    }
+
+    /// The attachment in use.
+    #[must_use]
+    pub fn current(&self) -> Supervisor {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Puts `supervisor` in use from now on.
+    pub fn replace(&self, supervisor: Supervisor) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = supervisor;
     }
 }
 

@@ -19,15 +19,19 @@
 //!    (Landlock, seccomp mode and a live listener, empty capability sets,
 //!    `no_new_privs`) and waits for the supervisor's Go.
 //! 5. Only then does the workload run, brokered as in a local run.
-//! 6. When the channel drops, every workload process is killed and the
-//!    sandbox exits with [`EXIT_SUPERVISOR_LOST`]: nothing runs unwatched.
+//! 6. When the channel drops (closed, or silent past the keepalive), every
+//!    workload process is frozen ([`crate::freeze`]). A supervisor of the
+//!    generation that attaches again within the bootstrap's
+//!    `reattach_within` and whose Go follows fresh Evidence resumes it;
+//!    otherwise every workload process is killed and the sandbox exits
+//!    with [`EXIT_SUPERVISOR_LOST`]: nothing runs unwatched.
 //!
 //! Every step is a line on standard error.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use enforcer::ExitStatus;
@@ -36,10 +40,11 @@ use sandbox_protocol::channel::{Credential, Role, SandboxEnd};
 use serde::{Deserialize, Serialize};
 
 use crate::brokering::{self, AttachError};
+use crate::freeze;
 use crate::launch::{self, LaunchError};
 use crate::pid1;
 use crate::plan::{LaunchPlan, PlanUser};
-use crate::relay::Supervisor;
+use crate::relay::{Attached, Supervisor};
 
 /// The bootstrap format this sandbox reads.
 pub const BOOTSTRAP_VERSION: u32 = 1;
@@ -68,6 +73,17 @@ pub struct Bootstrap {
     /// The proxy's CA, for the workload's trust file.
     #[serde(default)]
     pub trust: Option<Trust>,
+    /// Seconds the workload stays frozen after the channel dropped,
+    /// waiting for its supervisor to attach again, before it is killed.
+    #[serde(default = "default_reattach_within")]
+    pub reattach_within: u64,
+}
+
+/// [`Bootstrap::reattach_within`] unless the bootstrap says otherwise.
+pub const REATTACH_WITHIN: u64 = 30;
+
+fn default_reattach_within() -> u64 {
+    REATTACH_WITHIN
 }
 
 /// The user and group names the workload runs as.
@@ -218,6 +234,13 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     let Some(listener) = pending.take_listener() else {
         return Err(LaunchError::Link(enforcer::Errno(libc::EPROTO)).into());
     };
+    // Kept to read the listener's state for every Evidence; the broker
+    // serves the other.
+    let watched = listener.try_clone().map_err(|e| attach_error(&e))?;
+    let facts = move || {
+        evidence(workload, &watched, landlock_abi, landlock_on)
+            .map_err(|e| format!("cannot read the workload's state: {e}"))
+    };
     let end = SandboxEnd::new(&bootstrap.credential).map_err(|e| attach_error(&e))?;
     let (handle, _relaying) = brokering::relay_thread()?;
     let port = handle
@@ -228,48 +251,171 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         "listening on {at} for the supervisor of sandbox \"{}\" generation {}",
         relay.sandbox_id, relay.generation
     ));
-    let binding = bootstrap.credential.binding();
-    let digest = relay.bundle_digest.clone();
-    let supervisor = handle
-        .block_on(handle.spawn(attach_first(port, end, binding, digest)))
-        .map_err(|e| attach_error(&e))??;
-    let evidence = evidence(workload, &listener, landlock_abi, landlock_on)
-        .map_err(|e| attach_error(&format!("cannot read the workload's state: {e}")))?;
-    if let Err(e) = handle.block_on(supervisor.evidence(evidence)) {
+    let gate = Gate::default();
+    let mut attachments = {
+        let _entered = handle.enter();
+        accept(
+            port,
+            end,
+            bootstrap.credential.binding(),
+            relay.bundle_digest.clone(),
+            gate.clone(),
+        )
+    };
+    let first = handle
+        .block_on(attachments.recv())
+        .ok_or_else(|| attach_error(&"the listener stopped before a supervisor attached"))?;
+    let evidence = facts().map_err(|e| attach_error(&e))?;
+    if let Err(e) = handle.block_on(first.evidence(evidence)) {
         // Dropping `pending` kills the workload before its exec.
         return Err(attach_error(&format!("the workload was not let run: {e}")));
     }
     say("the supervisor accepted the evidence");
+    let attached = Attached::new(first);
     brokering::serve_calls(
         &relay,
-        supervisor.clone(),
+        &attached,
         &handle,
         listener,
         writable,
         plan.user.as_ref(),
     )?;
-    let lost = Arc::new(AtomicBool::new(false));
-    let on_loss = Arc::clone(&lost);
-    handle.spawn(async move {
-        supervisor.closed().await;
-        on_loss.store(true, Ordering::SeqCst);
-        say("the channel to the supervisor dropped: every workload process is killed");
-        let _ = enforcer::signals::signal_group(workload, libc::SIGKILL);
-        enforcer::kill_descendants();
-    });
+    let outcome = Arc::new(Mutex::new(None::<Lost>));
+    let ending = Arc::new(AtomicBool::new(false));
+    handle.spawn(watch(
+        attached.clone(),
+        attachments,
+        gate,
+        Duration::from_secs(bootstrap.reattach_within),
+        facts,
+        Arc::clone(&ending),
+        Arc::clone(&outcome),
+    ));
     if let Err(e) = pending.start() {
         return Err(LaunchError::from(e).into());
     }
     say(&format!("workload {workload} started"));
     let status = pid1::supervise(workload, is_init, grace).map_err(LaunchError::from)?;
+    ending.store(true, Ordering::SeqCst);
     if !is_init {
         enforcer::kill_descendants();
     }
-    if lost.load(Ordering::SeqCst) {
+    if outcome.lock().is_ok_and(|o| o.is_some()) {
         return Ok(EXIT_SUPERVISOR_LOST);
     }
-    say(&format!("the workload ended: {status:?}"));
-    Ok(exit_code(status))
+    let code = exit_code(status);
+    say(&format!("the workload ended with status {code}"));
+    let last = attached.current();
+    if let Err(e) = handle.block_on(last.report_ended(code, Duration::from_secs(2))) {
+        say(&format!("the supervisor was not told: {e}"));
+    }
+    Ok(code)
+}
+
+/// Why the workload was killed rather than let end.
+#[derive(Debug)]
+struct Lost;
+
+/// Watches the attachment in use: when its channel drops, every workload
+/// process is frozen; a supervisor of the generation that attaches again
+/// within `window` (and whose Go follows fresh Evidence) is put in use and
+/// the workload resumed; otherwise every workload process is killed.
+async fn watch(
+    attached: Attached,
+    mut attachments: tokio::sync::mpsc::Receiver<Supervisor>,
+    gate: Gate,
+    window: Duration,
+    facts: impl Fn() -> Result<Evidence, String> + Send + 'static,
+    ending: Arc<AtomicBool>,
+    outcome: Arc<Mutex<Option<Lost>>>,
+) {
+    loop {
+        attached.current().closed().await;
+        if ending.load(Ordering::SeqCst) {
+            return;
+        }
+        let dropped = std::time::Instant::now();
+        gate.open();
+        let frozen = tokio::task::spawn_blocking(freeze::freeze)
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+        match frozen {
+            Ok(n) => say(&format!(
+                "the channel to the supervisor dropped: {n} workload processes frozen in {:.1} ms; killed unless it reattaches within {window:?}",
+                dropped.elapsed().as_secs_f64() * 1000.0
+            )),
+            Err(why) => {
+                say(&format!(
+                    "the channel to the supervisor dropped and the workload could not be frozen ({why}): every workload process is killed"
+                ));
+                return kill(&outcome);
+            }
+        }
+        let resumed = tokio::time::timeout(window, async {
+            while let Some(next) = attachments.recv().await {
+                let evidence = match facts() {
+                    Ok(e) => e,
+                    Err(why) => {
+                        say(&why);
+                        return false;
+                    }
+                };
+                match next.evidence(evidence).await {
+                    Ok(()) => {
+                        attached.replace(next);
+                        return true;
+                    }
+                    Err(e) => {
+                        say(&format!(
+                            "the reattached supervisor refused the evidence: {e}"
+                        ));
+                        gate.open();
+                    }
+                }
+            }
+            false
+        })
+        .await;
+        if resumed == Ok(true) {
+            freeze::thaw();
+            say("the supervisor reattached: the workload resumed");
+            continue;
+        }
+        say(&format!(
+            "no supervisor reattached within {window:?}: every workload process is killed"
+        ));
+        return kill(&outcome);
+    }
+}
+
+fn kill(outcome: &Mutex<Option<Lost>>) {
+    if let Ok(mut o) = outcome.lock() {
+        *o = Some(Lost);
+    }
+    freeze::kill();
+}
+
+/// Whether a supervisor is attached: while one is, every peer is refused.
+#[derive(Debug, Clone, Default)]
+struct Gate(Arc<AtomicBool>);
+
+impl Gate {
+    /// Takes the one place, if it is free.
+    fn take(&self) -> bool {
+        self.0
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    fn taken(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Frees the place: the channel dropped, or the peer that took it
+    /// failed.
+    fn open(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 /// What the kernel says of `workload`, which has applied everything and
@@ -399,18 +545,19 @@ fn exit_code(status: ExitStatus) -> u8 {
 /// Peers in the middle of a handshake at once; more wait to be accepted.
 const HANDSHAKES: usize = 64;
 
-/// Accepts peers on `port` until one is a supervisor of this generation
-/// that completes the greeting; refuses every other, and from then on
-/// every peer, each with a line saying why. Handshakes run side by side,
-/// so a peer that stalls its own delays no other.
-async fn attach_first(
+/// Accepts peers on `port` for the whole run: each supervisor of this
+/// generation that completes the TLS handshake and the greeting while
+/// none is attached is handed over; every other peer is refused with a
+/// line saying why. Handshakes run side by side, so a peer that stalls
+/// its own delays no other.
+fn accept(
     port: tokio::net::TcpListener,
     end: SandboxEnd,
     binding: sandbox_protocol::Binding,
     digest: String,
-) -> Result<Supervisor, AttachError> {
-    let (won, first) = tokio::sync::oneshot::channel();
-    let won = Arc::new(std::sync::Mutex::new(Some(won)));
+    gate: Gate,
+) -> tokio::sync::mpsc::Receiver<Supervisor> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
     let slots = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES));
     tokio::spawn(async move {
         loop {
@@ -425,17 +572,17 @@ async fn attach_first(
                     continue;
                 }
             };
-            let taken = won.lock().map_or(true, |w| w.is_none());
-            if taken {
+            if gate.taken() {
                 drop(tcp);
                 say(&format!("refused {peer}: a supervisor is attached"));
                 continue;
             }
-            let (end, binding, digest, won) = (
+            let (end, binding, digest, gate, tx) = (
                 end.clone(),
                 binding.clone(),
                 digest.clone(),
-                Arc::clone(&won),
+                gate.clone(),
+                tx.clone(),
             );
             tokio::spawn(async move {
                 let _slot = slot;
@@ -443,23 +590,19 @@ async fn attach_first(
                     Ok(tls) => tls,
                     Err(e) => return say(&format!("refused {peer}: {e}")),
                 };
-                match Supervisor::attach(tls, binding, digest).await {
-                    Ok(supervisor) => {
-                        let winner = won.lock().ok().and_then(|mut w| w.take());
-                        match winner {
-                            Some(w) => {
-                                say(&format!("the supervisor at {peer} attached"));
-                                let _ = w.send(supervisor);
-                            }
-                            None => say(&format!("refused {peer}: a supervisor is attached")),
-                        }
-                    }
-                    Err(e) => say(&format!("refused {peer}: the greeting failed: {e}")),
+                let supervisor = match Supervisor::attach(tls, binding, digest).await {
+                    Ok(supervisor) => supervisor,
+                    Err(e) => return say(&format!("refused {peer}: the greeting failed: {e}")),
+                };
+                if !gate.take() {
+                    return say(&format!("refused {peer}: a supervisor is attached"));
+                }
+                say(&format!("the supervisor at {peer} attached"));
+                if tx.send(supervisor).await.is_err() {
+                    gate.open();
                 }
             });
         }
     });
-    first
-        .await
-        .map_err(|_| AttachError::new("the listener stopped before a supervisor attached"))
+    rx
 }

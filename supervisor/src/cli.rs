@@ -59,6 +59,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub attach_within: u64,
 
+    /// When the channel drops, how long the sandbox keeps the workload
+    /// frozen waiting for this supervisor to attach again before it kills
+    /// it; also how long this process tries.
+    #[arg(long, value_name = "SECS", default_value_t = sandbox::standalone::REATTACH_WITHIN)]
+    pub reattach_within: u64,
+
     /// The workload's working directory on the sandbox's host (absolute),
     /// and what `workdir` rules grant.
     #[arg(long, value_name = "DIR")]

@@ -63,6 +63,8 @@ pub struct SupervisorSide {
     evidence: Option<EvidenceRule>,
     /// The Evidence was accepted.
     went: Arc<AtomicBool>,
+    /// The workload's exit status, once the sandbox reported it.
+    ended: Arc<Mutex<Option<u8>>>,
 }
 
 /// What a sandbox's Evidence must show before its workload may run.
@@ -94,7 +96,14 @@ impl SupervisorSide {
             greeted: Arc::default(),
             evidence: None,
             went: Arc::default(),
+            ended: Arc::default(),
         }
+    }
+
+    /// Where the workload's exit status appears once the sandbox reports
+    /// it.
+    pub(crate) fn workload_status(&self) -> Arc<Mutex<Option<u8>>> {
+        Arc::clone(&self.ended)
     }
 
     /// Requires the sandbox's Evidence, judged by `rule`, before anything
@@ -124,6 +133,7 @@ impl pb::broker_server::Broker for SupervisorSide {
         let digest = self.bundle_digest.clone();
         let greeted = Arc::clone(&self.greeted);
         let (rule, went) = (self.evidence, Arc::clone(&self.went));
+        let ended = Arc::clone(&self.ended);
         tokio::spawn(async move {
             let order = Arc::new(Mutex::new(ControlOrder::new()));
             loop {
@@ -223,6 +233,16 @@ impl pb::broker_server::Broker for SupervisorSide {
                     Ok(FromSandbox::Refusal(r)) => {
                         log_refusal(&log, &r);
                         continue;
+                    }
+                    Ok(FromSandbox::Ended(status)) => {
+                        crate::notes::note(&format!(
+                            "the sandbox reports the workload ended with status {status}"
+                        ));
+                        if let Ok(mut e) = ended.lock() {
+                            *e = Some(status);
+                        }
+                        // Nothing follows: the stream ends here.
+                        return;
                     }
                     // UDP leaves the sandbox only as DNS, asked of the stub.
                     Ok(FromSandbox::Datagram {

@@ -16,8 +16,11 @@
 //!    short of what the bundle needs is refused, and the workload never
 //!    runs.
 //! 4. It then serves the protocol as `run` does (decisions, the L7 proxy,
-//!    DNS answers, reloads on `SIGHUP` or `--watch`) until the channel
-//!    closes. The workload's exit status is the sandbox's.
+//!    DNS answers, reloads on `SIGHUP` or `--watch`) until the sandbox's
+//!    last message, the workload's exit status, which becomes this
+//!    command's. When the channel drops first, the sandbox freezes the
+//!    workload and this process attaches again (`--reattach-within`), as
+//!    the same generation's supervisor; the workload then resumes.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -27,7 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandbox::plan::{LaunchPlan, PLAN_VERSION, RelayPlan};
-use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, RunAs, Trust};
+use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, EXIT_SUPERVISOR_LOST, RunAs, Trust};
 use sandbox_protocol::Binding;
 use sandbox_protocol::channel::{ChannelError, SupervisorEnd, SupervisorStream, issue};
 
@@ -52,12 +55,13 @@ use crate::{tables, workload};
 /// How often an attachment is tried while the sandbox does not listen.
 const RETRY: Duration = Duration::from_millis(200);
 
-/// Serves one sandbox; the exit status: 0 once the sandbox closed the
-/// channel, 125 when it could not be served.
+/// Serves one sandbox; the exit status: the workload's as the sandbox
+/// reported it, 122 when the channel dropped first, 125 when the sandbox
+/// could not be served.
 #[must_use]
 pub fn serve(args: &ServeArgs) -> u8 {
     match serve_sandbox(args) {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("{:?}", miette::Report::new(e));
             EXIT_LAUNCH_FAILED
@@ -65,7 +69,7 @@ pub fn serve(args: &ServeArgs) -> u8 {
     }
 }
 
-fn serve_sandbox(args: &ServeArgs) -> Result<(), LaunchError> {
+fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     let bundle = tables::load_bundle(&args.bundle)?;
     let binding = Binding {
         sandbox_id: args.sandbox_id.clone(),
@@ -92,6 +96,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<(), LaunchError> {
             dir: args.trust_dir.clone(),
             proxy_ca: proxy_parts.ca.cert_pem().to_owned(),
         }),
+        reattach_within: args.reattach_within,
     };
     write_new(&args.bootstrap, &bootstrap.to_bytes())?;
     note(&format!(
@@ -158,21 +163,47 @@ fn serve_sandbox(args: &ServeArgs) -> Result<(), LaunchError> {
         log: Arc::clone(&log),
         proxy: Some(proxy as Arc<dyn ProxyHandoff>),
     }));
-    let side = SupervisorSide::new(deciding, log, answerer, binding, digest)
-        .requiring_evidence(evidence_rule);
+    let side = || {
+        SupervisorSide::new(
+            Arc::clone(&deciding),
+            Arc::clone(&log),
+            Arc::clone(&answerer),
+            binding.clone(),
+            digest.clone(),
+        )
+        .requiring_evidence(evidence_rule)
+    };
     let (relay_runtime, _relaying) = crate::run::relay_thread()?;
     let within = Duration::from_secs(args.attach_within);
-    let tls = relay_runtime
-        .block_on(attach(&end, args.sandbox, within))
+    let mut tls = relay_runtime
+        .block_on(attach(&end, args.sandbox, within, false))
         .map_err(LaunchError::Channel)?;
     note(&format!("attached to the sandbox at {}", args.sandbox));
-    let served = relay_runtime.block_on(sandbox_protocol::transport::serve(side, tls));
-    match served {
-        Ok(()) => note("the sandbox closed the channel"),
-        Err(e) => note(&format!("the channel to the sandbox ended: {e}")),
-    }
+    let again = Duration::from_secs(args.reattach_within);
+    let code = loop {
+        let side = side();
+        let status = side.workload_status();
+        let served = relay_runtime.block_on(sandbox_protocol::transport::serve(side, tls));
+        if let Some(code) = status.lock().ok().and_then(|s| *s) {
+            break code;
+        }
+        let why = served.map_or_else(|e| e.to_string(), |()| "closed".to_owned());
+        note(&format!(
+            "the channel to the sandbox dropped ({why}): the sandbox freezes the workload; attaching again within {again:?}"
+        ));
+        match relay_runtime.block_on(attach(&end, args.sandbox, again, true)) {
+            Ok(t) => {
+                note("attached to the sandbox again: the workload resumes");
+                tls = t;
+            }
+            Err(e) => {
+                note(&format!("{e}: the sandbox kills the workload"));
+                break EXIT_SUPERVISOR_LOST;
+            }
+        }
+    };
     runtime.shutdown_timeout(Duration::from_millis(100));
-    Ok(())
+    Ok(code)
 }
 
 /// The launch plan for a sandbox on another host: the bundle's tables,
@@ -264,22 +295,30 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), LaunchError> {
         .map_err(LaunchError::io(what))
 }
 
-/// Attaches to the sandbox at `addr`, trying again while nothing listens
-/// there, for at most `within`.
+/// Attaches to the sandbox at `addr`, for at most `within`, trying again
+/// while nothing listens there, and while the sandbox refuses when
+/// `reattaching` (it may not have seen the old channel drop yet).
 async fn attach(
     end: &SupervisorEnd,
     addr: SocketAddr,
     within: Duration,
+    reattaching: bool,
 ) -> Result<SupervisorStream, ChannelError> {
     let deadline = Instant::now() + within;
     loop {
-        match end.connect(addr).await {
-            Err(ChannelError::Unreachable(_)) if Instant::now() < deadline => {
+        let attempt = end.connect(addr).await;
+        let retry = match &attempt {
+            Ok(_) => false,
+            Err(ChannelError::Unreachable(_)) => true,
+            Err(_) => reattaching,
+        };
+        match attempt {
+            Err(_) if retry && Instant::now() < deadline => {
                 tokio::time::sleep(RETRY).await;
             }
-            Err(ChannelError::Unreachable(why)) => {
+            Err(e) if retry => {
                 return Err(ChannelError::Unreachable(format!(
-                    "{why}; gave up after {within:?}"
+                    "{e}; gave up after {within:?}"
                 )));
             }
             other => return other,

@@ -80,6 +80,15 @@ struct Started {
 }
 
 fn start(upstream: SocketAddr, script: &str, pid_namespace: bool) -> Started {
+    start_with(upstream, script, pid_namespace, 30)
+}
+
+fn start_with(
+    upstream: SocketAddr,
+    script: &str,
+    pid_namespace: bool,
+    reattach_within: u64,
+) -> Started {
     let dir = Dir::new();
     let python = exe("/usr/bin/python3");
     let policy = dir.join("p.policy");
@@ -136,6 +145,7 @@ fn start(upstream: SocketAddr, script: &str, pid_namespace: bool) -> Started {
             group: Some("nogroup".into()),
         }),
         trust: None,
+        reattach_within,
     };
     std::fs::write(&bootstrap, file.to_bytes()).unwrap();
     let sandbox_exe = Path::new(SUPERVISOR).with_file_name("openshell-sandbox");
@@ -299,13 +309,39 @@ print("started", child.pid, flush=True)
 sys.stdin.readline()
 "#;
 
+/// The state letters of every descendant of `pid`.
+fn tree_states(pid: u32) -> Vec<(u32, char)> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for c in children
+                .split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+            {
+                let stat = std::fs::read_to_string(format!("/proc/{c}/stat")).unwrap_or_default();
+                if let Some((_, rest)) = stat.rsplit_once(')') {
+                    out.push((c, rest.trim_start().chars().next().unwrap_or('?')));
+                }
+                todo.push(c);
+            }
+        }
+    }
+    out
+}
+
 /// Without a PID namespace (so nothing is killed by the kernel when the
-/// sandbox exits), a workload process in a session of its own is gone
-/// once the channel drops, and the sandbox ends with its own status.
+/// sandbox exits), a workload process in a session of its own is frozen
+/// when the channel drops and killed when no supervisor comes back within
+/// the window; the sandbox ends with its own status.
 #[test]
-fn when_the_channel_drops_every_workload_process_is_killed() {
+fn when_the_channel_drops_and_no_supervisor_returns_every_workload_process_is_killed() {
     let (up, _) = upstream();
-    let mut s = start(up, LINGERING_PY, false);
+    let mut s = start_with(up, LINGERING_PY, false, 1);
     s.assert_not_started();
     let channel = s.attach();
     let started = wait_for(&s.out, "started", &mut s.seen);
@@ -316,7 +352,9 @@ fn when_the_channel_drops_every_workload_process_is_killed() {
         .unwrap();
     assert!(Path::new(&format!("/proc/{pid}")).exists());
     drop(channel);
-    wait_for(&s.err, "dropped", &mut s.seen);
+    let frozen = wait_for(&s.err, "frozen", &mut s.seen);
+    assert!(frozen.contains("2 workload processes frozen"), "{frozen}");
+    wait_for(&s.err, "killed", &mut s.seen);
     let status = s.child.wait().unwrap();
     assert_eq!(
         status.code(),
@@ -338,6 +376,64 @@ fn when_the_channel_drops_every_workload_process_is_killed() {
     }
 }
 
+/// Two workload processes tick and keep sending each other `SIGCONT`;
+/// the child is in a session of its own, and there is no PID namespace.
+const TICKING_PY: &str = r#"
+import os, select, signal, sys, time
+child = os.fork()
+if child == 0:
+    os.setsid()
+    while True:
+        try:
+            os.kill(os.getppid(), signal.SIGCONT)
+        except OSError:
+            pass
+        print("tick child", flush=True)
+        time.sleep(0.01)
+while True:
+    os.kill(child, signal.SIGCONT)
+    print("tick parent", flush=True)
+    if select.select([sys.stdin], [], [], 0.01)[0]:
+        sys.stdin.readline()
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        sys.exit(0)
+"#;
+
+/// "The workload stops when the channel drops, cannot resume itself, and
+/// goes on when its supervisor reattaches": two processes that tick and
+/// send each other `SIGCONT` are both stopped, stay stopped, and tick
+/// again once the same generation's supervisor has attached anew.
+#[test]
+fn a_dropped_channel_freezes_the_workload_until_its_supervisor_reattaches() {
+    let (up, _) = upstream();
+    let mut s = start(up, TICKING_PY, false);
+    let channel = s.attach();
+    wait_for(&s.out, "tick parent", &mut s.seen);
+    wait_for(&s.out, "tick child", &mut s.seen);
+    drop(channel);
+    wait_for(&s.err, "frozen", &mut s.seen);
+    // Lines written before the freeze may still be in the pipe.
+    while s.out.recv_timeout(Duration::from_millis(200)).is_ok() {}
+    assert!(
+        s.out.recv_timeout(Duration::from_millis(700)).is_err(),
+        "a frozen workload still ticks"
+    );
+    let states = tree_states(s.child.id());
+    assert!(
+        states.len() >= 2 && states.iter().all(|(_, st)| *st == 'T'),
+        "not every workload process is stopped: {states:?}"
+    );
+
+    let _again = s.attach();
+    wait_for(&s.err, "resumed", &mut s.seen);
+    wait_for(&s.out, "tick parent", &mut s.seen);
+    wait_for(&s.out, "tick child", &mut s.seen);
+    s.stdin.write_all(b"\n").unwrap();
+    let status = s.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{:#?}", s.seen);
+}
+
 const SERVED_PY: &str = r#"
 import os, socket, sys
 trust = open(os.environ["SSL_CERT_FILE"]).read()
@@ -350,6 +446,7 @@ try:
     print("reached the refused port", flush=True)
 except OSError as e:
     print("refused", e.errno, flush=True)
+sys.exit(7)
 "#;
 
 /// `openshell-supervisor serve` and `openshell-sandbox --bootstrap`, two
@@ -357,7 +454,7 @@ except OSError as e:
 /// bootstrap, the sandbox starts from it, the supervisor attaches, and the
 /// workload's connects are decided and relayed by the supervisor (the
 /// refused one logged there, and never reaching the listener this test
-/// hosts at its port).
+/// hosts at its port); both end with the workload's exit status.
 #[test]
 fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
     let (up, upstream_read) = upstream();
@@ -372,27 +469,9 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
             "  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  allow {python} -> {up}\n"
         ),
     );
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
-    let at = format!("127.0.0.1:{port}");
     let boot = dir.join("boot.json");
     let log = dir.log();
-    let mut serve = Command::new(SUPERVISOR)
-        .args(["serve", "--bundle"])
-        .arg(&bundle)
-        .args(["--sandbox", &at, "--sandbox-listen", &at])
-        .args(["--sandbox-id", "served", "--generation", "2", "--bootstrap"])
-        .arg(&boot)
-        .arg("--workdir")
-        .arg(dir.path())
-        .arg("--trust-dir")
-        .arg(dir.join("trust"))
-        .arg("--log")
-        .arg(&log)
+    let mut serve = serve_command(&dir, &bundle, &boot, &[])
         .args(["--", &python, "-c", SERVED_PY])
         .arg(up.port().to_string())
         .arg(refused.local_addr().unwrap().port().to_string())
@@ -414,7 +493,7 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
         .unwrap();
     let out = String::from_utf8_lossy(&sandbox.stdout);
     let err = String::from_utf8_lossy(&sandbox.stderr);
-    assert!(sandbox.status.success(), "{out}\n{err}");
+    assert_eq!(sandbox.status.code(), Some(7), "{out}\n{err}");
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         [
@@ -426,8 +505,12 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
     );
     assert!(!boot.exists());
     let status = serve.wait().unwrap();
-    wait_for(&serve_err, "closed the channel", &mut seen);
-    assert!(status.success(), "{seen:#?}");
+    wait_for(&serve_err, "ended with status 7", &mut seen);
+    assert_eq!(
+        status.code(),
+        Some(7),
+        "serve exits as the workload did: {seen:#?}"
+    );
     assert_eq!(upstream_read.recv().unwrap(), "ping\n");
     assert!(
         matches!(refused.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
@@ -441,4 +524,95 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
             .any(|l| l["dst_endpoint"]["port"] == port && l["dst_endpoint"]["ip"] == "127.0.0.1"),
         "{denied:#?}"
     );
+}
+
+/// `openshell-supervisor serve` for `bundle`, its bootstrap at `boot`, the
+/// sandbox listening on a free loopback port; the command goes after.
+fn serve_command(dir: &Dir, bundle: &Path, boot: &Path, extra: &[&str]) -> Command {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let at = format!("127.0.0.1:{port}");
+    let mut serve = Command::new(SUPERVISOR);
+    serve
+        .args(["serve", "--bundle"])
+        .arg(bundle)
+        .args(["--sandbox", &at, "--sandbox-listen", &at])
+        .args(["--sandbox-id", "served", "--generation", "2", "--bootstrap"])
+        .arg(boot)
+        .arg("--workdir")
+        .arg(dir.path())
+        .arg("--trust-dir")
+        .arg(dir.join("trust"))
+        .arg("--log")
+        .arg(dir.log())
+        .args(extra);
+    serve
+}
+
+/// A supervisor that falls silent (stopped, as a network that drops
+/// packets would leave it) is found out by the keepalive: the sandbox
+/// freezes the workload. When the supervisor wakes, `serve` finds its
+/// channel gone, attaches again as the same generation, and the workload
+/// resumes and ends; both report its status.
+#[test]
+fn a_silent_supervisor_freezes_the_workload_and_serve_reattaches_when_it_wakes() {
+    let dir = Dir::new();
+    let python = exe("/usr/bin/python3");
+    let bundle = common::bundle(
+        &dir,
+        "silent",
+        &format!("  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n"),
+    );
+    let boot = dir.join("boot.json");
+    let mut serve = serve_command(&dir, &bundle, &boot, &[])
+        .args(["--", &python, "-c", TICKING_PY])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let serve_err = lines(serve.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_for(&serve_err, "wrote", &mut seen);
+    let mut sandbox = Command::new(Path::new(SUPERVISOR).with_file_name("openshell-sandbox"))
+        .arg("--bootstrap")
+        .arg(&boot)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = sandbox.stdin.take().unwrap();
+    let out = lines(sandbox.stdout.take().unwrap());
+    let err = lines(sandbox.stderr.take().unwrap());
+    wait_for(&out, "tick child", &mut seen);
+
+    let stopped = Command::new("kill")
+        .args(["-STOP", &serve.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let frozen = wait_for(&err, "frozen", &mut seen);
+    assert!(frozen.contains("2 workload processes frozen"), "{frozen}");
+    while out.recv_timeout(Duration::from_millis(200)).is_ok() {}
+    assert!(
+        out.recv_timeout(Duration::from_millis(500)).is_err(),
+        "a frozen workload still ticks"
+    );
+    let woken = Command::new("kill")
+        .args(["-CONT", &serve.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(woken.success());
+    wait_for(&err, "resumed", &mut seen);
+    wait_for(&serve_err, "attached to the sandbox again", &mut seen);
+    wait_for(&out, "tick parent", &mut seen);
+    stdin.write_all(b"\n").unwrap();
+    let status = sandbox.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{seen:#?}");
+    let status = serve.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{seen:#?}");
 }

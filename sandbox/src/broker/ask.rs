@@ -29,13 +29,13 @@ use super::{
     Broker, Call, NetMode, Refusal, TcpConnect, in_family, perform_on_own_loopback, perform_to,
 };
 use crate::caller::{Identify, cut};
-use crate::relay::{Connect, RelayError, Supervisor};
+use crate::relay::{Attached, Connect, RelayError};
 
 /// Asks the supervisor.
 #[derive(Debug)]
 pub struct AskSupervisor {
-    /// The attachment, after its greeting.
-    pub supervisor: Supervisor,
+    /// The attachment in use, after its greeting.
+    pub supervisor: Attached,
     /// Reads who made each call.
     pub identify: Identify,
 }
@@ -87,7 +87,7 @@ pub(super) fn tcp_connect(broker: &Arc<Broker>, call: Call, c: TcpConnect) {
     let runtime = broker.runtime.clone();
     runtime.spawn(async move {
             let exe = String::from_utf8_lossy(&caller.exe).into_owned();
-            let answer = broker.judge.supervisor.connect(caller, c.dst).await;
+            let answer = broker.judge.supervisor.current().connect(caller, c.dst).await;
             match answer {
                 Ok(Connect::Relayed(stream)) => {
                     let installed = copy_options(&c, &stream)
@@ -136,7 +136,7 @@ impl AskSupervisor {
         };
         // A supervisor that is gone logs nothing more; the call is refused
         // all the same.
-        let _ = self.supervisor.report(RefusalReport {
+        let _ = self.supervisor.current().report(RefusalReport {
             pid: enforcer::tgid_of(call.tid()),
             tid: call.tid(),
             exe,
