@@ -78,6 +78,8 @@ pub struct GraphqlEvent<'a> {
 pub struct DenyLog {
     out: Mutex<Box<dyn Write + Send>>,
     policy: RwLock<Value>,
+    /// The sandbox and generation every line is about.
+    sandbox: Option<Value>,
 }
 
 impl std::fmt::Debug for DenyLog {
@@ -98,7 +100,17 @@ impl DenyLog {
         Ok(Self {
             out: Mutex::new(out),
             policy: RwLock::new(json!({ "name": policy_name, "uid": digest })),
+            sandbox: None,
         })
+    }
+
+    /// Every line names sandbox `id` and its `generation`
+    /// (`unmapped.sandbox`): a log collected from many sandboxes, or many
+    /// generations of one, says which each line is about.
+    #[must_use]
+    pub fn for_sandbox(mut self, id: &str, generation: u64) -> Self {
+        self.sandbox = Some(json!({ "id": id, "generation": generation }));
+        self
     }
 
     /// The policy later lines are about (after a reload).
@@ -116,6 +128,12 @@ impl DenyLog {
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
             obj.insert("policy".into(), policy);
+            if let Some(sandbox) = &self.sandbox {
+                let unmapped = obj.entry("unmapped").or_insert_with(|| json!({}));
+                if let Some(unmapped) = unmapped.as_object_mut() {
+                    unmapped.insert("sandbox".into(), sandbox.clone());
+                }
+            }
             obj.insert(
                 "metadata".into(),
                 json!({

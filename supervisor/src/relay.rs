@@ -549,7 +549,10 @@ pub fn bundle_side(
     use crate::policy::{Active, Policy};
 
     let real = bundle.digest.clone();
-    let log = Arc::new(DenyLog::open(Some(log), &bundle.provenance.policy, &real)?);
+    let log = Arc::new(
+        DenyLog::open(Some(log), &bundle.provenance.policy, &real)?
+            .for_sandbox(&binding.sandbox_id, binding.generation),
+    );
     let attribution = Arc::new(Attribution::new(resolve));
     let answerer = Arc::new(Answerer {
         policy: Arc::new(crate::policy::Swap::new(crate::dns::DnsPolicy::from_table(

@@ -46,6 +46,8 @@ pub const EXIT_NOT_FOUND: u8 = 127;
 /// The sandbox's id in the sandbox protocol when the supervisor runs it
 /// locally: one sandbox per supervisor.
 const RELAY_SANDBOX_ID: &str = "local";
+/// Its generation: a local run is the only one.
+const RELAY_GENERATION: u64 = 1;
 
 /// What the sandbox's resolv.conf says.
 const RESOLV_CONF: &str = "# openshell-supervisor: the sandbox's DNS stub\nnameserver 127.0.0.1\n";
@@ -297,7 +299,8 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
             &bundle.provenance.policy,
             &bundle.digest,
         )
-        .map_err(LaunchError::io("open the log"))?,
+        .map_err(LaunchError::io("open the log"))?
+        .for_sandbox(RELAY_SANDBOX_ID, RELAY_GENERATION),
     );
     let attribution = Arc::new(Attribution::new(&args.resolve));
     let dns_policy = Arc::new(Swap::new(DnsPolicy::from_table(
@@ -322,7 +325,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     // sandbox protocol.
     plan.relay = Some(RelayPlan {
         sandbox_id: RELAY_SANDBOX_ID.into(),
-        generation: 1,
+        generation: RELAY_GENERATION,
         bundle_digest: bundle.digest.clone(),
         hash_binaries: crate::policy::pins(&bundle),
         own_network: mode == NetnsMode::New,
@@ -449,7 +452,7 @@ fn serve(
         .map_err(LaunchError::io("use the channel to openshell-sandbox"))?;
     let binding = sandbox_protocol::Binding {
         sandbox_id: RELAY_SANDBOX_ID.into(),
-        generation: 1,
+        generation: RELAY_GENERATION,
     };
     let side = SupervisorSide::new(
         Arc::clone(&deciding),

@@ -109,7 +109,8 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
             &bundle.provenance.policy,
             &bundle.digest,
         )
-        .map_err(LaunchError::io("open the log"))?,
+        .map_err(LaunchError::io("open the log"))?
+        .for_sandbox(&args.sandbox_id, args.generation),
     );
     let attribution = Arc::new(Attribution::new(&args.resolve));
     let dns_policy = Arc::new(Swap::new(DnsPolicy::from_table(

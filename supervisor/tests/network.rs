@@ -129,6 +129,8 @@ fn a_disallowed_port_is_refused_at_once_and_logged() {
     assert_eq!(line["dst_endpoint"]["hostname"], "local.test");
     assert_eq!(line["dst_endpoint"]["ip"], "127.0.0.1");
     assert_eq!(line["dst_endpoint"]["port"], other);
+    assert_eq!(line["unmapped"]["sandbox"]["id"], "local");
+    assert_eq!(line["unmapped"]["sandbox"]["generation"], 1);
     assert_eq!(
         line["actor"]["process"]["file"]["path"],
         common::exe("/usr/bin/python3")

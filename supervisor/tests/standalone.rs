@@ -471,7 +471,9 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
     );
     let boot = dir.join("boot.json");
     let log = dir.log();
-    let mut serve = serve_command(&dir, &bundle, &boot, &[])
+    let mut serve = serve_command(&dir, &bundle, &boot)
+        .arg("--log")
+        .arg(&log)
         .args(["--", &python, "-c", SERVED_PY])
         .arg(up.port().to_string())
         .arg(refused.local_addr().unwrap().port().to_string())
@@ -518,17 +520,18 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
     );
     let port = refused.local_addr().unwrap().port();
     let denied = common::log_lines(&log);
-    assert!(
-        denied
-            .iter()
-            .any(|l| l["dst_endpoint"]["port"] == port && l["dst_endpoint"]["ip"] == "127.0.0.1"),
-        "{denied:#?}"
-    );
+    let line = denied
+        .iter()
+        .find(|l| l["dst_endpoint"]["port"] == port && l["dst_endpoint"]["ip"] == "127.0.0.1")
+        .unwrap_or_else(|| panic!("no line for the refused connect: {denied:#?}"));
+    assert_eq!(line["unmapped"]["sandbox"]["id"], "served", "{line}");
+    assert_eq!(line["unmapped"]["sandbox"]["generation"], 2, "{line}");
 }
 
 /// `openshell-supervisor serve` for `bundle`, its bootstrap at `boot`, the
-/// sandbox listening on a free loopback port; the command goes after.
-fn serve_command(dir: &Dir, bundle: &Path, boot: &Path, extra: &[&str]) -> Command {
+/// sandbox listening on a free loopback port; the log and the command go
+/// after.
+fn serve_command(dir: &Dir, bundle: &Path, boot: &Path) -> Command {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -545,10 +548,7 @@ fn serve_command(dir: &Dir, bundle: &Path, boot: &Path, extra: &[&str]) -> Comma
         .arg("--workdir")
         .arg(dir.path())
         .arg("--trust-dir")
-        .arg(dir.join("trust"))
-        .arg("--log")
-        .arg(dir.log())
-        .args(extra);
+        .arg(dir.join("trust"));
     serve
 }
 
@@ -567,7 +567,9 @@ fn a_silent_supervisor_freezes_the_workload_and_serve_reattaches_when_it_wakes()
         &format!("  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n"),
     );
     let boot = dir.join("boot.json");
-    let mut serve = serve_command(&dir, &bundle, &boot, &[])
+    let mut serve = serve_command(&dir, &bundle, &boot)
+        .arg("--log")
+        .arg(dir.log())
         .args(["--", &python, "-c", TICKING_PY])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -615,4 +617,76 @@ fn a_silent_supervisor_freezes_the_workload_and_serve_reattaches_when_it_wakes()
     assert_eq!(status.code(), Some(0), "{seen:#?}");
     let status = serve.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{seen:#?}");
+}
+
+/// "Both sides unprivileged": `serve` and `openshell-sandbox` each run as
+/// `nobody` with no capability in any set and `no_new_privs`, as a
+/// container runtime's restricted profile starts them, and the workload
+/// still runs sandboxed, its connect relayed and decided.
+#[test]
+fn serve_and_the_sandbox_run_without_privilege() {
+    let (up, upstream_read) = upstream();
+    let refused = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = Dir::new();
+    let python = exe("/usr/bin/python3");
+    let bundle = common::bundle(
+        &dir,
+        "unprivileged",
+        &format!(
+            "  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  allow {python} -> {up}\n"
+        ),
+    );
+    let boot = dir.join("boot.json");
+    let log = dir.join("deny.log");
+    let unprivileged = |program: &Path| {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--no-new-privs",
+            "--inh-caps=-all",
+            "--ambient-caps=-all",
+            "--bounding-set=-all",
+            "--",
+        ])
+        .arg(program);
+        c
+    };
+    let serve = serve_command(&dir, &bundle, &boot);
+    let mut cmd = unprivileged(Path::new(SUPERVISOR));
+    cmd.args(serve.get_args().skip_while(|a| *a != "serve"))
+        .arg("--log")
+        .arg(&log);
+    let mut serve = cmd
+        .args(["--", &python, "-c", SERVED_PY])
+        .arg(up.port().to_string())
+        .arg(refused.local_addr().unwrap().port().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let serve_err = lines(serve.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_for(&serve_err, "wrote", &mut seen);
+    let sandbox = unprivileged(&Path::new(SUPERVISOR).with_file_name("openshell-sandbox"))
+        .arg("--bootstrap")
+        .arg(&boot)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&sandbox.stdout);
+    let err = String::from_utf8_lossy(&sandbox.stderr);
+    assert_eq!(sandbox.status.code(), Some(7), "{out}\n{err}");
+    assert!(out.contains("pong"), "{out}\n{err}");
+    assert!(
+        out.contains(&format!("refused {}", libc::ECONNREFUSED)),
+        "{out}\n{err}"
+    );
+    assert_eq!(upstream_read.recv().unwrap(), "ping\n");
+    let status = serve.wait().unwrap();
+    assert_eq!(status.code(), Some(7), "{seen:#?}");
+    let evidence = wait_for(&serve_err, "evidence", &mut seen);
+    assert!(evidence.contains("uid 65534"), "{evidence}");
 }
