@@ -300,6 +300,9 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     if !is_init {
         enforcer::kill_descendants();
     }
+    if let Some(trust) = &bootstrap.trust {
+        let _ = std::fs::remove_dir_all(&trust.dir);
+    }
     if outcome.lock().is_ok_and(|o| o.is_some()) {
         return Ok(EXIT_SUPERVISOR_LOST);
     }

@@ -23,7 +23,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use common::{Dir, SUPERVISOR, SYSTEM, exe};
+use common::{Dir, SUPERVISOR, SYSTEM, TestNet, exe};
 use sandbox::plan::{LaunchPlan, PLAN_VERSION, PlanUser, RelayPlan};
 use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, EXIT_SUPERVISOR_LOST, RunAs};
 use sandbox_protocol::Binding;
@@ -235,7 +235,11 @@ impl Started {
 
 /// A local server: answers `pong` to each line; what it read.
 fn upstream() -> (SocketAddr, Receiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    upstream_on(TcpListener::bind("127.0.0.1:0").unwrap())
+}
+
+/// The same server on `listener`.
+fn upstream_on(listener: TcpListener) -> (SocketAddr, Receiver<String>) {
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = channel();
     std::thread::spawn(move || {
@@ -689,4 +693,163 @@ fn serve_and_the_sandbox_run_without_privilege() {
     assert_eq!(status.code(), Some(7), "{seen:#?}");
     let evidence = wait_for(&serve_err, "evidence", &mut seen);
     assert!(evidence.contains("uid 65534"), "{evidence}");
+}
+
+/// A TCP connect from namespace `ns` by a plain process (no sandbox),
+/// within a second: whether it was made.
+fn plain_connect(ns: &str, to: SocketAddr) -> bool {
+    let probe = format!(
+        "import socket\ntry:\n    socket.create_connection(('{}', {}), timeout=1)\n    print('made')\nexcept OSError as e:\n    print('failed', e)\n",
+        to.ip(),
+        to.port()
+    );
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "python3", "-c", &probe])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).starts_with("made")
+}
+
+/// The workload of the fenced placement: a relayed exchange with an
+/// upstream on the supervisor's loopback, then a connect of its own to the
+/// supervisor's address across the link. argv: the two ports.
+const FENCED_PY: &str = r#"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"ping\n")
+print(s.makefile().readline().strip(), flush=True)
+try:
+    socket.create_connection(("10.77.0.1", int(sys.argv[2])), timeout=5)
+    print("reached the supervisor's host", flush=True)
+except OSError as e:
+    print("refused", e.errno, flush=True)
+sys.exit(7)
+"#;
+
+/// Two hosts on one machine: the supervisor's network namespace and the
+/// sandbox's, joined by a veth pair; the sandbox's has an nftables fence
+/// whose only open way is the supervisor's address to the sandbox's port
+/// (and the replies). `serve` runs in the first, hosting the upstream on
+/// its loopback; `openshell-sandbox --bootstrap` in the second, as PID 1.
+/// The workload reaches the upstream through the channel alone; its
+/// connect across the link is refused by the supervisor; and a process of
+/// the sandbox's namespace that is not sandboxed reaches nothing across
+/// the link, by the fence alone (the same connect made before the fence
+/// went up, as a control).
+#[test]
+fn in_two_namespaces_behind_a_fence_the_workload_reaches_out_only_through_its_supervisor() {
+    let sup = TestNet::new();
+    let sbx = TestNet::new();
+    let tag = format!("{:x}", std::process::id() & 0xffff);
+    let (va, vb) = (format!("osa{tag}"), format!("osb{tag}"));
+    let ip = |args: &[&str]| {
+        let out = Command::new("ip").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    ip(&[
+        "link", "add", &va, "netns", &sup.name, "type", "veth", "peer", "name", &vb, "netns",
+        &sbx.name,
+    ]);
+    ip(&["-n", &sup.name, "addr", "add", "10.77.0.1/30", "dev", &va]);
+    ip(&["-n", &sup.name, "link", "set", &va, "up"]);
+    ip(&["-n", &sbx.name, "addr", "add", "10.77.0.2/30", "dev", &vb]);
+    ip(&["-n", &sbx.name, "link", "set", &vb, "up"]);
+    let (up, upstream_read) = upstream_on(sup.tcp("127.0.0.1:0"));
+    let across = sup.trap_tcp("10.77.0.1:0");
+    let across_addr = across.local_addr().unwrap();
+    assert!(
+        plain_connect(&sbx.name, across_addr),
+        "without the fence the link carries a connect"
+    );
+    assert!(across.accept().is_ok(), "the control connect arrived");
+
+    let port = 7443;
+    let fence = format!(
+        "table inet fence {{\n  chain input {{ type filter hook input priority 0; policy drop; iif \"lo\" accept; ct state established,related accept; ip saddr 10.77.0.1 tcp dport {port} accept; }}\n  chain output {{ type filter hook output priority 0; policy drop; oif \"lo\" accept; ct state established,related accept; }}\n}}\n"
+    );
+    let mut nft = Command::new("ip")
+        .args(["netns", "exec", &sbx.name, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    nft.stdin
+        .take()
+        .unwrap()
+        .write_all(fence.as_bytes())
+        .unwrap();
+    assert!(nft.wait().unwrap().success(), "the fence could not be set");
+    assert!(
+        !plain_connect(&sbx.name, across_addr),
+        "the fence let a plain connect across"
+    );
+
+    let dir = Dir::new();
+    let python = exe("/usr/bin/python3");
+    let bundle = common::bundle(
+        &dir,
+        "fenced",
+        &format!(
+            "  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  allow {python} -> {up}\n"
+        ),
+    );
+    let boot = dir.join("boot.json");
+    let at = format!("10.77.0.2:{port}");
+    let mut serve = Command::new("ip")
+        .args(["netns", "exec", &sup.name, SUPERVISOR, "serve", "--bundle"])
+        .arg(&bundle)
+        .args(["--sandbox", &at, "--sandbox-listen", &at])
+        .args(["--sandbox-id", "fenced", "--generation", "1", "--bootstrap"])
+        .arg(&boot)
+        .arg("--workdir")
+        .arg(dir.path())
+        .arg("--trust-dir")
+        .arg(dir.join("trust"))
+        .arg("--log")
+        .arg(dir.log())
+        .args(["--", &python, "-c", FENCED_PY])
+        .arg(up.port().to_string())
+        .arg(across_addr.port().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let serve_err = lines(serve.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_for(&serve_err, "wrote", &mut seen);
+    let sandbox = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &sbx.name,
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--",
+        ])
+        .arg(Path::new(SUPERVISOR).with_file_name("openshell-sandbox"))
+        .arg("--bootstrap")
+        .arg(&boot)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&sandbox.stdout);
+    let err = String::from_utf8_lossy(&sandbox.stderr);
+    assert_eq!(sandbox.status.code(), Some(7), "{out}\n{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["pong", &format!("refused {}", libc::ECONNREFUSED)],
+        "{err}"
+    );
+    assert_eq!(upstream_read.recv().unwrap(), "ping\n");
+    assert!(
+        matches!(across.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "something reached the supervisor's host across the link"
+    );
+    assert_eq!(serve.wait().unwrap().code(), Some(7), "{seen:#?}");
 }
