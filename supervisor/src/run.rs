@@ -484,14 +484,7 @@ fn serve(
         note(&line);
     }
     let active = Active::new(bundle, &placeholders, 0).with_aliases(aliases);
-    for cred in active.credentials.iter() {
-        if let Err(why) = &cred.secret {
-            note(&format!(
-                "credential `{}`: {why}; requests that need it are refused",
-                cred.name
-            ));
-        }
-    }
+    note_unusable_credentials(&active);
     let policy = Arc::new(Policy::new(active));
     let decider = Arc::new(Decider::new(
         Arc::clone(&policy),
@@ -563,6 +556,19 @@ fn serve(
                 args.timeout.unwrap_or_default()
             ));
             Ok(EXIT_TIMEOUT)
+        }
+    }
+}
+
+/// Says which of the bundle's credentials have no usable secret: the
+/// requests that need them are refused.
+pub(crate) fn note_unusable_credentials(active: &Active) {
+    for cred in active.credentials.iter() {
+        if let Err(why) = &cred.secret {
+            note(&format!(
+                "credential `{}`: {why}; requests that need it are refused",
+                cred.name
+            ));
         }
     }
 }

@@ -135,14 +135,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         min_abi: u32::from(landlock.min_abi),
     };
     let active = Active::new(bundle, &placeholders, 0);
-    for cred in active.credentials.iter() {
-        if let Err(why) = &cred.secret {
-            note(&format!(
-                "credential `{}`: {why}; requests that need it are refused",
-                cred.name
-            ));
-        }
-    }
+    crate::run::note_unusable_credentials(&active);
     let policy = Arc::new(Policy::new(active));
     let decider = Arc::new(Decider::new(Arc::clone(&policy), attribution));
     let proxy = Proxy::start(proxy_parts, Arc::clone(&decider), Arc::clone(&log))

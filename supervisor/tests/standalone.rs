@@ -438,6 +438,9 @@ fn a_dropped_channel_freezes_the_workload_until_its_supervisor_reattaches() {
     assert_eq!(status.code(), Some(0), "{:#?}", s.seen);
 }
 
+/// The workload `serve` runs: it checks its trust file, exchanges a line
+/// with the upstream on loopback port argv[1], then connects to argv[3]
+/// (loopback unless given) port argv[2], which no rule allows.
 const SERVED_PY: &str = r#"
 import os, socket, sys
 trust = open(os.environ["SSL_CERT_FILE"]).read()
@@ -446,7 +449,8 @@ s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
 s.sendall(b"ping\n")
 print(s.makefile().readline().strip(), flush=True)
 try:
-    socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=10)
+    host = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
+    socket.create_connection((host, int(sys.argv[2])), timeout=5)
     print("reached the refused port", flush=True)
 except OSError as e:
     print("refused", e.errno, flush=True)
@@ -710,22 +714,6 @@ fn plain_connect(ns: &str, to: SocketAddr) -> bool {
     String::from_utf8_lossy(&out.stdout).starts_with("made")
 }
 
-/// The workload of the fenced placement: a relayed exchange with an
-/// upstream on the supervisor's loopback, then a connect of its own to the
-/// supervisor's address across the link. argv: the two ports.
-const FENCED_PY: &str = r#"
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(b"ping\n")
-print(s.makefile().readline().strip(), flush=True)
-try:
-    socket.create_connection(("10.77.0.1", int(sys.argv[2])), timeout=5)
-    print("reached the supervisor's host", flush=True)
-except OSError as e:
-    print("refused", e.errno, flush=True)
-sys.exit(7)
-"#;
-
 /// Two hosts on one machine: the supervisor's network namespace and the
 /// sandbox's, joined by a veth pair; the sandbox's has an nftables fence
 /// whose only open way is the supervisor's address to the sandbox's port
@@ -810,9 +798,10 @@ fn in_two_namespaces_behind_a_fence_the_workload_reaches_out_only_through_its_su
         .arg(dir.join("trust"))
         .arg("--log")
         .arg(dir.log())
-        .args(["--", &python, "-c", FENCED_PY])
+        .args(["--", &python, "-c", SERVED_PY])
         .arg(up.port().to_string())
         .arg(across_addr.port().to_string())
+        .arg("10.77.0.1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -843,7 +832,11 @@ fn in_two_namespaces_behind_a_fence_the_workload_reaches_out_only_through_its_su
     assert_eq!(sandbox.status.code(), Some(7), "{out}\n{err}");
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
-        ["pong", &format!("refused {}", libc::ECONNREFUSED)],
+        [
+            "trusts the proxy CA True",
+            "pong",
+            &format!("refused {}", libc::ECONNREFUSED)
+        ],
         "{err}"
     );
     assert_eq!(upstream_read.recv().unwrap(), "ping\n");
