@@ -31,7 +31,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use enforcer::ExitStatus;
@@ -280,7 +280,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         writable,
         plan.user.as_ref(),
     )?;
-    let outcome = Arc::new(Mutex::new(None::<Lost>));
+    let lost = Arc::new(AtomicBool::new(false));
     let ending = Arc::new(AtomicBool::new(false));
     handle.spawn(watch(
         attached.clone(),
@@ -289,7 +289,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         Duration::from_secs(bootstrap.reattach_within),
         facts,
         Arc::clone(&ending),
-        Arc::clone(&outcome),
+        Arc::clone(&lost),
     ));
     if let Err(e) = pending.start() {
         return Err(LaunchError::from(e).into());
@@ -303,7 +303,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     if let Some(trust) = &bootstrap.trust {
         let _ = std::fs::remove_dir_all(&trust.dir);
     }
-    if outcome.lock().is_ok_and(|o| o.is_some()) {
+    if lost.load(Ordering::SeqCst) {
         return Ok(EXIT_SUPERVISOR_LOST);
     }
     let code = exit_code(status);
@@ -314,10 +314,6 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     }
     Ok(code)
 }
-
-/// Why the workload was killed rather than let end.
-#[derive(Debug)]
-struct Lost;
 
 /// Watches the attachment in use: when its channel drops, every workload
 /// process is frozen; a supervisor of the generation that attaches again
@@ -330,7 +326,7 @@ async fn watch(
     window: Duration,
     facts: impl Fn() -> Result<Evidence, String> + Send + 'static,
     ending: Arc<AtomicBool>,
-    outcome: Arc<Mutex<Option<Lost>>>,
+    lost: Arc<AtomicBool>,
 ) {
     loop {
         attached.current().closed().await;
@@ -351,7 +347,7 @@ async fn watch(
                 say(&format!(
                     "the channel to the supervisor dropped and the workload could not be frozen ({why}): every workload process is killed"
                 ));
-                return kill(&outcome);
+                return kill(&lost);
             }
         }
         let resumed = tokio::time::timeout(window, async {
@@ -387,14 +383,13 @@ async fn watch(
         say(&format!(
             "no supervisor reattached within {window:?}: every workload process is killed"
         ));
-        return kill(&outcome);
+        return kill(&lost);
     }
 }
 
-fn kill(outcome: &Mutex<Option<Lost>>) {
-    if let Ok(mut o) = outcome.lock() {
-        *o = Some(Lost);
-    }
+/// Kills every workload process, saying so to the init's end.
+fn kill(lost: &AtomicBool) {
+    lost.store(true, Ordering::SeqCst);
     freeze::kill();
 }
 
