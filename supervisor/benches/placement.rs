@@ -123,7 +123,11 @@ fn two_hosts() -> (TestNet, TestNet) {
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
-    nft.stdin.take().unwrap().write_all(fence.as_bytes()).unwrap();
+    nft.stdin
+        .take()
+        .unwrap()
+        .write_all(fence.as_bytes())
+        .unwrap();
     assert!(nft.wait().unwrap().success(), "the fence");
     (sup, sbx)
 }
@@ -159,7 +163,16 @@ fn across(sup: &TestNet, sbx: &TestNet, dir: &Dir, bundle: &Path, port: u16) -> 
         assert!(err.read_line(&mut line).unwrap() > 0, "serve ended early");
     }
     let out = Command::new("ip")
-        .args(["netns", "exec", &sbx.name, "unshare", "--pid", "--fork", "--mount-proc", "--"])
+        .args([
+            "netns",
+            "exec",
+            &sbx.name,
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--",
+        ])
         .arg(Path::new(SUPERVISOR).with_file_name("openshell-sandbox"))
         .arg("--bootstrap")
         .arg(&boot)
@@ -190,7 +203,9 @@ fn main() {
     let client = ["/usr/bin/python3", "-c", CLIENT_PY, &port_s];
     let (mut direct, mut local, mut remote) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        direct.push(medians(&common::output(plain_with_hosts(&sup, &dir, &port_s))));
+        direct.push(medians(&common::output(plain_with_hosts(
+            &sup, &dir, &port_s,
+        ))));
         let out = sup.run(&dir, &bundle, &["--resolve", "api.test=127.0.0.1"], &client);
         assert!(out.status.success(), "{}", common::stderr(&out));
         local.push(medians(&out));
@@ -207,7 +222,11 @@ fn main() {
         ("connect, median of 1,000", false),
         ("proxied GET, keep-alive, median of 1,000", true),
     ] {
-        let (d, l, r) = (pick(&direct, second), pick(&local, second), pick(&remote, second));
+        let (d, l, r) = (
+            pick(&direct, second),
+            pick(&local, second),
+            pick(&remote, second),
+        );
         println!(
             "| {what}, median of {ROUNDS} rounds | {d:.1} µs | +{:.1} µs | +{:.1} µs | **{:.2} ×** | ≤ 1.5 × |",
             l - d,
@@ -228,6 +247,8 @@ fn plain_with_hosts(sup: &TestNet, dir: &Dir, port: &str) -> Command {
         CLIENT_PY.replace('\'', "\"")
     );
     let mut c = Command::new("ip");
-    c.args(["netns", "exec", &sup.name, "unshare", "--mount", "sh", "-c", &script]);
+    c.args([
+        "netns", "exec", &sup.name, "unshare", "--mount", "sh", "-c", &script,
+    ]);
     c
 }
