@@ -284,20 +284,32 @@ impl Supervisor {
         }
     }
 
-    async fn ask(&self, id: u64, request: FromSandbox) -> Result<FromSupervisor, RelayError> {
-        let (tx, rx) = oneshot::channel();
+    /// Records `message` in the control stream's order, before it is sent
+    /// and before its answer can come.
+    fn record(&self, message: &FromSandbox) -> Result<(), RelayError> {
         self.order
             .lock()
             .map_err(|_| RelayError::Gone)?
-            .request(&request)?;
+            .request(message)?;
+        Ok(())
+    }
+
+    /// Sends a recorded `message` on the control stream.
+    async fn send(&self, message: &FromSandbox) -> Result<(), RelayError> {
+        self.requests
+            .send(message.to_pb(&self.binding))
+            .await
+            .map_err(|_| RelayError::Gone)
+    }
+
+    async fn ask(&self, id: u64, request: FromSandbox) -> Result<FromSupervisor, RelayError> {
+        let (tx, rx) = oneshot::channel();
+        self.record(&request)?;
         self.waiting
             .lock()
             .map_err(|_| RelayError::Gone)?
             .insert(id, tx);
-        self.requests
-            .send(request.to_pb(&self.binding))
-            .await
-            .map_err(|_| RelayError::Gone)?;
+        self.send(&request).await?;
         match tokio::time::timeout(self.answer_within, rx).await {
             Ok(answer) => answer.map_err(|_| RelayError::Gone),
             Err(_) => {
@@ -315,15 +327,9 @@ impl Supervisor {
     pub async fn evidence(&self, evidence: Evidence) -> Result<(), RelayError> {
         let (tx, rx) = oneshot::channel();
         let message = FromSandbox::Evidence(evidence);
-        self.order
-            .lock()
-            .map_err(|_| RelayError::Gone)?
-            .request(&message)?;
+        self.record(&message)?;
         *self.go.lock().map_err(|_| RelayError::Gone)? = Some(tx);
-        self.requests
-            .send(message.to_pb(&self.binding))
-            .await
-            .map_err(|_| RelayError::Gone)?;
+        self.send(&message).await?;
         match tokio::time::timeout(self.answer_within, rx).await {
             Ok(Ok(Ok(()))) => Ok(()),
             Ok(Ok(Err(why))) => Err(RelayError::Refused(why)),
@@ -336,14 +342,8 @@ impl Supervisor {
     /// most `within`) until the supervisor has closed the stream.
     pub async fn report_ended(&self, status: u8, within: Duration) -> Result<(), RelayError> {
         let message = FromSandbox::Ended(status);
-        self.order
-            .lock()
-            .map_err(|_| RelayError::Gone)?
-            .request(&message)?;
-        self.requests
-            .send(message.to_pb(&self.binding))
-            .await
-            .map_err(|_| RelayError::Gone)?;
+        self.record(&message)?;
+        self.send(&message).await?;
         tokio::time::timeout(within, self.closed())
             .await
             .map_err(|_| RelayError::TimedOut(within))
@@ -353,10 +353,7 @@ impl Supervisor {
     /// Never waits: callable from any thread, async or not.
     pub fn report(&self, refusal: RefusalReport) -> Result<(), RelayError> {
         let message = FromSandbox::Refusal(refusal);
-        self.order
-            .lock()
-            .map_err(|_| RelayError::Gone)?
-            .request(&message)?;
+        self.record(&message)?;
         match self.requests.try_send(message.to_pb(&self.binding)) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(m)) => {

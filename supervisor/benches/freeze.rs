@@ -8,23 +8,23 @@
 //! to the last process stopped, over `ROUNDS` rounds, median and p99.
 //!
 //! Run as root: `cargo bench -p supervisor --bench freeze`.
-#![expect(
+#![allow(
+    clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing,
-    reason = "a benchmark stops at the first failure"
+    dead_code,
+    reason = "a benchmark stops at the first failure; it shares the tests' helpers"
 )]
 
-use std::io::{BufRead, BufReader};
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::net::SocketAddr;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use sandbox::plan::{LaunchPlan, PLAN_VERSION, RelayPlan};
-use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, RunAs};
+use common::standalone::{self, lines, tree_states, wait_for};
 use sandbox_protocol::Binding;
 use sandbox_protocol::channel::{SupervisorEnd, issue};
 
@@ -44,63 +44,10 @@ while True:
         time.sleep(0.001)
 ";
 
-fn lines(r: impl std::io::Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-fn wait_for(rx: &Receiver<String>, what: &str) -> String {
-    loop {
-        match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(line) if line.contains(what) => return line,
-            Ok(_) => {}
-            Err(_) => panic!("no line with {what:?}"),
-        }
-    }
-}
-
-/// The states of every descendant of `pid`.
-fn states(pid: u32) -> Vec<char> {
-    let mut out = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-            for c in children
-                .split_whitespace()
-                .filter_map(|c| c.parse::<u32>().ok())
-            {
-                let stat = std::fs::read_to_string(format!("/proc/{c}/stat")).unwrap_or_default();
-                if let Some((_, rest)) = stat.rsplit_once(')') {
-                    out.push(rest.trim_start().chars().next().unwrap_or('?'));
-                }
-                todo.push(c);
-            }
-        }
-    }
-    out
-}
-
 fn main() {
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("mode");
-    let python = std::fs::canonicalize("/usr/bin/python3").expect("python3");
-    let policy = dir.path().join("p.policy");
+    let dir = common::Dir::new();
+    let python = common::exe("/usr/bin/python3");
+    let policy = dir.join("p.policy");
     std::fs::write(
         &policy,
         "policy \"freeze\" {\n  fs exec /usr /lib /lib64 /bin /etc\n  fs read /proc /dev/urandom\n  run_as user nobody group nogroup\n}\n",
@@ -113,50 +60,24 @@ fn main() {
         generation: 1,
     };
     let (sandbox_cred, supervisor_cred) = issue(&binding).expect("keys");
-    let plan = LaunchPlan {
-        version: PLAN_VERSION,
-        landlock: bundle.enforcement.landlock.clone(),
-        deny: bundle.enforcement.seccomp.deny.clone(),
-        notify: bundle.enforcement.seccomp.notify.clone(),
-        workdir: dir.path().as_os_str().as_bytes().to_vec(),
-        read_only: Vec::new(),
-        private_proc: false,
-        root_workload: false,
-        shared_pid_namespace: true,
-        drop_bounding: true,
-        user: None,
-        program: python.as_os_str().as_bytes().to_vec(),
-        argv: vec![
+    let boot = dir.join("boot.json");
+    let bootstrap = standalone::bootstrap(
+        &bundle,
+        sandbox_cred,
+        dir.path(),
+        &python,
+        vec![
             b"python3".to_vec(),
             b"-c".to_vec(),
             BUSY_PY.as_bytes().to_vec(),
         ],
-        envp: vec![format!("WORKERS={WORKERS}").into_bytes()],
-        relay: Some(RelayPlan {
-            sandbox_id: binding.sandbox_id.clone(),
-            generation: binding.generation,
-            bundle_digest: bundle.digest.clone(),
-            hash_binaries: false,
-            own_network: false,
-        }),
-    };
-    let boot = dir.path().join("boot.json");
-    let bootstrap = Bootstrap {
-        version: BOOTSTRAP_VERSION,
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        credential: sandbox_cred,
-        plan,
-        run_as: Some(RunAs {
-            user: Some("nobody".into()),
-            group: Some("nogroup".into()),
-        }),
-        trust: None,
-        reattach_within: 1,
-    };
+        vec![format!("WORKERS={WORKERS}").into_bytes()],
+        // Past the last round, the sandbox is left without a supervisor
+        // for a second: it kills the workload and exits.
+        1,
+    );
     std::fs::write(&boot, bootstrap.to_bytes()).expect("bootstrap");
-    let sandbox_exe =
-        Path::new(env!("CARGO_BIN_EXE_openshell-supervisor")).with_file_name("openshell-sandbox");
-    let mut child = Command::new(sandbox_exe)
+    let mut child = Command::new(standalone::sandbox_exe())
         .arg("--bootstrap")
         .arg(&boot)
         .stdin(Stdio::null())
@@ -165,7 +86,8 @@ fn main() {
         .spawn()
         .expect("openshell-sandbox");
     let err = lines(child.stderr.take().expect("stderr"));
-    let listening = wait_for(&err, "listening on");
+    let seen = &mut Vec::new();
+    let listening = wait_for(&err, "listening on", seen);
     let addr: SocketAddr = listening
         .split_whitespace()
         .find_map(|w| w.parse().ok())
@@ -176,7 +98,7 @@ fn main() {
         .build()
         .expect("runtime");
     let end = SupervisorEnd::new(&supervisor_cred).expect("end");
-    let log = dir.path().join("deny.log");
+    let log = dir.log();
     let attach = || {
         let (side, _) = supervisor::relay::bundle_side(bundle.clone(), &log, &[], binding.clone())
             .expect("side");
@@ -185,8 +107,8 @@ fn main() {
     };
     let pid = child.id();
     let mut serving = attach();
-    wait_for(&err, "workload");
-    while states(pid).len() < WORKERS + 1 {
+    wait_for(&err, "workload", seen);
+    while tree_states(pid).len() < WORKERS + 1 {
         std::thread::sleep(Duration::from_millis(10));
     }
     let mut ms = Vec::with_capacity(ROUNDS);
@@ -195,8 +117,8 @@ fn main() {
         let dropped = Instant::now();
         serving.abort();
         loop {
-            let s = states(pid);
-            if s.len() > WORKERS && s.iter().all(|&c| c == 'T') {
+            let s = tree_states(pid);
+            if s.len() > WORKERS && s.iter().all(|&(_, c)| c == 'T') {
                 break;
             }
             assert!(
@@ -206,12 +128,10 @@ fn main() {
             std::thread::sleep(Duration::from_micros(100));
         }
         ms.push(dropped.elapsed().as_secs_f64() * 1000.0);
-        wait_for(&err, "frozen");
+        wait_for(&err, "frozen", seen);
         serving = attach();
-        wait_for(&err, "resumed");
+        wait_for(&err, "resumed", seen);
     }
-    // Without a supervisor past the window, the sandbox kills the
-    // workload and exits.
     serving.abort();
     let _ = child.wait();
     ms.sort_by(f64::total_cmp);

@@ -31,7 +31,8 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{Dir, SUPERVISOR, SYSTEM, TestNet, exe};
+use common::standalone;
+use common::{Dir, SYSTEM, TestNet, exe};
 
 const ROUNDS: usize = 5;
 const PORT: u16 = 7443;
@@ -99,55 +100,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The supervisor's namespace and the sandbox's, joined by a veth pair,
-/// the sandbox's fenced: only the supervisor's address reaches its port.
-fn two_hosts() -> (TestNet, TestNet) {
-    let sup = TestNet::new();
-    let sbx = TestNet::new();
-    let tag = format!("{:x}", std::process::id() & 0xffff);
-    let (va, vb) = (format!("opa{tag}"), format!("opb{tag}"));
-    let ip = |args: &[&str]| assert!(Command::new("ip").args(args).status().unwrap().success());
-    ip(&[
-        "link", "add", &va, "netns", &sup.name, "type", "veth", "peer", "name", &vb, "netns",
-        &sbx.name,
-    ]);
-    ip(&["-n", &sup.name, "addr", "add", "10.78.0.1/30", "dev", &va]);
-    ip(&["-n", &sup.name, "link", "set", &va, "up"]);
-    ip(&["-n", &sbx.name, "addr", "add", "10.78.0.2/30", "dev", &vb]);
-    ip(&["-n", &sbx.name, "link", "set", &vb, "up"]);
-    let fence = format!(
-        "table inet fence {{\n  chain input {{ type filter hook input priority 0; policy drop; iif \"lo\" accept; ct state established,related accept; ip saddr 10.78.0.1 tcp dport {PORT} accept; }}\n  chain output {{ type filter hook output priority 0; policy drop; oif \"lo\" accept; ct state established,related accept; }}\n}}\n"
-    );
-    let mut nft = Command::new("ip")
-        .args(["netns", "exec", &sbx.name, "nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    nft.stdin
-        .take()
-        .unwrap()
-        .write_all(fence.as_bytes())
-        .unwrap();
-    assert!(nft.wait().unwrap().success(), "the fence");
-    (sup, sbx)
-}
-
 /// One round across the two hosts: `serve` in `sup`, the sandbox in `sbx`.
 fn across(sup: &TestNet, sbx: &TestNet, dir: &Dir, bundle: &Path, port: u16) -> (f64, f64) {
     let boot = dir.join("boot.json");
     let _ = std::fs::remove_file(&boot);
     let at = format!("10.78.0.2:{PORT}");
     let python = exe("/usr/bin/python3");
-    let mut serve = Command::new("ip")
-        .args(["netns", "exec", &sup.name, SUPERVISOR, "serve", "--bundle"])
-        .arg(bundle)
-        .args(["--sandbox", &at, "--sandbox-listen", &at])
-        .args(["--sandbox-id", "bench", "--generation", "1", "--bootstrap"])
-        .arg(&boot)
-        .arg("--workdir")
-        .arg(dir.path())
-        .arg("--trust-dir")
-        .arg(dir.join("trust"))
+    let mut serve = standalone::serve_command(Some(&sup.name), dir, bundle, &boot, &at)
         .args(["--resolve", "api.test=127.0.0.1", "--log"])
         .arg(dir.log())
         .args(["--", &python, "-c", CLIENT_PY, &port.to_string()])
@@ -162,20 +121,7 @@ fn across(sup: &TestNet, sbx: &TestNet, dir: &Dir, bundle: &Path, port: u16) -> 
         line.clear();
         assert!(err.read_line(&mut line).unwrap() > 0, "serve ended early");
     }
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &sbx.name,
-            "unshare",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--",
-        ])
-        .arg(Path::new(SUPERVISOR).with_file_name("openshell-sandbox"))
-        .arg("--bootstrap")
-        .arg(&boot)
+    let out = standalone::bootstrapped(Some(&sbx.name), &boot)
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -186,7 +132,8 @@ fn across(sup: &TestNet, sbx: &TestNet, dir: &Dir, bundle: &Path, port: u16) -> 
 }
 
 fn main() {
-    let (sup, sbx) = two_hosts();
+    let (sup, sbx) = standalone::joined("10.78.0");
+    standalone::fence(&sbx, "10.78.0.1", PORT);
     let upstream = sup.tcp("127.0.0.1:0");
     let port = upstream.local_addr().unwrap().port();
     serve_http(upstream);

@@ -74,30 +74,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR", default_value = "/tmp/openshell-trust")]
     pub trust_dir: PathBuf,
 
-    /// Answer DNS for HOST with IP without asking upstream.
-    #[arg(long = "resolve", value_name = "HOST=IP", value_parser = parse_resolve)]
-    pub resolve: Vec<(String, IpAddr)>,
-
-    /// The upstream DNS server (default: this host's `/etc/resolv.conf`).
-    #[arg(long, value_name = "IP:PORT")]
-    pub dns_upstream: Option<SocketAddr>,
-
-    /// Append the deny log (JSON lines) to FILE instead of stderr.
-    #[arg(long, value_name = "FILE")]
-    pub log: Option<PathBuf>,
-
-    /// Give the workload NAME=VALUE, or NAME with this process's value.
-    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
-    pub env: Vec<EnvArg>,
-
-    /// Also trust this CA (PEM) when the L7 proxy verifies a real server.
-    #[arg(long, value_name = "FILE")]
-    pub upstream_ca: Option<PathBuf>,
-
-    /// Reload the bundle whenever its file changes (`SIGHUP` always
-    /// reloads).
-    #[arg(long)]
-    pub watch: bool,
+    #[command(flatten)]
+    pub supervision: SupervisionArgs,
 
     /// The command (its program an absolute path on the sandbox's host)
     /// and its arguments.
@@ -174,6 +152,36 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub supervision: SupervisionArgs,
+
+    /// Kill the workload after SECS seconds (exit status 124).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+
+    /// Also write the workload's stdout and stderr to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
+
+    /// `new`: a namespace with only loopback; `none`: share this one.
+    /// Default: `new` when the supervisor may create one, else `none`.
+    #[arg(long, value_enum, value_name = "new|none")]
+    pub netns: Option<NetnsMode>,
+
+    /// Print what the supervisor sets up, and how long it took.
+    #[arg(long, short)]
+    pub verbose: bool,
+
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// What supervising a workload takes, in `run` and `serve` alike: how
+/// its names resolve, where the deny log goes, its environment, the
+/// upstream trust and reloads.
+#[derive(clap::Args, Debug)]
+pub struct SupervisionArgs {
     /// Answer DNS for HOST with IP without asking upstream; also names IP
     /// for HOST, so a rule for HOST reaches it even if it is internal.
     #[arg(long = "resolve", value_name = "HOST=IP", value_parser = parse_resolve)]
@@ -192,19 +200,6 @@ pub struct RunArgs {
     #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
     pub env: Vec<EnvArg>,
 
-    /// Kill the workload after SECS seconds (exit status 124).
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
-
-    /// Also write the workload's stdout and stderr to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub transcript: Option<PathBuf>,
-
-    /// `new`: a namespace with only loopback; `none`: share this one.
-    /// Default: `new` when the supervisor may create one, else `none`.
-    #[arg(long, value_enum, value_name = "new|none")]
-    pub netns: Option<NetnsMode>,
-
     /// Also trust this CA (PEM) when the L7 proxy verifies the real server
     /// behind an inspected HTTPS route (default: the system roots only).
     #[arg(long, value_name = "FILE")]
@@ -214,14 +209,6 @@ pub struct RunArgs {
     /// bundle file changes (`SIGHUP` always reloads).
     #[arg(long)]
     pub watch: bool,
-
-    /// Print what the supervisor sets up, and how long it took.
-    #[arg(long, short)]
-    pub verbose: bool,
-
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<OsString>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

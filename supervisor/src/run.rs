@@ -178,7 +178,8 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     // The proxy's CA, listener and upstream trust, and the file through
     // which the workload trusts the CA (read access added to Landlock).
     let proxy_started = Instant::now();
-    let proxy_parts = l7::Prepared::new(args.upstream_ca.as_deref()).map_err(LaunchError::Proxy)?;
+    let proxy_parts =
+        l7::Prepared::new(args.supervision.upstream_ca.as_deref()).map_err(LaunchError::Proxy)?;
     let trust = TrustFile::write(proxy_parts.ca.cert_pem())
         .map_err(LaunchError::io("write the sandbox's CA certificate"))?;
     let proxy_setup = proxy_started.elapsed();
@@ -243,7 +244,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         g.guard_state(&writable, landlock_on)?;
     }
     let bundle_path = match &args.bundle {
-        Some(path) => guard_bundle(path, &writable, args.watch)?,
+        Some(path) => guard_bundle(path, &writable, args.supervision.watch)?,
         None => PathBuf::from(args.gateway.first().map_or("gateway", String::as_str)),
     };
     if identity.as_ref().is_some_and(|i| i.uid == 0) {
@@ -270,7 +271,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
             given.push((var.clone(), placeholders.get_or_make(&cred.name).into()));
         }
     }
-    let env = workload::environment(&args.env, &workdir, &bundle, &given)?;
+    let env = workload::environment(&args.supervision.env, &workdir, &bundle, &given)?;
     let program = workload::find_program(
         args.command.first().map(AsRef::as_ref).unwrap_or_default(),
         env.get("PATH").map(AsRef::as_ref),
@@ -290,19 +291,19 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     plan.program = program.as_bytes().to_vec();
     plan.argv = argv.iter().map(|a| a.as_bytes().to_vec()).collect();
     plan.envp = envp.iter().map(|e| e.as_bytes().to_vec()).collect();
-    if let Some(path) = &args.log {
+    if let Some(path) = &args.supervision.log {
         guard_log(path, &writable)?;
     }
     let log = Arc::new(
         DenyLog::open(
-            args.log.as_deref(),
+            args.supervision.log.as_deref(),
             &bundle.provenance.policy,
             &bundle.digest,
         )
         .map_err(LaunchError::io("open the log"))?
         .for_sandbox(RELAY_SANDBOX_ID, RELAY_GENERATION),
     );
-    let attribution = Arc::new(Attribution::new(&args.resolve));
+    let attribution = Arc::new(Attribution::new(&args.supervision.resolve));
     let dns_policy = Arc::new(Swap::new(DnsPolicy::from_table(
         &bundle.enforcement.seccomp,
     )));
@@ -440,7 +441,7 @@ fn serve(
     let answerer = Arc::new(Answerer {
         policy: Arc::clone(&dns_policy),
         attribution,
-        resolver: dns::resolver(args.dns_upstream),
+        resolver: dns::resolver(args.supervision.dns_upstream),
         log: Arc::clone(&log),
     });
     // The sandbox attaches before it lets the workload exec: the protocol
@@ -508,7 +509,7 @@ fn serve(
             .follow(Arc::clone(&reloader), first)
             .map_err(LaunchError::io("watch for SIGHUP"))?,
         _ => reloader
-            .spawn(args.watch)
+            .spawn(args.supervision.watch)
             .map_err(LaunchError::io("watch for SIGHUP"))?,
     }
     let connector = Connector {

@@ -77,7 +77,8 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     };
     let (sandbox_cred, supervisor_cred) = issue(&binding).map_err(LaunchError::Channel)?;
     let end = SupervisorEnd::new(&supervisor_cred).map_err(LaunchError::Channel)?;
-    let proxy_parts = l7::Prepared::new(args.upstream_ca.as_deref()).map_err(LaunchError::Proxy)?;
+    let proxy_parts =
+        l7::Prepared::new(args.supervision.upstream_ca.as_deref()).map_err(LaunchError::Proxy)?;
     let placeholders = Arc::new(Placeholders::default());
     let plan = plan(args, &bundle, &placeholders)?;
     let process = &bundle.enforcement.process;
@@ -105,14 +106,14 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     ));
     let log = Arc::new(
         DenyLog::open(
-            args.log.as_deref(),
+            args.supervision.log.as_deref(),
             &bundle.provenance.policy,
             &bundle.digest,
         )
         .map_err(LaunchError::io("open the log"))?
         .for_sandbox(&args.sandbox_id, args.generation),
     );
-    let attribution = Arc::new(Attribution::new(&args.resolve));
+    let attribution = Arc::new(Attribution::new(&args.supervision.resolve));
     let dns_policy = Arc::new(Swap::new(DnsPolicy::from_table(
         &bundle.enforcement.seccomp,
     )));
@@ -125,7 +126,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     let answerer = Arc::new(Answerer {
         policy: Arc::clone(&dns_policy),
         attribution: Arc::clone(&attribution),
-        resolver: dns::resolver(args.dns_upstream),
+        resolver: dns::resolver(args.supervision.dns_upstream),
         log: Arc::clone(&log),
     });
     let digest = bundle.digest.clone();
@@ -149,7 +150,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         Some(Arc::clone(&proxy)),
     ));
     reloader
-        .spawn(args.watch)
+        .spawn(args.supervision.watch)
         .map_err(LaunchError::io("watch for SIGHUP"))?;
     let deciding = Deciding::default();
     let _ = deciding.set(Arc::new(Connector {
@@ -238,7 +239,7 @@ fn plan(
             given.push((var.clone(), placeholders.get_or_make(&cred.name).into()));
         }
     }
-    let env = workload::environment(&args.env, &args.workdir, bundle, &given)?;
+    let env = workload::environment(&args.supervision.env, &args.workdir, bundle, &given)?;
     let plan = LaunchPlan {
         version: PLAN_VERSION,
         landlock: bundle.enforcement.landlock.clone(),

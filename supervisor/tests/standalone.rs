@@ -15,17 +15,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use common::{Dir, SUPERVISOR, SYSTEM, TestNet, exe};
-use sandbox::plan::{LaunchPlan, PLAN_VERSION, PlanUser, RelayPlan};
-use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, EXIT_SUPERVISOR_LOST, RunAs};
+use common::standalone::{self, lines, tree_states, wait_for};
+use common::{Dir, SUPERVISOR, SYSTEM, exe};
+use sandbox::standalone::EXIT_SUPERVISOR_LOST;
 use sandbox_protocol::Binding;
 use sandbox_protocol::channel::{Credential, SupervisorEnd, issue};
 
@@ -33,34 +32,6 @@ fn binding(generation: u64) -> Binding {
     Binding {
         sandbox_id: "standalone".into(),
         generation,
-    }
-}
-
-/// Lines of a child's stream, as they come.
-fn lines(r: impl Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-/// The next line containing `what`, within 20 s; the lines passed over
-/// go to `seen`.
-fn wait_for(rx: &Receiver<String>, what: &str, seen: &mut Vec<String>) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) if line.contains(what) => return line,
-            Ok(line) => seen.push(line),
-            Err(_) => panic!("no line with {what:?}; seen: {seen:#?}"),
-        }
     }
 }
 
@@ -102,64 +73,30 @@ fn start_with(
     let (checked, bundle) = policy_lang::load::compile_file(&policy, None).unwrap();
     let bundle = bundle.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
     let (sandbox, supervisor) = issue(&binding(4)).unwrap();
-    let plan = LaunchPlan {
-        version: PLAN_VERSION,
-        landlock: bundle.enforcement.landlock.clone(),
-        deny: bundle.enforcement.seccomp.deny.clone(),
-        notify: bundle.enforcement.seccomp.notify.clone(),
-        workdir: dir.path().as_os_str().as_bytes().to_vec(),
-        read_only: Vec::new(),
-        private_proc: pid_namespace,
-        root_workload: false,
-        shared_pid_namespace: !pid_namespace,
-        drop_bounding: true,
-        user: Some(PlanUser {
-            uid: 65_534,
-            gid: 65_534,
-            groups: vec![65_534],
-        }),
-        program: python.as_bytes().to_vec(),
-        argv: vec![
+    let file = standalone::bootstrap(
+        &bundle,
+        sandbox,
+        dir.path(),
+        &python,
+        vec![
             b"python3".to_vec(),
             b"-c".to_vec(),
             script.as_bytes().to_vec(),
             upstream.port().to_string().into_bytes(),
         ],
-        envp: vec![b"PATH=/usr/bin:/bin".to_vec()],
-        relay: Some(RelayPlan {
-            sandbox_id: "standalone".into(),
-            generation: 4,
-            bundle_digest: bundle.digest.clone(),
-            hash_binaries: false,
-            own_network: false,
-        }),
-    };
-    let bootstrap = dir.join("bootstrap.json");
-    let file = Bootstrap {
-        version: BOOTSTRAP_VERSION,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        credential: sandbox,
-        plan,
-        run_as: Some(RunAs {
-            user: Some("nobody".into()),
-            group: Some("nogroup".into()),
-        }),
-        trust: None,
+        vec![b"PATH=/usr/bin:/bin".to_vec()],
         reattach_within,
-    };
+    );
+    let bootstrap = dir.join("bootstrap.json");
     std::fs::write(&bootstrap, file.to_bytes()).unwrap();
-    let sandbox_exe = Path::new(SUPERVISOR).with_file_name("openshell-sandbox");
     let mut cmd = if pid_namespace {
-        let mut c = Command::new("unshare");
-        c.args(["--pid", "--fork", "--mount-proc", "--"])
-            .arg(&sandbox_exe);
-        c
+        standalone::bootstrapped(None, &bootstrap)
     } else {
-        Command::new(&sandbox_exe)
+        let mut c = Command::new(standalone::sandbox_exe());
+        c.arg("--bootstrap").arg(&bootstrap);
+        c
     };
     let mut child = cmd
-        .arg("--bootstrap")
-        .arg(&bootstrap)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -313,31 +250,6 @@ print("started", child.pid, flush=True)
 sys.stdin.readline()
 "#;
 
-/// The state letters of every descendant of `pid`.
-fn tree_states(pid: u32) -> Vec<(u32, char)> {
-    let mut out = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-            for c in children
-                .split_whitespace()
-                .filter_map(|c| c.parse::<u32>().ok())
-            {
-                let stat = std::fs::read_to_string(format!("/proc/{c}/stat")).unwrap_or_default();
-                if let Some((_, rest)) = stat.rsplit_once(')') {
-                    out.push((c, rest.trim_start().chars().next().unwrap_or('?')));
-                }
-                todo.push(c);
-            }
-        }
-    }
-    out
-}
-
 /// Without a PID namespace (so nothing is killed by the kernel when the
 /// sandbox exits), a workload process in a session of its own is frozen
 /// when the channel drops and killed when no supervisor comes back within
@@ -479,7 +391,7 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
     );
     let boot = dir.join("boot.json");
     let log = dir.log();
-    let mut serve = serve_command(&dir, &bundle, &boot)
+    let mut serve = standalone::serve_command(None, &dir, &bundle, &boot, &free_loopback())
         .arg("--log")
         .arg(&log)
         .args(["--", &python, "-c", SERVED_PY])
@@ -493,11 +405,7 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
     let serve_err = lines(serve.stderr.take().unwrap());
     let mut seen = Vec::new();
     wait_for(&serve_err, "wrote", &mut seen);
-    let sandbox = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "--"])
-        .arg(Path::new(SUPERVISOR).with_file_name("openshell-sandbox"))
-        .arg("--bootstrap")
-        .arg(&boot)
+    let sandbox = standalone::bootstrapped(None, &boot)
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -536,28 +444,14 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
     assert_eq!(line["unmapped"]["sandbox"]["generation"], 2, "{line}");
 }
 
-/// `openshell-supervisor serve` for `bundle`, its bootstrap at `boot`, the
-/// sandbox listening on a free loopback port; the log and the command go
-/// after.
-fn serve_command(dir: &Dir, bundle: &Path, boot: &Path) -> Command {
+/// A loopback address whose port nothing listens on now.
+fn free_loopback() -> String {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let at = format!("127.0.0.1:{port}");
-    let mut serve = Command::new(SUPERVISOR);
-    serve
-        .args(["serve", "--bundle"])
-        .arg(bundle)
-        .args(["--sandbox", &at, "--sandbox-listen", &at])
-        .args(["--sandbox-id", "served", "--generation", "2", "--bootstrap"])
-        .arg(boot)
-        .arg("--workdir")
-        .arg(dir.path())
-        .arg("--trust-dir")
-        .arg(dir.join("trust"));
-    serve
+    format!("127.0.0.1:{port}")
 }
 
 /// A supervisor that falls silent (stopped, as a network that drops
@@ -575,7 +469,7 @@ fn a_silent_supervisor_freezes_the_workload_and_serve_reattaches_when_it_wakes()
         &format!("  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n"),
     );
     let boot = dir.join("boot.json");
-    let mut serve = serve_command(&dir, &bundle, &boot)
+    let mut serve = standalone::serve_command(None, &dir, &bundle, &boot, &free_loopback())
         .arg("--log")
         .arg(dir.log())
         .args(["--", &python, "-c", TICKING_PY])
@@ -587,7 +481,7 @@ fn a_silent_supervisor_freezes_the_workload_and_serve_reattaches_when_it_wakes()
     let serve_err = lines(serve.stderr.take().unwrap());
     let mut seen = Vec::new();
     wait_for(&serve_err, "wrote", &mut seen);
-    let mut sandbox = Command::new(Path::new(SUPERVISOR).with_file_name("openshell-sandbox"))
+    let mut sandbox = Command::new(standalone::sandbox_exe())
         .arg("--bootstrap")
         .arg(&boot)
         .stdin(Stdio::piped())
@@ -661,7 +555,7 @@ fn serve_and_the_sandbox_run_without_privilege() {
         .arg(program);
         c
     };
-    let serve = serve_command(&dir, &bundle, &boot);
+    let serve = standalone::serve_command(None, &dir, &bundle, &boot, &free_loopback());
     let mut cmd = unprivileged(Path::new(SUPERVISOR));
     cmd.args(serve.get_args().skip_while(|a| *a != "serve"))
         .arg("--log")
@@ -678,7 +572,7 @@ fn serve_and_the_sandbox_run_without_privilege() {
     let serve_err = lines(serve.stderr.take().unwrap());
     let mut seen = Vec::new();
     wait_for(&serve_err, "wrote", &mut seen);
-    let sandbox = unprivileged(&Path::new(SUPERVISOR).with_file_name("openshell-sandbox"))
+    let sandbox = unprivileged(&standalone::sandbox_exe())
         .arg("--bootstrap")
         .arg(&boot)
         .stdin(Stdio::null())
@@ -726,26 +620,7 @@ fn plain_connect(ns: &str, to: SocketAddr) -> bool {
 /// went up, as a control).
 #[test]
 fn in_two_namespaces_behind_a_fence_the_workload_reaches_out_only_through_its_supervisor() {
-    let sup = TestNet::new();
-    let sbx = TestNet::new();
-    let tag = format!("{:x}", std::process::id() & 0xffff);
-    let (va, vb) = (format!("osa{tag}"), format!("osb{tag}"));
-    let ip = |args: &[&str]| {
-        let out = Command::new("ip").args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    ip(&[
-        "link", "add", &va, "netns", &sup.name, "type", "veth", "peer", "name", &vb, "netns",
-        &sbx.name,
-    ]);
-    ip(&["-n", &sup.name, "addr", "add", "10.77.0.1/30", "dev", &va]);
-    ip(&["-n", &sup.name, "link", "set", &va, "up"]);
-    ip(&["-n", &sbx.name, "addr", "add", "10.77.0.2/30", "dev", &vb]);
-    ip(&["-n", &sbx.name, "link", "set", &vb, "up"]);
+    let (sup, sbx) = standalone::joined("10.77.0");
     let (up, upstream_read) = upstream_on(sup.tcp("127.0.0.1:0"));
     let across = sup.trap_tcp("10.77.0.1:0");
     let across_addr = across.local_addr().unwrap();
@@ -756,20 +631,7 @@ fn in_two_namespaces_behind_a_fence_the_workload_reaches_out_only_through_its_su
     assert!(across.accept().is_ok(), "the control connect arrived");
 
     let port = 7443;
-    let fence = format!(
-        "table inet fence {{\n  chain input {{ type filter hook input priority 0; policy drop; iif \"lo\" accept; ct state established,related accept; ip saddr 10.77.0.1 tcp dport {port} accept; }}\n  chain output {{ type filter hook output priority 0; policy drop; oif \"lo\" accept; ct state established,related accept; }}\n}}\n"
-    );
-    let mut nft = Command::new("ip")
-        .args(["netns", "exec", &sbx.name, "nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    nft.stdin
-        .take()
-        .unwrap()
-        .write_all(fence.as_bytes())
-        .unwrap();
-    assert!(nft.wait().unwrap().success(), "the fence could not be set");
+    standalone::fence(&sbx, "10.77.0.1", port);
     assert!(
         !plain_connect(&sbx.name, across_addr),
         "the fence let a plain connect across"
@@ -786,16 +648,7 @@ fn in_two_namespaces_behind_a_fence_the_workload_reaches_out_only_through_its_su
     );
     let boot = dir.join("boot.json");
     let at = format!("10.77.0.2:{port}");
-    let mut serve = Command::new("ip")
-        .args(["netns", "exec", &sup.name, SUPERVISOR, "serve", "--bundle"])
-        .arg(&bundle)
-        .args(["--sandbox", &at, "--sandbox-listen", &at])
-        .args(["--sandbox-id", "fenced", "--generation", "1", "--bootstrap"])
-        .arg(&boot)
-        .arg("--workdir")
-        .arg(dir.path())
-        .arg("--trust-dir")
-        .arg(dir.join("trust"))
+    let mut serve = standalone::serve_command(Some(&sup.name), &dir, &bundle, &boot, &at)
         .arg("--log")
         .arg(dir.log())
         .args(["--", &python, "-c", SERVED_PY])
@@ -810,20 +663,7 @@ fn in_two_namespaces_behind_a_fence_the_workload_reaches_out_only_through_its_su
     let serve_err = lines(serve.stderr.take().unwrap());
     let mut seen = Vec::new();
     wait_for(&serve_err, "wrote", &mut seen);
-    let sandbox = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &sbx.name,
-            "unshare",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--",
-        ])
-        .arg(Path::new(SUPERVISOR).with_file_name("openshell-sandbox"))
-        .arg("--bootstrap")
-        .arg(&boot)
+    let sandbox = standalone::bootstrapped(Some(&sbx.name), &boot)
         .stdin(Stdio::null())
         .output()
         .unwrap();

@@ -6,6 +6,8 @@
 //! (even if a test found a bug) can reach nothing off this machine.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod standalone;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::AsFd;

@@ -1,0 +1,223 @@
+//! Shared pieces of the two-host tests and benchmarks: a standalone
+//! `openshell-sandbox --bootstrap`, `openshell-supervisor serve`, and two
+//! network namespaces joined by a veth pair behind a fence.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use policy_bundle::Bundle;
+use sandbox::plan::{LaunchPlan, PLAN_VERSION, RelayPlan};
+use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, RunAs};
+use sandbox_protocol::Binding;
+use sandbox_protocol::channel::Credential;
+
+use super::{Dir, SUPERVISOR, TestNet};
+
+/// `openshell-sandbox`, beside the supervisor.
+pub fn sandbox_exe() -> PathBuf {
+    Path::new(SUPERVISOR).with_file_name("openshell-sandbox")
+}
+
+/// Lines of a child's stream, as they come.
+pub fn lines(r: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The next line containing `what`, within 20 s; the lines passed over
+/// go to `seen`.
+pub fn wait_for(rx: &Receiver<String>, what: &str, seen: &mut Vec<String>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(what) => return line,
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no line with {what:?}; seen: {seen:#?}"),
+        }
+    }
+}
+
+/// The state letters of every descendant of `pid`.
+pub fn tree_states(pid: u32) -> Vec<(u32, char)> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for c in children
+                .split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+            {
+                let stat = std::fs::read_to_string(format!("/proc/{c}/stat")).unwrap_or_default();
+                if let Some((_, rest)) = stat.rsplit_once(')') {
+                    out.push((c, rest.trim_start().chars().next().unwrap_or('?')));
+                }
+                todo.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// A standalone sandbox's bootstrap: `bundle`'s tables for sandbox
+/// `binding`, `program` with `argv` and `envp` in `workdir`, as `nobody`,
+/// listening on an ephemeral loopback port.
+pub fn bootstrap(
+    bundle: &Bundle,
+    credential: Credential,
+    workdir: &Path,
+    program: &str,
+    argv: Vec<Vec<u8>>,
+    envp: Vec<Vec<u8>>,
+    reattach_within: u64,
+) -> Bootstrap {
+    let binding: Binding = credential.binding();
+    let plan = LaunchPlan {
+        version: PLAN_VERSION,
+        landlock: bundle.enforcement.landlock.clone(),
+        deny: bundle.enforcement.seccomp.deny.clone(),
+        notify: bundle.enforcement.seccomp.notify.clone(),
+        workdir: workdir.as_os_str().as_bytes().to_vec(),
+        read_only: Vec::new(),
+        // The sandbox settles these and the user from its own host.
+        private_proc: false,
+        root_workload: false,
+        shared_pid_namespace: true,
+        drop_bounding: false,
+        user: None,
+        program: program.as_bytes().to_vec(),
+        argv,
+        envp,
+        relay: Some(RelayPlan {
+            sandbox_id: binding.sandbox_id,
+            generation: binding.generation,
+            bundle_digest: bundle.digest.clone(),
+            hash_binaries: false,
+            own_network: false,
+        }),
+    };
+    Bootstrap {
+        version: BOOTSTRAP_VERSION,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        credential,
+        plan,
+        run_as: Some(RunAs {
+            user: Some("nobody".into()),
+            group: Some("nogroup".into()),
+        }),
+        trust: None,
+        reattach_within,
+    }
+}
+
+/// `openshell-sandbox --bootstrap BOOT` as PID 1 of a PID namespace of its
+/// own, in network namespace `netns` when given.
+pub fn bootstrapped(netns: Option<&str>, boot: &Path) -> Command {
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, "unshare"]);
+            c
+        }
+        None => Command::new("unshare"),
+    };
+    cmd.args(["--pid", "--fork", "--mount-proc", "--"])
+        .arg(sandbox_exe())
+        .arg("--bootstrap")
+        .arg(boot);
+    cmd
+}
+
+/// `openshell-supervisor serve` for `bundle` (in network namespace
+/// `netns` when given), as the supervisor of sandbox `served` generation
+/// 2 at `at`, writing its bootstrap to `boot`, the trust directory in
+/// `dir`; the log and the command go after.
+pub fn serve_command(
+    netns: Option<&str>,
+    dir: &Dir,
+    bundle: &Path,
+    boot: &Path,
+    at: &str,
+) -> Command {
+    let mut serve = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, SUPERVISOR]);
+            c
+        }
+        None => Command::new(SUPERVISOR),
+    };
+    serve
+        .args(["serve", "--bundle"])
+        .arg(bundle)
+        .args(["--sandbox", at, "--sandbox-listen", at])
+        .args(["--sandbox-id", "served", "--generation", "2", "--bootstrap"])
+        .arg(boot)
+        .arg("--workdir")
+        .arg(dir.path())
+        .arg("--trust-dir")
+        .arg(dir.join("trust"));
+    serve
+}
+
+/// Two network namespaces joined by a veth pair: the supervisor's at
+/// `{prefix}.1/30`, the sandbox's at `{prefix}.2/30`.
+pub fn joined(prefix: &str) -> (TestNet, TestNet) {
+    let sup = TestNet::new();
+    let sbx = TestNet::new();
+    let tag = format!("{:x}", std::process::id() & 0xffff);
+    let (va, vb) = (format!("osa{tag}"), format!("osb{tag}"));
+    let ip = |args: &[&str]| {
+        let out = Command::new("ip").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    ip(&[
+        "link", "add", &va, "netns", &sup.name, "type", "veth", "peer", "name", &vb, "netns",
+        &sbx.name,
+    ]);
+    for (net, dev, host) in [(&sup, &va, 1), (&sbx, &vb, 2)] {
+        let cidr = format!("{prefix}.{host}/30");
+        ip(&["-n", &net.name, "addr", "add", &cidr, "dev", dev]);
+        ip(&["-n", &net.name, "link", "set", dev, "up"]);
+    }
+    (sup, sbx)
+}
+
+/// An nftables fence on `sbx` whose only open way in is `from` to TCP
+/// `port`, and out only the replies (and loopback, both ways).
+pub fn fence(sbx: &TestNet, from: &str, port: u16) {
+    let rules = format!(
+        "table inet fence {{\n  chain input {{ type filter hook input priority 0; policy drop; iif \"lo\" accept; ct state established,related accept; ip saddr {from} tcp dport {port} accept; }}\n  chain output {{ type filter hook output priority 0; policy drop; oif \"lo\" accept; ct state established,related accept; }}\n}}\n"
+    );
+    let mut nft = Command::new("ip")
+        .args(["netns", "exec", &sbx.name, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    nft.stdin
+        .take()
+        .unwrap()
+        .write_all(rules.as_bytes())
+        .unwrap();
+    assert!(nft.wait().unwrap().success(), "the fence could not be set");
+}
