@@ -1,7 +1,7 @@
 //! Both ends of one connection: the supervisor serves the `Broker`
 //! service on it (HTTP/2, one connection, no listener), the sandbox is
-//! the client. Either side may have opened the connection; in this step
-//! it is one of a Unix socket pair.
+//! the client. Either side may have opened the connection: one of a Unix
+//! socket pair in a local run, a TLS connection across hosts.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,10 +15,22 @@ use crate::pb::broker_client::BrokerClient;
 use crate::pb::broker_server::{Broker, BrokerServer};
 use crate::{MAX_MESSAGE, MAX_STREAMS};
 
-/// How often each side pings the other on an idle connection (HTTP/2
-/// `PING`), and how long it waits for the answer before it takes the
-/// connection for dropped: a silent peer or a cut network ends the
-/// channel within their sum, as a closed one does at once.
+/// What carries the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// A Unix socket pair on one host: the kernel reports a peer that is
+    /// gone, so nothing is pinged (a busy peer is never taken for a
+    /// dropped one).
+    Local,
+    /// A network connection, which can fall silent without closing: each
+    /// side pings the other ([`KEEPALIVE_INTERVAL`]).
+    Network,
+}
+
+/// On a [`Link::Network`], how often each side pings the other on an idle
+/// connection (HTTP/2 `PING`), and how long it waits for the answer before
+/// it takes the connection for dropped: a silent peer or a cut network
+/// ends the channel within their sum, as a closed one does at once.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
 /// See [`KEEPALIVE_INTERVAL`].
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -38,7 +50,7 @@ pub enum TransportError {
 /// Serves `broker` on `io` until the sandbox closes the connection (the
 /// supervisor's side). Every message over [`MAX_MESSAGE`] is refused by
 /// the codec before it is decoded.
-pub async fn serve<B, IO>(broker: B, io: IO) -> Result<(), TransportError>
+pub async fn serve<B, IO>(broker: B, io: IO, link: Link) -> Result<(), TransportError>
 where
     B: Broker,
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -46,11 +58,15 @@ where
     let service = BrokerServer::new(broker)
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
-    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .keep_alive_interval(KEEPALIVE_INTERVAL)
-        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-        .max_concurrent_streams(MAX_STREAMS)
+    let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http2.max_concurrent_streams(MAX_STREAMS);
+    if link == Link::Network {
+        http2
+            .timer(TokioTimer::new())
+            .keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT);
+    }
+    http2
         .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
         .await?;
     Ok(())
@@ -58,7 +74,7 @@ where
 
 /// The `Broker` client on `io` (the sandbox's side), with the same
 /// message limit.
-pub async fn client<IO>(io: IO) -> Result<BrokerClient<Channel>, TransportError>
+pub async fn client<IO>(io: IO, link: Link) -> Result<BrokerClient<Channel>, TransportError>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -73,12 +89,15 @@ where
         }
     });
     // The URI names no host: the connector ignores it.
-    let channel = Endpoint::from_static("http://sandbox.invalid")
-        .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
-        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-        .keep_alive_while_idle(true)
-        .connect_with_connector(connector)
-        .await?;
+    let endpoint = Endpoint::from_static("http://sandbox.invalid");
+    let endpoint = match link {
+        Link::Local => endpoint,
+        Link::Network => endpoint
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(true),
+    };
+    let channel = endpoint.connect_with_connector(connector).await?;
     Ok(BrokerClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE))

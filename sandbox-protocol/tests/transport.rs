@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use sandbox_protocol::pb::broker_server::Broker;
 use sandbox_protocol::pb::{self, broker_client::BrokerClient};
+use sandbox_protocol::transport::Link;
 use sandbox_protocol::{
     Binding, Caller, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK, RelayDownKind,
     RelayOrder, RelayUpKind, transport,
@@ -135,8 +136,11 @@ async fn pair() -> (
     let supervisor = TestSupervisor {
         refusals: Arc::clone(&refusals),
     };
-    tokio::spawn(transport::serve(supervisor, supervisor_end));
-    (transport::client(sandbox_end).await.unwrap(), refusals)
+    tokio::spawn(transport::serve(supervisor, supervisor_end, Link::Local));
+    (
+        transport::client(sandbox_end, Link::Local).await.unwrap(),
+        refusals,
+    )
 }
 
 fn caller() -> Caller {
@@ -363,7 +367,7 @@ async fn a_message_over_the_limit_is_refused_by_either_codec() {
     let supervisor = TestSupervisor {
         refusals: Arc::new(Mutex::new(Vec::new())),
     };
-    tokio::spawn(transport::serve(supervisor, supervisor_end));
+    tokio::spawn(transport::serve(supervisor, supervisor_end, Link::Local));
     let mut raw = unlimited_client(sandbox_end).await;
     let refused = first_error(raw.relay(oversized(too_long)).await).await;
     assert_eq!(refused.code(), tonic::Code::OutOfRange, "{refused:?}");

@@ -13,6 +13,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use sandbox_protocol::Binding;
+use sandbox_protocol::transport::Link;
 
 use crate::broker::{self, AskSupervisor, Broker, Creds, NetMode};
 use crate::caller::Identify;
@@ -65,7 +66,7 @@ pub fn start(
     let supervisor = handle
         .block_on(handle.spawn(async move {
             let io = tokio::net::UnixStream::from_std(channel)?;
-            Supervisor::attach(io, binding, digest).await
+            Supervisor::attach(io, Link::Local, binding, digest).await
         }))
         .map_err(|e| attach(&e))?
         .map_err(|e| attach(&e))?;

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandbox_protocol::pb::broker_client::BrokerClient;
+use sandbox_protocol::transport::Link;
 use sandbox_protocol::{
     Binding, Caller, ControlOrder, DatagramVerdict, Evidence, FromSandbox, FromSupervisor,
     MAX_CHUNK, ProtocolError, RefusalReport, RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
@@ -157,17 +158,19 @@ pub struct Supervisor {
 type GoWaiter = Arc<Mutex<Option<oneshot::Sender<Result<(), String>>>>>;
 
 impl Supervisor {
-    /// Attaches over `io` as sandbox `binding`, enforcing the bundle of
-    /// `bundle_digest`: sends the Hello and waits for the Welcome.
+    /// Attaches over `io`, carried by `link`, as sandbox `binding`,
+    /// enforcing the bundle of `bundle_digest`: sends the Hello and waits
+    /// for the Welcome.
     pub async fn attach<IO>(
         io: IO,
+        link: Link,
         binding: Binding,
         bundle_digest: String,
     ) -> Result<Self, RelayError>
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let mut client = transport::client(io).await?;
+        let mut client = transport::client(io, link).await?;
         let (requests, rx) = mpsc::channel(CONTROL_QUEUE);
         let hello = FromSandbox::Hello { bundle_digest };
         let mut order = ControlOrder::new();

@@ -37,6 +37,7 @@ use std::time::Duration;
 use enforcer::ExitStatus;
 use sandbox_protocol::Evidence;
 use sandbox_protocol::channel::{Credential, Role, SandboxEnd};
+use sandbox_protocol::transport::Link;
 use serde::{Deserialize, Serialize};
 
 use crate::brokering::{self, AttachError};
@@ -588,7 +589,8 @@ fn accept(
                     Ok(tls) => tls,
                     Err(e) => return say(&format!("refused {peer}: {e}")),
                 };
-                let supervisor = match Supervisor::attach(tls, binding, digest).await {
+                let supervisor = match Supervisor::attach(tls, Link::Network, binding, digest).await
+                {
                     Ok(supervisor) => supervisor,
                     Err(e) => return say(&format!("refused {peer}: the greeting failed: {e}")),
                 };

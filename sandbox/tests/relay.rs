@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use sandbox::relay::{RelayError, Supervisor};
 use sandbox_protocol::pb::{self, broker_server::Broker};
+use sandbox_protocol::transport::Link;
 use sandbox_protocol::{Binding, Caller, FromSandbox, FromSupervisor, transport};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -72,10 +73,10 @@ fn caller() -> Caller {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_supervisor_that_never_answers_gets_every_question_refused_in_time() {
     let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
-    tokio::spawn(transport::serve(Silent, theirs));
+    tokio::spawn(transport::serve(Silent, theirs, Link::Local));
     let digest = format!("sha256:{}", "0".repeat(64));
     let limit = Duration::from_millis(300);
-    let supervisor = Supervisor::attach(ours, binding(), digest)
+    let supervisor = Supervisor::attach(ours, Link::Local, binding(), digest)
         .await
         .unwrap()
         .answer_within(limit);

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use common::standalone::{self, lines, tree_states, wait_for};
 use sandbox_protocol::Binding;
 use sandbox_protocol::channel::{SupervisorEnd, issue};
+use sandbox_protocol::transport::Link;
 
 const ROUNDS: usize = 100;
 const WORKERS: usize = 8;
@@ -103,7 +104,7 @@ fn main() {
         let (side, _) = supervisor::relay::bundle_side(bundle.clone(), &log, &[], binding.clone())
             .expect("side");
         let tls = runtime.block_on(end.connect(addr)).expect("attach");
-        runtime.spawn(sandbox_protocol::transport::serve(side, tls))
+        runtime.spawn(sandbox_protocol::transport::serve(side, tls, Link::Network))
     };
     let pid = child.id();
     let mut serving = attach();

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use policy_bundle::matcher::canonical_ip;
 use sandbox_protocol::pb;
+use sandbox_protocol::transport::Link;
 use sandbox_protocol::{
     Binding, Caller, ControlOrder, FromSandbox, FromSupervisor, MAX_CHUNK, ProtocolError,
     RefusalReport, RelayDownKind, RelayOrder, RelayUpKind,
@@ -588,8 +589,12 @@ pub async fn local_pair(
 ) -> Result<sandbox::relay::Supervisor, sandbox::relay::RelayError> {
     let (side, real) = bundle_side(bundle, log, resolve, binding.clone())?;
     let (ours, theirs) = tokio::net::UnixStream::pair()?;
-    tokio::spawn(sandbox_protocol::transport::serve(side, theirs));
-    sandbox::relay::Supervisor::attach(ours, binding, digest.unwrap_or(real)).await
+    tokio::spawn(sandbox_protocol::transport::serve(
+        side,
+        theirs,
+        Link::Local,
+    ));
+    sandbox::relay::Supervisor::attach(ours, Link::Local, binding, digest.unwrap_or(real)).await
 }
 
 /// Both sides in this process as two hosts join them: the sandbox's end
@@ -611,7 +616,7 @@ pub async fn tls_pair(
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         if let Ok(tls) = supervisor_end.connect(addr).await {
-            let _ = sandbox_protocol::transport::serve(side, tls).await;
+            let _ = sandbox_protocol::transport::serve(side, tls, Link::Network).await;
         }
     });
     let (tcp, _) = listener.accept().await?;
@@ -619,7 +624,7 @@ pub async fn tls_pair(
         .handshake(tcp)
         .await
         .map_err(std::io::Error::other)?;
-    sandbox::relay::Supervisor::attach(tls, binding, real).await
+    sandbox::relay::Supervisor::attach(tls, Link::Network, binding, real).await
 }
 
 #[cfg(test)]
@@ -705,8 +710,12 @@ mod tests {
             min_abi: 4,
         });
         let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
-        tokio::spawn(sandbox_protocol::transport::serve(side, theirs));
-        sandbox::relay::Supervisor::attach(ours, binding, digest)
+        tokio::spawn(sandbox_protocol::transport::serve(
+            side,
+            theirs,
+            Link::Local,
+        ));
+        sandbox::relay::Supervisor::attach(ours, Link::Local, binding, digest)
             .await
             .unwrap()
     }

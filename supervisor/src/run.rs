@@ -37,6 +37,7 @@ use crate::reload::Reloader;
 use crate::stdio::{self, Transcript};
 use crate::{tables, workload};
 use sandbox::writable::{User, Writable};
+use sandbox_protocol::transport::Link;
 
 pub const EXIT_TIMEOUT: u8 = 124;
 pub const EXIT_LAUNCH_FAILED: u8 = 125;
@@ -465,7 +466,7 @@ fn serve(
     let (relay_runtime, _relaying) = relay_thread()?;
     relay_runtime.spawn(async move {
         let io = tokio::net::UnixStream::from_std(ours)?;
-        sandbox_protocol::transport::serve(side, io).await?;
+        sandbox_protocol::transport::serve(side, io, Link::Local).await?;
         Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
     });
     // Opened while the child waits for its go: it cannot have exited.

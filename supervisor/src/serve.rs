@@ -33,6 +33,7 @@ use sandbox::plan::{LaunchPlan, PLAN_VERSION, RelayPlan};
 use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, EXIT_SUPERVISOR_LOST, RunAs, Trust};
 use sandbox_protocol::Binding;
 use sandbox_protocol::channel::{ChannelError, SupervisorEnd, SupervisorStream, issue};
+use sandbox_protocol::transport::Link;
 
 use crate::attribution::Attribution;
 use crate::broker::Connector;
@@ -178,7 +179,8 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     let code = loop {
         let side = side();
         let status = side.workload_status();
-        let served = relay_runtime.block_on(sandbox_protocol::transport::serve(side, tls));
+        let served =
+            relay_runtime.block_on(sandbox_protocol::transport::serve(side, tls, Link::Network));
         if let Some(code) = status.lock().ok().and_then(|s| *s) {
             break code;
         }

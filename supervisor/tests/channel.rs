@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sandbox_protocol::channel::{Credential, Role, SandboxEnd, SupervisorEnd, issue};
+use sandbox_protocol::transport::Link;
 use sandbox_protocol::{Binding, Caller};
 
 /// Where the sandbox end finds its credential, the upstream to relay to,
@@ -54,9 +55,10 @@ fn sandbox_end(credential: &str) {
         std::fs::rename(port_file.with_extension("tmp"), &port_file).unwrap();
         let (tcp, _) = listener.accept().await.unwrap();
         let tls = end.handshake(tcp).await.unwrap();
-        let supervisor = sandbox::relay::Supervisor::attach(tls, credential.binding(), digest)
-            .await
-            .unwrap();
+        let supervisor =
+            sandbox::relay::Supervisor::attach(tls, Link::Network, credential.binding(), digest)
+                .await
+                .unwrap();
         let caller = Caller {
             pid: 2,
             tid: 2,
@@ -154,7 +156,7 @@ fn a_relay_crosses_tcp_and_tls_between_two_processes() {
             .await
             .unwrap();
         // Served until the sandbox's end goes.
-        let _ = sandbox_protocol::transport::serve(side, tls).await;
+        let _ = sandbox_protocol::transport::serve(side, tls, Link::Network).await;
     });
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -27,6 +27,7 @@ use common::{Dir, SUPERVISOR, SYSTEM, exe};
 use sandbox::standalone::EXIT_SUPERVISOR_LOST;
 use sandbox_protocol::Binding;
 use sandbox_protocol::channel::{Credential, SupervisorEnd, issue};
+use sandbox_protocol::transport::Link;
 
 fn binding(generation: u64) -> Binding {
     Binding {
@@ -147,7 +148,7 @@ impl Started {
                 .unwrap();
             runtime.block_on(async move {
                 let tls = end.connect(addr).await.unwrap();
-                let serving = sandbox_protocol::transport::serve(side, tls);
+                let serving = sandbox_protocol::transport::serve(side, tls, Link::Network);
                 let stop = tokio::task::spawn_blocking(move || {
                     let _ = dropped.recv();
                 });
