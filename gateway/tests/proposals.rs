@@ -388,43 +388,55 @@ both!(
     }
 );
 
-// The same with a real big proof in the only general slot.
+// The same with a real big proof in the only general slot. A big proof that
+// ends before the small answer arrives proves nothing either way, so the
+// big policy doubles until one is still proving when the small answer
+// comes; a small proposal that waited for it never sees that.
 both!(
     a_small_proposal_is_answered_while_a_big_one_proves,
     |b| async move {
-        let limits = Limits {
-            proof_slots: 1,
-            small_proof_bytes: 64 * 1024,
-            ..Limits::default()
-        };
-        let gw = Gw::start_limits(b, ApprovalMode::Manual, Duration::from_secs(60), limits).await;
-        let alice = gw.person("alice", "author").await;
-        let bob = gw.person("bob", "author").await;
-        for (policy, source) in [("big", endpoints(1500)), ("agent", BASE.to_owned())] {
-            let p = propose(&alice, policy, &source).await;
-            assert_eq!(approve(&bob, &p).await.status, 200);
+        for size in [1500, 3000, 6000] {
+            if small_answered_during_big_proof(b, size).await {
+                return;
+            }
         }
-        let app = &gw.running.app;
-        let big = spawn_propose(&alice, "big", endpoints(1501));
-        while app.proving.available_permits() != 0 {
-            assert!(
-                !big.is_finished(),
-                "{:?}",
-                big.await.unwrap().json()["error"]
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let small = propose(&alice, "agent", &wide()).await;
-        assert_eq!(small["verdict"], "widened", "{small}");
-        let proving = app.proving.available_permits() == 0;
-        assert!(
-            proving && !big.is_finished(),
-            "the big proof was still running"
-        );
-        let big = big.await.unwrap();
-        assert_eq!(big.status, 201, "{:?}", big.json()["error"]);
+        panic!("every small answer came only after the big proof ended");
     }
 );
+
+async fn small_answered_during_big_proof(b: Backend, size: usize) -> bool {
+    let limits = Limits {
+        proof_slots: 1,
+        small_proof_bytes: 64 * 1024,
+        max_endpoints: 2 * size,
+        max_rules: 2 * size,
+        max_bundle_bytes: 64 * 1024 * 1024,
+        ..Limits::default()
+    };
+    let gw = Gw::start_limits(b, ApprovalMode::Manual, Duration::from_secs(120), limits).await;
+    let alice = gw.person("alice", "author").await;
+    let bob = gw.person("bob", "author").await;
+    for (policy, source) in [("big", endpoints(size)), ("agent", BASE.to_owned())] {
+        let p = propose(&alice, policy, &source).await;
+        assert_eq!(approve(&bob, &p).await.status, 200);
+    }
+    let app = &gw.running.app;
+    let big = spawn_propose(&alice, "big", endpoints(size + 1));
+    while app.proving.available_permits() != 0 {
+        assert!(
+            !big.is_finished(),
+            "{:?}",
+            big.await.unwrap().json()["error"]
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let small = propose(&alice, "agent", &wide()).await;
+    assert_eq!(small["verdict"], "widened", "{small}");
+    let during = app.proving.available_permits() == 0 && !big.is_finished();
+    let big = big.await.unwrap();
+    assert_eq!(big.status, 201, "{:?}", big.json()["error"]);
+    during
+}
 
 // The revisions kept in memory stay within their byte budget: the oldest
 // go first.
