@@ -39,7 +39,23 @@ impl AttachError {
 /// The thread the relay runs on, until dropped.
 #[derive(Debug)]
 pub struct Relaying {
+    handle: tokio::runtime::Handle,
     _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// How long the supervisor has to close the stream once told the workload
+/// ended.
+const ENDED_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Relaying {
+    /// Tells `supervisor` the workload ended with `code`, the last message
+    /// after every refusal reported before it, and waits until the
+    /// supervisor has closed the stream: whatever the sandbox reported is
+    /// in the deny log before the sandbox exits.
+    pub fn report_ended(&self, supervisor: &Attached, code: u8) -> Result<(), RelayError> {
+        let last = supervisor.current();
+        self.handle.block_on(last.report_ended(code, ENDED_WITHIN))
+    }
 }
 
 /// Attaches to the supervisor on the inherited descriptor `fd` and starts
@@ -53,7 +69,7 @@ pub fn start(
     listener: OwnedFd,
     writable: Writable,
     user: Option<&PlanUser>,
-) -> Result<Relaying, AttachError> {
+) -> Result<(Relaying, Attached), AttachError> {
     let sock = enforcer::signals::take_inherited_fd(fd).map_err(|e| attach(&e))?;
     let channel = std::os::unix::net::UnixStream::from(sock);
     channel.set_nonblocking(true).map_err(|e| attach(&e))?;
@@ -70,15 +86,9 @@ pub fn start(
         }))
         .map_err(|e| attach(&e))?
         .map_err(|e| attach(&e))?;
-    serve_calls(
-        relay,
-        &Attached::new(supervisor),
-        &handle,
-        listener,
-        writable,
-        user,
-    )?;
-    Ok(relaying)
+    let attached = Attached::new(supervisor);
+    serve_calls(relay, &attached, &handle, listener, writable, user)?;
+    Ok((relaying, attached))
 }
 
 fn attach(e: &dyn std::fmt::Display) -> AttachError {
@@ -98,7 +108,13 @@ pub fn relay_thread() -> Result<(tokio::runtime::Handle, Relaying), AttachError>
         .name("relay".into())
         .spawn(move || runtime.block_on(async move { drop(stopped.await) }))
         .map_err(|e| attach(&e))?;
-    Ok((handle, Relaying { _stop: stop }))
+    Ok((
+        handle.clone(),
+        Relaying {
+            handle,
+            _stop: stop,
+        },
+    ))
 }
 
 /// With `supervisor` attached (on `handle`'s runtime): starts the DNS stub

@@ -116,7 +116,7 @@ pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError
         return Err(LaunchError::Link(enforcer::Errno(libc::EPROTO)));
     };
     // Held until the workload ends: the broker's runtime.
-    let _brokering = match relay {
+    let brokering = match relay {
         None => {
             link.hand_over(listener.as_fd())
                 .map_err(LaunchError::Link)?;
@@ -144,6 +144,10 @@ pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError
     }
     link.report_started().map_err(LaunchError::Link)?;
     let status = pid1::supervise(workload, is_init, grace)?;
+    if let Some((relaying, supervisor)) = &brokering {
+        // A supervisor that does not answer still learns the status below.
+        let _ = relaying.report_ended(supervisor, crate::standalone::exit_code(status));
+    }
     // The supervisor falls back on this process's exit if the send fails.
     let _ = link.report_status(status);
     if !is_init {

@@ -243,7 +243,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
             .map_err(|e| format!("cannot read the workload's state: {e}"))
     };
     let end = SandboxEnd::new(&bootstrap.credential).map_err(|e| attach_error(&e))?;
-    let (handle, _relaying) = brokering::relay_thread()?;
+    let (handle, relaying) = brokering::relay_thread()?;
     let port = handle
         .block_on(tokio::net::TcpListener::bind(bootstrap.listen))
         .map_err(|e| attach_error(&format!("cannot listen on {}: {e}", bootstrap.listen)))?;
@@ -309,8 +309,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     }
     let code = exit_code(status);
     say(&format!("the workload ended with status {code}"));
-    let last = attached.current();
-    if let Err(e) = handle.block_on(last.report_ended(code, Duration::from_secs(2))) {
+    if let Err(e) = relaying.report_ended(&attached, code) {
         say(&format!("the supervisor was not told: {e}"));
     }
     Ok(code)
@@ -537,7 +536,7 @@ fn attach_error(e: &dyn std::fmt::Display) -> StandaloneError {
 }
 
 /// The workload's status as this process's exit code.
-fn exit_code(status: ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: ExitStatus) -> u8 {
     u8::try_from(status.code()).unwrap_or(u8::MAX)
 }
 

@@ -236,9 +236,6 @@ impl pb::broker_server::Broker for SupervisorSide {
                         continue;
                     }
                     Ok(FromSandbox::Ended(status)) => {
-                        crate::notes::note(&format!(
-                            "the sandbox reports the workload ended with status {status}"
-                        ));
                         if let Ok(mut e) = ended.lock() {
                             *e = Some(status);
                         }

@@ -182,6 +182,9 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         let served =
             relay_runtime.block_on(sandbox_protocol::transport::serve(side, tls, Link::Network));
         if let Some(code) = status.lock().ok().and_then(|s| *s) {
+            note(&format!(
+                "the sandbox reports the workload ended with status {code}"
+            ));
             break code;
         }
         let why = served.map_or_else(|e| e.to_string(), |()| "closed".to_owned());
