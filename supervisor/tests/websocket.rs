@@ -431,12 +431,23 @@ fn a_reload_judges_the_next_message_by_the_new_rules_and_closes_revoked_relays_w
     let mut cmd = s.command(&path, "reload");
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().unwrap();
+    let mut child = cmd.spawn().unwrap();
     // `ip netns exec` execs the supervisor: the child is the supervisor.
     let pid = child.id();
-    let wait_for = |what: &str, cond: &dyn Fn() -> bool| {
+    let mut wait_for = |what: &str, cond: &dyn Fn() -> bool| {
         let start = std::time::Instant::now();
         while !cond() {
+            if let Ok(Some(_)) = child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                let mut out = String::new();
+                if let Some(mut o) = child.stdout.take() {
+                    let _ = std::io::Read::read_to_string(&mut o, &mut out);
+                }
+                panic!("the run ended before {what}:\n{out}\n{err}");
+            }
             assert!(
                 start.elapsed().as_secs() < 30,
                 "timed out waiting for {what}"
