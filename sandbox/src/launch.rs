@@ -146,7 +146,7 @@ pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError
     let status = pid1::supervise(workload, is_init, grace)?;
     if let Some((relaying, supervisor)) = &brokering {
         // A supervisor that does not answer still learns the status below.
-        let _ = relaying.report_ended(supervisor, crate::standalone::exit_code(status));
+        let _ = relaying.report_ended(supervisor, pid1::exit_code(status));
     }
     // The supervisor falls back on this process's exit if the send fails.
     let _ = link.report_status(status);

@@ -165,3 +165,8 @@ fn reap(workload: u32) -> Result<Option<ExitStatus>, Pid1Error> {
         }
     }
 }
+
+/// The workload's status as this process's exit code.
+pub(crate) fn exit_code(status: ExitStatus) -> u8 {
+    u8::try_from(status.code()).unwrap_or(u8::MAX)
+}

@@ -34,7 +34,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use enforcer::ExitStatus;
 use sandbox_protocol::Evidence;
 use sandbox_protocol::channel::{Credential, Role, SandboxEnd};
 use sandbox_protocol::transport::Link;
@@ -307,7 +306,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     if lost.load(Ordering::SeqCst) {
         return Ok(EXIT_SUPERVISOR_LOST);
     }
-    let code = exit_code(status);
+    let code = pid1::exit_code(status);
     say(&format!("the workload ended with status {code}"));
     if let Err(e) = relaying.report_ended(&attached, code) {
         say(&format!("the supervisor was not told: {e}"));
@@ -533,11 +532,6 @@ fn write_trust(trust: &Trust) -> Result<(), String> {
 
 fn attach_error(e: &dyn std::fmt::Display) -> StandaloneError {
     StandaloneError::Attach(AttachError::new(e.to_string()))
-}
-
-/// The workload's status as this process's exit code.
-pub(crate) fn exit_code(status: ExitStatus) -> u8 {
-    u8::try_from(status.code()).unwrap_or(u8::MAX)
 }
 
 /// Peers in the middle of a handshake at once; more wait to be accepted.
