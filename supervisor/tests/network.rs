@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{Dir, SYSTEM, TestNet, bundle, clients, log_lines, output, stderr, stdout};
+use common::{
+    Dir, SYSTEM, TestNet, bundle, clients, log_lines, output, sandbox_id, stderr, stdout,
+};
 
 /// A sandbox allowed to reach `local.test:PORT` (the operator names
 /// 127.0.0.1 for it), with a server listening there.
@@ -129,7 +131,7 @@ fn a_disallowed_port_is_refused_at_once_and_logged() {
     assert_eq!(line["dst_endpoint"]["hostname"], "local.test");
     assert_eq!(line["dst_endpoint"]["ip"], "127.0.0.1");
     assert_eq!(line["dst_endpoint"]["port"], other);
-    assert_eq!(line["unmapped"]["sandbox"]["id"], "local");
+    assert_eq!(line["unmapped"]["sandbox"]["id"], sandbox_id());
     assert_eq!(line["unmapped"]["sandbox"]["generation"], 1);
     assert_eq!(
         line["actor"]["process"]["file"]["path"],

@@ -509,16 +509,7 @@ fn the_sandbox_process_holds_no_secret_and_no_key() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let supervisor = child.id();
-    let sandbox = std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
-        .unwrap()
-        .split_whitespace()
-        .map(|p| p.parse::<u32>().unwrap())
-        .find(|p| {
-            std::fs::read_link(format!("/proc/{p}/exe"))
-                .is_ok_and(|e| e.ends_with("openshell-sandbox"))
-        })
-        .expect("openshell-sandbox is the supervisor's child");
+    let sandbox = s.net.sandbox_pid(child.id());
     let held = everything_held_by(sandbox);
     let _ = child.kill();
     let _ = child.wait();
@@ -530,7 +521,11 @@ fn the_sandbox_process_holds_no_secret_and_no_key() {
         held.len()
     );
     assert!(!found(SECRET.as_bytes()), "the secret is in the sandbox");
-    assert!(!found(b"PRIVATE KEY"), "a private key is in the sandbox");
+    // Across hosts the sandbox holds one key by design: its own end of
+    // the channel, which only proves it is this generation's sandbox.
+    if !common::two_hosts() {
+        assert!(!found(b"PRIVATE KEY"), "a private key is in the sandbox");
+    }
     assert!(
         !found(b"TEST_SECRET"),
         "the secret's variable is in the sandbox"

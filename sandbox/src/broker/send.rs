@@ -211,7 +211,7 @@ fn shared(broker: &Arc<Broker>, call: &Call, kind: TrappedCall, name: &str) {
 
 /// What one emulated send copies at most (a stream send may be partial).
 const PAYLOAD_LIMIT: usize = 256 * 1024;
-const SHARED_SENDTO: &str = "without a network namespace of its own (--netns none) a send to an address cannot be let through; connect the socket instead";
+const SHARED_SENDTO: &str = "in a network namespace the sandbox does not own (`--netns none`, or a container's) a send to an address cannot be let through; connect the socket instead";
 const SHARED_SENDMSG: &str = "without a network namespace of its own (--netns none) sendmsg works only on connected sockets, without an address or ancillary data";
 
 /// The destinations as the kernel will use them on the socket the call

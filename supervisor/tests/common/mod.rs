@@ -4,6 +4,13 @@
 //! namespace it creates (`ip netns add`), with only loopback: the test
 //! servers (HTTP, DNS upstream) listen there, and whatever the sandbox does
 //! (even if a test found a bug) can reach nothing off this machine.
+//!
+//! With `OPENSHELL_TEST_PLACEMENT=two-hosts` every `openshell-supervisor
+//! run` a test starts is placed as on two hosts instead: `serve` in the
+//! test's namespace, beside the test servers, and the standalone sandbox
+//! in a second namespace joined to it by a veth pair, behind a fence
+//! whose only open way in is the supervisor's address to the sandbox's
+//! port. The same assertions then hold across the channel.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 pub mod standalone;
@@ -98,7 +105,28 @@ pub fn bundle(dir: &Dir, name: &str, body: &str) -> PathBuf {
 /// drop.
 pub struct TestNet {
     pub name: String,
+    /// The sandbox's namespace in the two-host placement, made at its
+    /// first run.
+    sandbox_side: std::sync::OnceLock<Box<TestNet>>,
+    /// Where each two-host run's bootstrap and trust file go.
+    runs: std::sync::Mutex<Vec<tempfile::TempDir>>,
 }
+
+/// The two-host placement is asked for (see the module docs).
+pub fn two_hosts() -> bool {
+    std::env::var("OPENSHELL_TEST_PLACEMENT").as_deref() == Ok("two-hosts")
+}
+
+/// The sandbox id every deny-log line of a test's run carries.
+pub fn sandbox_id() -> &'static str {
+    if two_hosts() { "two-hosts" } else { "local" }
+}
+
+/// The supervisor's and the sandbox's addresses on the veth pair of the
+/// two-host placement, and the port the sandbox listens on.
+const TWO_HOSTS_SUPERVISOR: &str = "100.64.0.1";
+const TWO_HOSTS_SANDBOX: &str = "100.64.0.2";
+const TWO_HOSTS_PORT: u16 = 7000;
 
 impl TestNet {
     pub fn new() -> Self {
@@ -111,7 +139,11 @@ impl TestNet {
         let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
         ok(Command::new("ip").args(["netns", "add", &name]));
         ok(Command::new("ip").args(["-n", &name, "link", "set", "lo", "up"]));
-        Self { name }
+        Self {
+            name,
+            sandbox_side: std::sync::OnceLock::new(),
+            runs: std::sync::Mutex::default(),
+        }
     }
 
     /// Give this namespace an address that stands for the outside world (a
@@ -203,10 +235,50 @@ impl TestNet {
     }
 
     /// `openshell-supervisor ARGS` inside this namespace, optionally as
-    /// another user (`setpriv`), killed after a minute.
+    /// another user (`setpriv`); a `run` in the two-host placement when
+    /// that is asked for.
     pub fn supervisor(&self, args: &[&str], as_user: Option<&str>) -> Command {
+        if two_hosts() && args.first() == Some(&"run") {
+            return self.across_hosts(&args[1..], as_user);
+        }
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.name]);
+        self.as_user(&mut cmd, as_user);
+        cmd.arg(SUPERVISOR).args(args);
+        cmd
+    }
+
+    /// The `openshell-sandbox` of the run whose command is process
+    /// `run`: its child locally, the one in the sandbox's namespace across
+    /// hosts.
+    pub fn sandbox_pid(&self, run: u32) -> u32 {
+        let candidates: Vec<u32> = match self.sandbox_side.get() {
+            Some(sbx) => {
+                let pids = Command::new("ip")
+                    .args(["netns", "pids", &sbx.name])
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&pids.stdout)
+                    .split_whitespace()
+                    .map(|p| p.parse().unwrap())
+                    .collect()
+            }
+            None => std::fs::read_to_string(format!("/proc/{run}/task/{run}/children"))
+                .unwrap()
+                .split_whitespace()
+                .map(|p| p.parse().unwrap())
+                .collect(),
+        };
+        candidates
+            .into_iter()
+            .find(|p| {
+                std::fs::read_link(format!("/proc/{p}/exe"))
+                    .is_ok_and(|e| e.ends_with("openshell-sandbox"))
+            })
+            .expect("the run has an openshell-sandbox")
+    }
+
+    fn as_user(&self, cmd: &mut Command, as_user: Option<&str>) {
         if let Some(user) = as_user {
             cmd.args([
                 "setpriv",
@@ -217,8 +289,106 @@ impl TestNet {
                 "--bounding-set=-all",
             ]);
         }
-        cmd.arg(SUPERVISOR).args(args);
+    }
+
+    /// `run RUN_ARGS` as `serve` here and a standalone sandbox in the
+    /// fenced namespace beside this one. `--netns` is the local run's
+    /// choice: across hosts the sandbox's namespace is the fenced one.
+    fn across_hosts(&self, run_args: &[&str], as_user: Option<&str>) -> Command {
+        if let Some(user) = as_user {
+            panic!("`run` as {user} has no two-host counterpart in the harness");
+        }
+        let sbx = self.sandbox_side.get_or_init(|| {
+            let sbx = TestNet::new();
+            join(self, &sbx, TWO_HOSTS_SUPERVISOR, TWO_HOSTS_SANDBOX);
+            standalone::fence(&sbx, TWO_HOSTS_SUPERVISOR, TWO_HOSTS_PORT);
+            Box::new(sbx)
+        });
+        let run = tempfile::Builder::new()
+            .prefix("osp-two-hosts-")
+            .tempdir()
+            .unwrap();
+        let at = format!("{TWO_HOSTS_SANDBOX}:{TWO_HOSTS_PORT}");
+        let mut serve: Vec<String> = vec![
+            "--sandbox".into(),
+            at.clone(),
+            "--sandbox-listen".into(),
+            at,
+            "--sandbox-id".into(),
+            sandbox_id().into(),
+            "--generation".into(),
+            "1".into(),
+            "--trust-dir".into(),
+            run.path().join("trust").to_string_lossy().into_owned(),
+        ];
+        let mut args = run_args.iter();
+        let mut workdir = false;
+        while let Some(&arg) = args.next() {
+            match arg {
+                "--netns" => {
+                    args.next();
+                }
+                "--timeout" | "--transcript" | "--gateway" | "-v" | "--verbose" => {
+                    panic!("`run {arg}` has no two-host counterpart")
+                }
+                _ => {
+                    workdir |= arg == "--workdir";
+                    serve.push(arg.to_owned());
+                }
+            }
+        }
+        if !workdir {
+            let cwd = run.path().join("workdir");
+            std::fs::create_dir(&cwd).unwrap();
+            std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o777)).unwrap();
+            let at = serve.iter().position(|a| a == "--").unwrap_or(serve.len());
+            serve.insert(at, cwd.to_string_lossy().into_owned());
+            serve.insert(at, "--workdir".into());
+        }
+        let mut cmd = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/common/two-hosts"
+        ));
+        cmd.args([&self.name, &sbx.name, SUPERVISOR]);
+        cmd.arg(standalone::sandbox_exe())
+            .arg(run.path().join("bootstrap"))
+            .args(&serve);
+        self.runs.lock().unwrap().push(run);
         cmd
+    }
+}
+
+/// A veth pair between `a` (at `a_ip`/30) and `b` (at `b_ip`/30).
+pub fn join(a: &TestNet, b: &TestNet, a_ip: &str, b_ip: &str) {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let tag = format!(
+        "{:x}x{}",
+        std::process::id() & 0xffff,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let (va, vb) = (format!("osa{tag}"), format!("osb{tag}"));
+    let ip = |args: &[&str]| {
+        let out = Command::new("ip").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    ip(&[
+        "link", "add", &va, "netns", &a.name, "type", "veth", "peer", "name", &vb, "netns", &b.name,
+    ]);
+    for (net, dev, addr) in [(a, &va, a_ip), (b, &vb, b_ip)] {
+        ip(&[
+            "-n",
+            &net.name,
+            "addr",
+            "add",
+            &format!("{addr}/30"),
+            "dev",
+            dev,
+        ]);
+        ip(&["-n", &net.name, "link", "set", dev, "up"]);
     }
 }
 

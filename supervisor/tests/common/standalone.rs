@@ -181,25 +181,7 @@ pub fn serve_command(
 pub fn joined(prefix: &str) -> (TestNet, TestNet) {
     let sup = TestNet::new();
     let sbx = TestNet::new();
-    let tag = format!("{:x}", std::process::id() & 0xffff);
-    let (va, vb) = (format!("osa{tag}"), format!("osb{tag}"));
-    let ip = |args: &[&str]| {
-        let out = Command::new("ip").args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    ip(&[
-        "link", "add", &va, "netns", &sup.name, "type", "veth", "peer", "name", &vb, "netns",
-        &sbx.name,
-    ]);
-    for (net, dev, host) in [(&sup, &va, 1), (&sbx, &vb, 2)] {
-        let cidr = format!("{prefix}.{host}/30");
-        ip(&["-n", &net.name, "addr", "add", &cidr, "dev", dev]);
-        ip(&["-n", &net.name, "link", "set", dev, "up"]);
-    }
+    super::join(&sup, &sbx, &format!("{prefix}.1"), &format!("{prefix}.2"));
     (sup, sbx)
 }
 
