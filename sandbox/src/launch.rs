@@ -16,6 +16,7 @@
 use std::ffi::CString;
 use std::io::Read;
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt as _;
 use std::time::Duration;
 
 use enforcer::{ChildSpec, Credentials, ExitStatus, InitLink, SpawnError};
@@ -61,6 +62,22 @@ pub enum LaunchError {
     /// The channel to the supervisor could not be set up.
     #[error("cannot attach to the supervisor (--relay-fd): {0}")]
     Attach(#[from] crate::brokering::AttachError),
+    /// The mount table, which says where the trees to mount `noexec`
+    /// appear, could not be read.
+    #[error("cannot read the mount table: {0}")]
+    Mounts(std::io::Error),
+}
+
+/// Who mounts the trees the workload may write but not execute `noexec`
+/// ([`crate::noexec`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Noexec {
+    /// The supervisor that started this process, in its mount namespace.
+    Done,
+    /// The workload's child, in a mount namespace of its own.
+    Here,
+    /// Nobody: this process may not make a mount namespace.
+    Unable,
 }
 
 /// The descriptors the supervisor passed.
@@ -92,7 +109,7 @@ pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError
             (None, None) => None,
             _ => return Err(LaunchError::RelayMismatch),
         };
-        let started = start(&plan)?;
+        let started = start(&plan, Noexec::Done)?;
         Ok(((started.pending, started.writable), relay))
     });
     let ((mut pending, writable), relay) = match started {
@@ -165,11 +182,15 @@ pub(crate) struct Started {
     pub landlock_abi: u8,
     /// Its Landlock ruleset is in force.
     pub landlock_on: bool,
+    /// Trees it may write but not execute are left executable
+    /// ([`Noexec::Unable`]).
+    pub noexec_missing: bool,
 }
 
 /// Prepares Landlock and the filter, and forks the workload, which
-/// installs both and waits for the go.
-pub(crate) fn start(plan: &LaunchPlan) -> Result<Started, LaunchError> {
+/// installs both (and, with [`Noexec::Here`], mounts the trees it may
+/// write but not execute `noexec` first) and waits for the go.
+pub(crate) fn start(plan: &LaunchPlan, noexec: Noexec) -> Result<Started, LaunchError> {
     let abi = enforcer::kernel_abi().map_err(LaunchError::Landlock)?;
     // The supervisor reported the notes when it prepared the same spec.
     let (spec, _notes) = plan.landlock_spec(abi)?;
@@ -191,6 +212,25 @@ pub(crate) fn start(plan: &LaunchPlan) -> Result<Started, LaunchError> {
     );
     let filter = enforcer::build(&plan.filter_spec()?).map_err(LaunchError::Seccomp)?;
     let c_string = |bytes: &[u8], what| CString::new(bytes).map_err(|_| LaunchError::Nul(what));
+    let trees = match noexec {
+        Noexec::Done => crate::noexec::Plan::default(),
+        Noexec::Here | Noexec::Unable => {
+            let mounts = crate::mountinfo::read().map_err(LaunchError::Mounts)?;
+            crate::noexec::plan(&spec.fs, &mounts)
+        }
+    };
+    let noexec_missing = noexec == Noexec::Unable && !trees.noexec.is_empty();
+    let paths = |paths: &[std::path::PathBuf]| {
+        paths
+            .iter()
+            .map(|p| c_string(p.as_os_str().as_bytes(), "noexec trees"))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let (noexec_trees, exec_again) = if noexec == Noexec::Here {
+        (paths(&trees.noexec)?, paths(&trees.exec_again)?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let program = c_string(&plan.program, "program")?;
     let cwd = c_string(&plan.workdir, "working directory")?;
     let argv = plan
@@ -213,8 +253,8 @@ pub(crate) fn start(plan: &LaunchPlan) -> Result<Started, LaunchError> {
         // The namespaces are this process's already.
         new_netns: false,
         bind_file: None,
-        noexec: &[],
-        exec_again: &[],
+        noexec: &noexec_trees,
+        exec_again: &exec_again,
         stdio: [None, None, None],
         drop_bounding: plan.drop_bounding,
         last_cap,
@@ -231,6 +271,7 @@ pub(crate) fn start(plan: &LaunchPlan) -> Result<Started, LaunchError> {
         writable,
         landlock_abi: abi,
         landlock_on,
+        noexec_missing,
     })
 }
 

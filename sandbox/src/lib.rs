@@ -24,6 +24,7 @@ pub mod dns_stub;
 pub mod freeze;
 pub mod launch;
 pub mod mountinfo;
+pub mod noexec;
 pub mod pid1;
 pub mod plan;
 pub mod relay;

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::brokering::{self, AttachError};
 use crate::freeze;
-use crate::launch::{self, LaunchError};
+use crate::launch::{self, LaunchError, Noexec};
 use crate::pid1;
 use crate::plan::{LaunchPlan, PlanUser};
 use crate::relay::{Attached, Supervisor};
@@ -223,12 +223,24 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
             why,
         })?;
     }
+    let caps = enforcer::effective_caps(std::process::id()).unwrap_or(0);
+    let noexec = if caps & (1 << CAP_SYS_ADMIN) != 0 {
+        Noexec::Here
+    } else {
+        Noexec::Unable
+    };
     let launch::Started {
         mut pending,
         writable,
         landlock_abi,
         landlock_on,
-    } = launch::start(&plan)?;
+        noexec_missing,
+    } = launch::start(&plan, noexec)?;
+    if noexec_missing {
+        say(
+            "no privilege to make a mount namespace (CAP_SYS_ADMIN): the trees the workload may write are not mounted noexec, so code it writes there can be mapped executable (see docs/threat-model.md)",
+        );
+    }
     let workload = pending.pid();
     let _ = enforcer::signals::set_own_group(workload);
     let Some(listener) = pending.take_listener() else {
@@ -446,6 +458,7 @@ fn evidence(
 const CAP_SETGID: u32 = 6;
 const CAP_SETUID: u32 = 7;
 const CAP_SETPCAP: u32 = 8;
+const CAP_SYS_ADMIN: u32 = 21;
 
 /// The plan as this host has it: the PID namespace the sandbox was given
 /// (its own when it is PID 1), the capability sets it may empty, and the

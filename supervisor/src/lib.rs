@@ -49,7 +49,6 @@ mod handoff;
 mod l7;
 mod lifecycle;
 
-mod noexec;
 mod notes;
 mod policy;
 pub mod relay;

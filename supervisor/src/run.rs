@@ -621,7 +621,7 @@ fn noexec_trees(
     can_mount: bool,
 ) -> Result<(Vec<CString>, Vec<CString>), LaunchError> {
     let mounts = sandbox::mountinfo::read().map_err(LaunchError::io("read the mount table"))?;
-    let plan = crate::noexec::plan(rules, &mounts);
+    let plan = sandbox::noexec::plan(rules, &mounts);
     if !can_mount {
         if !plan.noexec.is_empty() {
             note(

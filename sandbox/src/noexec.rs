@@ -19,14 +19,17 @@ use std::path::{Path, PathBuf};
 
 use enforcer::{FsAccess, FsRule};
 
-use sandbox::mountinfo::{Mount, aliases};
-use sandbox::writable::{WRITE_RIGHTS, granting};
+use crate::mountinfo::{Mount, aliases};
+use crate::writable::{WRITE_RIGHTS, granting};
 
 /// What to mount `noexec`, and what to make executable again below it,
 /// each in the order to apply it.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Plan {
+    /// Every path the trees the workload may write but not execute
+    /// appear at.
     pub noexec: Vec<PathBuf>,
+    /// Every path the trees with an execute right below those appear at.
     pub exec_again: Vec<PathBuf>,
 }
 
