@@ -29,5 +29,6 @@ pub mod pid1;
 pub mod plan;
 pub mod relay;
 pub mod standalone;
+pub mod stdio;
 pub mod trust;
 pub mod writable;

@@ -129,6 +129,9 @@ pub enum StandaloneError {
         /// What is wrong with it.
         why: String,
     },
+    /// A standard stream would let the workload send past the broker.
+    #[error("{0}")]
+    Stdio(String),
     /// The workload could not be prepared.
     #[error(transparent)]
     Launch(#[from] LaunchError),
@@ -202,6 +205,7 @@ fn say(line: &str) {
 /// Runs the start described in the module docs from the bootstrap at
 /// `path`; returns the exit status for this process.
 pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
+    crate::stdio::check_inherited().map_err(StandaloneError::Stdio)?;
     let bootstrap = Bootstrap::take(path)?;
     let plan = bootstrap.plan;
     let Some(relay) = plan.relay.clone() else {

@@ -5,14 +5,12 @@
 //! stdout and stderr are pipes that the supervisor copies both to its own
 //! streams and, in arrival order, to FILE.
 //!
-//! A standard stream that is a network socket in this namespace could
-//! carry the workload past the broker (an unconnected datagram socket
-//! sends anywhere), so such a stream is refused unless it is a connected
-//! stream socket, whose peer the orchestrator chose.
+//! A standard stream that is an unconnected IP socket is refused
+//! ([`sandbox::stdio`]).
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -80,27 +78,8 @@ fn relay(
     })
 }
 
-/// Refuses standard streams that are unconnected (or datagram) IP sockets.
+/// Refuses standard streams that are unconnected (or datagram) IP sockets
+/// ([`sandbox::stdio`]).
 pub fn check_inherited() -> Result<(), LaunchError> {
-    let streams = [
-        ("stdin", io::stdin().as_fd().try_clone_to_owned()),
-        ("stdout", io::stdout().as_fd().try_clone_to_owned()),
-        ("stderr", io::stderr().as_fd().try_clone_to_owned()),
-    ];
-    for (name, fd) in streams {
-        let Ok(fd) = fd else { continue };
-        let sock = socket2::SockRef::from(&fd);
-        let Ok(domain) = sock.domain() else { continue };
-        if domain != socket2::Domain::IPV4 && domain != socket2::Domain::IPV6 {
-            continue;
-        }
-        let connected_stream =
-            sock.r#type().is_ok_and(|t| t == socket2::Type::STREAM) && sock.peer_addr().is_ok();
-        if !connected_stream {
-            return Err(LaunchError::Usage(format!(
-                "{name} is a network socket that is not a connected stream; the workload could send through it past the broker"
-            )));
-        }
-    }
-    Ok(())
+    sandbox::stdio::check_inherited().map_err(LaunchError::Usage)
 }
