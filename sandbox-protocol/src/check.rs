@@ -6,7 +6,8 @@ use std::num::NonZeroU64;
 
 use crate::pb;
 use crate::{
-    Binding, MAX_CHUNK, MAX_DATAGRAM, MAX_DNS, MAX_MESSAGE, MAX_PATH, MAX_REASON, PROTOCOL_VERSION,
+    Binding, MAX_CHUNK, MAX_DATAGRAM, MAX_DNS, MAX_LINKS, MAX_MESSAGE, MAX_PATH, MAX_REASON,
+    PROTOCOL_VERSION,
 };
 
 /// Why a message was refused.
@@ -246,7 +247,7 @@ pub enum FromSandbox {
 
 /// What the kernel says of the workload before its exec (see
 /// `proto/sandbox.proto`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Evidence {
     /// The Landlock ABI the kernel offers.
     pub landlock_abi: u32,
@@ -270,6 +271,9 @@ pub struct Evidence {
     pub uid: u32,
     /// Effective uid.
     pub euid: u32,
+    /// Binary names of the bundle that are links on the sandbox's host,
+    /// each with the file it leads to.
+    pub links: Vec<(String, String)>,
 }
 
 impl Evidence {
@@ -315,8 +319,20 @@ impl Evidence {
         (!wrong.is_empty()).then(|| wrong.join("; "))
     }
 
-    fn from_pb(e: &pb::Evidence) -> Self {
-        Self {
+    fn check(e: pb::Evidence) -> Result<Self, ProtocolError> {
+        let bytes = e.links.iter().map(|l| l.name.len() + l.target.len());
+        limit("links", bytes.sum(), MAX_LINKS)?;
+        let mut links = Vec::with_capacity(e.links.len());
+        for l in e.links {
+            for (name, path) in [("links.name", &l.name), ("links.target", &l.target)] {
+                limit(name, path.len(), MAX_PATH)?;
+                if !path.starts_with('/') {
+                    return Err(field(name, "not an absolute path"));
+                }
+            }
+            links.push((l.name, l.target));
+        }
+        Ok(Self {
             landlock_abi: e.landlock_abi,
             landlock_enforced: e.landlock_enforced,
             seccomp_mode: e.seccomp_mode,
@@ -328,10 +344,11 @@ impl Evidence {
             no_new_privs: e.no_new_privs,
             uid: e.uid,
             euid: e.euid,
-        }
+            links,
+        })
     }
 
-    fn to_pb(self) -> pb::Evidence {
+    fn to_pb(&self) -> pb::Evidence {
         pb::Evidence {
             landlock_abi: self.landlock_abi,
             landlock_enforced: self.landlock_enforced,
@@ -344,6 +361,14 @@ impl Evidence {
             no_new_privs: self.no_new_privs,
             uid: self.uid,
             euid: self.euid,
+            links: self
+                .links
+                .iter()
+                .map(|(name, target)| pb::BinaryLink {
+                    name: name.clone(),
+                    target: target.clone(),
+                })
+                .collect(),
         }
     }
 }
@@ -460,7 +485,7 @@ impl FromSandbox {
                 })
             }
             Kind::Refusal(r) => Ok(Self::Refusal(RefusalReport::check(r)?)),
-            Kind::Evidence(e) => Ok(Self::Evidence(Evidence::from_pb(&e))),
+            Kind::Evidence(e) => Ok(Self::Evidence(Evidence::check(e)?)),
             Kind::Ended(e) => u8::try_from(e.exit_status)
                 .map(Self::Ended)
                 .map_err(|_| field("exit_status", "over 255")),

@@ -54,6 +54,9 @@ pub const MAX_DNS: usize = 65_535;
 pub const MAX_DATAGRAM: usize = 65_507;
 /// The most bytes of an executable's path (`PATH_MAX`).
 pub const MAX_PATH: usize = 4096;
+/// The most bytes of an `Evidence`'s binary links, names and targets
+/// together: the message stays under [`MAX_MESSAGE`].
+pub const MAX_LINKS: usize = 48 * 1024;
 /// The most bytes of a reason the sandbox gives.
 pub const MAX_REASON: usize = 1024;
 /// The most streams open at once on one connection (HTTP/2's

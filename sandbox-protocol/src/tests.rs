@@ -567,3 +567,39 @@ fn evidence_short_of_any_promise_is_refused_by_name() {
         "root with an empty bounding set"
     );
 }
+
+#[test]
+fn evidence_links_round_trip_and_bad_ones_are_refused() {
+    let b = binding();
+    let linked = FromSandbox::Evidence(Evidence {
+        links: vec![("/usr/bin/python3".into(), "/usr/bin/python3.11".into())],
+        ..sound_evidence()
+    });
+    let bytes = linked.to_pb(&b).encode_to_vec();
+    assert_eq!(decode_sandbox_message(&bytes, &b), Ok(linked));
+    let long = format!("/{}", "a".repeat(MAX_PATH));
+    let many: Vec<(String, String)> = (0..=MAX_LINKS / 2048)
+        .map(|i| (format!("/{i:01023}"), format!("/{i:01023}")))
+        .collect();
+    let cases = [
+        (
+            vec![("python3".into(), "/usr/bin/python3.11".into())],
+            "not an absolute path",
+        ),
+        (
+            vec![("/usr/bin/python3".into(), String::new())],
+            "not an absolute path",
+        ),
+        (vec![("/x".into(), long)], "links.target"),
+        (many, "links"),
+    ];
+    for (links, why) in cases {
+        let m = FromSandbox::Evidence(Evidence {
+            links,
+            ..sound_evidence()
+        });
+        let bytes = m.to_pb(&b).encode_to_vec();
+        let err = decode_sandbox_message(&bytes, &b).unwrap_err().to_string();
+        assert!(err.contains(why), "{why}: {err}");
+    }
+}

@@ -23,6 +23,7 @@ pub mod caller;
 pub mod dns_stub;
 pub mod freeze;
 pub mod launch;
+pub mod links;
 pub mod mountinfo;
 pub mod noexec;
 pub mod pid1;

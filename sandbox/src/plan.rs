@@ -82,6 +82,11 @@ pub struct RelayPlan {
     /// The workload has a network namespace of its own (only loopback);
     /// otherwise it shares the host's.
     pub own_network: bool,
+    /// The binaries the bundle names by an exact path, which a standalone
+    /// sandbox resolves on its host ([`crate::links`]); a supervisor that
+    /// sees the workload's filesystem resolves them itself.
+    #[serde(default)]
+    pub binaries: Vec<crate::links::NamedBinary>,
 }
 
 /// Everything the sandbox needs to start the workload. Byte strings are

@@ -34,17 +34,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sandbox_protocol::Evidence;
 use sandbox_protocol::channel::{Credential, Role, SandboxEnd};
 use sandbox_protocol::transport::Link;
+use sandbox_protocol::{Evidence, MAX_LINKS};
 use serde::{Deserialize, Serialize};
 
 use crate::brokering::{self, AttachError};
 use crate::freeze;
 use crate::launch::{self, LaunchError, Noexec};
+use crate::links::NamedBinary;
 use crate::pid1;
 use crate::plan::{LaunchPlan, PlanUser};
 use crate::relay::{Attached, Supervisor};
+use crate::writable::Writable;
 
 /// The bootstrap format this sandbox reads.
 pub const BOOTSTRAP_VERSION: u32 = 1;
@@ -250,11 +252,14 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     let Some(listener) = pending.take_listener() else {
         return Err(LaunchError::Link(enforcer::Errno(libc::EPROTO)).into());
     };
+    // Resolved once, before the workload runs: what it does to the
+    // filesystem later cannot lend a name to another file.
+    let links = reported_links(&relay.binaries, &writable);
     // Kept to read the listener's state for every Evidence; the broker
     // serves the other.
     let watched = listener.try_clone().map_err(|e| attach_error(&e))?;
     let facts = move || {
-        evidence(workload, &watched, landlock_abi, landlock_on)
+        evidence(workload, &watched, landlock_abi, landlock_on, links.clone())
             .map_err(|e| format!("cannot read the workload's state: {e}"))
     };
     let end = SandboxEnd::new(&bootstrap.credential).map_err(|e| attach_error(&e))?;
@@ -431,6 +436,28 @@ impl Gate {
     }
 }
 
+/// The binaries `names` that are links on this host, as the Evidence
+/// reports them (within [`MAX_LINKS`] bytes), each said.
+fn reported_links(names: &[NamedBinary], writable: &Writable) -> Vec<(String, String)> {
+    let resolved = crate::links::resolve(names, Path::new("/"), Some(writable));
+    for line in &resolved.lines {
+        say(line);
+    }
+    let mut bytes = 0;
+    let mut links = Vec::new();
+    for (name, target) in resolved.links {
+        bytes += name.len() + target.len();
+        if bytes > MAX_LINKS {
+            say(&format!(
+                "binary `{name}`: not expanded, the links reported hold at most {MAX_LINKS} bytes"
+            ));
+            continue;
+        }
+        links.push((name, target));
+    }
+    links
+}
+
 /// What the kernel says of `workload`, which has applied everything and
 /// waits before its exec, and of the listener this process holds.
 fn evidence(
@@ -438,6 +465,7 @@ fn evidence(
     listener: &std::os::fd::OwnedFd,
     landlock_abi: u8,
     landlock_on: bool,
+    links: Vec<(String, String)>,
 ) -> std::io::Result<Evidence> {
     let listener_live = matches!(
         enforcer::wait_listener(listener, Some(Duration::ZERO)),
@@ -456,6 +484,7 @@ fn evidence(
         no_new_privs: enforcer::no_new_privs(workload)?,
         uid,
         euid,
+        links,
     })
 }
 

@@ -64,6 +64,9 @@ pub struct SupervisorSide {
     evidence: Option<EvidenceRule>,
     /// The Evidence was accepted.
     went: Arc<AtomicBool>,
+    /// Where the binary links an accepted Evidence reports are put in
+    /// force.
+    links_to: Option<Arc<crate::reload::Reloader>>,
     /// The workload's exit status, once the sandbox reported it.
     ended: Arc<Mutex<Option<u8>>>,
 }
@@ -97,6 +100,7 @@ impl SupervisorSide {
             greeted: Arc::default(),
             evidence: None,
             went: Arc::default(),
+            links_to: None,
             ended: Arc::default(),
         }
     }
@@ -113,6 +117,14 @@ impl SupervisorSide {
     #[must_use]
     pub(crate) fn requiring_evidence(mut self, rule: EvidenceRule) -> Self {
         self.evidence = Some(rule);
+        self
+    }
+
+    /// Puts the binary links of each accepted Evidence in force through
+    /// `reloader`, before the workload may run.
+    #[must_use]
+    pub(crate) fn with_links_to(mut self, reloader: Arc<crate::reload::Reloader>) -> Self {
+        self.links_to = Some(reloader);
         self
     }
 }
@@ -134,6 +146,7 @@ impl pb::broker_server::Broker for SupervisorSide {
         let digest = self.bundle_digest.clone();
         let greeted = Arc::clone(&self.greeted);
         let (rule, went) = (self.evidence, Arc::clone(&self.went));
+        let links_to = self.links_to.clone();
         let ended = Arc::clone(&self.ended);
         tokio::spawn(async move {
             let order = Arc::new(Mutex::new(ControlOrder::new()));
@@ -193,6 +206,9 @@ impl pb::broker_server::Broker for SupervisorSide {
                             },
                             evidence.uid
                         ));
+                        if let Some(reloader) = &links_to {
+                            reloader.use_links(evidence.links).await;
+                        }
                         went.store(true, Ordering::SeqCst);
                         FromSupervisor::Go
                     }

@@ -30,7 +30,7 @@ use std::time::{Duration, SystemTime};
 use policy_bundle::Tables;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::broker::aliases::Aliases;
+use crate::broker::aliases::{Aliases, named_binaries};
 use crate::credentials::Placeholders;
 use crate::denylog::DenyLog;
 use crate::dns::DnsPolicy;
@@ -54,6 +54,9 @@ pub struct Reloader {
     pub proxy: Option<Arc<Proxy>>,
     /// What the workload can write, and its root (for binary links).
     guard: Option<(Arc<Writable>, Arc<File>)>,
+    /// The binary links a standalone sandbox reported, for a supervisor
+    /// that cannot see the workload's filesystem.
+    reported: std::sync::Mutex<Vec<(String, String)>>,
     generation: AtomicU64,
     busy: tokio::sync::Mutex<()>,
 }
@@ -94,6 +97,7 @@ impl Reloader {
             log,
             proxy,
             guard: None,
+            reported: std::sync::Mutex::default(),
             generation: AtomicU64::new(0),
             busy: tokio::sync::Mutex::new(()),
         }
@@ -105,6 +109,40 @@ impl Reloader {
     pub fn guarded(mut self, writable: Arc<Writable>, root: Arc<File>) -> Self {
         self.guard = Some((writable, root));
         self
+    }
+
+    /// Puts in force the binary links a standalone sandbox reported in its
+    /// Evidence ([`sandbox::links`]), for the bundle in force and every
+    /// reload after (a name a reload adds is not resolved: its rules apply
+    /// to that exact path).
+    pub async fn use_links(&self, links: Vec<(String, String)>) {
+        let _one_at_a_time = self.busy.lock().await;
+        if let Ok(mut reported) = self.reported.lock() {
+            *reported = links;
+        }
+        let old = self.policy.current();
+        let aliases = self.reported_aliases(old.bundle());
+        let bundle = old.bundle().clone();
+        let placeholders = Arc::clone(&self.placeholders);
+        let generation = old.generation;
+        let built = tokio::task::spawn_blocking(move || {
+            Active::new(bundle, &placeholders, generation).with_aliases(aliases)
+        })
+        .await;
+        if let Ok(active) = built {
+            self.policy.replace(active);
+        }
+    }
+
+    /// The reported links of the binaries `bundle` names.
+    fn reported_aliases(&self, bundle: &policy_bundle::Bundle) -> Aliases {
+        let names = named_binaries(&bundle.enforcement.seccomp.identities);
+        let reported = self.reported.lock().map(|r| r.clone()).unwrap_or_default();
+        Aliases::from_links(
+            reported
+                .into_iter()
+                .filter(|(name, _)| names.iter().any(|n| &n.path == name)),
+        )
     }
 
     /// Loads the bundle file again and puts its network part in force.
@@ -201,11 +239,13 @@ impl Reloader {
             .guard
             .as_ref()
             .map(|(w, r)| (Arc::clone(w), root_path(r)));
+        let reported = self.reported_aliases(&bundle);
         let built = tokio::task::spawn_blocking(move || {
             let dns = DnsPolicy::from_table(&bundle.enforcement.seccomp);
-            let (aliases, expanded) = guard.map_or_else(Default::default, |(w, r)| {
-                Aliases::expand(&bundle.enforcement.seccomp.identities, &r, Some(&w))
-            });
+            let (aliases, expanded) = guard.map_or_else(
+                || (reported, Vec::new()),
+                |(w, r)| Aliases::expand(&bundle.enforcement.seccomp.identities, &r, Some(&w)),
+            );
             let active = Active::new(bundle, &placeholders, generation).with_aliases(aliases);
             (active, dns, expanded)
         })

@@ -331,6 +331,8 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         bundle_digest: bundle.digest.clone(),
         hash_binaries: crate::policy::pins(&bundle),
         own_network: mode == NetnsMode::New,
+        // Resolved here, under the workload's root.
+        binaries: Vec::new(),
     });
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()
         .map_err(LaunchError::io("make the channel to openshell-sandbox"))?;

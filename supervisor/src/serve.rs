@@ -37,6 +37,7 @@ use sandbox_protocol::transport::Link;
 
 use crate::attribution::Attribution;
 use crate::broker::Connector;
+use crate::broker::aliases::named_binaries;
 use crate::cli::ServeArgs;
 use crate::credentials::Placeholders;
 use crate::decide::Decider;
@@ -168,6 +169,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
             digest.clone(),
         )
         .requiring_evidence(evidence_rule)
+        .with_links_to(Arc::clone(&reloader))
     };
     let (relay_runtime, _relaying) = crate::run::relay_thread()?;
     let within = Duration::from_secs(args.attach_within);
@@ -274,6 +276,7 @@ fn plan(
             // A container's network has interfaces of its own: every IP
             // connect is performed by the broker or refused.
             own_network: false,
+            binaries: named_binaries(&bundle.enforcement.seccomp.identities),
         }),
     };
     // No kernel could load a filter this one refuses: say so now.

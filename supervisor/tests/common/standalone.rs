@@ -110,6 +110,7 @@ pub fn bootstrap(
             bundle_digest: bundle.digest.clone(),
             hash_binaries: false,
             own_network: false,
+            binaries: Vec::new(),
         }),
     };
     Bootstrap {
