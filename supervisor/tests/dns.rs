@@ -115,8 +115,9 @@ fn an_unlisted_name_does_not_resolve_and_is_logged() {
     );
 }
 
-/// Queries the workload writes itself, to its first nameserver (the
-/// stub, or a host's the broker redirects to it): a name with bytes no
+/// Queries the workload writes itself on a socket connected to its first
+/// nameserver (the stub, or a host's the broker redirects to it), as a
+/// resolver does: a name with bytes no
 /// host name has, another class, two questions, bytes that are no DNS
 /// message. None is looked up, and each leaves a log line, since a name is
 /// a channel out whether or not it resolves.
@@ -128,9 +129,9 @@ def q(labels,qclass=1,qd=1):
   name=b''.join(bytes([len(l)])+l for l in labels)+b'\0'
   return struct.pack('>HHHHHH',0x1234,0x0100,qd,0,0,0)+(name+struct.pack('>HH',1,qclass))*qd
 ns=([l.split()[1] for l in open('/etc/resolv.conf') if l.startswith('nameserver') and '.' in l]+['127.0.0.1'])[0]
-s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(2)
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(2); s.connect((ns,53))
 for what,msg in (('odd',q([b'se\x00cr\xffet',b'api',b'test'])),('class',q([b'api',b'test'],qclass=3)),('two',q([b'api',b'test'],qd=2)),('garbage',b'\x01\x02\x03')):
-  s.sendto(msg,(ns,53))
+  s.send(msg)
   try:
     print(what,s.recv(512)[3]&0xf)
   except socket.timeout:
