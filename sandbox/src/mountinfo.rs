@@ -21,6 +21,8 @@ pub struct Mount {
     pub root: PathBuf,
     /// Where it is mounted.
     pub mount_point: PathBuf,
+    /// The filesystem's type (`cgroup2`, `ext4`...).
+    pub fstype: String,
 }
 
 /// The mount table of this process.
@@ -43,10 +45,13 @@ fn parse(text: &str) -> Option<Vec<Mount>> {
             let dev = fields.nth(2)?;
             let root = fields.next()?;
             let mount_point = fields.next()?;
+            // Optional fields end at a lone `-`, the type follows.
+            let fstype = fields.skip_while(|f| *f != "-").nth(1)?;
             Some(Mount {
                 dev: dev.to_owned(),
                 root: PathBuf::from(unescape(root)),
                 mount_point: PathBuf::from(unescape(mount_point)),
+                fstype: fstype.to_owned(),
             })
         })
         .collect()
@@ -148,6 +153,8 @@ mod tests {
         assert_eq!(t[3].mount_point, Path::new("/opt/sub dir"));
         assert_eq!(t[3].root, Path::new("/srv/sandbox/sub"));
         assert_eq!(t[3].dev, "254:0");
+        assert_eq!(t[1].fstype, "proc");
+        assert_eq!(t[5].fstype, "tmpfs");
         assert_eq!(unescape("a\\134b\\011c"), "a\\b\tc");
         assert_eq!(unescape("trailing\\"), "trailing\\");
         assert_eq!(parse("1 2"), None);

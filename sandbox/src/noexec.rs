@@ -122,11 +122,13 @@ mod tests {
                 dev: "1:1".into(),
                 root: "/".into(),
                 mount_point: "/".into(),
+                fstype: "ext4".into(),
             },
             Mount {
                 dev: "1:1".into(),
                 root: base.join("w"),
                 mount_point: "/mnt/alias".into(),
+                fstype: "ext4".into(),
             },
         ];
         let p = plan(&[rule(&base.join("w"), FsAccess::WRITE_FILE)], &mounts);

@@ -40,7 +40,7 @@ use sandbox_protocol::{Evidence, MAX_LINKS};
 use serde::{Deserialize, Serialize};
 
 use crate::brokering::{self, AttachError};
-use crate::freeze;
+use crate::freeze::Freezer;
 use crate::launch::{self, LaunchError, Noexec};
 use crate::links::NamedBinary;
 use crate::pid1;
@@ -252,6 +252,9 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     let Some(listener) = pending.take_listener() else {
         return Err(LaunchError::Link(enforcer::Errno(libc::EPROTO)).into());
     };
+    let (freezer, how) = Freezer::for_workload(workload);
+    say(&how);
+    let freezer = Arc::new(freezer);
     // Resolved once, before the workload runs: what it does to the
     // filesystem later cannot lend a name to another file.
     let links = reported_links(&relay.binaries, &writable);
@@ -301,30 +304,33 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         writable,
         plan.user.as_ref(),
     )?;
-    let lost = Arc::new(AtomicBool::new(false));
-    let ending = Arc::new(AtomicBool::new(false));
+    let state = WorkloadState {
+        freezer: Arc::clone(&freezer),
+        ending: Arc::default(),
+        lost: Arc::default(),
+    };
     handle.spawn(watch(
         attached.clone(),
         attachments,
         gate,
         Duration::from_secs(bootstrap.reattach_within),
         facts,
-        Arc::clone(&ending),
-        Arc::clone(&lost),
+        state.clone(),
     ));
     if let Err(e) = pending.start() {
         return Err(LaunchError::from(e).into());
     }
     say(&format!("workload {workload} started"));
     let status = pid1::supervise(workload, is_init, grace).map_err(LaunchError::from)?;
-    ending.store(true, Ordering::SeqCst);
+    state.ending.store(true, Ordering::SeqCst);
     if !is_init {
         enforcer::kill_descendants();
     }
+    freezer.release();
     if let Some(trust) = &bootstrap.trust {
         let _ = std::fs::remove_dir_all(&trust.dir);
     }
-    if lost.load(Ordering::SeqCst) {
+    if state.lost.load(Ordering::SeqCst) {
         return Ok(EXIT_SUPERVISOR_LOST);
     }
     let code = pid1::exit_code(status);
@@ -345,9 +351,13 @@ async fn watch(
     gate: Gate,
     window: Duration,
     facts: impl Fn() -> Result<Evidence, String> + Send + 'static,
-    ending: Arc<AtomicBool>,
-    lost: Arc<AtomicBool>,
+    state: WorkloadState,
 ) {
+    let WorkloadState {
+        freezer,
+        ending,
+        lost,
+    } = state;
     loop {
         attached.current().closed().await;
         if ending.load(Ordering::SeqCst) {
@@ -355,9 +365,12 @@ async fn watch(
         }
         let dropped = std::time::Instant::now();
         gate.open();
-        let frozen = tokio::task::spawn_blocking(freeze::freeze)
-            .await
-            .unwrap_or_else(|e| Err(e.to_string()));
+        let frozen = tokio::task::spawn_blocking({
+            let freezer = Arc::clone(&freezer);
+            move || freezer.freeze()
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
         match frozen {
             Ok(n) => say(&format!(
                 "the channel to the supervisor dropped: {n} workload processes frozen in {:.1} ms; killed unless it reattaches within {window:?}",
@@ -367,7 +380,7 @@ async fn watch(
                 say(&format!(
                     "the channel to the supervisor dropped and the workload could not be frozen ({why}): every workload process is killed"
                 ));
-                return kill(&lost);
+                return kill(&freezer, &lost);
             }
         }
         let resumed = tokio::time::timeout(window, async {
@@ -396,21 +409,31 @@ async fn watch(
         })
         .await;
         if resumed == Ok(true) {
-            freeze::thaw();
+            freezer.thaw();
             say("the supervisor reattached: the workload resumed");
             continue;
         }
         say(&format!(
             "no supervisor reattached within {window:?}: every workload process is killed"
         ));
-        return kill(&lost);
+        return kill(&freezer, &lost);
     }
 }
 
+/// How the workload is frozen, and what the init's end learns of the
+/// watch: the workload is ending (a dropped channel then freezes
+/// nothing), or was killed for want of a supervisor.
+#[derive(Debug, Clone)]
+struct WorkloadState {
+    freezer: Arc<Freezer>,
+    ending: Arc<AtomicBool>,
+    lost: Arc<AtomicBool>,
+}
+
 /// Kills every workload process, saying so to the init's end.
-fn kill(lost: &AtomicBool) {
+fn kill(freezer: &Freezer, lost: &AtomicBool) {
     lost.store(true, Ordering::SeqCst);
-    freeze::kill();
+    freezer.kill();
 }
 
 /// Whether a supervisor is attached: while one is, every peer is refused.

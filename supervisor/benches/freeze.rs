@@ -119,7 +119,7 @@ fn main() {
         serving.abort();
         loop {
             let s = tree_states(pid);
-            if s.len() > WORKERS && s.iter().all(|&(_, c)| c == 'T') {
+            if s.len() > WORKERS && s.iter().all(|&(p, c)| standalone::held(p, c)) {
                 break;
             }
             assert!(

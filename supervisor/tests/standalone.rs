@@ -51,16 +51,23 @@ struct Started {
     bootstrap: PathBuf,
 }
 
-fn start(upstream: SocketAddr, script: &str, pid_namespace: bool) -> Started {
-    start_with(upstream, script, pid_namespace, 30)
+/// How the sandbox process is started.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum As {
+    /// A plain process of the test's.
+    Process,
+    /// PID 1 of a PID namespace of its own.
+    Init,
+    /// A process that sees no cgroup hierarchy (a container that mounts
+    /// none): it freezes with `SIGSTOP` alone.
+    WithoutCgroups,
 }
 
-fn start_with(
-    upstream: SocketAddr,
-    script: &str,
-    pid_namespace: bool,
-    reattach_within: u64,
-) -> Started {
+fn start(upstream: SocketAddr, script: &str, how: As) -> Started {
+    start_with(upstream, script, how, 30)
+}
+
+fn start_with(upstream: SocketAddr, script: &str, how: As, reattach_within: u64) -> Started {
     let dir = Dir::new();
     let python = exe("/usr/bin/python3");
     let policy = dir.join("p.policy");
@@ -90,12 +97,23 @@ fn start_with(
     );
     let bootstrap = dir.join("bootstrap.json");
     std::fs::write(&bootstrap, file.to_bytes()).unwrap();
-    let mut cmd = if pid_namespace {
-        standalone::bootstrapped(None, &bootstrap)
-    } else {
-        let mut c = Command::new(standalone::sandbox_exe());
-        c.arg("--bootstrap").arg(&bootstrap);
-        c
+    let mut cmd = match how {
+        As::Init => standalone::bootstrapped(None, &bootstrap),
+        As::Process => {
+            let mut c = Command::new(standalone::sandbox_exe());
+            c.arg("--bootstrap").arg(&bootstrap);
+            c
+        }
+        As::WithoutCgroups => {
+            let mut c = Command::new("unshare");
+            c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                .arg(
+                    "for m in $(awk '$3 ~ /^cgroup/ {print $2}' /proc/self/mounts | sort -r); do umount -l \"$m\"; done; exec \"$0\" --bootstrap \"$1\"",
+                )
+                .arg(standalone::sandbox_exe())
+                .arg(&bootstrap);
+            c
+        }
     };
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -204,7 +222,7 @@ sys.stdin.readline()
 #[test]
 fn the_workload_runs_only_once_its_supervisor_attached_and_every_other_peer_is_refused() {
     let (up, upstream_read) = upstream();
-    let mut s = start(up, RELAYED_PY, true);
+    let mut s = start(up, RELAYED_PY, As::Init);
     assert!(
         !s.bootstrap.exists(),
         "the bootstrap, with the sandbox's key, is still on disk"
@@ -258,7 +276,7 @@ sys.stdin.readline()
 #[test]
 fn when_the_channel_drops_and_no_supervisor_returns_every_workload_process_is_killed() {
     let (up, _) = upstream();
-    let mut s = start_with(up, LINGERING_PY, false, 1);
+    let mut s = start_with(up, LINGERING_PY, As::Process, 1);
     s.assert_not_started();
     let channel = s.attach();
     let started = wait_for(&s.out, "started", &mut s.seen);
@@ -320,11 +338,30 @@ while True:
 /// "The workload stops when the channel drops, cannot resume itself, and
 /// goes on when its supervisor reattaches": two processes that tick and
 /// send each other `SIGCONT` are both stopped, stay stopped, and tick
-/// again once the same generation's supervisor has attached anew.
+/// again once the same generation's supervisor has attached anew; frozen
+/// in their cgroup, and with `SIGSTOP` alone where the sandbox sees no
+/// cgroup hierarchy.
 #[test]
 fn a_dropped_channel_freezes_the_workload_until_its_supervisor_reattaches() {
+    for how in [As::Process, As::WithoutCgroups] {
+        freezes_until_reattached(how);
+    }
+}
+
+fn freezes_until_reattached(how: As) {
     let (up, _) = upstream();
-    let mut s = start(up, TICKING_PY, false);
+    let mut s = start(up, TICKING_PY, how);
+    let by = if how == As::WithoutCgroups {
+        "stops its processes with SIGSTOP"
+    } else {
+        "which a dropped channel freezes"
+    };
+    // Said before it listens: among the lines `start` passed over.
+    assert!(
+        s.seen.iter().any(|l| l.contains(by)),
+        "{how:?}: {:#?}",
+        s.seen
+    );
     let channel = s.attach();
     wait_for(&s.out, "tick parent", &mut s.seen);
     wait_for(&s.out, "tick child", &mut s.seen);
@@ -338,8 +375,8 @@ fn a_dropped_channel_freezes_the_workload_until_its_supervisor_reattaches() {
     );
     let states = tree_states(s.child.id());
     assert!(
-        states.len() >= 2 && states.iter().all(|(_, st)| *st == 'T'),
-        "not every workload process is stopped: {states:?}"
+        states.len() >= 2 && states.iter().all(|&(p, st)| standalone::held(p, st)),
+        "{how:?}: not every workload process is stopped: {states:?}"
     );
 
     let _again = s.attach();
@@ -348,7 +385,7 @@ fn a_dropped_channel_freezes_the_workload_until_its_supervisor_reattaches() {
     wait_for(&s.out, "tick child", &mut s.seen);
     s.stdin.write_all(b"\n").unwrap();
     let status = s.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "{:#?}", s.seen);
+    assert_eq!(status.code(), Some(0), "{how:?}: {:#?}", s.seen);
 }
 
 /// The workload `serve` runs: it checks its trust file, exchanges a line

@@ -75,6 +75,27 @@ pub fn tree_states(pid: u32) -> Vec<(u32, char)> {
     out
 }
 
+/// Process `pid` with state letter `state` runs no more: stopped by
+/// `SIGSTOP`, or in a cgroup the kernel has frozen.
+pub fn held(pid: u32, state: char) -> bool {
+    if state == 'T' {
+        return true;
+    }
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    let Some(path) = cgroup.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return false;
+    };
+    let mounts = sandbox::mountinfo::read().unwrap();
+    mounts
+        .iter()
+        .filter(|m| m.fstype == "cgroup2")
+        .filter_map(|m| {
+            let below = Path::new(path).strip_prefix(&m.root).ok()?;
+            std::fs::read_to_string(m.mount_point.join(below).join("cgroup.events")).ok()
+        })
+        .any(|events| events.lines().any(|l| l == "frozen 1"))
+}
+
 /// A standalone sandbox's bootstrap: `bundle`'s tables for sandbox
 /// `binding`, `program` with `argv` and `envp` in `workdir`, as `nobody`,
 /// listening on an ephemeral loopback port.
