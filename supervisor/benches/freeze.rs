@@ -7,6 +7,10 @@
 //! attaches again so that the workload resumes: the time from the close
 //! to the last process stopped, over `ROUNDS` rounds, median and p99.
 //!
+//! The sandbox freezes the workload's cgroup where it can make one; with
+//! `FREEZE_BY=sigstop` it is started seeing no cgroup hierarchy, and
+//! stops every process with `SIGSTOP`.
+//!
 //! Run as root: `cargo bench -p supervisor --bench freeze`.
 #![allow(
     clippy::unwrap_used,
@@ -78,7 +82,17 @@ fn main() {
         1,
     );
     std::fs::write(&boot, bootstrap.to_bytes()).expect("bootstrap");
-    let mut child = Command::new(standalone::sandbox_exe())
+    let sigstop = std::env::var("FREEZE_BY").as_deref() == Ok("sigstop");
+    let mut sandbox = if sigstop {
+        let mut c = Command::new("unshare");
+        c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+            .arg(standalone::WITHOUT_CGROUPS)
+            .arg(standalone::sandbox_exe());
+        c
+    } else {
+        Command::new(standalone::sandbox_exe())
+    };
+    let mut child = sandbox
         .arg("--bootstrap")
         .arg(&boot)
         .stdin(Stdio::null())

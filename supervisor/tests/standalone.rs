@@ -107,10 +107,9 @@ fn start_with(upstream: SocketAddr, script: &str, how: As, reattach_within: u64)
         As::WithoutCgroups => {
             let mut c = Command::new("unshare");
             c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-                .arg(
-                    "for m in $(awk '$3 ~ /^cgroup/ {print $2}' /proc/self/mounts | sort -r); do umount -l \"$m\"; done; exec \"$0\" --bootstrap \"$1\"",
-                )
+                .arg(standalone::WITHOUT_CGROUPS)
                 .arg(standalone::sandbox_exe())
+                .arg("--bootstrap")
                 .arg(&bootstrap);
             c
         }

@@ -75,6 +75,11 @@ pub fn tree_states(pid: u32) -> Vec<(u32, char)> {
     out
 }
 
+/// `sh -c` this, then the sandbox's program and its arguments, in a mount
+/// namespace of its own: the sandbox sees no cgroup hierarchy (a container
+/// that mounts none) and freezes with `SIGSTOP` alone.
+pub const WITHOUT_CGROUPS: &str = "for m in $(awk '$3 ~ /^cgroup/ {print $2}' /proc/self/mounts | sort -r); do umount -l \"$m\"; done; exec \"$0\" \"$@\"";
+
 /// Process `pid` with state letter `state` runs no more: stopped by
 /// `SIGSTOP`, or in a cgroup the kernel has frozen.
 pub fn held(pid: u32, state: char) -> bool {
