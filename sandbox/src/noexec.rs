@@ -75,13 +75,7 @@ fn everywhere<'a>(trees: impl Iterator<Item = &'a PathBuf>, mounts: &[Mount]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rule(path: &Path, access: FsAccess) -> FsRule {
-        FsRule {
-            path: path.to_path_buf(),
-            access,
-        }
-    }
+    use crate::writable::rule;
 
     #[test]
     fn written_trees_are_noexec_unless_an_execute_right_covers_them() {

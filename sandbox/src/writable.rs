@@ -227,16 +227,18 @@ impl Writable {
     }
 }
 
+/// A rule granting `access` on `path`, for the tests of this crate.
+#[cfg(test)]
+pub(crate) fn rule(path: &Path, access: FsAccess) -> FsRule {
+    FsRule {
+        path: path.to_path_buf(),
+        access,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rule(path: &Path, access: FsAccess) -> FsRule {
-        FsRule {
-            path: path.to_path_buf(),
-            access,
-        }
-    }
 
     #[test]
     fn trees_are_the_rules_with_a_write_right() {
