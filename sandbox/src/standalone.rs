@@ -217,7 +217,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         });
     };
     let is_init = pid1::become_init().map_err(LaunchError::from)?;
-    let plan = settle(plan, bootstrap.run_as.as_ref(), is_init).map_err(|why| {
+    let (plan, noexec) = settle(plan, bootstrap.run_as.as_ref(), is_init).map_err(|why| {
         StandaloneError::Bootstrap {
             path: path.display().to_string(),
             why,
@@ -229,12 +229,6 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
             why,
         })?;
     }
-    let caps = enforcer::effective_caps(std::process::id()).unwrap_or(0);
-    let noexec = if caps & (1 << CAP_SYS_ADMIN) != 0 {
-        Noexec::Here
-    } else {
-        Noexec::Unable
-    };
     let launch::Started {
         mut pending,
         writable,
@@ -518,12 +512,13 @@ const CAP_SYS_ADMIN: u32 = 21;
 
 /// The plan as this host has it: the PID namespace the sandbox was given
 /// (its own when it is PID 1), the capability sets it may empty, and the
-/// workload's user resolved here.
+/// workload's user resolved here; and whether the workload's child can
+/// mount its `noexec` trees.
 fn settle(
     mut plan: LaunchPlan,
     run_as: Option<&RunAs>,
     is_init: bool,
-) -> Result<LaunchPlan, String> {
+) -> Result<(LaunchPlan, Noexec), String> {
     plan.private_proc = is_init;
     plan.shared_pid_namespace = !is_init;
     let caps = enforcer::effective_caps(std::process::id()).unwrap_or(0);
@@ -562,7 +557,12 @@ fn settle(
         groups: vec![gid],
     });
     plan.root_workload = uid == 0;
-    Ok(plan)
+    let noexec = if has(CAP_SYS_ADMIN) {
+        Noexec::Here
+    } else {
+        Noexec::Unable
+    };
+    Ok((plan, noexec))
 }
 
 /// Creates the trust directory (it must not exist yet) and its file.

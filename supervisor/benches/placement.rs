@@ -26,13 +26,13 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::standalone;
-use common::{Dir, SYSTEM, TestNet, exe};
+use common::{Dir, TestNet, exe};
 
 const ROUNDS: usize = 5;
 const PORT: u16 = 7443;
@@ -106,28 +106,19 @@ fn across(sup: &TestNet, sbx: &TestNet, dir: &Dir, bundle: &Path, port: u16) -> 
     let _ = std::fs::remove_file(&boot);
     let at = format!("10.78.0.2:{PORT}");
     let python = exe("/usr/bin/python3");
-    let mut serve = standalone::serve_command(Some(&sup.name), dir, bundle, &boot, &at)
-        .args(["--resolve", "api.test=127.0.0.1", "--log"])
-        .arg(dir.log())
-        .args(["--", &python, "-c", CLIENT_PY, &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(serve.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("wrote") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "serve ended early");
-    }
+    let (mut serve, err, _) = standalone::spawn_serve(
+        standalone::serve_command(Some(&sup.name), dir, bundle, &boot, &at)
+            .args(["--resolve", "api.test=127.0.0.1", "--log"])
+            .arg(dir.log())
+            .args(["--", &python, "-c", CLIENT_PY, &port.to_string()]),
+    );
     let out = standalone::bootstrapped(Some(&sbx.name), &boot)
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let mut rest = String::new();
-    let _ = err.read_to_string(&mut rest);
-    assert!(serve.wait().unwrap().success(), "serve: {rest}");
+    let status = serve.wait().unwrap();
+    let rest: Vec<String> = err.try_iter().collect();
+    assert!(status.success(), "serve: {rest:#?}");
     medians(&out)
 }
 
@@ -139,11 +130,11 @@ fn main() {
     serve_http(upstream);
     let dir = Dir::new();
     let python = exe("/usr/bin/python3");
-    let bundle = common::bundle(
+    let bundle = standalone::nobody_bundle(
         &dir,
         "placement",
         &format!(
-            "  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  allow {python} -> 127.0.0.1:{port}\n  allow {python} -> api.test:{port} http read-only\n"
+            "  allow {python} -> 127.0.0.1:{port}\n  allow {python} -> api.test:{port} http read-only\n"
         ),
     );
     let port_s = port.to_string();

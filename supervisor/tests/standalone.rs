@@ -419,45 +419,22 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
     refused.set_nonblocking(true).unwrap();
     let dir = Dir::new();
     let python = exe("/usr/bin/python3");
-    let bundle = common::bundle(
-        &dir,
-        "served",
-        &format!(
-            "  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  allow {python} -> {up}\n"
-        ),
-    );
+    let bundle = standalone::nobody_bundle(&dir, "served", &format!("  allow {python} -> {up}\n"));
     let boot = dir.join("boot.json");
     let log = dir.log();
-    let mut serve = standalone::serve_command(None, &dir, &bundle, &boot, &free_loopback())
-        .arg("--log")
-        .arg(&log)
-        .args(["--", &python, "-c", SERVED_PY])
-        .arg(up.port().to_string())
-        .arg(refused.local_addr().unwrap().port().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let serve_err = lines(serve.stderr.take().unwrap());
-    let mut seen = Vec::new();
-    wait_for(&serve_err, "wrote", &mut seen);
+    let (mut serve, serve_err, mut seen) = standalone::spawn_serve(
+        standalone::serve_command(None, &dir, &bundle, &boot, &free_loopback())
+            .arg("--log")
+            .arg(&log)
+            .args(["--", &python, "-c", SERVED_PY])
+            .arg(up.port().to_string())
+            .arg(refused.local_addr().unwrap().port().to_string()),
+    );
     let sandbox = standalone::bootstrapped(None, &boot)
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&sandbox.stdout);
-    let err = String::from_utf8_lossy(&sandbox.stderr);
-    assert_eq!(sandbox.status.code(), Some(7), "{out}\n{err}");
-    assert_eq!(
-        out.lines().collect::<Vec<_>>(),
-        [
-            "trusts the proxy CA True",
-            "pong",
-            &format!("refused {}", libc::ECONNREFUSED)
-        ],
-        "{err}"
-    );
+    assert_served(&sandbox);
     assert!(!boot.exists());
     let status = serve.wait().unwrap();
     wait_for(&serve_err, "ended with status 7", &mut seen);
@@ -481,6 +458,24 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
     assert_eq!(line["unmapped"]["sandbox"]["generation"], 2, "{line}");
 }
 
+/// The sandbox ran `SERVED_PY` to its end: it trusted the proxy's CA,
+/// exchanged its line with the upstream, and its other connect was
+/// refused.
+fn assert_served(sandbox: &std::process::Output) {
+    let out = String::from_utf8_lossy(&sandbox.stdout);
+    let err = String::from_utf8_lossy(&sandbox.stderr);
+    assert_eq!(sandbox.status.code(), Some(7), "{out}\n{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "trusts the proxy CA True",
+            "pong",
+            &format!("refused {}", libc::ECONNREFUSED)
+        ],
+        "{err}"
+    );
+}
+
 /// A loopback address whose port nothing listens on now.
 fn free_loopback() -> String {
     let port = TcpListener::bind("127.0.0.1:0")
@@ -500,24 +495,14 @@ fn free_loopback() -> String {
 fn a_silent_supervisor_freezes_the_workload_and_serve_reattaches_when_it_wakes() {
     let dir = Dir::new();
     let python = exe("/usr/bin/python3");
-    let bundle = common::bundle(
-        &dir,
-        "silent",
-        &format!("  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n"),
-    );
+    let bundle = standalone::nobody_bundle(&dir, "silent", "");
     let boot = dir.join("boot.json");
-    let mut serve = standalone::serve_command(None, &dir, &bundle, &boot, &free_loopback())
-        .arg("--log")
-        .arg(dir.log())
-        .args(["--", &python, "-c", TICKING_PY])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let serve_err = lines(serve.stderr.take().unwrap());
-    let mut seen = Vec::new();
-    wait_for(&serve_err, "wrote", &mut seen);
+    let (mut serve, serve_err, mut seen) = standalone::spawn_serve(
+        standalone::serve_command(None, &dir, &bundle, &boot, &free_loopback())
+            .arg("--log")
+            .arg(dir.log())
+            .args(["--", &python, "-c", TICKING_PY]),
+    );
     let mut sandbox = Command::new(standalone::sandbox_exe())
         .arg("--bootstrap")
         .arg(&boot)
@@ -568,13 +553,8 @@ fn serve_and_the_sandbox_run_without_privilege() {
     let refused = TcpListener::bind("127.0.0.1:0").unwrap();
     let dir = Dir::new();
     let python = exe("/usr/bin/python3");
-    let bundle = common::bundle(
-        &dir,
-        "unprivileged",
-        &format!(
-            "  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  allow {python} -> {up}\n"
-        ),
-    );
+    let bundle =
+        standalone::nobody_bundle(&dir, "unprivileged", &format!("  allow {python} -> {up}\n"));
     let boot = dir.join("boot.json");
     let log = dir.join("deny.log");
     let unprivileged = |program: &Path| {
@@ -597,18 +577,11 @@ fn serve_and_the_sandbox_run_without_privilege() {
     cmd.args(serve.get_args().skip_while(|a| *a != "serve"))
         .arg("--log")
         .arg(&log);
-    let mut serve = cmd
-        .args(["--", &python, "-c", SERVED_PY])
-        .arg(up.port().to_string())
-        .arg(refused.local_addr().unwrap().port().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let serve_err = lines(serve.stderr.take().unwrap());
-    let mut seen = Vec::new();
-    wait_for(&serve_err, "wrote", &mut seen);
+    let (mut serve, serve_err, mut seen) = standalone::spawn_serve(
+        cmd.args(["--", &python, "-c", SERVED_PY])
+            .arg(up.port().to_string())
+            .arg(refused.local_addr().unwrap().port().to_string()),
+    );
     let sandbox = unprivileged(&standalone::sandbox_exe())
         .arg("--bootstrap")
         .arg(&boot)
@@ -676,46 +649,23 @@ fn in_two_namespaces_behind_a_fence_the_workload_reaches_out_only_through_its_su
 
     let dir = Dir::new();
     let python = exe("/usr/bin/python3");
-    let bundle = common::bundle(
-        &dir,
-        "fenced",
-        &format!(
-            "  landlock hard min_abi 4\n{SYSTEM}  run_as user nobody group nogroup\n  allow {python} -> {up}\n"
-        ),
-    );
+    let bundle = standalone::nobody_bundle(&dir, "fenced", &format!("  allow {python} -> {up}\n"));
     let boot = dir.join("boot.json");
     let at = format!("10.77.0.2:{port}");
-    let mut serve = standalone::serve_command(Some(&sup.name), &dir, &bundle, &boot, &at)
-        .arg("--log")
-        .arg(dir.log())
-        .args(["--", &python, "-c", SERVED_PY])
-        .arg(up.port().to_string())
-        .arg(across_addr.port().to_string())
-        .arg("10.77.0.1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let serve_err = lines(serve.stderr.take().unwrap());
-    let mut seen = Vec::new();
-    wait_for(&serve_err, "wrote", &mut seen);
+    let (mut serve, _serve_err, seen) = standalone::spawn_serve(
+        standalone::serve_command(Some(&sup.name), &dir, &bundle, &boot, &at)
+            .arg("--log")
+            .arg(dir.log())
+            .args(["--", &python, "-c", SERVED_PY])
+            .arg(up.port().to_string())
+            .arg(across_addr.port().to_string())
+            .arg("10.77.0.1"),
+    );
     let sandbox = standalone::bootstrapped(Some(&sbx.name), &boot)
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&sandbox.stdout);
-    let err = String::from_utf8_lossy(&sandbox.stderr);
-    assert_eq!(sandbox.status.code(), Some(7), "{out}\n{err}");
-    assert_eq!(
-        out.lines().collect::<Vec<_>>(),
-        [
-            "trusts the proxy CA True",
-            "pong",
-            &format!("refused {}", libc::ECONNREFUSED)
-        ],
-        "{err}"
-    );
+    assert_served(&sandbox);
     assert_eq!(upstream_read.recv().unwrap(), "ping\n");
     assert!(
         matches!(across.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),

@@ -137,18 +137,12 @@ async fn a_copied_certificate_without_its_key_is_refused() {
         .load_private_key(stranger.parts().unwrap().key)
         .unwrap();
     let copied = Arc::new(CertifiedKey::new(vec![parts.cert], foreign_key));
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .unwrap()
         .with_root_certificates(roots(parts.ca).unwrap())
         .with_client_cert_resolver(Arc::new(Replayed(copied)));
-    config.alpn_protocols = vec![ALPN.to_vec()];
-    let (addr, accepted) = sandbox(SandboxEnd::new(&sb).unwrap()).await;
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let _ = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
-        .await;
-    let refused = refusal(accepted.await.unwrap());
+    let refused = refusal_of(SandboxEnd::new(&sb).unwrap(), config, ALPN).await;
     assert!(refused.contains("does not hold the key"), "{refused}");
 }
 
@@ -175,18 +169,12 @@ async fn garbage_a_silent_peer_and_a_peer_without_a_certificate_are_refused() {
 
     // A client that trusts the sandbox but presents no certificate.
     let parts = sup.parts().unwrap();
-    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+    let config = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .unwrap()
         .with_root_certificates(roots(parts.ca).unwrap())
         .with_no_client_auth();
-    config.alpn_protocols = vec![ALPN.to_vec()];
-    let (addr, accepted) = sandbox(end).await;
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let _ = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
-        .await;
-    let refused = refusal(accepted.await.unwrap());
+    let refused = refusal_of(end, config, ALPN).await;
     assert!(refused.contains("no certificate"), "{refused}");
 }
 
@@ -199,19 +187,13 @@ async fn tls_1_2_and_another_alpn_are_refused() {
         (&[&rustls::version::TLS13][..], &b"h2"[..]),
     ] {
         let parts = sup.parts().unwrap();
-        let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        let config = rustls::ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(versions)
             .unwrap()
             .with_root_certificates(roots(parts.ca).unwrap())
             .with_client_auth_cert(vec![parts.cert], parts.key)
             .unwrap();
-        config.alpn_protocols = vec![alpn.to_vec()];
-        let (addr, accepted) = sandbox(SandboxEnd::new(&sb).unwrap()).await;
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        let _ = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
-            .await;
-        let refused = refusal(accepted.await.unwrap());
+        let refused = refusal_of(SandboxEnd::new(&sb).unwrap(), config, alpn).await;
         assert!(
             refused.contains("TLS") || refused.contains("ALPN"),
             "{refused}"
@@ -245,4 +227,16 @@ fn credentials_round_trip_and_each_is_for_its_end_only() {
         })
         .is_err()
     );
+}
+
+/// What a sandbox end `end` says of a peer that connects with `config`,
+/// offering ALPN `alpn`.
+async fn refusal_of(end: SandboxEnd, mut config: rustls::ClientConfig, alpn: &[u8]) -> String {
+    config.alpn_protocols = vec![alpn.to_vec()];
+    let (addr, accepted) = sandbox(end).await;
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let _ = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
+        .await;
+    refusal(accepted.await.unwrap())
 }

@@ -75,6 +75,35 @@ pub fn tree_states(pid: u32) -> Vec<(u32, char)> {
     out
 }
 
+/// A bundle `name` in `dir` whose workload runs as `nobody` under
+/// `landlock hard`, with the system's files and then `rules`.
+pub fn nobody_bundle(dir: &Dir, name: &str, rules: &str) -> PathBuf {
+    super::bundle(
+        dir,
+        name,
+        &format!(
+            "  landlock hard min_abi 4\n{}  run_as user nobody group nogroup\n{rules}",
+            super::SYSTEM
+        ),
+    )
+}
+
+/// Starts `serve` (`cmd`), its standard error read line by line, and
+/// waits until it has written the bootstrap: the child, its lines, and
+/// those passed over.
+pub fn spawn_serve(cmd: &mut Command) -> (std::process::Child, Receiver<String>, Vec<String>) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = lines(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    wait_for(&err, "wrote", &mut seen);
+    (child, err, seen)
+}
+
 /// `sh -c` this, then the sandbox's program and its arguments, in a mount
 /// namespace of its own: the sandbox sees no cgroup hierarchy (a container
 /// that mounts none) and freezes with `SIGSTOP` alone.
