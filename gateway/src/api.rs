@@ -16,6 +16,7 @@ use crate::store::{
 use crate::wire;
 
 mod boundary;
+mod lifecycle;
 
 const PEOPLE: &[Role] = &[Role::Admin, Role::Author];
 /// Who automatic approvals are recorded as; no token may carry the name.
@@ -56,6 +57,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/sandboxes"),
     ("GET", "/v1/sandboxes/{id}"),
     ("DELETE", "/v1/sandboxes/{id}"),
+    ("POST", "/v1/sandboxes/{id}/stop"),
+    ("POST", "/v1/sandboxes/{id}/start"),
     ("POST", "/v1/sandboxes/{id}/token"),
     ("GET", "/v1/sandboxes/{id}/bundle"),
     ("POST", "/v1/sandboxes/{id}/status"),
@@ -89,6 +92,12 @@ pub(crate) async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
         (&Method::GET, ["v1", "sandboxes"]) => list_sandboxes(app, r).await,
         (&Method::GET, ["v1", "sandboxes", id]) => sandbox_status(app, r, id).await,
         (&Method::DELETE, ["v1", "sandboxes", id]) => delete_sandbox(app, r, id).await,
+        (&Method::POST, ["v1", "sandboxes", id, "stop"]) => {
+            lifecycle::stop_or_start(app, r, id, false).await
+        }
+        (&Method::POST, ["v1", "sandboxes", id, "start"]) => {
+            lifecycle::stop_or_start(app, r, id, true).await
+        }
         (&Method::POST, ["v1", "sandboxes", id, "token"]) => renew_sandbox_token(app, r, id).await,
         (&Method::GET, ["v1", "sandboxes", id, "bundle"]) => bundle(app, r, id).await,
         (&Method::POST, ["v1", "sandboxes", id, "status"]) => report(app, r, id).await,
@@ -448,6 +457,14 @@ async fn create_sandbox(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     let body: wire::CreateSandboxRequest = r.json()?;
     let id = name("sandbox", &body.id)?;
     let policy = name("policy", &body.policy)?;
+    if let Some(run) = body.run {
+        if body.ttl_seconds.is_some() {
+            return Err(ApiError::bad_request(
+                "`ttl_seconds` is for a registered sandbox's token; a sandbox with `run` gets its session from the gateway",
+            ));
+        }
+        return lifecycle::create(app, r, &caller.name, &id, &policy, run).await;
+    }
     let token = crate::dir::new_token();
     let row = TokenRow {
         hash: token_hash(&token),
@@ -490,6 +507,9 @@ async fn delete_sandbox(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiE
     let caller = r.require(&[Role::Admin])?.clone();
     let id = name("sandbox", id)?;
     let s = load_sandbox(app, &id).await?;
+    if s.phase.is_some() {
+        return lifecycle::delete(app, r, &caller.name, &s).await;
+    }
     let detail = json!({ "policy": s.policy });
     app.store
         .delete_sandbox(
@@ -523,6 +543,11 @@ async fn renew_sandbox_token(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply,
         r.json()?
     };
     let s = load_sandbox(app, &id).await?;
+    if s.phase.is_some() {
+        return Err(ApiError::conflict(format!(
+            "sandbox `{id}` is run by the gateway, whose sessions are its own: stop and start it for a new generation's token"
+        )));
+    }
     let token = crate::dir::new_token();
     let row = TokenRow {
         hash: token_hash(&token),

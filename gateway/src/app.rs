@@ -11,10 +11,10 @@ use std::time::Duration;
 use bundle_trust::SigningKey;
 use bytes::Bytes;
 use hyper::StatusCode;
-use sha2::{Digest as _, Sha256};
 use tokio::sync::watch;
 
-use crate::audit::hex;
+pub(crate) use crate::clock::now;
+pub use crate::clock::token_hash;
 use crate::dir;
 use crate::metrics::Metrics;
 use crate::store::{AuditEntry, RevisionRow, Role, Store, StoreError};
@@ -54,6 +54,11 @@ pub struct Config {
     pub limits: Limits,
     /// What one client connection may cost.
     pub clients: ClientLimits,
+    /// What runs the sandboxes the gateway manages.
+    pub drivers: crate::driver::Drivers,
+    /// How long a gateway that stopped answering holds a sandbox in
+    /// transition before another takes it over (`--sandbox-lease`).
+    pub sandbox_lease: Duration,
 }
 
 /// How long a client may take and how many connections it may hold: a
@@ -172,6 +177,7 @@ pub struct App {
     /// Shared by every request; each replica has its own handle on one
     /// database.
     pub store: Arc<dyn Store>,
+    pub(crate) lifecycle: Arc<crate::lifecycle::Lifecycle>,
     /// Signs every revision approved here; the supervisors hold its public
     /// half.
     pub key: SigningKey,
@@ -303,20 +309,6 @@ impl App {
             eprintln!("openshell-gateway: cannot write an audit row: {e}");
         }
     }
-}
-
-/// Seconds since the Unix epoch.
-#[must_use]
-pub(crate) fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
-/// SHA-256 hex of a token: what the tokens table holds.
-#[must_use]
-pub fn token_hash(token: &str) -> String {
-    hex(&Sha256::digest(token.trim().as_bytes()))
 }
 
 /// An error answer: status, a stable code and a sentence.

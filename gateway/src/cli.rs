@@ -17,6 +17,7 @@ use crate::show::ShowFormat;
 use crate::wire;
 
 mod boundary;
+mod lifecycle;
 
 const EXIT_REFUSED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -86,6 +87,11 @@ pub(crate) enum Command {
         /// `inconclusive` and a person decides.
         #[arg(long, default_value_t = 10_000, value_name = "N")]
         prove_timeout_ms: u64,
+        /// A gateway acting on a sandbox (starting, stopping, deleting it)
+        /// holds it for S seconds at a time, renewed while it acts; one
+        /// that died is taken over by another when S seconds have passed.
+        #[arg(long, default_value_t = 30, value_name = "S")]
+        sandbox_lease: u64,
         #[command(flatten)]
         limits: LimitArgs,
         #[command(flatten)]
@@ -305,16 +311,39 @@ impl LimitArgs {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum SandboxCommand {
-    /// Register a sandbox that runs policy P; prints its token once.
+    /// Create a sandbox that runs policy P. With `--driver`, the gateway
+    /// runs it and prints it once it is ready; without, it is registered
+    /// to run elsewhere and its token is printed once.
     Create {
         #[command(flatten)]
         conn: Conn,
         name: String,
         #[arg(long, value_name = "P")]
         policy: String,
-        /// The sandbox token expires after S seconds.
+        /// The sandbox token expires after S seconds (registered only).
         #[arg(long, value_name = "S")]
         ttl: Option<u64>,
+        #[command(flatten)]
+        run: lifecycle::RunArgs,
+    },
+    /// Stop sandbox ID; its workspace stays, its tokens stop working.
+    Stop {
+        #[command(flatten)]
+        conn: Conn,
+        id: String,
+    },
+    /// Start a new generation of sandbox ID (new tokens, the same
+    /// workspace).
+    Start {
+        #[command(flatten)]
+        conn: Conn,
+        id: String,
+    },
+    /// Sandbox ID: its phase, why, its generation and what it runs.
+    Show {
+        #[command(flatten)]
+        conn: Conn,
+        id: String,
     },
     /// Every sandbox and what it runs.
     List {
@@ -413,6 +442,7 @@ async fn run(command: Command) -> u8 {
             db,
             approval,
             prove_timeout_ms,
+            sandbox_lease,
             limits,
             clients,
         } => {
@@ -425,6 +455,8 @@ async fn run(command: Command) -> u8 {
                 prove_timeout: Duration::from_millis(prove_timeout_ms),
                 limits: limits.limits(),
                 clients: clients.limits(),
+                drivers: crate::driver::Drivers::default(),
+                sandbox_lease: Duration::from_secs(sandbox_lease),
             })
             .await
         }
@@ -697,6 +729,7 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                     name,
                     policy,
                     ttl,
+                    run,
                 },
         } => {
             let client = connect(&conn)?;
@@ -704,10 +737,25 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
                 id: name,
                 policy,
                 ttl_seconds: ttl,
+                run: run.spec()?,
             };
-            let v: wire::SandboxCreated =
+            let v: serde_json::Value =
                 call(&client, "POST", "/v1/sandboxes", Some(&body), TIMEOUT).await?;
             print_json(&v);
+            Ok(0)
+        }
+        Command::Sandbox {
+            command: SandboxCommand::Stop { conn, id },
+        } => lifecycle::act(&conn, &id, "stop").await,
+        Command::Sandbox {
+            command: SandboxCommand::Start { conn, id },
+        } => lifecycle::act(&conn, &id, "start").await,
+        Command::Sandbox {
+            command: SandboxCommand::Show { conn, id },
+        } => {
+            let client = connect(&conn)?;
+            let path = format!("/v1/sandboxes/{id}");
+            print_json(&get::<wire::Sandbox>(&client, &path, TIMEOUT).await?);
             Ok(0)
         }
         Command::Sandbox {
@@ -732,9 +780,12 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
         } => {
             let client = connect(&conn)?;
             let path = format!("/v1/sandboxes/{id}");
-            let _: wire::DeletedSandbox =
-                call(&client, "DELETE", &path, None::<&()>, TIMEOUT).await?;
-            println!("sandbox `{id}` deleted; its tokens are revoked");
+            let v: serde_json::Value = call(&client, "DELETE", &path, None::<&()>, TIMEOUT).await?;
+            if v.get("deleted").is_some() {
+                println!("sandbox `{id}` deleted; its tokens are revoked");
+            } else {
+                print_json(&v);
+            }
             Ok(0)
         }
         Command::Token {

@@ -507,6 +507,7 @@ pub struct Running {
 impl Running {
     /// Stops accepting connections and drops the open ones at once.
     pub fn stop(self) {
+        self.app.lifecycle.abort_all();
         self.task.abort();
     }
 
@@ -529,6 +530,7 @@ impl Running {
             }
         }
         let left = c.open();
+        self.app.lifecycle.abort_all();
         self.task.abort();
         left
     }
@@ -564,12 +566,21 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
         })
         .await?;
     let listen_url = store.listen_url();
+    let store: Arc<dyn crate::store::Store> = Arc::new(store);
+    let wakeups: Arc<crate::wake::Wakeups> = Arc::default();
+    let lifecycle = crate::lifecycle::Lifecycle::new(
+        Arc::clone(&store),
+        config.drivers.clone(),
+        Arc::clone(&wakeups),
+        config.sandbox_lease,
+    );
     let app = Arc::new(App {
-        store: Arc::new(store),
+        store,
+        lifecycle: Arc::clone(&lifecycle),
         key,
         approval: config.approval,
         prove_timeout: config.prove_timeout,
-        wakeups: Arc::default(),
+        wakeups,
         metrics: crate::metrics::Metrics::default(),
         clients: config.clients.clone(),
         stopping: watch::channel(false).0,
@@ -586,6 +597,7 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
     if let Some(url) = listen_url {
         crate::notify::listen(Arc::clone(&app), url).await?;
     }
+    lifecycle.resume();
     let addr = listener.local_addr().map_err(|source| ServeError::Listen {
         addr: config.listen,
         source,

@@ -12,6 +12,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bundle_trust::client::{Client, Response};
 use common::*;
@@ -634,7 +635,11 @@ both!(
 both!(
     a_session_answers_only_what_the_document_says,
     |b| async move {
-        let gw = Gw::start(b, ApprovalMode::Auto).await;
+        let driver = std::sync::Arc::new(common::scripted::Scripted::default());
+        let (dir, db) = common::fresh_dir(b).await;
+        let mut config = common::driven(&dir, &db, &driver, 30);
+        config.approval = ApprovalMode::Auto;
+        let gw = Gw::serve(dir, config).await;
         let c = Checked::new(Doc::load());
         let admin = &gw.admin;
 
@@ -1121,6 +1126,52 @@ both!(
         c.expect(admin, 404, "POST", "/v1/sandboxes/ghost/token", None)
             .await;
 
+        // Sandboxes the gateway runs.
+        let run = json!({"id": "run1", "policy": "agent", "run": {"driver": "scripted", "command": ["true"]}});
+        let v = c
+            .expect(admin, 201, "POST", "/v1/sandboxes", Some(run))
+            .await;
+        assert_eq!(v["phase"], "ready", "{v}");
+        c.expect(admin, 409, "POST", "/v1/sandboxes/run1/start", None)
+            .await;
+        c.expect(admin, 409, "POST", "/v1/sandboxes/sb/stop", None)
+            .await;
+        c.expect(admin, 409, "POST", "/v1/sandboxes/run1/token", None)
+            .await;
+        c.expect(admin, 404, "POST", "/v1/sandboxes/ghost/stop", None)
+            .await;
+        c.expect(&rita, 403, "POST", "/v1/sandboxes/run1/stop", None)
+            .await;
+        let none = json!({"id": "run2", "policy": "agent", "run": {"driver": "none"}});
+        c.expect(admin, 400, "POST", "/v1/sandboxes", Some(none))
+            .await;
+        c.expect(admin, 200, "POST", "/v1/sandboxes/run1/stop", None)
+            .await;
+        driver.fail("start", true);
+        c.expect(admin, 502, "POST", "/v1/sandboxes/run1/start", None)
+            .await;
+        driver.fail("start", false);
+        driver.hang("start run1", true);
+        let v = c
+            .expect(admin, 202, "POST", "/v1/sandboxes/run1/start?wait=0", None)
+            .await;
+        assert_eq!(v["phase"], "starting", "{v}");
+        driver.hang("start run1", false);
+        let deadline = std::time::Instant::now() + T;
+        while c
+            .expect(admin, 200, "GET", "/v1/sandboxes/run1", None)
+            .await["phase"]
+            != "ready"
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run1 never became ready"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        c.expect(admin, 200, "DELETE", "/v1/sandboxes/run1", None)
+            .await;
+
         // Too large: a body over 1 MiB.
         let big = json!({"source": "x".repeat(1_100_000)});
         c.expect(
@@ -1177,7 +1228,7 @@ both!(
         let answered: BTreeSet<(String, String)> = seen.keys().cloned().collect();
         assert_eq!(answered, c.doc.routes(), "operations the session missed");
         let statuses: BTreeSet<u16> = seen.values().flatten().copied().collect();
-        for s in [200, 201, 304, 400, 401, 403, 404, 409, 413, 422] {
+        for s in [200, 201, 202, 304, 400, 401, 403, 404, 409, 413, 422, 502] {
             assert!(statuses.contains(&s), "no {s} in the session: {seen:?}");
         }
     }

@@ -54,6 +54,8 @@ impl Gw {
             prove_timeout: Duration::from_secs(20),
             limits: gateway::app::Limits::default(),
             clients: gateway::app::ClientLimits::default(),
+            drivers: gateway::driver::Drivers::default(),
+            sandbox_lease: Duration::from_secs(30),
         };
         let addr = config.listen;
         rt.block_on(async {

@@ -65,7 +65,11 @@ const ERRORS: &[(&str, &str)] = &[
     ),
     (
         "Unavailable",
-        "The database did not answer (`code` `store_unavailable`).",
+        "The database did not answer (`code` `store_unavailable`); the gateway is stopping while a sandbox's transition goes on (`code` `stopping`: another gateway on the database finishes it).",
+    ),
+    (
+        "DriverFailed",
+        "The driver failed to act on the sandbox (`code` `driver_failed`); the sandbox rolled back, and the message says to which phase.",
     ),
 ];
 
@@ -499,11 +503,14 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
             vec![
                 (
                     "post",
-                    Op::new("createSandbox", ADMIN, "Register a sandbox of an existing policy.")
-                        .says("Roles: admin. The policy must have been proposed (`404` otherwise); an id in use is `409`. The token (named `sandbox:ID`) is shown once.")
+                    Op::new("createSandbox", ADMIN, "Create a sandbox of an existing policy: run by a driver, or registered to run elsewhere.")
+                        .says("Roles: admin. The policy must have been proposed (`404` otherwise); an id in use is `409`. With `run`, the gateway starts the sandbox with that driver and waits up to `wait` seconds (default 120) for it to be `ready`: `201` with the sandbox, `202` while it is still `provisioning`, `502` when the driver failed (it is then `failed`). Without `run`, the sandbox is registered and its token (named `sandbox:ID`) is shown once.")
+                        .param(param("Wait"))
                         .body(true, s.request::<wire::CreateSandboxRequest>())
-                        .answer("201", "The sandbox and its token.", s.answer::<wire::SandboxCreated>())
-                        .extra(NC),
+                        .answer("201", "The sandbox, `ready`; or, registered, the sandbox and its token.", json!({ "oneOf": [s.answer::<wire::Sandbox>(), s.answer::<wire::SandboxCreated>()] }))
+                        .answer("202", "The sandbox, still `provisioning`.", sandbox.clone())
+                        .extra(NC)
+                        .refusal("502", "DriverFailed"),
                 ),
                 (
                     "get",
@@ -529,11 +536,42 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
                 (
                     "delete",
                     Op::new("deleteSandbox", ADMIN, "Remove a sandbox and revoke its tokens.")
-                        .says("Roles: admin.")
+                        .says("Roles: admin. A sandbox the gateway runs goes through `deleting` while its driver removes it (waiting as `stop` does); its tokens are revoked when that commits. A delete that fails rolls back (`502`), and a sandbox that still runs keeps its session.")
+                        .param(param("Wait"))
                         .answer("200", "Deleted.", s.answer::<wire::DeletedSandbox>())
-                        .extra(NC),
+                        .answer("202", "The sandbox, still `deleting`.", sandbox.clone())
+                        .extra(NC)
+                        .refusal("502", "DriverFailed"),
                 ),
             ],
+        ),
+        (
+            "/v1/sandboxes/{id}/stop",
+            vec![param("SandboxId")],
+            vec![(
+                "post",
+                Op::new("stopSandbox", ADMIN, "Stop a sandbox the gateway runs; its workspace stays.")
+                    .says("Roles: admin. `ready` → `stopping` → `stopped`; waits up to `wait` seconds (default 120). `409` from another phase or for a registered sandbox. The sandbox's tokens are revoked when the stop commits; a stop that fails rolls back to `ready` (`502`) with the session still working.")
+                    .param(param("Wait"))
+                    .answer("200", "The sandbox, `stopped`.", sandbox.clone())
+                    .answer("202", "The sandbox, still `stopping`.", sandbox.clone())
+                    .extra(NC)
+                    .refusal("502", "DriverFailed"),
+            )],
+        ),
+        (
+            "/v1/sandboxes/{id}/start",
+            vec![param("SandboxId")],
+            vec![(
+                "post",
+                Op::new("startSandbox", ADMIN, "Start a new generation of a stopped or failed sandbox.")
+                    .says("Roles: admin. `stopped` or `failed` → `starting` → `ready`, with a new generation number and a new session token for its supervisor; waits up to `wait` seconds (default 120). A start that fails leaves nothing running and rolls back (`502`).")
+                    .param(param("Wait"))
+                    .answer("200", "The sandbox, `ready`.", sandbox.clone())
+                    .answer("202", "The sandbox, still `starting`.", sandbox.clone())
+                    .extra(NC)
+                    .refusal("502", "DriverFailed"),
+            )],
         ),
         (
             "/v1/sandboxes/{id}/token",

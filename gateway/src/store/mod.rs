@@ -17,7 +17,8 @@ use serde::Serialize;
 
 pub(crate) use sql::SqlStore;
 
-pub(crate) use crate::wire::{ProposalState, Role, TokenInfo};
+use crate::driver::RunSpec;
+pub(crate) use crate::wire::{Phase, ProposalState, Role, TokenInfo};
 
 /// A store operation in flight.
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -232,6 +233,71 @@ pub struct SandboxRow {
     pub(crate) error: Option<String>,
     pub(crate) reported_at: Option<i64>,
     pub(crate) version: i64,
+    /// `None` for a sandbox registered to run elsewhere: the gateway runs
+    /// only those created with a [`RunSpec`].
+    pub(crate) phase: Option<Phase>,
+    /// Why it is in its phase, when something went wrong.
+    pub(crate) reason: Option<String>,
+    pub(crate) spec: Option<RunSpec>,
+    /// The generation running or last started (0: registered).
+    pub(crate) generation: i64,
+    /// During a transition: the phase it rolls back to.
+    pub(crate) prior_phase: Option<Phase>,
+    /// During a transition: the gateway process acting, and until when.
+    pub(crate) lease_owner: Option<String>,
+    pub(crate) lease_until: Option<i64>,
+    pub(crate) phase_at: Option<i64>,
+}
+
+/// A gateway process's claim on a sandbox in transition: no other process
+/// acts on it until `until` (seconds since the epoch) has passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub(crate) owner: String,
+    pub(crate) until: i64,
+}
+
+/// What a transition does to the sandbox's tokens when it commits.
+#[derive(Debug, Clone)]
+pub enum Tokens {
+    /// The session goes on.
+    Keep,
+    /// Nothing runs any more: no token of it may work.
+    Revoke,
+    /// A new generation's session: every older token is revoked.
+    Replace(TokenRow),
+}
+
+/// A sandbox the gateway runs, stored in `provisioning` with its first
+/// generation's token and a lease for the gateway starting it.
+#[derive(Debug, Clone)]
+pub struct NewManaged {
+    pub(crate) id: String,
+    pub(crate) policy: String,
+    pub(crate) spec: RunSpec,
+    pub(crate) token: TokenRow,
+    pub(crate) lease: Lease,
+    pub(crate) now: i64,
+}
+
+/// One phase change, as a compare-and-swap: it is a conflict unless the
+/// sandbox is still in `from`, at `generation`, held by `holder`.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub(crate) id: String,
+    pub(crate) from: Phase,
+    pub(crate) generation: i64,
+    pub(crate) holder: Option<String>,
+    /// `None`: the sandbox is removed.
+    pub(crate) to: Option<Phase>,
+    pub(crate) reason: Option<String>,
+    /// Held after the change (a transition begun or taken over).
+    pub(crate) lease: Option<Lease>,
+    pub(crate) next_generation: bool,
+    /// The phase a transition begun here rolls back to.
+    pub(crate) prior: Option<Phase>,
+    pub(crate) tokens: Tokens,
+    pub(crate) now: i64,
 }
 
 /// What a supervisor reports.
@@ -340,6 +406,20 @@ pub trait Store: Send + Sync {
         report: StatusReport,
         audit: AuditEntry,
     ) -> Fut<'_, ()>;
+    /// Stores a sandbox the gateway runs (its policy must exist, else
+    /// [`StoreError::NotFound`]).
+    fn create_managed(&self, sandbox: NewManaged, audit: AuditEntry) -> Fut<'_, ()>;
+    /// Changes a managed sandbox's phase (see [`Transition`]), its tokens
+    /// with it, at once.
+    fn transition(&self, change: Transition, audit: AuditEntry) -> Fut<'_, ()>;
+    /// Moves the end of a lease `owner` still holds; `false` when it no
+    /// longer does.
+    fn renew_lease(&self, id: &str, owner: &str, until: i64) -> Fut<'_, bool>;
+    /// Sandboxes in a transition whose lease ended before `now`.
+    fn stalled(&self, now: i64) -> Fut<'_, Vec<SandboxRow>>;
+    /// Whether this process is the only one on the database (SQLite): then
+    /// a lease found at start was held by a process that is gone.
+    fn one_process(&self) -> bool;
     /// The policy's boundary, if it has one.
     fn boundary(&self, policy: &str) -> Fut<'_, Option<BoundaryRow>>;
     /// Sets (or replaces) a policy's boundary, making the policy's row if

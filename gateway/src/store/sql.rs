@@ -16,13 +16,14 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{Any, AnyPool, Executor as _, Row as _, Transaction};
 
 use super::{
-    Approval, AuditEntry, AuditRow, BoundaryRow, Fut, NewBoundary, NewProposal, PolicyRow,
-    ProposalRow, ProposalState, RevisionRow, Role, SandboxRow, StatusReport, Store, StoreError,
-    TokenInfo, TokenRow,
+    Approval, AuditEntry, AuditRow, BoundaryRow, Fut, NewBoundary, NewManaged, NewProposal, Phase,
+    PolicyRow, ProposalRow, ProposalState, RevisionRow, Role, SandboxRow, StatusReport, Store,
+    StoreError, TokenInfo, TokenRow, Transition,
 };
 use crate::audit::{GENESIS, row_hash};
 
 mod boundary;
+mod lifecycle;
 
 /// The Postgres notification channel: a payload per change.
 pub(crate) const CHANNEL: &str = "openshell_gateway";
@@ -81,37 +82,46 @@ const IMMUTABLE_POSTGRES: &[&str] = &[
     "CREATE OR REPLACE TRIGGER revisions_immutable BEFORE UPDATE OR DELETE ON revisions FOR EACH ROW EXECUTE FUNCTION openshell_revisions_immutable()",
 ];
 
-const SANDBOX_SELECT: &str = "SELECT s.id, s.policy, p.active_revision AS desired_revision, r.digest AS desired_digest, s.applied_revision, s.applied_digest, s.result, s.error, s.reported_at, s.version FROM sandboxes s LEFT JOIN policies p ON p.name = s.policy LEFT JOIN revisions r ON r.policy = s.policy AND r.revision = p.active_revision";
+const SANDBOX_SELECT: &str = "SELECT s.id, s.policy, p.active_revision AS desired_revision, r.digest AS desired_digest, s.applied_revision, s.applied_digest, s.result, s.error, s.reported_at, s.version, s.phase, s.reason, s.spec, s.generation, s.prior_phase, s.lease_owner, s.lease_until, s.phase_at FROM sandboxes s LEFT JOIN policies p ON p.name = s.policy LEFT JOIN revisions r ON r.policy = s.policy AND r.revision = p.active_revision";
 
 const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version, files, containment, boundary_digest";
 const REVISION_COLUMNS: &str = "policy, revision, format, source, credentials, bundle, digest, signature, author, approved_by, proposal, created_at, files";
 
 /// Migrations: columns added to tables an older gateway made, as
-/// `(table, column)`, each `TEXT` and NULL in the rows already there.
+/// `(table, column, type)`, NULL in the rows already there.
 /// `files`: the fragments a proposal's source includes (a JSON object,
 /// path → text; NULL for none), in proposals and in revisions, so that a
 /// rollback compiles exactly what was approved. `containment` and
 /// `boundary_digest`: the proof of a proposal within its policy's
 /// boundary and which boundary it was (NULL: the policy had none), so
-/// that an approval can tell the boundary moved since.
-const ADDED_COLUMNS: &[(&str, &str)] = &[
-    ("proposals", "files"),
-    ("revisions", "files"),
-    ("proposals", "containment"),
-    ("proposals", "boundary_digest"),
+/// that an approval can tell the boundary moved since. The sandbox's
+/// lifecycle (see [`lifecycle`]): NULL `phase` for a sandbox registered to
+/// run elsewhere.
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("proposals", "files", "TEXT"),
+    ("revisions", "files", "TEXT"),
+    ("proposals", "containment", "TEXT"),
+    ("proposals", "boundary_digest", "TEXT"),
+    ("sandboxes", "phase", "TEXT"),
+    ("sandboxes", "reason", "TEXT"),
+    ("sandboxes", "spec", "TEXT"),
+    ("sandboxes", "generation", "BIGINT"),
+    ("sandboxes", "prior_phase", "TEXT"),
+    ("sandboxes", "lease_owner", "TEXT"),
+    ("sandboxes", "lease_until", "BIGINT"),
+    ("sandboxes", "phase_at", "BIGINT"),
 ];
 
-/// Adds the `column` (`TEXT`) to `table` unless it is there.
+/// Adds the `column` (of type `ty`) to `table` unless it is there.
 async fn add_column(
     tx: &mut Transaction<'static, Any>,
     dialect: Dialect,
-    table: &str,
-    column: &str,
+    (table, column, ty): (&str, &str, &str),
 ) -> Result<(), StoreError> {
     match dialect {
         Dialect::Postgres => {
             sqlx::query(&format!(
-                "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} TEXT"
+                "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {ty}"
             ))
             .execute(&mut **tx)
             .await?;
@@ -123,7 +133,7 @@ async fn add_column(
             .fetch_one(&mut **tx)
             .await?;
             if n.try_get::<i64, _>("n")? == 0 {
-                sqlx::query(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))
+                sqlx::query(&format!("ALTER TABLE {table} ADD COLUMN {column} {ty}"))
                     .execute(&mut **tx)
                     .await?;
             }
@@ -442,7 +452,28 @@ fn sandbox_row(r: &AnyRow) -> Result<SandboxRow, StoreError> {
         error: r.try_get("error")?,
         reported_at: r.try_get("reported_at")?,
         version: r.try_get("version")?,
+        phase: phase(r, "phase")?,
+        reason: r.try_get("reason")?,
+        spec: r
+            .try_get::<Option<String>, _>("spec")?
+            .map(|t| serde_json::from_str(&t))
+            .transpose()
+            .map_err(|e| StoreError::Io(format!("a sandbox's `spec` does not read back: {e}")))?,
+        generation: r.try_get::<Option<i64>, _>("generation")?.unwrap_or(0),
+        prior_phase: phase(r, "prior_phase")?,
+        lease_owner: r.try_get("lease_owner")?,
+        lease_until: r.try_get("lease_until")?,
+        phase_at: r.try_get("phase_at")?,
     })
+}
+
+fn phase(r: &AnyRow, column: &str) -> Result<Option<Phase>, StoreError> {
+    r.try_get::<Option<String>, _>(column)?
+        .map(|w| {
+            Phase::parse(&w)
+                .ok_or_else(|| StoreError::Io(format!("a sandbox's {column} `{w}` is unknown")))
+        })
+        .transpose()
 }
 
 impl Store for SqlStore {
@@ -472,9 +503,10 @@ impl Store for SqlStore {
             for stmt in immutable {
                 sqlx::query(stmt).execute(&mut *tx).await?;
             }
-            for (table, column) in ADDED_COLUMNS {
-                add_column(&mut tx, self.dialect, table, column).await?;
+            for added in ADDED_COLUMNS {
+                add_column(&mut tx, self.dialect, *added).await?;
             }
+            sqlx::query(lifecycle::INDEX).execute(&mut *tx).await?;
             sqlx::query("INSERT INTO audit_head (id, seq, hash) VALUES (1, 0, $1) ON CONFLICT (id) DO NOTHING")
                 .bind(GENESIS)
                 .execute(&mut *tx)
@@ -1043,6 +1075,26 @@ impl Store for SqlStore {
             tx.commit().await?;
             Ok(())
         })
+    }
+
+    fn create_managed(&self, sandbox: NewManaged, audit: AuditEntry) -> Fut<'_, ()> {
+        Box::pin(self.insert_managed(sandbox, audit))
+    }
+
+    fn transition(&self, change: Transition, audit: AuditEntry) -> Fut<'_, ()> {
+        Box::pin(self.change_phase(change, audit))
+    }
+
+    fn renew_lease(&self, id: &str, owner: &str, until: i64) -> Fut<'_, bool> {
+        Box::pin(self.extend_lease(id.to_owned(), owner.to_owned(), until))
+    }
+
+    fn stalled(&self, now: i64) -> Fut<'_, Vec<SandboxRow>> {
+        Box::pin(self.read_stalled(now))
+    }
+
+    fn one_process(&self) -> bool {
+        self.dialect == Dialect::Sqlite
     }
 
     fn boundary(&self, policy: &str) -> Fut<'_, Option<BoundaryRow>> {

@@ -3,8 +3,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Role, shape};
+use super::{Phase, Role, shape};
 use crate::audit::{AuditRow, Problem};
+use crate::driver::RunSpec;
 use crate::store::SandboxRow;
 
 /// `POST /v1/sandboxes`.
@@ -18,6 +19,10 @@ pub(crate) struct CreateSandboxRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "shape::Ttl")]
     pub(crate) ttl_seconds: Option<u64>,
+    /// Run the sandbox with a driver; without it the sandbox is only
+    /// registered, to run elsewhere with the token answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<RunSpec>,
 }
 
 /// The sandbox and its token (named `sandbox:ID`), shown once.
@@ -102,6 +107,20 @@ pub(crate) struct Sandbox {
     pub(crate) relaunch_required: bool,
     /// The applied revision is the desired one.
     pub(crate) in_sync: bool,
+    /// For a sandbox the gateway runs: where it is in its life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) phase: Option<Phase>,
+    /// Why it is in its phase, when something went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reason: Option<String>,
+    /// Counts starts from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) generation: Option<i64>,
+    /// When it entered its phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) phase_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<RunSpec>,
 }
 
 impl From<&SandboxRow> for Sandbox {
@@ -119,6 +138,11 @@ impl From<&SandboxRow> for Sandbox {
             version: s.version,
             relaunch_required: s.result.as_deref() == Some("network_only"),
             in_sync: s.desired_revision.is_some() && s.applied_revision == s.desired_revision,
+            phase: s.phase,
+            reason: s.reason.clone(),
+            generation: s.phase.map(|_| s.generation),
+            phase_at: s.phase_at,
+            run: s.spec.clone(),
         }
     }
 }

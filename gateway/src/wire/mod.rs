@@ -16,6 +16,7 @@
 
 mod admin;
 mod boundary;
+mod lifecycle;
 mod proposals;
 
 use schemars::JsonSchema;
@@ -27,6 +28,7 @@ pub(crate) use admin::{
     SandboxList, SandboxToken, StatusReportRequest, TokenCreated, TokenInfo, TokenList,
 };
 pub(crate) use boundary::{Boundary, BoundaryRefusal, BoundaryRequest, RemovedBoundary};
+pub(crate) use lifecycle::Phase;
 pub(crate) use proposals::{
     ApproveRequest, CheckReport, ContainmentView, FindingView, Proposal, ProposalList,
     ProposalRequest, ProposalState, ProposalSummary, RejectRequest, Revision, RevisionList,

@@ -4,6 +4,8 @@
 //! client.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod scripted;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -100,7 +102,40 @@ pub struct Gw {
     pub admin: Client,
 }
 
+/// A config for a gateway on `dir` and `db` that runs sandboxes with
+/// `driver`, holding a sandbox in transition `lease` seconds at a time.
+pub fn driven(
+    dir: &tempfile::TempDir,
+    db: &str,
+    driver: &std::sync::Arc<scripted::Scripted>,
+    lease: u64,
+) -> Config {
+    let d: std::sync::Arc<dyn gateway::driver::Driver> = driver.clone();
+    Config {
+        dir: dir.path().to_path_buf(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        db: db.to_owned(),
+        approval: ApprovalMode::Manual,
+        prove_timeout: Duration::from_secs(20),
+        limits: gateway::app::Limits::default(),
+        clients: quiet(),
+        drivers: gateway::driver::Drivers::new(vec![d]),
+        sandbox_lease: Duration::from_secs(lease),
+    }
+}
+
 impl Gw {
+    /// A gateway on a fresh directory that runs sandboxes with `driver`.
+    pub async fn start_driven(
+        backend: Backend,
+        driver: &std::sync::Arc<scripted::Scripted>,
+        lease: u64,
+    ) -> Gw {
+        let (dir, db) = fresh_dir(backend).await;
+        let config = driven(&dir, &db, driver, lease);
+        Self::serve(dir, config).await
+    }
+
     pub async fn start(backend: Backend, approval: ApprovalMode) -> Gw {
         Self::start_with(backend, approval, Duration::from_secs(20)).await
     }
@@ -282,7 +317,7 @@ impl Gw {
         limits: gateway::app::Limits,
         clients: gateway::app::ClientLimits,
     ) -> Gw {
-        let running = server::start(Config {
+        let config = Config {
             dir: dir.path().to_path_buf(),
             listen: "127.0.0.1:0".parse().unwrap(),
             db: db.clone(),
@@ -290,9 +325,20 @@ impl Gw {
             prove_timeout: prove,
             limits,
             clients,
-        })
-        .await
-        .unwrap();
+            drivers: gateway::driver::Drivers::default(),
+            sandbox_lease: Duration::from_secs(30),
+        };
+        Self::serve(dir, config).await
+    }
+
+    /// A gateway serving `dir` with `config` (whose `dir` it must be).
+    pub async fn serve(dir: tempfile::TempDir, config: Config) -> Gw {
+        let db = config.db.clone();
+        Self::from_running(dir, db, server::start(config).await.unwrap())
+    }
+
+    /// The gateway `running` serves, on `dir` and `db`.
+    pub fn from_running(dir: tempfile::TempDir, db: String, running: Running) -> Gw {
         let url = format!("https://127.0.0.1:{}", running.addr.port());
         let ca = std::fs::read(dir.path().join("ca.pem")).unwrap();
         let token = std::fs::read_to_string(dir.path().join("admin.token")).unwrap();
