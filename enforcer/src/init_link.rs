@@ -16,7 +16,10 @@
 //!   ◀── Status (the raw wait status)        exits
 //! ```
 //!
-//! The messages and their encoding are in `launch_link`.
+//! The messages and their encoding are in `launch_link`. An init program
+//! that another process starts (a container runtime, handed the init's
+//! end of the link and its plan as inherited descriptors) is driven from
+//! the launcher's side with [`LaunchLink`].
 
 #![forbid(unsafe_code)]
 
@@ -24,7 +27,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::errno::Errno;
 use crate::launch_link::{Message, receive, send};
-use crate::spawn::{ExitStatus, SpawnError};
+use crate::spawn::{ExitStatus, SpawnError, step_error};
 use crate::sys;
 use crate::sys::child::STEPS;
 
@@ -94,6 +97,61 @@ impl InitLink {
     /// Tells the launcher how the workload ended.
     pub fn report_status(&self, status: ExitStatus) -> Result<(), Errno> {
         send(self.sock.as_fd(), &Message::Status(status.raw()), None)
+    }
+}
+
+/// The launcher's end of a launch link to an init program that another
+/// process starts; [`spawn_init`](crate::spawn_init) speaks the same link
+/// to an init it forks itself. The launcher cannot reap or signal such an
+/// init: whoever started it does.
+#[derive(Debug)]
+pub struct LaunchLink {
+    sock: OwnedFd,
+}
+
+impl LaunchLink {
+    /// A new link: the launcher's end, and the init's, which the caller
+    /// passes on (both close-on-exec; see [`crate::pass_fds`]).
+    pub fn pair() -> Result<(Self, OwnedFd), Errno> {
+        let (sock, init) = sys::net::seqpacket_pair()?;
+        Ok((Self { sock }, init))
+    }
+
+    /// Waits until the init has forked the workload, which waits for its
+    /// go: the workload's seccomp listener when the init hands it over,
+    /// `None` when the init keeps it (it brokers). An error means the
+    /// workload never runs; it says why, as the init reported it.
+    pub fn ready(&self) -> Result<Option<OwnedFd>, SpawnError> {
+        match receive(self.sock.as_fd()).map_err(SpawnError::Link)? {
+            Some((Message::Listener, Some(fd))) => Ok(Some(fd)),
+            Some((Message::Ready, None)) => Ok(None),
+            Some((Message::StepFailed { step, errno }, _)) => Err(step_error(step, errno)),
+            Some((Message::Failed(why), _)) => Err(SpawnError::Init(why)),
+            None => Err(SpawnError::Link(Errno(libc::EPIPE))),
+            Some(_) => Err(SpawnError::Link(Errno(libc::EBADMSG))),
+        }
+    }
+
+    /// Lets the workload exec; returns once it did, or why it did not.
+    pub fn go(&self) -> Result<(), SpawnError> {
+        send(self.sock.as_fd(), &Message::Go, None).map_err(SpawnError::Link)?;
+        match receive(self.sock.as_fd()).map_err(SpawnError::Link)? {
+            Some((Message::Started, _)) => Ok(()),
+            Some((Message::ExecFailed(errno), _)) => Err(SpawnError::Exec(errno)),
+            Some((Message::Failed(why), _)) => Err(SpawnError::Init(why)),
+            None => Err(SpawnError::Link(Errno(libc::EPIPE))),
+            Some(_) => Err(SpawnError::Link(Errno(libc::EBADMSG))),
+        }
+    }
+
+    /// Waits for the init to report how the workload ended (blocking).
+    /// `EPIPE`: the init ended without saying.
+    pub fn status(&self) -> Result<ExitStatus, Errno> {
+        match receive(self.sock.as_fd())? {
+            Some((Message::Status(raw), _)) => Ok(ExitStatus::from_raw(raw)),
+            None => Err(Errno(libc::EPIPE)),
+            Some(_) => Err(Errno(libc::EBADMSG)),
+        }
     }
 }
 

@@ -95,7 +95,7 @@ pub use identity::{
     sha256_hex, tgid_of,
 };
 pub use identity_maps::{CodeMapping, code_mappings};
-pub use init_link::InitLink;
+pub use init_link::{InitLink, LaunchLink};
 pub use landlock::{
     ApplyReport, Compat, Downgrade, FsAccess, FsRule, LandlockError, LandlockSpec, PreparedRuleset,
     kernel_abi, prepare,
@@ -113,7 +113,7 @@ pub use notify::{
 };
 pub use process::{
     LookupError, UserIds, cap_last_cap, caps, clear_capability_sets, drop_bounding_and_ambient,
-    effective_caps, forbid_core_dumps, mark_fds_cloexec_from, no_new_privs, own_ids,
+    effective_caps, forbid_core_dumps, mark_fds_cloexec_from, no_new_privs, own_ids, pass_fds,
     real_and_effective_uid, resolve_group, resolve_user, seccomp_mode, set_identity,
     set_no_new_privs, set_pdeathsig,
 };

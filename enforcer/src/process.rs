@@ -21,6 +21,7 @@
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::OwnedFd;
 
 use crate::errno::Errno;
 use crate::sys;
@@ -105,6 +106,15 @@ pub fn set_identity(
 /// left open leaks into the workload. Async-signal-safe.
 pub fn mark_fds_cloexec_from(first: u32) -> Result<(), Errno> {
     sys::fd::mark_cloexec_from(first)
+}
+
+/// Makes `command`'s child (a container runtime, say) hold `fds` as
+/// descriptors 3, 4, ... across its `exec`, in order (besides them it
+/// inherits only what is not close-on-exec, as Rust opens nothing). The
+/// descriptors are closed in this process when `command` is dropped.
+/// `EMFILE`: too many.
+pub fn pass_fds(command: &mut std::process::Command, fds: Vec<OwnedFd>) -> Result<(), Errno> {
+    sys::fd::pass_fds(command, fds)
 }
 
 /// A user's ids from the password database.

@@ -71,6 +71,11 @@ pub enum SpawnError {
     /// The child exited or was killed without reporting why.
     #[error("the child ended before it was ready ({0})")]
     ChildDied(ExitStatus),
+    /// The launch link to an init program another process started
+    /// ([`crate::LaunchLink`]) failed, or closed (`EPIPE`) before the init
+    /// said why.
+    #[error("the launch link to the sandbox's init failed: {0}")]
+    Link(Errno),
 }
 
 /// How a process ended.
@@ -391,7 +396,7 @@ fn step_failed(packed: i32) -> SpawnError {
 }
 
 /// Step number `step` of the child failed with `errno`.
-fn step_error(step: usize, errno: Errno) -> SpawnError {
+pub(crate) fn step_error(step: usize, errno: Errno) -> SpawnError {
     SpawnError::Step {
         step: STEPS.get(step).copied().unwrap_or("set up the sandbox"),
         errno,

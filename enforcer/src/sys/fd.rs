@@ -1,5 +1,6 @@
 //! Descriptors and paths: pipes, reads and writes, polling, flags.
-//! Everything here but [`memfd_create`]'s caller is async-signal-safe.
+//! Everything here but [`memfd_create`]'s caller and [`pass_fds`] (whose
+//! hook is) is async-signal-safe.
 
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -166,4 +167,42 @@ pub(crate) fn open_path(path: &CStr) -> Result<OwnedFd, Errno> {
 pub(crate) fn chdir(path: &CStr) -> Result<(), Errno> {
     // SAFETY: `path` is NUL-terminated and lives across the call.
     check_int(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+}
+
+/// Makes `command`'s child hold `fds` as descriptors 3, 4, ... across its
+/// `exec`. `fds` are closed here when `command` is dropped.
+pub(crate) fn pass_fds(
+    command: &mut std::process::Command,
+    fds: Vec<OwnedFd>,
+) -> Result<(), Errno> {
+    use std::os::unix::process::CommandExt as _;
+    let count = libc::c_int::try_from(fds.len()).map_err(|_| Errno(libc::EMFILE))?;
+    // Above every target, so that no copy overwrites a descriptor still
+    // to be moved.
+    let above = count.checked_add(3).ok_or(Errno(libc::EMFILE))?;
+    let mut moved: Vec<libc::c_int> = vec![-1; fds.len()];
+    let hook = move || -> std::io::Result<()> {
+        for (fd, slot) in fds.iter().zip(moved.iter_mut()) {
+            // SAFETY: F_DUPFD_CLOEXEC takes a live fd (`fds` holds it) and
+            // an integer; the copy is closed by the exec.
+            *slot = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, above) };
+            if *slot < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        for (target, fd) in (3..).zip(moved.iter()) {
+            // SAFETY: dup2 takes two integers; `fd` is the live copy made
+            // above. Whatever the child had at `target` belongs to no
+            // handle it uses again before its exec.
+            if unsafe { libc::dup2(*fd, target) } < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before `exec`; it makes
+    // only async-signal-safe calls (fcntl, dup2) and allocates nothing
+    // (`moved` is allocated here, `last_os_error` does not allocate).
+    unsafe { command.pre_exec(hook) };
+    Ok(())
 }
