@@ -59,6 +59,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/v1/sandboxes/{id}"),
     ("POST", "/v1/sandboxes/{id}/stop"),
     ("POST", "/v1/sandboxes/{id}/start"),
+    ("POST", "/v1/sandboxes/{id}/session"),
     ("POST", "/v1/sandboxes/{id}/token"),
     ("GET", "/v1/sandboxes/{id}/bundle"),
     ("POST", "/v1/sandboxes/{id}/status"),
@@ -98,6 +99,7 @@ pub(crate) async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
         (&Method::POST, ["v1", "sandboxes", id, "start"]) => {
             lifecycle::stop_or_start(app, r, id, true).await
         }
+        (&Method::POST, ["v1", "sandboxes", id, "session"]) => lifecycle::refresh(app, r, id).await,
         (&Method::POST, ["v1", "sandboxes", id, "token"]) => renew_sandbox_token(app, r, id).await,
         (&Method::GET, ["v1", "sandboxes", id, "bundle"]) => bundle(app, r, id).await,
         (&Method::POST, ["v1", "sandboxes", id, "status"]) => report(app, r, id).await,
@@ -472,6 +474,7 @@ async fn create_sandbox(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
         role: Role::Sandbox,
         sandbox: Some(id.clone()),
         expires_at: expiry(body.ttl_seconds),
+        generation: None,
     };
     let detail = json!({ "policy": policy, "expires_at": row.expires_at });
     app.store
@@ -555,6 +558,7 @@ async fn renew_sandbox_token(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply,
         role: Role::Sandbox,
         sandbox: Some(id.clone()),
         expires_at: expiry(body.ttl_seconds),
+        generation: None,
     };
     let expires_at = row.expires_at;
     let detail = json!({ "policy": s.policy, "expires_at": expires_at });
@@ -847,6 +851,7 @@ async fn create_token(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
         role: body.role,
         sandbox: None,
         expires_at: expiry(body.ttl_seconds),
+        generation: None,
     };
     let detail = json!({ "name": who, "role": body.role, "expires_at": row.expires_at });
     app.store

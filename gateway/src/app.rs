@@ -16,6 +16,7 @@ use tokio::sync::watch;
 pub(crate) use crate::clock::now;
 pub use crate::clock::token_hash;
 use crate::dir;
+pub use crate::driver::SandboxSettings;
 use crate::metrics::Metrics;
 use crate::store::{AuditEntry, RevisionRow, Role, Store, StoreError};
 use crate::wake::Wakeups;
@@ -54,11 +55,8 @@ pub struct Config {
     pub limits: Limits,
     /// What one client connection may cost.
     pub clients: ClientLimits,
-    /// What runs the sandboxes the gateway manages.
-    pub drivers: crate::driver::Drivers,
-    /// How long a gateway that stopped answering holds a sandbox in
-    /// transition before another takes it over (`--sandbox-lease`).
-    pub sandbox_lease: Duration,
+    /// How the gateway runs sandboxes.
+    pub sandboxes: crate::driver::SandboxSettings,
 }
 
 /// How long a client may take and how many connections it may hold: a
@@ -388,6 +386,9 @@ pub(crate) struct Caller {
     pub(crate) name: String,
     pub(crate) role: Role,
     pub(crate) sandbox: Option<String>,
+    /// For a session token: its generation and hash, what a refresh
+    /// names.
+    pub(crate) session: Option<(i64, String)>,
 }
 
 /// A request, read whole (within the limit) and authenticated.
@@ -415,6 +416,18 @@ impl Req {
         }
         serde_json::from_slice(&self.body)
             .map_err(|e| ApiError::bad_request(format!("the JSON body is not valid: {e}")))
+    }
+
+    /// `400` for a request with a body where the operation takes none.
+    pub(crate) fn no_body(&self) -> Result<(), ApiError> {
+        if self.body.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::bad_request(format!(
+                "`{} {}` takes no body",
+                self.method, self.path
+            )))
+        }
     }
 
     /// The caller, or `401`.

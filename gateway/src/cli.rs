@@ -92,6 +92,10 @@ pub(crate) enum Command {
         /// that died is taken over by another when S seconds have passed.
         #[arg(long, default_value_t = 30, value_name = "S")]
         sandbox_lease: u64,
+        /// A session token of a sandbox the gateway runs lives S seconds;
+        /// its supervisor refreshes it before then.
+        #[arg(long, default_value_t = 600, value_name = "S")]
+        session_ttl: u64,
         #[command(flatten)]
         limits: LimitArgs,
         #[command(flatten)]
@@ -443,6 +447,7 @@ async fn run(command: Command) -> u8 {
             approval,
             prove_timeout_ms,
             sandbox_lease,
+            session_ttl,
             limits,
             clients,
         } => {
@@ -455,8 +460,11 @@ async fn run(command: Command) -> u8 {
                 prove_timeout: Duration::from_millis(prove_timeout_ms),
                 limits: limits.limits(),
                 clients: clients.limits(),
-                drivers: crate::driver::Drivers::default(),
-                sandbox_lease: Duration::from_secs(sandbox_lease),
+                sandboxes: crate::app::SandboxSettings {
+                    drivers: crate::driver::Drivers::default(),
+                    lease: Duration::from_secs(sandbox_lease),
+                    session_ttl: Duration::from_secs(session_ttl),
+                },
             })
             .await
         }

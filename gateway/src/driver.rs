@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -128,8 +129,11 @@ pub struct Launch {
     pub policy: String,
     /// How it runs.
     pub spec: RunSpec,
-    /// The generation's session token, for its supervisor only.
+    /// The generation's session token, for its supervisor only; it
+    /// refreshes it (`POST /v1/sandboxes/{id}/session`) before it expires.
     pub token: String,
+    /// When the token expires, in seconds since the epoch.
+    pub token_expires_at: i64,
 }
 
 /// Runs sandboxes somewhere: processes on this host, containers, pods.
@@ -186,6 +190,29 @@ impl Drivers {
 impl std::fmt::Debug for Drivers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+/// How the gateway runs sandboxes through drivers.
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    /// What runs them.
+    pub drivers: Drivers,
+    /// How long a gateway that stopped answering holds a sandbox in
+    /// transition before another takes it over (`--sandbox-lease`).
+    pub lease: Duration,
+    /// How long a session token lives unless its supervisor refreshes it
+    /// (`--session-ttl`).
+    pub session_ttl: Duration,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        Self {
+            drivers: Drivers::default(),
+            lease: Duration::from_secs(30),
+            session_ttl: Duration::from_secs(600),
+        }
     }
 }
 

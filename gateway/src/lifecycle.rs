@@ -16,9 +16,9 @@ use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-use crate::driver::{Driver, Drivers, Launch, RunSpec};
+use crate::driver::{Driver, Drivers, Launch, RunSpec, SandboxSettings};
 use crate::store::{
-    AuditEntry, Lease, NewManaged, Phase, Role, SandboxRow, Store, StoreError, TokenRow, Tokens,
+    AuditEntry, Lease, NewManaged, Phase, SandboxRow, SessionRow, Store, StoreError, Tokens,
     Transition,
 };
 use crate::wake::{self, Wakeups};
@@ -81,9 +81,10 @@ struct Held {
     phase: Phase,
     generation: i64,
     prior: Option<Phase>,
-    /// The session token of a generation being started here; `None` when
-    /// the transition was taken over (the driver has it already).
-    token: Option<String>,
+    /// The session token (and its expiry) of a generation being started
+    /// here; `None` when the transition was taken over (the driver has it
+    /// already).
+    session: Option<(String, i64)>,
 }
 
 /// The lifecycle of one gateway process.
@@ -94,6 +95,7 @@ pub(crate) struct Lifecycle {
     /// This process, as lease holder.
     owner: String,
     lease: Duration,
+    session_ttl: Duration,
     tasks: Mutex<JoinSet<()>>,
 }
 
@@ -107,14 +109,15 @@ fn entry(actor: &str, action: &str, id: &str, detail: serde_json::Value) -> Audi
     }
 }
 
-fn session_token(id: &str) -> (String, TokenRow) {
+/// A new session token of `generation`, living `ttl`: the token, and
+/// the row the store keeps (its hash).
+pub(crate) fn session_token(generation: i64, ttl: Duration) -> (String, SessionRow) {
     let token = crate::dir::new_token();
-    let row = TokenRow {
+    let secs = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
+    let row = SessionRow {
         hash: crate::clock::token_hash(&token),
-        name: format!("sandbox:{id}"),
-        role: Role::Sandbox,
-        sandbox: Some(id.to_owned()),
-        expires_at: None,
+        generation,
+        expires_at: crate::clock::now().saturating_add(secs),
     };
     (token, row)
 }
@@ -122,23 +125,28 @@ fn session_token(id: &str) -> (String, TokenRow) {
 impl Lifecycle {
     pub(crate) fn new(
         store: Arc<dyn Store>,
-        drivers: Drivers,
+        settings: SandboxSettings,
         wakeups: Arc<Wakeups>,
-        lease: Duration,
     ) -> Arc<Self> {
         let token = crate::dir::new_token();
         Arc::new(Self {
             store,
-            drivers,
+            drivers: settings.drivers,
             wakeups,
             owner: format!(
                 "gateway-{}-{}",
                 std::process::id(),
                 token.get(4..16).unwrap_or_default()
             ),
-            lease: lease.max(Duration::from_secs(1)),
+            lease: settings.lease.max(Duration::from_secs(1)),
+            session_ttl: settings.session_ttl.max(Duration::from_secs(1)),
             tasks: Mutex::default(),
         })
+    }
+
+    /// How long a session token lives.
+    pub(crate) fn session_ttl(&self) -> Duration {
+        self.session_ttl
     }
 
     fn driver(&self, name: &str) -> Result<&Arc<dyn Driver>, LifecycleError> {
@@ -172,7 +180,8 @@ impl Lifecycle {
     ) -> Result<oneshot::Receiver<Outcome>, LifecycleError> {
         spec.validate().map_err(LifecycleError::Invalid)?;
         self.driver(&spec.driver)?;
-        let (token, row) = session_token(id);
+        let (token, session) = session_token(1, self.session_ttl);
+        let expires_at = session.expires_at;
         let detail = json!({ "policy": policy, "run": spec, "generation": 1 });
         self.store
             .create_managed(
@@ -180,7 +189,7 @@ impl Lifecycle {
                     id: id.to_owned(),
                     policy: policy.to_owned(),
                     spec: spec.clone(),
-                    token: row,
+                    session,
                     lease: self.new_lease(),
                     now: crate::clock::now(),
                 },
@@ -194,7 +203,7 @@ impl Lifecycle {
             phase: Phase::Provisioning,
             generation: 1,
             prior: None,
-            token: Some(token),
+            session: Some((token, expires_at)),
         }))
     }
 
@@ -269,9 +278,9 @@ impl Lifecycle {
         }
         self.driver(&spec.driver)?;
         let generation = s.generation + i64::from(next_generation);
-        let (token, tokens) = if next_generation {
-            let (token, row) = session_token(&s.id);
-            (Some(token), Tokens::Replace(row))
+        let (session, tokens) = if next_generation {
+            let (token, row) = session_token(generation, self.session_ttl);
+            (Some((token, row.expires_at)), Tokens::Replace(row))
         } else {
             (None, Tokens::Keep)
         };
@@ -302,7 +311,7 @@ impl Lifecycle {
             phase: to,
             generation,
             prior: Some(phase),
-            token,
+            session,
         }))
     }
 
@@ -383,14 +392,15 @@ impl Lifecycle {
     /// What the driver does for `act`; the error is the sandbox's reason.
     async fn drive(&self, driver: &dyn Driver, act: Act, held: &Held) -> Result<(), String> {
         match act {
-            Act::Up => match &held.token {
-                Some(token) => driver
+            Act::Up => match &held.session {
+                Some((token, expires_at)) => driver
                     .start(Launch {
                         id: held.id.clone(),
                         generation: held.generation,
                         policy: held.policy.clone(),
                         spec: held.spec.clone(),
                         token: token.clone(),
+                        token_expires_at: *expires_at,
                     })
                     .await
                     .map_err(|e| format!("generation {} did not start: {e}", held.generation)),
@@ -539,7 +549,7 @@ impl Lifecycle {
                     phase,
                     generation: s.generation,
                     prior: s.prior_phase,
-                    token: None,
+                    session: None,
                 });
             }
             // Another gateway took it first, or it moved on.

@@ -268,6 +268,7 @@ pub fn route_template(path: &str) -> &'static str {
         ["v1", "sandboxes", _, "token"] => "/v1/sandboxes/{id}/token",
         ["v1", "sandboxes", _, "stop"] => "/v1/sandboxes/{id}/stop",
         ["v1", "sandboxes", _, "start"] => "/v1/sandboxes/{id}/start",
+        ["v1", "sandboxes", _, "session"] => "/v1/sandboxes/{id}/session",
         ["v1", "tokens"] => "/v1/tokens",
         ["v1", "tokens", _] => "/v1/tokens/{name}",
         ["v1", "audit"] => "/v1/audit",

@@ -24,7 +24,7 @@ use crate::metrics::{Gauges, route_template};
 use crate::store::{AuditEntry, Role, SqlStore, Store, TokenRow};
 use crate::wire;
 
-pub use crate::app::{ApprovalMode, Config, token_hash};
+pub use crate::app::{ApprovalMode, Config, SandboxSettings, token_hash};
 
 pub(crate) use crate::app::{ApiError, App, BODY_LIMIT, Caller, Reply, Req, ServeError, now};
 use crate::app::{RefusalWindow, parse_query};
@@ -36,7 +36,8 @@ async fn authenticate(app: &App, req: &Request<Incoming>) -> Result<Option<Calle
     let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) else {
         return Ok(None);
     };
-    let Some(row): Option<TokenRow> = app.store.token(&token_hash(token)).await? else {
+    let hash = token_hash(token);
+    let Some(row): Option<TokenRow> = app.store.token(&hash).await? else {
         return Ok(None);
     };
     if row.expires_at.is_some_and(|t| t <= now()) {
@@ -50,6 +51,7 @@ async fn authenticate(app: &App, req: &Request<Incoming>) -> Result<Option<Calle
         name: row.name,
         role: row.role,
         sandbox: row.sandbox,
+        session: row.generation.map(|g| (g, hash)),
     }))
 }
 
@@ -563,6 +565,7 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
             role: Role::Admin,
             sandbox: None,
             expires_at: None,
+            generation: None,
         })
         .await?;
     let listen_url = store.listen_url();
@@ -570,9 +573,8 @@ pub async fn start_on(config: Config, listener: TcpListener) -> Result<Running, 
     let wakeups: Arc<crate::wake::Wakeups> = Arc::default();
     let lifecycle = crate::lifecycle::Lifecycle::new(
         Arc::clone(&store),
-        config.drivers.clone(),
+        config.sandboxes.clone(),
         Arc::clone(&wakeups),
-        config.sandbox_lease,
     );
     let app = Arc::new(App {
         store,

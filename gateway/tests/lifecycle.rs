@@ -575,3 +575,134 @@ async fn the_client_commands_run_a_sandbox_through_its_life() {
     assert_eq!(rc, 2, "{err}");
     assert!(err.contains("add `--driver D`"), "{err}");
 }
+
+/// Refreshes the session of `id` with `token` through `c`'s gateway: the
+/// status and the answer.
+async fn refresh(c: &Client, id: &str, token: &str) -> (u16, Value) {
+    let r = send(
+        &c.with_token(token),
+        "POST",
+        &format!("/v1/sandboxes/{id}/session"),
+        None,
+    )
+    .await;
+    (r.status, r.json())
+}
+
+/// A refresh that must work: the new token.
+async fn refreshed(c: &Client, id: &str, token: &str, generation: i64) -> String {
+    let (status, v) = refresh(c, id, token).await;
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["generation"], generation, "{v}");
+    assert!(v["expires_at"].as_i64().unwrap() > gateway_now(), "{v}");
+    v["token"].as_str().unwrap().to_owned()
+}
+
+fn gateway_now() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_refreshed_by_any_gateway_process_and_after_restarts() {
+    let driver = Arc::new(Scripted::default());
+    let gw = gateway(Backend::Postgres, &driver).await;
+    assert_eq!(create(&gw, "s1").await.status, 201);
+    let (_, t1) = driver.last_token("s1");
+    // Two gateway processes on the database, neither of which made the
+    // sandbox or its session.
+    let serve = || common::process::serve(gw.dir.path(), "127.0.0.1:0", &gw.db, "manual").unwrap();
+    let (a, b) = (serve(), serve());
+    let t2 = refreshed(&a.admin, "s1", &t1, 1).await;
+    let t3 = refreshed(&b.admin, "s1", &t2, 1).await;
+    // The token that asked works until it expires: an answer lost on its
+    // way leaves the supervisor a working one. The one before it is gone.
+    assert_eq!(session_status(&gw, "s1", &t2).await, 200);
+    assert_eq!(session_status(&gw, "s1", &t1).await, 401);
+
+    drop((a, b));
+    let c = serve();
+    let t4 = refreshed(&c.admin, "s1", &t3, 1).await;
+
+    // Only the sandbox's own session refreshes it.
+    let (status, v) = refresh(
+        &c.admin,
+        "s1",
+        &std::fs::read_to_string(gw.path("admin.token")).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 403, "{v}");
+    let r = send(
+        &gw.admin,
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"id": "elsewhere", "policy": "agent"})),
+    )
+    .await;
+    let registered = r.json()["token"].as_str().unwrap().to_owned();
+    assert_eq!(refresh(&c.admin, "elsewhere", &registered).await.0, 403);
+    assert_eq!(create(&gw, "s2").await.status, 201);
+    let (_, other) = driver.last_token("s2");
+    assert_eq!(refresh(&c.admin, "s1", &other).await.0, 403);
+
+    // A stop that fails leaves the session refreshing; one that commits
+    // ends it.
+    driver.fail("stop", true);
+    let r = send(&gw.admin, "POST", "/v1/sandboxes/s1/stop", None).await;
+    assert_eq!(r.status, 502, "{:?}", r.json());
+    let t5 = refreshed(&c.admin, "s1", &t4, 1).await;
+    driver.fail("stop", false);
+    let r = send(&gw.admin, "POST", "/v1/sandboxes/s1/stop", None).await;
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    for t in [&t1, &t5] {
+        assert_eq!(refresh(&c.admin, "s1", t).await.0, 401);
+    }
+
+    // The next generation's session is its own.
+    let r = send(&gw.admin, "POST", "/v1/sandboxes/s1/start", None).await;
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    let (g, t6) = driver.last_token("s1");
+    assert_eq!(g, 2);
+    refreshed(&c.admin, "s1", &t6, 2).await;
+    assert_eq!(refresh(&c.admin, "s1", &t5).await.0, 401);
+    let audited = history(&gw, "s1").await;
+    let refreshes = audited
+        .iter()
+        .filter(|(a, _)| a == "session-refresh")
+        .count();
+    assert_eq!(refreshes, 5, "{audited:?}");
+}
+
+both!(
+    sessions_expire_and_only_the_last_two_are_kept,
+    |backend| async move {
+        let driver = Arc::new(Scripted::default());
+        let (dir, db) = common::fresh_dir(backend).await;
+        let mut config = common::driven(&dir, &db, &driver, 30);
+        config.sandboxes.session_ttl = Duration::from_secs(3);
+        let gw = Gw::serve(dir, config).await;
+        propose(&gw.admin, "agent", common::BASE).await;
+        assert_eq!(create(&gw, "s1").await.status, 201);
+        let (_, first) = driver.last_token("s1");
+        let mut tokens = vec![first];
+        for _ in 0..5 {
+            let next = refreshed(&gw.admin, "s1", tokens.last().unwrap(), 1).await;
+            tokens.push(next);
+        }
+        // Six made: the one that asked last, and its answer.
+        for (i, t) in tokens.iter().enumerate() {
+            let want = if i < 4 { 401 } else { 200 };
+            assert_eq!(session_status(&gw, "s1", t).await, want, "token {i}");
+        }
+        tokio::time::sleep(Duration::from_millis(3100)).await;
+        let last = tokens.last().unwrap();
+        let (status, v) = refresh(&gw.admin, "s1", last).await;
+        assert_eq!(status, 401, "{v}");
+        assert_eq!(v["error"]["code"], "token_expired", "{v}");
+    }
+);

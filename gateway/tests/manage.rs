@@ -28,8 +28,7 @@ async fn start_on(dir: &std::path::Path, db: &str) -> Running {
             prove_timeout: Duration::from_secs(20),
             limits: gateway::app::Limits::default(),
             clients: quiet(),
-            drivers: gateway::driver::Drivers::default(),
-            sandbox_lease: Duration::from_secs(30),
+            sandboxes: gateway::app::SandboxSettings::default(),
         })
         .await;
         match r {

@@ -1132,6 +1132,14 @@ both!(
             .expect(admin, 201, "POST", "/v1/sandboxes", Some(run))
             .await;
         assert_eq!(v["phase"], "ready", "{v}");
+        let (_, session) = driver.last_token("run1");
+        let supervisor = admin.with_token(&session);
+        let fresh = c
+            .expect(&supervisor, 201, "POST", "/v1/sandboxes/run1/session", None)
+            .await;
+        assert_eq!(fresh["generation"], 1, "{fresh}");
+        c.expect(admin, 403, "POST", "/v1/sandboxes/run1/session", None)
+            .await;
         c.expect(admin, 409, "POST", "/v1/sandboxes/run1/start", None)
             .await;
         c.expect(admin, 409, "POST", "/v1/sandboxes/sb/stop", None)
@@ -1146,6 +1154,8 @@ both!(
         c.expect(admin, 400, "POST", "/v1/sandboxes", Some(none))
             .await;
         c.expect(admin, 200, "POST", "/v1/sandboxes/run1/stop", None)
+            .await;
+        c.expect(&supervisor, 401, "POST", "/v1/sandboxes/run1/session", None)
             .await;
         driver.fail("start", true);
         c.expect(admin, 502, "POST", "/v1/sandboxes/run1/start", None)
@@ -1340,12 +1350,22 @@ fn roles(doc: &Doc, method: &str, template: &str) -> BTreeSet<String> {
 // sandbox's token asking about its own sandbox). Admin goes last: some of
 // its requests change what the others would be asked about.
 both!(x_roles_are_the_roles_the_server_serves, |b| async move {
-    let gw = Gw::start(b, ApprovalMode::Manual).await;
+    let driver = Arc::new(common::scripted::Scripted::default());
+    let gw = Gw::start_driven(b, &driver, 30).await;
     let check = Checked::new(Doc::load());
     let author = gw.person("alice", "author").await;
     let reader = gw.person("rita", "reader").await;
     propose(&author, "agent", BASE).await;
-    let sandbox = gw.sandbox("sb", "agent").await;
+    // A sandbox the gateway runs: its session token serves every
+    // operation a sandbox's token does.
+    let run = json!({"id": "sb", "policy": "agent", "run": {"driver": "scripted"}});
+    assert_eq!(
+        send(&gw.admin, "POST", "/v1/sandboxes", Some(run))
+            .await
+            .status,
+        201
+    );
+    let sandbox = gw.admin.with_token(&driver.last_token("sb").1);
     let ops: Vec<(&str, &str)> = gateway::api::ROUTES
         .iter()
         .copied()

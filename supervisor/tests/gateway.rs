@@ -54,8 +54,7 @@ impl Gw {
             prove_timeout: Duration::from_secs(20),
             limits: gateway::app::Limits::default(),
             clients: gateway::app::ClientLimits::default(),
-            drivers: gateway::driver::Drivers::default(),
-            sandbox_lease: Duration::from_secs(30),
+            sandboxes: gateway::app::SandboxSettings::default(),
         };
         let addr = config.listen;
         rt.block_on(async {

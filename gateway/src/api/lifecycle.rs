@@ -19,7 +19,7 @@ use super::{load_sandbox, name};
 use crate::app::{ApiError, App, MAX_WAIT_SECS, Reply, Req};
 use crate::driver::RunSpec;
 use crate::lifecycle::{LifecycleError, Outcome};
-use crate::store::{Role, SandboxRow};
+use crate::store::{Role, SandboxRow, StoreError};
 use crate::wire;
 
 /// How long a lifecycle request waits for its driver unless `wait` says.
@@ -119,6 +119,7 @@ pub(super) async fn stop_or_start(
 ) -> Result<Reply, ApiError> {
     let caller = r.require(&[Role::Admin])?.clone();
     let id = name("sandbox", id)?;
+    r.no_body()?;
     let s = load_sandbox(app, &id).await?;
     let outcome = if start {
         app.lifecycle.start(&s, &caller.name).await?
@@ -137,4 +138,54 @@ pub(super) async fn delete(
 ) -> Result<Reply, ApiError> {
     let outcome = app.lifecycle.delete(s, actor).await?;
     settle(app, r, (&s.id, &s.policy), StatusCode::OK, outcome).await
+}
+
+/// `POST /v1/sandboxes/{id}/session`: the sandbox's supervisor, with a
+/// session token that still works, gets a new one of the same generation.
+/// Any gateway on the database answers it: the sessions are rows, not
+/// memory.
+pub(super) async fn refresh(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    let id = name("sandbox", id)?;
+    let caller = r.require(&[Role::Sandbox])?;
+    r.no_body()?;
+    let own = caller.sandbox.as_deref() == Some(id.as_str());
+    let Some((generation, presented)) = caller.session.clone().filter(|_| own) else {
+        return Err(ApiError::forbidden(format!(
+            "only a session token of sandbox `{id}` refreshes its session; a registered sandbox's token is renewed by an admin (`POST /v1/sandboxes/{id}/token`)"
+        )));
+    };
+    let (token, session) = crate::lifecycle::session_token(generation, app.lifecycle.session_ttl());
+    let expires_at = session.expires_at;
+    let detail = serde_json::json!({ "generation": generation, "expires_at": expires_at });
+    let refreshed = app
+        .store
+        .refresh_session(
+            &id,
+            &presented,
+            session,
+            super::entry(
+                &caller.name,
+                "session-refresh",
+                format!("sandbox:{id}"),
+                detail,
+            ),
+        )
+        .await;
+    match refreshed {
+        Ok(()) => Ok(Reply::json(
+            StatusCode::CREATED,
+            &wire::SessionToken {
+                id,
+                generation,
+                token,
+                expires_at,
+            },
+        )),
+        Err(StoreError::NotFound(m)) => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "session_revoked",
+            m,
+        )),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -574,6 +574,16 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
             )],
         ),
         (
+            "/v1/sandboxes/{id}/session",
+            vec![param("SandboxId")],
+            vec![(
+                "post",
+                Op::new("refreshSession", &["sandbox"], "A new session token for a sandbox the gateway runs, of the same generation.")
+                    .says("Roles: the sandbox's own session token (not a registered sandbox's token). Every gateway on the database answers it. The token asking works until it expires (an answer lost on its way leaves the supervisor a working one); every older one of the sandbox is revoked. `401` (`session_revoked`) once the sandbox stopped or started another generation.")
+                    .answer("201", "The new token, shown once.", s.answer::<wire::SessionToken>()),
+            )],
+        ),
+        (
             "/v1/sandboxes/{id}/token",
             vec![param("SandboxId")],
             vec![(

@@ -63,6 +63,21 @@ pub struct TokenRow {
     pub(crate) role: Role,
     pub(crate) sandbox: Option<String>,
     pub(crate) expires_at: Option<i64>,
+    /// A session token's generation: it works only while the sandbox is
+    /// at that generation.
+    #[serde(skip)]
+    pub(crate) generation: Option<i64>,
+}
+
+/// A session token of a sandbox the gateway runs: bound to one
+/// generation, short-lived, refreshed by its supervisor. Kept apart from
+/// the tokens people manage, so that a sandbox can hold several while a
+/// refreshed one reaches its supervisor.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub(crate) hash: String,
+    pub(crate) generation: i64,
+    pub(crate) expires_at: i64,
 }
 
 /// A policy: its name and which revision is live.
@@ -265,7 +280,7 @@ pub enum Tokens {
     /// Nothing runs any more: no token of it may work.
     Revoke,
     /// A new generation's session: every older token is revoked.
-    Replace(TokenRow),
+    Replace(SessionRow),
 }
 
 /// A sandbox the gateway runs, stored in `provisioning` with its first
@@ -275,7 +290,7 @@ pub struct NewManaged {
     pub(crate) id: String,
     pub(crate) policy: String,
     pub(crate) spec: RunSpec,
-    pub(crate) token: TokenRow,
+    pub(crate) session: SessionRow,
     pub(crate) lease: Lease,
     pub(crate) now: i64,
 }
@@ -412,6 +427,16 @@ pub trait Store: Send + Sync {
     /// Changes a managed sandbox's phase (see [`Transition`]), its tokens
     /// with it, at once.
     fn transition(&self, change: Transition, audit: AuditEntry) -> Fut<'_, ()>;
+    /// Adds a session token to the sandbox's, if the session `presented`
+    /// (a hash) is still one of them ([`StoreError::NotFound`] once it was
+    /// revoked); every other session of the sandbox goes.
+    fn refresh_session(
+        &self,
+        id: &str,
+        presented: &str,
+        session: SessionRow,
+        audit: AuditEntry,
+    ) -> Fut<'_, ()>;
     /// Moves the end of a lease `owner` still holds; `false` when it no
     /// longer does.
     fn renew_lease(&self, id: &str, owner: &str, until: i64) -> Fut<'_, bool>;

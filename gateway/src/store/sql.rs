@@ -17,8 +17,8 @@ use sqlx::{Any, AnyPool, Executor as _, Row as _, Transaction};
 
 use super::{
     Approval, AuditEntry, AuditRow, BoundaryRow, Fut, NewBoundary, NewManaged, NewProposal, Phase,
-    PolicyRow, ProposalRow, ProposalState, RevisionRow, Role, SandboxRow, StatusReport, Store,
-    StoreError, TokenInfo, TokenRow, Transition,
+    PolicyRow, ProposalRow, ProposalState, RevisionRow, Role, SandboxRow, SessionRow, StatusReport,
+    Store, StoreError, TokenInfo, TokenRow, Transition,
 };
 use crate::audit::{GENESIS, row_hash};
 
@@ -55,6 +55,8 @@ const TABLES: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS audit (seq BIGINT PRIMARY KEY, at BIGINT NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, subject TEXT NOT NULL, detail TEXT NOT NULL, prev TEXT NOT NULL, hash TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS audit_head (id BIGINT PRIMARY KEY, seq BIGINT NOT NULL, hash TEXT NOT NULL)",
     boundary::TABLE,
+    lifecycle::SESSIONS,
+    lifecycle::SESSIONS_INDEX,
     "CREATE INDEX IF NOT EXISTS proposals_policy ON proposals (policy, id)",
     "CREATE INDEX IF NOT EXISTS sandboxes_policy ON sandboxes (policy)",
     "CREATE INDEX IF NOT EXISTS tokens_sandbox ON tokens (sandbox)",
@@ -387,6 +389,7 @@ fn token_row(r: &AnyRow) -> Result<TokenRow, StoreError> {
         role: role(r)?,
         sandbox: r.try_get("sandbox")?,
         expires_at: r.try_get("expires_at")?,
+        generation: r.try_get("generation")?,
     })
 }
 
@@ -557,7 +560,7 @@ impl Store for SqlStore {
                     .await?;
             }
             let held = sqlx::query(
-                "SELECT hash, name, role, sandbox, expires_at FROM tokens WHERE name = $1 OR hash = $2",
+                "SELECT hash, name, role, sandbox, expires_at, CAST(NULL AS BIGINT) AS generation FROM tokens WHERE name = $1 OR hash = $2",
             )
             .bind(&token.name)
             .bind(&token.hash)
@@ -644,12 +647,15 @@ impl Store for SqlStore {
         let hash = hash.to_owned();
         Box::pin(async move {
             let row = sqlx::query(
-                "SELECT hash, name, role, sandbox, expires_at FROM tokens WHERE hash = $1",
+                "SELECT hash, name, role, sandbox, expires_at, CAST(NULL AS BIGINT) AS generation FROM tokens WHERE hash = $1",
             )
-            .bind(hash)
+            .bind(&hash)
             .fetch_optional(&self.pool)
             .await?;
-            row.as_ref().map(token_row).transpose()
+            match row {
+                Some(row) => token_row(&row).map(Some),
+                None => self.session(hash).await,
+            }
         })
     }
 
@@ -1083,6 +1089,16 @@ impl Store for SqlStore {
 
     fn transition(&self, change: Transition, audit: AuditEntry) -> Fut<'_, ()> {
         Box::pin(self.change_phase(change, audit))
+    }
+
+    fn refresh_session(
+        &self,
+        id: &str,
+        presented: &str,
+        session: SessionRow,
+        audit: AuditEntry,
+    ) -> Fut<'_, ()> {
+        Box::pin(self.add_session(id.to_owned(), presented.to_owned(), session, audit))
     }
 
     fn renew_lease(&self, id: &str, owner: &str, until: i64) -> Fut<'_, bool> {

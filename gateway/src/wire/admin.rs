@@ -59,6 +59,19 @@ pub(crate) struct SandboxToken {
     pub(crate) expires_at: Option<i64>,
 }
 
+/// `POST /v1/sandboxes/{id}/session`: a new session token of the same
+/// generation, shown once; the one that asked works until it expires.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub(crate) struct SessionToken {
+    #[schemars(with = "shape::Name")]
+    pub(crate) id: String,
+    pub(crate) generation: i64,
+    #[schemars(with = "shape::Token")]
+    pub(crate) token: String,
+    pub(crate) expires_at: i64,
+}
+
 /// `DELETE /v1/sandboxes/{id}`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("additionalProperties" = false))]

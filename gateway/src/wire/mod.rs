@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 pub(crate) use admin::{
     AuditHead, AuditPage, AuditVerification, CreateSandboxRequest, CreateTokenRequest,
     DeletedSandbox, Envelope, RenewTokenRequest, RevokedToken, Sandbox, SandboxCreated,
-    SandboxList, SandboxToken, StatusReportRequest, TokenCreated, TokenInfo, TokenList,
+    SandboxList, SandboxToken, SessionToken, StatusReportRequest, TokenCreated, TokenInfo,
+    TokenList,
 };
 pub(crate) use boundary::{Boundary, BoundaryRefusal, BoundaryRequest, RemovedBoundary};
 pub(crate) use lifecycle::Phase;

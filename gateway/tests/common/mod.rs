@@ -4,6 +4,7 @@
 //! client.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod process;
 pub mod scripted;
 
 use std::path::PathBuf;
@@ -119,8 +120,11 @@ pub fn driven(
         prove_timeout: Duration::from_secs(20),
         limits: gateway::app::Limits::default(),
         clients: quiet(),
-        drivers: gateway::driver::Drivers::new(vec![d]),
-        sandbox_lease: Duration::from_secs(lease),
+        sandboxes: gateway::app::SandboxSettings {
+            drivers: gateway::driver::Drivers::new(vec![d]),
+            lease: Duration::from_secs(lease),
+            ..gateway::app::SandboxSettings::default()
+        },
     }
 }
 
@@ -325,8 +329,7 @@ impl Gw {
             prove_timeout: prove,
             limits,
             clients,
-            drivers: gateway::driver::Drivers::default(),
-            sandbox_lease: Duration::from_secs(30),
+            sandboxes: gateway::app::SandboxSettings::default(),
         };
         Self::serve(dir, config).await
     }

@@ -10,40 +10,54 @@
 
 use sqlx::{Any, Transaction};
 
-use super::{SANDBOX_SELECT, SqlStore, append, conflict, sandbox_row};
+use super::{SANDBOX_SELECT, SqlStore, append, conflict, sandbox_row, token_row};
 use crate::store::{
-    AuditEntry, NewManaged, Phase, SandboxRow, StoreError, TokenRow, Tokens, Transition,
+    AuditEntry, NewManaged, Phase, SandboxRow, SessionRow, StoreError, TokenRow, Tokens, Transition,
 };
 
 /// Finding the sandboxes in transition without reading every row.
 pub(super) const INDEX: &str = "CREATE INDEX IF NOT EXISTS sandboxes_phase ON sandboxes (phase)";
 
+/// The session tokens of sandboxes the gateway runs, by hash.
+pub(super) const SESSIONS: &str = "CREATE TABLE IF NOT EXISTS sessions (hash TEXT PRIMARY KEY, sandbox TEXT NOT NULL, generation BIGINT NOT NULL, expires_at BIGINT NOT NULL, created_at BIGINT NOT NULL)";
+pub(super) const SESSIONS_INDEX: &str =
+    "CREATE INDEX IF NOT EXISTS sessions_sandbox ON sessions (sandbox)";
+
+/// A session as authentication reads it: only while its sandbox is at its
+/// generation.
+const SESSION_SELECT: &str = "SELECT s.hash, 'sandbox:' || s.sandbox AS name, 'sandbox' AS role, s.sandbox, s.expires_at, s.generation FROM sessions s JOIN sandboxes b ON b.id = s.sandbox AND b.generation = s.generation WHERE s.hash = $1";
+
+/// Revokes every token and session of sandbox `id`.
 async fn revoke(tx: &mut Transaction<'static, Any>, id: &str) -> Result<u64, StoreError> {
-    Ok(
-        sqlx::query("DELETE FROM tokens WHERE sandbox = $1 OR name = $2")
-            .bind(id)
-            .bind(format!("sandbox:{id}"))
-            .execute(&mut **tx)
-            .await?
-            .rows_affected(),
-    )
+    let tokens = sqlx::query("DELETE FROM tokens WHERE sandbox = $1 OR name = $2")
+        .bind(id)
+        .bind(format!("sandbox:{id}"))
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    let sessions = sqlx::query("DELETE FROM sessions WHERE sandbox = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    Ok(tokens + sessions)
 }
 
-async fn insert_token(
+async fn insert_session(
     tx: &mut Transaction<'static, Any>,
     id: &str,
-    token: &TokenRow,
+    session: &SessionRow,
     now: i64,
 ) -> Result<(), StoreError> {
-    sqlx::query("INSERT INTO tokens (hash, name, role, sandbox, expires_at, created_at) VALUES ($1, $2, 'sandbox', $3, $4, $5)")
-        .bind(&token.hash)
-        .bind(&token.name)
+    sqlx::query("INSERT INTO sessions (hash, sandbox, generation, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)")
+        .bind(&session.hash)
         .bind(id)
-        .bind(token.expires_at)
+        .bind(session.generation)
+        .bind(session.expires_at)
         .bind(now)
         .execute(&mut **tx)
         .await
-        .map_err(|e| conflict(e, &format!("a token named `{}` exists already", token.name)))?;
+        .map_err(|e| conflict(e, "a session with this token exists already"))?;
     Ok(())
 }
 
@@ -74,7 +88,7 @@ impl SqlStore {
                 s.policy, s.policy
             )));
         }
-        insert_token(&mut tx, &s.id, &s.token, s.now).await?;
+        insert_session(&mut tx, &s.id, &s.session, s.now).await?;
         append(&mut tx, &audit).await?;
         self.notify(&mut tx, &format!("sandbox:{}", s.id)).await?;
         tx.commit().await?;
@@ -120,9 +134,9 @@ impl SqlStore {
         let revoked = match &t.tokens {
             Tokens::Keep => 0,
             Tokens::Revoke => revoke(&mut tx, &t.id).await?,
-            Tokens::Replace(token) => {
+            Tokens::Replace(session) => {
                 let n = revoke(&mut tx, &t.id).await?;
-                insert_token(&mut tx, &t.id, token, t.now).await?;
+                insert_session(&mut tx, &t.id, session, t.now).await?;
                 n
             }
         };
@@ -132,6 +146,47 @@ impl SqlStore {
         }
         append(&mut tx, &audit).await?;
         self.notify(&mut tx, &format!("sandbox:{}", t.id)).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The session with this hash, as a token row, while it is bound to
+    /// its sandbox's generation.
+    pub(super) async fn session(&self, hash: String) -> Result<Option<TokenRow>, StoreError> {
+        let row = sqlx::query(SESSION_SELECT)
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(token_row).transpose()
+    }
+
+    pub(super) async fn add_session(
+        &self,
+        id: String,
+        presented: String,
+        session: SessionRow,
+        audit: AuditEntry,
+    ) -> Result<(), StoreError> {
+        let (_guard, mut tx) = self.begin().await?;
+        let current = sqlx::query(&format!("{SESSION_SELECT} AND s.sandbox = $2"))
+            .bind(&presented)
+            .bind(&id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if current.is_none() {
+            return Err(StoreError::NotFound(format!(
+                "the session of sandbox `{id}` is revoked: the sandbox stopped, or started another generation"
+            )));
+        }
+        // The token that asked stays until it expires, in case the answer
+        // is lost on its way; every older one goes.
+        sqlx::query("DELETE FROM sessions WHERE sandbox = $1 AND hash <> $2")
+            .bind(&id)
+            .bind(&presented)
+            .execute(&mut *tx)
+            .await?;
+        insert_session(&mut tx, &id, &session, audit.at).await?;
+        append(&mut tx, &audit).await?;
         tx.commit().await?;
         Ok(())
     }
