@@ -134,7 +134,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID", requires = "gateway")]
     pub sandbox: Option<String>,
 
-    /// The sandbox's token (`openshell-gateway sandbox create`).
+    /// The sandbox's token (`openshell-gateway sandbox create`), or the
+    /// session a driver wrote, which the supervisor refreshes and writes
+    /// back.
     #[arg(long, value_name = "FILE", requires = "gateway")]
     pub token_file: Option<PathBuf>,
 

@@ -29,6 +29,8 @@
 //!
 //! With several gateway URLs the client tries them in order
 //! ([`bundle_trust::client`]), for the launch, the poll and the reports.
+//! A session token (a sandbox the gateway runs) is refreshed before it
+//! expires ([`crate::session`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,6 +46,7 @@ use crate::cli::RunArgs;
 use crate::error::LaunchError;
 use crate::notes::note;
 use crate::reload::{Outcome, Reloader};
+use crate::session::Session;
 use crate::state::{self, Applied, StateDir};
 use sandbox::writable::Writable;
 
@@ -60,7 +63,7 @@ pub const CLOCK_SKEW: i64 = 30;
 /// Where the bundle comes from.
 #[derive(Debug, Clone)]
 pub struct Gateway {
-    client: Client,
+    session: Arc<Session>,
     sandbox: String,
     trust: PathBuf,
     state: StateDir,
@@ -103,7 +106,8 @@ impl Gateway {
         if args.gateway.is_empty() {
             return Ok(None);
         }
-        let (_, token) = read(args.token_file.as_ref(), "--token-file")?;
+        let (token_file, token) = read(args.token_file.as_ref(), "--token-file")?;
+        let token = String::from_utf8_lossy(&token).into_owned();
         let (_, ca) = read(args.gateway_ca.as_ref(), "--gateway-ca")?;
         let trust = args
             .trust_key
@@ -113,8 +117,9 @@ impl Gateway {
             .sandbox
             .clone()
             .ok_or_else(|| LaunchError::Usage("`--gateway` needs `--sandbox`".into()))?;
-        let client = Client::with_urls(&args.gateway, &ca, &String::from_utf8_lossy(&token))
+        let client = Client::with_urls(&args.gateway, &ca, &token)
             .map_err(|e| LaunchError::Gateway(e.to_string()))?;
+        let session = Session::new(client, &sandbox, &token_file, &token);
         let dir = args
             .state_dir
             .clone()
@@ -124,7 +129,7 @@ impl Gateway {
         let max_age =
             i64::try_from(args.max_bundle_age.unwrap_or(DEFAULT_MAX_AGE)).unwrap_or(i64::MAX);
         Ok(Some(Self {
-            client,
+            session,
             sandbox,
             trust,
             state,
@@ -226,7 +231,11 @@ impl Gateway {
     }
 
     fn shown(&self) -> String {
-        format!("{}/v1/sandboxes/{}/bundle", self.client.url(), self.sandbox)
+        format!(
+            "{}/v1/sandboxes/{}/bundle",
+            self.session.client().url(),
+            self.sandbox
+        )
     }
 
     /// Fetches and verifies the current revision, before the fork.
@@ -258,7 +267,8 @@ impl Gateway {
         let sent = nonce()?;
         let path = format!("/v1/sandboxes/{}/bundle?nonce={sent}", self.sandbox);
         let resp = self
-            .client
+            .session
+            .client()
             .send("GET", &path, None, &[], Duration::from_secs(30))
             .await
             .map_err(|e| e.to_string())?;
@@ -297,7 +307,8 @@ impl Gateway {
             json!({ "revision": revision, "digest": digest, "result": result, "error": error });
         let path = format!("/v1/sandboxes/{}/status", self.sandbox);
         match self
-            .client
+            .session
+            .client()
             .send("POST", &path, Some(&body), &[], Duration::from_secs(30))
             .await
         {
@@ -319,6 +330,7 @@ impl Gateway {
         let hup = signal(SignalKind::hangup())?;
         // The workload runs under this revision now: it is the floor.
         self.record(&first.claims.policy, revision, &digest);
+        tokio::spawn(Arc::clone(&self.session).keep_fresh());
         tokio::spawn(async move {
             self.report(revision, &digest, "applied", None).await;
             self.poll(reloader, revision, digest, hup).await;
@@ -343,7 +355,8 @@ impl Gateway {
         loop {
             let inm = format!("\"{digest}\"");
             let headers = [("if-none-match", inm.as_str())];
-            let fetched = self.client.send(
+            let client = self.session.client();
+            let fetched = client.send(
                 "GET",
                 &path,
                 None,

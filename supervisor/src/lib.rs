@@ -55,6 +55,7 @@ pub mod relay;
 mod reload;
 mod run;
 mod serve;
+mod session;
 mod state;
 mod stdio;
 mod tables;

@@ -36,6 +36,16 @@ impl Gw {
 
     /// A gateway on database `db` (several may share a PostgreSQL one).
     fn start_on(net: &TestNet, dir: &Path, port: u16, db: &str) -> Gw {
+        Gw::start_with(net, dir, port, db, gateway::app::SandboxSettings::default())
+    }
+
+    fn start_with(
+        net: &TestNet,
+        dir: &Path,
+        port: u16,
+        db: &str,
+        sandboxes: gateway::app::SandboxSettings,
+    ) -> Gw {
         if !dir.join("ca.pem").exists() {
             gateway::dir::init(dir, &[]).unwrap();
         }
@@ -54,7 +64,7 @@ impl Gw {
             prove_timeout: Duration::from_secs(20),
             limits: gateway::app::Limits::default(),
             clients: gateway::app::ClientLimits::default(),
-            sandboxes: gateway::app::SandboxSettings::default(),
+            sandboxes,
         };
         let addr = config.listen;
         rt.block_on(async {
@@ -174,14 +184,16 @@ fn setup() -> Setup {
 
 /// The setup with its gateway on `db` (default: SQLite in its directory).
 fn setup_on(db: Option<&str>) -> Setup {
+    setup_with(db, gateway::app::SandboxSettings::default())
+}
+
+fn setup_with(db: Option<&str>, sandboxes: gateway::app::SandboxSettings) -> Setup {
     let net = TestNet::new();
     let dir = Dir::new();
     let port = common::http_server(net.tcp("127.0.0.1:0")).port();
     let gwdir = dir.join("gw");
-    let gw = match db {
-        Some(db) => Gw::start_on(&net, &gwdir, 0, db),
-        None => Gw::start(&net, &gwdir, 0),
-    };
+    let sqlite = format!("sqlite:{}", gwdir.join("gateway.db").display());
+    let gw = Gw::start_with(&net, &gwdir, 0, db.unwrap_or(&sqlite), sandboxes);
     let admin = gw.admin();
     let alice_token = token(&call(
         &net,
@@ -1002,4 +1014,91 @@ fn two_gateways_on_one_postgresql_the_supervisor_follows_the_one_still_up() {
         s.stderr()
     );
     assert!(s.started().exists());
+}
+
+/// A driver that only hands each start's session over: this test starts
+/// the supervisor itself.
+#[derive(Default)]
+struct Handover(std::sync::Mutex<Vec<gateway::driver::Launch>>);
+
+impl gateway::driver::Driver for Handover {
+    fn name(&self) -> &str {
+        "handover"
+    }
+    fn start(&self, launch: gateway::driver::Launch) -> gateway::driver::DriverFut<'_, ()> {
+        self.0.lock().unwrap().push(launch);
+        Box::pin(async { Ok(()) })
+    }
+    fn running(&self, _: &str) -> gateway::driver::DriverFut<'_, bool> {
+        Box::pin(async { Ok(true) })
+    }
+    fn stop(&self, _: &str) -> gateway::driver::DriverFut<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
+    fn remove(&self, _: &str) -> gateway::driver::DriverFut<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[test]
+fn a_session_token_is_refreshed_and_the_poll_goes_on_after_the_first_one_expired() {
+    let handover = std::sync::Arc::new(Handover::default());
+    let sandboxes = gateway::app::SandboxSettings {
+        drivers: gateway::driver::Drivers::new(vec![handover.clone()]),
+        session_ttl: Duration::from_secs(4),
+        ..gateway::app::SandboxSettings::default()
+    };
+    let s = setup_with(None, sandboxes);
+    // `sb` becomes a sandbox the gateway runs, its session in the token
+    // file as a driver writes it.
+    let admin = s.gw.admin();
+    assert_eq!(
+        call(&s.net, &admin, "DELETE", "/v1/sandboxes/sb", None).status,
+        200
+    );
+    let run = json!({"id": "sb", "policy": "agent", "run": {"driver": "handover"}});
+    let r = call(&s.net, &admin, "POST", "/v1/sandboxes", Some(run));
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    let launch = handover.0.lock().unwrap()[0].clone();
+    let first = json!({"id": "sb", "generation": 1, "token": launch.token, "expires_at": launch.token_expires_at});
+    std::fs::write(&s.sandbox_token, first.to_string()).unwrap();
+
+    let trust = s.gw.dir.join("trust.keys");
+    let mut child = s.run(&trust, &workload(&s.work(), s.port, 2));
+    let (rc, _) = step(&s.work(), 1);
+    assert_ne!(rc, "0", "revision 1 refuses the upstream: {}", s.stderr());
+    // Past the first token's life: only a refreshed one reaches the gateway.
+    std::thread::sleep(Duration::from_secs(5));
+    let expired = s.gw.client(&launch.token);
+    let r = call(&s.net, &expired, "GET", "/v1/sandboxes/sb", None);
+    assert_eq!(r.status, 401, "{:?}", r.json());
+    s.propose_and_approve(true);
+    let status = s.sandbox("?revision=2&wait=30");
+    assert_eq!(status["applied_revision"], 2, "{status}\n{}", s.stderr());
+    let (rc, out) = step(&s.work(), 2);
+    assert_eq!((rc.as_str(), out.as_str()), ("0", "ok"), "{}", s.stderr());
+    assert_eq!(wait_exit(&mut child), 0, "{}", s.stderr());
+
+    // The file holds the newest session, owner-only; the gateway audited
+    // each refresh as the sandbox's.
+    let file = std::fs::read_to_string(&s.sandbox_token).unwrap();
+    let now: Value = serde_json::from_str(&file).unwrap();
+    assert_ne!(now["token"], first["token"], "{file}");
+    assert!(
+        now["expires_at"].as_i64() > first["expires_at"].as_i64(),
+        "{file}"
+    );
+    let mode = std::fs::metadata(&s.sandbox_token).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    let audit = call(&s.net, &admin, "GET", "/v1/audit?limit=1000", None).json();
+    let refreshes = audit["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["action"] == "session-refresh" && r["actor"] == "sandbox:sb")
+        .count();
+    assert!(refreshes >= 2, "{audit}");
 }
