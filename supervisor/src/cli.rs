@@ -29,8 +29,18 @@ pub enum Command {
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
     /// The compiled bundle (`openshell-policy compile`).
-    #[arg(long, value_name = "BUNDLE")]
-    pub bundle: PathBuf,
+    #[arg(
+        long,
+        value_name = "BUNDLE",
+        required_unless_present = "gateway",
+        conflicts_with = "gateway"
+    )]
+    pub bundle: Option<PathBuf>,
+
+    /// Or the gateway's, for sandbox `--sandbox-id`, followed as `run
+    /// --gateway` follows it.
+    #[command(flatten)]
+    pub from_gateway: GatewayArgs,
 
     /// Where the sandbox listens, as this host reaches it.
     #[arg(long, value_name = "IP:PORT")]
@@ -83,6 +93,52 @@ pub struct ServeArgs {
     pub command: Vec<OsString>,
 }
 
+/// Where the bundle comes from when a gateway delivers it.
+#[derive(clap::Args, Debug, Default)]
+pub struct GatewayArgs {
+    /// Fetch the bundle from this gateway (`https://HOST:PORT`) instead:
+    /// verified before the launch (unreachable or refused: the command
+    /// never runs), then each approved revision is applied as it comes.
+    /// Several replicas: repeat the flag or separate the URLs with commas;
+    /// they are tried in order, the next when one is unreachable or
+    /// answers 5xx.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_delimiter = ',',
+        requires_all = ["token_file", "gateway_ca", "trust_key"],
+        conflicts_with = "watch"
+    )]
+    pub gateway: Vec<String>,
+
+    /// Where the highest revision applied per sandbox is kept, so that a
+    /// restarted supervisor refuses an older one (default:
+    /// /var/lib/openshell-supervisor). The supervisor's own, out of the
+    /// workload's reach.
+    #[arg(long, value_name = "DIR", requires = "gateway")]
+    pub state_dir: Option<PathBuf>,
+
+    /// At launch, refuse an envelope issued more than SECS seconds ago,
+    /// unless it signs the nonce this launch sent (default: 300).
+    #[arg(long, value_name = "SECS", requires = "gateway")]
+    pub max_bundle_age: Option<u64>,
+
+    /// The sandbox's token (`openshell-gateway sandbox create`), or the
+    /// session a driver wrote, which the supervisor refreshes and writes
+    /// back.
+    #[arg(long, value_name = "FILE", requires = "gateway")]
+    pub token_file: Option<PathBuf>,
+
+    /// The gateway's CA certificate.
+    #[arg(long, value_name = "FILE", requires = "gateway")]
+    pub gateway_ca: Option<PathBuf>,
+
+    /// The signing keys to trust (the gateway's `trust.keys`); read again
+    /// for every bundle, so a new key is trusted without a restart.
+    #[arg(long, value_name = "FILE", requires = "gateway")]
+    pub trust_key: Option<PathBuf>,
+}
+
 /// Where the workload's network namespace comes from.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NetnsMode {
@@ -103,51 +159,12 @@ pub struct RunArgs {
     )]
     pub bundle: Option<PathBuf>,
 
-    /// Fetch the bundle from this gateway (`https://HOST:PORT`) instead:
-    /// verified before the launch (unreachable or refused: the command
-    /// never runs), then each approved revision is applied as it comes.
-    /// Several replicas: repeat the flag or separate the URLs with commas;
-    /// they are tried in order, the next when one is unreachable or
-    /// answers 5xx.
-    #[arg(
-        long,
-        value_name = "URL",
-        value_delimiter = ',',
-        requires_all = ["sandbox", "token_file", "gateway_ca", "trust_key"],
-        conflicts_with = "watch"
-    )]
-    pub gateway: Vec<String>,
-
-    /// Where the highest revision applied per sandbox is kept, so that a
-    /// restarted supervisor refuses an older one (default:
-    /// /var/lib/openshell-supervisor). The supervisor's own, out of the
-    /// workload's reach.
-    #[arg(long, value_name = "DIR", requires = "gateway")]
-    pub state_dir: Option<PathBuf>,
-
-    /// At launch, refuse an envelope issued more than SECS seconds ago,
-    /// unless it signs the nonce this launch sent (default: 300).
-    #[arg(long, value_name = "SECS", requires = "gateway")]
-    pub max_bundle_age: Option<u64>,
+    #[command(flatten)]
+    pub from_gateway: GatewayArgs,
 
     /// The sandbox's id at the gateway.
     #[arg(long, value_name = "ID", requires = "gateway")]
     pub sandbox: Option<String>,
-
-    /// The sandbox's token (`openshell-gateway sandbox create`), or the
-    /// session a driver wrote, which the supervisor refreshes and writes
-    /// back.
-    #[arg(long, value_name = "FILE", requires = "gateway")]
-    pub token_file: Option<PathBuf>,
-
-    /// The gateway's CA certificate.
-    #[arg(long, value_name = "FILE", requires = "gateway")]
-    pub gateway_ca: Option<PathBuf>,
-
-    /// The signing keys to trust (the gateway's `trust.keys`); read again
-    /// for every bundle, so a new key is trusted without a restart.
-    #[arg(long, value_name = "FILE", requires = "gateway")]
-    pub trust_key: Option<PathBuf>,
 
     /// The workload's working directory, and what `workdir` rules grant
     /// (default: the current directory).

@@ -32,7 +32,7 @@
 //! A session token (a sandbox the gateway runs) is refreshed before it
 //! expires ([`crate::session`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,7 +42,7 @@ use ring::rand::SecureRandom as _;
 use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cli::RunArgs;
+use crate::cli::GatewayArgs;
 use crate::error::LaunchError;
 use crate::notes::note;
 use crate::reload::{Outcome, Reloader};
@@ -100,9 +100,60 @@ fn read(path: Option<&PathBuf>, what: &str) -> Result<(PathBuf, Vec<u8>), Launch
     Ok((path, bytes))
 }
 
+/// What the reloader shows as the bundle's source when a gateway delivers
+/// it.
+#[must_use]
+pub fn label(args: &GatewayArgs) -> PathBuf {
+    PathBuf::from(args.gateway.first().map_or("gateway", String::as_str))
+}
+
+/// The bundle to launch with: the gateway's, verified (and kept, for
+/// [`follow_or_watch`]), or the file's.
+pub fn initial_bundle(
+    gateway: Option<&Gateway>,
+    file: Option<&Path>,
+) -> Result<(policy_bundle::Bundle, Option<Verified>), LaunchError> {
+    match (gateway, file) {
+        (Some(g), _) => {
+            let verified = g.fetch_initial()?;
+            note(&format!(
+                "revision {} of `{}` from the gateway ({}), signed by key `{}`",
+                verified.claims.revision,
+                verified.claims.policy,
+                verified.bundle.digest,
+                verified.key_id
+            ));
+            Ok((verified.bundle.clone(), Some(verified)))
+        }
+        (None, Some(path)) => Ok((crate::tables::load_bundle(path)?, None)),
+        (None, None) => Err(LaunchError::Usage(
+            "`--bundle` or `--gateway` is needed".into(),
+        )),
+    }
+}
+
+/// Reloads from here on: each revision the gateway approves, or the file
+/// again on `SIGHUP` (and on change, with `watch`).
+pub fn follow_or_watch(
+    gateway: Option<Gateway>,
+    first: Option<&Verified>,
+    reloader: &Arc<Reloader>,
+    watch: bool,
+) -> Result<(), LaunchError> {
+    match (gateway, first) {
+        (Some(g), Some(first)) => g.follow(Arc::clone(reloader), first),
+        _ => reloader.spawn(watch),
+    }
+    .map_err(LaunchError::io("watch for SIGHUP"))
+}
+
 impl Gateway {
-    /// From `run`'s arguments; `None` without `--gateway`.
-    pub fn from_args(args: &RunArgs) -> Result<Option<Self>, LaunchError> {
+    /// From the gateway flags, for sandbox `sandbox` (`None`: the flag
+    /// naming it was not given); `None` without `--gateway`.
+    pub fn from_args(
+        args: &GatewayArgs,
+        sandbox: Option<&str>,
+    ) -> Result<Option<Self>, LaunchError> {
         if args.gateway.is_empty() {
             return Ok(None);
         }
@@ -113,10 +164,9 @@ impl Gateway {
             .trust_key
             .clone()
             .ok_or_else(|| LaunchError::Usage("`--gateway` needs `--trust-key`".into()))?;
-        let sandbox = args
-            .sandbox
-            .clone()
-            .ok_or_else(|| LaunchError::Usage("`--gateway` needs `--sandbox`".into()))?;
+        let sandbox = sandbox
+            .ok_or_else(|| LaunchError::Usage("`--gateway` needs `--sandbox`".into()))?
+            .to_owned();
         let client = Client::with_urls(&args.gateway, &ca, &token)
             .map_err(|e| LaunchError::Gateway(e.to_string()))?;
         let session = Session::new(client, &sandbox, &token_file, &token);

@@ -35,7 +35,7 @@ use crate::policy::{Active, Policy, Swap};
 use crate::relay::{Deciding, SupervisorSide};
 use crate::reload::Reloader;
 use crate::stdio::{self, Transcript};
-use crate::{tables, workload};
+use crate::workload;
 use sandbox::writable::{User, Writable};
 use sandbox_protocol::transport::Link;
 
@@ -137,26 +137,9 @@ struct Channel {
 /// Everything before the fork: the bundle, Landlock and the filter, the
 /// proxy's CA and trust file, the workload's user, environment and program.
 fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
-    let gateway = crate::gateway::Gateway::from_args(args)?;
-    let (bundle, from_gateway) = match (&gateway, &args.bundle) {
-        (Some(g), _) => {
-            let verified = g.fetch_initial()?;
-            note(&format!(
-                "revision {} of `{}` from the gateway ({}), signed by key `{}`",
-                verified.claims.revision,
-                verified.claims.policy,
-                verified.bundle.digest,
-                verified.key_id
-            ));
-            (verified.bundle.clone(), Some(verified))
-        }
-        (None, Some(path)) => (tables::load_bundle(path)?, None),
-        (None, None) => {
-            return Err(LaunchError::Usage(
-                "`--bundle` or `--gateway` is needed".into(),
-            ));
-        }
-    };
+    let gateway = crate::gateway::Gateway::from_args(&args.from_gateway, args.sandbox.as_deref())?;
+    let (bundle, from_gateway) =
+        crate::gateway::initial_bundle(gateway.as_ref(), args.bundle.as_deref())?;
     let caps = enforcer::effective_caps(std::process::id()).unwrap_or(0);
     let mode = match (args.netns, has_cap(caps, CAP_SYS_ADMIN)) {
         (Some(NetnsMode::New), false) => {
@@ -246,7 +229,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     }
     let bundle_path = match &args.bundle {
         Some(path) => guard_bundle(path, &writable, args.supervision.watch)?,
-        None => PathBuf::from(args.gateway.first().map_or("gateway", String::as_str)),
+        None => crate::gateway::label(&args.from_gateway),
     };
     if identity.as_ref().is_some_and(|i| i.uid == 0) {
         let why = if bundle.enforcement.process.user.is_none() {
@@ -507,14 +490,12 @@ fn serve(
         )
         .guarded(writable, root),
     );
-    match (gateway, &from_gateway) {
-        (Some(g), Some(first)) => g
-            .follow(Arc::clone(&reloader), first)
-            .map_err(LaunchError::io("watch for SIGHUP"))?,
-        _ => reloader
-            .spawn(args.supervision.watch)
-            .map_err(LaunchError::io("watch for SIGHUP"))?,
-    }
+    crate::gateway::follow_or_watch(
+        gateway,
+        from_gateway.as_ref(),
+        &reloader,
+        args.supervision.watch,
+    )?;
     let connector = Connector {
         decider,
         log,

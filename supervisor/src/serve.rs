@@ -16,7 +16,8 @@
 //!    short of what the bundle needs is refused, and the workload never
 //!    runs.
 //! 4. It then serves the protocol as `run` does (decisions, the L7 proxy,
-//!    DNS answers, reloads on `SIGHUP` or `--watch`) until the sandbox's
+//!    DNS answers, reloads on `SIGHUP` or `--watch`, or of each revision
+//!    the gateway approves with `--gateway`) until the sandbox's
 //!    last message, the workload's exit status, which becomes this
 //!    command's. When the channel drops first, the sandbox freezes the
 //!    workload and this process attaches again (`--reattach-within`), as
@@ -44,6 +45,7 @@ use crate::decide::Decider;
 use crate::denylog::DenyLog;
 use crate::dns::{self, Answerer, DnsPolicy};
 use crate::error::LaunchError;
+use crate::gateway::Gateway;
 use crate::handoff::ProxyHandoff;
 use crate::l7::trust::WORKLOAD_VARS;
 use crate::l7::{self, Proxy};
@@ -52,7 +54,8 @@ use crate::policy::{Active, Policy, Swap};
 use crate::relay::{Deciding, EvidenceRule, SupervisorSide};
 use crate::reload::Reloader;
 use crate::run::EXIT_LAUNCH_FAILED;
-use crate::{tables, workload};
+use crate::workload;
+use sandbox::writable::Writable;
 
 /// How often an attachment is tried while the sandbox does not listen.
 const RETRY: Duration = Duration::from_millis(200);
@@ -72,7 +75,8 @@ pub fn serve(args: &ServeArgs) -> u8 {
 }
 
 fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
-    let bundle = tables::load_bundle(&args.bundle)?;
+    let gateway = Gateway::from_args(&args.from_gateway, Some(&args.sandbox_id))?;
+    let (bundle, first) = crate::gateway::initial_bundle(gateway.as_ref(), args.bundle.as_deref())?;
     let binding = Binding {
         sandbox_id: args.sandbox_id.clone(),
         generation: args.generation,
@@ -83,6 +87,14 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         l7::Prepared::new(args.supervision.upstream_ca.as_deref()).map_err(LaunchError::Proxy)?;
     let placeholders = Arc::new(Placeholders::default());
     let plan = plan(args, &bundle, &placeholders)?;
+    if let Some(g) = &gateway {
+        // The sandbox's Landlock rules, as this host's kernel would take
+        // them, must keep the workload off the revision floor.
+        let abi = enforcer::kernel_abi().map_err(LaunchError::Landlock)?;
+        let (spec, _) = plan.landlock_spec(abi)?;
+        let writable = Writable::new(&spec.fs, true, None, workload::own_ids().0);
+        g.guard_state(&writable, true)?;
+    }
     let process = &bundle.enforcement.process;
     let bootstrap = Bootstrap {
         version: BOOTSTRAP_VERSION,
@@ -143,17 +155,19 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     let decider = Arc::new(Decider::new(Arc::clone(&policy), attribution));
     let proxy = Proxy::start(proxy_parts, Arc::clone(&decider), Arc::clone(&log))
         .map_err(LaunchError::Proxy)?;
+    let source = match &args.bundle {
+        Some(path) => path.clone(),
+        None => crate::gateway::label(&args.from_gateway),
+    };
     let reloader = Arc::new(Reloader::new(
-        args.bundle.clone(),
+        source,
         policy,
         dns_policy,
         placeholders,
         Arc::clone(&log),
         Some(Arc::clone(&proxy)),
     ));
-    reloader
-        .spawn(args.supervision.watch)
-        .map_err(LaunchError::io("watch for SIGHUP"))?;
+    crate::gateway::follow_or_watch(gateway, first.as_ref(), &reloader, args.supervision.watch)?;
     let deciding = Deciding::default();
     let _ = deciding.set(Arc::new(Connector {
         decider,

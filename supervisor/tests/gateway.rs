@@ -277,36 +277,62 @@ impl Setup {
         script: &str,
         extra: &[&str],
     ) -> Child {
+        let args = self.run_args(urls, ca, trust, script, extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.spawn(self.net.supervisor(&args, None))
+    }
+
+    /// [`Setup::run`] in the two-host placement: `serve --gateway` here,
+    /// the standalone sandbox in a namespace of its own.
+    fn run_across_hosts(&self, trust: &Path, script: &str) -> Child {
+        let ca = self.gw.dir.join("ca.pem");
+        let args = self.run_args(&[self.gw.url()], &ca, trust, script, &[]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.spawn(self.net.across_hosts(&args[1..], None))
+    }
+
+    fn run_args(
+        &self,
+        urls: &[String],
+        ca: &Path,
+        trust: &Path,
+        script: &str,
+        extra: &[&str],
+    ) -> Vec<String> {
         let script_path = self.work().join("workload.sh");
         std::fs::write(&script_path, script).unwrap();
         let work = self.work();
         let state = self.state_dir();
-        let mut args = vec!["run"];
+        let mut args = vec!["run".to_owned()];
         for url in urls {
-            args.extend(["--gateway", url.as_str()]);
+            args.extend(["--gateway".to_owned(), url.clone()]);
         }
         if !extra.contains(&"--state-dir") {
-            args.extend(["--state-dir", state.to_str().unwrap()]);
+            args.extend(["--state-dir".to_owned(), state.display().to_string()]);
         }
-        args.extend(extra);
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let path = |p: &Path| p.display().to_string();
         args.extend([
-            "--sandbox",
-            "sb",
-            "--token-file",
-            self.sandbox_token.to_str().unwrap(),
-            "--gateway-ca",
-            ca.to_str().unwrap(),
-            "--trust-key",
-            trust.to_str().unwrap(),
-            "--workdir",
-            work.to_str().unwrap(),
-            "--resolve",
-            "local.test=127.0.0.1",
-            "--",
-            "/usr/bin/bash",
-            script_path.to_str().unwrap(),
+            "--sandbox".to_owned(),
+            "sb".to_owned(),
+            "--token-file".to_owned(),
+            path(&self.sandbox_token),
+            "--gateway-ca".to_owned(),
+            path(ca),
+            "--trust-key".to_owned(),
+            path(trust),
+            "--workdir".to_owned(),
+            path(&work),
+            "--resolve".to_owned(),
+            "local.test=127.0.0.1".to_owned(),
+            "--".to_owned(),
+            "/usr/bin/bash".to_owned(),
+            path(&script_path),
         ]);
-        let mut cmd: Command = self.net.supervisor(&args, None);
+        args
+    }
+
+    fn spawn(&self, mut cmd: Command) -> Child {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(self.dir.join("supervisor.err")).unwrap());
@@ -1042,6 +1068,18 @@ impl gateway::driver::Driver for Handover {
 
 #[test]
 fn a_session_token_is_refreshed_and_the_poll_goes_on_after_the_first_one_expired() {
+    session_outlives_its_first_token(false);
+}
+
+#[test]
+fn serve_follows_the_gateway_across_hosts_with_a_refreshed_session() {
+    session_outlives_its_first_token(true);
+}
+
+/// A sandbox the gateway runs, supervised by `run` (or, `across_hosts`,
+/// by `serve` with the sandbox in a namespace of its own): its session
+/// outlives its first token, and revisions keep coming through.
+fn session_outlives_its_first_token(across_hosts: bool) {
     let handover = std::sync::Arc::new(Handover::default());
     let sandboxes = gateway::app::SandboxSettings {
         drivers: gateway::driver::Drivers::new(vec![handover.clone()]),
@@ -1064,7 +1102,12 @@ fn a_session_token_is_refreshed_and_the_poll_goes_on_after_the_first_one_expired
     std::fs::write(&s.sandbox_token, first.to_string()).unwrap();
 
     let trust = s.gw.dir.join("trust.keys");
-    let mut child = s.run(&trust, &workload(&s.work(), s.port, 2));
+    let script = workload(&s.work(), s.port, 2);
+    let mut child = if across_hosts {
+        s.run_across_hosts(&trust, &script)
+    } else {
+        s.run(&trust, &script)
+    };
     let (rc, _) = step(&s.work(), 1);
     assert_ne!(rc, "0", "revision 1 refuses the upstream: {}", s.stderr());
     // Past the first token's life: only a refreshed one reaches the gateway.

@@ -294,7 +294,9 @@ impl TestNet {
     /// `run RUN_ARGS` as `serve` here and a standalone sandbox in the
     /// fenced namespace beside this one. `--netns` is the local run's
     /// choice: across hosts the sandbox's namespace is the fenced one.
-    fn across_hosts(&self, run_args: &[&str], as_user: Option<&str>) -> Command {
+    /// `run RUN_ARGS` as the two-host placement runs it: `serve` here, the
+    /// standalone sandbox in a namespace of its own.
+    pub fn across_hosts(&self, run_args: &[&str], as_user: Option<&str>) -> Command {
         if let Some(user) = as_user {
             panic!("`run` as {user} has no two-host counterpart in the harness");
         }
@@ -328,8 +330,14 @@ impl TestNet {
                 "--netns" => {
                     args.next();
                 }
-                "--timeout" | "--transcript" | "--gateway" | "-v" | "--verbose" => {
+                "--timeout" | "--transcript" | "-v" | "--verbose" => {
                     panic!("`run {arg}` has no two-host counterpart")
+                }
+                // The gateway's sandbox id is the channel's.
+                "--sandbox" => {
+                    let id = args.next().unwrap();
+                    let at = serve.iter().position(|a| a == "--sandbox-id").unwrap();
+                    (*id).clone_into(&mut serve[at + 1]);
                 }
                 _ => {
                     workdir |= arg == "--workdir";
