@@ -97,6 +97,8 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 600, value_name = "S")]
         session_ttl: u64,
         #[command(flatten)]
+        local: LocalArgs,
+        #[command(flatten)]
         limits: LimitArgs,
         #[command(flatten)]
         clients: ClientArgs,
@@ -313,6 +315,77 @@ impl LimitArgs {
     }
 }
 
+/// `serve --driver local`: the gateway runs sandboxes as processes on its
+/// own host.
+#[derive(clap::Args, Debug)]
+pub(crate) struct LocalArgs {
+    /// Run sandboxes with this driver (`local`).
+    #[arg(long = "driver", value_name = "D")]
+    drivers: Vec<String>,
+    /// Where the local driver keeps its sandboxes (default: DIR/local).
+    #[arg(long, value_name = "DIR")]
+    local_dir: Option<PathBuf>,
+    /// How the local driver's supervisors reach this gateway (default:
+    /// `https://127.0.0.1:PORT` of `--listen`).
+    #[arg(long, value_name = "URL")]
+    local_gateway_url: Vec<String>,
+    /// `openshell-supervisor` (default: beside this program).
+    #[arg(long, value_name = "FILE")]
+    supervisor_bin: Option<PathBuf>,
+    /// `openshell-sandbox` (default: beside this program).
+    #[arg(long, value_name = "FILE")]
+    sandbox_bin: Option<PathBuf>,
+}
+
+impl LocalArgs {
+    fn driver(
+        &self,
+        dir: &std::path::Path,
+        listen: std::net::SocketAddr,
+    ) -> Result<crate::driver::Drivers, String> {
+        let mut drivers: Vec<std::sync::Arc<dyn crate::driver::Driver>> = Vec::new();
+        for name in &self.drivers {
+            if name != "local" {
+                return Err(format!(
+                    "`--driver {name}`: this gateway has the `local` driver only"
+                ));
+            }
+            let beside = |bin: &str| {
+                std::env::current_exe()
+                    .ok()
+                    .and_then(|e| e.parent().map(|p| p.join(bin)))
+                    .unwrap_or_else(|| PathBuf::from(bin))
+            };
+            let urls = if self.local_gateway_url.is_empty() {
+                if listen.port() == 0 {
+                    return Err("`--driver local` with `--listen` port 0: give `--local-gateway-url`, the URL its supervisors reach this gateway at".into());
+                }
+                vec![format!("https://127.0.0.1:{}", listen.port())]
+            } else {
+                self.local_gateway_url.clone()
+            };
+            let root = self.local_dir.clone().unwrap_or_else(|| dir.join("local"));
+            std::fs::create_dir_all(&root)
+                .map_err(|e| format!("cannot make `{}`: {e}", root.display()))?;
+            drivers.push(std::sync::Arc::new(crate::driver::local::Local {
+                root,
+                supervisor: self
+                    .supervisor_bin
+                    .clone()
+                    .unwrap_or_else(|| beside("openshell-supervisor")),
+                sandbox: self
+                    .sandbox_bin
+                    .clone()
+                    .unwrap_or_else(|| beside("openshell-sandbox")),
+                gateway_urls: urls,
+                gateway_ca: dir.join("ca.pem"),
+                trust_keys: dir.join("trust.keys"),
+            }));
+        }
+        Ok(crate::driver::Drivers::new(drivers))
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub(crate) enum SandboxCommand {
     /// Create a sandbox that runs policy P. With `--driver`, the gateway
@@ -448,10 +521,15 @@ async fn run(command: Command) -> u8 {
             prove_timeout_ms,
             sandbox_lease,
             session_ttl,
+            local,
             limits,
             clients,
         } => {
             let db = db.unwrap_or_else(|| format!("sqlite:{}", dir.join("gateway.db").display()));
+            let drivers = match local.driver(&dir, listen) {
+                Ok(d) => d,
+                Err(e) => return fail(EXIT_USAGE, e),
+            };
             serve(Config {
                 dir,
                 listen,
@@ -461,7 +539,7 @@ async fn run(command: Command) -> u8 {
                 limits: limits.limits(),
                 clients: clients.limits(),
                 sandboxes: crate::app::SandboxSettings {
-                    drivers: crate::driver::Drivers::default(),
+                    drivers,
                     lease: Duration::from_secs(sandbox_lease),
                     session_ttl: Duration::from_secs(session_ttl),
                 },

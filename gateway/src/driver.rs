@@ -14,6 +14,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod local;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -482,8 +482,9 @@ impl Lifecycle {
     }
 
     /// Takes over every transition whose lease ran out, now and then
-    /// every half lease, for as long as the process runs. On SQLite the
-    /// first pass takes them all: no other process can hold one.
+    /// every half lease, for as long as the process runs, and notices
+    /// workloads that ended. On SQLite the first pass takes every
+    /// transition: no other process can hold one.
     pub(crate) fn resume(self: &Arc<Self>) {
         let me = Arc::clone(self);
         let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
@@ -500,9 +501,62 @@ impl Lifecycle {
                     }
                     Err(e) => eprintln!("openshell-gateway: finding stalled sandboxes: {e}"),
                 }
+                me.notice_ended().await;
                 tokio::time::sleep((me.lease / 2).max(Duration::from_millis(500))).await;
             }
         });
+    }
+
+    /// A `ready` sandbox whose workload ended on its own is `stopped`: its
+    /// session goes, its workspace stays, a start runs it again.
+    async fn notice_ended(&self) {
+        let Ok(rows) = self.store.sandboxes().await else {
+            return;
+        };
+        for s in rows {
+            let Some(spec) = &s.spec else { continue };
+            let Some(driver) = self.drivers.get(&spec.driver) else {
+                continue;
+            };
+            if s.phase != Some(Phase::Ready) || s.lease_owner.is_some() {
+                continue;
+            }
+            if !matches!(driver.running(&s.id).await, Ok(false)) {
+                continue;
+            }
+            let reason = "the workload ended on its own".to_owned();
+            let detail = json!({
+                "from": "ready", "to": "stopped", "generation": s.generation, "reason": reason,
+            });
+            let ended = self
+                .store
+                .transition(
+                    Transition {
+                        id: s.id.clone(),
+                        from: Phase::Ready,
+                        generation: s.generation,
+                        holder: None,
+                        to: Some(Phase::Stopped),
+                        reason: Some(reason),
+                        lease: None,
+                        next_generation: false,
+                        prior: None,
+                        tokens: Tokens::Revoke,
+                        now: crate::clock::now(),
+                    },
+                    entry(GATEWAY, "sandbox-phase", &s.id, detail),
+                )
+                .await;
+            match ended {
+                Ok(()) => self.wakeups.wake(&wake::sandbox(&s.id)),
+                // Stopped, or changed by someone else, meanwhile.
+                Err(StoreError::Conflict(_) | StoreError::NotFound(_)) => {}
+                Err(e) => eprintln!(
+                    "openshell-gateway: sandbox `{}`: recording that its workload ended: {e}",
+                    s.id
+                ),
+            }
+        }
     }
 
     async fn take_over(self: &Arc<Self>, s: SandboxRow) {

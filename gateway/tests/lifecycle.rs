@@ -706,3 +706,20 @@ both!(
         assert_eq!(v["error"]["code"], "token_expired", "{v}");
     }
 );
+
+both!(
+    a_workload_that_ends_on_its_own_leaves_its_sandbox_stopped,
+    |backend| async move {
+        let driver = Arc::new(Scripted::default());
+        let gw = gateway_leased(backend, &driver, 2).await;
+        assert_eq!(create(&gw, "s1").await.status, 201);
+        let (_, token) = driver.last_token("s1");
+        driver.state.lock().unwrap().running.clear();
+        let v = wait_for_phase(&gw.admin, "s1", "stopped").await;
+        assert_eq!(v["reason"], "the workload ended on its own", "{v}");
+        assert_eq!(session_status(&gw, "s1", &token).await, 401);
+        let r = send(&gw.admin, "POST", "/v1/sandboxes/s1/start", None).await;
+        assert_eq!(r.status, 200, "{:?}", r.json());
+        assert_eq!(r.json()["reason"], Value::Null);
+    }
+);

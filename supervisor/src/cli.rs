@@ -65,6 +65,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub bootstrap: PathBuf,
 
+    /// Make FILE once the sandbox's evidence is accepted and its workload
+    /// runs (for a driver waiting on it).
+    #[arg(long, value_name = "FILE")]
+    pub ready_file: Option<PathBuf>,
+
     /// How long to keep trying while the sandbox does not listen yet.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub attach_within: u64,

@@ -69,6 +69,8 @@ pub struct SupervisorSide {
     links_to: Option<Arc<crate::reload::Reloader>>,
     /// The workload's exit status, once the sandbox reported it.
     ended: Arc<Mutex<Option<u8>>>,
+    /// Made once the Evidence is accepted and the workload told to go.
+    ready_file: Option<std::path::PathBuf>,
 }
 
 /// What a sandbox's Evidence must show before its workload may run.
@@ -102,6 +104,7 @@ impl SupervisorSide {
             went: Arc::default(),
             links_to: None,
             ended: Arc::default(),
+            ready_file: None,
         }
     }
 
@@ -117,6 +120,14 @@ impl SupervisorSide {
     #[must_use]
     pub(crate) fn requiring_evidence(mut self, rule: EvidenceRule) -> Self {
         self.evidence = Some(rule);
+        self
+    }
+
+    /// Makes `path` once the Evidence is accepted, for whoever waits for
+    /// the workload to run (a driver).
+    #[must_use]
+    pub(crate) fn announcing_ready_at(mut self, path: Option<std::path::PathBuf>) -> Self {
+        self.ready_file = path;
         self
     }
 
@@ -146,6 +157,7 @@ impl pb::broker_server::Broker for SupervisorSide {
         let digest = self.bundle_digest.clone();
         let greeted = Arc::clone(&self.greeted);
         let (rule, went) = (self.evidence, Arc::clone(&self.went));
+        let ready_file = self.ready_file.clone();
         let links_to = self.links_to.clone();
         let ended = Arc::clone(&self.ended);
         tokio::spawn(async move {
@@ -210,6 +222,14 @@ impl pb::broker_server::Broker for SupervisorSide {
                             reloader.use_links(evidence.links).await;
                         }
                         went.store(true, Ordering::SeqCst);
+                        if let Some(path) = &ready_file
+                            && let Err(e) = std::fs::write(path, b"")
+                        {
+                            crate::notes::note(&format!(
+                                "cannot make the ready file `{}`: {e}",
+                                path.display()
+                            ));
+                        }
                         FromSupervisor::Go
                     }
                     Ok(FromSandbox::Hello { bundle_digest }) if bundle_digest == digest => {

@@ -183,6 +183,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
             digest.clone(),
         )
         .requiring_evidence(evidence_rule)
+        .announcing_ready_at(args.ready_file.clone())
         .with_links_to(Arc::clone(&reloader))
     };
     let (relay_runtime, _relaying) = crate::run::relay_thread()?;

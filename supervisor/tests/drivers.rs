@@ -1,0 +1,313 @@
+//! The drivers the gateway runs sandboxes with, for real: one suite every
+//! driver passes. Create → `ready` (the workload runs confined, its
+//! connects decided by its supervisor) → the fence holds → stop → start
+//! (a new generation, the workspace kept) → delete; and a start that
+//! fails leaves nothing running. The gateway runs in this process, on
+//! loopback; the sandboxes' namespaces are the driver's own.
+// `cfg(test)` extends clippy.toml's test exemptions to the helpers below.
+#![cfg(test)]
+
+mod common;
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bundle_trust::client::{Client, Response};
+use common::{SUPERVISOR, SYSTEM, clients, http_server, standalone};
+use gateway::driver::{Driver, Drivers};
+use gateway::server::{self, ApprovalMode, Config};
+use serde_json::{Value, json};
+
+const T: Duration = Duration::from_secs(90);
+
+/// A gateway in this process, on loopback, running sandboxes with one
+/// driver; its runtime lives as long as it does.
+struct Gw {
+    rt: tokio::runtime::Runtime,
+    /// Kept for as long as the gateway serves it.
+    _dir: tempfile::TempDir,
+    url: String,
+    admin: Client,
+}
+
+impl Gw {
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Response {
+        self.call_as(&self.admin, method, path, body)
+    }
+
+    fn call_as(&self, c: &Client, method: &str, path: &str, body: Option<Value>) -> Response {
+        self.rt
+            .block_on(c.send(method, path, body.as_ref(), &[], T))
+            .unwrap()
+    }
+}
+
+/// What a driver under test is made from: the gateway's directory and
+/// URL.
+type MakeDriver = dyn Fn(&Path, &str) -> Arc<dyn Driver>;
+
+fn gateway(make: &MakeDriver, policy: &str) -> Gw {
+    let dir = tempfile::tempdir().unwrap();
+    gateway::dir::init(dir.path(), &[]).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!(
+        "https://127.0.0.1:{}",
+        listener.local_addr().unwrap().port()
+    );
+    let driver = make(dir.path(), &url);
+    let config = Config {
+        dir: dir.path().to_path_buf(),
+        listen: listener.local_addr().unwrap(),
+        db: format!("sqlite:{}", dir.path().join("gateway.db").display()),
+        approval: ApprovalMode::Manual,
+        prove_timeout: Duration::from_secs(20),
+        limits: gateway::app::Limits::default(),
+        clients: gateway::app::ClientLimits::default(),
+        sandboxes: gateway::app::SandboxSettings {
+            drivers: Drivers::new(vec![driver]),
+            ..gateway::app::SandboxSettings::default()
+        },
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let l = tokio::net::TcpListener::from_std(listener).unwrap();
+        // Kept alive by the runtime's tasks.
+        let _running = server::start_on(config, l).await.unwrap();
+    });
+    let ca = std::fs::read(dir.path().join("ca.pem")).unwrap();
+    let token = std::fs::read_to_string(dir.path().join("admin.token")).unwrap();
+    let admin = Client::new(&url, &ca, &token).unwrap();
+    let gw = Gw {
+        rt,
+        _dir: dir,
+        url,
+        admin,
+    };
+    let r = gw.call(
+        "POST",
+        "/v1/tokens",
+        Some(json!({"name": "alice", "role": "author"})),
+    );
+    let alice = gw.admin.with_token(r.json()["token"].as_str().unwrap());
+    let p = gw
+        .call_as(
+            &alice,
+            "POST",
+            "/v1/policies/agent/proposals",
+            Some(json!({"source": policy})),
+        )
+        .json();
+    let r = gw.call(
+        "POST",
+        &format!("/v1/proposals/{}/approve", p["id"]),
+        Some(json!({"review_token": p["review_token"]})),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    gw
+}
+
+/// The policy: the workspace writable, the allowed upstream reachable.
+fn policy(workspace: &Path, allowed: u16) -> String {
+    format!(
+        "policy \"agent\" {{\n  landlock hard min_abi 4\n{SYSTEM}  fs write {}\n  run_as user nobody group nogroup\n  binaries clients = {}\n  allow clients -> 127.0.0.1:{allowed}\n}}\n",
+        workspace.display(),
+        clients()
+    )
+}
+
+/// The workload: each generation tries the allowed upstream, a refused
+/// one and the gateway, writes what happened, and waits to be stopped.
+fn workload(workspace: &Path, allowed: u16, refused: u16, gateway: u16) -> PathBuf {
+    let w = workspace.display();
+    let script = format!(
+        "try() {{ /usr/bin/curl -s --max-time 5 \"$1\" > /dev/null 2>&1; echo $?; }}\n\
+         echo \"$(try http://127.0.0.1:{allowed}/) $(try http://127.0.0.1:{refused}/) $(try https://127.0.0.1:{gateway}/healthz)\" > {w}/result.tmp\n\
+         /usr/bin/id -u >> {w}/result.tmp\n\
+         mv {w}/result.tmp {w}/result\n\
+         while true; do sleep 1; done\n"
+    );
+    let path = workspace.join("work.sh");
+    std::fs::write(&path, script).unwrap();
+    path
+}
+
+fn workspace() -> tempfile::TempDir {
+    let w = tempfile::Builder::new()
+        .prefix("osp-workspace-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(w.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    w
+}
+
+/// The workload's line of results: curl's exit status for the allowed
+/// upstream, the refused one and the gateway; then its uid.
+fn result(workspace: &Path) -> Vec<String> {
+    let file = workspace.join("result");
+    let start = Instant::now();
+    while !file.exists() {
+        assert!(start.elapsed() < T, "the workload wrote no result");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::read_to_string(file)
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn local_driver(root: &Path) -> impl Fn(&Path, &str) -> Arc<dyn Driver> + use<> {
+    let root = root.to_path_buf();
+    move |dir: &Path, url: &str| -> Arc<dyn Driver> {
+        Arc::new(gateway::driver::local::Local {
+            root: root.clone(),
+            supervisor: PathBuf::from(SUPERVISOR),
+            sandbox: standalone::sandbox_exe(),
+            gateway_urls: vec![url.to_owned()],
+            gateway_ca: dir.join("ca.pem"),
+            trust_keys: dir.join("trust.keys"),
+        })
+    }
+}
+
+/// Every process whose command line names `needle`.
+fn processes_naming(needle: &str) -> Vec<String> {
+    let out = Command::new("pgrep")
+        .args(["-af", needle])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.contains("pgrep"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The suite. `owned` names what the driver made for a sandbox that must
+/// be gone once it is stopped (processes' command lines); `escapes` says
+/// whether the sandbox's network, bypassing the sandbox, reaches a port
+/// its host listens on.
+fn conformance(
+    make: &MakeDriver,
+    owned: &dyn Fn(&str) -> Vec<String>,
+    escapes: &dyn Fn(&str) -> bool,
+) {
+    let space = workspace();
+    let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
+    let refused = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
+    let gw = gateway(make, &policy(space.path(), allowed));
+    let gw_port: u16 = gw.url.rsplit(':').next().unwrap().parse().unwrap();
+    let script = workload(space.path(), allowed, refused, gw_port);
+    let run = json!({
+        "driver": "local",
+        "command": ["/usr/bin/bash", script.display().to_string()],
+        "workspace": space.path().display().to_string(),
+    });
+
+    // A start that fails leaves nothing running and no session.
+    let bad = json!({"driver": "local", "command": ["/nonexistent/program"], "workspace": space.path().display().to_string()});
+    let r = gw.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"id": "bad", "policy": "agent", "run": bad})),
+    );
+    assert_eq!(r.status, 502, "{:?}", r.json());
+    let v = gw.call("GET", "/v1/sandboxes/bad", None).json();
+    assert_eq!(v["phase"], "failed", "{v}");
+    assert!(owned("bad").is_empty(), "{:?}", owned("bad"));
+    assert_eq!(gw.call("DELETE", "/v1/sandboxes/bad", None).status, 200);
+
+    // Create: ready once the workload runs, confined.
+    let started = Instant::now();
+    let r = gw.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"id": "sb", "policy": "agent", "run": run})),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    eprintln!("create → ready: {:?}", started.elapsed());
+    assert_eq!(r.json()["phase"], "ready");
+    let got = result(space.path());
+    let nobody = Command::new("id").args(["-u", "nobody"]).output().unwrap();
+    let nobody = String::from_utf8_lossy(&nobody.stdout).trim().to_owned();
+    assert_eq!(got[0], "0", "the allowed upstream is relayed: {got:?}");
+    assert_ne!(got[1], "0", "the refused upstream is refused: {got:?}");
+    assert_ne!(got[2], "0", "the gateway is out of reach: {got:?}");
+    assert_eq!(got[3], nobody, "the workload runs as `nobody`: {got:?}");
+    assert!(!owned("sb").is_empty(), "nothing runs for `sb`");
+    assert!(!escapes("sb"), "the sandbox's network reaches its host");
+
+    // Stop: nothing left running, the session revoked, the workspace kept.
+    let r = gw.call("POST", "/v1/sandboxes/sb/stop", None);
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    assert_eq!(r.json()["phase"], "stopped");
+    assert!(owned("sb").is_empty(), "{:?}", owned("sb"));
+    assert!(space.path().join("result").exists());
+
+    // Start: a new generation in the same workspace.
+    std::fs::remove_file(space.path().join("result")).unwrap();
+    let r = gw.call("POST", "/v1/sandboxes/sb/start", None);
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    assert_eq!(r.json()["generation"], 2);
+    assert_eq!(result(space.path())[0], "0");
+
+    // Delete: gone, the workspace kept.
+    let r = gw.call("DELETE", "/v1/sandboxes/sb", None);
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    assert!(owned("sb").is_empty(), "{:?}", owned("sb"));
+    assert_eq!(gw.call("GET", "/v1/sandboxes/sb", None).status, 404);
+    assert!(space.path().join("work.sh").exists());
+    drop(gw);
+}
+
+#[test]
+fn the_local_driver_passes_the_conformance_suite() {
+    let root = tempfile::Builder::new()
+        .prefix("osp-local-")
+        .tempdir()
+        .unwrap();
+    let make = local_driver(root.path());
+    let dir = root.path().to_path_buf();
+    // A listener on the host's end of the sandbox's veth pair: the host
+    // reaches it, the sandbox's namespace does not.
+    let escapes = |id: &str| {
+        let (netns, host) = gateway::driver::local::network_of(&dir, id);
+        let host = host.expect("the sandbox has a subnet");
+        let port = http_server(TcpListener::bind((host.as_str(), 0)).unwrap()).port();
+        let connect = format!("exec 3<>/dev/tcp/{host}/{port}");
+        let from_host = Command::new("timeout")
+            .args(["3", "bash", "-c", &connect])
+            .status()
+            .unwrap();
+        assert!(from_host.success(), "the host does not reach {host}:{port}");
+        Command::new("ip")
+            .args([
+                "netns", "exec", &netns, "timeout", "3", "bash", "-c", &connect,
+            ])
+            .status()
+            .unwrap()
+            .success()
+    };
+    conformance(
+        &make,
+        &|id| processes_naming(&dir.join(id).display().to_string()),
+        &escapes,
+    );
+    assert!(
+        std::fs::read_dir(root.path()).unwrap().all(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with('.')),
+        "the driver left sandboxes behind"
+    );
+}
