@@ -70,6 +70,8 @@ fn gateway(make: &MakeDriver, policy: &str) -> Gw {
         clients: gateway::app::ClientLimits::default(),
         sandboxes: gateway::app::SandboxSettings {
             drivers: Drivers::new(vec![driver]),
+            // A workload that ended is noticed within a second.
+            lease: Duration::from_secs(2),
             ..gateway::app::SandboxSettings::default()
         },
     };
@@ -192,15 +194,26 @@ fn processes_naming(needle: &str) -> Vec<String> {
         .collect()
 }
 
-/// The suite. `owned` names what the driver made for a sandbox that must
-/// be gone once it is stopped (processes' command lines); `escapes` says
-/// whether the sandbox's network, bypassing the sandbox, reaches a port
-/// its host listens on.
-fn conformance(
-    make: &MakeDriver,
-    owned: &dyn Fn(&str) -> Vec<String>,
-    escapes: &dyn Fn(&str) -> bool,
-) {
+/// What the suite asks of a driver's placement, besides the API.
+struct Probes<'a> {
+    /// What the driver made for a sandbox that must be gone once it is
+    /// stopped (processes' command lines).
+    owned: &'a dyn Fn(&str) -> Vec<String>,
+    /// Whether the sandbox's network, bypassing the sandbox, reaches a
+    /// port its host listens on.
+    escapes: &'a dyn Fn(&str) -> bool,
+    /// Files the driver keeps for a sandbox that could authenticate
+    /// anyone (a session token, a channel key).
+    secrets: &'a dyn Fn(&str) -> Vec<PathBuf>,
+}
+
+/// The suite.
+fn conformance(make: &MakeDriver, probes: &Probes<'_>) {
+    let Probes {
+        owned,
+        escapes,
+        secrets,
+    } = probes;
     let space = workspace();
     let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
     let refused = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
@@ -224,6 +237,7 @@ fn conformance(
     let v = gw.call("GET", "/v1/sandboxes/bad", None).json();
     assert_eq!(v["phase"], "failed", "{v}");
     assert!(owned("bad").is_empty(), "{:?}", owned("bad"));
+    assert!(secrets("bad").is_empty(), "{:?}", secrets("bad"));
     assert_eq!(gw.call("DELETE", "/v1/sandboxes/bad", None).status, 200);
 
     // Create: ready once the workload runs, confined.
@@ -251,6 +265,7 @@ fn conformance(
     assert_eq!(r.status, 200, "{:?}", r.json());
     assert_eq!(r.json()["phase"], "stopped");
     assert!(owned("sb").is_empty(), "{:?}", owned("sb"));
+    assert!(secrets("sb").is_empty(), "{:?}", secrets("sb"));
     assert!(space.path().join("result").exists());
 
     // Start: a new generation in the same workspace.
@@ -259,6 +274,27 @@ fn conformance(
     assert_eq!(r.status, 200, "{:?}", r.json());
     assert_eq!(r.json()["generation"], 2);
     assert_eq!(result(space.path())[0], "0");
+
+    // A workload that ends on its own leaves its sandbox stopped.
+    let r = gw.call("POST", "/v1/sandboxes/sb/stop", None);
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    std::fs::write(space.path().join("work.sh"), "exit 3\n").unwrap();
+    let r = gw.call("POST", "/v1/sandboxes/sb/start", None);
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    let deadline = Instant::now() + T;
+    loop {
+        let v = gw.call("GET", "/v1/sandboxes/sb", None).json();
+        if v["phase"] == "stopped" {
+            assert_eq!(v["reason"], "the workload ended on its own", "{v}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the ended workload was not noticed: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(owned("sb").is_empty(), "{:?}", owned("sb"));
 
     // Delete: gone, the workspace kept.
     let r = gw.call("DELETE", "/v1/sandboxes/sb", None);
@@ -297,10 +333,27 @@ fn the_local_driver_passes_the_conformance_suite() {
             .unwrap()
             .success()
     };
+    let secrets = |id: &str| -> Vec<PathBuf> {
+        std::fs::read_dir(dir.join(id))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                        name.starts_with("session.json") || name.starts_with("bootstrap-")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     conformance(
         &make,
-        &|id| processes_naming(&dir.join(id).display().to_string()),
-        &escapes,
+        &Probes {
+            owned: &|id| processes_naming(&dir.join(id).display().to_string()),
+            escapes: &escapes,
+            secrets: &secrets,
+        },
     );
     assert!(
         std::fs::read_dir(root.path()).unwrap().all(|e| e

@@ -494,6 +494,22 @@ impl Local {
             let _ = std::fs::remove_file(&path);
         }
         self.drop_network(&place);
+        // Nothing that could authenticate stays behind: the session (its
+        // token is revoked once the stop commits, but need not be read
+        // anywhere meanwhile) and a bootstrap the sandbox never read (the
+        // channel's key).
+        if let Ok(entries) = std::fs::read_dir(&place.dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let secret = name == "session.json"
+                    || name.starts_with("session.json.")
+                    || name.starts_with("bootstrap-")
+                    || name.starts_with("ready-");
+                if secret {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
     }
 }
 
