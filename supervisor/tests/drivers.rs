@@ -8,123 +8,19 @@
 #![cfg(test)]
 
 mod common;
+#[path = "common/driven.rs"]
+mod driven;
 
 use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bundle_trust::client::{Client, Response};
-use common::{SUPERVISOR, SYSTEM, clients, http_server, standalone};
-use gateway::driver::{Driver, Drivers};
-use gateway::server::{self, ApprovalMode, Config};
-use serde_json::{Value, json};
+use common::http_server;
+use driven::{MakeDriver, gateway, local_driver, policy, workspace};
+use serde_json::json;
 
 const T: Duration = Duration::from_secs(90);
-
-/// A gateway in this process, on loopback, running sandboxes with one
-/// driver; its runtime lives as long as it does.
-struct Gw {
-    rt: tokio::runtime::Runtime,
-    /// Kept for as long as the gateway serves it.
-    _dir: tempfile::TempDir,
-    url: String,
-    admin: Client,
-}
-
-impl Gw {
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Response {
-        self.call_as(&self.admin, method, path, body)
-    }
-
-    fn call_as(&self, c: &Client, method: &str, path: &str, body: Option<Value>) -> Response {
-        self.rt
-            .block_on(c.send(method, path, body.as_ref(), &[], T))
-            .unwrap()
-    }
-}
-
-/// What a driver under test is made from: the gateway's directory and
-/// URL.
-type MakeDriver = dyn Fn(&Path, &str) -> Arc<dyn Driver>;
-
-fn gateway(make: &MakeDriver, policy: &str) -> Gw {
-    let dir = tempfile::tempdir().unwrap();
-    gateway::dir::init(dir.path(), &[]).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let url = format!(
-        "https://127.0.0.1:{}",
-        listener.local_addr().unwrap().port()
-    );
-    let driver = make(dir.path(), &url);
-    let config = Config {
-        dir: dir.path().to_path_buf(),
-        listen: listener.local_addr().unwrap(),
-        db: format!("sqlite:{}", dir.path().join("gateway.db").display()),
-        approval: ApprovalMode::Manual,
-        prove_timeout: Duration::from_secs(20),
-        limits: gateway::app::Limits::default(),
-        clients: gateway::app::ClientLimits::default(),
-        sandboxes: gateway::app::SandboxSettings {
-            drivers: Drivers::new(vec![driver]),
-            // A workload that ended is noticed within a second.
-            lease: Duration::from_secs(2),
-            ..gateway::app::SandboxSettings::default()
-        },
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let l = tokio::net::TcpListener::from_std(listener).unwrap();
-        // Kept alive by the runtime's tasks.
-        let _running = server::start_on(config, l).await.unwrap();
-    });
-    let ca = std::fs::read(dir.path().join("ca.pem")).unwrap();
-    let token = std::fs::read_to_string(dir.path().join("admin.token")).unwrap();
-    let admin = Client::new(&url, &ca, &token).unwrap();
-    let gw = Gw {
-        rt,
-        _dir: dir,
-        url,
-        admin,
-    };
-    let r = gw.call(
-        "POST",
-        "/v1/tokens",
-        Some(json!({"name": "alice", "role": "author"})),
-    );
-    let alice = gw.admin.with_token(r.json()["token"].as_str().unwrap());
-    let p = gw
-        .call_as(
-            &alice,
-            "POST",
-            "/v1/policies/agent/proposals",
-            Some(json!({"source": policy})),
-        )
-        .json();
-    let r = gw.call(
-        "POST",
-        &format!("/v1/proposals/{}/approve", p["id"]),
-        Some(json!({"review_token": p["review_token"]})),
-    );
-    assert_eq!(r.status, 200, "{:?}", r.json());
-    gw
-}
-
-/// The policy: the workspace writable, the allowed upstream reachable.
-fn policy(workspace: &Path, allowed: u16) -> String {
-    format!(
-        "policy \"agent\" {{\n  landlock hard min_abi 4\n{SYSTEM}  fs write {}\n  run_as user nobody group nogroup\n  binaries clients = {}\n  allow clients -> 127.0.0.1:{allowed}\n}}\n",
-        workspace.display(),
-        clients()
-    )
-}
 
 /// The workload: each generation tries the allowed upstream, a refused
 /// one and the gateway, writes what happened, and waits to be stopped.
@@ -142,15 +38,6 @@ fn workload(workspace: &Path, allowed: u16, refused: u16, gateway: u16) -> PathB
     path
 }
 
-fn workspace() -> tempfile::TempDir {
-    let w = tempfile::Builder::new()
-        .prefix("osp-workspace-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(w.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    w
-}
-
 /// The workload's line of results: curl's exit status for the allowed
 /// upstream, the refused one and the gateway; then its uid.
 fn result(workspace: &Path) -> Vec<String> {
@@ -165,20 +52,6 @@ fn result(workspace: &Path) -> Vec<String> {
         .split_whitespace()
         .map(str::to_owned)
         .collect()
-}
-
-fn local_driver(root: &Path) -> impl Fn(&Path, &str) -> Arc<dyn Driver> + use<> {
-    let root = root.to_path_buf();
-    move |dir: &Path, url: &str| -> Arc<dyn Driver> {
-        Arc::new(gateway::driver::local::Local {
-            root: root.clone(),
-            supervisor: PathBuf::from(SUPERVISOR),
-            sandbox: standalone::sandbox_exe(),
-            gateway_urls: vec![url.to_owned()],
-            gateway_ca: dir.join("ca.pem"),
-            trust_keys: dir.join("trust.keys"),
-        })
-    }
 }
 
 /// Every process whose command line names `needle`.
@@ -217,7 +90,8 @@ fn conformance(make: &MakeDriver, probes: &Probes<'_>) {
     let space = workspace();
     let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
     let refused = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
-    let gw = gateway(make, &policy(space.path(), allowed));
+    // A workload that ended is noticed within a second.
+    let gw = gateway(make, &policy(space.path(), allowed), 2);
     let gw_port: u16 = gw.url.rsplit(':').next().unwrap().parse().unwrap();
     let script = workload(space.path(), allowed, refused, gw_port);
     let run = json!({

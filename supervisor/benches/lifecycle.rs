@@ -1,0 +1,199 @@
+//! Sandboxes the gateway runs with the local driver: `POST /v1/sandboxes`
+//! to `ready` (the sandbox's evidence accepted, the workload let go) and
+//! to the first line the command writes, one sandbox at a time
+//! (`ROUNDS`, median and p90); then `PARALLEL` created at once on one
+//! gateway: the time until every one is `ready`, and the resident memory
+//! of the gateway (this process) and of every supervisor and sandbox
+//! process.
+//!
+//! The gateway runs in this process, on loopback, with the release
+//! `openshell-supervisor` and `openshell-sandbox` beside this benchmark
+//! (`cargo build --release -p supervisor -p sandbox` first).
+//!
+//! Run as root: `cargo bench -p supervisor --bench lifecycle`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    dead_code,
+    reason = "a benchmark stops at the first failure; it shares the tests' helpers"
+)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "../tests/common/driven.rs"]
+mod driven;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+const ROUNDS: usize = 20;
+const PARALLEL: usize = 100;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[at]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Resident memory, in KiB, of process `pid`.
+fn rss_kib(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Resident memory, in KiB, of every process whose executable ends with
+/// `name` and whose command line names `root`: their sum and their count.
+fn rss_of(name: &str, root: &Path) -> (u64, usize) {
+    let root = root.display().to_string();
+    let mut sum = 0;
+    let mut n = 0;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if exe.to_string_lossy().ends_with(name)
+            && String::from_utf8_lossy(&cmdline).contains(&root)
+        {
+            sum += rss_kib(&pid);
+            n += 1;
+        }
+    }
+    (sum, n)
+}
+
+fn run(space: &Path, id: &str) -> serde_json::Value {
+    let dir = space.join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    json!({
+        "driver": "local",
+        "command": ["/usr/bin/bash", "-c", format!("echo up > {}/first; exec sleep 600", dir.display())],
+        "workspace": dir.display().to_string(),
+    })
+}
+
+fn main() {
+    let root = tempfile::Builder::new()
+        .prefix("osp-bench-local-")
+        .tempdir()
+        .unwrap();
+    let space = driven::workspace();
+    let make = driven::local_driver(root.path());
+    let gw = driven::gateway(&make, &driven::policy(space.path(), 9), 30);
+
+    let mut to_ready = Vec::new();
+    let mut to_output = Vec::new();
+    for i in 0..ROUNDS {
+        let id = format!("one-{i}");
+        let body = json!({"id": id, "policy": "agent", "run": run(space.path(), &id)});
+        let first = space.path().join(&id).join("first");
+        let start = Instant::now();
+        let r = gw.call("POST", "/v1/sandboxes", Some(body));
+        assert_eq!(r.status, 201, "{:?}", r.json());
+        to_ready.push(start.elapsed());
+        while !first.exists() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        to_output.push(start.elapsed());
+        let r = gw.call("DELETE", &format!("/v1/sandboxes/{id}"), None);
+        assert_eq!(r.status, 200, "{:?}", r.json());
+    }
+    to_ready.sort();
+    to_output.sort();
+    println!(
+        "create → ready, {ROUNDS} one at a time: median {}, p90 {}",
+        ms(percentile(&to_ready, 0.5)),
+        ms(percentile(&to_ready, 0.9))
+    );
+    println!(
+        "create → first line written, {ROUNDS} one at a time: median {}, p90 {}",
+        ms(percentile(&to_output, 0.5)),
+        ms(percentile(&to_output, 0.9))
+    );
+
+    let gateway_before = rss_kib("self");
+    let start = Instant::now();
+    let creates: Vec<_> = (0..PARALLEL)
+        .map(|i| {
+            let id = format!("many-{i}");
+            let body = json!({"id": id, "policy": "agent", "run": run(space.path(), &id)});
+            let client = gw.admin.clone();
+            gw.rt.spawn(async move {
+                let begun = Instant::now();
+                let r = client
+                    .send(
+                        "POST",
+                        "/v1/sandboxes",
+                        Some(&body),
+                        &[],
+                        Duration::from_secs(300),
+                    )
+                    .await
+                    .unwrap();
+                (r.status, begun.elapsed())
+            })
+        })
+        .collect();
+    let mut each = Vec::new();
+    for c in creates {
+        let (status, took) = gw.rt.block_on(c).unwrap();
+        assert_eq!(status, 201, "a parallel create failed");
+        each.push(took);
+    }
+    let all = start.elapsed();
+    each.sort();
+    let (sup_kib, sups) = rss_of("openshell-supervisor", root.path());
+    let (sbx_kib, sbxs) = rss_of("openshell-sandbox", root.path());
+    let gateway_after = rss_kib("self");
+    println!(
+        "{PARALLEL} created at once: all ready in {}; each: median {}, p90 {}",
+        ms(all),
+        ms(percentile(&each, 0.5)),
+        ms(percentile(&each, 0.9))
+    );
+    println!(
+        "memory with {PARALLEL} ready: gateway {:.1} MiB (was {:.1} MiB); {sups} supervisors {:.1} MiB ({:.1} MiB each); {sbxs} sandboxes {:.1} MiB",
+        gateway_after as f64 / 1024.0,
+        gateway_before as f64 / 1024.0,
+        sup_kib as f64 / 1024.0,
+        sup_kib as f64 / 1024.0 / sups.max(1) as f64,
+        sbx_kib as f64 / 1024.0
+    );
+    let deletes: Vec<_> = (0..PARALLEL)
+        .map(|i| {
+            let client = gw.admin.clone();
+            gw.rt.spawn(async move {
+                client
+                    .send(
+                        "DELETE",
+                        &format!("/v1/sandboxes/many-{i}"),
+                        None,
+                        &[],
+                        Duration::from_secs(300),
+                    )
+                    .await
+                    .unwrap()
+                    .status
+            })
+        })
+        .collect();
+    for d in deletes {
+        assert_eq!(gw.rt.block_on(d).unwrap(), 200, "a parallel delete failed");
+    }
+}

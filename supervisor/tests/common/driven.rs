@@ -1,0 +1,147 @@
+//! A gateway in this process running sandboxes with a driver, for the
+//! drivers' suite and the lifecycle benchmark. Included by path where it
+//! is used (`#[path = "common/driven.rs"] mod driven;`), beside `common`:
+//! the other test binaries need not link the gateway.
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bundle_trust::client::{Client, Response};
+use gateway::driver::{Driver, Drivers};
+use gateway::server::{self, ApprovalMode, Config};
+use serde_json::{Value, json};
+
+use crate::common::{SUPERVISOR, SYSTEM, clients, standalone};
+
+const T: Duration = Duration::from_secs(90);
+
+/// A gateway in this process, on loopback, running sandboxes with one
+/// driver; its runtime lives as long as it does.
+pub struct Gw {
+    pub rt: tokio::runtime::Runtime,
+    /// Kept for as long as the gateway serves it.
+    _dir: tempfile::TempDir,
+    pub url: String,
+    pub admin: Client,
+}
+
+impl Gw {
+    pub fn call(&self, method: &str, path: &str, body: Option<Value>) -> Response {
+        self.call_as(&self.admin, method, path, body)
+    }
+
+    pub fn call_as(&self, c: &Client, method: &str, path: &str, body: Option<Value>) -> Response {
+        self.rt
+            .block_on(c.send(method, path, body.as_ref(), &[], T))
+            .unwrap()
+    }
+}
+
+/// What a driver under test is made from: the gateway's directory and
+/// URL.
+pub type MakeDriver = dyn Fn(&Path, &str) -> Arc<dyn Driver>;
+
+/// A gateway with the driver `make` makes, holding leases `lease`
+/// seconds, and policy `agent` approved as `policy`.
+pub fn gateway(make: &MakeDriver, policy: &str, lease: u64) -> Gw {
+    let dir = tempfile::tempdir().unwrap();
+    gateway::dir::init(dir.path(), &[]).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!(
+        "https://127.0.0.1:{}",
+        listener.local_addr().unwrap().port()
+    );
+    let driver = make(dir.path(), &url);
+    let config = Config {
+        dir: dir.path().to_path_buf(),
+        listen: listener.local_addr().unwrap(),
+        db: format!("sqlite:{}", dir.path().join("gateway.db").display()),
+        approval: ApprovalMode::Manual,
+        prove_timeout: Duration::from_secs(20),
+        limits: gateway::app::Limits::default(),
+        clients: gateway::app::ClientLimits::default(),
+        sandboxes: gateway::app::SandboxSettings {
+            drivers: Drivers::new(vec![driver]),
+            lease: Duration::from_secs(lease),
+            ..gateway::app::SandboxSettings::default()
+        },
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let l = tokio::net::TcpListener::from_std(listener).unwrap();
+        // Kept alive by the runtime's tasks.
+        let _running = server::start_on(config, l).await.unwrap();
+    });
+    let ca = std::fs::read(dir.path().join("ca.pem")).unwrap();
+    let token = std::fs::read_to_string(dir.path().join("admin.token")).unwrap();
+    let admin = Client::new(&url, &ca, &token).unwrap();
+    let gw = Gw {
+        rt,
+        _dir: dir,
+        url,
+        admin,
+    };
+    let r = gw.call(
+        "POST",
+        "/v1/tokens",
+        Some(json!({"name": "alice", "role": "author"})),
+    );
+    let alice = gw.admin.with_token(r.json()["token"].as_str().unwrap());
+    let p = gw
+        .call_as(
+            &alice,
+            "POST",
+            "/v1/policies/agent/proposals",
+            Some(json!({"source": policy})),
+        )
+        .json();
+    let r = gw.call(
+        "POST",
+        &format!("/v1/proposals/{}/approve", p["id"]),
+        Some(json!({"review_token": p["review_token"]})),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    gw
+}
+
+/// The policy: the workspace writable, the allowed upstream reachable.
+pub fn policy(workspace: &Path, allowed: u16) -> String {
+    format!(
+        "policy \"agent\" {{\n  landlock hard min_abi 4\n{SYSTEM}  fs write {}\n  run_as user nobody group nogroup\n  binaries clients = {}\n  allow clients -> 127.0.0.1:{allowed}\n}}\n",
+        workspace.display(),
+        clients()
+    )
+}
+
+/// A directory every user may write.
+pub fn workspace() -> tempfile::TempDir {
+    let w = tempfile::Builder::new()
+        .prefix("osp-workspace-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(w.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    w
+}
+
+/// The local driver, keeping its sandboxes under `root`.
+pub fn local_driver(root: &Path) -> impl Fn(&Path, &str) -> Arc<dyn Driver> + use<> {
+    let root = root.to_path_buf();
+    move |dir: &Path, url: &str| -> Arc<dyn Driver> {
+        Arc::new(gateway::driver::local::Local {
+            root: root.clone(),
+            supervisor: PathBuf::from(SUPERVISOR),
+            sandbox: standalone::sandbox_exe(),
+            gateway_urls: vec![url.to_owned()],
+            gateway_ca: dir.join("ca.pem"),
+            trust_keys: dir.join("trust.keys"),
+        })
+    }
+}
