@@ -28,19 +28,10 @@ pub enum Command {
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// The compiled bundle (`openshell-policy compile`).
-    #[arg(
-        long,
-        value_name = "BUNDLE",
-        required_unless_present = "gateway",
-        conflicts_with = "gateway"
-    )]
-    pub bundle: Option<PathBuf>,
-
-    /// Or the gateway's, for sandbox `--sandbox-id`, followed as `run
-    /// --gateway` follows it.
+    /// The bundle, or the gateway's for sandbox `--sandbox-id`, followed
+    /// as `run --gateway` follows it.
     #[command(flatten)]
-    pub from_gateway: GatewayArgs,
+    pub source: BundleSource,
 
     /// Where the sandbox listens, as this host reaches it.
     #[arg(long, value_name = "IP:PORT")]
@@ -98,9 +89,18 @@ pub struct ServeArgs {
     pub command: Vec<OsString>,
 }
 
-/// Where the bundle comes from when a gateway delivers it.
+/// Where the bundle comes from: a file, or a gateway that delivers it.
 #[derive(clap::Args, Debug, Default)]
-pub struct GatewayArgs {
+pub struct BundleSource {
+    /// The compiled bundle (`openshell-policy compile`).
+    #[arg(
+        long,
+        value_name = "BUNDLE",
+        required_unless_present = "gateway",
+        conflicts_with = "gateway"
+    )]
+    pub bundle: Option<PathBuf>,
+
     /// Fetch the bundle from this gateway (`https://HOST:PORT`) instead:
     /// verified before the launch (unreachable or refused: the command
     /// never runs), then each approved revision is applied as it comes.
@@ -155,17 +155,8 @@ pub enum NetnsMode {
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// The compiled bundle (`openshell-policy compile`).
-    #[arg(
-        long,
-        value_name = "BUNDLE",
-        required_unless_present = "gateway",
-        conflicts_with = "gateway"
-    )]
-    pub bundle: Option<PathBuf>,
-
     #[command(flatten)]
-    pub from_gateway: GatewayArgs,
+    pub source: BundleSource,
 
     /// The sandbox's id at the gateway.
     #[arg(long, value_name = "ID", requires = "gateway")]

@@ -42,7 +42,7 @@ use ring::rand::SecureRandom as _;
 use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cli::GatewayArgs;
+use crate::cli::BundleSource;
 use crate::error::LaunchError;
 use crate::notes::note;
 use crate::reload::{Outcome, Reloader};
@@ -103,7 +103,7 @@ fn read(path: Option<&PathBuf>, what: &str) -> Result<(PathBuf, Vec<u8>), Launch
 /// What the reloader shows as the bundle's source when a gateway delivers
 /// it.
 #[must_use]
-pub fn label(args: &GatewayArgs) -> PathBuf {
+pub fn label(args: &BundleSource) -> PathBuf {
     PathBuf::from(args.gateway.first().map_or("gateway", String::as_str))
 }
 
@@ -151,7 +151,7 @@ impl Gateway {
     /// From the gateway flags, for sandbox `sandbox` (`None`: the flag
     /// naming it was not given); `None` without `--gateway`.
     pub fn from_args(
-        args: &GatewayArgs,
+        args: &BundleSource,
         sandbox: Option<&str>,
     ) -> Result<Option<Self>, LaunchError> {
         if args.gateway.is_empty() {

@@ -137,9 +137,9 @@ struct Channel {
 /// Everything before the fork: the bundle, Landlock and the filter, the
 /// proxy's CA and trust file, the workload's user, environment and program.
 fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
-    let gateway = crate::gateway::Gateway::from_args(&args.from_gateway, args.sandbox.as_deref())?;
+    let gateway = crate::gateway::Gateway::from_args(&args.source, args.sandbox.as_deref())?;
     let (bundle, from_gateway) =
-        crate::gateway::initial_bundle(gateway.as_ref(), args.bundle.as_deref())?;
+        crate::gateway::initial_bundle(gateway.as_ref(), args.source.bundle.as_deref())?;
     let caps = enforcer::effective_caps(std::process::id()).unwrap_or(0);
     let mode = match (args.netns, has_cap(caps, CAP_SYS_ADMIN)) {
         (Some(NetnsMode::New), false) => {
@@ -227,9 +227,9 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
     if let Some(g) = &gateway {
         g.guard_state(&writable, landlock_on)?;
     }
-    let bundle_path = match &args.bundle {
+    let bundle_path = match &args.source.bundle {
         Some(path) => guard_bundle(path, &writable, args.supervision.watch)?,
-        None => crate::gateway::label(&args.from_gateway),
+        None => crate::gateway::label(&args.source),
     };
     if identity.as_ref().is_some_and(|i| i.uid == 0) {
         let why = if bundle.enforcement.process.user.is_none() {

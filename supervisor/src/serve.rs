@@ -75,8 +75,9 @@ pub fn serve(args: &ServeArgs) -> u8 {
 }
 
 fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
-    let gateway = Gateway::from_args(&args.from_gateway, Some(&args.sandbox_id))?;
-    let (bundle, first) = crate::gateway::initial_bundle(gateway.as_ref(), args.bundle.as_deref())?;
+    let gateway = Gateway::from_args(&args.source, Some(&args.sandbox_id))?;
+    let (bundle, first) =
+        crate::gateway::initial_bundle(gateway.as_ref(), args.source.bundle.as_deref())?;
     let binding = Binding {
         sandbox_id: args.sandbox_id.clone(),
         generation: args.generation,
@@ -155,9 +156,9 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     let decider = Arc::new(Decider::new(Arc::clone(&policy), attribution));
     let proxy = Proxy::start(proxy_parts, Arc::clone(&decider), Arc::clone(&log))
         .map_err(LaunchError::Proxy)?;
-    let source = match &args.bundle {
+    let source = match &args.source.bundle {
         Some(path) => path.clone(),
-        None => crate::gateway::label(&args.from_gateway),
+        None => crate::gateway::label(&args.source),
     };
     let reloader = Arc::new(Reloader::new(
         source,
