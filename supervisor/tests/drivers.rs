@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::http_server;
+use common::{SUPERVISOR, http_server};
 use driven::{MakeDriver, gateway, local_driver, policy, workspace};
 use serde_json::json;
 
@@ -237,4 +237,101 @@ fn the_local_driver_passes_the_conformance_suite() {
             .starts_with('.')),
         "the driver left sandboxes behind"
     );
+}
+
+/// `openshell-gateway ARGS` against the gateway at `url` with the token
+/// in `token`: exit code, stdout, stderr.
+fn gateway_cli(dir: &Path, url: &str, token: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(gateway_program())
+        .args(args)
+        .env("OPENSHELL_GATEWAY", url)
+        .env("OPENSHELL_GATEWAY_CA", dir.join("ca.pem"))
+        .env("OPENSHELL_GATEWAY_TOKEN_FILE", token)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `openshell-gateway`, beside the supervisor in the workspace's target
+/// directory.
+fn gateway_program() -> PathBuf {
+    Path::new(SUPERVISOR).with_file_name("openshell-gateway")
+}
+
+/// The command line, end to end: `serve --driver local` and the client's
+/// `sandbox create --driver local`, `stop`, `start`, `delete`.
+#[test]
+fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ok = |c: &mut Command| {
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{c:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    ok(Command::new(gateway_program()).args(["init", "--dir"]).arg(d));
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut serve = Command::new(gateway_program())
+        .args(["serve", "--dir"])
+        .arg(d)
+        .args(["--listen", &listen, "--driver", "local", "--supervisor-bin", SUPERVISOR])
+        .arg("--sandbox-bin")
+        .arg(common::standalone::sandbox_exe())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(d.join("serve.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(serve.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = format!("https://{listen}");
+    assert!(line.contains(&listen), "serve did not start: {line}");
+    let admin = d.join("admin.token");
+
+    let space = workspace();
+    let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
+    let source = d.join("agent.policy");
+    std::fs::write(&source, policy(space.path(), allowed)).unwrap();
+    let (rc, out, err) = gateway_cli(d, &url, &admin, &["token", "create", "alice", "--role", "author"]);
+    assert_eq!(rc, 0, "{err}");
+    std::fs::write(d.join("alice"), out).unwrap();
+    let (rc, _, err) = gateway_cli(d, &url, &d.join("alice"), &["propose", "agent", source.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{err}");
+    let (rc, _, err) = gateway_cli(d, &url, &admin, &["approve", "1"]);
+    assert_eq!(rc, 0, "{err}");
+
+    let script = workload(space.path(), allowed, 9, port);
+    let w = space.path().to_str().unwrap();
+    let create = [
+        "sandbox", "create", "sb", "--policy", "agent", "--driver", "local", "--workspace", w,
+        "--", "/usr/bin/bash", script.to_str().unwrap(),
+    ];
+    let (rc, out, err) = gateway_cli(d, &url, &admin, &create);
+    assert_eq!(rc, 0, "{err}\n{}", std::fs::read_to_string(d.join("serve.log")).unwrap_or_default());
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["phase"], "ready", "{v}");
+    assert_eq!(result(space.path())[0], "0", "the allowed upstream is relayed");
+    // Its files are in the default place, `DIR/local/ID`.
+    assert!(d.join("local/sb/supervisor.log").exists());
+
+    for (verb, phase) in [("stop", "stopped"), ("start", "ready")] {
+        let (rc, out, err) = gateway_cli(d, &url, &admin, &["sandbox", verb, "sb"]);
+        assert_eq!(rc, 0, "{verb}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["phase"], phase, "{v}");
+    }
+    let (rc, out, err) = gateway_cli(d, &url, &admin, &["sandbox", "delete", "sb"]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(out, "sandbox `sb` deleted; its tokens are revoked\n");
+    assert!(!d.join("local/sb").exists());
+    let _ = serve.kill();
+    let _ = serve.wait();
 }

@@ -57,10 +57,15 @@ fn fail(what: &str, e: impl std::fmt::Display) -> DriverError {
     DriverError(format!("{what}: {e}"))
 }
 
-/// A short tag of the sandbox id for interface and namespace names (at
-/// most 15 bytes for an interface).
-fn tag(id: &str) -> String {
-    Sha256::digest(id.as_bytes())
+/// A short tag of the driver's root and the sandbox id, for interface and
+/// namespace names (at most 15 bytes for an interface): two drivers on
+/// one host never share one.
+fn tag(root: &Path, id: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(root.as_os_str().as_encoded_bytes());
+    h.update([0]);
+    h.update(id.as_bytes());
+    h.finalize()
         .iter()
         .take(5)
         .map(|b| format!("{b:02x}"))
@@ -120,6 +125,41 @@ fn start_time(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// The /30s of 100.64.0.0/10 the host's interfaces hold, but `except`.
+fn host_subnets(except: &str) -> Result<std::collections::BTreeSet<u32>, DriverError> {
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr", "show"])
+        .output()
+        .map_err(|e| fail("cannot run `ip addr show`", e))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) != Some(except))
+        .filter_map(|l| {
+            let cidr = l.split_whitespace().nth(3)?;
+            let ip: std::net::Ipv4Addr = cidr.split('/').next()?.parse().ok()?;
+            let ip = u32::from(ip);
+            let base = (100u32 << 24) | (64 << 16);
+            (ip >> 22 == base >> 22).then(|| (ip - base) >> 2)
+        })
+        .collect())
+}
+
+/// Held while a sandbox's subnet is chosen and given to its veth pair:
+/// every local driver on the host takes it, whatever its root.
+const HOST_LOCK: &str = "/run/lock/openshell-local-driver.lock";
+
+fn host_lock() -> Result<std::fs::File, DriverError> {
+    if let Some(dir) = Path::new(HOST_LOCK).parent() {
+        std::fs::create_dir_all(dir).map_err(|e| fail(&format!("cannot make `{}`", dir.display()), e))?;
+    }
+    let lock = std::fs::File::create(HOST_LOCK)
+        .map_err(|e| fail(&format!("cannot open `{HOST_LOCK}`"), e))?;
+    lock.lock()
+        .map_err(|e| fail(&format!("cannot take `{HOST_LOCK}`"), e))?;
+    Ok(lock)
+}
+
 fn run(cmd: &mut Command, what: &str) -> Result<(), DriverError> {
     let out = cmd
         .output()
@@ -161,7 +201,7 @@ pub fn network_of(root: &Path, id: &str) -> (String, Option<String>) {
 }
 
 fn place(root: &Path, id: &str) -> Place {
-    let t = tag(id);
+    let t = tag(root, id);
     Place {
         dir: root.join(id),
         netns: format!("osp-{t}"),
@@ -175,27 +215,30 @@ impl Local {
         place(&self.root, id)
     }
 
-    /// The sandbox's /30, chosen once and kept in its directory: the
-    /// lowest one no other sandbox here holds.
+    /// The sandbox's /30, kept in its directory: the one it had if no
+    /// other interface of the host holds it since, else the lowest one no
+    /// sandbox here and no interface of the host holds. The caller holds
+    /// the host's lock until its veth pair has the address.
     fn subnet(&self, place: &Place) -> Result<u32, DriverError> {
         let mine = place.file("subnet");
-        if let Some(n) = std::fs::read_to_string(&mine)
+        let on_host = host_subnets(&place.host_if)?;
+        let kept = std::fs::read_to_string(&mine)
             .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
+            .and_then(|t| t.trim().parse().ok());
+        if let Some(n) = kept.filter(|n| !on_host.contains(n)) {
             return Ok(n);
         }
-        let lock = std::fs::File::create(self.root.join(".subnets.lock"))
-            .map_err(|e| fail("cannot open the subnet lock", e))?;
-        lock.lock()
-            .map_err(|e| fail("cannot take the subnet lock", e))?;
-        let taken: std::collections::BTreeSet<u32> = std::fs::read_dir(&self.root)
+        let here: std::collections::BTreeSet<u32> = std::fs::read_dir(&self.root)
             .map_err(|e| fail("cannot list the sandboxes", e))?
-            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("subnet")).ok())
+            .filter_map(|e| {
+                let e = e.ok()?;
+                (e.path() != place.dir)
+                    .then(|| std::fs::read_to_string(e.path().join("subnet")).ok())?
+            })
             .filter_map(|t| t.trim().parse().ok())
             .collect();
         let n = (0..SUBNETS)
-            .find(|n| !taken.contains(n))
+            .find(|n| !here.contains(n) && !on_host.contains(n))
             .ok_or_else(|| DriverError("every /30 of 100.64.0.0/10 is taken".into()))?;
         std::fs::write(&mine, format!("{n}\n")).map_err(|e| fail("cannot keep the subnet", e))?;
         Ok(n)
@@ -376,8 +419,10 @@ impl Local {
             .map_err(|e| fail("cannot write the session", e))?;
         f.write_all(session.to_string().as_bytes())
             .map_err(|e| fail("cannot write the session", e))?;
+        let lock = host_lock()?;
         let (host, sandbox) = Self::addresses(self.subnet(&place)?);
         self.network(&place, &host, &sandbox)?;
+        drop(lock);
         let bootstrap = place.file(&format!("bootstrap-{}", l.generation));
         let ready = place.file(&format!("ready-{}", l.generation));
         let trust = place.file(&format!("trust-{}", l.generation));
