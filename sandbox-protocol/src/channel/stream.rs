@@ -165,8 +165,10 @@ impl Listener {
             }
             Self::Unix(l, _) => {
                 let (unix, _) = l.accept().await?;
+                // A peer outside this PID namespace (a supervisor on the
+                // container's host) has pid 0 here: its uid alone says.
                 let peer = match unix.peer_cred() {
-                    Ok(cred) => match cred.pid() {
+                    Ok(cred) => match cred.pid().filter(|&pid| pid > 0) {
                         Some(pid) => format!("pid {pid} uid {}", cred.uid()),
                         None => format!("uid {}", cred.uid()),
                     },
