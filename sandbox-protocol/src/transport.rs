@@ -18,12 +18,16 @@ use crate::{MAX_MESSAGE, MAX_STREAMS};
 /// What carries the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Link {
-    /// A Unix socket pair on one host: the kernel reports a peer that is
-    /// gone, so nothing is pinged (a busy peer is never taken for a
+    /// A Unix socket pair between `run` and the sandbox it started: the
+    /// kernel reports a peer that is gone, and the two live and die
+    /// together, so nothing is pinged (a busy peer is never taken for a
     /// dropped one).
     Local,
-    /// A network connection, which can fall silent without closing: each
-    /// side pings the other ([`KEEPALIVE_INTERVAL`]).
+    /// The channel between two ends started on their own, over TCP or a
+    /// Unix socket in a shared directory alike: either can fall silent
+    /// without closing (a cut network, or a peer stopped or frozen with
+    /// its socket open), so each side pings the other
+    /// ([`KEEPALIVE_INTERVAL`]).
     Network,
 }
 

@@ -10,7 +10,9 @@
 //!    be deleted stops the start.
 //! 2. The workload is forked with the plan's Landlock ruleset and seccomp
 //!    filter; it waits for its go before its `exec`.
-//! 3. The sandbox listens on the bootstrap's address and takes the first
+//! 3. The sandbox listens on the bootstrap's endpoint (a TCP address, or a
+//!    Unix socket in a directory its supervisor sees too, for a container
+//!    with no network) and takes the first
 //!    supervisor of its generation that completes the TLS handshake and
 //!    the greeting (the supervisor checks the bundle digest the sandbox
 //!    enforces). Every other peer is refused and logged, and every peer
@@ -28,13 +30,12 @@
 //!
 //! Every step is a line on standard error.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sandbox_protocol::channel::{Credential, Role, SandboxEnd};
+use sandbox_protocol::channel::{Credential, Endpoint, Listener, Role, SandboxEnd};
 use sandbox_protocol::transport::Link;
 use sandbox_protocol::{Evidence, MAX_LINKS};
 use serde::{Deserialize, Serialize};
@@ -48,8 +49,13 @@ use crate::plan::{LaunchPlan, PlanUser};
 use crate::relay::{Attached, Supervisor};
 use crate::writable::Writable;
 
-/// The bootstrap format this sandbox reads.
-pub const BOOTSTRAP_VERSION: u32 = 1;
+/// The bootstrap format written: version 2 lets [`Bootstrap::listen`]
+/// name a Unix socket.
+pub const BOOTSTRAP_VERSION: u32 = 2;
+
+/// The oldest format still read: version 1 differs only in listening on
+/// TCP alone, in the `IP:PORT` form version 2 reads unchanged.
+pub const OLDEST_BOOTSTRAP_VERSION: u32 = 1;
 
 /// Exit status when the channel to the supervisor dropped and the
 /// workload was killed for it.
@@ -61,8 +67,9 @@ pub const EXIT_SUPERVISOR_LOST: u8 = 122;
 pub struct Bootstrap {
     /// [`BOOTSTRAP_VERSION`].
     pub version: u32,
-    /// Where to listen for the supervisor.
-    pub listen: SocketAddr,
+    /// Where to listen for the supervisor: `IP:PORT`, or
+    /// `unix:/absolute/path` in a directory the supervisor sees too.
+    pub listen: Endpoint,
     /// The sandbox's channel credential for this generation.
     pub credential: Credential,
     /// The launch plan; its relay names the same sandbox and generation as
@@ -167,13 +174,19 @@ impl Bootstrap {
         }
         let Versioned { version } =
             serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a bootstrap: {e}")))?;
-        if version != BOOTSTRAP_VERSION {
+        if !(OLDEST_BOOTSTRAP_VERSION..=BOOTSTRAP_VERSION).contains(&version) {
             return Err(bad(format!(
-                "version {version}; this openshell-sandbox reads version {BOOTSTRAP_VERSION}"
+                "version {version}; this openshell-sandbox reads versions {OLDEST_BOOTSTRAP_VERSION} to {BOOTSTRAP_VERSION}"
             )));
         }
         let b: Self =
             serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a bootstrap: {e}")))?;
+        if version < 2 && matches!(b.listen, Endpoint::Unix(_)) {
+            return Err(bad(format!(
+                "version {version} listens on TCP only, and it names `{}` (a Unix socket is version 2)",
+                b.listen
+            )));
+        }
         // The credential's own checks: its role and readable PEM.
         Credential::from_json(
             &b.credential.to_json().map_err(|e| bad(e.to_string()))?,
@@ -261,10 +274,11 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     };
     let end = SandboxEnd::new(&bootstrap.credential).map_err(|e| attach_error(&e))?;
     let (handle, relaying) = brokering::relay_thread()?;
+    loopback_up();
     let port = handle
-        .block_on(tokio::net::TcpListener::bind(bootstrap.listen))
+        .block_on(Listener::bind(&bootstrap.listen))
         .map_err(|e| attach_error(&format!("cannot listen on {}: {e}", bootstrap.listen)))?;
-    let at = port.local_addr().map_err(|e| attach_error(&e))?;
+    let at = port.local().map_err(|e| attach_error(&e))?;
     say(&format!(
         "listening on {at} for the supervisor of sandbox \"{}\" generation {}",
         relay.sandbox_id, relay.generation
@@ -599,6 +613,21 @@ fn write_trust(trust: &Trust) -> Result<(), String> {
         })
 }
 
+/// Sets this namespace's loopback up if it is down (a namespace made with
+/// no network at all): the workload's relayed sockets and the DNS stub
+/// live on it. A container runtime's own (`--network=none`) is up.
+fn loopback_up() {
+    if enforcer::loopback_is_up().unwrap_or(true) {
+        return;
+    }
+    match enforcer::bring_up_loopback() {
+        Ok(()) => say("loopback was down: set it up for the workload's relayed connections"),
+        Err(e) => say(&format!(
+            "loopback is down and cannot be set up ({e}): every relayed connect of the workload fails"
+        )),
+    }
+}
+
 fn attach_error(e: &dyn std::fmt::Display) -> StandaloneError {
     StandaloneError::Attach(AttachError::new(e.to_string()))
 }
@@ -612,7 +641,7 @@ const HANDSHAKES: usize = 64;
 /// line saying why. Handshakes run side by side, so a peer that stalls
 /// its own delays no other.
 fn accept(
-    port: tokio::net::TcpListener,
+    port: Listener,
     end: SandboxEnd,
     binding: sandbox_protocol::Binding,
     digest: String,
@@ -625,7 +654,7 @@ fn accept(
             let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
                 return;
             };
-            let (tcp, peer) = match port.accept().await {
+            let (io, peer) = match port.accept().await {
                 Ok(accepted) => accepted,
                 Err(e) => {
                     say(&format!("cannot accept a connection: {e}"));
@@ -634,7 +663,7 @@ fn accept(
                 }
             };
             if gate.taken() {
-                drop(tcp);
+                drop(io);
                 say(&format!("refused {peer}: a supervisor is attached"));
                 continue;
             }
@@ -647,7 +676,7 @@ fn accept(
             );
             tokio::spawn(async move {
                 let _slot = slot;
-                let tls = match end.handshake(tcp).await {
+                let tls = match end.handshake(io).await {
                     Ok(tls) => tls,
                     Err(e) => return say(&format!("refused {peer}: {e}")),
                 };
@@ -659,7 +688,7 @@ fn accept(
                 if !gate.take() {
                     return say(&format!("refused {peer}: a supervisor is attached"));
                 }
-                say(&format!("the supervisor at {peer} attached"));
+                say(&format!("the supervisor ({peer}) attached"));
                 if tx.send(supervisor).await.is_err() {
                     gate.open();
                 }
@@ -667,4 +696,107 @@ fn accept(
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use sandbox_protocol::Binding;
+
+    use super::*;
+    use crate::plan::{PLAN_VERSION, RelayPlan};
+
+    fn bootstrap(listen: &str) -> Bootstrap {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.policy");
+        std::fs::write(&path, "policy \"t\" {\n  fs read /usr\n}\n").unwrap();
+        let (checked, bundle) = policy_lang::load::compile_file(&path, None).unwrap();
+        let bundle = bundle.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let binding = Binding {
+            sandbox_id: "sb".into(),
+            generation: 3,
+        };
+        let (credential, _) = sandbox_protocol::channel::issue(&binding).unwrap();
+        Bootstrap {
+            version: BOOTSTRAP_VERSION,
+            listen: listen.parse().unwrap(),
+            credential,
+            plan: LaunchPlan {
+                version: PLAN_VERSION,
+                landlock: bundle.enforcement.landlock,
+                deny: bundle.enforcement.seccomp.deny,
+                notify: bundle.enforcement.seccomp.notify,
+                workdir: b"/".to_vec(),
+                read_only: Vec::new(),
+                private_proc: false,
+                root_workload: false,
+                shared_pid_namespace: true,
+                drop_bounding: false,
+                user: None,
+                program: b"/bin/true".to_vec(),
+                argv: vec![b"true".to_vec()],
+                envp: Vec::new(),
+                relay: Some(RelayPlan {
+                    sandbox_id: binding.sandbox_id,
+                    generation: binding.generation,
+                    bundle_digest: bundle.digest,
+                    hash_binaries: false,
+                    own_network: false,
+                    binaries: Vec::new(),
+                }),
+            },
+            run_as: None,
+            trust: None,
+            reattach_within: REATTACH_WITHIN,
+        }
+    }
+
+    /// `b` written with `version`, then taken back.
+    fn taken(b: &Bootstrap, version: u32) -> Result<Bootstrap, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bootstrap.json");
+        let mut json: serde_json::Value = serde_json::from_slice(&b.to_bytes()).unwrap();
+        json["version"] = version.into();
+        std::fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
+        let got = Bootstrap::take(&path).map_err(|e| e.to_string());
+        assert!(!path.exists(), "the bootstrap was left on disk");
+        got
+    }
+
+    /// Version 1 (TCP only, as written before Unix sockets) still reads;
+    /// a Unix socket needs version 2; any other version is refused by
+    /// name.
+    #[test]
+    fn a_bootstrap_of_version_1_or_2_is_read_and_a_unix_socket_needs_2() {
+        let tcp = bootstrap("10.0.0.7:7443");
+        let unix = bootstrap("unix:/run/openshell/sandbox.sock");
+        assert_eq!(taken(&tcp, 1).unwrap().listen, tcp.listen);
+        assert_eq!(taken(&tcp, 2).unwrap().listen, tcp.listen);
+        assert_eq!(taken(&unix, 2).unwrap().listen, unix.listen);
+        let err = taken(&unix, 1).unwrap_err();
+        assert!(
+            err.contains(
+                "version 1 listens on TCP only, and it names `unix:/run/openshell/sandbox.sock` (a Unix socket is version 2)"
+            ),
+            "{err}"
+        );
+        for version in [0, 3] {
+            let err = taken(&tcp, version).unwrap_err();
+            assert!(
+                err.contains(&format!(
+                    "version {version}; this openshell-sandbox reads versions 1 to 2"
+                )),
+                "{err}"
+            );
+        }
+        let mut json: serde_json::Value = serde_json::from_slice(&tcp.to_bytes()).unwrap();
+        json["listen"] = "unix:relative.sock".into();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bootstrap.json");
+        std::fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
+        let err = Bootstrap::take(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("`unix:` needs an absolute path, not `relative.sock`"),
+            "{err}"
+        );
+    }
 }

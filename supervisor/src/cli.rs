@@ -5,6 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use sandbox_protocol::channel::Endpoint;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -33,14 +34,16 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub source: BundleSource,
 
-    /// Where the sandbox listens, as this host reaches it.
-    #[arg(long, value_name = "IP:PORT")]
-    pub sandbox: SocketAddr,
+    /// Where the sandbox listens, as this host reaches it: `IP:PORT`, or
+    /// `unix:/absolute/path`, a socket in a directory both hosts see (a
+    /// workload container with no network).
+    #[arg(long, value_name = "IP:PORT|unix:PATH")]
+    pub sandbox: Endpoint,
 
-    /// The address the sandbox binds (default: 0.0.0.0 and the port of
-    /// `--sandbox`).
-    #[arg(long, value_name = "IP:PORT")]
-    pub sandbox_listen: Option<SocketAddr>,
+    /// Where the sandbox listens, as it names it (default: 0.0.0.0 and the
+    /// port of `--sandbox`; the same path for `unix:`).
+    #[arg(long, value_name = "IP:PORT|unix:PATH")]
+    pub sandbox_listen: Option<Endpoint>,
 
     /// The sandbox's id, bound into every message and its channel keys.
     #[arg(long, value_name = "ID")]

@@ -8,9 +8,11 @@
 //!    hands to `openshell-sandbox --bootstrap`; the supervisor's part (its
 //!    channel key, the CA key, the placeholders' secrets) stays in this
 //!    process's memory and is never written.
-//! 2. The supervisor attaches to the sandbox (`--sandbox`), trying until
-//!    it listens (`--attach-within`); a sandbox that is not of the
-//!    generation is refused and ends the command.
+//! 2. The supervisor attaches to the sandbox (`--sandbox`: over TCP, or a
+//!    Unix socket in a directory both see when the workload's container
+//!    has no network), trying until it listens (`--attach-within`); a
+//!    sandbox that is not of the generation is refused and ends the
+//!    command.
 //! 3. Before the workload runs, the sandbox reports what the kernel says
 //!    of it (Landlock, seccomp, capabilities, `no_new_privs`); evidence
 //!    short of what the bundle needs is refused, and the workload never
@@ -24,7 +26,6 @@
 //!    the same generation's supervisor; the workload then resumes.
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use std::time::{Duration, Instant};
 use sandbox::plan::{LaunchPlan, PLAN_VERSION, RelayPlan};
 use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, EXIT_SUPERVISOR_LOST, RunAs, Trust};
 use sandbox_protocol::Binding;
-use sandbox_protocol::channel::{ChannelError, SupervisorEnd, SupervisorStream, issue};
+use sandbox_protocol::channel::{ChannelError, Endpoint, SupervisorEnd, SupervisorStream, issue};
 use sandbox_protocol::transport::Link;
 
 use crate::attribution::Attribution;
@@ -99,9 +100,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     let process = &bundle.enforcement.process;
     let bootstrap = Bootstrap {
         version: BOOTSTRAP_VERSION,
-        listen: args
-            .sandbox_listen
-            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], args.sandbox.port()))),
+        listen: listen_at(args),
         credential: sandbox_cred,
         plan,
         run_as: Some(RunAs {
@@ -190,7 +189,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     let (relay_runtime, _relaying) = crate::run::relay_thread()?;
     let within = Duration::from_secs(args.attach_within);
     let mut tls = relay_runtime
-        .block_on(attach(&end, args.sandbox, within, false))
+        .block_on(attach(&end, &args.sandbox, within, false))
         .map_err(LaunchError::Channel)?;
     note(&format!("attached to the sandbox at {}", args.sandbox));
     let again = Duration::from_secs(args.reattach_within);
@@ -209,7 +208,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         note(&format!(
             "the channel to the sandbox dropped ({why}): the sandbox freezes the workload; attaching again within {again:?}"
         ));
-        match relay_runtime.block_on(attach(&end, args.sandbox, again, true)) {
+        match relay_runtime.block_on(attach(&end, &args.sandbox, again, true)) {
             Ok(t) => {
                 note("attached to the sandbox again: the workload resumes");
                 tls = t;
@@ -300,6 +299,17 @@ fn plan(
     Ok(plan)
 }
 
+/// Where the sandbox listens: `--sandbox-listen`, or on TCP every address
+/// and the port this host reaches, or the socket's path (both hosts see
+/// the directory, under one name unless `--sandbox-listen` says).
+fn listen_at(args: &ServeArgs) -> Endpoint {
+    match (&args.sandbox_listen, &args.sandbox) {
+        (Some(listen), _) => listen.clone(),
+        (None, Endpoint::Tcp(addr)) => Endpoint::Tcp(([0, 0, 0, 0], addr.port()).into()),
+        (None, unix @ Endpoint::Unix(_)) => unix.clone(),
+    }
+}
+
 /// Writes `bytes` to a new file at `path` that only this user may read.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), LaunchError> {
     use std::io::Write as _;
@@ -315,17 +325,18 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), LaunchError> {
 }
 
 /// Attaches to the sandbox at `addr`, for at most `within`, trying again
-/// while nothing listens there, and while the sandbox refuses when
-/// `reattaching` (it may not have seen the old channel drop yet).
+/// while nothing listens there (no socket file yet, or one left by an
+/// earlier sandbox), and while the sandbox refuses when `reattaching` (it
+/// may not have seen the old channel drop yet).
 async fn attach(
     end: &SupervisorEnd,
-    addr: SocketAddr,
+    addr: &Endpoint,
     within: Duration,
     reattaching: bool,
 ) -> Result<SupervisorStream, ChannelError> {
     let deadline = Instant::now() + within;
     loop {
-        let attempt = end.connect(addr).await;
+        let attempt = end.connect(addr.clone()).await;
         let retry = match &attempt {
             Ok(_) => false,
             Err(ChannelError::Unreachable(_)) => true,

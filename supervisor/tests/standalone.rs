@@ -3,7 +3,8 @@
 //! loopback (`supervisor::relay::bundle_side`): the workload runs only
 //! once a supervisor of the sandbox's generation has attached, every other
 //! peer is refused, and when the channel drops the workload is killed.
-//! Run as root.
+//! Then `openshell-supervisor serve` as its supervisor, over TCP and over
+//! a Unix socket (a sandbox with no network). Run as root.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -15,14 +16,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use common::standalone::{self, lines, tree_states, wait_for};
+use common::standalone::{self, lines, tree_states, upstream, upstream_on, wait_for};
 use common::{Dir, SUPERVISOR, SYSTEM, exe};
 use sandbox::standalone::EXIT_SUPERVISOR_LOST;
 use sandbox_protocol::Binding;
@@ -186,27 +188,6 @@ impl Started {
             "the workload ran before a supervisor attached"
         );
     }
-}
-
-/// A local server: answers `pong` to each line; what it read.
-fn upstream() -> (SocketAddr, Receiver<String>) {
-    upstream_on(TcpListener::bind("127.0.0.1:0").unwrap())
-}
-
-/// The same server on `listener`.
-fn upstream_on(listener: TcpListener) -> (SocketAddr, Receiver<String>) {
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let mut line = String::new();
-            let _ = BufReader::new(conn.try_clone().unwrap()).read_line(&mut line);
-            let _ = conn.write_all(b"pong\n");
-            let _ = tx.send(line);
-        }
-    });
-    (addr, rx)
 }
 
 const RELAYED_PY: &str = r#"
@@ -414,6 +395,34 @@ sys.exit(7)
 /// hosts at its port); both end with the workload's exit status.
 #[test]
 fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
+    served_across(&free_loopback(), |boot| {
+        standalone::bootstrapped(None, boot)
+    });
+}
+
+/// The same over a Unix socket in a directory both processes see, the
+/// sandbox in a network namespace of its own with nothing in it but
+/// loopback, down (as a container with no network has none but its way
+/// to the supervisor): the workload still runs, its connect to the
+/// supervisor's loopback relayed and its other refused and logged there.
+/// The sandbox sets its loopback up (the relayed sockets live there), and
+/// the socket it listened on is its user's alone.
+#[test]
+fn over_a_unix_socket_a_sandbox_with_no_network_runs_a_workload_served_across_it() {
+    let (sockets, at) = standalone::socket_dir();
+    let err = served_across(&at, standalone::bootstrapped_offline);
+    assert!(err.contains("loopback was down: set it up"), "{err}");
+    assert!(err.contains(&format!("listening on {at} ")), "{err}");
+    let socket = std::fs::symlink_metadata(sockets.path().join("sandbox.sock")).unwrap();
+    assert!(socket.file_type().is_socket(), "{socket:?}");
+    assert_eq!(socket.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(socket.uid(), 0);
+}
+
+/// `serve` at `at`, the sandbox started by `sandbox` from the bootstrap's
+/// path, running `SERVED_PY`: checked as the test above says; the
+/// sandbox's standard error.
+fn served_across(at: &str, sandbox: impl FnOnce(&Path) -> Command) -> String {
     let (up, upstream_read) = upstream();
     let refused = TcpListener::bind("127.0.0.1:0").unwrap();
     refused.set_nonblocking(true).unwrap();
@@ -423,17 +432,14 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
     let boot = dir.join("boot.json");
     let log = dir.log();
     let (mut serve, serve_err, mut seen) = standalone::spawn_serve(
-        standalone::serve_command(None, &dir, &bundle, &boot, &free_loopback())
+        standalone::serve_command(None, &dir, &bundle, &boot, at)
             .arg("--log")
             .arg(&log)
             .args(["--", &python, "-c", SERVED_PY])
             .arg(up.port().to_string())
             .arg(refused.local_addr().unwrap().port().to_string()),
     );
-    let sandbox = standalone::bootstrapped(None, &boot)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let sandbox = sandbox(&boot).stdin(Stdio::null()).output().unwrap();
     assert_served(&sandbox);
     assert!(!boot.exists());
     let status = serve.wait().unwrap();
@@ -456,6 +462,7 @@ fn serve_and_a_standalone_sandbox_run_a_workload_across_the_channel() {
         .unwrap_or_else(|| panic!("no line for the refused connect: {denied:#?}"));
     assert_eq!(line["unmapped"]["sandbox"]["id"], "served", "{line}");
     assert_eq!(line["unmapped"]["sandbox"]["generation"], 2, "{line}");
+    String::from_utf8_lossy(&sandbox.stderr).into_owned()
 }
 
 /// The sandbox ran `SERVED_PY` to its end: it trusted the proxy's CA,
@@ -490,15 +497,22 @@ fn free_loopback() -> String {
 /// packets would leave it) is found out by the keepalive: the sandbox
 /// freezes the workload. When the supervisor wakes, `serve` finds its
 /// channel gone, attaches again as the same generation, and the workload
-/// resumes and ends; both report its status.
+/// resumes and ends; both report its status. Over TCP, and over a Unix
+/// socket, whose stopped peer the kernel does not report either.
 #[test]
 fn a_silent_supervisor_freezes_the_workload_and_serve_reattaches_when_it_wakes() {
+    silent_supervisor(&free_loopback());
+    let (_sockets, at) = standalone::socket_dir();
+    silent_supervisor(&at);
+}
+
+fn silent_supervisor(at: &str) {
     let dir = Dir::new();
     let python = exe("/usr/bin/python3");
     let bundle = standalone::nobody_bundle(&dir, "silent", "");
     let boot = dir.join("boot.json");
     let (mut serve, serve_err, mut seen) = standalone::spawn_serve(
-        standalone::serve_command(None, &dir, &bundle, &boot, &free_loopback())
+        standalone::serve_command(None, &dir, &bundle, &boot, at)
             .arg("--log")
             .arg(dir.log())
             .args(["--", &python, "-c", TICKING_PY]),
@@ -538,9 +552,9 @@ fn a_silent_supervisor_freezes_the_workload_and_serve_reattaches_when_it_wakes()
     wait_for(&out, "tick parent", &mut seen);
     stdin.write_all(b"\n").unwrap();
     let status = sandbox.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "{seen:#?}");
+    assert_eq!(status.code(), Some(0), "{at}: {seen:#?}");
     let status = serve.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "{seen:#?}");
+    assert_eq!(status.code(), Some(0), "{at}: {seen:#?}");
 }
 
 /// "Both sides unprivileged": `serve` and `openshell-sandbox` each run as

@@ -1,5 +1,6 @@
-//! The channel between two hosts: TCP with TLS 1.3 only, both ends
-//! authenticated by their generation's CA ([`credential`]). The sandbox is
+//! The channel between two hosts: TLS 1.3 only, over TCP or a Unix socket
+//! in a directory both ends see ([`Endpoint`]), both ends authenticated by
+//! their generation's CA ([`credential`]). The sandbox is
 //! the TLS server and the supervisor the client; on top, the sandbox is
 //! the gRPC client as on a local socket pair ([`crate::transport`]).
 //!
@@ -11,20 +12,22 @@
 //! sandbox id and generation on top.
 
 mod credential;
+mod endpoint;
+mod stream;
 #[cfg(test)]
 mod tests;
 
 pub use credential::{Credential, Role, issue};
+pub use endpoint::{Endpoint, EndpointError, MAX_UNIX_PATH};
+pub use stream::{Listener, Peer, Stream};
 
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
-use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// The name the sandbox's certificate carries and the supervisor asks
@@ -39,9 +42,9 @@ pub const ALPN: &[u8] = b"openshell-sandbox/1";
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The sandbox's end of one attachment.
-pub type SandboxStream = tokio_rustls::server::TlsStream<TcpStream>;
+pub type SandboxStream = tokio_rustls::server::TlsStream<Stream>;
 /// The supervisor's end of one attachment.
-pub type SupervisorStream = tokio_rustls::client::TlsStream<TcpStream>;
+pub type SupervisorStream = tokio_rustls::client::TlsStream<Stream>;
 
 /// Why a credential cannot be used, or a peer was refused.
 #[derive(Debug, thiserror::Error)]
@@ -122,11 +125,10 @@ impl SandboxEnd {
         self
     }
 
-    /// Completes the handshake of the connection `tcp`: the stream of a
+    /// Completes the handshake of the connection `io`: the stream of a
     /// supervisor of this generation, or why the peer was refused.
-    pub async fn handshake(&self, tcp: TcpStream) -> Result<SandboxStream, ChannelError> {
-        let _ = tcp.set_nodelay(true);
-        match tokio::time::timeout(self.timeout, self.acceptor.accept(tcp)).await {
+    pub async fn handshake(&self, io: impl Into<Stream>) -> Result<SandboxStream, ChannelError> {
+        match tokio::time::timeout(self.timeout, self.acceptor.accept(io.into())).await {
             Ok(Ok(tls)) => Ok(tls),
             Ok(Err(e)) => Err(ChannelError::Refused(why(&e))),
             Err(_) => Err(ChannelError::Refused(format!(
@@ -169,16 +171,16 @@ impl SupervisorEnd {
         })
     }
 
-    /// Connects to the sandbox at `addr` and completes the handshake
-    /// within [`HANDSHAKE_TIMEOUT`].
-    pub async fn connect(&self, addr: SocketAddr) -> Result<SupervisorStream, ChannelError> {
-        let tcp = TcpStream::connect(addr).await.map_err(|e| {
+    /// Connects to the sandbox at `to` and completes the handshake within
+    /// [`HANDSHAKE_TIMEOUT`].
+    pub async fn connect(&self, to: impl Into<Endpoint>) -> Result<SupervisorStream, ChannelError> {
+        let addr = to.into();
+        let io = Stream::connect(&addr).await.map_err(|e| {
             ChannelError::Unreachable(format!("cannot reach the sandbox at {addr}: {e}"))
         })?;
-        let _ = tcp.set_nodelay(true);
         let name = ServerName::try_from(SERVER_NAME)
             .map_err(|e| ChannelError::Credential(e.to_string()))?;
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.connector.connect(name, tcp)).await {
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.connector.connect(name, io)).await {
             Ok(Ok(tls)) => Ok(tls),
             Ok(Err(e)) => Err(ChannelError::Refused(format!(
                 "cannot attach to the sandbox at {addr}: {}",

@@ -1,3 +1,5 @@
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -239,4 +241,131 @@ async fn refusal_of(end: SandboxEnd, mut config: rustls::ClientConfig, alpn: &[u
         .connect(ServerName::try_from(SERVER_NAME).unwrap(), tcp)
         .await;
     refusal(accepted.await.unwrap())
+}
+
+#[test]
+fn endpoints_parse_as_ip_and_port_or_an_absolute_unix_path() {
+    assert_eq!(
+        "127.0.0.1:7443".parse::<Endpoint>(),
+        Ok(Endpoint::Tcp("127.0.0.1:7443".parse().unwrap()))
+    );
+    assert_eq!(
+        "unix:/run/sb/channel.sock".parse::<Endpoint>(),
+        Ok(Endpoint::Unix("/run/sb/channel.sock".into()))
+    );
+    for (text, said) in [
+        (
+            "unix:run/sb.sock",
+            "`unix:` needs an absolute path, not `run/sb.sock`",
+        ),
+        ("unix:", "`unix:` needs an absolute path, not ``"),
+        (
+            "localhost:7443",
+            "`localhost:7443` is neither IP:PORT nor unix:/ABSOLUTE/PATH",
+        ),
+        (
+            "/run/sb.sock",
+            "`/run/sb.sock` is neither IP:PORT nor unix:/ABSOLUTE/PATH",
+        ),
+    ] {
+        assert_eq!(text.parse::<Endpoint>().unwrap_err().to_string(), said);
+    }
+    let long = format!("unix:/{}", "x".repeat(MAX_UNIX_PATH));
+    let err = long.parse::<Endpoint>().unwrap_err().to_string();
+    assert!(err.contains("at most 107 bytes"), "{err}");
+    // In JSON, as the text: an IP:PORT of an older bootstrap reads as TCP.
+    for text in ["10.0.0.7:7443", "[::1]:7443", "unix:/run/sb/channel.sock"] {
+        let endpoint: Endpoint = text.parse().unwrap();
+        let json = serde_json::to_string(&endpoint).unwrap();
+        assert_eq!(json, format!("\"{text}\""));
+        assert_eq!(serde_json::from_str::<Endpoint>(&json).unwrap(), endpoint);
+    }
+    let err = serde_json::from_str::<Endpoint>("\"unix:x\"").unwrap_err();
+    assert!(err.to_string().contains("needs an absolute path"), "{err}");
+}
+
+/// Over a Unix socket: the same handshake, the same refusal of another
+/// generation; the socket is the owner's alone.
+#[tokio::test]
+async fn the_channel_runs_over_a_unix_socket_with_the_same_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = Endpoint::unix(dir.path().join("sock")).unwrap();
+    let (sb, sup) = issue(&binding(8)).unwrap();
+    let (_, stranger) = issue(&binding(7)).unwrap();
+    let listener = Listener::bind(&at).await.unwrap();
+    assert_eq!(listener.local().unwrap(), at);
+    let meta = std::fs::symlink_metadata(dir.path().join("sock")).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(meta.uid(), own_uid());
+    let end = SandboxEnd::new(&sb).unwrap();
+    let accepting = tokio::spawn(async move {
+        let mut said = Vec::new();
+        for _ in 0..2 {
+            let (io, peer) = listener.accept().await.unwrap();
+            said.push((peer.to_string(), end.handshake(io).await));
+        }
+        said
+    });
+    let refused = refusal(
+        SupervisorEnd::new(&stranger)
+            .unwrap()
+            .connect(at.clone())
+            .await,
+    );
+    assert!(refused.contains(&format!("at {at}")), "{refused}");
+    let mut client = SupervisorEnd::new(&sup).unwrap().connect(at).await.unwrap();
+    let mut said = accepting.await.unwrap();
+    let (peer, accepted) = said.pop().unwrap();
+    assert!(
+        peer.starts_with(&format!("pid {} uid ", std::process::id())),
+        "{peer}"
+    );
+    let mut server = accepted.unwrap();
+    assert!(said.pop().unwrap().1.is_err(), "generation 7 was let in");
+    client.write_all(b"up").await.unwrap();
+    let mut got = [0_u8; 2];
+    server.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"up");
+}
+
+/// This process's effective uid, as the kernel reports it.
+fn own_uid() -> u32 {
+    std::fs::metadata("/proc/self").unwrap().uid()
+}
+
+/// A socket file nothing listens on is replaced; a live socket, a file
+/// or a directory at the path is left alone and refuses the bind; and a
+/// supervisor finds nothing to reach until the sandbox listens.
+#[tokio::test]
+async fn a_stale_socket_is_replaced_and_anything_else_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sock");
+    let at = Endpoint::unix(&path).unwrap();
+    let (_, sup) = issue(&binding(9)).unwrap();
+    let unreachable = SupervisorEnd::new(&sup).unwrap().connect(at.clone()).await;
+    assert!(matches!(unreachable, Err(ChannelError::Unreachable(_))));
+
+    let live = Listener::bind(&at).await.unwrap();
+    let err = Listener::bind(&at).await.unwrap_err().to_string();
+    assert!(err.contains("a socket something listens on"), "{err}");
+    drop(live);
+    // The file stays behind its listener: stale, and taken over.
+    assert!(path.exists());
+    let unreachable = SupervisorEnd::new(&sup).unwrap().connect(at.clone()).await;
+    assert!(matches!(unreachable, Err(ChannelError::Unreachable(_))));
+    Listener::bind(&at).await.unwrap();
+
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, "kept").unwrap();
+    let err = Listener::bind(&at).await.unwrap_err().to_string();
+    assert!(
+        err.contains("is not a socket: it is left as it is"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "kept");
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    let err = Listener::bind(&at).await.unwrap_err().to_string();
+    assert!(err.contains("is not a socket"), "{err}");
 }

@@ -3,7 +3,9 @@
 //! network namespaces joined by a veth pair behind a fence.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
@@ -48,6 +50,27 @@ pub fn wait_for(rx: &Receiver<String>, what: &str, seen: &mut Vec<String>) -> St
             Err(_) => panic!("no line with {what:?}; seen: {seen:#?}"),
         }
     }
+}
+
+/// A local server: answers `pong` to each line; what it read.
+pub fn upstream() -> (SocketAddr, Receiver<String>) {
+    upstream_on(TcpListener::bind("127.0.0.1:0").unwrap())
+}
+
+/// The same server on `listener`.
+pub fn upstream_on(listener: TcpListener) -> (SocketAddr, Receiver<String>) {
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut line = String::new();
+            let _ = BufReader::new(conn.try_clone().unwrap()).read_line(&mut line);
+            let _ = conn.write_all(b"pong\n");
+            let _ = tx.send(line);
+        }
+    });
+    (addr, rx)
 }
 
 /// The state letters of every descendant of `pid`.
@@ -198,6 +221,30 @@ pub fn bootstrapped(netns: Option<&str>, boot: &Path) -> Command {
         .arg("--bootstrap")
         .arg(boot);
     cmd
+}
+
+/// The same, in a network namespace of its own with no interface but
+/// loopback, and that down: no network at all, only a Unix socket to
+/// reach its supervisor by.
+pub fn bootstrapped_offline(boot: &Path) -> Command {
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--net", "--pid", "--fork", "--mount-proc", "--"])
+        .arg(sandbox_exe())
+        .arg("--bootstrap")
+        .arg(boot);
+    cmd
+}
+
+/// A directory only root may enter, for a channel's socket; and the
+/// socket's endpoint in it, as `serve` takes it.
+pub fn socket_dir() -> (tempfile::TempDir, String) {
+    let dir = tempfile::Builder::new()
+        .prefix("osp-sock-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let at = format!("unix:{}", dir.path().join("sandbox.sock").display());
+    (dir, at)
 }
 
 /// `openshell-supervisor serve` for `bundle` (in network namespace
