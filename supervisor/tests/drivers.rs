@@ -270,16 +270,33 @@ fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
     let d = dir.path();
     let ok = |c: &mut Command| {
         let out = c.output().unwrap();
-        assert!(out.status.success(), "{c:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{c:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    ok(Command::new(gateway_program()).args(["init", "--dir"]).arg(d));
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    ok(Command::new(gateway_program())
+        .args(["init", "--dir"])
+        .arg(d));
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let listen = format!("127.0.0.1:{port}");
     let mut serve = Command::new(gateway_program())
         .args(["serve", "--dir"])
         .arg(d)
-        .args(["--listen", &listen, "--driver", "local", "--supervisor-bin", SUPERVISOR])
+        .args([
+            "--listen",
+            &listen,
+            "--driver",
+            "local",
+            "--supervisor-bin",
+            SUPERVISOR,
+        ])
         .arg("--sandbox-bin")
         .arg(common::standalone::sandbox_exe())
         .stdout(std::process::Stdio::piped())
@@ -300,10 +317,20 @@ fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
     let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
     let source = d.join("agent.policy");
     std::fs::write(&source, policy(space.path(), allowed)).unwrap();
-    let (rc, out, err) = gateway_cli(d, &url, &admin, &["token", "create", "alice", "--role", "author"]);
+    let (rc, out, err) = gateway_cli(
+        d,
+        &url,
+        &admin,
+        &["token", "create", "alice", "--role", "author"],
+    );
     assert_eq!(rc, 0, "{err}");
     std::fs::write(d.join("alice"), out).unwrap();
-    let (rc, _, err) = gateway_cli(d, &url, &d.join("alice"), &["propose", "agent", source.to_str().unwrap()]);
+    let (rc, _, err) = gateway_cli(
+        d,
+        &url,
+        &d.join("alice"),
+        &["propose", "agent", source.to_str().unwrap()],
+    );
     assert_eq!(rc, 0, "{err}");
     let (rc, _, err) = gateway_cli(d, &url, &admin, &["approve", "1"]);
     assert_eq!(rc, 0, "{err}");
@@ -311,14 +338,33 @@ fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
     let script = workload(space.path(), allowed, 9, port);
     let w = space.path().to_str().unwrap();
     let create = [
-        "sandbox", "create", "sb", "--policy", "agent", "--driver", "local", "--workspace", w,
-        "--", "/usr/bin/bash", script.to_str().unwrap(),
+        "sandbox",
+        "create",
+        "sb",
+        "--policy",
+        "agent",
+        "--driver",
+        "local",
+        "--workspace",
+        w,
+        "--",
+        "/usr/bin/bash",
+        script.to_str().unwrap(),
     ];
     let (rc, out, err) = gateway_cli(d, &url, &admin, &create);
-    assert_eq!(rc, 0, "{err}\n{}", std::fs::read_to_string(d.join("serve.log")).unwrap_or_default());
+    assert_eq!(
+        rc,
+        0,
+        "{err}\n{}",
+        std::fs::read_to_string(d.join("serve.log")).unwrap_or_default()
+    );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["phase"], "ready", "{v}");
-    assert_eq!(result(space.path())[0], "0", "the allowed upstream is relayed");
+    assert_eq!(
+        result(space.path())[0],
+        "0",
+        "the allowed upstream is relayed"
+    );
     // Its files are in the default place, `DIR/local/ID`.
     assert!(d.join("local/sb/supervisor.log").exists());
 

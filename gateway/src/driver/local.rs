@@ -151,7 +151,8 @@ const HOST_LOCK: &str = "/run/lock/openshell-local-driver.lock";
 
 fn host_lock() -> Result<std::fs::File, DriverError> {
     if let Some(dir) = Path::new(HOST_LOCK).parent() {
-        std::fs::create_dir_all(dir).map_err(|e| fail(&format!("cannot make `{}`", dir.display()), e))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(&format!("cannot make `{}`", dir.display()), e))?;
     }
     let lock = std::fs::File::create(HOST_LOCK)
         .map_err(|e| fail(&format!("cannot open `{HOST_LOCK}`"), e))?;
