@@ -446,7 +446,11 @@ fn a_reload_judges_the_next_message_by_the_new_rules_and_closes_revoked_relays_w
                 if let Some(mut o) = child.stdout.take() {
                     let _ = std::io::Read::read_to_string(&mut o, &mut out);
                 }
-                panic!("the run ended before {what}:\n{out}\n{err}");
+                let denied = std::fs::read_to_string(s.dir.log()).unwrap_or_default();
+                let served = std::fs::read_to_string(&s.server.record).unwrap_or_default();
+                panic!(
+                    "the run ended before {what}:\n{out}\n{err}\ndeny log:\n{denied}\nthe server saw:\n{served}"
+                );
             }
             assert!(
                 start.elapsed().as_secs() < 30,
