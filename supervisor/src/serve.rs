@@ -58,8 +58,11 @@ use crate::run::EXIT_LAUNCH_FAILED;
 use crate::workload;
 use sandbox::writable::Writable;
 
-/// How often an attachment is tried while the sandbox does not listen.
-const RETRY: Duration = Duration::from_millis(200);
+/// How often an attachment is tried while the sandbox does not listen:
+/// soon at first (it is usually being started as the bootstrap is
+/// written), then less and less often, up to `RETRY_MAX` apart.
+const RETRY_FIRST: Duration = Duration::from_millis(5);
+const RETRY_MAX: Duration = Duration::from_millis(200);
 
 /// Serves one sandbox; the exit status: the workload's as the sandbox
 /// reported it, 122 when the channel dropped first, 125 when the sandbox
@@ -335,6 +338,7 @@ async fn attach(
     reattaching: bool,
 ) -> Result<SupervisorStream, ChannelError> {
     let deadline = Instant::now() + within;
+    let mut pause = RETRY_FIRST;
     loop {
         let attempt = end.connect(addr.clone()).await;
         let retry = match &attempt {
@@ -344,7 +348,8 @@ async fn attach(
         };
         match attempt {
             Err(_) if retry && Instant::now() < deadline => {
-                tokio::time::sleep(RETRY).await;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(RETRY_MAX);
             }
             Err(e) if retry => {
                 return Err(ChannelError::Unreachable(format!(
