@@ -142,6 +142,14 @@ pub struct Launch {
 pub trait Driver: Send + Sync {
     /// The name `run.driver` gives.
     fn name(&self) -> &str;
+    /// Where this driver's sandboxes live, kept with each sandbox: a
+    /// gateway acts on a sandbox (begins, takes over, watches a
+    /// transition) only through a driver of the same place. One host's
+    /// processes are that host's; a driver whose sandboxes every replica
+    /// reaches keeps the default, its name.
+    fn place(&self) -> String {
+        self.name().to_owned()
+    }
     /// Starts the generation; returns once the workload runs confined and
     /// its supervisor holds the session. A start that fails leaves nothing
     /// running.

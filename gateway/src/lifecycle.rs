@@ -158,6 +158,20 @@ impl Lifecycle {
         })
     }
 
+    /// The sandbox's driver, if it is of the sandbox's place: only there
+    /// can it act on the sandbox.
+    fn here(&self, s: &SandboxRow, spec: &RunSpec) -> Result<&Arc<dyn Driver>, LifecycleError> {
+        let driver = self.driver(&spec.driver)?;
+        let place = driver.place();
+        match &s.place {
+            Some(p) if *p != place => Err(LifecycleError::Phase(format!(
+                "sandbox `{}` runs at `{p}`; this gateway's `{}` driver runs sandboxes at `{place}`: ask the gateway there",
+                s.id, spec.driver
+            ))),
+            _ => Ok(driver),
+        }
+    }
+
     fn lease_until(&self) -> i64 {
         let secs = i64::try_from(self.lease.as_secs()).unwrap_or(i64::MAX);
         crate::clock::now().saturating_add(secs)
@@ -179,7 +193,7 @@ impl Lifecycle {
         actor: &str,
     ) -> Result<oneshot::Receiver<Outcome>, LifecycleError> {
         spec.validate().map_err(LifecycleError::Invalid)?;
-        self.driver(&spec.driver)?;
+        let place = self.driver(&spec.driver)?.place();
         let (token, session) = session_token(1, self.session_ttl);
         let expires_at = session.expires_at;
         let detail = json!({ "policy": policy, "run": spec, "generation": 1 });
@@ -189,6 +203,7 @@ impl Lifecycle {
                     id: id.to_owned(),
                     policy: policy.to_owned(),
                     spec: spec.clone(),
+                    place,
                     session,
                     lease: self.new_lease(),
                     now: crate::clock::now(),
@@ -276,7 +291,7 @@ impl Lifecycle {
                 phase.word()
             )));
         }
-        self.driver(&spec.driver)?;
+        self.here(s, &spec)?;
         let generation = s.generation + i64::from(next_generation);
         let (session, tokens) = if next_generation {
             let (token, row) = session_token(generation, self.session_ttl);
@@ -515,7 +530,7 @@ impl Lifecycle {
         };
         for s in rows {
             let Some(spec) = &s.spec else { continue };
-            let Some(driver) = self.drivers.get(&spec.driver) else {
+            let Ok(driver) = self.here(&s, spec) else {
                 continue;
             };
             if s.phase != Some(Phase::Ready) || s.lease_owner.is_some() {
@@ -563,9 +578,9 @@ impl Lifecycle {
         let (Some(phase), Some(spec)) = (s.phase, s.spec.clone()) else {
             return;
         };
-        // A gateway without the sandbox's driver leaves it to one that has
-        // it.
-        if self.drivers.get(&spec.driver).is_none() {
+        // A gateway without the sandbox's driver, or whose driver runs
+        // sandboxes elsewhere, leaves it to one that can act on it.
+        if self.here(&s, &spec).is_err() {
             return;
         }
         let detail = json!({

@@ -723,3 +723,42 @@ both!(
         assert_eq!(r.json()["reason"], Value::Null);
     }
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_gateway_whose_driver_is_of_the_sandboxs_place_acts_on_it() {
+    let here = Arc::new(Scripted::default());
+    let gw = gateway_leased(Backend::Postgres, &here, 2).await;
+    assert_eq!(create(&gw, "s1").await.status, 201);
+    assert_eq!(show(&gw.admin, "s1").await["place"], "scripted");
+    // A replica on the same database whose driver runs sandboxes
+    // elsewhere: it refuses to act, and never takes a transition over.
+    let elsewhere = Arc::new(Scripted::at("another-host"));
+    let replica = gateway::server::start(common::driven(&gw.dir, &gw.db, &elsewhere, 2))
+        .await
+        .unwrap();
+    let token = std::fs::read_to_string(gw.path("admin.token")).unwrap();
+    let url = format!("https://127.0.0.1:{}", replica.addr.port());
+    let other = Client::new(&url, &gw.ca, &token).unwrap();
+    let r = send(&other, "POST", "/v1/sandboxes/s1/stop", None).await;
+    assert_eq!(r.status, 409, "{:?}", r.json());
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sandbox `s1` runs at `scripted`"),
+        "{:?}",
+        r.json()
+    );
+    here.hang("stop s1", true);
+    let r = send(&gw.admin, "POST", "/v1/sandboxes/s1/stop?wait=0", None).await;
+    assert_eq!(r.status, 202, "{:?}", r.json());
+    wait_for_call(&here, "stop s1").await;
+    let Gw { dir, running, .. } = gw;
+    running.stop();
+    // Three leases: the replica's driver is of another place.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(show(&other, "s1").await["phase"], "stopping");
+    assert!(elsewhere.calls().is_empty(), "{:?}", elsewhere.calls());
+    replica.stop();
+    drop(dir);
+}

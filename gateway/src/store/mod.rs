@@ -262,6 +262,8 @@ pub struct SandboxRow {
     pub(crate) lease_owner: Option<String>,
     pub(crate) lease_until: Option<i64>,
     pub(crate) phase_at: Option<i64>,
+    /// Where its driver runs it ([`crate::driver::Driver::place`]).
+    pub(crate) place: Option<String>,
 }
 
 /// A gateway process's claim on a sandbox in transition: no other process
@@ -290,6 +292,7 @@ pub struct NewManaged {
     pub(crate) id: String,
     pub(crate) policy: String,
     pub(crate) spec: RunSpec,
+    pub(crate) place: String,
     pub(crate) session: SessionRow,
     pub(crate) lease: Lease,
     pub(crate) now: i64,

@@ -84,7 +84,7 @@ const IMMUTABLE_POSTGRES: &[&str] = &[
     "CREATE OR REPLACE TRIGGER revisions_immutable BEFORE UPDATE OR DELETE ON revisions FOR EACH ROW EXECUTE FUNCTION openshell_revisions_immutable()",
 ];
 
-const SANDBOX_SELECT: &str = "SELECT s.id, s.policy, p.active_revision AS desired_revision, r.digest AS desired_digest, s.applied_revision, s.applied_digest, s.result, s.error, s.reported_at, s.version, s.phase, s.reason, s.spec, s.generation, s.prior_phase, s.lease_owner, s.lease_until, s.phase_at FROM sandboxes s LEFT JOIN policies p ON p.name = s.policy LEFT JOIN revisions r ON r.policy = s.policy AND r.revision = p.active_revision";
+const SANDBOX_SELECT: &str = "SELECT s.id, s.policy, p.active_revision AS desired_revision, r.digest AS desired_digest, s.applied_revision, s.applied_digest, s.result, s.error, s.reported_at, s.version, s.phase, s.reason, s.spec, s.generation, s.prior_phase, s.lease_owner, s.lease_until, s.phase_at, s.place FROM sandboxes s LEFT JOIN policies p ON p.name = s.policy LEFT JOIN revisions r ON r.policy = s.policy AND r.revision = p.active_revision";
 
 const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version, files, containment, boundary_digest";
 const REVISION_COLUMNS: &str = "policy, revision, format, source, credentials, bundle, digest, signature, author, approved_by, proposal, created_at, files";
@@ -107,6 +107,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("sandboxes", "phase", "TEXT"),
     ("sandboxes", "reason", "TEXT"),
     ("sandboxes", "spec", "TEXT"),
+    ("sandboxes", "place", "TEXT"),
     ("sandboxes", "generation", "BIGINT"),
     ("sandboxes", "prior_phase", "TEXT"),
     ("sandboxes", "lease_owner", "TEXT"),
@@ -467,6 +468,7 @@ fn sandbox_row(r: &AnyRow) -> Result<SandboxRow, StoreError> {
         lease_owner: r.try_get("lease_owner")?,
         lease_until: r.try_get("lease_until")?,
         phase_at: r.try_get("phase_at")?,
+        place: r.try_get("place")?,
     })
 }
 

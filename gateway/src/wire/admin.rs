@@ -134,6 +134,10 @@ pub(crate) struct Sandbox {
     pub(crate) phase_at: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) run: Option<RunSpec>,
+    /// Where its driver runs it: only a gateway whose driver is of this
+    /// place acts on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) place: Option<String>,
 }
 
 impl From<&SandboxRow> for Sandbox {
@@ -156,6 +160,7 @@ impl From<&SandboxRow> for Sandbox {
             generation: s.phase.map(|_| s.generation),
             phase_at: s.phase_at,
             run: s.spec.clone(),
+            place: s.place.clone(),
         }
     }
 }

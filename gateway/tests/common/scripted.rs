@@ -26,9 +26,19 @@ pub struct State {
 pub struct Scripted {
     pub state: Mutex<State>,
     released: tokio::sync::Notify,
+    /// Where it says its sandboxes live (default: its name).
+    place: Option<String>,
 }
 
 impl Scripted {
+    /// A driver whose sandboxes live at `place`.
+    pub fn at(place: &str) -> Self {
+        Self {
+            place: Some(place.to_owned()),
+            ..Self::default()
+        }
+    }
+
     pub fn fail(&self, step: &'static str, on: bool) {
         let mut s = self.state.lock().unwrap();
         if on {
@@ -83,6 +93,10 @@ impl Scripted {
 impl Driver for Scripted {
     fn name(&self) -> &str {
         "scripted"
+    }
+
+    fn place(&self) -> String {
+        self.place.clone().unwrap_or_else(|| "scripted".to_owned())
     }
 
     fn start(&self, l: Launch) -> DriverFut<'_, ()> {

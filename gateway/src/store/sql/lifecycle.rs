@@ -70,7 +70,7 @@ impl SqlStore {
         let spec = serde_json::to_string(&s.spec)
             .map_err(|e| StoreError::Io(format!("the sandbox's spec does not serialize: {e}")))?;
         let (_guard, mut tx) = self.begin().await?;
-        let made = sqlx::query("INSERT INTO sandboxes (id, policy, version, created_at, phase, spec, generation, lease_owner, lease_until, phase_at) SELECT $1, $2, 0, $3, 'provisioning', $4, 1, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM policies WHERE name = $8)")
+        let made = sqlx::query("INSERT INTO sandboxes (id, policy, version, created_at, phase, spec, generation, lease_owner, lease_until, phase_at, place) SELECT $1, $2, 0, $3, 'provisioning', $4, 1, $5, $6, $7, $8 WHERE EXISTS (SELECT 1 FROM policies WHERE name = $9)")
             .bind(&s.id)
             .bind(&s.policy)
             .bind(s.now)
@@ -78,6 +78,7 @@ impl SqlStore {
             .bind(&s.lease.owner)
             .bind(s.lease.until)
             .bind(s.now)
+            .bind(&s.place)
             .bind(&s.policy)
             .execute(&mut *tx)
             .await
