@@ -262,36 +262,15 @@ fn gateway_program() -> PathBuf {
     Path::new(SUPERVISOR).with_file_name("openshell-gateway")
 }
 
-/// The command line, end to end: `serve --driver local` and the client's
-/// `sandbox create --driver local`, `stop`, `start`, `delete`.
-#[test]
-fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let ok = |c: &mut Command| {
-        let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{c:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    ok(Command::new(gateway_program())
-        .args(["init", "--dir"])
-        .arg(d));
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+/// `openshell-gateway serve --driver local` on `d` (made by `init`),
+/// listening on `listen`, started once it says where it listens.
+fn serve_local(d: &Path, listen: &str) -> std::process::Child {
     let mut serve = Command::new(gateway_program())
         .args(["serve", "--dir"])
         .arg(d)
         .args([
             "--listen",
-            &listen,
+            listen,
             "--driver",
             "local",
             "--supervisor-bin",
@@ -300,7 +279,13 @@ fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
         .arg("--sandbox-bin")
         .arg(common::standalone::sandbox_exe())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(d.join("serve.log")).unwrap())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(d.join("serve.log"))
+                .unwrap(),
+        )
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -309,14 +294,37 @@ fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
         &mut line,
     )
     .unwrap();
-    let url = format!("https://{listen}");
-    assert!(line.contains(&listen), "serve did not start: {line}");
-    let admin = d.join("admin.token");
+    assert!(line.contains(listen), "serve did not start: {line}");
+    serve
+}
 
-    let space = workspace();
-    let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
+/// A gateway directory with policy `agent` approved for `space` (the
+/// allowed upstream on `allowed`), served by `openshell-gateway serve
+/// --driver local`: the directory, the URL, the process.
+fn program_gateway(space: &Path, allowed: u16) -> (tempfile::TempDir, String, std::process::Child) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = Command::new(gateway_program())
+        .args(["init", "--dir"])
+        .arg(d)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let serve = serve_local(d, &listen);
+    let url = format!("https://{listen}");
+    let admin = d.join("admin.token");
     let source = d.join("agent.policy");
-    std::fs::write(&source, policy(space.path(), allowed)).unwrap();
+    std::fs::write(&source, policy(space, allowed)).unwrap();
     let (rc, out, err) = gateway_cli(
         d,
         &url,
@@ -325,16 +333,29 @@ fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
     );
     assert_eq!(rc, 0, "{err}");
     std::fs::write(d.join("alice"), out).unwrap();
+    let alice = d.join("alice");
     let (rc, _, err) = gateway_cli(
         d,
         &url,
-        &d.join("alice"),
+        &alice,
         &["propose", "agent", source.to_str().unwrap()],
     );
     assert_eq!(rc, 0, "{err}");
     let (rc, _, err) = gateway_cli(d, &url, &admin, &["approve", "1"]);
     assert_eq!(rc, 0, "{err}");
+    (dir, url, serve)
+}
 
+/// The command line, end to end: `serve --driver local` and the client's
+/// `sandbox create --driver local`, `stop`, `start`, `delete`.
+#[test]
+fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
+    let space = workspace();
+    let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
+    let (dir, url, mut serve) = program_gateway(space.path(), allowed);
+    let d = dir.path();
+    let admin = d.join("admin.token");
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
     let script = workload(space.path(), allowed, 9, port);
     let w = space.path().to_str().unwrap();
     let create = [
@@ -378,6 +399,80 @@ fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
     assert_eq!(rc, 0, "{err}");
     assert_eq!(out, "sandbox `sb` deleted; its tokens are revoked\n");
     assert!(!d.join("local/sb").exists());
+    let _ = serve.kill();
+    let _ = serve.wait();
+}
+
+/// A gateway killed while the local driver starts a sandbox, at three
+/// points of the start: the next one on the database takes the start over
+/// and either finds it running (`ready`, its workload confined) or stops
+/// what was made (`failed`, nothing left running).
+#[test]
+fn a_gateway_killed_mid_start_leaves_a_ready_sandbox_or_nothing() {
+    let space = workspace();
+    let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
+    let (dir, url, mut serve) = program_gateway(space.path(), allowed);
+    let d = dir.path();
+    let admin = d.join("admin.token");
+    let listen = url.trim_start_matches("https://").to_owned();
+    let ca = std::fs::read(d.join("ca.pem")).unwrap();
+    let token = std::fs::read_to_string(&admin).unwrap();
+    let client = bundle_trust::client::Client::new(&url, &ca, &token).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let script = workload(space.path(), allowed, 9, 9);
+    for (i, after) in [0u64, 30, 60].into_iter().enumerate() {
+        let id = format!("sb{i}");
+        let _ = std::fs::remove_file(space.path().join("result"));
+        let body = json!({"id": id, "policy": "agent", "run": {
+            "driver": "local",
+            "command": ["/usr/bin/bash", script.display().to_string()],
+            "workspace": space.path().display().to_string(),
+        }});
+        let r = rt
+            .block_on(client.send(
+                "POST",
+                "/v1/sandboxes?wait=0",
+                Some(&body),
+                &[],
+                Duration::from_secs(30),
+            ))
+            .unwrap();
+        assert_eq!(r.status, 202, "{:?}", r.json());
+        std::thread::sleep(Duration::from_millis(after));
+        serve.kill().unwrap();
+        serve.wait().unwrap();
+        serve = serve_local(d, &listen);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let v = loop {
+            let (rc, out, err) = gateway_cli(d, &url, &admin, &["sandbox", "show", &id]);
+            assert_eq!(rc, 0, "{err}");
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            if matches!(v["phase"].as_str(), Some("ready" | "failed")) {
+                break v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the start was never finished: {v}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mine = d.join("local").join(&id).display().to_string();
+        let running = processes_naming(&mine);
+        eprintln!("killed {after} ms into the start: {}", v["phase"]);
+        match v["phase"].as_str() {
+            Some("ready") => {
+                assert!(!running.is_empty(), "ready, but nothing runs: {v}");
+                assert_eq!(result(space.path())[0], "0", "the workload runs confined");
+            }
+            _ => assert!(running.is_empty(), "failed, but {running:?} run: {v}"),
+        }
+        let (rc, _, err) = gateway_cli(d, &url, &admin, &["sandbox", "delete", &id]);
+        assert_eq!(rc, 0, "{err}");
+        assert!(processes_naming(&mine).is_empty());
+    }
     let _ = serve.kill();
     let _ = serve.wait();
 }
