@@ -142,6 +142,12 @@ pub struct Launch {
 pub trait Driver: Send + Sync {
     /// The name `run.driver` gives.
     fn name(&self) -> &str;
+    /// What this driver cannot run, refused (`400`) before anything is
+    /// stored, so that nothing asked for is silently left out.
+    fn check(&self, spec: &RunSpec) -> Result<(), String> {
+        let _ = spec;
+        Ok(())
+    }
     /// Where this driver's sandboxes live, kept with each sandbox: a
     /// gateway acts on a sandbox (begins, takes over, watches a
     /// transition) only through a driver of the same place. One host's

@@ -193,7 +193,9 @@ impl Lifecycle {
         actor: &str,
     ) -> Result<oneshot::Receiver<Outcome>, LifecycleError> {
         spec.validate().map_err(LifecycleError::Invalid)?;
-        let place = self.driver(&spec.driver)?.place();
+        let driver = self.driver(&spec.driver)?;
+        driver.check(&spec).map_err(LifecycleError::Invalid)?;
+        let place = driver.place();
         let (token, session) = session_token(1, self.session_ttl);
         let expires_at = session.expires_at;
         let detail = json!({ "policy": policy, "run": spec, "generation": 1 });
@@ -291,7 +293,10 @@ impl Lifecycle {
                 phase.word()
             )));
         }
-        self.here(s, &spec)?;
+        let driver = self.here(s, &spec)?;
+        if next_generation {
+            driver.check(&spec).map_err(LifecycleError::Invalid)?;
+        }
         let generation = s.generation + i64::from(next_generation);
         let (session, tokens) = if next_generation {
             let (token, row) = session_token(generation, self.session_ttl);

@@ -100,12 +100,29 @@ fn conformance(make: &MakeDriver, probes: &Probes<'_>) {
         "workspace": space.path().display().to_string(),
     });
 
-    // A start that fails leaves nothing running and no session.
+    // What the driver cannot run is refused before anything is stored.
     let bad = json!({"driver": "local", "command": ["/nonexistent/program"], "workspace": space.path().display().to_string()});
     let r = gw.call(
         "POST",
         "/v1/sandboxes",
         Some(json!({"id": "bad", "policy": "agent", "run": bad})),
+    );
+    assert_eq!(r.status, 400, "{:?}", r.json());
+    assert_eq!(gw.call("GET", "/v1/sandboxes/bad", None).status, 404);
+
+    // A start that fails once its processes run (the sandbox cannot
+    // resolve the policy's user) leaves nothing running and no secret.
+    let nouser = policy(space.path(), allowed)
+        .replace("\"agent\"", "\"nouser\"")
+        .replace(
+            "run_as user nobody group nogroup",
+            "run_as user osp-no-such-user",
+        );
+    gw.approve(&gw.author("bob"), "nouser", &nouser);
+    let r = gw.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"id": "bad", "policy": "nouser", "run": run})),
     );
     assert_eq!(r.status, 502, "{:?}", r.json());
     let v = gw.call("GET", "/v1/sandboxes/bad", None).json();

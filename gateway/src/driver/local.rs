@@ -360,36 +360,10 @@ impl Local {
     }
 
     fn start_blocking(&self, l: &Launch) -> Result<(), DriverError> {
-        let workspace = l.spec.workspace.as_deref().ok_or_else(|| {
-            DriverError("the local driver needs `run.workspace`: the workload's directory".into())
-        })?;
-        if !Path::new(workspace).is_absolute() || !Path::new(workspace).is_dir() {
-            return Err(DriverError(format!(
-                "`run.workspace` `{workspace}` is not an absolute path to a directory on the gateway's host"
-            )));
-        }
-        if l.spec.rootfs.is_some() || l.spec.image.is_some() {
-            return Err(DriverError(
-                "the local driver runs on the host's own filesystem: leave out `run.rootfs` and `run.image`".into(),
-            ));
-        }
-        let Some(program) = l.spec.command.first() else {
-            return Err(DriverError("the local driver needs `run.command`".into()));
-        };
-        if !Path::new(program).is_absolute() {
-            return Err(DriverError(format!(
-                "`run.command` starts with `{program}`: the local driver needs the program's absolute path"
-            )));
-        }
-        // The sandbox tells a missing program only once the workload was
-        // let go; on this host it can be told before anything starts.
-        let executable = std::fs::metadata(program)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-        if !executable {
-            return Err(DriverError(format!(
-                "`run.command` starts with `{program}`, which is not an executable file on the gateway's host"
-            )));
-        }
+        // Checked again: the workspace or the program may be gone since
+        // the sandbox was created.
+        check(&l.spec).map_err(DriverError)?;
+        let workspace = l.spec.workspace.as_deref().unwrap_or_default();
         let place = self.place(&l.id);
         // Traversable, not listable: the workload reads its trust file
         // here by name; everything else in it is the owner's alone.
@@ -559,6 +533,45 @@ impl Local {
     }
 }
 
+/// What the local driver cannot run. A missing program is told here:
+/// the sandbox could tell it only once the workload was let go.
+fn check(spec: &super::RunSpec) -> Result<(), String> {
+    let Some(workspace) = spec.workspace.as_deref() else {
+        return Err("the local driver needs `run.workspace`: the workload's directory".into());
+    };
+    if !Path::new(workspace).is_absolute() || !Path::new(workspace).is_dir() {
+        return Err(format!(
+            "`run.workspace` `{workspace}` is not an absolute path to a directory on the gateway's host"
+        ));
+    }
+    if spec.rootfs.is_some() || spec.image.is_some() {
+        return Err(
+            "the local driver runs on the host's own filesystem: leave out `run.rootfs` and `run.image`".into(),
+        );
+    }
+    if !spec.env_allow.is_empty() || spec.timeout_seconds.is_some() {
+        return Err(
+            "the local driver does not apply `run.env_allow` or `run.timeout_seconds` yet: leave them out".into(),
+        );
+    }
+    let Some(program) = spec.command.first() else {
+        return Err("the local driver needs `run.command`".into());
+    };
+    if !Path::new(program).is_absolute() {
+        return Err(format!(
+            "`run.command` starts with `{program}`: the local driver needs the program's absolute path"
+        ));
+    }
+    let executable = std::fs::metadata(program)
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if !executable {
+        return Err(format!(
+            "`run.command` starts with `{program}`, which is not an executable file on the gateway's host"
+        ));
+    }
+    Ok(())
+}
+
 /// The last lines of a log, for an error.
 fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -578,6 +591,10 @@ async fn blocking<T: Send + 'static>(
 impl Driver for Local {
     fn name(&self) -> &str {
         "local"
+    }
+
+    fn check(&self, spec: &super::RunSpec) -> Result<(), String> {
+        check(spec)
     }
 
     /// This host and this root: another gateway's local driver finds none

@@ -29,6 +29,34 @@ pub struct Gw {
 }
 
 impl Gw {
+    /// Policy `name` proposed as `source` by `author`, approved by admin.
+    pub fn approve(&self, author: &Client, name: &str, source: &str) {
+        let p = self
+            .call_as(
+                author,
+                "POST",
+                &format!("/v1/policies/{name}/proposals"),
+                Some(json!({"source": source})),
+            )
+            .json();
+        let r = self.call(
+            "POST",
+            &format!("/v1/proposals/{}/approve", p["id"]),
+            Some(json!({"review_token": p["review_token"]})),
+        );
+        assert_eq!(r.status, 200, "{:?}", r.json());
+    }
+
+    /// A token of role `author`.
+    pub fn author(&self, name: &str) -> Client {
+        let r = self.call(
+            "POST",
+            "/v1/tokens",
+            Some(json!({"name": name, "role": "author"})),
+        );
+        self.admin.with_token(r.json()["token"].as_str().unwrap())
+    }
+
     pub fn call(&self, method: &str, path: &str, body: Option<Value>) -> Response {
         self.call_as(&self.admin, method, path, body)
     }
@@ -89,26 +117,8 @@ pub fn gateway(make: &MakeDriver, policy: &str, lease: u64) -> Gw {
         url,
         admin,
     };
-    let r = gw.call(
-        "POST",
-        "/v1/tokens",
-        Some(json!({"name": "alice", "role": "author"})),
-    );
-    let alice = gw.admin.with_token(r.json()["token"].as_str().unwrap());
-    let p = gw
-        .call_as(
-            &alice,
-            "POST",
-            "/v1/policies/agent/proposals",
-            Some(json!({"source": policy})),
-        )
-        .json();
-    let r = gw.call(
-        "POST",
-        &format!("/v1/proposals/{}/approve", p["id"]),
-        Some(json!({"review_token": p["review_token"]})),
-    );
-    assert_eq!(r.status, 200, "{:?}", r.json());
+    let alice = gw.author("alice");
+    gw.approve(&alice, "agent", policy);
     gw
 }
 
