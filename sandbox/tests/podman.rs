@@ -13,71 +13,23 @@
 // `cfg(test)` extends clippy.toml's test exemptions to the helpers below.
 #![cfg(test)]
 
+#[path = "podman/host.rs"]
+mod host;
+
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use enforcer::{ExitStatus, LaunchLink};
+use host::{USER, confined_run, host_usr, require_podman, rootfs, static_sandbox};
 use sandbox::plan::{LaunchPlan, PLAN_VERSION};
-
-/// The container's user, as the Podman driver will run workloads.
-const USER: u32 = 999;
 
 /// The longest a container may take, start to end.
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// The statically linked sandbox, checked to link no shared library.
-fn static_sandbox() -> PathBuf {
-    let Some(path) = std::env::var_os("OPENSHELL_STATIC_SANDBOX") else {
-        panic!(
-            "OPENSHELL_STATIC_SANDBOX is not set: build the static sandbox and name it, \
-             OPENSHELL_STATIC_SANDBOX=$(scripts/build-static-sandbox)"
-        );
-    };
-    let path = PathBuf::from(path);
-    let elf = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("OPENSHELL_STATIC_SANDBOX={}: {e}", path.display()));
-    // An ELF file with a PT_INTERP program header asks for a dynamic
-    // loader; a static one (static-pie included) has none.
-    assert!(
-        !has_interpreter(&elf),
-        "{} is linked dynamically: build it with scripts/build-static-sandbox",
-        path.display()
-    );
-    path
-}
-
-/// Whether a 64-bit little-endian ELF file has a PT_INTERP header.
-fn has_interpreter(elf: &[u8]) -> bool {
-    assert_eq!(
-        &elf[..6],
-        b"\x7fELF\x02\x01",
-        "not a 64-bit little-endian ELF file"
-    );
-    let u16_at = |at: usize| usize::from(u16::from_le_bytes([elf[at], elf[at + 1]]));
-    let phoff = usize::try_from(u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap())).unwrap();
-    let (size, count) = (u16_at(0x36), u16_at(0x38));
-    (0..count).any(|i| {
-        let at = phoff + i * size;
-        u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) == 3
-    })
-}
-
-/// Fails, saying how to prepare the host, where Podman is missing.
-fn require_podman() {
-    let found = Command::new("podman")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "podman is missing or broken: run scripts/podman-host-prep"
-    );
-}
 
 /// A launch plan compiled from `rules`, its Landlock table required at the
 /// host kernel's own ABI: the sandbox refuses to start the workload if the
@@ -115,21 +67,6 @@ fn plan(rules: &str, program: &str, argv: &[&str]) -> LaunchPlan {
         envp: vec![b"PATH=/usr/bin:/bin".to_vec()],
         relay: None,
     }
-}
-
-/// A root filesystem holding the static sandbox as `/openshell-sandbox`,
-/// the directories the runtime mounts over, and whatever `more` adds;
-/// reachable by the container's user.
-fn rootfs(sandbox: &Path, more: impl FnOnce(&Path)) -> tempfile::TempDir {
-    let root = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(root.path(), PermissionsExt::from_mode(0o755)).unwrap();
-    for dir in ["proc", "dev", "sys", "tmp", "etc"] {
-        std::fs::create_dir(root.path().join(dir)).unwrap();
-    }
-    std::fs::set_permissions(root.path().join("tmp"), PermissionsExt::from_mode(0o1777)).unwrap();
-    std::fs::copy(sandbox, root.path().join("openshell-sandbox")).unwrap();
-    more(root.path());
-    root
 }
 
 /// A file of the root filesystem that every user may read.
@@ -184,11 +121,8 @@ fn run_in_podman(root: &Path, volumes: &[&str], plan: &LaunchPlan) -> Ran {
     let pid_file = pid_dir.path().join("sandbox.pid");
     let plan_fd = enforcer::memory_file(c"launch-plan", &plan.to_bytes()).unwrap();
     let (link, init_end) = LaunchLink::pair().unwrap();
-    let mut podman = Command::new("podman");
+    let mut podman = confined_run();
     podman
-        .args(["--runtime", "crun", "run", "--rm", "--cgroups=disabled"])
-        .args(["--network=none", "--user", &format!("{USER}:{USER}")])
-        .args(["--cap-drop", "all", "--security-opt", "no-new-privileges"])
         .args(["--preserve-fds", "2", "--pidfile"])
         .arg(&pid_file);
     for volume in volumes {
@@ -351,22 +285,12 @@ fn the_static_sandbox_confines_its_workload_in_a_root_with_no_c_library() {
 fn a_shell_runs_confined_under_the_static_sandbox_on_the_hosts_usr() {
     require_podman();
     let sandbox = static_sandbox();
-    let mut volumes = vec!["/usr:/usr:ro".to_owned()];
+    let mut volumes = Vec::new();
     let root = rootfs(&sandbox, |root| {
         world_readable(root, "/other/secret", "secret\n");
         // Writable by every user: only the ruleset keeps the workload out.
         std::fs::set_permissions(root.join("other"), PermissionsExt::from_mode(0o1777)).unwrap();
-        // /bin, /lib... as the host has them: links into /usr, or more
-        // read-only volumes.
-        for dir in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
-            let host = Path::new("/").join(dir);
-            if let Ok(target) = std::fs::read_link(&host) {
-                std::os::unix::fs::symlink(target, root.join(dir)).unwrap();
-            } else if host.is_dir() {
-                std::fs::create_dir(root.join(dir)).unwrap();
-                volumes.push(format!("/{dir}:/{dir}:ro"));
-            }
-        }
+        volumes = host_usr(root);
     });
     let volumes: Vec<&str> = volumes.iter().map(String::as_str).collect();
     let rules = "  fs exec /usr /bin /lib /lib64 /openshell-sandbox\n  fs write /tmp\n";

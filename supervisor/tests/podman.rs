@@ -19,19 +19,18 @@
 )]
 
 mod common;
+#[path = "../../sandbox/tests/podman/host.rs"]
+mod host;
 
 use std::net::TcpListener;
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use common::standalone::{self, wait_for};
 use common::{Dir, SUPERVISOR, SYSTEM, exe};
-
-/// The container's user, as the Podman driver will run workloads.
-const USER: u32 = 999;
+use host::{USER, confined_run, host_usr, require_podman, rootfs, static_sandbox};
 
 /// Where the socket directory is mounted in the container: another name
 /// than the host's, as a driver would give it.
@@ -39,56 +38,6 @@ const MOUNTED: &str = "/run/openshell";
 
 /// The longest a container may take, start to end.
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn static_sandbox() -> PathBuf {
-    let Some(path) = std::env::var_os("OPENSHELL_STATIC_SANDBOX") else {
-        panic!(
-            "OPENSHELL_STATIC_SANDBOX is not set: build the static sandbox and name it, \
-             OPENSHELL_STATIC_SANDBOX=$(scripts/build-static-sandbox)"
-        );
-    };
-    PathBuf::from(path)
-}
-
-fn require_podman() {
-    let found = Command::new("podman")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "podman is missing or broken: run scripts/podman-host-prep"
-    );
-}
-
-/// A root filesystem holding the static sandbox as `/openshell-sandbox`,
-/// the host's `/usr` (read-only, for the workload's python3) and its
-/// links, and the directories the runtime mounts over; and the `-v`
-/// arguments it needs.
-fn rootfs(sandbox: &Path) -> (tempfile::TempDir, Vec<String>) {
-    let root = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    for dir in ["proc", "dev", "sys", "tmp", "etc", "run"] {
-        std::fs::create_dir(root.path().join(dir)).unwrap();
-    }
-    std::fs::set_permissions(
-        root.path().join("tmp"),
-        std::fs::Permissions::from_mode(0o1777),
-    )
-    .unwrap();
-    std::fs::copy(sandbox, root.path().join("openshell-sandbox")).unwrap();
-    let mut volumes = vec!["/usr:/usr:ro".to_owned()];
-    for dir in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
-        let host = Path::new("/").join(dir);
-        if let Ok(target) = std::fs::read_link(&host) {
-            std::os::unix::fs::symlink(target, root.path().join(dir)).unwrap();
-        } else if host.is_dir() {
-            std::fs::create_dir(root.path().join(dir)).unwrap();
-            volumes.push(format!("/{dir}:/{dir}:ro"));
-        }
-    }
-    (root, volumes)
-}
 
 /// `cmd`'s output, or a failure if it runs past [`LIMIT`].
 fn output_within(mut cmd: Command) -> Output {
@@ -114,24 +63,13 @@ fn output_within(mut cmd: Command) -> Output {
     }
 }
 
-/// What the workload says of itself, then the same connects as the
-/// standalone tests: one to the supervisor's loopback (argv[1]) that a
-/// rule allows, one (argv[2]) that none does.
-const WORKLOAD_PY: &str = r#"
-import os, socket, sys
+/// What the workload says of itself before it runs
+/// [`standalone::SERVED_PY`]: one connect to this host's loopback
+/// (argv[1]) that a rule allows, one (argv[2]) that none does.
+const WHOAMI_PY: &str = r#"
+import os
 caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Cap")]
 print("uid", os.getuid(), "gid", os.getgid(), "caps", " ".join(caps), flush=True)
-trust = open(os.environ["SSL_CERT_FILE"]).read()
-print("trusts the proxy CA", "this sandbox's proxy CA" in trust, flush=True)
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(b"ping\n")
-print(s.makefile().readline().strip(), flush=True)
-try:
-    socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=5)
-    print("reached the refused port", flush=True)
-except OSError as e:
-    print("refused", e.errno, flush=True)
-sys.exit(7)
 "#;
 
 /// `serve` attaches over the socket to a sandbox that has no network; the
@@ -181,19 +119,22 @@ fn serve_supervises_a_sandbox_in_a_container_with_no_network_over_a_unix_socket(
         .arg(&boot)
         .args(["--workdir", "/tmp", "--log"])
         .arg(&log)
-        .args(["--", &python, "-c", WORKLOAD_PY])
+        .args([
+            "--",
+            &python,
+            "-c",
+            &format!("{WHOAMI_PY}{}", standalone::SERVED_PY),
+        ])
         .arg(up.port().to_string())
         .arg(refused.local_addr().unwrap().port().to_string());
     let (mut serve, serve_err, mut seen) = standalone::spawn_serve(&mut serve);
     // serve writes it for its own user; the container's must read it.
     std::os::unix::fs::chown(&boot, Some(USER), Some(USER)).unwrap();
 
-    let (root, volumes) = rootfs(&sandbox);
-    let mut podman = Command::new("podman");
+    let mut volumes = Vec::new();
+    let root = rootfs(&sandbox, |root| volumes = host_usr(root));
+    let mut podman = confined_run();
     podman
-        .args(["--runtime", "crun", "run", "--rm", "--cgroups=disabled"])
-        .args(["--network=none", "--user", &format!("{USER}:{USER}")])
-        .args(["--cap-drop", "all", "--security-opt", "no-new-privileges"])
         .arg("-v")
         .arg(format!("{}:{MOUNTED}", shared.path().display()));
     for volume in &volumes {

@@ -368,25 +368,6 @@ fn freezes_until_reattached(how: As) {
     assert_eq!(status.code(), Some(0), "{how:?}: {:#?}", s.seen);
 }
 
-/// The workload `serve` runs: it checks its trust file, exchanges a line
-/// with the upstream on loopback port argv[1], then connects to argv[3]
-/// (loopback unless given) port argv[2], which no rule allows.
-const SERVED_PY: &str = r#"
-import os, socket, sys
-trust = open(os.environ["SSL_CERT_FILE"]).read()
-print("trusts the proxy CA", "this sandbox's proxy CA" in trust, flush=True)
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(b"ping\n")
-print(s.makefile().readline().strip(), flush=True)
-try:
-    host = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
-    socket.create_connection((host, int(sys.argv[2])), timeout=5)
-    print("reached the refused port", flush=True)
-except OSError as e:
-    print("refused", e.errno, flush=True)
-sys.exit(7)
-"#;
-
 /// `openshell-supervisor serve` and `openshell-sandbox --bootstrap`, two
 /// processes joined only by TCP and TLS: the supervisor writes the
 /// bootstrap, the sandbox starts from it, the supervisor attaches, and the
@@ -420,7 +401,7 @@ fn over_a_unix_socket_a_sandbox_with_no_network_runs_a_workload_served_across_it
 }
 
 /// `serve` at `at`, the sandbox started by `sandbox` from the bootstrap's
-/// path, running `SERVED_PY`: checked as the test above says; the
+/// path, running `standalone::SERVED_PY`: checked as the test above says; the
 /// sandbox's standard error.
 fn served_across(at: &str, sandbox: impl FnOnce(&Path) -> Command) -> String {
     let (up, upstream_read) = upstream();
@@ -435,7 +416,7 @@ fn served_across(at: &str, sandbox: impl FnOnce(&Path) -> Command) -> String {
         standalone::serve_command(None, &dir, &bundle, &boot, at)
             .arg("--log")
             .arg(&log)
-            .args(["--", &python, "-c", SERVED_PY])
+            .args(["--", &python, "-c", standalone::SERVED_PY])
             .arg(up.port().to_string())
             .arg(refused.local_addr().unwrap().port().to_string()),
     );
@@ -465,7 +446,7 @@ fn served_across(at: &str, sandbox: impl FnOnce(&Path) -> Command) -> String {
     String::from_utf8_lossy(&sandbox.stderr).into_owned()
 }
 
-/// The sandbox ran `SERVED_PY` to its end: it trusted the proxy's CA,
+/// The sandbox ran `standalone::SERVED_PY` to its end: it trusted the proxy's CA,
 /// exchanged its line with the upstream, and its other connect was
 /// refused.
 fn assert_served(sandbox: &std::process::Output) {
@@ -592,7 +573,7 @@ fn serve_and_the_sandbox_run_without_privilege() {
         .arg("--log")
         .arg(&log);
     let (mut serve, serve_err, mut seen) = standalone::spawn_serve(
-        cmd.args(["--", &python, "-c", SERVED_PY])
+        cmd.args(["--", &python, "-c", standalone::SERVED_PY])
             .arg(up.port().to_string())
             .arg(refused.local_addr().unwrap().port().to_string()),
     );
@@ -670,7 +651,7 @@ fn in_two_namespaces_behind_a_fence_the_workload_reaches_out_only_through_its_su
         standalone::serve_command(Some(&sup.name), &dir, &bundle, &boot, &at)
             .arg("--log")
             .arg(dir.log())
-            .args(["--", &python, "-c", SERVED_PY])
+            .args(["--", &python, "-c", standalone::SERVED_PY])
             .arg(up.port().to_string())
             .arg(across_addr.port().to_string())
             .arg("10.77.0.1"),

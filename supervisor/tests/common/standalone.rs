@@ -306,3 +306,22 @@ pub fn fence(sbx: &TestNet, from: &str, port: u16) {
         .unwrap();
     assert!(nft.wait().unwrap().success(), "the fence could not be set");
 }
+
+/// The workload `serve` runs: it checks its trust file, exchanges a line
+/// with the upstream on loopback port argv[1], then connects to argv[3]
+/// (loopback unless given) port argv[2], which no rule allows.
+pub const SERVED_PY: &str = r#"
+import os, socket, sys
+trust = open(os.environ["SSL_CERT_FILE"]).read()
+print("trusts the proxy CA", "this sandbox's proxy CA" in trust, flush=True)
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"ping\n")
+print(s.makefile().readline().strip(), flush=True)
+try:
+    host = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
+    socket.create_connection((host, int(sys.argv[2])), timeout=5)
+    print("reached the refused port", flush=True)
+except OSError as e:
+    print("refused", e.errno, flush=True)
+sys.exit(7)
+"#;
