@@ -430,17 +430,7 @@ fn served_across(at: &str, sandbox: impl FnOnce(&Path) -> Command) -> String {
         Some(7),
         "serve exits as the workload did: {seen:#?}"
     );
-    assert_eq!(upstream_read.recv().unwrap(), "ping\n");
-    assert!(
-        matches!(refused.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
-        "the refused connect reached its listener"
-    );
-    let port = refused.local_addr().unwrap().port();
-    let denied = common::log_lines(&log);
-    let line = denied
-        .iter()
-        .find(|l| l["dst_endpoint"]["port"] == port && l["dst_endpoint"]["ip"] == "127.0.0.1")
-        .unwrap_or_else(|| panic!("no line for the refused connect: {denied:#?}"));
+    let line = standalone::served(&upstream_read, &refused, &log);
     assert_eq!(line["unmapped"]["sandbox"]["id"], "served", "{line}");
     assert_eq!(line["unmapped"]["sandbox"]["generation"], 2, "{line}");
     String::from_utf8_lossy(&sandbox.stderr).into_owned()

@@ -325,3 +325,25 @@ except OSError as e:
     print("refused", e.errno, flush=True)
 sys.exit(7)
 "#;
+
+/// What a run of [`SERVED_PY`] leaves, checked: the upstream got its
+/// line, the refused connect never reached `refused`, and `log` holds its
+/// deny line, which is returned.
+pub fn served(
+    upstream_read: &Receiver<String>,
+    refused: &TcpListener,
+    log: &Path,
+) -> serde_json::Value {
+    assert_eq!(upstream_read.recv().unwrap(), "ping\n");
+    assert!(
+        matches!(refused.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the refused connect reached its listener"
+    );
+    let port = refused.local_addr().unwrap().port();
+    let denied = super::log_lines(log);
+    denied
+        .iter()
+        .find(|l| l["dst_endpoint"]["port"] == port && l["dst_endpoint"]["ip"] == "127.0.0.1")
+        .cloned()
+        .unwrap_or_else(|| panic!("no line for the refused connect: {denied:#?}"))
+}
