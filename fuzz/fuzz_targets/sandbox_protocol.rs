@@ -6,8 +6,8 @@
 use libfuzzer_sys::fuzz_target;
 use prost::Message as _;
 use sandbox_protocol::{
-    Binding, RelayDownKind, decode_relay_up, decode_sandbox_message, decode_supervisor_message,
-    pb,
+    Binding, ExecDownKind, ExecUpKind, RelayDownKind, decode_relay_up, decode_sandbox_message,
+    decode_supervisor_message, pb,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -31,5 +31,16 @@ fuzz_target!(|data: &[u8]| {
         && let Ok(m) = RelayDownKind::check(raw, &b)
     {
         assert_eq!(RelayDownKind::check(m.to_pb(&b), &b).as_ref(), Ok(&m));
+    }
+    if let Ok(raw) = pb::ExecUp::decode(data)
+        && let Ok(m) = ExecUpKind::check(raw, &b)
+    {
+        let again = ExecUpKind::check(m.clone().into_pb(&b), &b);
+        assert_eq!(again.as_ref(), Ok(&m));
+    }
+    if let Ok(raw) = pb::ExecDown::decode(data)
+        && let Ok(m) = ExecDownKind::check(raw, &b)
+    {
+        assert_eq!(ExecDownKind::check(m.to_pb(&b), &b), Ok(m));
     }
 });

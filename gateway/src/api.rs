@@ -16,6 +16,7 @@ use crate::store::{
 use crate::wire;
 
 mod boundary;
+mod exec;
 mod lifecycle;
 
 const PEOPLE: &[Role] = &[Role::Admin, Role::Author];
@@ -63,6 +64,13 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/sandboxes/{id}/token"),
     ("GET", "/v1/sandboxes/{id}/bundle"),
     ("POST", "/v1/sandboxes/{id}/status"),
+    ("POST", "/v1/sandboxes/{id}/execs"),
+    ("GET", "/v1/sandboxes/{id}/execs"),
+    ("GET", "/v1/sandboxes/{id}/execs/next"),
+    ("GET", "/v1/sandboxes/{id}/execs/{exec}"),
+    ("GET", "/v1/sandboxes/{id}/execs/{exec}/output"),
+    ("POST", "/v1/sandboxes/{id}/execs/{exec}/output"),
+    ("POST", "/v1/sandboxes/{id}/execs/{exec}/end"),
     ("POST", "/v1/tokens"),
     ("GET", "/v1/tokens"),
     ("DELETE", "/v1/tokens/{name}"),
@@ -103,6 +111,20 @@ pub(crate) async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
         (&Method::POST, ["v1", "sandboxes", id, "token"]) => renew_sandbox_token(app, r, id).await,
         (&Method::GET, ["v1", "sandboxes", id, "bundle"]) => bundle(app, r, id).await,
         (&Method::POST, ["v1", "sandboxes", id, "status"]) => report(app, r, id).await,
+        (&Method::POST, ["v1", "sandboxes", id, "execs"]) => exec::create(app, r, id).await,
+        (&Method::GET, ["v1", "sandboxes", id, "execs"]) => exec::list(app, r, id).await,
+        // Before `execs/{exec}`: an exec id starts with `x-`, never `next`.
+        (&Method::GET, ["v1", "sandboxes", id, "execs", "next"]) => exec::next(app, r, id).await,
+        (&Method::GET, ["v1", "sandboxes", id, "execs", x]) => exec::show(app, r, id, x).await,
+        (&Method::GET, ["v1", "sandboxes", id, "execs", x, "output"]) => {
+            exec::output(app, r, id, x).await
+        }
+        (&Method::POST, ["v1", "sandboxes", id, "execs", x, "output"]) => {
+            exec::append(app, r, id, x).await
+        }
+        (&Method::POST, ["v1", "sandboxes", id, "execs", x, "end"]) => {
+            exec::end(app, r, id, x).await
+        }
         (&Method::POST, ["v1", "tokens"]) => create_token(app, r).await,
         (&Method::GET, ["v1", "tokens"]) => list_tokens(app, r).await,
         (&Method::DELETE, ["v1", "tokens", who]) => revoke_token(app, r, who).await,

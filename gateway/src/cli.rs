@@ -17,6 +17,7 @@ use crate::show::ShowFormat;
 use crate::wire;
 
 mod boundary;
+mod exec;
 mod lifecycle;
 
 const EXIT_REFUSED: u8 = 1;
@@ -97,7 +98,7 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 600, value_name = "S")]
         session_ttl: u64,
         #[command(flatten)]
-        local: LocalArgs,
+        local: DriverArgs,
         #[command(flatten)]
         limits: LimitArgs,
         #[command(flatten)]
@@ -315,17 +316,18 @@ impl LimitArgs {
     }
 }
 
-/// `serve --driver local`: the gateway runs sandboxes as processes on its
-/// own host.
+/// `serve --driver local|podman`: the gateway runs sandboxes on its own
+/// host, as processes or as Podman containers.
 #[derive(clap::Args, Debug)]
-pub(crate) struct LocalArgs {
-    /// Run sandboxes with this driver (`local`).
+pub(crate) struct DriverArgs {
+    /// Run sandboxes with this driver (`local` or `podman`; repeat for
+    /// both).
     #[arg(long = "driver", value_name = "D")]
     drivers: Vec<String>,
     /// Where the local driver keeps its sandboxes (default: DIR/local).
     #[arg(long, value_name = "DIR")]
     local_dir: Option<PathBuf>,
-    /// How the local driver's supervisors reach this gateway (default:
+    /// How the drivers' supervisors reach this gateway (default:
     /// `https://127.0.0.1:PORT` of `--listen`).
     #[arg(long, value_name = "URL")]
     local_gateway_url: Vec<String>,
@@ -335,52 +337,101 @@ pub(crate) struct LocalArgs {
     /// `openshell-sandbox` (default: beside this program).
     #[arg(long, value_name = "FILE")]
     sandbox_bin: Option<PathBuf>,
+    /// Where the Podman driver keeps its sandboxes (default: DIR/podman).
+    #[arg(long, value_name = "DIR")]
+    podman_dir: Option<PathBuf>,
+    /// The statically linked `openshell-sandbox` the Podman driver runs
+    /// in any image (default: `--sandbox-bin`).
+    #[arg(long, value_name = "FILE")]
+    podman_sandbox_bin: Option<PathBuf>,
+    /// The user both of a sandbox's containers run as; never 0.
+    #[arg(long, value_name = "UID:GID", default_value = "65534:65534", value_parser = user_ids)]
+    podman_user: (u32, u32),
+    /// A volume (`SRC:DST[:OPTIONS]`) every workload container gets.
+    #[arg(long, value_name = "VOLUME")]
+    podman_volume: Vec<String>,
 }
 
-impl LocalArgs {
+fn user_ids(text: &str) -> Result<(u32, u32), String> {
+    let parsed = text
+        .split_once(':')
+        .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
+    match parsed {
+        Some((0, _) | (_, 0)) => Err("the containers never run as root (uid or gid 0)".into()),
+        Some(ids) => Ok(ids),
+        None => Err(format!("`{text}` is not UID:GID")),
+    }
+}
+
+impl DriverArgs {
     fn driver(
         &self,
         dir: &std::path::Path,
         listen: std::net::SocketAddr,
     ) -> Result<crate::driver::Drivers, String> {
         let mut drivers: Vec<std::sync::Arc<dyn crate::driver::Driver>> = Vec::new();
+        let beside = |bin: &str| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|e| e.parent().map(|p| p.join(bin)))
+                .unwrap_or_else(|| PathBuf::from(bin))
+        };
+        let supervisor = self
+            .supervisor_bin
+            .clone()
+            .unwrap_or_else(|| beside("openshell-supervisor"));
+        let sandbox = self
+            .sandbox_bin
+            .clone()
+            .unwrap_or_else(|| beside("openshell-sandbox"));
+        let made = |root: PathBuf| {
+            std::fs::create_dir_all(&root)
+                .map(|()| root.clone())
+                .map_err(|e| format!("cannot make `{}`: {e}", root.display()))
+        };
         for name in &self.drivers {
-            if name != "local" {
-                return Err(format!(
-                    "`--driver {name}`: this gateway has the `local` driver only"
-                ));
-            }
-            let beside = |bin: &str| {
-                std::env::current_exe()
-                    .ok()
-                    .and_then(|e| e.parent().map(|p| p.join(bin)))
-                    .unwrap_or_else(|| PathBuf::from(bin))
-            };
             let urls = if self.local_gateway_url.is_empty() {
                 if listen.port() == 0 {
-                    return Err("`--driver local` with `--listen` port 0: give `--local-gateway-url`, the URL its supervisors reach this gateway at".into());
+                    return Err(format!(
+                        "`--driver {name}` with `--listen` port 0: give `--local-gateway-url`, the URL its supervisors reach this gateway at"
+                    ));
                 }
                 vec![format!("https://127.0.0.1:{}", listen.port())]
             } else {
                 self.local_gateway_url.clone()
             };
-            let root = self.local_dir.clone().unwrap_or_else(|| dir.join("local"));
-            std::fs::create_dir_all(&root)
-                .map_err(|e| format!("cannot make `{}`: {e}", root.display()))?;
-            drivers.push(std::sync::Arc::new(crate::driver::local::Local {
-                root,
-                supervisor: self
-                    .supervisor_bin
-                    .clone()
-                    .unwrap_or_else(|| beside("openshell-supervisor")),
-                sandbox: self
-                    .sandbox_bin
-                    .clone()
-                    .unwrap_or_else(|| beside("openshell-sandbox")),
-                gateway_urls: urls,
-                gateway_ca: dir.join("ca.pem"),
-                trust_keys: dir.join("trust.keys"),
-            }));
+            match name.as_str() {
+                "local" => drivers.push(std::sync::Arc::new(crate::driver::local::Local {
+                    root: made(self.local_dir.clone().unwrap_or_else(|| dir.join("local")))?,
+                    supervisor: supervisor.clone(),
+                    sandbox: sandbox.clone(),
+                    gateway_urls: urls,
+                    gateway_ca: dir.join("ca.pem"),
+                    trust_keys: dir.join("trust.keys"),
+                })),
+                "podman" => drivers.push(std::sync::Arc::new(crate::driver::podman::Podman {
+                    root: made(
+                        self.podman_dir
+                            .clone()
+                            .unwrap_or_else(|| dir.join("podman")),
+                    )?,
+                    supervisor: supervisor.clone(),
+                    sandbox: self
+                        .podman_sandbox_bin
+                        .clone()
+                        .unwrap_or_else(|| sandbox.clone()),
+                    gateway_urls: urls,
+                    gateway_ca: dir.join("ca.pem"),
+                    trust_keys: dir.join("trust.keys"),
+                    user: self.podman_user,
+                    volumes: self.podman_volume.clone(),
+                })),
+                other => {
+                    return Err(format!(
+                        "`--driver {other}`: this gateway has the `local` and `podman` drivers"
+                    ));
+                }
+            }
         }
         Ok(crate::driver::Drivers::new(drivers))
     }
@@ -441,6 +492,30 @@ pub(crate) enum SandboxCommand {
         #[command(flatten)]
         conn: Conn,
         id: String,
+    },
+    /// Run a command in ready sandbox ID and follow its output; exits
+    /// with the command's exit status (125 when it could not run).
+    Exec {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        args: exec::ExecArgs,
+    },
+    /// The commands run in sandbox ID, newest first.
+    Execs {
+        #[command(flatten)]
+        conn: Conn,
+        id: String,
+        #[arg(long, value_name = "N")]
+        limit: Option<i64>,
+    },
+    /// The stored output of command EXEC of sandbox ID, raw; its status on
+    /// stderr.
+    Transcript {
+        #[command(flatten)]
+        conn: Conn,
+        id: String,
+        exec: String,
     },
 }
 
@@ -830,6 +905,15 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             print_json(&v);
             Ok(0)
         }
+        Command::Sandbox {
+            command: SandboxCommand::Exec { conn, args },
+        } => exec::run(&conn, args).await,
+        Command::Sandbox {
+            command: SandboxCommand::Execs { conn, id, limit },
+        } => exec::list(&conn, &id, limit).await,
+        Command::Sandbox {
+            command: SandboxCommand::Transcript { conn, id, exec },
+        } => exec::transcript(&conn, &id, &exec).await,
         Command::Sandbox {
             command: SandboxCommand::Stop { conn, id },
         } => lifecycle::act(&conn, &id, "stop").await,

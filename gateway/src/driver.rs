@@ -14,7 +14,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod host;
 pub mod local;
+pub mod podman;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

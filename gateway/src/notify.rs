@@ -1,6 +1,9 @@
-//! Across gateway processes on one PostgreSQL: every approval and status
-//! report sends `NOTIFY` (see the store), and each process listens and
-//! wakes its own long-polls on the topic named in the payload. A lost
+//! Across gateway processes on one PostgreSQL: every approval, status
+//! report, phase change and exec write (a new exec, its claim, a chunk of
+//! its output, its end) sends `NOTIFY` in its transaction (see the
+//! store), and each process listens and wakes its own long-polls on the
+//! topic named in the payload: a client waiting on one replica for output
+//! another replica stored is woken when it commits. A lost
 //! listening connection is opened again, and every waiter is woken then,
 //! since a change may have been missed.
 
@@ -21,7 +24,8 @@ pub(crate) async fn listen(app: Arc<App>, url: String) -> Result<(), StoreError>
     tokio::spawn(async move {
         loop {
             match listener.try_recv().await {
-                // The payload is the topic (`policy:NAME`, `sandbox:ID`).
+                // The payload is the topic (`policy:NAME`, `sandbox:ID`,
+                // `exec:ID`, `execs:ID`).
                 Ok(Some(n)) => app.changed(n.payload()),
                 // The connection was lost and changes may have been
                 // missed; the next call reconnects.

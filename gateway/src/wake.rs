@@ -1,5 +1,6 @@
 //! Who a change wakes. A long-poll waits on the topics its answer depends
-//! on (`policy:NAME` for a bundle, `sandbox:ID` for a status) and is woken
+//! on (`policy:NAME` for a bundle, `sandbox:ID` for a status, `exec:ID`
+//! for a command's output, `execs:ID` for a sandbox's queue) and is woken
 //! only by a change to one of them: a status report wakes the waiters of
 //! its own sandbox, not every waiter of the process, each of which would
 //! read the database again to find nothing new.
@@ -23,6 +24,20 @@ pub(crate) fn policy(name: &str) -> String {
 #[must_use]
 pub(crate) fn sandbox(id: &str) -> String {
     format!("sandbox:{id}")
+}
+
+/// The topic of one exec's record and output: its output long-polls
+/// wait on it, and a chunk, the claim or the end wakes them.
+#[must_use]
+pub(crate) fn exec(id: &str) -> String {
+    format!("exec:{id}")
+}
+
+/// The topic of a sandbox's queue of execs: its supervisor's
+/// `execs/next` waits on it, and a new exec wakes it.
+#[must_use]
+pub(crate) fn execs(sandbox: &str) -> String {
+    format!("execs:{sandbox}")
 }
 
 #[derive(Debug)]

@@ -332,6 +332,7 @@ fn sample(template: &str) -> String {
             "{rev}" | "{id}" if template.starts_with("/v1/proposals") => "1",
             "{rev}" => "1",
             "{id}" => "sb",
+            "{exec}" => "x-0123456789abcdef",
             other => other,
         })
         .collect::<Vec<_>>()
@@ -1153,8 +1154,94 @@ both!(
         let none = json!({"id": "run2", "policy": "agent", "run": {"driver": "none"}});
         c.expect(admin, 400, "POST", "/v1/sandboxes", Some(none))
             .await;
+
+        // A command in it: queued, claimed by its supervisor, fed, ended.
+        let execs = "/v1/sandboxes/run1/execs";
+        let x = c
+            .expect(
+                admin,
+                201,
+                "POST",
+                execs,
+                Some(json!({"command": ["echo", "hi"]})),
+            )
+            .await;
+        let xid = x["id"].as_str().unwrap().to_owned();
+        let env = json!({"command": ["env"], "env": {"HOME": "/"}});
+        c.expect(admin, 400, "POST", execs, Some(env)).await;
+        let echo = json!({"command": ["echo"]});
+        c.expect(
+            admin,
+            400,
+            "POST",
+            "/v1/sandboxes/sb/execs",
+            Some(echo.clone()),
+        )
+        .await;
+        c.expect(admin, 404, "POST", "/v1/sandboxes/ghost/execs", Some(echo))
+            .await;
+        c.expect(&rita, 403, "GET", execs, None).await;
+        let claim = c
+            .expect(
+                &supervisor,
+                200,
+                "GET",
+                &format!("{execs}/next?wait=0"),
+                None,
+            )
+            .await;
+        assert_eq!(claim["exec_id"], xid.as_str(), "{claim}");
+        c.expect(
+            &supervisor,
+            204,
+            "GET",
+            &format!("{execs}/next?wait=0"),
+            None,
+        )
+        .await;
+        let out = format!("{execs}/{xid}/output");
+        let chunk =
+            |offset: u64, data: &str| json!({"stream": "stdout", "offset": offset, "data": data});
+        c.expect(&supervisor, 204, "POST", &out, Some(chunk(0, "aGkK")))
+            .await;
+        c.expect(&supervisor, 409, "POST", &out, Some(chunk(9, "aGkK")))
+            .await;
+        c.expect(&supervisor, 400, "POST", &out, Some(chunk(3, "!!")))
+            .await;
+        let v = c
+            .expect(
+                admin,
+                200,
+                "GET",
+                &format!("{out}?stdout=0&stderr=0&wait=0"),
+                None,
+            )
+            .await;
+        assert_eq!(v["chunks"][0]["data"], "aGkK", "{v}");
+        let end = format!("{execs}/{xid}/end");
+        let exited = json!({"exit_status": 0, "timed_out": false});
+        c.expect(&supervisor, 204, "POST", &end, Some(exited)).await;
+        c.expect(&supervisor, 409, "POST", &end, Some(json!({"error": "no"})))
+            .await;
+        c.expect(admin, 200, "GET", &format!("{execs}/{xid}"), None)
+            .await;
+        c.expect(
+            admin,
+            404,
+            "GET",
+            &format!("{execs}/x-0000000000000000"),
+            None,
+        )
+        .await;
+        c.expect(admin, 400, "GET", &format!("{execs}/nope"), None)
+            .await;
+        c.expect(admin, 200, "GET", &format!("{execs}?limit=5"), None)
+            .await;
+
         c.expect(admin, 200, "POST", "/v1/sandboxes/run1/stop", None)
             .await;
+        let late = json!({"command": ["true"]});
+        c.expect(admin, 409, "POST", execs, Some(late)).await;
         c.expect(&supervisor, 401, "POST", "/v1/sandboxes/run1/session", None)
             .await;
         driver.fail("start", true);
@@ -1238,7 +1325,9 @@ both!(
         let answered: BTreeSet<(String, String)> = seen.keys().cloned().collect();
         assert_eq!(answered, c.doc.routes(), "operations the session missed");
         let statuses: BTreeSet<u16> = seen.values().flatten().copied().collect();
-        for s in [200, 201, 202, 304, 400, 401, 403, 404, 409, 413, 422, 502] {
+        for s in [
+            200, 201, 202, 204, 304, 400, 401, 403, 404, 409, 413, 422, 502,
+        ] {
             assert!(statuses.contains(&s), "no {s} in the session: {seen:?}");
         }
     }
@@ -1426,7 +1515,7 @@ both!(
                 "{method} {template}: {message}"
             );
         }
-        assert_eq!(bodies, 9);
+        assert_eq!(bodies, 12);
     }
 );
 

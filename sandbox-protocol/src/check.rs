@@ -566,6 +566,71 @@ pub enum FromSupervisor {
         /// Sent or refused.
         verdict: DatagramVerdict,
     },
+    /// Run a further command; answered by an Exec stream.
+    Exec(ExecRequest),
+}
+
+/// The most arguments, and the most environment entries, of a command.
+pub const MAX_ARGS: usize = 256;
+
+/// A further command the supervisor asks the sandbox to run beside the
+/// workload, confined as the workload is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// Never 0; each larger than the last on one control stream.
+    pub exec_id: NonZeroU64,
+    /// The program (a path, or a name looked up in the workload's `PATH`)
+    /// and its arguments; never empty.
+    pub argv: Vec<Vec<u8>>,
+    /// `NAME=VALUE` entries added to the workload's environment.
+    pub env: Vec<Vec<u8>>,
+    /// The working directory; `None`: the workload's.
+    pub workdir: Option<Vec<u8>>,
+    /// Killed after this long; `None`: never.
+    pub timeout: Option<std::time::Duration>,
+}
+
+impl ExecRequest {
+    fn check(e: pb::ExecRequest) -> Result<Self, ProtocolError> {
+        let exec_id = NonZeroU64::new(e.exec_id).ok_or(field("exec_id", "is 0"))?;
+        if e.argv.is_empty() || e.argv.first().is_some_and(Vec::is_empty) {
+            return Err(field("argv", "no program"));
+        }
+        limit("argv", e.argv.len(), MAX_ARGS)?;
+        limit("env", e.env.len(), MAX_ARGS)?;
+        if e.argv.iter().chain(&e.env).any(|a| a.contains(&0)) {
+            return Err(field("argv", "an argument or variable with a NUL byte"));
+        }
+        if e.env
+            .iter()
+            .any(|v| v.iter().position(|&b| b == b'=').unwrap_or(0) == 0)
+        {
+            return Err(field("env", "an entry that is not NAME=VALUE"));
+        }
+        limit("workdir", e.workdir.len(), MAX_PATH)?;
+        if !e.workdir.is_empty() && (e.workdir.first() != Some(&b'/') || e.workdir.contains(&0)) {
+            return Err(field("workdir", "not an absolute path"));
+        }
+        Ok(Self {
+            exec_id,
+            argv: e.argv,
+            env: e.env,
+            workdir: Some(e.workdir).filter(|w| !w.is_empty()),
+            timeout: (e.timeout_ms > 0).then(|| std::time::Duration::from_millis(e.timeout_ms)),
+        })
+    }
+
+    fn to_pb(&self) -> pb::ExecRequest {
+        pb::ExecRequest {
+            exec_id: self.exec_id.get(),
+            argv: self.argv.clone(),
+            env: self.env.clone(),
+            workdir: self.workdir.clone().unwrap_or_default(),
+            timeout_ms: self.timeout.map_or(0, |t| {
+                u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+            }),
+        }
+    }
 }
 
 impl FromSupervisor {
@@ -600,6 +665,7 @@ impl FromSupervisor {
                     verdict,
                 })
             }
+            Kind::Exec(e) => Ok(Self::Exec(ExecRequest::check(e)?)),
         }
     }
 
@@ -629,6 +695,7 @@ impl FromSupervisor {
                     }),
                 })
             }
+            Self::Exec(e) => Kind::Exec(e.to_pb()),
         };
         pb::SupervisorMessage {
             binding: Some(binding.to_pb()),
@@ -756,6 +823,116 @@ impl RelayDownKind {
                 Self::Connected => Kind::Connected(pb::Connected {}),
                 Self::Refused(e) => Kind::RefusedErrno(e),
                 Self::OwnLoopback => Kind::OwnLoopback(pb::OwnLoopback {}),
+            }),
+        }
+    }
+}
+
+/// A checked message of an Exec stream, from the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecUpKind {
+    /// The first message: the command runs.
+    Started(NonZeroU64),
+    /// The first and last message: the command could not be started.
+    Failed {
+        /// The command's id.
+        exec_id: NonZeroU64,
+        /// Why.
+        reason: String,
+    },
+    /// Bytes of its standard output.
+    Stdout(Vec<u8>),
+    /// Bytes of its standard error.
+    Stderr(Vec<u8>),
+    /// The last message: how it ended.
+    Exited {
+        /// 0 to 255; 128 + n for signal n.
+        status: u8,
+        /// Killed because its timeout passed.
+        timed_out: bool,
+    },
+}
+
+impl ExecUpKind {
+    /// Checks `msg` against the binding `expected` and the limits.
+    pub fn check(msg: pb::ExecUp, expected: &Binding) -> Result<Self, ProtocolError> {
+        use pb::exec_up::Kind;
+        expected.check(msg.binding.as_ref())?;
+        let id = |id| NonZeroU64::new(id).ok_or(field("exec_id", "is 0"));
+        match msg.kind.ok_or(ProtocolError::NoKind)? {
+            Kind::Started(s) => Ok(Self::Started(id(s.exec_id)?)),
+            Kind::Failed(f) => {
+                limit("reason", f.reason.len(), MAX_REASON)?;
+                Ok(Self::Failed {
+                    exec_id: id(f.exec_id)?,
+                    reason: f.reason,
+                })
+            }
+            Kind::Stdout(d) => {
+                limit("stdout", d.len(), MAX_CHUNK)?;
+                Ok(Self::Stdout(d))
+            }
+            Kind::Stderr(d) => {
+                limit("stderr", d.len(), MAX_CHUNK)?;
+                Ok(Self::Stderr(d))
+            }
+            Kind::Exited(e) => Ok(Self::Exited {
+                status: u8::try_from(e.exit_status)
+                    .map_err(|_| field("exit_status", "over 255"))?,
+                timed_out: e.timed_out,
+            }),
+        }
+    }
+
+    /// The message as it goes out, bound to `binding`.
+    #[must_use]
+    pub fn into_pb(self, binding: &Binding) -> pb::ExecUp {
+        use pb::exec_up::Kind;
+        pb::ExecUp {
+            binding: Some(binding.to_pb()),
+            kind: Some(match self {
+                Self::Started(id) => Kind::Started(pb::ExecStarted { exec_id: id.get() }),
+                Self::Failed { exec_id, reason } => Kind::Failed(pb::ExecFailed {
+                    exec_id: exec_id.get(),
+                    reason,
+                }),
+                Self::Stdout(d) => Kind::Stdout(d),
+                Self::Stderr(d) => Kind::Stderr(d),
+                Self::Exited { status, timed_out } => Kind::Exited(pb::ExecExited {
+                    exit_status: u32::from(status),
+                    timed_out,
+                }),
+            }),
+        }
+    }
+}
+
+/// A checked message of an Exec stream, from the supervisor: the one
+/// thing it may say there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecDownKind {
+    /// Kill the command now.
+    Cancel,
+}
+
+impl ExecDownKind {
+    /// Checks `msg` against the binding `expected`.
+    pub fn check(msg: pb::ExecDown, expected: &Binding) -> Result<Self, ProtocolError> {
+        use pb::exec_down::Kind;
+        expected.check(msg.binding.as_ref())?;
+        match msg.kind.ok_or(ProtocolError::NoKind)? {
+            Kind::Cancel(true) => Ok(Self::Cancel),
+            Kind::Cancel(false) => Err(field("cancel", "false")),
+        }
+    }
+
+    /// The message as it goes out, bound to `binding`.
+    #[must_use]
+    pub fn to_pb(self, binding: &Binding) -> pb::ExecDown {
+        pb::ExecDown {
+            binding: Some(binding.to_pb()),
+            kind: Some(match self {
+                Self::Cancel => pb::exec_down::Kind::Cancel(true),
             }),
         }
     }

@@ -23,10 +23,11 @@ mod tests;
 pub mod transport;
 
 pub use check::{
-    Caller, DatagramVerdict, Evidence, FromSandbox, FromSupervisor, ProtocolError, RefusalReport,
-    RelayDownKind, RelayUpKind, decode_relay_up, decode_sandbox_message, decode_supervisor_message,
+    Caller, DatagramVerdict, Evidence, ExecDownKind, ExecRequest, ExecUpKind, FromSandbox,
+    FromSupervisor, MAX_ARGS, ProtocolError, RefusalReport, RelayDownKind, RelayUpKind,
+    decode_relay_up, decode_sandbox_message, decode_supervisor_message,
 };
-pub use order::{ControlOrder, RelayOrder};
+pub use order::{ControlOrder, ExecOrder, RelayOrder};
 
 /// The generated messages and the `Broker` service.
 #[allow(

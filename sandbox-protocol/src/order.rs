@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::check::{FromSandbox, FromSupervisor, ProtocolError, RelayDownKind, RelayUpKind};
+use crate::check::{
+    ExecUpKind, FromSandbox, FromSupervisor, ProtocolError, RelayDownKind, RelayUpKind,
+};
 
 /// The most requests outstanding at once on one control stream; a
 /// sandbox that asks more without answers is refused, not buffered.
@@ -39,6 +41,8 @@ pub struct ControlOrder {
     /// The workload's end was reported: nothing follows.
     ended: bool,
     outstanding: HashMap<u64, Request>,
+    /// The last further command's id.
+    last_exec: u64,
 }
 
 impl ControlOrder {
@@ -104,6 +108,7 @@ impl ControlOrder {
         let (id, kind) = match m {
             FromSupervisor::Welcome => return self.welcome(),
             FromSupervisor::Go => return self.go(),
+            FromSupervisor::Exec(e) => return self.exec(e.exec_id.get()),
             FromSupervisor::Dns { request_id, .. } => (request_id.get(), Request::Dns),
             FromSupervisor::Datagram { request_id, .. } => (request_id.get(), Request::Datagram),
         };
@@ -146,6 +151,27 @@ impl ControlOrder {
             return Err(ProtocolError::Order("a second Go"));
         }
         self.went = true;
+        Ok(())
+    }
+
+    /// A further command: once the workload was let go (a local run's,
+    /// whose launch the supervisor watched, needs no Go), before its end,
+    /// each id larger than the last.
+    fn exec(&mut self, id: u64) -> Result<(), ProtocolError> {
+        if !self.welcomed || (self.evidence && !self.went) {
+            return Err(ProtocolError::Order(
+                "an ExecRequest before the workload was let run",
+            ));
+        }
+        if self.ended {
+            return Err(ProtocolError::Order("an ExecRequest after Ended"));
+        }
+        if id <= self.last_exec {
+            return Err(ProtocolError::Order(
+                "an ExecRequest whose id is not larger than the last",
+            ));
+        }
+        self.last_exec = id;
         Ok(())
     }
 
@@ -236,5 +262,48 @@ impl RelayOrder {
         }
         self.shut = true;
         Ok(())
+    }
+}
+
+/// An Exec stream's order, from the sandbox: whether the command started
+/// first and once, then its output, then how it ended, and nothing after.
+#[derive(Debug, Default)]
+pub struct ExecOrder {
+    started: bool,
+    done: bool,
+}
+
+impl ExecOrder {
+    /// A stream before its first message.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A message from the sandbox.
+    pub fn up(&mut self, m: &ExecUpKind) -> Result<(), ProtocolError> {
+        if self.done {
+            return Err(ProtocolError::Order("a message after the command's end"));
+        }
+        match (m, self.started) {
+            (ExecUpKind::Started(_), false) => self.started = true,
+            (ExecUpKind::Failed { .. }, false) => {
+                self.started = true;
+                self.done = true;
+            }
+            (ExecUpKind::Started(_) | ExecUpKind::Failed { .. }, true) => {
+                return Err(ProtocolError::Order("a second start on one Exec stream"));
+            }
+            (_, false) => return Err(ProtocolError::Order("output before the start")),
+            (ExecUpKind::Stdout(_) | ExecUpKind::Stderr(_), true) => {}
+            (ExecUpKind::Exited { .. }, true) => self.done = true,
+        }
+        Ok(())
+    }
+
+    /// Whether the stream's last message came.
+    #[must_use]
+    pub fn done(&self) -> bool {
+        self.done
     }
 }

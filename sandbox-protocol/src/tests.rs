@@ -603,3 +603,122 @@ fn evidence_links_round_trip_and_bad_ones_are_refused() {
         assert!(err.contains(why), "{why}: {err}");
     }
 }
+
+fn exec(n: u64) -> ExecRequest {
+    ExecRequest {
+        exec_id: id(n),
+        argv: vec![b"git".to_vec(), b"fetch".to_vec()],
+        env: vec![b"GIT_TRACE=1".to_vec()],
+        workdir: Some(b"/work".to_vec()),
+        timeout: Some(std::time::Duration::from_millis(1500)),
+    }
+}
+
+#[test]
+fn an_exec_request_and_its_stream_come_back_as_sent() {
+    let b = binding();
+    let request = FromSupervisor::Exec(exec(4));
+    assert_eq!(FromSupervisor::check(request.to_pb(&b), &b), Ok(request));
+    for up in [
+        ExecUpKind::Started(id(4)),
+        ExecUpKind::Failed {
+            exec_id: id(4),
+            reason: "no such program".into(),
+        },
+        ExecUpKind::Stdout(b"out".to_vec()),
+        ExecUpKind::Stderr(b"err".to_vec()),
+        ExecUpKind::Exited {
+            status: 137,
+            timed_out: true,
+        },
+    ] {
+        assert_eq!(ExecUpKind::check(up.clone().into_pb(&b), &b), Ok(up));
+    }
+    let cancel = ExecDownKind::Cancel.to_pb(&b);
+    assert_eq!(ExecDownKind::check(cancel, &b), Ok(ExecDownKind::Cancel));
+}
+
+#[test]
+fn a_malformed_exec_request_is_refused_by_name() {
+    let b = binding();
+    type Spoil = fn(&mut pb::ExecRequest);
+    let cases: [(Spoil, &str); 7] = [
+        (|e| e.exec_id = 0, "exec_id"),
+        (|e| e.argv.clear(), "argv"),
+        (|e| e.argv[0].clear(), "argv"),
+        (|e| e.argv.push(b"a\0b".to_vec()), "argv"),
+        (|e| e.env.push(b"=value".to_vec()), "env"),
+        (|e| e.env.push(b"NOVALUE".to_vec()), "env"),
+        (|e| e.workdir = b"relative".to_vec(), "workdir"),
+    ];
+    for (spoil, field) in cases {
+        let mut msg = FromSupervisor::Exec(exec(1)).to_pb(&b);
+        let Some(pb::supervisor_message::Kind::Exec(e)) = &mut msg.kind else {
+            unreachable!()
+        };
+        spoil(e);
+        let err = FromSupervisor::check(msg, &b).unwrap_err();
+        assert!(err.to_string().contains(field), "{field}: {err}");
+    }
+    let long = pb::ExecUp {
+        binding: Some(b.to_pb()),
+        kind: Some(pb::exec_up::Kind::Stdout(vec![0; MAX_CHUNK + 1])),
+    };
+    assert!(ExecUpKind::check(long, &b).is_err());
+    let exited = pb::ExecUp {
+        binding: Some(b.to_pb()),
+        kind: Some(pb::exec_up::Kind::Exited(pb::ExecExited {
+            exit_status: 256,
+            timed_out: false,
+        })),
+    };
+    assert!(ExecUpKind::check(exited, &b).is_err());
+}
+
+#[test]
+fn exec_requests_follow_the_go_with_growing_ids() {
+    let mut order = ControlOrder::new();
+    order.request(&hello()).unwrap();
+    order.answer(&FromSupervisor::Welcome).unwrap();
+    order
+        .request(&FromSandbox::Evidence(sound_evidence()))
+        .unwrap();
+    assert!(order.answer(&FromSupervisor::Exec(exec(1))).is_err());
+    order.answer(&FromSupervisor::Go).unwrap();
+    order.answer(&FromSupervisor::Exec(exec(1))).unwrap();
+    order.answer(&FromSupervisor::Exec(exec(5))).unwrap();
+    assert!(order.answer(&FromSupervisor::Exec(exec(5))).is_err());
+    assert!(order.answer(&FromSupervisor::Exec(exec(2))).is_err());
+    order.request(&FromSandbox::Ended(0)).unwrap();
+    assert!(order.answer(&FromSupervisor::Exec(exec(6))).is_err());
+}
+
+#[test]
+fn an_exec_stream_keeps_its_order() {
+    let started = ExecUpKind::Started(id(1));
+    let out = ExecUpKind::Stdout(b"x".to_vec());
+    let exited = ExecUpKind::Exited {
+        status: 0,
+        timed_out: false,
+    };
+    let mut order = ExecOrder::new();
+    assert!(order.up(&out).is_err());
+    let mut order = ExecOrder::new();
+    order.up(&started).unwrap();
+    assert!(order.up(&started).is_err());
+    order.up(&out).unwrap();
+    order.up(&ExecUpKind::Stderr(b"y".to_vec())).unwrap();
+    assert!(!order.done());
+    order.up(&exited).unwrap();
+    assert!(order.done());
+    assert!(order.up(&out).is_err());
+    let mut order = ExecOrder::new();
+    order
+        .up(&ExecUpKind::Failed {
+            exec_id: id(1),
+            reason: "gone".into(),
+        })
+        .unwrap();
+    assert!(order.done());
+    assert!(order.up(&exited).is_err());
+}

@@ -40,6 +40,14 @@ struct TestSupervisor {
 impl Broker for TestSupervisor {
     type ControlStream = Out<pb::SupervisorMessage>;
     type RelayStream = Out<pb::RelayDown>;
+    type ExecStream = Out<pb::ExecDown>;
+
+    async fn exec(
+        &self,
+        _request: Request<Streaming<pb::ExecUp>>,
+    ) -> Result<Response<Self::ExecStream>, Status> {
+        Err(Status::unimplemented("no further commands here"))
+    }
 
     async fn control(
         &self,

@@ -119,7 +119,7 @@ pub fn relay_thread() -> Result<(tokio::runtime::Handle, Relaying), AttachError>
 
 /// With `supervisor` attached (on `handle`'s runtime): starts the DNS stub
 /// and serves `listener`, the workload's trapped calls, on a thread of its
-/// own.
+/// own. Returns the broker, which serves further commands' calls too.
 pub fn serve_calls(
     relay: &RelayPlan,
     supervisor: &Attached,
@@ -127,7 +127,7 @@ pub fn serve_calls(
     listener: OwnedFd,
     writable: Writable,
     user: Option<&PlanUser>,
-) -> Result<(), AttachError> {
+) -> Result<Arc<Broker>, AttachError> {
     // The stub listens before the workload may run: its first question
     // is answered.
     let own_network = relay.own_network;
@@ -168,9 +168,10 @@ pub fn serve_calls(
         creds,
         runtime: handle.clone(),
     });
+    let serving = Arc::clone(&broker);
     std::thread::Builder::new()
         .name("broker".into())
-        .spawn(move || broker::serve(&broker, listener))
+        .spawn(move || broker::serve(&serving, listener))
         .map_err(|e| attach(&e))?;
-    Ok(())
+    Ok(broker)
 }

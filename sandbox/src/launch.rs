@@ -15,7 +15,7 @@
 
 use std::ffi::CString;
 use std::io::Read;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::time::Duration;
 
@@ -109,7 +109,7 @@ pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError
             (None, None) => None,
             _ => return Err(LaunchError::RelayMismatch),
         };
-        let started = start(&plan, Noexec::Done)?;
+        let started = start(&plan, Noexec::Done, Own::default())?;
         Ok(((started.pending, started.writable), relay))
     });
     let ((mut pending, writable), relay) = match started {
@@ -160,7 +160,7 @@ pub fn launch(fds: Inherited, grace: Duration) -> Result<ExitStatus, LaunchError
         return Err(e.into());
     }
     link.report_started().map_err(LaunchError::Link)?;
-    let status = pid1::supervise(workload, is_init, grace)?;
+    let status = pid1::supervise(workload, is_init, grace, &pid1::Watched::default(), None)?;
     if let Some((relaying, supervisor)) = &brokering {
         // A supervisor that does not answer still learns the status below.
         let _ = relaying.report_ended(supervisor, pid1::exit_code(status));
@@ -187,10 +187,24 @@ pub(crate) struct Started {
     pub noexec_missing: bool,
 }
 
+/// What a further command run from the workload's plan has of its own.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Own<'a> {
+    /// Where it starts, instead of the plan's working directory (whose
+    /// rights stay where the plan puts them).
+    pub cwd: Option<&'a [u8]>,
+    /// Its standard streams, instead of this process's.
+    pub stdio: [Option<BorrowedFd<'a>>; 3],
+}
+
 /// Prepares Landlock and the filter, and forks the workload, which
 /// installs both (and, with [`Noexec::Here`], mounts the trees it may
 /// write but not execute `noexec` first) and waits for the go.
-pub(crate) fn start(plan: &LaunchPlan, noexec: Noexec) -> Result<Started, LaunchError> {
+pub(crate) fn start(
+    plan: &LaunchPlan,
+    noexec: Noexec,
+    own: Own<'_>,
+) -> Result<Started, LaunchError> {
     let abi = enforcer::kernel_abi().map_err(LaunchError::Landlock)?;
     // The supervisor reported the notes when it prepared the same spec.
     let (spec, _notes) = plan.landlock_spec(abi)?;
@@ -232,7 +246,7 @@ pub(crate) fn start(plan: &LaunchPlan, noexec: Noexec) -> Result<Started, Launch
         (Vec::new(), Vec::new())
     };
     let program = c_string(&plan.program, "program")?;
-    let cwd = c_string(&plan.workdir, "working directory")?;
+    let cwd = c_string(own.cwd.unwrap_or(&plan.workdir), "working directory")?;
     let argv = plan
         .argv
         .iter()
@@ -255,7 +269,7 @@ pub(crate) fn start(plan: &LaunchPlan, noexec: Noexec) -> Result<Started, Launch
         bind_file: None,
         noexec: &noexec_trees,
         exec_again: &exec_again,
-        stdio: [None, None, None],
+        stdio: own.stdio,
         drop_bounding: plan.drop_bounding,
         last_cap,
         identity,

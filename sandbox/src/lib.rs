@@ -21,6 +21,7 @@ pub mod broker;
 pub mod brokering;
 pub mod caller;
 pub mod dns_stub;
+pub mod exec;
 pub mod freeze;
 pub mod launch;
 pub mod links;

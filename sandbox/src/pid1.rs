@@ -28,11 +28,15 @@
 //! workload of the same user can then neither `ptrace` it, nor take its
 //! descriptors (`pidfd_getfd`), nor read its memory.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
 
 use enforcer::signals::{self, Delivered};
 use enforcer::{Errno, ExitStatus, Reaped};
@@ -92,7 +96,7 @@ pub fn run(command: &[OsString], grace: Duration) -> Result<ExitStatus, Pid1Erro
             program: program.to_string_lossy().into_owned(),
             source,
         })?;
-    let status = supervise(child.id(), is_init, grace)?;
+    let status = supervise(child.id(), is_init, grace, &Watched::default(), None)?;
     if !is_init {
         enforcer::kill_descendants();
     }
@@ -112,19 +116,74 @@ pub(crate) fn become_init() -> Result<bool, Pid1Error> {
     Ok(is_init)
 }
 
+/// Children besides the workload whose status someone waits for (the
+/// further commands the supervisor runs): the reaper, which takes every
+/// child's status, hands each its own.
+#[derive(Debug, Clone, Default)]
+pub struct Watched(Arc<Mutex<HashMap<u32, oneshot::Sender<ExitStatus>>>>);
+
+impl Watched {
+    /// Forks with `spawn`, which returns the child and its pid, while the
+    /// reaper waits: the pid is registered before any status of it can be
+    /// taken. The receiver gets the status once the child has ended.
+    pub fn spawn<T, E>(
+        &self,
+        spawn: impl FnOnce() -> Result<(T, u32), E>,
+    ) -> Result<(T, u32, oneshot::Receiver<ExitStatus>), E> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (child, pid) = spawn()?;
+        let (tx, rx) = oneshot::channel();
+        map.insert(pid, tx);
+        Ok((child, pid, rx))
+    }
+
+    /// Stops waiting for `pid`: it was reaped elsewhere or never ran.
+    pub fn forget(&self, pid: u32) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&pid);
+    }
+
+    fn ended(&self, pid: u32, status: ExitStatus) {
+        let waiter = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&pid);
+        if let Some(tx) = waiter {
+            let _ = tx.send(status);
+        }
+    }
+}
+
 /// Hands the terminal to the workload's group, then takes signals until
-/// the workload has ended.
+/// the workload has ended. At `deadline`, if any, the workload is ended as
+/// a `SIGTERM` from outside would end it.
 pub(crate) fn supervise(
     workload: u32,
     is_init: bool,
     grace: Duration,
+    watched: &Watched,
+    deadline: Option<Instant>,
 ) -> Result<ExitStatus, Pid1Error> {
     // Not a terminal (or not ours): nothing to hand over.
     let _ = signals::set_foreground(std::io::stdin().as_fd(), workload);
     let mut kill_at: Option<Instant> = None;
+    let mut deadline = deadline;
     loop {
-        let timeout = kill_at.map(|at| at.saturating_duration_since(Instant::now()));
+        let wake = match (kill_at, deadline) {
+            (Some(k), _) => Some(k),
+            (None, d) => d,
+        };
+        let timeout = wake.map(|at| at.saturating_duration_since(Instant::now()));
         match signals::wait(timeout).map_err(Pid1Error::Wait)? {
+            None if kill_at.is_none() && deadline.is_some() => {
+                // The workload's time is up.
+                deadline = None;
+                let _ = signals::signal_group(workload, libc::SIGTERM);
+                kill_at = Some(Instant::now() + grace);
+            }
             None => {
                 // The grace period is over.
                 let _ = signals::signal_group(workload, libc::SIGKILL);
@@ -135,7 +194,7 @@ pub(crate) fn supervise(
                 signal: libc::SIGCHLD,
                 ..
             }) => {
-                if let Some(status) = reap(workload)? {
+                if let Some(status) = reap(workload, watched)? {
                     return Ok(status);
                 }
             }
@@ -155,11 +214,12 @@ pub(crate) fn supervise(
 
 /// Reaps every child that has ended; the workload's status once it is one
 /// of them.
-fn reap(workload: u32) -> Result<Option<ExitStatus>, Pid1Error> {
+fn reap(workload: u32, watched: &Watched) -> Result<Option<ExitStatus>, Pid1Error> {
     loop {
         match enforcer::try_reap(None) {
             Ok(Reaped::Exited(pid, status)) if pid == workload => return Ok(Some(status)),
-            Ok(Reaped::Exited(..)) | Err(Errno(libc::EINTR)) => {}
+            Ok(Reaped::Exited(pid, status)) => watched.ended(pid, status),
+            Err(Errno(libc::EINTR)) => {}
             Ok(Reaped::Running | Reaped::NoChildren) => return Ok(None),
             Err(e) => return Err(Pid1Error::Wait(e)),
         }

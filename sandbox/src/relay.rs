@@ -20,8 +20,9 @@ use std::time::Duration;
 use sandbox_protocol::pb::broker_client::BrokerClient;
 use sandbox_protocol::transport::Link;
 use sandbox_protocol::{
-    Binding, Caller, ControlOrder, DatagramVerdict, Evidence, FromSandbox, FromSupervisor,
-    MAX_CHUNK, ProtocolError, RefusalReport, RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
+    Binding, Caller, ControlOrder, DatagramVerdict, Evidence, ExecDownKind, ExecRequest,
+    ExecUpKind, FromSandbox, FromSupervisor, MAX_CHUNK, ProtocolError, RefusalReport,
+    RelayDownKind, RelayOrder, RelayUpKind, pb, transport,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -153,9 +154,123 @@ pub struct Supervisor {
     ended: tokio::sync::watch::Receiver<bool>,
     /// Waits for the answer to the Evidence: the Go, or why none came.
     go: GoWaiter,
+    /// Runs the further commands the supervisor asks for.
+    exec: ExecSlot,
 }
 
 type GoWaiter = Arc<Mutex<Option<oneshot::Sender<Result<(), String>>>>>;
+
+/// What runs a further command the supervisor asked for: given the request
+/// and the way to open its Exec stream. Called on the control stream's
+/// task: it must not block.
+pub type ExecHandler = Arc<dyn Fn(ExecRequest, ExecChannel) + Send + Sync>;
+
+/// The handler, shared by every clone of one attachment.
+#[derive(Clone, Default)]
+struct ExecSlot(Arc<Mutex<Option<ExecHandler>>>);
+
+impl std::fmt::Debug for ExecSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExecSlot")
+    }
+}
+
+/// Where a further command's Exec stream is opened: on the attachment its
+/// request came by, whichever is in use by then.
+#[derive(Debug, Clone)]
+pub struct ExecChannel {
+    client: BrokerClient<Channel>,
+    binding: Binding,
+}
+
+/// The upward half of an open Exec stream.
+#[derive(Debug, Clone)]
+pub struct ExecSender {
+    up: mpsc::Sender<pb::ExecUp>,
+    binding: Binding,
+}
+
+/// The downward half of an open Exec stream, where a cancel may come.
+#[derive(Debug)]
+pub struct ExecCancel {
+    down: tonic::Streaming<pb::ExecDown>,
+    binding: Binding,
+}
+
+impl ExecChannel {
+    /// Says on an Exec stream of its own that `request` will not run, and
+    /// why. Returns at once: the stream is opened on a task.
+    pub fn refuse(self, request: &ExecRequest, why: &str) {
+        let refused = ExecUpKind::Failed {
+            exec_id: request.exec_id,
+            reason: why.to_owned(),
+        };
+        tokio::spawn(async move {
+            if let Ok((_up, down)) = self.open(refused).await {
+                down.closed_within(EXEC_ENDED_WITHIN).await;
+            }
+        });
+    }
+
+    /// Opens an Exec stream whose first message is `first`.
+    pub async fn open(mut self, first: ExecUpKind) -> Result<(ExecSender, ExecCancel), RelayError> {
+        let (up, rx) = mpsc::channel(RELAY_QUEUE);
+        up.send(first.into_pb(&self.binding))
+            .await
+            .map_err(|_| RelayError::Gone)?;
+        let down = self
+            .client
+            .exec(ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        Ok((
+            ExecSender {
+                up,
+                binding: self.binding.clone(),
+            },
+            ExecCancel {
+                down,
+                binding: self.binding,
+            },
+        ))
+    }
+}
+
+impl ExecSender {
+    /// Sends `message` up, waiting for room.
+    pub async fn send(&self, message: ExecUpKind) -> Result<(), RelayError> {
+        self.up
+            .send(message.into_pb(&self.binding))
+            .await
+            .map_err(|_| RelayError::Gone)
+    }
+}
+
+impl ExecCancel {
+    /// Returns once the supervisor cancelled the command or the stream
+    /// ended: either way nobody reads its output any more.
+    pub async fn cancelled(&mut self) {
+        while let Some(Ok(msg)) = self.down.next().await {
+            if ExecDownKind::check(msg, &self.binding).is_ok() {
+                return;
+            }
+        }
+    }
+
+    /// After the last message: waits (at most `limit`) until the
+    /// supervisor ends the stream. Dropping this half sooner resets the
+    /// stream, and what is still queued upward is lost with it.
+    pub async fn closed_within(mut self, limit: Duration) {
+        let _ = tokio::time::timeout(limit, async {
+            while let Some(Ok(_)) = self.down.next().await {}
+        })
+        .await;
+    }
+}
+
+/// How long the supervisor has to end an Exec stream once it has the
+/// stream's last message.
+pub const EXEC_ENDED_WITHIN: Duration = Duration::from_secs(2);
 
 impl Supervisor {
     /// Attaches over `io`, carried by `link`, as sandbox `binding`,
@@ -196,13 +311,21 @@ impl Supervisor {
             answer_within: ANSWER_TIMEOUT,
             ended,
             go: Arc::default(),
+            exec: ExecSlot::default(),
         };
         let dispatching = dispatch(
             answers,
-            me.binding.clone(),
-            Arc::clone(&me.order),
-            Arc::clone(&me.waiting),
-            Arc::clone(&me.go),
+            Dispatch {
+                binding: me.binding.clone(),
+                order: Arc::clone(&me.order),
+                waiting: Arc::clone(&me.waiting),
+                go: Arc::clone(&me.go),
+                exec: me.exec.clone(),
+                channel: ExecChannel {
+                    client: me.client.clone(),
+                    binding: me.binding.clone(),
+                },
+            },
         );
         tokio::spawn(async move {
             dispatching.await;
@@ -210,6 +333,14 @@ impl Supervisor {
         });
         me.refill();
         Ok(me)
+    }
+
+    /// Runs the further commands the supervisor asks for with `handler`
+    /// from now on; until one is set, each is refused on its Exec stream.
+    pub fn on_exec(&self, handler: ExecHandler) {
+        if let Ok(mut slot) = self.exec.0.lock() {
+            *slot = Some(handler);
+        }
     }
 
     /// Returns once the control stream has ended: the supervisor is gone,
@@ -531,16 +662,29 @@ impl Attached {
     }
 }
 
-/// Hands each answer of the control stream to the request waiting for it.
-/// A supervisor that breaks the protocol answers nothing more: the stream
-/// is dropped, and every request still waiting fails.
-async fn dispatch(
-    mut answers: tonic::Streaming<pb::SupervisorMessage>,
+/// Where [`dispatch`] hands what the supervisor says.
+struct Dispatch {
     binding: Binding,
     order: Arc<Mutex<ControlOrder>>,
     waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<FromSupervisor>>>>,
     go: GoWaiter,
-) {
+    exec: ExecSlot,
+    channel: ExecChannel,
+}
+
+/// Hands each answer of the control stream to the request waiting for it,
+/// and each further command to the exec handler. A supervisor that breaks
+/// the protocol answers nothing more: the stream is dropped, and every
+/// request still waiting fails.
+async fn dispatch(mut answers: tonic::Streaming<pb::SupervisorMessage>, to: Dispatch) {
+    let Dispatch {
+        binding,
+        order,
+        waiting,
+        go,
+        exec,
+        channel,
+    } = to;
     let mut why = "the supervisor closed the channel".to_owned();
     loop {
         let msg = match answers.next().await {
@@ -571,6 +715,16 @@ async fn dispatch(
             FromSupervisor::Go => {
                 if let Some(waiter) = go.lock().ok().and_then(|mut g| g.take()) {
                     let _ = waiter.send(Ok(()));
+                }
+                continue;
+            }
+            FromSupervisor::Exec(request) => {
+                let handler = exec.0.lock().ok().and_then(|h| h.clone());
+                match handler {
+                    Some(run) => run(request.clone(), channel.clone()),
+                    None => channel
+                        .clone()
+                        .refuse(request, "this sandbox runs no further commands"),
                 }
                 continue;
             }

@@ -41,12 +41,13 @@ use sandbox_protocol::{Evidence, MAX_LINKS};
 use serde::{Deserialize, Serialize};
 
 use crate::brokering::{self, AttachError};
+use crate::exec::Execs;
 use crate::freeze::Freezer;
 use crate::launch::{self, LaunchError, Noexec};
 use crate::links::NamedBinary;
 use crate::pid1;
 use crate::plan::{LaunchPlan, PlanUser};
-use crate::relay::{Attached, Supervisor};
+use crate::relay::{Attached, ExecHandler, Supervisor};
 use crate::writable::Writable;
 
 /// The bootstrap format written: version 2 lets [`Bootstrap::listen`]
@@ -60,6 +61,10 @@ pub const OLDEST_BOOTSTRAP_VERSION: u32 = 1;
 /// Exit status when the channel to the supervisor dropped and the
 /// workload was killed for it.
 pub const EXIT_SUPERVISOR_LOST: u8 = 122;
+
+/// Exit status when the workload ran past its timeout and was ended (as
+/// `timeout` uses 124).
+pub const EXIT_TIMED_OUT: u8 = 124;
 
 /// What a standalone sandbox starts from.
 #[derive(Clone, Serialize, Deserialize)]
@@ -86,6 +91,10 @@ pub struct Bootstrap {
     /// waiting for its supervisor to attach again, before it is killed.
     #[serde(default = "default_reattach_within")]
     pub reattach_within: u64,
+    /// Seconds the workload may run before it is ended as a `SIGTERM`
+    /// would end it; `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
 }
 
 /// [`Bootstrap::reattach_within`] unless the bootstrap says otherwise.
@@ -248,7 +257,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         landlock_abi,
         landlock_on,
         noexec_missing,
-    } = launch::start(&plan, noexec)?;
+    } = launch::start(&plan, noexec, launch::Own::default())?;
     if noexec_missing {
         say(
             "no privilege to make a mount namespace (CAP_SYS_ADMIN): the trees the workload may write are not mounted noexec, so code it writes there can be mapped executable (see docs/threat-model.md)",
@@ -284,6 +293,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         relay.sandbox_id, relay.generation
     ));
     let gate = Gate::default();
+    let execs: Arc<std::sync::OnceLock<Arc<Execs>>> = Arc::default();
     let mut attachments = {
         let _entered = handle.enter();
         accept(
@@ -292,6 +302,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
             bootstrap.credential.binding(),
             relay.bundle_digest.clone(),
             gate.clone(),
+            Execs::handler(Arc::clone(&execs)),
         )
     };
     let first = handle
@@ -304,7 +315,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     }
     say("the supervisor accepted the evidence");
     let attached = Attached::new(first);
-    brokering::serve_calls(
+    let broker = brokering::serve_calls(
         &relay,
         &attached,
         &handle,
@@ -312,6 +323,8 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         writable,
         plan.user.as_ref(),
     )?;
+    let watched = pid1::Watched::default();
+    let _ = execs.set(Execs::new(plan.clone(), noexec, broker, watched.clone()));
     let state = WorkloadState {
         freezer: Arc::clone(&freezer),
         ending: Arc::default(),
@@ -329,7 +342,12 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         return Err(LaunchError::from(e).into());
     }
     say(&format!("workload {workload} started"));
-    let status = pid1::supervise(workload, is_init, grace).map_err(LaunchError::from)?;
+    let deadline = bootstrap
+        .timeout_seconds
+        .map(|s| std::time::Instant::now() + Duration::from_secs(s));
+    let status =
+        pid1::supervise(workload, is_init, grace, &watched, deadline).map_err(LaunchError::from)?;
+    let timed_out = deadline.is_some_and(|d| std::time::Instant::now() >= d);
     state.ending.store(true, Ordering::SeqCst);
     if !is_init {
         enforcer::kill_descendants();
@@ -341,7 +359,15 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     if state.lost.load(Ordering::SeqCst) {
         return Ok(EXIT_SUPERVISOR_LOST);
     }
-    let code = pid1::exit_code(status);
+    let code = if timed_out {
+        say(&format!(
+            "the workload ran past its timeout of {} s and was ended",
+            bootstrap.timeout_seconds.unwrap_or_default()
+        ));
+        EXIT_TIMED_OUT
+    } else {
+        pid1::exit_code(status)
+    };
     say(&format!("the workload ended with status {code}"));
     if let Err(e) = relaying.report_ended(&attached, code) {
         say(&format!("the supervisor was not told: {e}"));
@@ -646,6 +672,7 @@ fn accept(
     binding: sandbox_protocol::Binding,
     digest: String,
     gate: Gate,
+    exec: ExecHandler,
 ) -> tokio::sync::mpsc::Receiver<Supervisor> {
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     let slots = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES));
@@ -667,12 +694,13 @@ fn accept(
                 say(&format!("refused {peer}: a supervisor is attached"));
                 continue;
             }
-            let (end, binding, digest, gate, tx) = (
+            let (end, binding, digest, gate, tx, exec) = (
                 end.clone(),
                 binding.clone(),
                 digest.clone(),
                 gate.clone(),
                 tx.clone(),
+                Arc::clone(&exec),
             );
             tokio::spawn(async move {
                 let _slot = slot;
@@ -685,6 +713,7 @@ fn accept(
                     Ok(supervisor) => supervisor,
                     Err(e) => return say(&format!("refused {peer}: the greeting failed: {e}")),
                 };
+                supervisor.on_exec(exec);
                 if !gate.take() {
                     return say(&format!("refused {peer}: a supervisor is attached"));
                 }
@@ -747,6 +776,7 @@ mod tests {
             run_as: None,
             trust: None,
             reattach_within: REATTACH_WITHIN,
+            timeout_seconds: None,
         }
     }
 

@@ -1,7 +1,9 @@
 //! Sandboxes the gateway runs with the local driver: `POST /v1/sandboxes`
 //! to `ready` (the sandbox's evidence accepted, the workload let go) and
 //! to the first line the command writes, one sandbox at a time
-//! (`ROUNDS`, median and p90); then `PARALLEL` created at once on one
+//! (`ROUNDS`, median and p90); the round trip of a command run in a ready
+//! sandbox (`POST …/execs` until its output and exit status are read
+//! back, `ROUNDS` in turn); then `PARALLEL` created at once on one
 //! gateway: the time until every one is `ready`, and the resident memory
 //! of the gateway (this process) and of every supervisor and sandbox
 //! process.
@@ -126,6 +128,28 @@ fn main() {
         ms(percentile(&to_output, 0.5)),
         ms(percentile(&to_output, 0.9))
     );
+
+    let body = json!({"id": "exec", "policy": "agent", "run": run(space.path(), "exec")});
+    let r = gw.call("POST", "/v1/sandboxes", Some(body));
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    let mut round_trips = Vec::new();
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        let ran = driven::exec(&gw, "exec", json!({"command": ["/usr/bin/echo", "hi"]}));
+        round_trips.push(start.elapsed());
+        assert_eq!(
+            (ran.record["exit_status"].as_u64(), ran.stdout.as_str()),
+            (Some(0), "hi\n")
+        );
+    }
+    round_trips.sort();
+    println!(
+        "exec round trip (`echo hi`: queued, run, output and status read back), {ROUNDS} in turn: median {}, p90 {}",
+        ms(percentile(&round_trips, 0.5)),
+        ms(percentile(&round_trips, 0.9))
+    );
+    let r = gw.call("DELETE", "/v1/sandboxes/exec", None);
+    assert_eq!(r.status, 200, "{:?}", r.json());
 
     let gateway_before = rss_kib("self");
     let start = Instant::now();

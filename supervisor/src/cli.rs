@@ -74,6 +74,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = sandbox::standalone::REATTACH_WITHIN)]
     pub reattach_within: u64,
 
+    /// End the workload after SECS seconds, as a `SIGTERM` would (exit
+    /// status 124).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+
     /// The workload's working directory on the sandbox's host (absolute),
     /// and what `workdir` rules grant.
     #[arg(long, value_name = "DIR")]

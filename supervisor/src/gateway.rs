@@ -188,6 +188,21 @@ impl Gateway {
         }))
     }
 
+    /// Takes the further commands the gateway queues for this sandbox and
+    /// runs them through `commands`, for as long as the runtime lives.
+    pub fn run_commands(
+        &self,
+        binding: sandbox_protocol::Binding,
+        commands: Arc<crate::commands::Commands>,
+    ) {
+        tokio::spawn(crate::gateway_exec::follow(
+            Arc::clone(&self.session),
+            self.sandbox.clone(),
+            binding,
+            commands,
+        ));
+    }
+
     fn state_file(&self) -> String {
         self.state.file(&self.sandbox).map_or_else(
             |_| self.state.path().display().to_string(),

@@ -39,12 +39,14 @@
 mod attribution;
 mod broker;
 mod cli;
+pub mod commands;
 mod credentials;
 mod decide;
 mod denylog;
 mod dns;
 mod error;
 mod gateway;
+mod gateway_exec;
 mod handoff;
 mod l7;
 mod lifecycle;

@@ -31,6 +31,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::broker::{Connector, Upstream, Who, open_route};
+use crate::commands::{Commands, Control};
 use crate::decide::Binary;
 use crate::denylog::{DenyLog, NetEvent};
 use crate::dns::Answerer;
@@ -71,6 +72,8 @@ pub struct SupervisorSide {
     ended: Arc<Mutex<Option<u8>>>,
     /// Made once the Evidence is accepted and the workload told to go.
     ready_file: Option<std::path::PathBuf>,
+    /// Further commands, asked once the workload was told to go.
+    commands: Option<Arc<Commands>>,
 }
 
 /// What a sandbox's Evidence must show before its workload may run.
@@ -105,7 +108,16 @@ impl SupervisorSide {
             links_to: None,
             ended: Arc::default(),
             ready_file: None,
+            commands: None,
         }
+    }
+
+    /// Runs the further commands of `commands` on this attachment once its
+    /// workload was told to go.
+    #[must_use]
+    pub(crate) fn running_commands(mut self, commands: Arc<Commands>) -> Self {
+        self.commands = Some(commands);
+        self
     }
 
     /// Where the workload's exit status appears once the sandbox reports
@@ -144,6 +156,26 @@ impl SupervisorSide {
 impl pb::broker_server::Broker for SupervisorSide {
     type ControlStream = Out<pb::SupervisorMessage>;
     type RelayStream = Out<pb::RelayDown>;
+    type ExecStream = Out<pb::ExecDown>;
+
+    async fn exec(
+        &self,
+        request: Request<Streaming<pb::ExecUp>>,
+    ) -> Result<Response<Self::ExecStream>, Status> {
+        let Some(commands) = self.commands.clone() else {
+            return Err(Status::failed_precondition(
+                "this supervisor asks for no further commands",
+            ));
+        };
+        if !self.went.load(Ordering::SeqCst) {
+            return Err(Status::failed_precondition(
+                "an Exec stream before the workload was let run",
+            ));
+        }
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(commands.serve(request.into_inner(), self.binding.clone(), tx));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
 
     async fn control(
         &self,
@@ -160,8 +192,11 @@ impl pb::broker_server::Broker for SupervisorSide {
         let ready_file = self.ready_file.clone();
         let links_to = self.links_to.clone();
         let ended = Arc::clone(&self.ended);
+        let commands = self.commands.clone();
         tokio::spawn(async move {
             let order = Arc::new(Mutex::new(ControlOrder::new()));
+            // Commands asked on this stream are not started once it ends.
+            let _detach = commands.clone().map(|c| Detach(c, tx.clone()));
             loop {
                 let msg = match incoming.next().await {
                     Some(Ok(msg)) => msg,
@@ -308,6 +343,12 @@ impl pb::broker_server::Broker for SupervisorSide {
                 if !recorded || tx.send(Ok(answer.to_pb(&binding))).await.is_err() {
                     return;
                 }
+                if let (FromSupervisor::Go, Some(commands)) = (&answer, &commands) {
+                    commands.attach(Control {
+                        tx: tx.clone(),
+                        order: Arc::clone(&order),
+                    });
+                }
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -441,6 +482,18 @@ fn relay_both_ways<R, W>(
             }
         }
     });
+}
+
+/// Detaches the commands from a control stream once its task ends.
+struct Detach(
+    Arc<Commands>,
+    mpsc::Sender<Result<pb::SupervisorMessage, Status>>,
+);
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        self.0.detach(&self.1);
+    }
 }
 
 /// Where the control stream's answers go, each recorded in its order

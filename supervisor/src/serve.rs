@@ -41,6 +41,7 @@ use crate::attribution::Attribution;
 use crate::broker::Connector;
 use crate::broker::aliases::named_binaries;
 use crate::cli::ServeArgs;
+use crate::commands::Commands;
 use crate::credentials::Placeholders;
 use crate::decide::Decider;
 use crate::denylog::DenyLog;
@@ -115,6 +116,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
             proxy_ca: proxy_parts.ca.cert_pem().to_owned(),
         }),
         reattach_within: args.reattach_within,
+        timeout_seconds: args.timeout,
     };
     write_new(&args.bootstrap, &bootstrap.to_bytes())?;
     note(&format!(
@@ -170,6 +172,11 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         Arc::clone(&log),
         Some(Arc::clone(&proxy)),
     ));
+    let commands = gateway.as_ref().map(|g| {
+        let commands = Arc::new(Commands::default());
+        g.run_commands(binding.clone(), Arc::clone(&commands));
+        commands
+    });
     crate::gateway::follow_or_watch(gateway, first.as_ref(), &reloader, args.supervision.watch)?;
     let deciding = Deciding::default();
     let _ = deciding.set(Arc::new(Connector {
@@ -178,7 +185,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         proxy: Some(proxy as Arc<dyn ProxyHandoff>),
     }));
     let side = || {
-        SupervisorSide::new(
+        let side = SupervisorSide::new(
             Arc::clone(&deciding),
             Arc::clone(&log),
             Arc::clone(&answerer),
@@ -187,7 +194,11 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         )
         .requiring_evidence(evidence_rule)
         .announcing_ready_at(args.ready_file.clone())
-        .with_links_to(Arc::clone(&reloader))
+        .with_links_to(Arc::clone(&reloader));
+        match &commands {
+            Some(commands) => side.running_commands(Arc::clone(commands)),
+            None => side,
+        }
     };
     let (relay_runtime, _relaying) = crate::run::relay_thread()?;
     let within = Duration::from_secs(args.attach_within);

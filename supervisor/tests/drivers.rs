@@ -10,6 +10,9 @@
 mod common;
 #[path = "common/driven.rs"]
 mod driven;
+#[path = "../../sandbox/tests/podman/host.rs"]
+#[allow(dead_code, reason = "the drivers' suite uses the host's side only")]
+mod host;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -17,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{SUPERVISOR, http_server};
-use driven::{MakeDriver, gateway, local_driver, policy, workspace};
+use driven::{MakeDriver, exec, gateway, local_driver, policy, workspace};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(90);
@@ -69,6 +72,10 @@ fn processes_naming(needle: &str) -> Vec<String> {
 
 /// What the suite asks of a driver's placement, besides the API.
 struct Probes<'a> {
+    /// The driver's name.
+    driver: &'a str,
+    /// What its `run` needs besides the command and the workspace.
+    run: serde_json::Value,
     /// What the driver made for a sandbox that must be gone once it is
     /// stopped (processes' command lines).
     owned: &'a dyn Fn(&str) -> Vec<String>,
@@ -78,15 +85,26 @@ struct Probes<'a> {
     /// Files the driver keeps for a sandbox that could authenticate
     /// anyone (a session token, a channel key).
     secrets: &'a dyn Fn(&str) -> Vec<PathBuf>,
+    /// The sandbox's deny log as its supervisor wrote it.
+    deny_log: &'a dyn Fn(&str) -> String,
 }
 
 /// The suite.
 fn conformance(make: &MakeDriver, probes: &Probes<'_>) {
     let Probes {
+        driver,
+        run: more,
         owned,
         escapes,
         secrets,
+        deny_log,
     } = probes;
+    let with = |mut run: serde_json::Value| {
+        for (k, v) in more.as_object().into_iter().flatten() {
+            run[k] = v.clone();
+        }
+        run
+    };
     let space = workspace();
     let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
     let refused = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
@@ -94,14 +112,15 @@ fn conformance(make: &MakeDriver, probes: &Probes<'_>) {
     let gw = gateway(make, &policy(space.path(), allowed), 2);
     let gw_port: u16 = gw.url.rsplit(':').next().unwrap().parse().unwrap();
     let script = workload(space.path(), allowed, refused, gw_port);
-    let run = json!({
-        "driver": "local",
+    let run = with(json!({
+        "driver": driver,
         "command": ["/usr/bin/bash", script.display().to_string()],
         "workspace": space.path().display().to_string(),
-    });
+        "env_allow": ["GREETING"],
+    }));
 
     // What the driver cannot run is refused before anything is stored.
-    let bad = json!({"driver": "local", "command": ["/nonexistent/program"], "workspace": space.path().display().to_string()});
+    let bad = json!({"driver": driver, "command": ["nonexistent-program"], "workspace": space.path().display().to_string()});
     let r = gw.call(
         "POST",
         "/v1/sandboxes",
@@ -151,6 +170,63 @@ fn conformance(make: &MakeDriver, probes: &Probes<'_>) {
     assert!(!owned("sb").is_empty(), "nothing runs for `sb`");
     assert!(!escapes("sb"), "the sandbox's network reaches its host");
 
+    // Exec: further commands, confined as the workload is, their output
+    // and exit status kept.
+    let ran = exec(
+        &gw,
+        "sb",
+        json!({"command": ["/usr/bin/bash", "-c", "echo out; echo err >&2; echo $GREETING; /usr/bin/id -u; exit 3"], "env": {"GREETING": "hi"}}),
+    );
+    assert_eq!(ran.record["state"], "exited", "{}", ran.record);
+    assert_eq!(ran.record["exit_status"], 3, "{}", ran.record);
+    assert_eq!(ran.stdout, format!("out\nhi\n{nobody}\n"));
+    assert_eq!(ran.stderr, "err\n");
+    let curl = |port: u16| json!({"command": ["/usr/bin/curl", "-s", "--max-time", "5", format!("http://127.0.0.1:{port}/")]});
+    let ran = exec(&gw, "sb", curl(allowed));
+    assert_eq!(
+        (&ran.record["exit_status"], ran.stdout.as_str()),
+        (&json!(0), "ok"),
+        "{}",
+        ran.record
+    );
+    let ran = exec(&gw, "sb", curl(refused));
+    assert_ne!(ran.record["exit_status"], 0, "{}", ran.record);
+    let log = deny_log("sb");
+    let denied = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .any(|e| e["dst_endpoint"]["port"] == refused && e["unmapped"]["sandbox"]["id"] == "sb");
+    assert!(denied, "the refused connect is not in the deny log:\n{log}");
+    let ran = exec(&gw, "sb", json!({"command": ["no-such-program"]}));
+    assert_eq!(ran.record["state"], "failed", "{}", ran.record);
+    assert!(
+        ran.record["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no-such-program"),
+        "{}",
+        ran.record
+    );
+    let ran = exec(
+        &gw,
+        "sb",
+        json!({"command": ["/usr/bin/sleep", "60"], "timeout_seconds": 1}),
+    );
+    assert_eq!(ran.record["timed_out"], true, "{}", ran.record);
+    assert_eq!(ran.record["exit_status"], 137, "{}", ran.record);
+    let r = gw.call(
+        "POST",
+        "/v1/sandboxes/sb/execs",
+        Some(json!({"command": ["/usr/bin/env"], "env": {"HOME": "/"}})),
+    );
+    assert_eq!(r.status, 400, "{:?}", r.json());
+    let listed = gw.call("GET", "/v1/sandboxes/sb/execs", None).json();
+    assert_eq!(
+        listed["execs"].as_array().map_or(0, Vec::len),
+        5,
+        "{listed}"
+    );
+
     // Stop: nothing left running, the session revoked, the workspace kept.
     let r = gw.call("POST", "/v1/sandboxes/sb/stop", None);
     assert_eq!(r.status, 200, "{:?}", r.json());
@@ -158,6 +234,12 @@ fn conformance(make: &MakeDriver, probes: &Probes<'_>) {
     assert!(owned("sb").is_empty(), "{:?}", owned("sb"));
     assert!(secrets("sb").is_empty(), "{:?}", secrets("sb"));
     assert!(space.path().join("result").exists());
+    let r = gw.call(
+        "POST",
+        "/v1/sandboxes/sb/execs",
+        Some(json!({"command": ["/usr/bin/true"]})),
+    );
+    assert_eq!(r.status, 409, "{:?}", r.json());
 
     // Start: a new generation in the same workspace.
     std::fs::remove_file(space.path().join("result")).unwrap();
@@ -241,9 +323,14 @@ fn the_local_driver_passes_the_conformance_suite() {
     conformance(
         &make,
         &Probes {
+            driver: "local",
+            run: json!({}),
             owned: &|id| processes_naming(&dir.join(id).display().to_string()),
             escapes: &escapes,
             secrets: &secrets,
+            deny_log: &|id| {
+                std::fs::read_to_string(dir.join(id).join("deny.log")).unwrap_or_default()
+            },
         },
     );
     assert!(
@@ -492,4 +579,146 @@ fn a_gateway_killed_mid_start_leaves_a_ready_sandbox_or_nothing() {
     }
     let _ = serve.kill();
     let _ = serve.wait();
+}
+
+/// Containers of Podman whose name starts with `prefix`: those that run,
+/// or with `all` those that ended too.
+fn containers_named(prefix: &str, all: bool) -> Vec<String> {
+    let mut ps = Command::new("podman");
+    ps.args(["ps", "--format", "{{.Names}}"]);
+    if all {
+        ps.arg("-a");
+    }
+    let out = ps.output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An IPv4 address of this host other than loopback.
+fn host_address() -> String {
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            l.split_whitespace()
+                .nth(3)?
+                .split('/')
+                .next()
+                .map(str::to_owned)
+        })
+        .expect("this host has no global IPv4 address to listen on")
+}
+
+#[test]
+fn the_podman_driver_passes_the_conformance_suite() {
+    host::require_podman();
+    let sandbox = host::static_sandbox();
+    let root = tempfile::Builder::new()
+        .prefix("osp-podman-")
+        .tempdir()
+        .unwrap();
+    // No registry is reachable: the workload's image is a root filesystem
+    // with the host's /usr lent read-only, and the host's users.
+    let mut volumes = Vec::new();
+    let image = host::rootfs(&sandbox, |r| {
+        volumes = host::host_usr(r);
+        for f in ["passwd", "group"] {
+            std::fs::copy(Path::new("/etc").join(f), r.join("etc").join(f)).unwrap();
+        }
+    });
+    let dir = root.path().to_path_buf();
+    let make = {
+        let (dir, sandbox, volumes) = (dir.clone(), sandbox.clone(), volumes.clone());
+        move |gw: &Path, url: &str| -> std::sync::Arc<dyn gateway::driver::Driver> {
+            std::sync::Arc::new(gateway::driver::podman::Podman {
+                root: dir.clone(),
+                supervisor: PathBuf::from(SUPERVISOR),
+                sandbox: sandbox.clone(),
+                gateway_urls: vec![url.to_owned()],
+                gateway_ca: gw.join("ca.pem"),
+                trust_keys: gw.join("trust.keys"),
+                user: (65534, 65534),
+                volumes: volumes.clone(),
+            })
+        }
+    };
+    let prefix = |id: &str| {
+        let (workload, _) = gateway::driver::podman::containers_of(&dir, id);
+        workload.trim_end_matches("-workload").to_owned()
+    };
+    // A listener on an address of the host: the host reaches it, the
+    // workload's container (no network) does not.
+    let escapes = |id: &str| {
+        let (workload, _) = gateway::driver::podman::containers_of(&dir, id);
+        let out = Command::new("podman")
+            .args(["inspect", "-f", "{{.State.Pid}}", &workload])
+            .output()
+            .unwrap();
+        let pid = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(
+            out.status.success() && pid != "0",
+            "{workload} does not run"
+        );
+        let host = host_address();
+        let port = http_server(TcpListener::bind((host.as_str(), 0)).unwrap()).port();
+        let connect = format!("exec 3<>/dev/tcp/{host}/{port}");
+        let from_host = Command::new("timeout")
+            .args(["3", "bash", "-c", &connect])
+            .status()
+            .unwrap();
+        assert!(from_host.success(), "the host does not reach {host}:{port}");
+        Command::new("nsenter")
+            .args(["-t", &pid, "-n", "timeout", "3", "bash", "-c", &connect])
+            .status()
+            .unwrap()
+            .success()
+    };
+    let secrets = |id: &str| -> Vec<PathBuf> {
+        ["sup", "shared"]
+            .iter()
+            .flat_map(|sub| {
+                std::fs::read_dir(dir.join(id).join(sub))
+                    .into_iter()
+                    .flatten()
+            })
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                name.starts_with("session.json") || name.starts_with("bootstrap-")
+            })
+            .collect()
+    };
+    conformance(
+        &make,
+        &Probes {
+            driver: "podman",
+            run: json!({"rootfs": image.path().display().to_string()}),
+            owned: &|id| containers_named(&prefix(id), false),
+            escapes: &escapes,
+            secrets: &secrets,
+            deny_log: &|id| {
+                std::fs::read_to_string(dir.join(id).join("sup").join("deny.log"))
+                    .unwrap_or_default()
+            },
+        },
+    );
+    assert!(
+        std::fs::read_dir(root.path()).unwrap().all(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with('.')),
+        "the driver left sandboxes behind"
+    );
+    for id in ["sb", "bad"] {
+        let left = containers_named(&prefix(id), true);
+        assert!(left.is_empty(), "containers left behind: {left:?}");
+    }
 }

@@ -22,8 +22,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sha2::{Digest as _, Sha256};
 
+use super::host::{self, fail, run, tag, tail};
 use super::{Driver, DriverError, DriverFut, Launch};
 
 /// The port the sandbox listens on, at its end of the veth pair.
@@ -51,25 +51,6 @@ pub struct Local {
     pub gateway_ca: PathBuf,
     /// The gateway directory's `trust.keys`.
     pub trust_keys: PathBuf,
-}
-
-fn fail(what: &str, e: impl std::fmt::Display) -> DriverError {
-    DriverError(format!("{what}: {e}"))
-}
-
-/// A short tag of the driver's root and the sandbox id, for interface and
-/// namespace names (at most 15 bytes for an interface): two drivers on
-/// one host never share one.
-fn tag(root: &Path, id: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(root.as_os_str().as_encoded_bytes());
-    h.update([0]);
-    h.update(id.as_bytes());
-    h.finalize()
-        .iter()
-        .take(5)
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// A process this driver started: its pid and its start time in clock
@@ -159,20 +140,6 @@ fn host_lock() -> Result<std::fs::File, DriverError> {
     lock.lock()
         .map_err(|e| fail(&format!("cannot take `{HOST_LOCK}`"), e))?;
     Ok(lock)
-}
-
-fn run(cmd: &mut Command, what: &str) -> Result<(), DriverError> {
-    let out = cmd
-        .output()
-        .map_err(|e| fail(&format!("cannot run {what}"), e))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(DriverError(format!(
-            "{what} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
 }
 
 /// One sandbox's names and files.
@@ -359,6 +326,39 @@ impl Local {
         Ok(started)
     }
 
+    /// Waits until `file` exists while every process in `alive` lives.
+    fn wait_for(
+        &self,
+        file: &Path,
+        alive: &[Started],
+        deadline: Instant,
+        place: &Place,
+    ) -> Result<(), DriverError> {
+        loop {
+            if file.exists() {
+                return Ok(());
+            }
+            if let Some(gone) = alive.iter().find(|p| !p.alive()) {
+                let log = |name: &str| tail(&place.file(name));
+                return Err(DriverError(format!(
+                    "process {} ended before the sandbox was ready; supervisor: {}; sandbox: {}",
+                    gone.pid,
+                    log("supervisor.log"),
+                    log("sandbox.log")
+                )));
+            }
+            if Instant::now() >= deadline {
+                return Err(DriverError(format!(
+                    "the sandbox was not ready within {READY_WITHIN:?}; supervisor: {}",
+                    tail(&place.file("supervisor.log"))
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl host::Steps for Local {
     fn start_blocking(&self, l: &Launch) -> Result<(), DriverError> {
         // Checked again: the workspace or the program may be gone since
         // the sandbox was created.
@@ -431,9 +431,11 @@ impl Local {
             .arg(&trust)
             .arg("--log")
             .arg(place.file("deny.log"))
-            .args(["--workdir", workspace])
-            .arg("--")
-            .args(&l.spec.command);
+            .args(["--workdir", workspace]);
+        if let Some(secs) = l.spec.timeout_seconds {
+            serve.args(["--timeout", &secs.to_string()]);
+        }
+        serve.arg("--").args(&l.spec.command);
         let supervisor = Self::spawn(&mut serve, &place.file("supervisor.log"))?;
         supervisor.write(&place.file("supervisor.pid"))?;
         let deadline = Instant::now() + READY_WITHIN;
@@ -454,37 +456,6 @@ impl Local {
         let sandbox_proc = Self::spawn(&mut sbx, &place.file("sandbox.log"))?;
         sandbox_proc.write(&place.file("sandbox.pid"))?;
         self.wait_for(&ready, &[supervisor, sandbox_proc], deadline, &place)
-    }
-
-    /// Waits until `file` exists while every process in `alive` lives.
-    fn wait_for(
-        &self,
-        file: &Path,
-        alive: &[Started],
-        deadline: Instant,
-        place: &Place,
-    ) -> Result<(), DriverError> {
-        loop {
-            if file.exists() {
-                return Ok(());
-            }
-            if let Some(gone) = alive.iter().find(|p| !p.alive()) {
-                let log = |name: &str| tail(&place.file(name));
-                return Err(DriverError(format!(
-                    "process {} ended before the sandbox was ready; supervisor: {}; sandbox: {}",
-                    gone.pid,
-                    log("supervisor.log"),
-                    log("sandbox.log")
-                )));
-            }
-            if Instant::now() >= deadline {
-                return Err(DriverError(format!(
-                    "the sandbox was not ready within {READY_WITHIN:?}; supervisor: {}",
-                    tail(&place.file("supervisor.log"))
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 
     fn running_blocking(&self, id: &str) -> bool {
@@ -531,6 +502,10 @@ impl Local {
             }
         }
     }
+
+    fn dir_of(&self, id: &str) -> PathBuf {
+        self.place(id).dir
+    }
 }
 
 /// What the local driver cannot run. A missing program is told here:
@@ -547,11 +522,6 @@ fn check(spec: &super::RunSpec) -> Result<(), String> {
     if spec.rootfs.is_some() || spec.image.is_some() {
         return Err(
             "the local driver runs on the host's own filesystem: leave out `run.rootfs` and `run.image`".into(),
-        );
-    }
-    if !spec.env_allow.is_empty() || spec.timeout_seconds.is_some() {
-        return Err(
-            "the local driver does not apply `run.env_allow` or `run.timeout_seconds` yet: leave them out".into(),
         );
     }
     let Some(program) = spec.command.first() else {
@@ -573,21 +543,7 @@ fn check(spec: &super::RunSpec) -> Result<(), String> {
 }
 
 /// The last lines of a log, for an error.
-fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().rev().take(6).collect();
-    lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
-}
-
 /// Runs blocking driver work off the runtime's threads.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, DriverError> + Send + 'static,
-) -> Result<T, DriverError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| fail("the driver's task stopped", e))?
-}
-
 impl Driver for Local {
     fn name(&self) -> &str {
         "local"
@@ -605,45 +561,19 @@ impl Driver for Local {
     }
 
     fn start(&self, launch: Launch) -> DriverFut<'_, ()> {
-        let me = self.clone();
-        Box::pin(blocking(move || {
-            let started = me.start_blocking(&launch);
-            if started.is_err() {
-                me.stop_blocking(&launch.id);
-            }
-            started
-        }))
+        host::start(self, launch)
     }
 
     fn running(&self, id: &str) -> DriverFut<'_, bool> {
-        let (me, id) = (self.clone(), id.to_owned());
-        Box::pin(blocking(move || Ok(me.running_blocking(&id))))
+        host::running(self, id)
     }
 
     fn stop(&self, id: &str) -> DriverFut<'_, ()> {
-        let (me, id) = (self.clone(), id.to_owned());
-        Box::pin(blocking(move || {
-            me.stop_blocking(&id);
-            if me.running_blocking(&id) {
-                return Err(DriverError(format!(
-                    "sandbox `{id}` still runs after SIGKILL"
-                )));
-            }
-            Ok(())
-        }))
+        host::stop(self, id)
     }
 
     fn remove(&self, id: &str) -> DriverFut<'_, ()> {
-        let (me, id) = (self.clone(), id.to_owned());
-        Box::pin(blocking(move || {
-            me.stop_blocking(&id);
-            let dir = me.place(&id).dir;
-            match std::fs::remove_dir_all(&dir) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(fail(&format!("cannot remove `{}`", dir.display()), e)),
-            }
-        }))
+        host::remove(self, id)
     }
 }
 

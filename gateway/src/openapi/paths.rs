@@ -8,6 +8,8 @@ use serde_json::{Map, Value, json};
 use super::Schemas;
 use crate::wire;
 
+mod exec;
+
 pub(super) const DESCRIPTION: &str = "\
 Proposes, proves, approves, signs and delivers policies to the
 supervisors of AI-agent sandboxes. Every request but `/healthz` and
@@ -48,7 +50,7 @@ const ERRORS: &[(&str, &str)] = &[
     ),
     (
         "Conflict",
-        "A lost race, a stale review token, a proposal not pending, a boundary changed since the proposal was proved, a token name or sandbox id taken.",
+        "A lost race, a stale review token, a proposal not pending, a boundary changed since the proposal was proved, a token name or sandbox id taken; a sandbox not in the phase the operation needs; an exec's output chunk past its stream's stored length, or an exec not running or ended otherwise.",
     ),
     ("TooLarge", "A body over 1 MiB (`code` `body_too_large`)."),
     (
@@ -365,7 +367,7 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
         ("503", "Unavailable"),
     ];
 
-    let items: Vec<PathItem> = vec![
+    let mut items: Vec<PathItem> = vec![
         ("/healthz", vec![], vec![("get", healthz)]),
         ("/readyz", vec![], vec![("get", readyz)]),
         ("/metrics", vec![], vec![("get", metrics)]),
@@ -684,6 +686,7 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
             )],
         ),
     ];
+    items.extend(exec::items(s));
     let mut out = Map::new();
     for (path, params, ops) in items {
         let mut item = Map::new();

@@ -18,7 +18,7 @@ use serde::Serialize;
 pub(crate) use sql::SqlStore;
 
 use crate::driver::RunSpec;
-pub(crate) use crate::wire::{Phase, ProposalState, Role, TokenInfo};
+pub(crate) use crate::wire::{ExecState, Phase, ProposalState, Role, Stream, TokenInfo};
 
 /// A store operation in flight.
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -329,6 +329,80 @@ pub struct StatusReport {
     pub(crate) now: i64,
 }
 
+/// A command run in a sandbox the gateway runs, as stored; its `env`
+/// values are not part of it (they go to the supervisor once).
+#[derive(Debug, Clone)]
+pub struct ExecRow {
+    pub(crate) id: String,
+    pub(crate) sandbox: String,
+    pub(crate) generation: i64,
+    pub(crate) command: Vec<String>,
+    pub(crate) env_names: Vec<String>,
+    pub(crate) workdir: Option<String>,
+    pub(crate) timeout_seconds: Option<i64>,
+    pub(crate) state: ExecState,
+    pub(crate) exit_status: Option<i64>,
+    pub(crate) timed_out: bool,
+    pub(crate) error: Option<String>,
+    /// Each stream's length as its supervisor sent it: where the next
+    /// chunk of it starts.
+    pub(crate) stdout_len: i64,
+    pub(crate) stderr_len: i64,
+    /// Output past the transcript limit was not kept.
+    pub(crate) truncated: bool,
+    pub(crate) created_by: String,
+    pub(crate) created_at: i64,
+    pub(crate) started_at: Option<i64>,
+    pub(crate) ended_at: Option<i64>,
+}
+
+/// A command to queue for a sandbox's generation.
+#[derive(Debug, Clone)]
+pub struct NewExec {
+    pub(crate) id: String,
+    pub(crate) sandbox: String,
+    pub(crate) generation: i64,
+    pub(crate) command: Vec<String>,
+    pub(crate) env: std::collections::BTreeMap<String, String>,
+    pub(crate) workdir: Option<String>,
+    pub(crate) timeout_seconds: Option<i64>,
+    pub(crate) created_by: String,
+    pub(crate) now: i64,
+}
+
+/// A command a supervisor claimed, with its `env` (read as the claim
+/// cleared it from the row).
+#[derive(Debug, Clone)]
+pub struct ClaimedExec {
+    pub(crate) id: String,
+    pub(crate) command: Vec<String>,
+    pub(crate) env: std::collections::BTreeMap<String, String>,
+    pub(crate) workdir: Option<String>,
+    pub(crate) timeout_seconds: Option<i64>,
+}
+
+/// Bytes of one stream of a command's output, from `offset` on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputPiece {
+    pub(crate) stream: Stream,
+    pub(crate) offset: i64,
+    pub(crate) data: Vec<u8>,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecEnd {
+    /// It ran.
+    Exited {
+        /// 0 to 255, as the sandbox reported it.
+        status: i64,
+        /// It was killed at its timeout.
+        timed_out: bool,
+    },
+    /// It could not run; why.
+    Failed(String),
+}
+
 /// One audit row to append.
 #[derive(Debug, Clone)]
 pub struct AuditEntry {
@@ -448,6 +522,45 @@ pub trait Store: Send + Sync {
     /// Whether this process is the only one on the database (SQLite): then
     /// a lease found at start was held by a process that is gone.
     fn one_process(&self) -> bool;
+    /// Queues a command for the sandbox's generation `exec.generation`;
+    /// a conflict unless the sandbox is `ready` at that generation when
+    /// it commits. Wakes the sandbox's supervisor on every replica.
+    fn create_exec(&self, exec: NewExec, audit: AuditEntry) -> Fut<'_, ()>;
+    /// One command of a sandbox.
+    fn exec(&self, sandbox: &str, id: &str) -> Fut<'_, Option<ExecRow>>;
+    /// A sandbox's commands, newest first, at most `limit`.
+    fn execs(&self, sandbox: &str, limit: i64) -> Fut<'_, Vec<ExecRow>>;
+    /// Claims the oldest queued command of the sandbox's current
+    /// generation while it is `ready`: it becomes `running` and its `env`
+    /// leaves the row in the same write. Of two claims, one gets it.
+    fn claim_exec(&self, sandbox: &str, now: i64) -> Fut<'_, Option<ClaimedExec>>;
+    /// Stores what of `piece` is new past the stream's stored length,
+    /// while the command runs; [`StoreError::Conflict`] when it starts
+    /// past that length (the message names it) or the command is not
+    /// running. Bytes past `limit` (both streams) are not kept and mark
+    /// the transcript truncated.
+    fn append_output(&self, sandbox: &str, id: &str, piece: OutputPiece, limit: i64)
+    -> Fut<'_, ()>;
+    /// Ends a running command; `false` when it had ended already in the
+    /// same way (nothing written), a conflict when it ended otherwise or
+    /// was never claimed.
+    fn end_exec(
+        &self,
+        sandbox: &str,
+        id: &str,
+        end: ExecEnd,
+        now: i64,
+        audit: AuditEntry,
+    ) -> Fut<'_, bool>;
+    /// The stored output past `stdout` and `stderr` (offsets in each
+    /// stream), in arrival order, at most `max` bytes in all.
+    fn exec_output(
+        &self,
+        id: &str,
+        stdout: i64,
+        stderr: i64,
+        max: usize,
+    ) -> Fut<'_, Vec<OutputPiece>>;
     /// The policy's boundary, if it has one.
     fn boundary(&self, policy: &str) -> Fut<'_, Option<BoundaryRow>>;
     /// Sets (or replaces) a policy's boundary, making the policy's row if

@@ -16,6 +16,7 @@
 
 mod admin;
 mod boundary;
+mod exec;
 mod lifecycle;
 mod proposals;
 
@@ -29,6 +30,10 @@ pub(crate) use admin::{
     TokenList,
 };
 pub(crate) use boundary::{Boundary, BoundaryRefusal, BoundaryRequest, RemovedBoundary};
+pub(crate) use exec::{
+    EndRequest, Exec, ExecClaim, ExecList, ExecOutput, ExecRequest, ExecState, OutputChunk,
+    OutputRequest, Stream,
+};
 pub(crate) use lifecycle::Phase;
 pub(crate) use proposals::{
     ApproveRequest, CheckReport, ContainmentView, FindingView, Proposal, ProposalList,

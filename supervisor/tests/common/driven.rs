@@ -2,6 +2,7 @@
 //! drivers' suite and the lifecycle benchmark. Included by path where it
 //! is used (`#[path = "common/driven.rs"] mod driven;`), beside `common`:
 //! the other test binaries need not link the gateway.
+#![allow(dead_code, reason = "each binary that includes it uses a part")]
 
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt as _;
@@ -153,5 +154,55 @@ pub fn local_driver(root: &Path) -> impl Fn(&Path, &str) -> Arc<dyn Driver> + us
             gateway_ca: dir.join("ca.pem"),
             trust_keys: dir.join("trust.keys"),
         })
+    }
+}
+
+/// What a further command did: its record, its standard output and error.
+pub struct Ran {
+    pub record: Value,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `body` (`command`, `env`, `timeout_seconds`...) in sandbox `id`
+/// through the gateway and follows its output until it has ended.
+pub fn exec(gw: &Gw, id: &str, body: Value) -> Ran {
+    use base64::Engine as _;
+    let r = gw.call("POST", &format!("/v1/sandboxes/{id}/execs"), Some(body));
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    let exec = r.json()["id"].as_str().unwrap().to_owned();
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let path = format!(
+            "/v1/sandboxes/{id}/execs/{exec}/output?stdout={}&stderr={}&wait=30",
+            stdout.len(),
+            stderr.len()
+        );
+        let r = gw.call("GET", &path, None);
+        assert_eq!(r.status, 200, "{:?}", r.json());
+        let v = r.json();
+        let chunks = v["chunks"].as_array().unwrap();
+        for c in chunks {
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(c["data"].as_str().unwrap())
+                .unwrap();
+            match c["stream"].as_str().unwrap() {
+                "stdout" => stdout.extend(data),
+                _ => stderr.extend(data),
+            }
+        }
+        let state = v["exec"]["state"].as_str().unwrap_or_default();
+        if chunks.is_empty() && matches!(state, "exited" | "failed") {
+            return Ran {
+                record: v["exec"].clone(),
+                stdout: String::from_utf8_lossy(&stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            };
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{exec} did not end: {v}"
+        );
     }
 }

@@ -202,6 +202,7 @@ pub fn bootstrap(
         }),
         trust: None,
         reattach_within,
+        timeout_seconds: None,
     }
 }
 

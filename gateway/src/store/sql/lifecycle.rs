@@ -132,6 +132,19 @@ impl SqlStore {
         if changed.rows_affected() != 1 {
             return Err(self.lost_sandbox(&mut tx, &t.id).await);
         }
+        // No supervisor is left to run the sandbox's commands or to say
+        // how they ended: they fail with the change, or go with the
+        // sandbox. A stop that rolls back to `ready` leaves them running.
+        let failed = match t.to {
+            Some(Phase::Stopped | Phase::Failed) => {
+                super::exec::fail_open(&mut tx, &t.id, t.now).await?
+            }
+            None => {
+                super::exec::delete_all(&mut tx, &t.id).await?;
+                0
+            }
+            Some(_) => 0,
+        };
         let revoked = match &t.tokens {
             Tokens::Keep => 0,
             Tokens::Revoke => revoke(&mut tx, &t.id).await?,
@@ -144,6 +157,9 @@ impl SqlStore {
         let mut audit = audit;
         if let Some(obj) = audit.detail.as_object_mut() {
             obj.insert("revoked".into(), revoked.into());
+            if failed > 0 {
+                obj.insert("execs_failed".into(), failed.into());
+            }
         }
         append(&mut tx, &audit).await?;
         self.notify(&mut tx, &format!("sandbox:{}", t.id)).await?;
