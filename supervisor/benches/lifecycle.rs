@@ -26,6 +26,8 @@
 mod common;
 #[path = "../tests/common/driven.rs"]
 mod driven;
+#[path = "../../sandbox/tests/podman/host.rs"]
+mod host;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -90,21 +92,24 @@ fn run(space: &Path, id: &str) -> serde_json::Value {
     })
 }
 
-fn main() {
-    let root = tempfile::Builder::new()
-        .prefix("osp-bench-local-")
-        .tempdir()
-        .unwrap();
-    let space = driven::workspace();
-    let make = driven::local_driver(root.path());
-    let gw = driven::gateway(&make, &driven::policy(space.path(), 9), 30);
-
+/// Create → ready and → first line, `ROUNDS` one at a time, then the exec
+/// round trip, `ROUNDS` in turn, on a gateway with one driver (`name`,
+/// its `run` completed by `more`).
+fn medians(gw: &driven::Gw, space: &Path, name: &str, more: &serde_json::Value) {
+    let run_with = |id: &str| {
+        let mut run = run(space, id);
+        run["driver"] = json!(name);
+        for (k, v) in more.as_object().into_iter().flatten() {
+            run[k] = v.clone();
+        }
+        run
+    };
     let mut to_ready = Vec::new();
     let mut to_output = Vec::new();
     for i in 0..ROUNDS {
-        let id = format!("one-{i}");
-        let body = json!({"id": id, "policy": "agent", "run": run(space.path(), &id)});
-        let first = space.path().join(&id).join("first");
+        let id = format!("{name}-{i}");
+        let body = json!({"id": id, "policy": "agent", "run": run_with(&id)});
+        let first = space.join(&id).join("first");
         let start = Instant::now();
         let r = gw.call("POST", "/v1/sandboxes", Some(body));
         assert_eq!(r.status, 201, "{:?}", r.json());
@@ -119,23 +124,23 @@ fn main() {
     to_ready.sort();
     to_output.sort();
     println!(
-        "create → ready, {ROUNDS} one at a time: median {}, p90 {}",
+        "{name}: create → ready, {ROUNDS} one at a time: median {}, p90 {}",
         ms(percentile(&to_ready, 0.5)),
         ms(percentile(&to_ready, 0.9))
     );
     println!(
-        "create → first line written, {ROUNDS} one at a time: median {}, p90 {}",
+        "{name}: create → first line written, {ROUNDS} one at a time: median {}, p90 {}",
         ms(percentile(&to_output, 0.5)),
         ms(percentile(&to_output, 0.9))
     );
-
-    let body = json!({"id": "exec", "policy": "agent", "run": run(space.path(), "exec")});
+    let id = format!("{name}-exec");
+    let body = json!({"id": id, "policy": "agent", "run": run_with(&id)});
     let r = gw.call("POST", "/v1/sandboxes", Some(body));
     assert_eq!(r.status, 201, "{:?}", r.json());
     let mut round_trips = Vec::new();
     for _ in 0..ROUNDS {
         let start = Instant::now();
-        let ran = driven::exec(&gw, "exec", json!({"command": ["/usr/bin/echo", "hi"]}));
+        let ran = driven::exec(gw, &id, json!({"command": ["/usr/bin/echo", "hi"]}));
         round_trips.push(start.elapsed());
         assert_eq!(
             (ran.record["exit_status"].as_u64(), ran.stdout.as_str()),
@@ -144,12 +149,23 @@ fn main() {
     }
     round_trips.sort();
     println!(
-        "exec round trip (`echo hi`: queued, run, output and status read back), {ROUNDS} in turn: median {}, p90 {}",
+        "{name}: exec round trip (`echo hi`: queued, run, output and status read back), {ROUNDS} in turn: median {}, p90 {}",
         ms(percentile(&round_trips, 0.5)),
         ms(percentile(&round_trips, 0.9))
     );
-    let r = gw.call("DELETE", "/v1/sandboxes/exec", None);
+    let r = gw.call("DELETE", &format!("/v1/sandboxes/{id}"), None);
     assert_eq!(r.status, 200, "{:?}", r.json());
+}
+
+fn main() {
+    let root = tempfile::Builder::new()
+        .prefix("osp-bench-local-")
+        .tempdir()
+        .unwrap();
+    let space = driven::workspace();
+    let make = driven::local_driver(root.path());
+    let gw = driven::gateway(&make, &driven::policy(space.path(), 9), 30);
+    medians(&gw, space.path(), "local", &json!({}));
 
     let gateway_before = rss_kib("self");
     let start = Instant::now();
@@ -220,4 +236,34 @@ fn main() {
     for d in deletes {
         assert_eq!(gw.rt.block_on(d).unwrap(), 200, "a parallel delete failed");
     }
+
+    drop(gw);
+
+    // The Podman driver, with the static sandbox and a root filesystem
+    // lent the host's /usr (as its tests run it).
+    if std::env::var_os("OPENSHELL_STATIC_SANDBOX").is_none() {
+        println!("podman: not measured (OPENSHELL_STATIC_SANDBOX is not set)");
+        return;
+    }
+    host::require_podman();
+    let sandbox = host::static_sandbox();
+    let mut volumes = Vec::new();
+    let image = host::rootfs(&sandbox, |r| {
+        volumes = host::host_usr(r);
+        for f in ["passwd", "group"] {
+            std::fs::copy(Path::new("/etc").join(f), r.join("etc").join(f)).unwrap();
+        }
+    });
+    let root = tempfile::Builder::new()
+        .prefix("osp-bench-podman-")
+        .tempdir()
+        .unwrap();
+    let make = driven::podman_driver(root.path(), &sandbox, &volumes);
+    let gw = driven::gateway(&make, &driven::policy(space.path(), 9), 30);
+    medians(
+        &gw,
+        space.path(),
+        "podman",
+        &json!({"rootfs": image.path().display().to_string()}),
+    );
 }

@@ -633,21 +633,7 @@ fn the_podman_driver_passes_the_conformance_suite() {
         }
     });
     let dir = root.path().to_path_buf();
-    let make = {
-        let (dir, sandbox, volumes) = (dir.clone(), sandbox.clone(), volumes.clone());
-        move |gw: &Path, url: &str| -> std::sync::Arc<dyn gateway::driver::Driver> {
-            std::sync::Arc::new(gateway::driver::podman::Podman {
-                root: dir.clone(),
-                supervisor: PathBuf::from(SUPERVISOR),
-                sandbox: sandbox.clone(),
-                gateway_urls: vec![url.to_owned()],
-                gateway_ca: gw.join("ca.pem"),
-                trust_keys: gw.join("trust.keys"),
-                user: (65534, 65534),
-                volumes: volumes.clone(),
-            })
-        }
-    };
+    let make = driven::podman_driver(&dir, &sandbox, &volumes);
     let prefix = |id: &str| {
         let (workload, _) = gateway::driver::podman::containers_of(&dir, id);
         workload.trim_end_matches("-workload").to_owned()
@@ -721,4 +707,86 @@ fn the_podman_driver_passes_the_conformance_suite() {
         let left = containers_named(&prefix(id), true);
         assert!(left.is_empty(), "containers left behind: {left:?}");
     }
+}
+
+/// An image Podman has (no registry is asked): a root filesystem imported
+/// with `podman import`, the host's /usr lent by a driver volume. A
+/// sandbox runs from it and runs a command; the image stays, the
+/// containers go.
+#[test]
+fn the_podman_driver_runs_a_sandbox_from_an_image() {
+    host::require_podman();
+    let sandbox = host::static_sandbox();
+    let mut volumes = Vec::new();
+    let rootfs = host::rootfs(&sandbox, |r| {
+        volumes = host::host_usr(r);
+        for f in ["passwd", "group"] {
+            std::fs::copy(Path::new("/etc").join(f), r.join("etc").join(f)).unwrap();
+        }
+    });
+    let tar = tempfile::NamedTempFile::new().unwrap();
+    let status = Command::new("tar")
+        .args(["-C"])
+        .arg(rootfs.path())
+        .args(["-cf"])
+        .arg(tar.path())
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let image = format!("localhost/osp-test-image-{}", std::process::id());
+    let out = Command::new("podman")
+        .args(["import", "-q"])
+        .arg(tar.path())
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let root = tempfile::Builder::new()
+        .prefix("osp-podman-")
+        .tempdir()
+        .unwrap();
+    let space = workspace();
+    let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
+    let gw = gateway(
+        &driven::podman_driver(root.path(), &sandbox, &volumes),
+        &policy(space.path(), allowed),
+        30,
+    );
+    let run = json!({
+        "driver": "podman",
+        "command": ["/usr/bin/sleep", "600"],
+        "workspace": space.path().display().to_string(),
+        "image": image,
+    });
+    let r = gw.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"id": "img", "policy": "agent", "run": run})),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    let ran = exec(&gw, "img", json!({"command": ["/usr/bin/id", "-u"]}));
+    assert_eq!(
+        (ran.record["exit_status"].as_u64(), ran.stdout.trim()),
+        (Some(0), "65534")
+    );
+    let r = gw.call("DELETE", "/v1/sandboxes/img", None);
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    let (workload, supervisor) = gateway::driver::podman::containers_of(root.path(), "img");
+    for c in [workload, supervisor] {
+        assert!(containers_named(&c, true).is_empty(), "{c} is left");
+    }
+    let _ = Command::new("podman").args(["rmi", "-f", &image]).output();
+    // An image Podman does not have is refused before anything is stored.
+    let run = json!({"driver": "podman", "command": ["/usr/bin/true"], "workspace": space.path().display().to_string(), "image": "localhost/osp-no-such-image"});
+    let r = gw.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"id": "none", "policy": "agent", "run": run})),
+    );
+    assert_eq!(r.status, 400, "{:?}", r.json());
 }

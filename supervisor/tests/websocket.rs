@@ -449,7 +449,8 @@ fn a_reload_judges_the_next_message_by_the_new_rules_and_closes_revoked_relays_w
                 let denied = std::fs::read_to_string(s.dir.log()).unwrap_or_default();
                 let served = std::fs::read_to_string(&s.server.record).unwrap_or_default();
                 panic!(
-                    "the run ended before {what}:\n{out}\n{err}\ndeny log:\n{denied}\nthe server saw:\n{served}"
+                    "the run ended before {what}:\n{out}\n{err}\ndeny log:\n{denied}\nthe server saw:\n{served}\nthe server's stderr:\n{}",
+                    s.server.stderr()
                 );
             }
             assert!(

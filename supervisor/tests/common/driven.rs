@@ -157,6 +157,29 @@ pub fn local_driver(root: &Path) -> impl Fn(&Path, &str) -> Arc<dyn Driver> + us
     }
 }
 
+/// The Podman driver, keeping its sandboxes under `root`, running the
+/// static `sandbox` as `nobody`, every workload container given
+/// `volumes`.
+pub fn podman_driver(
+    root: &Path,
+    sandbox: &Path,
+    volumes: &[String],
+) -> impl Fn(&Path, &str) -> Arc<dyn Driver> + use<> {
+    let (root, sandbox, volumes) = (root.to_path_buf(), sandbox.to_path_buf(), volumes.to_vec());
+    move |dir: &Path, url: &str| -> Arc<dyn Driver> {
+        Arc::new(gateway::driver::podman::Podman {
+            root: root.clone(),
+            supervisor: PathBuf::from(SUPERVISOR),
+            sandbox: sandbox.clone(),
+            gateway_urls: vec![url.to_owned()],
+            gateway_ca: dir.join("ca.pem"),
+            trust_keys: dir.join("trust.keys"),
+            user: (65534, 65534),
+            volumes: volumes.clone(),
+        })
+    }
+}
+
 /// What a further command did: its record, its standard output and error.
 pub struct Ran {
     pub record: Value,
