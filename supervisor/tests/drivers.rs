@@ -366,22 +366,15 @@ fn gateway_program() -> PathBuf {
     Path::new(SUPERVISOR).with_file_name("openshell-gateway")
 }
 
-/// `openshell-gateway serve --driver local` on `d` (made by `init`),
-/// listening on `listen`, started once it says where it listens.
-fn serve_local(d: &Path, listen: &str) -> std::process::Child {
+/// `openshell-gateway serve` on `d` (made by `init`) with the driver
+/// flags `driver`, listening on `listen`, started once it says where it
+/// listens.
+fn serve_program(d: &Path, listen: &str, driver: &[String]) -> std::process::Child {
     let mut serve = Command::new(gateway_program())
         .args(["serve", "--dir"])
         .arg(d)
-        .args([
-            "--listen",
-            listen,
-            "--driver",
-            "local",
-            "--supervisor-bin",
-            SUPERVISOR,
-        ])
-        .arg("--sandbox-bin")
-        .arg(common::standalone::sandbox_exe())
+        .args(["--listen", listen])
+        .args(driver)
         .stdout(std::process::Stdio::piped())
         .stderr(
             std::fs::OpenOptions::new()
@@ -402,10 +395,30 @@ fn serve_local(d: &Path, listen: &str) -> std::process::Child {
     serve
 }
 
+/// `serve`'s flags for the local driver.
+fn local_flags() -> Vec<String> {
+    let sandbox = common::standalone::sandbox_exe();
+    [
+        "--driver",
+        "local",
+        "--supervisor-bin",
+        SUPERVISOR,
+        "--sandbox-bin",
+    ]
+    .map(str::to_owned)
+    .into_iter()
+    .chain([sandbox.display().to_string()])
+    .collect()
+}
+
 /// A gateway directory with policy `agent` approved for `space` (the
 /// allowed upstream on `allowed`), served by `openshell-gateway serve
 /// --driver local`: the directory, the URL, the process.
-fn program_gateway(space: &Path, allowed: u16) -> (tempfile::TempDir, String, std::process::Child) {
+fn program_gateway(
+    space: &Path,
+    allowed: u16,
+    driver: &[String],
+) -> (tempfile::TempDir, String, std::process::Child) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let out = Command::new(gateway_program())
@@ -424,7 +437,7 @@ fn program_gateway(space: &Path, allowed: u16) -> (tempfile::TempDir, String, st
         .unwrap()
         .port();
     let listen = format!("127.0.0.1:{port}");
-    let serve = serve_local(d, &listen);
+    let serve = serve_program(d, &listen, driver);
     let url = format!("https://{listen}");
     let admin = d.join("admin.token");
     let source = d.join("agent.policy");
@@ -456,7 +469,7 @@ fn program_gateway(space: &Path, allowed: u16) -> (tempfile::TempDir, String, st
 fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
     let space = workspace();
     let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
-    let (dir, url, mut serve) = program_gateway(space.path(), allowed);
+    let (dir, url, mut serve) = program_gateway(space.path(), allowed, &local_flags());
     let d = dir.path();
     let admin = d.join("admin.token");
     let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
@@ -513,9 +526,35 @@ fn the_gateway_program_runs_a_sandbox_with_the_local_driver() {
 /// what was made (`failed`, nothing left running).
 #[test]
 fn a_gateway_killed_mid_start_leaves_a_ready_sandbox_or_nothing() {
+    killed_mid_start(&Killed {
+        driver: "local",
+        run: json!({}),
+        flags: local_flags(),
+        after: [0, 30, 60],
+        running: &|d, id| processes_naming(&d.join("local").join(id).display().to_string()),
+    });
+}
+
+/// A driver as the gateway program runs it, for [`killed_mid_start`].
+struct Killed<'a> {
+    driver: &'a str,
+    /// What its `run` needs besides the command and the workspace.
+    run: serde_json::Value,
+    /// `serve`'s flags for it.
+    flags: Vec<String>,
+    /// When to kill the gateway, in milliseconds into a start.
+    after: [u64; 3],
+    /// What runs of sandbox `id` of the gateway directory `d`.
+    running: &'a dyn Fn(&Path, &str) -> Vec<String>,
+}
+
+/// The gateway program is killed a little later into each start; the
+/// next one finishes it: a ready sandbox whose workload runs confined, or
+/// a failed one with nothing running.
+fn killed_mid_start(k: &Killed<'_>) {
     let space = workspace();
     let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
-    let (dir, url, mut serve) = program_gateway(space.path(), allowed);
+    let (dir, url, mut serve) = program_gateway(space.path(), allowed, &k.flags);
     let d = dir.path();
     let admin = d.join("admin.token");
     let listen = url.trim_start_matches("https://").to_owned();
@@ -527,14 +566,18 @@ fn a_gateway_killed_mid_start_leaves_a_ready_sandbox_or_nothing() {
         .build()
         .unwrap();
     let script = workload(space.path(), allowed, 9, 9);
-    for (i, after) in [0u64, 30, 60].into_iter().enumerate() {
+    for (i, after) in k.after.into_iter().enumerate() {
         let id = format!("sb{i}");
         let _ = std::fs::remove_file(space.path().join("result"));
-        let body = json!({"id": id, "policy": "agent", "run": {
-            "driver": "local",
+        let mut run = json!({
+            "driver": k.driver,
             "command": ["/usr/bin/bash", script.display().to_string()],
             "workspace": space.path().display().to_string(),
-        }});
+        });
+        for (key, v) in k.run.as_object().into_iter().flatten() {
+            run[key] = v.clone();
+        }
+        let body = json!({"id": id, "policy": "agent", "run": run});
         let r = rt
             .block_on(client.send(
                 "POST",
@@ -548,7 +591,7 @@ fn a_gateway_killed_mid_start_leaves_a_ready_sandbox_or_nothing() {
         std::thread::sleep(Duration::from_millis(after));
         serve.kill().unwrap();
         serve.wait().unwrap();
-        serve = serve_local(d, &listen);
+        serve = serve_program(d, &listen, &k.flags);
         let deadline = Instant::now() + Duration::from_secs(60);
         let v = loop {
             let (rc, out, err) = gateway_cli(d, &url, &admin, &["sandbox", "show", &id]);
@@ -563,8 +606,7 @@ fn a_gateway_killed_mid_start_leaves_a_ready_sandbox_or_nothing() {
             );
             std::thread::sleep(Duration::from_millis(100));
         };
-        let mine = d.join("local").join(&id).display().to_string();
-        let running = processes_naming(&mine);
+        let running = (k.running)(d, &id);
         eprintln!("killed {after} ms into the start: {}", v["phase"]);
         match v["phase"].as_str() {
             Some("ready") => {
@@ -575,10 +617,53 @@ fn a_gateway_killed_mid_start_leaves_a_ready_sandbox_or_nothing() {
         }
         let (rc, _, err) = gateway_cli(d, &url, &admin, &["sandbox", "delete", &id]);
         assert_eq!(rc, 0, "{err}");
-        assert!(processes_naming(&mine).is_empty());
+        assert!((k.running)(d, &id).is_empty());
     }
     let _ = serve.kill();
     let _ = serve.wait();
+}
+
+#[test]
+fn a_gateway_killed_mid_start_leaves_a_ready_podman_sandbox_or_nothing() {
+    host::require_podman();
+    let sandbox = host::static_sandbox();
+    let mut volumes = Vec::new();
+    let image = podman_rootfs(&sandbox, &mut volumes);
+    let mut flags: Vec<String> = ["--driver", "podman", "--supervisor-bin", SUPERVISOR]
+        .map(str::to_owned)
+        .to_vec();
+    flags.extend([
+        "--podman-sandbox-bin".to_owned(),
+        sandbox.display().to_string(),
+    ]);
+    for v in &volumes {
+        flags.extend(["--podman-volume".to_owned(), v.clone()]);
+    }
+    killed_mid_start(&Killed {
+        driver: "podman",
+        run: json!({"rootfs": image.path().display().to_string()}),
+        flags,
+        after: [0, 80, 160],
+        running: &|d, id| {
+            let (workload, supervisor) =
+                gateway::driver::podman::containers_of(&d.join("podman"), id);
+            [workload, supervisor]
+                .into_iter()
+                .filter(|c| !containers_named(c, false).is_empty())
+                .collect()
+        },
+    });
+}
+
+/// A root filesystem for the Podman driver's workloads: the static
+/// sandbox, the host's users, and the host's /usr lent by `volumes`.
+fn podman_rootfs(sandbox: &Path, volumes: &mut Vec<String>) -> tempfile::TempDir {
+    host::rootfs(sandbox, |r| {
+        *volumes = host::host_usr(r);
+        for f in ["passwd", "group"] {
+            std::fs::copy(Path::new("/etc").join(f), r.join("etc").join(f)).unwrap();
+        }
+    })
 }
 
 /// Containers of Podman whose name starts with `prefix`: those that run,
@@ -626,12 +711,7 @@ fn the_podman_driver_passes_the_conformance_suite() {
     // No registry is reachable: the workload's image is a root filesystem
     // with the host's /usr lent read-only, and the host's users.
     let mut volumes = Vec::new();
-    let image = host::rootfs(&sandbox, |r| {
-        volumes = host::host_usr(r);
-        for f in ["passwd", "group"] {
-            std::fs::copy(Path::new("/etc").join(f), r.join("etc").join(f)).unwrap();
-        }
-    });
+    let image = podman_rootfs(&sandbox, &mut volumes);
     let dir = root.path().to_path_buf();
     let make = driven::podman_driver(&dir, &sandbox, &volumes);
     let prefix = |id: &str| {
@@ -718,12 +798,7 @@ fn the_podman_driver_runs_a_sandbox_from_an_image() {
     host::require_podman();
     let sandbox = host::static_sandbox();
     let mut volumes = Vec::new();
-    let rootfs = host::rootfs(&sandbox, |r| {
-        volumes = host::host_usr(r);
-        for f in ["passwd", "group"] {
-            std::fs::copy(Path::new("/etc").join(f), r.join("etc").join(f)).unwrap();
-        }
-    });
+    let rootfs = podman_rootfs(&sandbox, &mut volumes);
     let tar = tempfile::NamedTempFile::new().unwrap();
     let status = Command::new("tar")
         .args(["-C"])
