@@ -851,6 +851,51 @@ fn the_podman_driver_runs_a_sandbox_from_an_image() {
     );
     let r = gw.call("DELETE", "/v1/sandboxes/img", None);
     assert_eq!(r.status, 200, "{:?}", r.json());
+
+    // A volume as the workspace: made at the first start, given to the
+    // containers' user, kept across stop and start.
+    let volume = format!("osp-test-workspace-{}", std::process::id());
+    let at_volume = policy(Path::new("/workspace"), allowed).replace("\"agent\"", "\"vol\"");
+    gw.approve(&gw.author("bob"), "vol", &at_volume);
+    let run = json!({
+        "driver": "podman",
+        "command": ["/usr/bin/sleep", "600"],
+        "workspace": volume,
+        "image": image,
+    });
+    let r = gw.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"id": "vol", "policy": "vol", "run": run})),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    let ran = exec(
+        &gw,
+        "vol",
+        json!({"command": ["/usr/bin/bash", "-c", "pwd; echo kept > kept"]}),
+    );
+    assert_eq!(
+        (ran.record["exit_status"].as_u64(), ran.stdout.as_str()),
+        (Some(0), "/workspace\n"),
+        "{}",
+        ran.stderr
+    );
+    for step in ["stop", "start"] {
+        let r = gw.call("POST", &format!("/v1/sandboxes/vol/{step}"), None);
+        assert_eq!(r.status, 200, "{:?}", r.json());
+    }
+    let ran = exec(
+        &gw,
+        "vol",
+        json!({"command": ["/usr/bin/cat", "/workspace/kept"]}),
+    );
+    assert_eq!(ran.stdout, "kept\n", "{}", ran.stderr);
+    let r = gw.call("DELETE", "/v1/sandboxes/vol", None);
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    let _ = Command::new("podman")
+        .args(["volume", "rm", "-f", &volume])
+        .output();
+
     let (workload, supervisor) = gateway::driver::podman::containers_of(root.path(), "img");
     for c in [workload, supervisor] {
         assert!(containers_named(&c, true).is_empty(), "{c} is left");

@@ -163,18 +163,66 @@ fn host_trees() -> Vec<String> {
     volumes
 }
 
+/// Where the workload's workspace comes from.
+enum Workspace<'a> {
+    /// A directory of the host, mounted at the same path.
+    Dir(&'a str),
+    /// A Podman volume (made at the first start if missing, kept across
+    /// stop and start, and after a delete), mounted at [`VOLUME_AT`].
+    Volume(&'a str),
+}
+
+/// Where a volume workspace is in the workload's container.
+const VOLUME_AT: &str = "/workspace";
+
+impl<'a> Workspace<'a> {
+    fn of(workspace: &'a str) -> Self {
+        if workspace.starts_with('/') {
+            Self::Dir(workspace)
+        } else {
+            Self::Volume(workspace)
+        }
+    }
+
+    /// The workload's working directory, and the `-v` that gives it.
+    fn mount(&self) -> (&'a str, String) {
+        match *self {
+            Self::Dir(dir) => (dir, format!("{dir}:{dir}")),
+            // `U`: the volume is given to the containers' user.
+            Self::Volume(name) => (VOLUME_AT, format!("{name}:{VOLUME_AT}:U")),
+        }
+    }
+}
+
+fn volume_name(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
 /// What the Podman driver cannot run.
 fn check(spec: &RunSpec) -> Result<(), String> {
     let Some(workspace) = spec.workspace.as_deref() else {
         return Err(
-            "the Podman driver needs `run.workspace`: a directory of the gateway's host, mounted at the same path"
+            "the Podman driver needs `run.workspace`: a directory of the gateway's host (mounted at the same path) or a volume's name (mounted at /workspace)"
                 .into(),
         );
     };
-    if !Path::new(workspace).is_absolute() || !Path::new(workspace).is_dir() {
-        return Err(format!(
-            "`run.workspace` `{workspace}` is not an absolute path to a directory on the gateway's host"
-        ));
+    match Workspace::of(workspace) {
+        Workspace::Dir(dir) if !Path::new(dir).is_dir() => {
+            return Err(format!(
+                "`run.workspace` `{workspace}` is not a directory on the gateway's host"
+            ));
+        }
+        Workspace::Volume(name) if !volume_name(name) => {
+            return Err(format!(
+                "`run.workspace` `{workspace}` is neither an absolute path nor a volume name (letters, digits, `_`, `.`, `-`, not starting with `.` or `-`)"
+            ));
+        }
+        _ => {}
     }
     match (&spec.rootfs, &spec.image) {
         (None, None) => {
@@ -259,7 +307,8 @@ impl Podman {
 impl host::Steps for Podman {
     fn start_blocking(&self, l: &Launch) -> Result<(), DriverError> {
         check(&l.spec).map_err(DriverError)?;
-        let workspace = l.spec.workspace.as_deref().unwrap_or_default();
+        let (workspace, workspace_volume) =
+            Workspace::of(l.spec.workspace.as_deref().unwrap_or_default()).mount();
         let place = self.place(&l.id);
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -355,7 +404,7 @@ impl host::Steps for Podman {
             .arg("-v")
             .arg(format!("{}:{SHARED}", shared.display()))
             .arg("-v")
-            .arg(format!("{workspace}:{workspace}"));
+            .arg(workspace_volume);
         for v in &self.volumes {
             sbx.args(["-v", v]);
         }
