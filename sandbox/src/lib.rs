@@ -29,6 +29,7 @@ pub mod mountinfo;
 pub mod noexec;
 pub mod pid1;
 pub mod plan;
+pub mod preflight;
 pub mod relay;
 pub mod standalone;
 pub mod stdio;

@@ -10,6 +10,10 @@
 //!
 //! `openshell-sandbox [--grace-period SECS] --bootstrap FILE`: started on
 //! its own, on another host than its supervisor (`sandbox::standalone`).
+//!
+//! `openshell-sandbox preflight`: whether this kernel, here, gives the
+//! sandbox what it enforces with (`sandbox::preflight`): a JSON report,
+//! exit status 0 when it does, 1 when it does not.
 
 #![forbid(unsafe_code)]
 
@@ -18,7 +22,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use sandbox::{launch, pid1, standalone};
+use sandbox::{launch, pid1, preflight, standalone};
 
 /// Exit status when this process cannot do its job (as `env` and `timeout`
 /// use 125).
@@ -26,7 +30,8 @@ const EXIT_SANDBOX_FAILED: u8 = 125;
 
 const USAGE: &str = "usage: openshell-sandbox [--grace-period SECS] -- COMMAND [ARGS...]
        openshell-sandbox [--grace-period SECS] --plan-fd P --control-fd C [--relay-fd R]
-       openshell-sandbox [--grace-period SECS] --bootstrap FILE";
+       openshell-sandbox [--grace-period SECS] --bootstrap FILE
+       openshell-sandbox preflight";
 
 /// What to be PID 1 of.
 enum Workload {
@@ -36,6 +41,22 @@ enum Workload {
 }
 
 fn main() -> ExitCode {
+    match std::env::args_os()
+        .nth(1)
+        .as_deref()
+        .and_then(|a| a.to_str())
+    {
+        Some("preflight") => {
+            let report = preflight::run();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            );
+            return ExitCode::from(u8::from(!report.ok));
+        }
+        Some(preflight::PROBE_ARG) => return ExitCode::from(preflight::child()),
+        _ => {}
+    }
     let (grace, workload) = match parse(std::env::args_os().skip(1)) {
         Ok(parsed) => parsed,
         Err(message) => {

@@ -7,7 +7,8 @@
 //!
 //! 1. The bootstrap file is read and deleted: it holds the sandbox's
 //!    channel key, which the workload must never read. A file that cannot
-//!    be deleted stops the start.
+//!    be deleted stops the start. The preflight ([`crate::preflight`])
+//!    runs: a kernel that fails it stops the start too.
 //! 2. The workload is forked with the plan's Landlock ruleset and seccomp
 //!    filter; it waits for its go before its `exec`.
 //! 3. The sandbox listens on the bootstrap's endpoint (a TCP address, or a
@@ -156,6 +157,9 @@ pub enum StandaloneError {
     /// The listener, the relay or the broker could not start.
     #[error(transparent)]
     Attach(#[from] AttachError),
+    /// This kernel, here, lacks what the sandbox enforces with.
+    #[error("the preflight failed: {0}")]
+    Preflight(String),
 }
 
 impl Bootstrap {
@@ -231,6 +235,16 @@ fn say(line: &str) {
 pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     crate::stdio::check_inherited().map_err(StandaloneError::Stdio)?;
     let bootstrap = Bootstrap::take(path)?;
+    // Tried before anything else: a node that cannot enforce never starts
+    // the workload.
+    let preflight = crate::preflight::run();
+    if !preflight.ok {
+        return Err(StandaloneError::Preflight(preflight.failures.join("; ")));
+    }
+    say(&format!(
+        "preflight: Landlock ABI {}, seccomp listener, socket installation and errno answers work",
+        preflight.landlock_abi
+    ));
     let plan = bootstrap.plan;
     let Some(relay) = plan.relay.clone() else {
         return Err(StandaloneError::Bootstrap {

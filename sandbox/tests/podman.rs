@@ -315,3 +315,51 @@ fn a_shell_runs_confined_under_the_static_sandbox_on_the_hosts_usr() {
         "{ran:?}"
     );
 }
+
+/// `openshell-sandbox preflight` in a confined container (no capability,
+/// Podman's default seccomp profile, a root with no C library) passes every
+/// check but `noexec` mounts; under a profile that refuses `seccomp(2)` it
+/// fails, names the step, and exits 1.
+#[test]
+fn the_preflight_passes_in_a_confined_container_and_fails_where_seccomp_is_refused() {
+    require_podman();
+    let sandbox = static_sandbox();
+    let root = rootfs(&sandbox, |_| {});
+    let run = |extra: &[&str]| {
+        let mut podman = confined_run();
+        podman
+            .args(extra)
+            .arg("--rootfs")
+            .arg(root.path())
+            .args(["/openshell-sandbox", "preflight"]);
+        let out = podman.output().unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "not a report ({e}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), report)
+    };
+    let (code, report) = run(&[]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["socket_installed"], true, "{report:#}");
+    assert_eq!(report["noexec_mounts"], false, "{report:#}");
+
+    let profile = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        profile.path(),
+        r#"{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["seccomp"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]}"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(profile.path(), PermissionsExt::from_mode(0o644)).unwrap();
+    let seccomp = format!("seccomp={}", profile.path().display());
+    let (code, report) = run(&["--security-opt", &seccomp]);
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(report["ok"], false, "{report:#}");
+    assert_eq!(report["seccomp_listener"], false, "{report:#}");
+    let failures = report["failures"].to_string();
+    assert!(failures.contains("seccomp"), "{report:#}");
+}
