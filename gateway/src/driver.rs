@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod host;
+pub mod kubernetes;
 pub mod local;
 pub mod podman;
 
