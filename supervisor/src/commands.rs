@@ -163,51 +163,38 @@ impl Commands {
             let m = ExecUpKind::check(msg, &binding)?;
             order.up(&m).map(|()| m)
         };
-        let first = match incoming.next().await {
-            Some(Ok(msg)) => checked(msg),
-            _ => return,
-        };
-        let first = match first {
-            Ok(m) => m,
-            Err(e) => {
-                let _ = down
-                    .send(Err(Status::invalid_argument(e.to_string())))
-                    .await;
-                return;
-            }
-        };
-        let id = match &first {
-            ExecUpKind::Started(id) | ExecUpKind::Failed { exec_id: id, .. } => id.get(),
-            _ => return,
-        };
-        let taken = self
-            .waiting
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
-        let Some(events) = taken else {
-            let why = format!("no command {id} was asked, or its stream came already");
-            let _ = down.send(Err(Status::failed_precondition(why))).await;
-            return;
-        };
-        let mut next = Some(first);
+        let mut events: Option<mpsc::Sender<Event>> = None;
         loop {
-            let message = match next.take() {
-                Some(m) => m,
-                None => match incoming.next().await {
-                    Some(Ok(msg)) => match checked(msg) {
-                        Ok(m) => m,
-                        Err(e) => {
-                            let _ = down
-                                .send(Err(Status::invalid_argument(e.to_string())))
-                                .await;
-                            return;
-                        }
-                    },
-                    // The stream ended before the command's end: the
-                    // receiver sees its events stop.
-                    _ => return,
-                },
+            let message = match incoming.next().await.map(|m| m.map(&mut checked)) {
+                Some(Ok(Ok(m))) => m,
+                Some(Ok(Err(e))) => {
+                    let _ = down
+                        .send(Err(Status::invalid_argument(e.to_string())))
+                        .await;
+                    return;
+                }
+                // The stream ended before the command's end: the
+                // receiver sees its events stop.
+                _ => return,
+            };
+            // The order puts the start (or the failure) first: it names
+            // the command.
+            if let ExecUpKind::Started(id) | ExecUpKind::Failed { exec_id: id, .. } = &message {
+                let id = id.get();
+                let taken = self
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+                if taken.is_none() {
+                    let why = format!("no command {id} was asked, or its stream came already");
+                    let _ = down.send(Err(Status::failed_precondition(why))).await;
+                    return;
+                }
+                events = taken;
+            }
+            let Some(events) = &events else {
+                return;
             };
             let (event, last) = match message {
                 ExecUpKind::Started(_) => (Event::Started, false),

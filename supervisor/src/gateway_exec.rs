@@ -110,7 +110,7 @@ impl Run {
             Ok(events) => events,
             Err(why) => return self.end(&json!({ "error": why })).await,
         };
-        let mut offsets = [0_u64; 2];
+        let (mut stdout_at, mut stderr_at) = (0_u64, 0_u64);
         let mut held: Option<Event> = None;
         loop {
             let event = match held.take() {
@@ -123,28 +123,21 @@ impl Run {
                     }
                 },
             };
-            match event {
-                Event::Started => {}
+            let (stream, offset, data) = match event {
+                Event::Started => continue,
                 Event::Failed(why) => return self.end(&json!({ "error": why })).await,
                 Event::Exited { status, timed_out } => {
                     return self
                         .end(&json!({ "exit_status": status, "timed_out": timed_out }))
                         .await;
                 }
-                Event::Stdout(data) => {
-                    let (part, next) = gather(data, &mut events, true);
-                    held = next;
-                    if !self.output("stdout", &mut offsets[0], &part).await {
-                        return;
-                    }
-                }
-                Event::Stderr(data) => {
-                    let (part, next) = gather(data, &mut events, false);
-                    held = next;
-                    if !self.output("stderr", &mut offsets[1], &part).await {
-                        return;
-                    }
-                }
+                Event::Stdout(data) => ("stdout", &mut stdout_at, data),
+                Event::Stderr(data) => ("stderr", &mut stderr_at, data),
+            };
+            let (part, next) = gather(data, &mut events, stream == "stdout");
+            held = next;
+            if !self.output(stream, offset, &part).await {
+                return;
             }
         }
     }

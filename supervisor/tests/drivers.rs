@@ -291,20 +291,7 @@ fn the_local_driver_passes_the_conformance_suite() {
     let escapes = |id: &str| {
         let (netns, host) = gateway::driver::local::network_of(&dir, id);
         let host = host.expect("the sandbox has a subnet");
-        let port = http_server(TcpListener::bind((host.as_str(), 0)).unwrap()).port();
-        let connect = format!("exec 3<>/dev/tcp/{host}/{port}");
-        let from_host = Command::new("timeout")
-            .args(["3", "bash", "-c", &connect])
-            .status()
-            .unwrap();
-        assert!(from_host.success(), "the host does not reach {host}:{port}");
-        Command::new("ip")
-            .args([
-                "netns", "exec", &netns, "timeout", "3", "bash", "-c", &connect,
-            ])
-            .status()
-            .unwrap()
-            .success()
+        reaches_from(&host, &["ip", "netns", "exec", &netns])
     };
     let secrets = |id: &str| -> Vec<PathBuf> {
         std::fs::read_dir(dir.join(id))
@@ -666,6 +653,27 @@ fn podman_rootfs(sandbox: &Path, volumes: &mut Vec<String>) -> tempfile::TempDir
     })
 }
 
+/// Whether a command run with `enter` (a program and its arguments that
+/// run the rest in the sandbox's network namespace) reaches a listener
+/// on `host`, an address of this host; the host itself must reach it, or
+/// the answer would prove nothing.
+fn reaches_from(host: &str, enter: &[&str]) -> bool {
+    let port = http_server(TcpListener::bind((host, 0)).unwrap()).port();
+    let connect = format!("exec 3<>/dev/tcp/{host}/{port}");
+    let from_host = Command::new("timeout")
+        .args(["3", "bash", "-c", &connect])
+        .status()
+        .unwrap();
+    assert!(from_host.success(), "the host does not reach {host}:{port}");
+    let (program, args) = enter.split_first().unwrap();
+    Command::new(program)
+        .args(args)
+        .args(["timeout", "3", "bash", "-c", &connect])
+        .status()
+        .unwrap()
+        .success()
+}
+
 /// Containers of Podman whose name starts with `prefix`: those that run,
 /// or with `all` those that ended too.
 fn containers_named(prefix: &str, all: bool) -> Vec<String> {
@@ -731,19 +739,7 @@ fn the_podman_driver_passes_the_conformance_suite() {
             out.status.success() && pid != "0",
             "{workload} does not run"
         );
-        let host = host_address();
-        let port = http_server(TcpListener::bind((host.as_str(), 0)).unwrap()).port();
-        let connect = format!("exec 3<>/dev/tcp/{host}/{port}");
-        let from_host = Command::new("timeout")
-            .args(["3", "bash", "-c", &connect])
-            .status()
-            .unwrap();
-        assert!(from_host.success(), "the host does not reach {host}:{port}");
-        Command::new("nsenter")
-            .args(["-t", &pid, "-n", "timeout", "3", "bash", "-c", &connect])
-            .status()
-            .unwrap()
-            .success()
+        reaches_from(&host_address(), &["nsenter", "-t", &pid, "-n"])
     };
     let secrets = |id: &str| -> Vec<PathBuf> {
         ["sup", "shared"]

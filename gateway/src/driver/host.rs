@@ -9,6 +9,13 @@ use sha2::{Digest as _, Sha256};
 
 use super::{DriverError, DriverFut, Launch};
 
+/// A driver's place: its kind, this host's name and its root. A sandbox
+/// is acted on only through a driver of the place it was started in.
+pub(crate) fn place(kind: &str, root: &Path) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{kind}@{}:{}", host.trim(), root.display())
+}
+
 /// An error saying what failed and why.
 pub(crate) fn fail(what: &str, e: impl std::fmt::Display) -> DriverError {
     DriverError(format!("{what}: {e}"))

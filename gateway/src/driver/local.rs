@@ -542,8 +542,6 @@ fn check(spec: &super::RunSpec) -> Result<(), String> {
     Ok(())
 }
 
-/// The last lines of a log, for an error.
-/// Runs blocking driver work off the runtime's threads.
 impl Driver for Local {
     fn name(&self) -> &str {
         "local"
@@ -556,8 +554,7 @@ impl Driver for Local {
     /// This host and this root: another gateway's local driver finds none
     /// of these sandboxes' processes.
     fn place(&self) -> String {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        format!("local@{}:{}", host.trim(), self.root.display())
+        host::place("local", &self.root)
     }
 
     fn start(&self, launch: Launch) -> DriverFut<'_, ()> {

@@ -474,8 +474,7 @@ impl Driver for Podman {
 
     /// This host's Podman and this root.
     fn place(&self) -> String {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        format!("podman@{}:{}", host.trim(), self.root.display())
+        host::place("podman", &self.root)
     }
 
     fn start(&self, launch: Launch) -> DriverFut<'_, ()> {
