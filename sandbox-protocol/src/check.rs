@@ -6,8 +6,8 @@ use std::num::NonZeroU64;
 
 use crate::pb;
 use crate::{
-    Binding, MAX_CHUNK, MAX_DATAGRAM, MAX_DNS, MAX_LINKS, MAX_MESSAGE, MAX_PATH, MAX_REASON,
-    PROTOCOL_VERSION,
+    Binding, MAX_CHUNK, MAX_DATAGRAM, MAX_DNS, MAX_LAUNCH, MAX_LINKS, MAX_MESSAGE, MAX_PATH,
+    MAX_REASON, PROTOCOL_VERSION,
 };
 
 /// Why a message was refused.
@@ -210,8 +210,10 @@ fn digest(d: &str) -> Result<(), ProtocolError> {
 pub enum FromSandbox {
     /// The first message: the digest of the bundle the sandbox enforces.
     Hello {
-        /// `sha256:` and 64 hex digits.
-        bundle_digest: String,
+        /// `sha256:` and 64 hex digits; `None`: the sandbox has no plan
+        /// yet (it was started from a kit) and waits for its launch in
+        /// the `Welcome`.
+        bundle_digest: Option<String>,
     },
     /// A question to the DNS stub.
     Dns {
@@ -458,10 +460,9 @@ impl FromSandbox {
                 if h.protocol_version != PROTOCOL_VERSION {
                     return Err(ProtocolError::Version(h.protocol_version));
                 }
-                digest(&h.bundle_digest)?;
-                Ok(Self::Hello {
-                    bundle_digest: h.bundle_digest,
-                })
+                let bundle_digest = Some(h.bundle_digest).filter(|d| !d.is_empty());
+                bundle_digest.as_deref().map(digest).transpose()?;
+                Ok(Self::Hello { bundle_digest })
             }
             Kind::Dns(d) => {
                 limit("packet", d.packet.len(), MAX_DNS)?;
@@ -499,7 +500,7 @@ impl FromSandbox {
         let kind = match self {
             Self::Hello { bundle_digest } => Kind::Hello(pb::Hello {
                 protocol_version: PROTOCOL_VERSION,
-                bundle_digest: bundle_digest.clone(),
+                bundle_digest: bundle_digest.clone().unwrap_or_default(),
             }),
             Self::Dns {
                 request_id,
@@ -549,7 +550,12 @@ pub enum DatagramVerdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FromSupervisor {
     /// The first message: the `Hello` was accepted.
-    Welcome,
+    Welcome {
+        /// The launch of a sandbox that waits for it (its `Hello` had no
+        /// digest), at most [`MAX_LAUNCH`] bytes; opaque here, read by the
+        /// sandbox. Never empty: an empty field is `None`.
+        launch: Option<Vec<u8>>,
+    },
     /// The `Evidence` was accepted: the workload may run.
     Go,
     /// The answer to a DNS question: the reply, or none (empty).
@@ -643,7 +649,10 @@ impl FromSupervisor {
                 if w.protocol_version != PROTOCOL_VERSION {
                     return Err(ProtocolError::Version(w.protocol_version));
                 }
-                Ok(Self::Welcome)
+                limit("launch", w.launch.len(), MAX_LAUNCH)?;
+                Ok(Self::Welcome {
+                    launch: Some(w.launch).filter(|l| !l.is_empty()),
+                })
             }
             Kind::Go(pb::Go {}) => Ok(Self::Go),
             Kind::Dns(d) => {
@@ -674,8 +683,9 @@ impl FromSupervisor {
     pub fn to_pb(&self, binding: &Binding) -> pb::SupervisorMessage {
         use pb::supervisor_message::Kind;
         let kind = match self {
-            Self::Welcome => Kind::Welcome(pb::Welcome {
+            Self::Welcome { launch } => Kind::Welcome(pb::Welcome {
                 protocol_version: PROTOCOL_VERSION,
+                launch: launch.clone().unwrap_or_default(),
             }),
             Self::Go => Kind::Go(pb::Go {}),
             Self::Dns { request_id, packet } => Kind::Dns(pb::DnsAnswer {

@@ -65,6 +65,9 @@ pub const MAX_REASON: usize = 1024;
 /// stream, and the few relay streams the sandbox opens ahead. A connect
 /// beyond it waits until a relayed connection closes.
 pub const MAX_STREAMS: u32 = 16_384;
+/// The most bytes of the launch a `Welcome` carries: the message and its
+/// framing stay under [`MAX_MESSAGE`].
+pub const MAX_LAUNCH: usize = 76 * 1024;
 /// The most bytes of a sandbox id.
 pub const MAX_SANDBOX_ID: usize = 128;
 

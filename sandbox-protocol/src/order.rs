@@ -34,6 +34,8 @@ fn request_of(m: &FromSandbox) -> Option<(u64, Request)> {
 #[derive(Debug, Default)]
 pub struct ControlOrder {
     greeted: bool,
+    /// The Hello had no digest: its Welcome must carry the launch.
+    waiting: bool,
     welcomed: bool,
     /// The Evidence came, and whether its Go did.
     evidence: bool,
@@ -88,6 +90,12 @@ impl ControlOrder {
                 return Err(ProtocolError::Order("a second Hello"));
             }
             self.greeted = true;
+            self.waiting = matches!(
+                m,
+                FromSandbox::Hello {
+                    bundle_digest: None
+                }
+            );
             return Ok(());
         };
         if !self.greeted {
@@ -106,7 +114,7 @@ impl ControlOrder {
     /// before the `Welcome` are refused.
     pub fn answer(&mut self, m: &FromSupervisor) -> Result<(), ProtocolError> {
         let (id, kind) = match m {
-            FromSupervisor::Welcome => return self.welcome(),
+            FromSupervisor::Welcome { launch } => return self.welcome(launch.is_some()),
             FromSupervisor::Go => return self.go(),
             FromSupervisor::Exec(e) => return self.exec(e.exec_id.get()),
             FromSupervisor::Dns { request_id, .. } => (request_id.get(), Request::Dns),
@@ -127,13 +135,26 @@ impl ControlOrder {
         }
     }
 
-    /// The supervisor's greeting: after the Hello, once.
-    fn welcome(&mut self) -> Result<(), ProtocolError> {
+    /// The supervisor's greeting: after the Hello, once, with a launch
+    /// exactly when the Hello waits for one. A sandbox that has its plan
+    /// must not be handed another, and one that waits runs nothing
+    /// without it.
+    fn welcome(&mut self, launch: bool) -> Result<(), ProtocolError> {
         if !self.greeted {
             return Err(ProtocolError::Order("a Welcome before the Hello"));
         }
         if self.welcomed {
             return Err(ProtocolError::Order("a second Welcome"));
+        }
+        if self.waiting && !launch {
+            return Err(ProtocolError::Order(
+                "a Welcome without the launch the Hello waits for",
+            ));
+        }
+        if !self.waiting && launch {
+            return Err(ProtocolError::Order(
+                "a Welcome with a launch, to a sandbox that has its plan",
+            ));
         }
         self.welcomed = true;
         Ok(())

@@ -44,9 +44,11 @@ fn connect() -> RelayUpKind {
     }
 }
 
+const WELCOME: FromSupervisor = FromSupervisor::Welcome { launch: None };
+
 fn hello() -> FromSandbox {
     FromSandbox::Hello {
-        bundle_digest: format!("sha256:{}", "ab".repeat(32)),
+        bundle_digest: Some(format!("sha256:{}", "ab".repeat(32))),
     }
 }
 
@@ -55,6 +57,9 @@ fn every_message_comes_back_as_sent() {
     let b = binding();
     let from_sandbox = [
         hello(),
+        FromSandbox::Hello {
+            bundle_digest: None,
+        },
         dns(2),
         FromSandbox::Datagram {
             request_id: id(3),
@@ -79,7 +84,10 @@ fn every_message_comes_back_as_sent() {
         assert_eq!(decode_sandbox_message(&bytes, &b), Ok(m));
     }
     let from_supervisor = [
-        FromSupervisor::Welcome,
+        FromSupervisor::Welcome { launch: None },
+        FromSupervisor::Welcome {
+            launch: Some(b"{}".to_vec()),
+        },
         FromSupervisor::Datagram {
             request_id: id(1),
             verdict: DatagramVerdict::Refused(libc_eacces()),
@@ -364,8 +372,8 @@ fn the_control_stream_keeps_its_order() {
         order.answer(&answer).is_err(),
         "an answer before the Welcome"
     );
-    order.answer(&FromSupervisor::Welcome).unwrap();
-    assert!(order.answer(&FromSupervisor::Welcome).is_err());
+    order.answer(&WELCOME).unwrap();
+    assert!(order.answer(&WELCOME).is_err());
     let datagram_answer = FromSupervisor::Datagram {
         request_id: id(1),
         verdict: DatagramVerdict::Sent(1),
@@ -454,7 +462,7 @@ fn evidence_comes_once_after_the_hello_and_its_go_after_the_welcome() {
         order.answer(&FromSupervisor::Go).is_err(),
         "a Go before the Welcome"
     );
-    order.answer(&FromSupervisor::Welcome).unwrap();
+    order.answer(&WELCOME).unwrap();
     assert!(
         order.answer(&FromSupervisor::Go).is_err(),
         "a Go before the Evidence"
@@ -679,7 +687,7 @@ fn a_malformed_exec_request_is_refused_by_name() {
 fn exec_requests_follow_the_go_with_growing_ids() {
     let mut order = ControlOrder::new();
     order.request(&hello()).unwrap();
-    order.answer(&FromSupervisor::Welcome).unwrap();
+    order.answer(&WELCOME).unwrap();
     order
         .request(&FromSandbox::Evidence(sound_evidence()))
         .unwrap();
@@ -721,4 +729,73 @@ fn an_exec_stream_keeps_its_order() {
         .unwrap();
     assert!(order.done());
     assert!(order.up(&exited).is_err());
+}
+
+fn launch(bytes: usize) -> FromSupervisor {
+    FromSupervisor::Welcome {
+        launch: Some(vec![b'x'; bytes]),
+    }
+}
+
+/// A sandbox started from a kit says so with an empty digest, and only
+/// its Welcome may carry a launch: one that has its plan is never handed
+/// another, and one that waits never goes on without it.
+#[test]
+fn a_welcome_carries_a_launch_exactly_when_the_hello_waits_for_one() {
+    let waiting = FromSandbox::Hello {
+        bundle_digest: None,
+    };
+    let mut order = ControlOrder::new();
+    order.request(&waiting).unwrap();
+    assert_eq!(
+        order.answer(&WELCOME),
+        Err(ProtocolError::Order(
+            "a Welcome without the launch the Hello waits for"
+        ))
+    );
+    let mut order = ControlOrder::new();
+    order.request(&waiting).unwrap();
+    order.answer(&launch(10)).unwrap();
+    assert!(order.answer(&launch(10)).is_err(), "a second Welcome");
+
+    let mut order = ControlOrder::new();
+    order.request(&hello()).unwrap();
+    assert_eq!(
+        order.answer(&launch(10)),
+        Err(ProtocolError::Order(
+            "a Welcome with a launch, to a sandbox that has its plan"
+        ))
+    );
+    let mut order = ControlOrder::new();
+    order.request(&hello()).unwrap();
+    order.answer(&WELCOME).unwrap();
+}
+
+/// The launch is bounded like every field, and an empty one is none: the
+/// wire cannot tell them apart.
+#[test]
+fn a_launch_is_bounded_and_an_empty_one_is_none() {
+    let b = binding();
+    let welcome =
+        |bytes: usize| decode_supervisor_message(&launch(bytes).to_pb(&b).encode_to_vec(), &b);
+    assert_eq!(welcome(MAX_LAUNCH), Ok(launch(MAX_LAUNCH)));
+    assert_eq!(
+        welcome(MAX_LAUNCH + 1),
+        Err(ProtocolError::TooLong {
+            field: "launch",
+            len: MAX_LAUNCH + 1,
+            max: MAX_LAUNCH,
+        })
+    );
+    assert!(launch(MAX_LAUNCH).to_pb(&b).encode_to_vec().len() <= MAX_MESSAGE);
+    assert_eq!(welcome(0), Ok(WELCOME));
+    let empty = FromSandbox::Hello {
+        bundle_digest: Some(String::new()),
+    };
+    assert_eq!(
+        decode_sandbox_message(&empty.to_pb(&b).encode_to_vec(), &b),
+        Ok(FromSandbox::Hello {
+            bundle_digest: None
+        })
+    );
 }

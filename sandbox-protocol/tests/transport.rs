@@ -68,7 +68,7 @@ impl Broker for TestSupervisor {
                         let _ = tx.send(Err(Status::invalid_argument(e.to_string()))).await;
                         return;
                     }
-                    Ok(FromSandbox::Hello { .. }) => FromSupervisor::Welcome,
+                    Ok(FromSandbox::Hello { .. }) => FromSupervisor::Welcome { launch: None },
                     Ok(FromSandbox::Dns { request_id, .. }) => FromSupervisor::Dns {
                         request_id,
                         packet: Vec::new(),
@@ -181,7 +181,7 @@ fn dns(id: u64) -> FromSandbox {
 
 fn hello() -> FromSandbox {
     FromSandbox::Hello {
-        bundle_digest: format!("sha256:{}", "0".repeat(64)),
+        bundle_digest: Some(format!("sha256:{}", "0".repeat(64))),
     }
 }
 
@@ -221,7 +221,7 @@ async fn a_connect_is_decided_and_its_bytes_relayed() {
         .unwrap()
         .into_inner();
     let welcome = FromSupervisor::check(answers.next().await.unwrap().unwrap(), &b).unwrap();
-    assert_eq!(welcome, FromSupervisor::Welcome);
+    assert_eq!(welcome, FromSupervisor::Welcome { launch: None });
     let (_, mut refused) = relay(&mut client, 80).await;
     assert_eq!(
         next_down(&mut refused, &mut RelayOrder::new()).await,

@@ -82,7 +82,7 @@ pub fn start(
     let supervisor = handle
         .block_on(handle.spawn(async move {
             let io = tokio::net::UnixStream::from_std(channel)?;
-            Supervisor::attach(io, Link::Local, binding, digest).await
+            Supervisor::attach(io, Link::Local, binding, Some(digest)).await
         }))
         .map_err(|e| attach(&e))?
         .map_err(|e| attach(&e))?;

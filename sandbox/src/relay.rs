@@ -156,6 +156,8 @@ pub struct Supervisor {
     go: GoWaiter,
     /// Runs the further commands the supervisor asks for.
     exec: ExecSlot,
+    /// The launch the Welcome carried, to a sandbox that waited for it.
+    launch: Option<Arc<[u8]>>,
 }
 
 type GoWaiter = Arc<Mutex<Option<oneshot::Sender<Result<(), String>>>>>;
@@ -274,13 +276,14 @@ pub const EXEC_ENDED_WITHIN: Duration = Duration::from_secs(2);
 
 impl Supervisor {
     /// Attaches over `io`, carried by `link`, as sandbox `binding`,
-    /// enforcing the bundle of `bundle_digest`: sends the Hello and waits
-    /// for the Welcome.
+    /// enforcing the bundle of `bundle_digest` (`None`: waiting for the
+    /// launch, which the Welcome must then carry): sends the Hello and
+    /// waits for the Welcome.
     pub async fn attach<IO>(
         io: IO,
         link: Link,
         binding: Binding,
-        bundle_digest: String,
+        bundle_digest: Option<String>,
     ) -> Result<Self, RelayError>
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -298,6 +301,10 @@ impl Supervisor {
         let first = answers.next().await.ok_or(RelayError::Gone)??;
         let welcome = FromSupervisor::check(first, &binding)?;
         order.answer(&welcome)?;
+        let launch = match welcome {
+            FromSupervisor::Welcome { launch } => launch.map(Arc::from),
+            _ => None,
+        };
         let (ending, ended) = tokio::sync::watch::channel(false);
         let me = Self {
             client,
@@ -312,6 +319,7 @@ impl Supervisor {
             ended,
             go: Arc::default(),
             exec: ExecSlot::default(),
+            launch,
         };
         let dispatching = dispatch(
             answers,
@@ -333,6 +341,13 @@ impl Supervisor {
         });
         me.refill();
         Ok(me)
+    }
+
+    /// The launch the Welcome carried: present exactly when the Hello
+    /// waited for one.
+    #[must_use]
+    pub fn launch(&self) -> Option<&[u8]> {
+        self.launch.as_deref()
     }
 
     /// Runs the further commands the supervisor asks for with `handler`
@@ -728,7 +743,7 @@ async fn dispatch(mut answers: tonic::Streaming<pb::SupervisorMessage>, to: Disp
                 }
                 continue;
             }
-            FromSupervisor::Welcome => break,
+            FromSupervisor::Welcome { .. } => break,
         };
         let waiter = waiting.lock().ok().and_then(|mut w| w.remove(&request_id));
         if let Some(waiter) = waiter {

@@ -10,7 +10,13 @@
 //!    be deleted stops the start. The preflight ([`crate::preflight`])
 //!    runs: a kernel that fails it stops the start too.
 //! 2. The workload is forked with the plan's Landlock ruleset and seccomp
-//!    filter; it waits for its go before its `exec`.
+//!    filter; it waits for its go before its `exec`. A bootstrap made by
+//!    a kit (`sandbox_protocol::channel::kit`) has no plan: the sandbox
+//!    then listens first, its Hello says no digest, and the first
+//!    supervisor's Welcome brings the launch, refused (and nothing
+//!    forked) unless its plan is for this sandbox and generation; a
+//!    supervisor that attaches later is greeted with the launched
+//!    bundle's digest.
 //! 3. The sandbox listens on the bootstrap's endpoint (a TCP address, or a
 //!    Unix socket in a directory its supervisor sees too, for a container
 //!    with no network) and takes the first
@@ -31,33 +37,31 @@
 //!
 //! Every step is a line on standard error.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use sandbox_protocol::channel::{Credential, Endpoint, Listener, Role, SandboxEnd};
+use sandbox_protocol::channel::{Credential, Listener, SandboxEnd};
 use sandbox_protocol::transport::Link;
 use sandbox_protocol::{Evidence, MAX_LINKS};
-use serde::{Deserialize, Serialize};
 
-use crate::brokering::{self, AttachError};
+use crate::brokering::{self, AttachError, Relaying};
 use crate::exec::Execs;
 use crate::freeze::Freezer;
 use crate::launch::{self, LaunchError, Noexec};
 use crate::links::NamedBinary;
 use crate::pid1;
-use crate::plan::{LaunchPlan, PlanUser};
-use crate::relay::{Attached, ExecHandler, Supervisor};
+use crate::plan::{LaunchPlan, PlanUser, RelayPlan};
+use crate::relay::{Attached, ExecHandler, RelayError, Supervisor};
 use crate::writable::Writable;
 
-/// The bootstrap format written: version 2 lets [`Bootstrap::listen`]
-/// name a Unix socket.
-pub const BOOTSTRAP_VERSION: u32 = 2;
+mod bootstrap;
 
-/// The oldest format still read: version 1 differs only in listening on
-/// TCP alone, in the `IP:PORT` form version 2 reads unchanged.
-pub const OLDEST_BOOTSTRAP_VERSION: u32 = 1;
+use bootstrap::Channel;
+pub use bootstrap::{
+    BOOTSTRAP_VERSION, Bootstrap, Launch, OLDEST_BOOTSTRAP_VERSION, REATTACH_WITHIN, RunAs, Trust,
+};
 
 /// Exit status when the channel to the supervisor dropped and the
 /// workload was killed for it.
@@ -66,75 +70,6 @@ pub const EXIT_SUPERVISOR_LOST: u8 = 122;
 /// Exit status when the workload ran past its timeout and was ended (as
 /// `timeout` uses 124).
 pub const EXIT_TIMED_OUT: u8 = 124;
-
-/// What a standalone sandbox starts from.
-#[derive(Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Bootstrap {
-    /// [`BOOTSTRAP_VERSION`].
-    pub version: u32,
-    /// Where to listen for the supervisor: `IP:PORT`, or
-    /// `unix:/absolute/path` in a directory the supervisor sees too.
-    pub listen: Endpoint,
-    /// The sandbox's channel credential for this generation.
-    pub credential: Credential,
-    /// The launch plan; its relay names the same sandbox and generation as
-    /// the credential. Its user and what depends on this host (PID
-    /// namespace, capabilities) are settled here at start.
-    pub plan: LaunchPlan,
-    /// The bundle's `run_as`, resolved against this host's user database.
-    #[serde(default)]
-    pub run_as: Option<RunAs>,
-    /// The proxy's CA, for the workload's trust file.
-    #[serde(default)]
-    pub trust: Option<Trust>,
-    /// Seconds the workload stays frozen after the channel dropped,
-    /// waiting for its supervisor to attach again, before it is killed.
-    #[serde(default = "default_reattach_within")]
-    pub reattach_within: u64,
-    /// Seconds the workload may run before it is ended as a `SIGTERM`
-    /// would end it; `None`: no limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_seconds: Option<u64>,
-}
-
-/// [`Bootstrap::reattach_within`] unless the bootstrap says otherwise.
-pub const REATTACH_WITHIN: u64 = 30;
-
-fn default_reattach_within() -> u64 {
-    REATTACH_WITHIN
-}
-
-/// The user and group names the workload runs as.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunAs {
-    /// The user; `None` keeps the sandbox's.
-    pub user: Option<String>,
-    /// The group; `None`: the user's primary group.
-    pub group: Option<String>,
-}
-
-/// Where the workload's trust file goes, and the CA it adds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Trust {
-    /// A directory the sandbox creates (absolute); the plan grants the
-    /// workload read access to it and names its `ca-bundle.pem` in the
-    /// environment.
-    pub dir: PathBuf,
-    /// The proxy's CA certificate, PEM.
-    pub proxy_ca: String,
-}
-
-impl std::fmt::Debug for Bootstrap {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bootstrap")
-            .field("listen", &self.listen)
-            .field("credential", &self.credential)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Why a standalone sandbox did not run its workload, or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -148,6 +83,11 @@ pub enum StandaloneError {
         /// What is wrong with it.
         why: String,
     },
+    /// The launch the first supervisor's `Welcome` carried (to a sandbox
+    /// started from a kit) is malformed, for another sandbox or
+    /// generation, or cannot run here.
+    #[error("the launch in the supervisor's Welcome: {0}")]
+    Welcome(String),
     /// A standard stream would let the workload send past the broker.
     #[error("{0}")]
     Stdio(String),
@@ -162,70 +102,6 @@ pub enum StandaloneError {
     Preflight(String),
 }
 
-impl Bootstrap {
-    /// The bootstrap as the bytes of its file.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        // Plain data with string keys: it always serializes.
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-
-    /// Reads the bootstrap at `path` and deletes the file.
-    pub fn take(path: &Path) -> Result<Self, StandaloneError> {
-        let bad = |why: String| StandaloneError::Bootstrap {
-            path: path.display().to_string(),
-            why,
-        };
-        let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-        std::fs::remove_file(path).map_err(|e| {
-            bad(format!(
-                "cannot delete it ({e}): it holds the sandbox's channel key, which the workload must not read; give it on a writable path"
-            ))
-        })?;
-        #[derive(Deserialize)]
-        struct Versioned {
-            version: u32,
-        }
-        let Versioned { version } =
-            serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a bootstrap: {e}")))?;
-        if !(OLDEST_BOOTSTRAP_VERSION..=BOOTSTRAP_VERSION).contains(&version) {
-            return Err(bad(format!(
-                "version {version}; this openshell-sandbox reads versions {OLDEST_BOOTSTRAP_VERSION} to {BOOTSTRAP_VERSION}"
-            )));
-        }
-        let b: Self =
-            serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a bootstrap: {e}")))?;
-        if version < 2 && matches!(b.listen, Endpoint::Unix(_)) {
-            return Err(bad(format!(
-                "version {version} listens on TCP only, and it names `{}` (a Unix socket is version 2)",
-                b.listen
-            )));
-        }
-        // The credential's own checks: its role and readable PEM.
-        Credential::from_json(
-            &b.credential.to_json().map_err(|e| bad(e.to_string()))?,
-            Role::Sandbox,
-        )
-        .map_err(|e| bad(e.to_string()))?;
-        let Some(relay) = &b.plan.relay else {
-            return Err(bad(
-                "its plan has no relay: a standalone sandbox brokers".into()
-            ));
-        };
-        if (relay.sandbox_id.as_str(), relay.generation)
-            != (b.credential.sandbox_id.as_str(), b.credential.generation)
-        {
-            return Err(bad(format!(
-                "its plan is for sandbox \"{}\" generation {}, its credential for sandbox \"{}\" generation {}",
-                relay.sandbox_id,
-                relay.generation,
-                b.credential.sandbox_id,
-                b.credential.generation
-            )));
-        }
-        Ok(b)
-    }
-}
-
 fn say(line: &str) {
     eprintln!("openshell-sandbox: {line}");
 }
@@ -234,9 +110,34 @@ fn say(line: &str) {
 /// `path`; returns the exit status for this process.
 pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     crate::stdio::check_inherited().map_err(StandaloneError::Stdio)?;
-    let bootstrap = Bootstrap::take(path)?;
-    // Tried before anything else: a node that cannot enforce never starts
-    // the workload.
+    let (channel, launch) = Bootstrap::take(path)?.into_parts();
+    preflight()?;
+    let is_init = pid1::become_init().map_err(LaunchError::from)?;
+    let (workload, mut listening, first) = match launch {
+        Some(launch) => {
+            let origin = Origin::File(path);
+            let workload = Workload::start(launch, is_init, &origin)?;
+            let mut listening =
+                Listening::open(&channel, Some(workload.relay.bundle_digest.clone()))?;
+            let first = listening.first()?;
+            (workload, listening, first)
+        }
+        None => {
+            let mut listening = Listening::open(&channel, None)?;
+            let first = listening.first()?;
+            let launch = launched(&first, &channel.credential)?;
+            let _ = listening.digest.set(launch_digest(&launch)?);
+            let workload = Workload::start(launch, is_init, &Origin::Welcome)?;
+            (workload, listening, first)
+        }
+    };
+    let reattach_within = Duration::from_secs(channel.reattach_within);
+    supervised(workload, &mut listening, first, reattach_within, grace)
+}
+
+/// Tried before anything else: a node that cannot enforce never starts
+/// the workload.
+fn preflight() -> Result<(), StandaloneError> {
     let preflight = crate::preflight::run();
     if !preflight.ok {
         return Err(StandaloneError::Preflight(preflight.failures.join("; ")));
@@ -245,46 +146,207 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         "preflight: Landlock ABI {}, seccomp listener, socket installation and errno answers work",
         preflight.landlock_abi
     ));
-    let plan = bootstrap.plan;
-    let Some(relay) = plan.relay.clone() else {
-        return Err(StandaloneError::Bootstrap {
-            path: path.display().to_string(),
-            why: "its plan has no relay".into(),
-        });
-    };
-    let is_init = pid1::become_init().map_err(LaunchError::from)?;
-    let (plan, noexec) = settle(plan, bootstrap.run_as.as_ref(), is_init).map_err(|why| {
-        StandaloneError::Bootstrap {
-            path: path.display().to_string(),
-            why,
+    Ok(())
+}
+
+/// The launch the first supervisor's Welcome carried, for this sandbox's
+/// own sandbox id and generation.
+fn launched(first: &Supervisor, credential: &Credential) -> Result<Launch, StandaloneError> {
+    let bytes = first
+        .launch()
+        .ok_or_else(|| StandaloneError::Welcome("it carries no launch".into()))?;
+    let launch = Launch::from_welcome(bytes, credential).map_err(StandaloneError::Welcome)?;
+    say("the supervisor's Welcome carried the launch");
+    Ok(launch)
+}
+
+/// The bundle digest a supervisor that attaches later is greeted with.
+fn launch_digest(launch: &Launch) -> Result<String, StandaloneError> {
+    launch
+        .relay()
+        .map(|r| r.bundle_digest.clone())
+        .ok_or_else(|| StandaloneError::Welcome("its plan has no relay".into()))
+}
+
+/// Where the launch came from, for what is said when it cannot run.
+enum Origin<'a> {
+    File(&'a Path),
+    Welcome,
+}
+
+impl Origin<'_> {
+    fn refused(&self, why: String) -> StandaloneError {
+        match self {
+            Self::File(path) => StandaloneError::Bootstrap {
+                path: path.display().to_string(),
+                why,
+            },
+            Self::Welcome => StandaloneError::Welcome(why),
         }
-    })?;
-    if let Some(trust) = &bootstrap.trust {
-        write_trust(trust).map_err(|why| StandaloneError::Bootstrap {
-            path: path.display().to_string(),
-            why,
-        })?;
     }
-    let launch::Started {
-        mut pending,
+}
+
+/// The workload forked from its launch, waiting for its go.
+struct Workload {
+    pending: enforcer::Pending,
+    /// The workload's seccomp listener.
+    listener: std::os::fd::OwnedFd,
+    freezer: Arc<Freezer>,
+    writable: Writable,
+    landlock_abi: u8,
+    landlock_on: bool,
+    /// The plan as settled on this host.
+    plan: LaunchPlan,
+    noexec: Noexec,
+    relay: RelayPlan,
+    trust: Option<Trust>,
+    timeout_seconds: Option<u64>,
+    is_init: bool,
+}
+
+impl Workload {
+    /// Settles `launch` on this host, writes its trust file and forks the
+    /// workload with its Landlock ruleset and seccomp filter.
+    fn start(launch: Launch, is_init: bool, origin: &Origin<'_>) -> Result<Self, StandaloneError> {
+        let Some(relay) = launch.relay().cloned() else {
+            return Err(origin.refused("its plan has no relay".into()));
+        };
+        let (plan, noexec) = settle(launch.plan, launch.run_as.as_ref(), is_init)
+            .map_err(|why| origin.refused(why))?;
+        if let Some(trust) = &launch.trust {
+            write_trust(trust).map_err(|why| origin.refused(why))?;
+        }
+        let launch::Started {
+            mut pending,
+            writable,
+            landlock_abi,
+            landlock_on,
+            noexec_missing,
+        } = launch::start(&plan, noexec, launch::Own::default())?;
+        if noexec_missing {
+            say(
+                "no privilege to make a mount namespace (CAP_SYS_ADMIN): the trees the workload may write are not mounted noexec, so code it writes there can be mapped executable (see docs/threat-model.md)",
+            );
+        }
+        let _ = enforcer::signals::set_own_group(pending.pid());
+        let Some(listener) = pending.take_listener() else {
+            return Err(LaunchError::Link(enforcer::Errno(libc::EPROTO)).into());
+        };
+        let (freezer, how) = Freezer::for_workload(pending.pid());
+        say(&how);
+        Ok(Self {
+            pending,
+            listener,
+            freezer: Arc::new(freezer),
+            writable,
+            landlock_abi,
+            landlock_on,
+            plan,
+            noexec,
+            relay,
+            trust: launch.trust,
+            timeout_seconds: launch.timeout_seconds,
+            is_init,
+        })
+    }
+}
+
+/// The channel's listener and what it hands over: each supervisor of the
+/// generation that completed the greeting.
+struct Listening {
+    handle: tokio::runtime::Handle,
+    relaying: Relaying,
+    attachments: tokio::sync::mpsc::Receiver<Attachment>,
+    gate: Gate,
+    /// Where further commands are run once the workload runs.
+    execs: Arc<OnceLock<Arc<Execs>>>,
+    /// The digest of the bundle enforced, which each Hello says; unset
+    /// while the sandbox waits for its launch.
+    digest: Arc<OnceLock<String>>,
+}
+
+impl Listening {
+    /// Listens on the bootstrap's endpoint, with the digest of the bundle
+    /// enforced (`None`: waiting for the launch).
+    fn open(channel: &Channel, digest: Option<String>) -> Result<Self, StandaloneError> {
+        let end = SandboxEnd::new(&channel.credential).map_err(|e| attach_error(&e))?;
+        let (handle, relaying) = brokering::relay_thread()?;
+        loopback_up();
+        let port = handle
+            .block_on(Listener::bind(&channel.listen))
+            .map_err(|e| attach_error(&format!("cannot listen on {}: {e}", channel.listen)))?;
+        let at = port.local().map_err(|e| attach_error(&e))?;
+        let binding = channel.credential.binding();
+        say(&format!(
+            "listening on {at} for the supervisor of sandbox \"{}\" generation {}{}",
+            binding.sandbox_id,
+            binding.generation,
+            if digest.is_some() {
+                ""
+            } else {
+                ", which brings the launch"
+            }
+        ));
+        let gate = Gate::default();
+        let execs: Arc<OnceLock<Arc<Execs>>> = Arc::default();
+        let digest = Arc::new(digest.map_or_else(OnceLock::new, OnceLock::from));
+        let attachments = {
+            let _entered = handle.enter();
+            accept(
+                port,
+                end,
+                binding,
+                Arc::clone(&digest),
+                gate.clone(),
+                Execs::handler(Arc::clone(&execs)),
+            )
+        };
+        Ok(Self {
+            handle,
+            relaying,
+            attachments,
+            gate,
+            execs,
+            digest,
+        })
+    }
+
+    /// The first supervisor of the generation to complete the greeting.
+    fn first(&mut self) -> Result<Supervisor, StandaloneError> {
+        match self.handle.block_on(self.attachments.recv()) {
+            Some(Ok(first)) => Ok(first),
+            Some(Err(why)) => Err(attach_error(&why)),
+            None => Err(attach_error(
+                &"the listener stopped before a supervisor attached",
+            )),
+        }
+    }
+}
+
+/// Sends the Evidence of the waiting workload to `first`, runs it on its
+/// Go, and supervises it until it ends, as the module docs say.
+fn supervised(
+    workload: Workload,
+    listening: &mut Listening,
+    first: Supervisor,
+    reattach_within: Duration,
+    grace: Duration,
+) -> Result<u8, StandaloneError> {
+    let Workload {
+        pending,
+        listener,
+        freezer,
         writable,
         landlock_abi,
         landlock_on,
-        noexec_missing,
-    } = launch::start(&plan, noexec, launch::Own::default())?;
-    if noexec_missing {
-        say(
-            "no privilege to make a mount namespace (CAP_SYS_ADMIN): the trees the workload may write are not mounted noexec, so code it writes there can be mapped executable (see docs/threat-model.md)",
-        );
-    }
-    let workload = pending.pid();
-    let _ = enforcer::signals::set_own_group(workload);
-    let Some(listener) = pending.take_listener() else {
-        return Err(LaunchError::Link(enforcer::Errno(libc::EPROTO)).into());
-    };
-    let (freezer, how) = Freezer::for_workload(workload);
-    say(&how);
-    let freezer = Arc::new(freezer);
+        plan,
+        noexec,
+        relay,
+        trust,
+        timeout_seconds,
+        is_init,
+    } = workload;
+    let pid = pending.pid();
     // Resolved once, before the workload runs: what it does to the
     // filesystem later cannot lend a name to another file.
     let links = reported_links(&relay.binaries, &writable);
@@ -292,36 +354,10 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     // serves the other.
     let watched = listener.try_clone().map_err(|e| attach_error(&e))?;
     let facts = move || {
-        evidence(workload, &watched, landlock_abi, landlock_on, links.clone())
+        evidence(pid, &watched, landlock_abi, landlock_on, links.clone())
             .map_err(|e| format!("cannot read the workload's state: {e}"))
     };
-    let end = SandboxEnd::new(&bootstrap.credential).map_err(|e| attach_error(&e))?;
-    let (handle, relaying) = brokering::relay_thread()?;
-    loopback_up();
-    let port = handle
-        .block_on(Listener::bind(&bootstrap.listen))
-        .map_err(|e| attach_error(&format!("cannot listen on {}: {e}", bootstrap.listen)))?;
-    let at = port.local().map_err(|e| attach_error(&e))?;
-    say(&format!(
-        "listening on {at} for the supervisor of sandbox \"{}\" generation {}",
-        relay.sandbox_id, relay.generation
-    ));
-    let gate = Gate::default();
-    let execs: Arc<std::sync::OnceLock<Arc<Execs>>> = Arc::default();
-    let mut attachments = {
-        let _entered = handle.enter();
-        accept(
-            port,
-            end,
-            bootstrap.credential.binding(),
-            relay.bundle_digest.clone(),
-            gate.clone(),
-            Execs::handler(Arc::clone(&execs)),
-        )
-    };
-    let first = handle
-        .block_on(attachments.recv())
-        .ok_or_else(|| attach_error(&"the listener stopped before a supervisor attached"))?;
+    let handle = listening.handle.clone();
     let evidence = facts().map_err(|e| attach_error(&e))?;
     if let Err(e) = handle.block_on(first.evidence(evidence)) {
         // Dropping `pending` kills the workload before its exec.
@@ -338,36 +374,37 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
         plan.user.as_ref(),
     )?;
     let watched = pid1::Watched::default();
-    let _ = execs.set(Execs::new(plan.clone(), noexec, broker, watched.clone()));
+    let _ = listening
+        .execs
+        .set(Execs::new(plan.clone(), noexec, broker, watched.clone()));
     let state = WorkloadState {
         freezer: Arc::clone(&freezer),
         ending: Arc::default(),
         lost: Arc::default(),
     };
+    let (_closed, attachments) = tokio::sync::mpsc::channel(1);
     handle.spawn(watch(
         attached.clone(),
-        attachments,
-        gate,
-        Duration::from_secs(bootstrap.reattach_within),
+        std::mem::replace(&mut listening.attachments, attachments),
+        listening.gate.clone(),
+        reattach_within,
         facts,
         state.clone(),
     ));
     if let Err(e) = pending.start() {
         return Err(LaunchError::from(e).into());
     }
-    say(&format!("workload {workload} started"));
-    let deadline = bootstrap
-        .timeout_seconds
-        .map(|s| std::time::Instant::now() + Duration::from_secs(s));
+    say(&format!("workload {pid} started"));
+    let deadline = timeout_seconds.map(|s| std::time::Instant::now() + Duration::from_secs(s));
     let status =
-        pid1::supervise(workload, is_init, grace, &watched, deadline).map_err(LaunchError::from)?;
+        pid1::supervise(pid, is_init, grace, &watched, deadline).map_err(LaunchError::from)?;
     let timed_out = deadline.is_some_and(|d| std::time::Instant::now() >= d);
     state.ending.store(true, Ordering::SeqCst);
     if !is_init {
         enforcer::kill_descendants();
     }
     freezer.release();
-    if let Some(trust) = &bootstrap.trust {
+    if let Some(trust) = &trust {
         let _ = std::fs::remove_dir_all(&trust.dir);
     }
     if state.lost.load(Ordering::SeqCst) {
@@ -376,18 +413,23 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
     let code = if timed_out {
         say(&format!(
             "the workload ran past its timeout of {} s and was ended",
-            bootstrap.timeout_seconds.unwrap_or_default()
+            timeout_seconds.unwrap_or_default()
         ));
         EXIT_TIMED_OUT
     } else {
         pid1::exit_code(status)
     };
     say(&format!("the workload ended with status {code}"));
-    if let Err(e) = relaying.report_ended(&attached, code) {
+    if let Err(e) = listening.relaying.report_ended(&attached, code) {
         say(&format!("the supervisor was not told: {e}"));
     }
     Ok(code)
 }
+
+/// A supervisor that completed the greeting, or why the sandbox stops:
+/// one of its generation broke the protocol while the sandbox waited for
+/// its launch.
+type Attachment = Result<Supervisor, String>;
 
 /// Watches the attachment in use: when its channel drops, every workload
 /// process is frozen; a supervisor of the generation that attaches again
@@ -395,7 +437,7 @@ pub fn run(path: &Path, grace: Duration) -> Result<u8, StandaloneError> {
 /// the workload resumed; otherwise every workload process is killed.
 async fn watch(
     attached: Attached,
-    mut attachments: tokio::sync::mpsc::Receiver<Supervisor>,
+    mut attachments: tokio::sync::mpsc::Receiver<Attachment>,
     gate: Gate,
     window: Duration,
     facts: impl Fn() -> Result<Evidence, String> + Send + 'static,
@@ -433,6 +475,7 @@ async fn watch(
         }
         let resumed = tokio::time::timeout(window, async {
             while let Some(next) = attachments.recv().await {
+                let Ok(next) = next else { continue };
                 let evidence = match facts() {
                     Ok(e) => e,
                     Err(why) => {
@@ -684,10 +727,10 @@ fn accept(
     port: Listener,
     end: SandboxEnd,
     binding: sandbox_protocol::Binding,
-    digest: String,
+    digest: Arc<OnceLock<String>>,
     gate: Gate,
     exec: ExecHandler,
-) -> tokio::sync::mpsc::Receiver<Supervisor> {
+) -> tokio::sync::mpsc::Receiver<Attachment> {
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     let slots = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES));
     tokio::spawn(async move {
@@ -711,7 +754,7 @@ fn accept(
             let (end, binding, digest, gate, tx, exec) = (
                 end.clone(),
                 binding.clone(),
-                digest.clone(),
+                digest.get().cloned(),
                 gate.clone(),
                 tx.clone(),
                 Arc::clone(&exec),
@@ -722,9 +765,19 @@ fn accept(
                     Ok(tls) => tls,
                     Err(e) => return say(&format!("refused {peer}: {e}")),
                 };
+                let waiting = digest.is_none();
                 let supervisor = match Supervisor::attach(tls, Link::Network, binding, digest).await
                 {
                     Ok(supervisor) => supervisor,
+                    Err(e @ RelayError::Protocol(_)) if waiting => {
+                        // A holder of the generation's key that sends no
+                        // launch, or one this sandbox refuses: nothing
+                        // will run, so nothing waits.
+                        let _ = tx
+                            .send(Err(format!("the supervisor ({peer}) greeted wrongly: {e}")))
+                            .await;
+                        return;
+                    }
                     Err(e) => return say(&format!("refused {peer}: the greeting failed: {e}")),
                 };
                 supervisor.on_exec(exec);
@@ -732,115 +785,11 @@ fn accept(
                     return say(&format!("refused {peer}: a supervisor is attached"));
                 }
                 say(&format!("the supervisor ({peer}) attached"));
-                if tx.send(supervisor).await.is_err() {
+                if tx.send(Ok(supervisor)).await.is_err() {
                     gate.open();
                 }
             });
         }
     });
     rx
-}
-
-#[cfg(test)]
-mod tests {
-    use sandbox_protocol::Binding;
-
-    use super::*;
-    use crate::plan::{PLAN_VERSION, RelayPlan};
-
-    fn bootstrap(listen: &str) -> Bootstrap {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.policy");
-        std::fs::write(&path, "policy \"t\" {\n  fs read /usr\n}\n").unwrap();
-        let (checked, bundle) = policy_lang::load::compile_file(&path, None).unwrap();
-        let bundle = bundle.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
-        let binding = Binding {
-            sandbox_id: "sb".into(),
-            generation: 3,
-        };
-        let (credential, _) = sandbox_protocol::channel::issue(&binding).unwrap();
-        Bootstrap {
-            version: BOOTSTRAP_VERSION,
-            listen: listen.parse().unwrap(),
-            credential,
-            plan: LaunchPlan {
-                version: PLAN_VERSION,
-                landlock: bundle.enforcement.landlock,
-                deny: bundle.enforcement.seccomp.deny,
-                notify: bundle.enforcement.seccomp.notify,
-                workdir: b"/".to_vec(),
-                read_only: Vec::new(),
-                private_proc: false,
-                root_workload: false,
-                shared_pid_namespace: true,
-                drop_bounding: false,
-                user: None,
-                program: b"/bin/true".to_vec(),
-                argv: vec![b"true".to_vec()],
-                envp: Vec::new(),
-                relay: Some(RelayPlan {
-                    sandbox_id: binding.sandbox_id,
-                    generation: binding.generation,
-                    bundle_digest: bundle.digest,
-                    hash_binaries: false,
-                    own_network: false,
-                    binaries: Vec::new(),
-                }),
-            },
-            run_as: None,
-            trust: None,
-            reattach_within: REATTACH_WITHIN,
-            timeout_seconds: None,
-        }
-    }
-
-    /// `b` written with `version`, then taken back.
-    fn taken(b: &Bootstrap, version: u32) -> Result<Bootstrap, String> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("bootstrap.json");
-        let mut json: serde_json::Value = serde_json::from_slice(&b.to_bytes()).unwrap();
-        json["version"] = version.into();
-        std::fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
-        let got = Bootstrap::take(&path).map_err(|e| e.to_string());
-        assert!(!path.exists(), "the bootstrap was left on disk");
-        got
-    }
-
-    /// Version 1 (TCP only, as written before Unix sockets) still reads;
-    /// a Unix socket needs version 2; any other version is refused by
-    /// name.
-    #[test]
-    fn a_bootstrap_of_version_1_or_2_is_read_and_a_unix_socket_needs_2() {
-        let tcp = bootstrap("10.0.0.7:7443");
-        let unix = bootstrap("unix:/run/openshell/sandbox.sock");
-        assert_eq!(taken(&tcp, 1).unwrap().listen, tcp.listen);
-        assert_eq!(taken(&tcp, 2).unwrap().listen, tcp.listen);
-        assert_eq!(taken(&unix, 2).unwrap().listen, unix.listen);
-        let err = taken(&unix, 1).unwrap_err();
-        assert!(
-            err.contains(
-                "version 1 listens on TCP only, and it names `unix:/run/openshell/sandbox.sock` (a Unix socket is version 2)"
-            ),
-            "{err}"
-        );
-        for version in [0, 3] {
-            let err = taken(&tcp, version).unwrap_err();
-            assert!(
-                err.contains(&format!(
-                    "version {version}; this openshell-sandbox reads versions 1 to 2"
-                )),
-                "{err}"
-            );
-        }
-        let mut json: serde_json::Value = serde_json::from_slice(&tcp.to_bytes()).unwrap();
-        json["listen"] = "unix:relative.sock".into();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("bootstrap.json");
-        std::fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
-        let err = Bootstrap::take(&path).unwrap_err().to_string();
-        assert!(
-            err.contains("`unix:` needs an absolute path, not `relative.sock`"),
-            "{err}"
-        );
-    }
 }

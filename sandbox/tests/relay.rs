@@ -1,6 +1,7 @@
 //! The sandbox's side of the protocol against a supervisor that greets it
 //! and then never answers: every question fails once its time is up, and
-//! nothing is allowed meanwhile.
+//! nothing is allowed meanwhile; and a greeting whose launch does not
+//! match what the Hello said is refused.
 #![cfg(test)]
 
 use std::pin::Pin;
@@ -24,8 +25,9 @@ fn binding() -> Binding {
     }
 }
 
-/// Welcomes the sandbox, then reads everything and answers nothing.
-struct Silent;
+/// Welcomes the sandbox (with this launch, whatever its Hello said), then
+/// reads everything and answers nothing.
+struct Silent(Option<Vec<u8>>);
 
 #[tonic::async_trait]
 impl Broker for Silent {
@@ -46,10 +48,13 @@ impl Broker for Silent {
     ) -> Result<Response<Self::ControlStream>, Status> {
         let mut incoming = request.into_inner();
         let (tx, rx) = mpsc::channel(4);
+        let welcome = FromSupervisor::Welcome {
+            launch: self.0.clone(),
+        };
         tokio::spawn(async move {
             while let Some(Ok(msg)) = incoming.next().await {
                 if let Ok(FromSandbox::Hello { .. }) = FromSandbox::check(msg, &binding()) {
-                    let _ = tx.send(Ok(FromSupervisor::Welcome.to_pb(&binding()))).await;
+                    let _ = tx.send(Ok(welcome.to_pb(&binding()))).await;
                 }
             }
         });
@@ -81,10 +86,10 @@ fn caller() -> Caller {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_supervisor_that_never_answers_gets_every_question_refused_in_time() {
     let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
-    tokio::spawn(transport::serve(Silent, theirs, Link::Local));
+    tokio::spawn(transport::serve(Silent(None), theirs, Link::Local));
     let digest = format!("sha256:{}", "0".repeat(64));
     let limit = Duration::from_millis(300);
-    let supervisor = Supervisor::attach(ours, Link::Local, binding(), digest)
+    let supervisor = Supervisor::attach(ours, Link::Local, binding(), Some(digest))
         .await
         .unwrap()
         .answer_within(limit);
@@ -104,4 +109,44 @@ async fn a_supervisor_that_never_answers_gets_every_question_refused_in_time() {
         matches!(datagram, Err(RelayError::TimedOut(_))),
         "{datagram:?}"
     );
+}
+
+/// The sandbox's attachment to a supervisor whose Welcome carries
+/// `launch`, the sandbox's Hello saying `digest`.
+async fn greeted(launch: Option<&[u8]>, digest: Option<String>) -> Result<Supervisor, RelayError> {
+    let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+    tokio::spawn(transport::serve(
+        Silent(launch.map(<[u8]>::to_vec)),
+        theirs,
+        Link::Local,
+    ));
+    Supervisor::attach(ours, Link::Local, binding(), digest).await
+}
+
+fn refusal(attached: Result<Supervisor, RelayError>) -> String {
+    match attached {
+        Ok(_) => panic!("the greeting was accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A sandbox that has its plan is never handed another; one that waits
+/// for its launch goes on only with one, which it keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_welcome_is_taken_only_with_a_launch_exactly_when_the_hello_waits_for_one() {
+    let digest = format!("sha256:{}", "0".repeat(64));
+    let refused = refusal(greeted(Some(b"{}"), Some(digest.clone())).await);
+    assert!(
+        refused.contains("a Welcome with a launch, to a sandbox that has its plan"),
+        "{refused}"
+    );
+    let refused = refusal(greeted(None, None).await);
+    assert!(
+        refused.contains("a Welcome without the launch the Hello waits for"),
+        "{refused}"
+    );
+    let waiting = greeted(Some(b"the launch"), None).await.unwrap();
+    assert_eq!(waiting.launch(), Some(&b"the launch"[..]));
+    let planful = greeted(None, Some(digest)).await.unwrap();
+    assert_eq!(planful.launch(), None);
 }

@@ -56,8 +56,21 @@ pub struct ServeArgs {
 
     /// Write the sandbox's bootstrap here (a new file, mode 0600), for
     /// `openshell-sandbox --bootstrap`.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "credential",
+        conflicts_with = "credential"
+    )]
+    pub bootstrap: Option<PathBuf>,
+
+    /// Attach with this channel credential instead: the supervisor's half
+    /// of a kit whose other half, the sandbox's bootstrap, whoever starts
+    /// the sandbox made (a driver). No keys are made and no bootstrap is
+    /// written; the launch goes to the sandbox in the greeting. The file
+    /// is read, not deleted (it may be on a read-only volume).
     #[arg(long, value_name = "FILE")]
-    pub bootstrap: PathBuf,
+    pub credential: Option<PathBuf>,
 
     /// Make FILE once the sandbox's evidence is accepted and its workload
     /// runs (for a driver waiting on it).

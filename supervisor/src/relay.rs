@@ -74,6 +74,8 @@ pub struct SupervisorSide {
     ready_file: Option<std::path::PathBuf>,
     /// Further commands, asked once the workload was told to go.
     commands: Option<Arc<Commands>>,
+    /// The launch for a sandbox started from a kit, which waits for it.
+    launch: Option<Arc<[u8]>>,
 }
 
 /// What a sandbox's Evidence must show before its workload may run.
@@ -109,7 +111,17 @@ impl SupervisorSide {
             ended: Arc::default(),
             ready_file: None,
             commands: None,
+            launch: None,
         }
+    }
+
+    /// Hands `launch` to a sandbox whose Hello waits for one (it was
+    /// started from a kit, with no plan); without it such a sandbox is
+    /// refused.
+    #[must_use]
+    pub fn launching(mut self, launch: Arc<[u8]>) -> Self {
+        self.launch = Some(launch);
+        self
     }
 
     /// Runs the further commands of `commands` on this attachment once its
@@ -193,6 +205,7 @@ impl pb::broker_server::Broker for SupervisorSide {
         let links_to = self.links_to.clone();
         let ended = Arc::clone(&self.ended);
         let commands = self.commands.clone();
+        let launch = self.launch.clone();
         tokio::spawn(async move {
             let order = Arc::new(Mutex::new(ControlOrder::new()));
             // Commands asked on this stream are not started once it ends.
@@ -267,17 +280,18 @@ impl pb::broker_server::Broker for SupervisorSide {
                         }
                         FromSupervisor::Go
                     }
-                    Ok(FromSandbox::Hello { bundle_digest }) if bundle_digest == digest => {
-                        greeted.store(true, Ordering::SeqCst);
-                        FromSupervisor::Welcome
-                    }
                     Ok(FromSandbox::Hello { bundle_digest }) => {
-                        let why = format!(
-                            "the sandbox enforces bundle {bundle_digest}, not this supervisor's {digest}"
-                        );
-                        refused_message(&log, &why);
-                        let _ = tx.send(Err(Status::failed_precondition(why))).await;
-                        return;
+                        match welcome(bundle_digest.as_deref(), &digest, launch.as_ref()) {
+                            Ok(welcome) => {
+                                greeted.store(true, Ordering::SeqCst);
+                                welcome
+                            }
+                            Err(why) => {
+                                refused_message(&log, &why);
+                                let _ = tx.send(Err(Status::failed_precondition(why))).await;
+                                return;
+                            }
+                        }
                     }
                     // Answered off this loop: a lookup may wait on the
                     // upstream resolver.
@@ -496,6 +510,30 @@ impl Drop for Detach {
     }
 }
 
+/// The Welcome to a sandbox that says it enforces the bundle of `said`
+/// (`None`: it waits for its launch), from a supervisor of the bundle of
+/// `digest` that holds `launch` when the sandbox was started from a kit;
+/// or why the sandbox is refused. A sandbox that has its plan is never
+/// handed a launch.
+fn welcome(
+    said: Option<&str>,
+    digest: &str,
+    launch: Option<&Arc<[u8]>>,
+) -> Result<FromSupervisor, String> {
+    match (said, launch) {
+        (Some(said), _) if said == digest => Ok(FromSupervisor::Welcome { launch: None }),
+        (Some(said), _) => Err(format!(
+            "the sandbox enforces bundle {said}, not this supervisor's {digest}"
+        )),
+        (None, Some(launch)) => Ok(FromSupervisor::Welcome {
+            launch: Some(launch.to_vec()),
+        }),
+        (None, None) => Err(
+            "the sandbox waits for its launch (it was started from a kit), and this supervisor wrote its bootstrap with the plan: it has no launch to give".into(),
+        ),
+    }
+}
+
 /// Where the control stream's answers go, each recorded in its order
 /// first.
 #[derive(Debug, Clone)]
@@ -680,7 +718,8 @@ pub async fn local_pair(
         theirs,
         Link::Local,
     ));
-    sandbox::relay::Supervisor::attach(ours, Link::Local, binding, digest.unwrap_or(real)).await
+    sandbox::relay::Supervisor::attach(ours, Link::Local, binding, Some(digest.unwrap_or(real)))
+        .await
 }
 
 /// Both sides in this process as two hosts join them: the sandbox's end
@@ -710,7 +749,7 @@ pub async fn tls_pair(
         .handshake(tcp)
         .await
         .map_err(std::io::Error::other)?;
-    sandbox::relay::Supervisor::attach(tls, Link::Network, binding, real).await
+    sandbox::relay::Supervisor::attach(tls, Link::Network, binding, Some(real)).await
 }
 
 #[cfg(test)]
@@ -801,7 +840,7 @@ mod tests {
             theirs,
             Link::Local,
         ));
-        sandbox::relay::Supervisor::attach(ours, Link::Local, binding, digest)
+        sandbox::relay::Supervisor::attach(ours, Link::Local, binding, Some(digest))
             .await
             .unwrap()
     }
@@ -1140,6 +1179,38 @@ mod tests {
         assert!(
             log.contains("UDP goes only") && log.contains("192.0.2.9"),
             "{log}"
+        );
+    }
+
+    /// A supervisor welcomes a sandbox of its bundle without a launch,
+    /// hands its launch only to one that waits for it, and refuses a
+    /// waiting sandbox when it has none to give.
+    #[test]
+    fn the_welcome_carries_the_launch_only_to_a_sandbox_that_waits() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let launch: Arc<[u8]> = Arc::from(&b"{}"[..]);
+        for held in [None, Some(&launch)] {
+            assert_eq!(
+                welcome(Some(&digest), &digest, held),
+                Ok(FromSupervisor::Welcome { launch: None })
+            );
+            let other = format!("sha256:{}", "b".repeat(64));
+            assert!(
+                welcome(Some(&other), &digest, held)
+                    .unwrap_err()
+                    .contains("not this supervisor's")
+            );
+        }
+        assert_eq!(
+            welcome(None, &digest, Some(&launch)),
+            Ok(FromSupervisor::Welcome {
+                launch: Some(b"{}".to_vec())
+            })
+        );
+        assert!(
+            welcome(None, &digest, None)
+                .unwrap_err()
+                .contains("the sandbox waits for its launch")
         );
     }
 }

@@ -7,7 +7,12 @@
 //!    the bootstrap file (`--bootstrap`), which whoever starts the sandbox
 //!    hands to `openshell-sandbox --bootstrap`; the supervisor's part (its
 //!    channel key, the CA key, the placeholders' secrets) stays in this
-//!    process's memory and is never written.
+//!    process's memory and is never written. Where the sandbox's bootstrap
+//!    must exist before either end runs (a Kubernetes Secret), a driver
+//!    makes the channel keys instead (`sandbox_protocol::channel::kit`):
+//!    this process then reads its half (`--credential`), writes nothing,
+//!    and sends the rest of the sandbox's part, the launch, in the
+//!    greeting to the sandbox, which waits for it.
 //! 2. The supervisor attaches to the sandbox (`--sandbox`: over TCP, or a
 //!    Unix socket in a directory both see when the workload's container
 //!    has no network), trying until it listens (`--attach-within`); a
@@ -32,10 +37,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandbox::plan::{LaunchPlan, PLAN_VERSION, RelayPlan};
-use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, EXIT_SUPERVISOR_LOST, RunAs, Trust};
-use sandbox_protocol::Binding;
-use sandbox_protocol::channel::{ChannelError, Endpoint, SupervisorEnd, SupervisorStream, issue};
+use sandbox::standalone::{Bootstrap, EXIT_SUPERVISOR_LOST, Launch, RunAs, Trust};
+use sandbox_protocol::channel::{
+    ChannelError, Credential, Endpoint, Role, SupervisorEnd, SupervisorStream, issue,
+};
 use sandbox_protocol::transport::Link;
+use sandbox_protocol::{Binding, MAX_LAUNCH};
 
 use crate::attribution::Attribution;
 use crate::broker::Connector;
@@ -87,8 +94,6 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         sandbox_id: args.sandbox_id.clone(),
         generation: args.generation,
     };
-    let (sandbox_cred, supervisor_cred) = issue(&binding).map_err(LaunchError::Channel)?;
-    let end = SupervisorEnd::new(&supervisor_cred).map_err(LaunchError::Channel)?;
     let proxy_parts =
         l7::Prepared::new(args.supervision.upstream_ca.as_deref()).map_err(LaunchError::Proxy)?;
     let placeholders = Arc::new(Placeholders::default());
@@ -102,10 +107,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         g.guard_state(&writable, true)?;
     }
     let process = &bundle.enforcement.process;
-    let bootstrap = Bootstrap {
-        version: BOOTSTRAP_VERSION,
-        listen: listen_at(args),
-        credential: sandbox_cred,
+    let launch = Launch {
         plan,
         run_as: Some(RunAs {
             user: process.user.clone(),
@@ -115,14 +117,12 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
             dir: args.trust_dir.clone(),
             proxy_ca: proxy_parts.ca.cert_pem().to_owned(),
         }),
-        reattach_within: args.reattach_within,
         timeout_seconds: args.timeout,
     };
-    write_new(&args.bootstrap, &bootstrap.to_bytes())?;
-    note(&format!(
-        "wrote `{}`: start `openshell-sandbox --bootstrap FILE` with it on the sandbox's host",
-        args.bootstrap.display()
-    ));
+    let ChannelEnd {
+        end,
+        launch: launch_in_welcome,
+    } = channel_end(args, &binding, launch)?;
     let log = Arc::new(
         DenyLog::open(
             args.supervision.log.as_deref(),
@@ -195,6 +195,10 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         .requiring_evidence(evidence_rule)
         .announcing_ready_at(args.ready_file.clone())
         .with_links_to(Arc::clone(&reloader));
+        let side = match &launch_in_welcome {
+            Some(launch) => side.launching(Arc::clone(launch)),
+            None => side,
+        };
         match &commands {
             Some(commands) => side.running_commands(Arc::clone(commands)),
             None => side,
@@ -235,6 +239,82 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     };
     runtime.shutdown_timeout(Duration::from_millis(100));
     Ok(code)
+}
+
+/// This end of the channel, and the launch the Welcome carries: from the
+/// kit's credential at `--credential`, the launch sent to the sandbox,
+/// which waits for it; or from a new generation's keys, the launch
+/// written with the sandbox's key to the bootstrap at `--bootstrap`.
+fn channel_end(
+    args: &ServeArgs,
+    binding: &Binding,
+    launch: Launch,
+) -> Result<ChannelEnd, LaunchError> {
+    if let Some(path) = &args.credential {
+        let credential = kit_credential(path, binding)?;
+        let end = SupervisorEnd::new(&credential).map_err(LaunchError::Channel)?;
+        let bytes = launch.to_bytes();
+        if bytes.len() > MAX_LAUNCH {
+            return Err(LaunchError::Usage(format!(
+                "the launch (plan, user, trust, timeout) has {} bytes, over the {MAX_LAUNCH} a greeting carries: give the sandbox a bootstrap with its plan (`--bootstrap`)",
+                bytes.len()
+            )));
+        }
+        note(&format!(
+            "the channel key is the kit's `{}`: the launch goes to the sandbox in the greeting",
+            path.display()
+        ));
+        return Ok(ChannelEnd {
+            end,
+            launch: Some(Arc::from(bytes)),
+        });
+    }
+    let Some(path) = &args.bootstrap else {
+        return Err(LaunchError::Usage(
+            "give `--bootstrap FILE` or `--credential FILE`".into(),
+        ));
+    };
+    let (sandbox_cred, supervisor_cred) = issue(binding).map_err(LaunchError::Channel)?;
+    let end = SupervisorEnd::new(&supervisor_cred).map_err(LaunchError::Channel)?;
+    let bootstrap =
+        Bootstrap::with_launch(listen_at(args), sandbox_cred, launch, args.reattach_within);
+    write_new(path, &bootstrap.to_bytes())?;
+    note(&format!(
+        "wrote `{}`: start `openshell-sandbox --bootstrap FILE` with it on the sandbox's host",
+        path.display()
+    ));
+    Ok(ChannelEnd { end, launch: None })
+}
+
+/// This end of the channel, and the launch its Welcome carries to a
+/// sandbox started from a kit.
+struct ChannelEnd {
+    end: SupervisorEnd,
+    launch: Option<Arc<[u8]>>,
+}
+
+/// The supervisor's credential of a kit at `path`, for the sandbox and
+/// generation of `binding` (`--sandbox-id`, `--generation`): a credential
+/// of another would attach this process's decisions to a sandbox it was
+/// not told of. Read and left in place: it may be on a read-only volume.
+fn kit_credential(path: &Path, binding: &Binding) -> Result<Credential, LaunchError> {
+    let bytes = std::fs::read(path).map_err(LaunchError::io(format!(
+        "read the credential `{}`",
+        path.display()
+    )))?;
+    let credential = Credential::from_json(&bytes, Role::Supervisor)
+        .map_err(|e| LaunchError::Usage(format!("the credential `{}`: {e}", path.display())))?;
+    if credential.binding() != *binding {
+        return Err(LaunchError::Usage(format!(
+            "the credential `{}` is for sandbox \"{}\" generation {}, and this supervisor serves sandbox \"{}\" generation {} (`--sandbox-id`, `--generation`)",
+            path.display(),
+            credential.sandbox_id,
+            credential.generation,
+            binding.sandbox_id,
+            binding.generation
+        )));
+    }
+    Ok(credential)
 }
 
 /// The launch plan for a sandbox on another host: the bundle's tables,

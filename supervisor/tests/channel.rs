@@ -55,10 +55,14 @@ fn sandbox_end(credential: &str) {
         std::fs::rename(port_file.with_extension("tmp"), &port_file).unwrap();
         let (tcp, _) = listener.accept().await.unwrap();
         let tls = end.handshake(tcp).await.unwrap();
-        let supervisor =
-            sandbox::relay::Supervisor::attach(tls, Link::Network, credential.binding(), digest)
-                .await
-                .unwrap();
+        let supervisor = sandbox::relay::Supervisor::attach(
+            tls,
+            Link::Network,
+            credential.binding(),
+            Some(digest),
+        )
+        .await
+        .unwrap();
         let caller = Caller {
             pid: 2,
             tid: 2,

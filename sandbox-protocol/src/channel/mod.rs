@@ -13,12 +13,14 @@
 
 mod credential;
 mod endpoint;
+mod kit;
 mod stream;
 #[cfg(test)]
 mod tests;
 
 pub use credential::{Credential, Role, issue};
 pub use endpoint::{Endpoint, EndpointError, MAX_UNIX_PATH};
+pub use kit::{KIT_BOOTSTRAP_VERSION, Kit, kit};
 pub use stream::{Listener, Peer, Stream};
 
 use std::io;
@@ -65,6 +67,9 @@ pub enum ChannelError {
     /// Nothing answered at the address (yet).
     #[error("{0}")]
     Unreachable(String),
+    /// The sandbox's bootstrap could not be written.
+    #[error("cannot write the sandbox's bootstrap: {0}")]
+    Bootstrap(String),
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {

@@ -369,3 +369,56 @@ async fn a_stale_socket_is_replaced_and_anything_else_is_left_alone() {
     let err = Listener::bind(&at).await.unwrap_err().to_string();
     assert!(err.contains("is not a socket"), "{err}");
 }
+
+/// A kit's halves are the two ends of one generation: the sandbox's
+/// credential inside the bootstrap accepts the supervisor's credential.
+#[tokio::test]
+async fn a_kits_halves_attach_to_each_other_and_its_debug_shows_no_key() {
+    let listen: Endpoint = "127.0.0.1:7443".parse().unwrap();
+    let made = kit(&binding(4), &listen, 12).unwrap();
+    let shown = format!("{made:?}");
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+
+    let bootstrap: serde_json::Value = serde_json::from_slice(&made.bootstrap).unwrap();
+    let mut fields: Vec<&str> = bootstrap
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        ["credential", "listen", "reattach_within", "version"]
+    );
+    assert_eq!(bootstrap["version"], KIT_BOOTSTRAP_VERSION);
+    assert_eq!(bootstrap["listen"], "127.0.0.1:7443");
+    assert_eq!(bootstrap["reattach_within"], 12);
+    let sb = Credential::from_json(
+        &serde_json::to_vec(&bootstrap["credential"]).unwrap(),
+        Role::Sandbox,
+    )
+    .unwrap();
+    let sup = Credential::from_json(&made.supervisor, Role::Supervisor).unwrap();
+    assert_eq!(sb.binding(), binding(4));
+    assert_eq!(sup.binding(), binding(4));
+    assert!(Credential::from_json(&made.supervisor, Role::Sandbox).is_err());
+
+    let (addr, accepted) = sandbox(SandboxEnd::new(&sb).unwrap()).await;
+    SupervisorEnd::new(&sup)
+        .unwrap()
+        .connect(addr)
+        .await
+        .unwrap();
+    accepted.await.unwrap().unwrap();
+}
+
+#[test]
+fn a_kit_refuses_a_sandbox_id_no_credential_can_carry() {
+    let listen: Endpoint = "127.0.0.1:7443".parse().unwrap();
+    let empty = Binding {
+        sandbox_id: String::new(),
+        generation: 1,
+    };
+    assert!(kit(&empty, &listen, 30).is_err());
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use policy_bundle::Bundle;
 use sandbox::plan::{LaunchPlan, PLAN_VERSION, RelayPlan};
-use sandbox::standalone::{BOOTSTRAP_VERSION, Bootstrap, RunAs};
+use sandbox::standalone::{Bootstrap, Launch, RunAs};
 use sandbox_protocol::Binding;
 use sandbox_protocol::channel::Credential;
 
@@ -115,6 +115,14 @@ pub fn nobody_bundle(dir: &Dir, name: &str, rules: &str) -> PathBuf {
 /// waits until it has written the bootstrap: the child, its lines, and
 /// those passed over.
 pub fn spawn_serve(cmd: &mut Command) -> (std::process::Child, Receiver<String>, Vec<String>) {
+    spawn_serve_until(cmd, "wrote")
+}
+
+/// The same, waiting for a line with `what` instead.
+pub fn spawn_serve_until(
+    cmd: &mut Command,
+    what: &str,
+) -> (std::process::Child, Receiver<String>, Vec<String>) {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -123,7 +131,7 @@ pub fn spawn_serve(cmd: &mut Command) -> (std::process::Child, Receiver<String>,
         .unwrap();
     let err = lines(child.stderr.take().unwrap());
     let mut seen = Vec::new();
-    wait_for(&err, "wrote", &mut seen);
+    wait_for(&err, what, &mut seen);
     (child, err, seen)
 }
 
@@ -191,19 +199,21 @@ pub fn bootstrap(
             binaries: Vec::new(),
         }),
     };
-    Bootstrap {
-        version: BOOTSTRAP_VERSION,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        credential,
+    let launch = Launch {
         plan,
         run_as: Some(RunAs {
             user: Some("nobody".into()),
             group: Some("nogroup".into()),
         }),
         trust: None,
-        reattach_within,
         timeout_seconds: None,
-    }
+    };
+    Bootstrap::with_launch(
+        "127.0.0.1:0".parse().unwrap(),
+        credential,
+        launch,
+        reattach_within,
+    )
 }
 
 /// `openshell-sandbox --bootstrap BOOT` as PID 1 of a PID namespace of its
@@ -259,6 +269,20 @@ pub fn serve_command(
     boot: &Path,
     at: &str,
 ) -> Command {
+    let mut serve = serve_base(netns, dir, bundle, at);
+    serve.arg("--bootstrap").arg(boot);
+    serve
+}
+
+/// The same, attaching with the supervisor's half of a kit at
+/// `credential` instead of writing a bootstrap.
+pub fn kit_serve_command(dir: &Dir, bundle: &Path, credential: &Path, at: &str) -> Command {
+    let mut serve = serve_base(None, dir, bundle, at);
+    serve.arg("--credential").arg(credential);
+    serve
+}
+
+fn serve_base(netns: Option<&str>, dir: &Dir, bundle: &Path, at: &str) -> Command {
     let mut serve = match netns {
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -271,8 +295,7 @@ pub fn serve_command(
         .args(["serve", "--bundle"])
         .arg(bundle)
         .args(["--sandbox", at, "--sandbox-listen", at])
-        .args(["--sandbox-id", "served", "--generation", "2", "--bootstrap"])
-        .arg(boot)
+        .args(["--sandbox-id", "served", "--generation", "2"])
         .arg("--workdir")
         .arg(dir.path())
         .arg("--trust-dir")
@@ -292,11 +315,19 @@ pub fn joined(prefix: &str) -> (TestNet, TestNet) {
 /// An nftables fence on `sbx` whose only open way in is `from` to TCP
 /// `port`, and out only the replies (and loopback, both ways).
 pub fn fence(sbx: &TestNet, from: &str, port: u16) {
+    fence_with(&["ip", "netns", "exec", &sbx.name], from, port);
+}
+
+/// [`fence`] set by `nft` run with `enter` (a program and its arguments
+/// that run the rest in the fenced network namespace).
+pub fn fence_with(enter: &[&str], from: &str, port: u16) {
     let rules = format!(
         "table inet fence {{\n  chain input {{ type filter hook input priority 0; policy drop; iif \"lo\" accept; ct state established,related accept; ip saddr {from} tcp dport {port} accept; }}\n  chain output {{ type filter hook output priority 0; policy drop; oif \"lo\" accept; ct state established,related accept; }}\n}}\n"
     );
-    let mut nft = Command::new("ip")
-        .args(["netns", "exec", &sbx.name, "nft", "-f", "-"])
+    let (program, args) = enter.split_first().unwrap();
+    let mut nft = Command::new(program)
+        .args(args)
+        .args(["nft", "-f", "-"])
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
