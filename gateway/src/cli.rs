@@ -97,8 +97,9 @@ pub(crate) enum Command {
         /// its supervisor refreshes it before then.
         #[arg(long, default_value_t = 600, value_name = "S")]
         session_ttl: u64,
+        /// Boxed: the drivers' flags are most of the command's size.
         #[command(flatten)]
-        local: DriverArgs,
+        local: Box<DriverArgs>,
         #[command(flatten)]
         limits: LimitArgs,
         #[command(flatten)]
@@ -316,12 +317,13 @@ impl LimitArgs {
     }
 }
 
-/// `serve --driver local|podman`: the gateway runs sandboxes on its own
-/// host, as processes or as Podman containers.
+/// `serve --driver local|podman|kubernetes`: the gateway runs sandboxes on
+/// its own host, as processes or as Podman containers, or as Pods of a
+/// cluster.
 #[derive(clap::Args, Debug)]
 pub(crate) struct DriverArgs {
-    /// Run sandboxes with this driver (`local` or `podman`; repeat for
-    /// both).
+    /// Run sandboxes with this driver (`local`, `podman` or `kubernetes`;
+    /// repeat for several).
     #[arg(long = "driver", value_name = "D")]
     drivers: Vec<String>,
     /// Where the local driver keeps its sandboxes (default: DIR/local).
@@ -350,6 +352,87 @@ pub(crate) struct DriverArgs {
     /// A volume (`SRC:DST[:OPTIONS]`) every workload container gets.
     #[arg(long, value_name = "VOLUME")]
     podman_volume: Vec<String>,
+    #[command(flatten)]
+    kubernetes: KubernetesArgs,
+}
+
+/// The Kubernetes driver's settings (`docs/kubernetes.md`).
+#[derive(clap::Args, Debug)]
+pub(crate) struct KubernetesArgs {
+    /// The cluster's kubeconfig (default: `KUBECONFIG`, `~/.kube/config`,
+    /// or the Pod's service account when the gateway runs in the cluster).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The namespace every sandbox's Pods and Secrets go in; it gets the
+    /// driver's fence.
+    #[arg(long, value_name = "NS", default_value = "openshell-sandboxes")]
+    k8s_namespace: String,
+    /// The supervisor's image: `openshell-supervisor` and a statically
+    /// linked `openshell-sandbox` in `/usr/local/bin`, `cp` and `test`.
+    #[arg(long, value_name = "IMAGE")]
+    k8s_supervisor_image: Option<String>,
+    /// How supervisor Pods reach this gateway (repeat for replicas).
+    #[arg(long, value_name = "URL")]
+    k8s_gateway_url: Vec<String>,
+    /// The user both of a sandbox's Pods run as; never 0.
+    #[arg(long, value_name = "UID:GID", default_value = "65534:65534", value_parser = user_ids)]
+    k8s_user: (u32, u32),
+    /// The cluster's Pod network is IPv6: the sandbox listens on `[::]`.
+    #[arg(long)]
+    k8s_ipv6: bool,
+    /// How long a start may take until the supervisor confirms the
+    /// sandbox's enforcement.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    k8s_ready_within: u64,
+}
+
+impl KubernetesArgs {
+    async fn driver(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<crate::driver::kubernetes::Kubernetes, String> {
+        let image = self.k8s_supervisor_image.clone().ok_or(
+            "`--driver kubernetes` needs `--k8s-supervisor-image`, the image its supervisor Pods run",
+        )?;
+        if self.k8s_gateway_url.is_empty() {
+            return Err(
+                "`--driver kubernetes` needs `--k8s-gateway-url`, how its supervisor Pods reach this gateway".into(),
+            );
+        }
+        let config = match &self.kubeconfig {
+            Some(path) => {
+                let file = kube::config::Kubeconfig::read_from(path)
+                    .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(
+                    file,
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await
+                .map_err(|e| format!("`{}`: {e}", path.display()))?
+            }
+            None => kube::Config::infer()
+                .await
+                .map_err(|e| format!("no cluster to run sandboxes in: {e}; give `--kubeconfig`"))?,
+        };
+        let client = kube::Client::try_from(config)
+            .map_err(|e| format!("cannot make the cluster's client: {e}"))?;
+        Ok(crate::driver::kubernetes::Kubernetes::new(
+            client,
+            crate::driver::kubernetes::Settings {
+                namespace: self.k8s_namespace.clone(),
+                supervisor_image: image,
+                user: i64::from(self.k8s_user.0),
+                group: i64::from(self.k8s_user.1),
+                gateway_urls: self.k8s_gateway_url.clone(),
+                gateway_ca: dir.join("ca.pem"),
+                trust_keys: dir.join("trust.keys"),
+                ipv6: self.k8s_ipv6,
+                ready_within: Duration::from_secs(self.k8s_ready_within),
+                poll: Duration::from_millis(500),
+                labels: std::collections::BTreeMap::new(),
+            },
+        ))
+    }
 }
 
 fn user_ids(text: &str) -> Result<(u32, u32), String> {
@@ -364,7 +447,7 @@ fn user_ids(text: &str) -> Result<(u32, u32), String> {
 }
 
 impl DriverArgs {
-    fn driver(
+    async fn driver(
         &self,
         dir: &std::path::Path,
         listen: std::net::SocketAddr,
@@ -390,6 +473,10 @@ impl DriverArgs {
                 .map_err(|e| format!("cannot make `{}`: {e}", root.display()))
         };
         for name in &self.drivers {
+            if name == "kubernetes" {
+                drivers.push(std::sync::Arc::new(self.kubernetes.driver(dir).await?));
+                continue;
+            }
             let urls = if self.local_gateway_url.is_empty() {
                 if listen.port() == 0 {
                     return Err(format!(
@@ -428,7 +515,7 @@ impl DriverArgs {
                 })),
                 other => {
                     return Err(format!(
-                        "`--driver {other}`: this gateway has the `local` and `podman` drivers"
+                        "`--driver {other}`: this gateway has the `local`, `podman` and `kubernetes` drivers"
                     ));
                 }
             }
@@ -601,7 +688,7 @@ async fn run(command: Command) -> u8 {
             clients,
         } => {
             let db = db.unwrap_or_else(|| format!("sqlite:{}", dir.join("gateway.db").display()));
-            let drivers = match local.driver(&dir, listen) {
+            let drivers = match local.driver(&dir, listen).await {
                 Ok(d) => d,
                 Err(e) => return fail(EXIT_USAGE, e),
             };

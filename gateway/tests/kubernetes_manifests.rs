@@ -83,8 +83,8 @@ fn manifests_are_snapshotted_and_written() {
     }
     assert_eq!(
         all.len(),
-        9,
-        "the fence and two generations of four objects"
+        11,
+        "the fence, the driver's Role and its binding, and two generations of four objects"
     );
 }
 
@@ -265,6 +265,21 @@ fn the_supervisor_is_owned_by_its_workload_and_attaches_to_it() {
             "{name}"
         );
         assert!(flag("--gateway").is_some(), "{name}");
+        // Its half of the channel keys comes from its Secret; it writes no
+        // bootstrap of its own.
+        assert_eq!(
+            flag("--credential"),
+            Some("/run/openshell-supervisor/trust/credential.json"),
+            "{name}"
+        );
+        assert_eq!(flag("--bootstrap"), None, "{name}");
+        // Ready, for the driver, only once the ready file exists.
+        let ready = flag("--ready-file").expect("--ready-file");
+        assert_eq!(
+            container(sup, "supervisor")["readinessProbe"]["exec"]["command"],
+            json!(["test", "-e", ready]),
+            "{name}"
+        );
         // Its Secret, read-only; the sandbox's bootstrap Secret not at all.
         let volumes = sup["spec"]["volumes"].as_array().expect("volumes");
         let secrets: Vec<&Value> = volumes.iter().filter(|v| v["secret"].is_object()).collect();
@@ -295,6 +310,20 @@ fn secrets_are_immutable_and_per_generation() {
         let name = s["metadata"]["name"].as_str().expect("name");
         let labels = &s["metadata"]["labels"];
         assert_eq!(s["immutable"], true, "{name}");
+        // Deleted with its generation's workload Pod, whoever deletes it.
+        let owner = &s["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["kind"], "Pod", "{name}");
+        assert!(
+            owner["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("-workload")),
+            "{name}"
+        );
+        assert!(
+            owner["uid"].as_str().is_some_and(|u| !u.is_empty()),
+            "{name}"
+        );
+        assert_eq!(owner["controller"], false, "{name}");
         assert_eq!(s["type"], "Opaque", "{name}");
         let sandbox = labels["openshell.dev/sandbox"].as_str().expect("sandbox");
         let generation = labels["openshell.dev/generation"]
@@ -487,7 +516,8 @@ fn what_the_api_or_the_confinement_would_refuse_is_refused() {
         uid: uid.into(),
         ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
     };
-    assert!(supervisor_pod(&g, &workload("5f0c2a8e-3b1d-4c6f-9a7e-2d4b6c8e0f13")).is_ok());
+    const UID: &str = "5f0c2a8e-3b1d-4c6f-9a7e-2d4b6c8e0f13";
+    assert!(supervisor_pod(&g, &workload(UID)).is_ok());
     assert!(matches!(
         supervisor_pod(&g, &workload("")),
         Err(ManifestError::Uid(_))
@@ -497,16 +527,21 @@ fn what_the_api_or_the_confinement_would_refuse_is_refused() {
         Err(ManifestError::Uid(_))
     ));
     assert!(matches!(
-        bootstrap_secret(&g, &vec![0; 1024 * 1024]),
+        bootstrap_secret(&g, UID, &vec![0; 1024 * 1024]),
         Err(ManifestError::SecretTooLarge(..))
     ));
     let trust = SupervisorTrust {
         session: vec![b'x'; 512 * 1024],
         gateway_ca: vec![b'x'; 512 * 1024],
         trust_keys: Vec::new(),
+        credential: Vec::new(),
     };
     assert!(matches!(
-        supervisor_secret(&g, &trust),
+        supervisor_secret(&g, UID, &trust),
         Err(ManifestError::SecretTooLarge(..))
+    ));
+    assert!(matches!(
+        bootstrap_secret(&g, "a/b", b"{}"),
+        Err(ManifestError::Uid(_))
     ));
 }

@@ -10,9 +10,17 @@
 mod common;
 #[path = "common/driven.rs"]
 mod driven;
+#[path = "../../gateway/tests/kubernetes_driver/fake.rs"]
+#[allow(dead_code, reason = "the suite uses the API server, not its faults")]
+mod fake;
 #[path = "../../sandbox/tests/podman/host.rs"]
 #[allow(dead_code, reason = "the drivers' suite uses the host's side only")]
 mod host;
+#[path = "common/kube_play.rs"]
+#[allow(dead_code, reason = "the suite runs Pods through the kubelet")]
+mod kube_play;
+#[path = "common/podman_kubelet.rs"]
+mod podman_kubelet;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -74,8 +82,9 @@ fn processes_naming(needle: &str) -> Vec<String> {
 struct Probes<'a> {
     /// The driver's name.
     driver: &'a str,
-    /// What its `run` needs besides the command and the workspace.
-    run: serde_json::Value,
+    /// What its `run` needs besides the command, given the workspace (a
+    /// host directory): a driver may name it otherwise.
+    run: &'a dyn Fn(&Path) -> serde_json::Value,
     /// What the driver made for a sandbox that must be gone once it is
     /// stopped (processes' command lines).
     owned: &'a dyn Fn(&str) -> Vec<String>,
@@ -99,13 +108,14 @@ fn conformance(make: &MakeDriver, probes: &Probes<'_>) {
         secrets,
         deny_log,
     } = probes;
+    let space = workspace();
+    let more = more(space.path());
     let with = |mut run: serde_json::Value| {
         for (k, v) in more.as_object().into_iter().flatten() {
             run[k] = v.clone();
         }
         run
     };
-    let space = workspace();
     let allowed = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
     let refused = http_server(TcpListener::bind("127.0.0.1:0").unwrap()).port();
     // A workload that ended is noticed within a second.
@@ -311,7 +321,7 @@ fn the_local_driver_passes_the_conformance_suite() {
         &make,
         &Probes {
             driver: "local",
-            run: json!({}),
+            run: &|_| json!({}),
             owned: &|id| processes_naming(&dir.join(id).display().to_string()),
             escapes: &escapes,
             secrets: &secrets,
@@ -761,7 +771,7 @@ fn the_podman_driver_passes_the_conformance_suite() {
         &make,
         &Probes {
             driver: "podman",
-            run: json!({"rootfs": image.path().display().to_string()}),
+            run: &|_| json!({"rootfs": image.path().display().to_string()}),
             owned: &|id| containers_named(&prefix(id), false),
             escapes: &escapes,
             secrets: &secrets,
@@ -905,4 +915,165 @@ fn the_podman_driver_runs_a_sandbox_from_an_image() {
         Some(json!({"id": "none", "policy": "agent", "run": run})),
     );
     assert_eq!(r.status, 400, "{:?}", r.json());
+}
+
+/// The Kubernetes driver against the API server played in memory, its
+/// Pods run for real by a kubelet of `podman kube play`
+/// (`common/podman_kubelet.rs` says what that node lends them).
+#[test]
+fn the_kubernetes_driver_passes_the_conformance_suite() {
+    host::require_podman();
+    let sandbox = host::static_sandbox();
+    let images = kube_play::images(&sandbox, Path::new(SUPERVISOR));
+    let cluster = fake::FakeCluster::default();
+    let kubelet = podman_kubelet::PodmanKubelet::new();
+    cluster.kubelet(std::sync::Arc::new(kubelet.clone()));
+    // The played API server's task and kube's own run here; the gateway
+    // calls the client from its runtime.
+    let k8s = tokio::runtime::Runtime::new().unwrap();
+    let client = {
+        let _in = k8s.enter();
+        cluster.client()
+    };
+    let make = driven::kubernetes_driver(
+        client,
+        fake::NAMESPACE,
+        &images.supervisor,
+        T,
+        Duration::from_millis(200),
+    );
+    let of = |id: &str| {
+        let prefix = format!("osp-{id}-");
+        move |pod: &str| pod.starts_with(&prefix)
+    };
+    let escapes = |id: &str| {
+        let workload = |pod: &str| of(id)(pod) && pod.ends_with("-workload");
+        let pids = kubelet.with_pods(workload, kube_play::Played::netns_pid);
+        let pid = pids.first().expect("the workload Pod runs");
+        reaches_from(&host_address(), &["nsenter", "-t", pid, "-n"])
+    };
+    let secrets = |id: &str| -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = kubelet
+            .with_pods(of(id), kube_play::Played::secret_files)
+            .into_iter()
+            .flatten()
+            .collect();
+        found.extend(
+            cluster
+                .names("secrets")
+                .into_iter()
+                .filter(|n| of(id)(n))
+                .map(PathBuf::from),
+        );
+        found
+    };
+    let deny_log = |id: &str| {
+        let supervisor = |pod: &str| of(id)(pod) && pod.ends_with("-supervisor");
+        kubelet
+            .with_pods(supervisor, |p| p.logs("supervisor"))
+            .concat()
+    };
+    conformance(
+        &make,
+        &Probes {
+            driver: "kubernetes",
+            run: &|workspace| {
+                kubelet.claim("conformance", workspace);
+                json!({"image": images.workload, "workspace": "conformance"})
+            },
+            owned: &|id| containers_named(&format!("osp-{id}-"), false),
+            escapes: &escapes,
+            secrets: &secrets,
+            deny_log: &deny_log,
+        },
+    );
+    for id in ["sb", "bad"] {
+        let left = containers_named(&format!("osp-{id}-"), true);
+        assert!(left.is_empty(), "containers left behind: {left:?}");
+    }
+    assert!(
+        cluster.names("pods").is_empty(),
+        "{:?}",
+        cluster.names("pods")
+    );
+    assert!(
+        cluster.names("secrets").is_empty(),
+        "{:?}",
+        cluster.names("secrets")
+    );
+}
+
+/// The Kubernetes driver on a real cluster, when one is given
+/// (`OPENSHELL_TEST_KUBECONFIG`, with the images and an address of this
+/// host its Pods reach): a sandbox made ready, a command run in it as the
+/// Pods' user, stopped with nothing left, deleted. No cluster is reachable
+/// where this project's CI runs: it says so and passes.
+#[test]
+fn the_kubernetes_driver_runs_a_sandbox_on_a_real_cluster() {
+    let Some(kubeconfig) = std::env::var_os("OPENSHELL_TEST_KUBECONFIG") else {
+        println!(
+            "not run: no cluster (OPENSHELL_TEST_KUBECONFIG is not set; with it set, \
+             OPENSHELL_TEST_K8S_SUPERVISOR_IMAGE, OPENSHELL_TEST_K8S_WORKLOAD_IMAGE (with /bin/sh \
+             and a `nobody` user) and OPENSHELL_TEST_K8S_GATEWAY_ADDRESS (an address of this host \
+             the cluster's Pods reach) are needed too; OPENSHELL_TEST_K8S_NAMESPACE defaults to \
+             openshell-test)"
+        );
+        return;
+    };
+    let var = |name: &str| {
+        std::env::var(name)
+            .unwrap_or_else(|_| panic!("OPENSHELL_TEST_KUBECONFIG is set but {name} is not"))
+    };
+    let supervisor_image = var("OPENSHELL_TEST_K8S_SUPERVISOR_IMAGE");
+    let workload_image = var("OPENSHELL_TEST_K8S_WORKLOAD_IMAGE");
+    let address = var("OPENSHELL_TEST_K8S_GATEWAY_ADDRESS");
+    let namespace =
+        std::env::var("OPENSHELL_TEST_K8S_NAMESPACE").unwrap_or_else(|_| "openshell-test".into());
+    let k8s = tokio::runtime::Runtime::new().unwrap();
+    let client = k8s.block_on(async {
+        let file = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    });
+    let make = driven::kubernetes_driver(
+        client.clone(),
+        &namespace,
+        &supervisor_image,
+        Duration::from_secs(300),
+        Duration::from_secs(1),
+    );
+    let policy = "policy \"agent\" {\n  landlock hard min_abi 4\n  fs exec /bin /etc\n  fs read /proc\n  fs write /dev/null /workspace\n  run_as user nobody group nogroup\n}\n";
+    let listener = TcpListener::bind((address.as_str(), 0)).unwrap();
+    let gw = driven::gateway_on(listener, std::slice::from_ref(&address), &make, policy, 30);
+    let run = json!({"driver": "kubernetes", "image": workload_image, "command": ["/bin/sh", "-c", "sleep 3600"]});
+    let r = gw.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(json!({"id": "real", "policy": "agent", "run": run})),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    assert_eq!(r.json()["phase"], "ready");
+    let ran = exec(
+        &gw,
+        "real",
+        json!({"command": ["/bin/sh", "-c", "id -u; echo hi"]}),
+    );
+    assert_eq!(ran.record["exit_status"], 0, "{}", ran.record);
+    assert_eq!(ran.stdout, "65534\nhi\n");
+    let r = gw.call("POST", "/v1/sandboxes/real/stop", None);
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    let left = k8s.block_on(async {
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(client, &namespace);
+        let selector = "app.kubernetes.io/part-of=openshell,openshell.dev/sandbox=real";
+        pods.list(&kube::api::ListParams::default().labels(selector))
+            .await
+            .unwrap()
+            .items
+            .len()
+    });
+    assert_eq!(left, 0, "Pods left after the stop");
+    assert_eq!(gw.call("DELETE", "/v1/sandboxes/real", None).status, 200);
 }

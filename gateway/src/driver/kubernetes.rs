@@ -1,31 +1,30 @@
-//! The Kubernetes driver's objects: what it creates for each generation of
-//! a sandbox, built as the API's own typed objects (`k8s-openapi`), so a
-//! misspelt field or a value of the wrong type does not compile. Only the
-//! manifests so far: no API client, inspection or recovery yet
-//! (`docs/kubernetes.md`).
+//! The Kubernetes driver: a sandbox as a workload Pod and a supervisor
+//! Pod of one namespace (`docs/kubernetes.md`). Its objects are built as
+//! the API's own typed objects (`k8s-openapi`), so a misspelt field or a
+//! value of the wrong type does not compile; [`Kubernetes`] makes them
+//! through the API server.
 //!
 //! A generation is made in this order, each step relying on the last:
 //!
-//! 1. the namespace's [`fence`]: a NetworkPolicy under which a workload
+//! 1. what a start that never finished left, removed (by label, each
+//!    object by its uid);
+//! 2. the namespace's [`fence`]: a NetworkPolicy under which a workload
 //!    Pod sends nothing and receives only the supervisors' connections on
 //!    [`SANDBOX_PORT`], so that a workload whose sandbox failed to broker
 //!    a connect still reaches nothing;
-//! 2. the [`workload_pod`], held back by a scheduling gate, so nothing
+//! 3. the [`workload_pod`], held back by a scheduling gate, so nothing
 //!    of it runs before the driver has seen what admission made of it;
-//! 3. (to come) that inspection: a mutating webhook may have added a
-//!    sidecar, a volume or a capability the fence and the confinement
-//!    below do not account for;
-//! 4. the generation's Secrets ([`bootstrap_secret`],
-//!    [`supervisor_secret`]: immutable, named for the generation, so a
-//!    stale generation's trust material is never updated into a new one)
-//!    and the [`supervisor_pod`], owned (not controlled) by the workload
-//!    Pod, so deleting the workload Pod takes its supervisor with it;
-//! 5. both gates lifted.
-//!
-//! The supervisor's command names the workload Pod's IP, which the Pod
-//! has only once scheduled, and `openshell-supervisor serve` writes the
-//! bootstrap itself today: both bear on that order, and are open for the
-//! driver (`docs/kubernetes.md`, "Open for the driver").
+//! 4. that inspection: a mutating webhook may have added a sidecar, a
+//!    volume or a capability the fence and the confinement below do not
+//!    account for;
+//! 5. the generation's Secrets ([`bootstrap_secret`],
+//!    [`supervisor_secret`]: each half of keys made for the generation,
+//!    immutable, owned by the workload Pod);
+//! 6. the workload's gate lifted: its sandbox listens and waits, nothing
+//!    of the workload forked, its launch to come from the supervisor;
+//! 7. once it has an IP, the [`supervisor_pod`], owned (not controlled)
+//!    by the workload Pod, inspected, its gate lifted;
+//! 8. ready once the supervisor confirmed the sandbox's enforcement.
 //!
 //! Both Pods run as a user that is not root, with every capability
 //! dropped, no privilege escalation, the runtime's default seccomp
@@ -35,14 +34,19 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+mod cluster;
+mod inspect;
 mod manifests;
 mod names;
+mod rbac;
 mod sample;
 
+pub use cluster::{Kubernetes, Settings};
 pub use manifests::{
     FENCE, bootstrap_secret, fence, supervisor_pod, supervisor_secret, workload_pod,
 };
 pub use names::Names;
+pub use rbac::{DRIVER_ROLE, driver_role};
 pub use sample::manifests_for_validation;
 
 /// The port the sandbox listens on in the workload Pod and the fence
@@ -131,6 +135,9 @@ pub struct SupervisorTrust {
     pub gateway_ca: Vec<u8>,
     /// The signing keys to trust (`trust.keys`).
     pub trust_keys: Vec<u8>,
+    /// The supervisor's half of the generation's channel keys
+    /// (`sandbox_protocol::channel::Kit::supervisor`).
+    pub credential: Vec<u8>,
 }
 
 /// Why a generation's objects cannot be made.

@@ -30,6 +30,11 @@ pub struct Gw {
 }
 
 impl Gw {
+    /// The gateway's directory (`ca.pem`, `trust.keys`).
+    pub fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+
     /// Policy `name` proposed as `source` by `author`, approved by admin.
     pub fn approve(&self, author: &Client, name: &str, source: &str) {
         let p = self
@@ -76,14 +81,22 @@ pub type MakeDriver = dyn Fn(&Path, &str) -> Arc<dyn Driver>;
 /// A gateway with the driver `make` makes, holding leases `lease`
 /// seconds, and policy `agent` approved as `policy`.
 pub fn gateway(make: &MakeDriver, policy: &str, lease: u64) -> Gw {
-    let dir = tempfile::tempdir().unwrap();
-    gateway::dir::init(dir.path(), &[]).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    gateway_on(listener, &[], make, policy, lease)
+}
+
+/// [`gateway`] serving on `listener`, its certificate naming `hosts` too.
+pub fn gateway_on(
+    listener: TcpListener,
+    hosts: &[String],
+    make: &MakeDriver,
+    policy: &str,
+    lease: u64,
+) -> Gw {
+    let dir = tempfile::tempdir().unwrap();
+    gateway::dir::init(dir.path(), hosts).unwrap();
     listener.set_nonblocking(true).unwrap();
-    let url = format!(
-        "https://127.0.0.1:{}",
-        listener.local_addr().unwrap().port()
-    );
+    let url = format!("https://{}", listener.local_addr().unwrap());
     let driver = make(dir.path(), &url);
     let config = Config {
         dir: dir.path().to_path_buf(),
@@ -177,6 +190,37 @@ pub fn podman_driver(
             user: (65534, 65534),
             volumes: volumes.clone(),
         })
+    }
+}
+
+/// The Kubernetes driver over `client`, in namespace `namespace`, its
+/// supervisor Pods of `supervisor_image`, waiting up to `ready_within`
+/// for a start and reading Pods every `poll`.
+pub fn kubernetes_driver(
+    client: kube::Client,
+    namespace: &str,
+    supervisor_image: &str,
+    ready_within: Duration,
+    poll: Duration,
+) -> impl Fn(&Path, &str) -> Arc<dyn Driver> + use<> {
+    let (namespace, supervisor_image) = (namespace.to_owned(), supervisor_image.to_owned());
+    move |dir: &Path, url: &str| -> Arc<dyn Driver> {
+        Arc::new(gateway::driver::kubernetes::Kubernetes::new(
+            client.clone(),
+            gateway::driver::kubernetes::Settings {
+                namespace: namespace.clone(),
+                supervisor_image: supervisor_image.clone(),
+                user: 65534,
+                group: 65534,
+                gateway_urls: vec![url.to_owned()],
+                gateway_ca: dir.join("ca.pem"),
+                trust_keys: dir.join("trust.keys"),
+                ipv6: false,
+                ready_within,
+                poll,
+                labels: Default::default(),
+            },
+        ))
     }
 }
 

@@ -5,8 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource,
-    PersistentVolumeClaimVolumeSource, Pod, PodSchedulingGate, PodSecurityContext, PodSpec,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, ExecAction,
+    PersistentVolumeClaimVolumeSource, Pod, PodSchedulingGate, PodSecurityContext, PodSpec, Probe,
     SeccompProfile, Secret, SecretVolumeSource, SecurityContext, Sysctl, Volume, VolumeMount,
 };
 use k8s_openapi::api::networking::v1::{
@@ -38,7 +38,7 @@ const BOOTSTRAP_SECRET_AT: &str = "/run/openshell-secret";
 /// container.
 const SANDBOX_BIN: &str = "/run/openshell-bin";
 /// The supervisor's writable, memory-backed directory: the session it
-/// refreshes, the revision floor and the bootstrap it writes.
+/// refreshes, the revision floor and its ready file.
 const SUP_OWN: &str = "/run/openshell-supervisor/own";
 /// The supervisor's Secret, read-only.
 const SUP_TRUST: &str = "/run/openshell-supervisor/trust";
@@ -48,6 +48,12 @@ const BOOTSTRAP_KEY: &str = "bootstrap";
 const SESSION_KEY: &str = "session.json";
 const CA_KEY: &str = "ca.pem";
 const TRUST_KEYS_KEY: &str = "trust.keys";
+const CREDENTIAL_KEY: &str = "credential.json";
+
+/// The file `serve --ready-file` makes once the sandbox's evidence is
+/// accepted and its workload runs; the supervisor container's readiness
+/// probe, and so the Pod's `Ready` condition, is its existence.
+const READY_FILE: &str = "ready";
 
 /// What a Secret holds at most (the API's limit, keys included).
 const SECRET_MAX: usize = 1024 * 1024;
@@ -195,15 +201,7 @@ pub fn workload_pod(g: &Generation) -> Pod {
 /// # Errors
 /// `workload.uid` is not a uid.
 pub fn supervisor_pod(g: &Generation, workload: &AdmittedWorkload) -> Result<Pod, ManifestError> {
-    let uid_ok = !workload.uid.is_empty()
-        && workload.uid.len() <= 64
-        && workload
-            .uid
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-');
-    if !uid_ok {
-        return Err(ManifestError::Uid(workload.uid.clone()));
-    }
+    let owner = owner(g, &workload.uid)?;
     let spec = g.spec();
     let names = g.names();
     let mounts = || {
@@ -245,7 +243,8 @@ pub fn supervisor_pod(g: &Generation, workload: &AdmittedWorkload) -> Result<Pod
         ("--sandbox-listen", listen_at.to_string()),
         ("--sandbox-id", spec.sandbox_id.clone()),
         ("--generation", spec.generation.to_string()),
-        ("--bootstrap", format!("{SUP_OWN}/{BOOTSTRAP_KEY}")),
+        ("--credential", format!("{SUP_TRUST}/{CREDENTIAL_KEY}")),
+        ("--ready-file", format!("{SUP_OWN}/{READY_FILE}")),
         ("--workdir", WORKSPACE.into()),
     ];
     for (flag, value) in flags {
@@ -262,6 +261,7 @@ pub fn supervisor_pod(g: &Generation, workload: &AdmittedWorkload) -> Result<Pod
         command: Some(command),
         security_context: Some(container_security(true)),
         volume_mounts: Some(mounts()),
+        readiness_probe: Some(ready_probe()),
         ..Container::default()
     };
     let volumes = vec![
@@ -269,16 +269,7 @@ pub fn supervisor_pod(g: &Generation, workload: &AdmittedWorkload) -> Result<Pod
         empty_dir("own", Some("Memory"), Some("16Mi")),
     ];
     let mut metadata = meta(g, &names.supervisor_pod, Some(ROLE_SUPERVISOR));
-    metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-        name: names.workload_pod.clone(),
-        uid: workload.uid.clone(),
-        controller: Some(false),
-        // Blocking the owner's deletion needs the right to set its
-        // finalizers; the supervisor may go after its workload.
-        block_owner_deletion: Some(false),
-    }]);
+    metadata.owner_references = Some(vec![owner]);
     Ok(Pod {
         metadata,
         spec: Some(pod_spec(g, vec![session], supervisor, volumes)),
@@ -286,42 +277,56 @@ pub fn supervisor_pod(g: &Generation, workload: &AdmittedWorkload) -> Result<Pod
     })
 }
 
-/// The sandbox's bootstrap for this generation. Immutable, and named for
-/// the generation: a new generation gets a new Secret, never an old one
-/// changed, and the kubelet need not watch it.
+/// The sandbox's bootstrap for this generation (its half of the channel
+/// keys). Immutable, and named for the generation: a new generation gets
+/// a new Secret, never an old one changed, and the kubelet need not watch
+/// it. Owned by the workload Pod `workload_uid`, so the cluster deletes
+/// it with the Pod, whoever deletes that.
 ///
 /// # Errors
-/// `bootstrap` is larger than a Secret holds.
-pub fn bootstrap_secret(g: &Generation, bootstrap: &[u8]) -> Result<Secret, ManifestError> {
+/// `bootstrap` is larger than a Secret holds, or the uid is not one.
+pub fn bootstrap_secret(
+    g: &Generation,
+    workload_uid: &str,
+    bootstrap: &[u8],
+) -> Result<Secret, ManifestError> {
     secret(
         g,
+        workload_uid,
         &g.names().bootstrap_secret,
         "bootstrap",
         [(BOOTSTRAP_KEY, bootstrap)],
     )
 }
 
-/// The supervisor's session and trust for this generation, apart from the
-/// sandbox's: the workload Pod never mounts it. Immutable, as the
-/// bootstrap's.
+/// The supervisor's session, trust and half of the channel keys for this
+/// generation, apart from the sandbox's: the workload Pod never mounts
+/// it. Immutable and owned as the bootstrap's.
 ///
 /// # Errors
-/// It would be larger than a Secret holds.
-pub fn supervisor_secret(g: &Generation, trust: &SupervisorTrust) -> Result<Secret, ManifestError> {
+/// It would be larger than a Secret holds, or the uid is not one.
+pub fn supervisor_secret(
+    g: &Generation,
+    workload_uid: &str,
+    trust: &SupervisorTrust,
+) -> Result<Secret, ManifestError> {
     secret(
         g,
+        workload_uid,
         &g.names().supervisor_secret,
         "supervisor",
         [
             (SESSION_KEY, trust.session.as_slice()),
             (CA_KEY, trust.gateway_ca.as_slice()),
             (TRUST_KEYS_KEY, trust.trust_keys.as_slice()),
+            (CREDENTIAL_KEY, trust.credential.as_slice()),
         ],
     )
 }
 
 fn secret<const N: usize>(
     g: &Generation,
+    workload_uid: &str,
     name: &str,
     what: &'static str,
     files: [(&str, &[u8]); N],
@@ -330,8 +335,10 @@ fn secret<const N: usize>(
     if size > SECRET_MAX {
         return Err(ManifestError::SecretTooLarge(what, size));
     }
+    let mut metadata = meta(g, name, None);
+    metadata.owner_references = Some(vec![owner(g, workload_uid)?]);
     Ok(Secret {
-        metadata: meta(g, name, None),
+        metadata,
         immutable: Some(true),
         type_: Some("Opaque".into()),
         data: Some(
@@ -342,6 +349,49 @@ fn secret<const N: usize>(
         ),
         string_data: None,
     })
+}
+
+/// A reference to the generation's workload Pod by its uid, so that an
+/// object made again under its name is not the owner. Not a controller:
+/// nothing of the workload Pod's manages what it owns.
+fn owner(g: &Generation, uid: &str) -> Result<OwnerReference, ManifestError> {
+    let uid_ok = !uid.is_empty()
+        && uid.len() <= 64
+        && uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if !uid_ok {
+        return Err(ManifestError::Uid(uid.to_owned()));
+    }
+    Ok(OwnerReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: g.names().workload_pod.clone(),
+        uid: uid.to_owned(),
+        controller: Some(false),
+        // Blocking the owner's deletion needs the right to set its
+        // finalizers; what it owns may go after it.
+        block_owner_deletion: Some(false),
+    })
+}
+
+/// Ready once the ready file exists. Every field the API server would
+/// default is given, so that the admitted Pod is compared with exactly
+/// what was sent.
+fn ready_probe() -> Probe {
+    Probe {
+        exec: Some(ExecAction {
+            command: Some(vec![
+                "test".into(),
+                "-e".into(),
+                format!("{SUP_OWN}/{READY_FILE}"),
+            ]),
+        }),
+        initial_delay_seconds: Some(0),
+        period_seconds: Some(1),
+        timeout_seconds: Some(1),
+        success_threshold: Some(1),
+        failure_threshold: Some(3),
+        ..Probe::default()
+    }
 }
 
 fn meta(g: &Generation, name: &str, role: Option<&str>) -> ObjectMeta {

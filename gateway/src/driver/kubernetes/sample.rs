@@ -8,8 +8,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use serde::Serialize;
 
 use super::{
-    AdmittedWorkload, FENCE, Generation, GenerationSpec, ManifestError, SupervisorTrust,
-    bootstrap_secret, fence, supervisor_pod, supervisor_secret, workload_pod,
+    AdmittedWorkload, DRIVER_ROLE, FENCE, Generation, GenerationSpec, ManifestError,
+    SupervisorTrust, bootstrap_secret, driver_role, fence, supervisor_pod, supervisor_secret,
+    workload_pod,
 };
 
 /// The namespace of the samples.
@@ -23,7 +24,12 @@ const NAMESPACE: &str = "openshell-sandboxes";
 /// # Errors
 /// None in practice: the samples are valid.
 pub fn manifests_for_validation() -> Result<Vec<(String, serde_json::Value)>, ManifestError> {
-    let mut out = vec![file("networkpolicy", FENCE, &fence(NAMESPACE)?)?];
+    let (role, binding) = driver_role(NAMESPACE, "openshell", "openshell-gateway")?;
+    let mut out = vec![
+        file("networkpolicy", FENCE, &fence(NAMESPACE)?)?,
+        file("role", DRIVER_ROLE, &role)?,
+        file("rolebinding", DRIVER_ROLE, &binding)?,
+    ];
     let first = Generation::new(GenerationSpec {
         namespace: NAMESPACE.into(),
         sandbox_id: "task-17".into(),
@@ -64,6 +70,7 @@ pub fn manifests_for_validation() -> Result<Vec<(String, serde_json::Value)>, Ma
             .to_vec(),
         gateway_ca: b"-----BEGIN CERTIFICATE-----\nsample\n-----END CERTIFICATE-----\n".to_vec(),
         trust_keys: b"sample-key-id ed25519 c2FtcGxl\n".to_vec(),
+        credential: br#"{"role":"supervisor","sample":true}"#.to_vec(),
     };
     for (g, workload) in [first, second].iter().zip(&admitted) {
         let names = g.names();
@@ -71,12 +78,12 @@ pub fn manifests_for_validation() -> Result<Vec<(String, serde_json::Value)>, Ma
         out.push(file(
             "secret",
             &names.bootstrap_secret,
-            &bootstrap_secret(g, br#"{"version":1,"sample":true}"#)?,
+            &bootstrap_secret(g, &workload.uid, br#"{"version":3,"sample":true}"#)?,
         )?);
         out.push(file(
             "secret",
             &names.supervisor_secret,
-            &supervisor_secret(g, &trust)?,
+            &supervisor_secret(g, &workload.uid, &trust)?,
         )?);
         out.push(file(
             "pod",
