@@ -39,6 +39,9 @@ pub struct Denial {
     pub policy: Option<String>,
     /// The bundle digest (`sha256:<hex>`).
     pub digest: Option<String>,
+    /// The program that wrote the line (OCSF `metadata.product.name`),
+    /// to say whose line it is when it cannot be used.
+    pub product: Option<String>,
 }
 
 /// The request part of an L7 denial.
@@ -200,6 +203,7 @@ pub fn read_line(line: &str) -> Result<Entry, LineError> {
             .to_owned(),
         policy: str_at(&value, &["policy", "name"]).map(str::to_owned),
         digest: str_at(&value, &["policy", "uid"]).map(str::to_owned),
+        product: str_at(&value, &["metadata", "product", "name"]).map(str::to_owned),
     })))
 }
 
@@ -276,6 +280,16 @@ mod tests {
         assert_eq!(d.port, 443);
         assert_eq!(d.rule, None);
         assert_eq!(d.digest.as_deref(), Some("sha256:00"));
+    }
+
+    #[test]
+    fn a_line_without_a_policy_reads_with_none_and_its_product() {
+        let line = r#"{"class_uid":4001,"action_id":2,"actor":{"process":{"file":{"path":"/usr/bin/curl"}}},"dst_endpoint":{"hostname":"example.com","port":443},"metadata":{"product":{"name":"OpenShell"}}}"#;
+        let Ok(Entry::Denial(d)) = read_line(line) else {
+            panic!("not a denial");
+        };
+        assert_eq!((d.policy, d.digest), (None, None));
+        assert_eq!(d.product.as_deref(), Some("OpenShell"));
     }
 
     /// What the `deny_log` fuzz target asks, on every prefix of a real

@@ -704,6 +704,178 @@ fn a_log_of_another_policy_is_refused_line_by_line() {
 }
 
 #[test]
+fn a_line_that_names_no_policy_is_refused_like_a_line_of_another_policy() {
+    let d = dir("no-policy");
+    let p = policy(&d, "p.policy", GH, "gh");
+    let mut anonymous = connect(
+        &p,
+        "/usr/bin/curl",
+        Some("example.org"),
+        "93.184.216.34",
+        443,
+    );
+    let o = anonymous.as_object_mut().unwrap();
+    o.remove("policy");
+    o.insert(
+        "metadata".into(),
+        json!({ "version": "1.3.0", "product": { "name": "OpenShell" } }),
+    );
+    let mut unnamed = connect(&p, "/usr/bin/curl", Some("example.net"), "192.0.2.1", 443);
+    unnamed["policy"].as_object_mut().unwrap().remove("name");
+    let log = write_log(
+        &d,
+        &lines(&[
+            anonymous,
+            unnamed,
+            connect(
+                &p,
+                "/usr/bin/curl",
+                Some("example.com"),
+                "93.184.216.34",
+                443,
+            ),
+        ]),
+    );
+    let o = suggest(&p, &log, &[]);
+    assert_eq!(code(&o), 2);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:1: a denial that names no policy (no `policy.name` or `policy.uid`) (written by `OpenShell`), so it cannot be told to be of `gh`; skipped, as a line of another policy is",
+            log.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        !err.contains(":2:") && !err.contains(":3:"),
+        "the bundle digest alone names the policy: {err}"
+    );
+    let out = text(&o.stdout);
+    assert!(!out.contains("example.org"), "{out}");
+    assert!(
+        out.contains("allow /usr/bin/curl -> example.net:443"),
+        "{out}"
+    );
+    assert!(
+        out.contains("allow /usr/bin/curl -> example.com:443"),
+        "{out}"
+    );
+    let v = json(&suggest(&p, &log, &["--format", "json"]));
+    assert_eq!(v["errors"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["errors"][0]["line"], 1);
+}
+
+const WITH_FRAGMENT: &str = r#"policy "frag" {
+  include "fragments/base.policy"
+  run_as user sandbox group sandbox
+
+  allow /usr/bin/gh -> api.github.com:443
+}
+"#;
+
+const FRAGMENT: &str = r#"fragment "base" {
+  fs read /usr /etc
+}
+"#;
+
+/// `top/dir/p.policy`, which includes `top/dir/fragments/base.policy`.
+fn policy_with_a_fragment(top: &Path) -> Policy {
+    let sub = top.join("dir");
+    std::fs::create_dir_all(sub.join("fragments")).unwrap();
+    std::fs::write(sub.join("fragments/base.policy"), FRAGMENT).unwrap();
+    policy(&sub, "p.policy", WITH_FRAGMENT, "frag")
+}
+
+#[test]
+fn a_policy_with_an_include_is_patched_however_its_path_is_given() {
+    let d = dir("include");
+    let p = policy_with_a_fragment(&d);
+    let log = write_log(
+        &d,
+        &lines(&[connect(
+            &p,
+            "/usr/bin/curl",
+            Some("example.com"),
+            "93.184.216.34",
+            443,
+        )]),
+    );
+    let absolute = p.path.to_str().unwrap();
+    let sub = d.join("dir");
+    for (cwd, given) in [
+        (&d, "dir/p.policy"),
+        (&d, "./dir/p.policy"),
+        (&d, absolute),
+        (&sub, "./p.policy"),
+        (&sub, "p.policy"),
+        (&sub, "../dir/p.policy"),
+    ] {
+        let o = bin()
+            .current_dir(cwd)
+            .args([
+                "suggest",
+                given,
+                "--from",
+                log.to_str().unwrap(),
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{given}: {}", text(&o.stdout));
+        let v = json(&o);
+        assert_eq!(v["errors"], json!([]), "{given}");
+        assert_eq!(
+            patch(&v),
+            format!(
+                "  # denied in {}:1\n  allow /usr/bin/curl -> example.com:443\n",
+                log.display()
+            ),
+            "{given}"
+        );
+        assert_eq!(v["proof"]["verdict"], "new-reach", "{given}");
+        assert_eq!(v["beyond_denials"], json!([]), "{given}");
+        assert_eq!(
+            v["replay"],
+            json!([{
+                "lines": [1],
+                "binary": "/usr/bin/curl",
+                "request": "connection to example.com:443",
+                "before": "deny",
+                "after": "allow",
+                "rule": "p.policy:8 (/usr/bin/curl)",
+                "reason": "`/usr/bin/curl` may connect to `example.com:443` (relayed without inspection)",
+            }]),
+            "{given}: the rule is blamed relative to the policy's directory"
+        );
+    }
+}
+
+#[test]
+fn a_policy_that_does_not_compile_is_reported_by_the_path_given() {
+    let d = dir("include-broken");
+    policy_with_a_fragment(&d);
+    std::fs::write(
+        d.join("dir/fragments/base.policy"),
+        "fragment \"base\" {\n  fs read\n}\n",
+    )
+    .unwrap();
+    let log = write_log(&d, &[String::new()]);
+    let o = bin()
+        .current_dir(&d)
+        .args(["suggest", "dir/p.policy", "--from", log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 2);
+    let err = text(&o.stderr);
+    assert!(err.contains("`dir/p.policy` does not compile"), "{err}");
+    assert!(
+        err.contains("dir/fragments/base.policy"),
+        "the fragment as `check` names it: {err}"
+    );
+}
+
+#[test]
 fn the_patched_policy_checks_formats_unchanged_and_allows_every_denial() {
     let d = dir("roundtrip");
     let p = policy(&d, "p.policy", GH, "gh");

@@ -135,7 +135,7 @@ pub fn run(args: &Args) -> u8 {
         Ok(s) => s.text().to_owned(),
         Err(e) => return failed(Failure::error(Some(shown.clone()), e.to_string())),
     };
-    let old = match compile(&args.policy, None, creds) {
+    let old = match compile(&args.policy, &text, creds, Compiling::Policy) {
         Ok(b) => b,
         Err(f) => return failed(f),
     };
@@ -205,7 +205,7 @@ pub fn run(args: &Args) -> u8 {
         }
         out.notes.extend(s.widened.iter().cloned());
     }
-    let new = match compile(&args.policy, Some(&out.patched), creds) {
+    let new = match compile(&args.policy, &out.patched, creds, Compiling::Patched) {
         Ok(b) => b,
         Err(f) => {
             out.failure = Some(f);
@@ -247,25 +247,49 @@ fn read_log(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
 }
 
-/// Compiles the policy from disk, or `text` in its place (its includes
-/// still read beside it).
-fn compile(path: &Path, text: Option<&str>, creds: Option<&Path>) -> Result<Bundle, Failure> {
+/// Which text [`compile`] is given.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Compiling {
+    /// POLICY as read from disk.
+    Policy,
+    /// POLICY with the suggested rules.
+    Patched,
+}
+
+/// Compiles `text` as POLICY's, from memory, its includes read from
+/// beside POLICY.
+///
+/// Both the policy and the patched policy go this way, so that the proof
+/// and the replay blame their rules by the same file names. Those names
+/// are relative to POLICY's directory: the include closure keys fragments
+/// so, and an include is looked up relative to the main file's name, so a
+/// main file named by the path as given (`policies/p.policy`, an absolute
+/// path, `./p.policy`) would look for every fragment under that
+/// directory a second time.
+fn compile(
+    path: &Path,
+    text: &str,
+    creds: Option<&Path>,
+    what: Compiling,
+) -> Result<Bundle, Failure> {
     let shown = path.display().to_string();
     let cannot = |e: load::LoadError| Failure::error(Some(shown.clone()), e.to_string());
-    let (checked, bundle) = match text {
-        None => load::compile_file(path, creds).map_err(cannot)?,
-        Some(t) => {
-            let creds = creds.map(load::read_source).transpose().map_err(cannot)?;
-            let main = SourceFile::new(shown.clone(), t);
-            if load::is_yaml(path) {
-                load::compile_sources(main, creds)
-            } else {
-                let files = load::include_closure(path).map_err(cannot)?;
-                load::compile_sources_with(main, &files, creds)
-            }
-        }
+    let creds_file = creds.map(load::read_source).transpose().map_err(cannot)?;
+    let (checked, bundle) = if load::is_yaml(path) {
+        load::compile_sources(SourceFile::new(shown.clone(), text), creds_file)
+    } else {
+        let files = load::include_closure(path).map_err(cannot)?;
+        let main = SourceFile::new(name_in_its_directory(path), text);
+        load::compile_sources_with(main, &files, creds_file)
     };
-    bundle.ok_or_else(|| Failure {
+    if let Some(b) = bundle {
+        return Ok(b);
+    }
+    let checked = match what {
+        Compiling::Policy => diagnosed_from_disk(path, creds).unwrap_or(checked),
+        Compiling::Patched => checked,
+    };
+    Err(Failure {
         files: vec![FileReport {
             path: shown.clone(),
             diagnostics: checked
@@ -276,12 +300,36 @@ fn compile(path: &Path, text: Option<&str>, creds: Option<&Path>) -> Result<Bund
         }],
         errors: vec![InputError::new(
             Some(shown.clone()),
-            match text {
-                None => format!("`{shown}` does not compile; fix it before asking for a change"),
-                Some(_) => format!("`{shown}` with the suggested rules does not compile"),
+            match what {
+                Compiling::Policy => {
+                    format!("`{shown}` does not compile; fix it before asking for a change")
+                }
+                Compiling::Patched => {
+                    format!("`{shown}` with the suggested rules does not compile")
+                }
             },
         )],
     })
+}
+
+/// POLICY's file name: its name relative to its own directory, where the
+/// include closure's keys start.
+fn name_in_its_directory(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// The errors of POLICY compiled from disk, when it fails there too: they
+/// name its files as the user gave them, as `check` does. When it compiles
+/// from disk but not from memory (an include outside its directory), the
+/// memory errors are the ones that say why.
+fn diagnosed_from_disk(path: &Path, creds: Option<&Path>) -> Option<load::Checked> {
+    match load::compile_file(path, creds) {
+        Ok((checked, None)) => Some(checked),
+        _ => None,
+    }
 }
 
 /// What the proof shows that the denials do not explain: a category no

@@ -20,7 +20,8 @@ pub struct Read {
 }
 
 /// Reads every line; a line of another policy (a bundle digest or policy
-/// name other than `policy`'s) is a problem, not a denial.
+/// name other than `policy`'s) is a problem, not a denial, and so is a
+/// line that names no policy at all.
 pub fn read(bytes: &[u8], policy: &Bundle) -> Read {
     let mut out = Read {
         lines: 0,
@@ -60,6 +61,11 @@ pub fn read(bytes: &[u8], policy: &Bundle) -> Read {
                 continue;
             }
         };
+        if denial.policy.is_none() && denial.digest.is_none() {
+            out.problems
+                .push(problem(number, names_no_policy(&denial, policy)));
+            continue;
+        }
         if let Some(name) = denial
             .policy
             .as_deref()
@@ -91,4 +97,24 @@ pub fn read(bytes: &[u8], policy: &Bundle) -> Read {
     }
     out.lines = number;
     out
+}
+
+/// The message for a denial with neither `policy.name` nor `policy.uid`.
+///
+/// Such a line is skipped like a line of another policy, not used: the
+/// supervisor names the policy on every line, so a line without one was
+/// written by something else (another product's OCSF export, a log edited
+/// by hand), and nothing ties it to `policy`. Used, it could turn another
+/// policy's denials into rules for this one, and the proof and replay would
+/// then vouch for a change no denial under `policy` asked for.
+fn names_no_policy(denial: &crate::denylog::Denial, policy: &Bundle) -> String {
+    let by = denial
+        .product
+        .as_deref()
+        .map(|p| format!(" (written by `{p}`)"))
+        .unwrap_or_default();
+    format!(
+        "a denial that names no policy (no `policy.name` or `policy.uid`){by}, so it cannot be told to be of `{}`; skipped, as a line of another policy is",
+        policy.provenance.policy
+    )
 }
