@@ -5,6 +5,8 @@ mod common;
 
 use common::{code, run, text};
 
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 const COMMANDS: [&str; 10] = [
     "check",
     "compile",
@@ -65,6 +67,24 @@ fn a_manual_page_renders_for_every_command() {
     for c in COMMANDS {
         let page = std::fs::read_to_string(d.join(format!("openshell-policy-{c}.1"))).unwrap();
         assert!(page.contains(&format!("openshell\\-policy\\-{c}")), "{c}");
+    }
+    // Every page, written or printed, says which release it documents.
+    let th = |name: &str| format!(".TH {name} 1  \"openshell-policy {VERSION}\"");
+    let mut names: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter_map(|f| f.strip_suffix(".1").map(str::to_owned))
+        .collect();
+    names.sort();
+    assert!(names.len() > COMMANDS.len(), "{names:?}");
+    for name in &names {
+        let page = std::fs::read_to_string(d.join(format!("{name}.1"))).unwrap();
+        let title = page.lines().find(|l| l.starts_with(".TH")).unwrap_or("");
+        assert!(title.starts_with(&th(name)), "{name}: {title}");
+    }
+    for c in COMMANDS {
+        let page = text(&run(&["man", c]).stdout);
+        assert!(page.contains(&th(&format!("openshell-policy-{c}"))), "{c}");
     }
     assert_eq!(code(&run(&["man", "nosuch"])), 2);
 }

@@ -300,3 +300,129 @@ fn diff_annotations_carry_the_column_the_json_gives() {
     }
     validated(&bin().args(args("sarif")).output().unwrap());
 }
+
+#[test]
+fn an_entry_that_does_not_suppress_says_why_in_annotations_and_results() {
+    let d = dir("acceptance");
+    // The region of the capability finding holds `node` and `claude` too.
+    let risks = d.join("risks.yaml");
+    std::fs::write(
+        &risks,
+        "accepted_risks:\n  - query: capability_expansion\n    reason: gh reviewed\n    accepted_by: sec\n    binary: /usr/bin/gh\n",
+    )
+    .unwrap();
+    let args = |format: &'static str| {
+        vec![
+            "diff".to_owned(),
+            "--prove".to_owned(),
+            "policies/github-readonly.policy".to_owned(),
+            "policies/github-readwrite.policy".to_owned(),
+            "--accepted-risks".to_owned(),
+            risks.display().to_string(),
+            "--format".to_owned(),
+            format.to_owned(),
+        ]
+    };
+    let why = "not accepted: the `capability_expansion` entry (by sec) does not suppress it: `binary: /usr/bin/gh` does not cover";
+
+    let gh = bin().args(args("github")).output().unwrap();
+    assert_eq!(code(&gh), 1, "{}", text(&gh.stderr));
+    let annotation = text(&gh.stdout)
+        .lines()
+        .find(|l| l.contains("title=capability_expansion::"))
+        .unwrap()
+        .to_owned();
+    assert!(annotation.starts_with("::error "), "{annotation}");
+    assert!(annotation.contains(why), "{annotation}");
+
+    let v = validated(&bin().args(args("sarif")).output().unwrap());
+    let result = v["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["properties"]["category"] == "capability_expansion")
+        .unwrap();
+    assert_eq!(result["level"], "error");
+    assert!(result.get("suppressions").is_none(), "{result:#}");
+    let message = result["message"]["text"].as_str().unwrap();
+    assert!(message.contains(why), "{message}");
+    let acceptance = &result["properties"]["acceptance"];
+    assert_eq!(acceptance["query"], "capability_expansion");
+    assert_eq!(acceptance["accepted_by"], "sec");
+    let not_covered = acceptance["not_covered"].as_str().unwrap();
+    assert!(
+        not_covered.starts_with("`binary: /usr/bin/gh` does not cover"),
+        "{not_covered}"
+    );
+    // The JSON report says the same.
+    let j = json(&bin().args(args("json")).output().unwrap());
+    let finding = j["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["category"] == "capability_expansion")
+        .unwrap();
+    assert_eq!(finding["acceptance"]["not_covered"], *not_covered);
+
+    // An entry that covers the region: a notice that says whose reason.
+    std::fs::write(
+        &risks,
+        "accepted_risks:\n  - query: capability_expansion\n    reason: all reviewed\n    accepted_by: sec\n",
+    )
+    .unwrap();
+    let gh = bin().args(args("github")).output().unwrap();
+    let annotation = text(&gh.stdout)
+        .lines()
+        .find(|l| l.contains("title=capability_expansion::"))
+        .unwrap()
+        .to_owned();
+    assert!(annotation.starts_with("::notice "), "{annotation}");
+    assert!(
+        annotation.ends_with(" — accepted: all reviewed (by sec)"),
+        "{annotation}"
+    );
+    let v = validated(&bin().args(args("sarif")).output().unwrap());
+    let result = v["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["properties"]["category"] == "capability_expansion")
+        .unwrap();
+    assert_eq!(result["suppressions"][0]["justification"], "all reviewed");
+    assert_eq!(result["properties"]["acceptance"]["reason"], "all reviewed");
+
+    // An expired entry blocks again, and says so.
+    std::fs::write(
+        &risks,
+        "accepted_risks:\n  - query: capability_expansion\n    reason: old\n    accepted_by: sec\n    expires: 2001-01-01\n",
+    )
+    .unwrap();
+    let gh = bin().args(args("github")).output().unwrap();
+    assert_eq!(code(&gh), 1);
+    let expired = "not accepted: the `capability_expansion` entry (by sec) expired on 2001-01-01; it no longer suppresses";
+    assert!(
+        text(&gh.stdout)
+            .lines()
+            .any(|l| l.starts_with("::error ") && l.ends_with(expired)),
+        "{}",
+        text(&gh.stdout)
+    );
+    let v = validated(&bin().args(args("sarif")).output().unwrap());
+    let result = v["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["properties"]["category"] == "capability_expansion")
+        .unwrap();
+    assert!(
+        result["message"]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with(expired),
+        "{result:#}"
+    );
+    assert_eq!(
+        result["properties"]["acceptance"]["expired"],
+        "expired on 2001-01-01; it no longer suppresses"
+    );
+}

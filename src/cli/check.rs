@@ -12,7 +12,9 @@ use crate::report::{self, FileReport, InputError};
 pub struct Args {
     /// Policy files: `.policy` (this language) or `.yaml`/`.yml` (OpenShell);
     /// a directory for every such file under it (test files `*.test.yaml`
-    /// excepted), or `-` for a policy in this language on standard input.
+    /// excepted), or `-` for standard input: OpenShell YAML when its first
+    /// line that is not a comment is a YAML key (`version: 1`) or `---`,
+    /// this language otherwise.
     #[arg(required = true, value_name = "FILES")]
     files: Vec<PathBuf>,
     #[command(flatten)]
@@ -119,8 +121,8 @@ pub fn run(args: &Args) -> u8 {
     }
     for input in &inputs {
         match check_input(input, args.credentials.credentials.as_deref()) {
-            Ok(checked) => {
-                let shown = std::path::PathBuf::from(input.shown());
+            Ok((name, checked)) => {
+                let shown = std::path::PathBuf::from(&name);
                 let risks = match &opts {
                     Some(o) => risk_warnings(&checked, o, &shown),
                     None => Risks::default(),
@@ -129,7 +131,7 @@ pub fn run(args: &Args) -> u8 {
                 let mut diagnostics = checked.diagnostics;
                 diagnostics.extend(risks.warnings);
                 reports.push(FileReport {
-                    path: input.shown(),
+                    path: name,
                     diagnostics,
                 });
             }
@@ -172,24 +174,36 @@ pub fn run(args: &Args) -> u8 {
     code
 }
 
-/// Checks one input. Standard input is read as this language and, having
-/// no directory of its own, cannot `include` (an error that says so).
-fn check_input(input: &Input, credentials: Option<&Path>) -> Result<load::Checked, InputError> {
+/// Checks one input, and the name its diagnostics carry. Standard input
+/// is read as OpenShell YAML when it looks like YAML, as this language
+/// otherwise; having no directory of its own, it cannot `include` (an
+/// error that says so).
+fn check_input(
+    input: &Input,
+    credentials: Option<&Path>,
+) -> Result<(String, load::Checked), InputError> {
     let path = match input {
         Input::File(p) => p,
         Input::Stdin => {
             let text = inputs::read_stdin()?;
+            let name = if inputs::reads_as_yaml(&text) {
+                report::STDIN_YAML_NAME
+            } else {
+                report::STDIN_NAME
+            };
             let creds = credentials
                 .map(load::read_source)
                 .transpose()
                 .map_err(|e| {
                     InputError::new(credentials.map(|c| c.display().to_string()), e.to_string())
                 })?;
-            let main = SourceFile::new(report::STDIN_NAME, text);
-            return Ok(load::check_loaded(load::load_sources(main, creds)));
+            let main = SourceFile::new(name, text);
+            let checked = load::check_loaded(load::load_sources(main, creds));
+            return Ok((name.to_owned(), checked));
         }
     };
     load::check(path, credentials)
+        .map(|checked| (input.shown(), checked))
         .map_err(|e| InputError::new(Some(path.display().to_string()), e.to_string()))
 }
 

@@ -115,6 +115,37 @@ fn walk(dir: &Path, wanted: fn(&Path) -> bool, out: &mut Vec<PathBuf>) -> std::i
     Ok(())
 }
 
+/// Whether text from standard input is YAML rather than this language,
+/// which has no file name to tell. The first line that is not blank or a
+/// comment decides: a document of this language opens with `policy "…" {`
+/// or `fragment "…" {`, never with a mapping key (`version: 1`,
+/// `network_policies:`) or a YAML document marker, so the two cannot be
+/// mistaken for each other. YAML of another schema is read as YAML too:
+/// the import then says which keys it does not know, which helps more than
+/// a parse error at the first colon.
+pub fn reads_as_yaml(text: &str) -> bool {
+    let Some(first) = text
+        .lines()
+        .map(|l| l.trim_start_matches('\u{feff}').trim_end())
+        .find(|l| !l.trim_start().is_empty() && !l.trim_start().starts_with('#'))
+    else {
+        return false;
+    };
+    if first.starts_with("---") || first.starts_with("%YAML") {
+        return true;
+    }
+    let Some((key, rest)) = first.split_once(':') else {
+        return false;
+    };
+    let key = key.trim_end();
+    let plain = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let quoted = key.len() >= 2 && key.starts_with('"') && key.ends_with('"');
+    (plain || quoted) && (rest.is_empty() || rest.starts_with([' ', '\t']))
+}
+
 /// Standard input, whole, as text.
 pub fn read_stdin() -> Result<String, InputError> {
     let mut text = String::new();
@@ -165,6 +196,31 @@ mod tests {
         );
         assert_eq!(normalize(Path::new("./../x")), PathBuf::from("../x"));
         assert_eq!(normalize(Path::new("tests/..")), PathBuf::from("."));
+    }
+
+    #[test]
+    fn yaml_on_standard_input_is_told_by_its_first_line() {
+        for yaml in [
+            "version: 1\n",
+            "# an OpenShell policy\n\nnetwork_policies:\n  a: {}\n",
+            "---\nversion: 1\n",
+            "\u{feff}version: 1\n",
+            "\"version\": 1\n",
+            "filesystem_policy:\n",
+        ] {
+            assert!(reads_as_yaml(yaml), "{yaml:?}");
+        }
+        for policy in [
+            "policy \"p\" {\n}\n",
+            "# version: 1\npolicy \"p\" {\n}\n",
+            "fragment \"f\" {\n}\n",
+            "",
+            "\n# only a comment\n",
+            "allow a -> host:443\n",
+            "https://example.com/x\n",
+        ] {
+            assert!(!reads_as_yaml(policy), "{policy:?}");
+        }
     }
 
     #[test]

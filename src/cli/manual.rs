@@ -29,6 +29,24 @@ pub struct ManArgs {
 
 const NAME: &str = "openshell-policy";
 
+/// The footer of every page: a subcommand has no version of its own, and
+/// a page without one cannot say which release it documents.
+const SOURCE: &str = concat!("openshell-policy ", env!("CARGO_PKG_VERSION"));
+
+/// One command's page, with the tool's name and version in its footer.
+fn page(cmd: clap::Command) -> clap_mangen::Man {
+    clap_mangen::Man::new(cmd).source(SOURCE)
+}
+
+/// Writes the page of `cmd` and of each visible subcommand under it into
+/// `dir`, as `clap_mangen::generate_to` does but with [`page`]'s footer.
+fn write_pages(cmd: &clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        write_pages(sub, dir)?;
+    }
+    page(cmd.clone()).generate_to(dir).map(drop)
+}
+
 pub fn completions(args: &CompletionsArgs) -> u8 {
     let mut buf = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), NAME, &mut buf);
@@ -40,9 +58,7 @@ pub fn man(args: &ManArgs) -> u8 {
     let mut cmd = Cli::command().disable_help_subcommand(true);
     cmd.build();
     if let Some(dir) = &args.out {
-        if let Err(e) =
-            std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cmd.clone(), dir))
-        {
+        if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| write_pages(&cmd, dir)) {
             return super::input_error(&format!(
                 "cannot write manual pages to `{}`: {e}",
                 dir.display()
@@ -61,7 +77,7 @@ pub fn man(args: &ManArgs) -> u8 {
         },
     };
     let mut buf = Vec::new();
-    if let Err(e) = clap_mangen::Man::new(page).render(&mut buf) {
+    if let Err(e) = self::page(page).render(&mut buf) {
         return super::input_error(&format!("cannot render the manual page: {e}"));
     }
     out!("{}", String::from_utf8_lossy(&buf));

@@ -380,22 +380,52 @@ pub(super) fn markdown_finding(f: &Finding, against: &str) -> String {
 /// SARIF result say it; `against` as for [`markdown_finding`].
 fn github_text(f: &Finding, against: &str) -> String {
     format!(
-        "{} — witness: {} from {} ({against}: {})",
+        "{} — witness: {} from {} ({against}: {}){}",
         f.message,
         f.witness.request_text(),
         f.witness.binary,
-        f.old_reason
+        f.old_reason,
+        acceptance_suffix(f)
     )
 }
 
 fn sarif_text(f: &Finding, against: &str) -> String {
     format!(
-        "{} (witness: {} from {}; {against}: {})",
+        "{} (witness: {} from {}; {against}: {}){}",
         f.message,
         f.witness.request_text(),
         f.witness.binary,
-        f.old_reason
+        f.old_reason,
+        acceptance_suffix(f)
     )
+}
+
+/// What an accepted-risk entry of the finding's category did to it. CI
+/// shows only the annotation or the SARIF message: an entry that was meant
+/// to suppress the finding and did not (a scope that leaves part of the
+/// region out, an expiry passed) must say so there, or the author sees a
+/// blocking finding and a risks file that looks right.
+fn acceptance_line(f: &Finding) -> Option<String> {
+    let a = f.acceptance.as_ref()?;
+    if let Some(why) = &a.not_covered {
+        return Some(format!(
+            "not accepted: the `{}` entry (by {}) does not suppress it: {why}",
+            a.query, a.accepted_by
+        ));
+    }
+    if f.suppressed {
+        return Some(format!("accepted: {} (by {})", a.reason, a.accepted_by));
+    }
+    a.expired.as_ref().map(|e| {
+        format!(
+            "not accepted: the `{}` entry (by {}) {e}",
+            a.query, a.accepted_by
+        )
+    })
+}
+
+fn acceptance_suffix(f: &Finding) -> String {
+    acceptance_line(f).map_or_else(String::new, |line| format!(" — {line}"))
 }
 
 /// Each of the report's findings as a SARIF result at the rule that
@@ -448,12 +478,16 @@ pub(super) fn finding_annotation(level: &str, f: &Finding, names: &Names, agains
 
 /// What a SARIF result says of a finding besides its message.
 fn finding_properties(f: &Finding) -> Value {
-    json!({
+    let mut p = json!({
         "category": f.category.name(),
         "witness": f.witness,
         "region": f.region,
         "verified": f.verified,
-    })
+    });
+    if let (Some(a), Some(map)) = (&f.acceptance, p.as_object_mut()) {
+        map.insert("acceptance".to_owned(), json!(a));
+    }
+    p
 }
 
 /// Where a finding is reported: the rule that allows it, or the new

@@ -17,6 +17,11 @@ pub use failure::{Failure, InputError};
 /// The file name diagnostics carry for standard input.
 pub const STDIN_NAME: &str = "<stdin>";
 
+/// The name of standard input read as OpenShell YAML: the format of a
+/// source follows its name's extension everywhere (parsing, lints, help
+/// texts), so the name says it.
+pub const STDIN_YAML_NAME: &str = "<stdin>.yaml";
+
 pub struct FileReport {
     pub path: String,
     pub diagnostics: Vec<Diagnostic>,

@@ -188,7 +188,7 @@ impl Log {
     /// has no URI (such a result stays in the log for people and tools that
     /// read it, though code scanning cannot place it).
     pub fn locations(&self, path: &str, region: Option<Region>) -> Value {
-        if path == super::STDIN_NAME {
+        if path == super::STDIN_NAME || path == super::STDIN_YAML_NAME {
             return json!([]);
         }
         let mut physical = Map::new();

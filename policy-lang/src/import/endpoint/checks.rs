@@ -25,6 +25,26 @@ pub(super) fn accepted(cx: &mut Cx<'_>, ep: &YNode, f: &Fields<'_>) -> bool {
     let has_deny_rules = f.deny_rules.is_some_and(non_empty_list);
     let has_access = f.access.as_ref().is_some_and(|a| !a.node.is_empty());
     let rules_span = f.rules.map_or(ep.span, |r| r.span);
+    // An empty list is not an absent one to OpenShell: it refuses both
+    // whatever else the endpoint says (an `access` preset, no protocol),
+    // since `rules: []` reads as "allow nothing" and `deny_rules: []` as a
+    // denial that was meant and lost.
+    if let Some(r) = f.rules.filter(|r| empty_list(r)) {
+        refusals.push((
+            r.span,
+            "rules: []".into(),
+            "rules list cannot be empty (would deny all traffic). Use `access: full` or remove rules.".into(),
+            "remove `rules`, or list what the endpoint allows",
+        ));
+    }
+    if let Some(d) = f.deny_rules.filter(|d| empty_list(d)) {
+        refusals.push((
+            d.span,
+            "deny_rules: []".into(),
+            "deny_rules list cannot be empty (would have no effect). Remove it if no denials are needed.".into(),
+            "remove `deny_rules`, or list the requests it should refuse",
+        ));
+    }
     match protocol {
         "tcp" => tcp(ep, f, has_rules, has_deny_rules, has_access, &mut refusals),
         "" => {
@@ -184,6 +204,11 @@ fn tcp(
 
 fn non_empty_list(n: &YNode) -> bool {
     n.items().is_some_and(|i| !i.is_empty())
+}
+
+/// A list written with no items (`[]`); a null or absent field is not one.
+fn empty_list(n: &YNode) -> bool {
+    n.items().is_some_and(<[YNode]>::is_empty)
 }
 
 /// OpenShell's `rules_would_deny_all`: every rule lacks an `allow` with
