@@ -5,7 +5,8 @@
 //! shown under it, in order; `…` in a shown line stands for any text.
 //! The first ```sh block (quickstart, the test suite itself) is what CI
 //! runs: checked, not run, since it runs this test; the gateway's ```sh
-//! block runs as written.
+//! block runs as written; the policy shown is checked and held to the
+//! shipped one it is an excerpt of.
 #![expect(
     clippy::unwrap_used,
     clippy::panic,
@@ -279,4 +280,48 @@ fn shown_lines_match_with_ellipses() {
     assert!(line_matches("a … c … e", "a b c d e"));
     assert!(!line_matches("a … c", "a b d"));
     assert!(!line_matches("exact", "exactly"));
+}
+
+/// The policy shown under "What it looks like" is an excerpt of the
+/// shipped `policies/github-readwrite.policy`: it must check clean beside
+/// the shipped fragments, be formatted as `fmt` writes it, and hold
+/// nothing the shipped policy does not.
+#[test]
+fn the_policy_shown_checks_clean_and_is_of_the_shipped_one() {
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let section = readme
+        .split("## What it looks like")
+        .nth(1)
+        .expect("the section");
+    let shown = section.split("```\n").nth(1).expect("a plain ``` block");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme-policy");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = Command::new("cp")
+        .arg("-r")
+        .arg(Path::new(ROOT).join("policies/fragments"))
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let file = dir.join("shown.policy");
+    std::fs::write(&file, shown).unwrap();
+    let cli = env!("CARGO_BIN_EXE_openshell-policy");
+    for args in [&["check"][..], &["fmt", "--check"][..]] {
+        let out = Command::new(cli).args(args).arg(&file).output().unwrap();
+        assert!(
+            out.status.success(),
+            "`openshell-policy {}` on the README's policy:\n{}",
+            args.join(" "),
+            printed(&out)
+        );
+    }
+    let shipped =
+        std::fs::read_to_string(Path::new(ROOT).join("policies/github-readwrite.policy")).unwrap();
+    for line in shown.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            shipped.lines().any(|s| s == line),
+            "the README's policy line `{line}` is not in policies/github-readwrite.policy"
+        );
+    }
 }
