@@ -257,9 +257,22 @@ if GROUP == "reload":
     # judged by the new rules; the second, which they no longer allow, was
     # closed by the proxy.
     workdir = sys.argv[4]
-    a = connect_sync(f"wss://rt.test:{PORT}/v1/realtime/reload", open_timeout=20)
-    b = connect_sync(f"wss://gql.test:{PORT}/graphql?step=reload", open_timeout=20,
-                subprotocols=["graphql-transport-ws"])
+
+    def timed(what, f):
+        # How long each part took, for a run that times out.
+        start = time.monotonic()
+        try:
+            return f()
+        finally:
+            print(f"{what}: {time.monotonic() - start:.3f} s", file=sys.stderr, flush=True)
+
+    for host in ("rt.test", "gql.test"):
+        timed(f"resolving {host}", lambda: socket.getaddrinfo(host, PORT, type=socket.SOCK_STREAM))
+    a = timed("connecting to rt.test", lambda: connect_sync(
+        f"wss://rt.test:{PORT}/v1/realtime/reload", open_timeout=20))
+    b = timed("connecting to gql.test", lambda: connect_sync(
+        f"wss://gql.test:{PORT}/graphql?step=reload", open_timeout=20,
+        subprotocols=["graphql-transport-ws"]))
     a.send("before")
     before = a.recv(timeout=20)
     b.send(json.dumps({"type": "connection_init"}))
