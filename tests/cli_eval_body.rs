@@ -255,3 +255,59 @@ fn body_flags_refuse_what_does_not_fit() {
     let o = eval(&["--url", url, "--graphql-operation-name", "Q"]);
     assert_eq!(code(&o), 2);
 }
+
+/// A placeholder in a REST body, in a sandbox with credentials: refused
+/// with the reason and code the proxy gives, even to a host no credential
+/// is bound to; without the marker the body passes.
+#[test]
+fn a_placeholder_in_a_rest_body_is_refused_when_the_sandbox_has_credentials() {
+    let policy = std::env::temp_dir().join(format!(
+        "osp-cli-bodies-placeholder-{}.policy",
+        std::process::id()
+    ));
+    std::fs::write(
+        &policy,
+        "policy \"p\" {\n  credential token {\n    secret env TOKEN\n    placeholder env TOKEN\n    inject replace\n    hosts api.example.com\n  }\n  allow /usr/bin/agent -> api.example.com:443 http read-write\n  allow /usr/bin/agent -> other.example.com:443 http read-write\n}\n",
+    )
+    .unwrap();
+    let body = std::env::temp_dir().join(format!(
+        "osp-cli-bodies-placeholder-{}.json",
+        std::process::id()
+    ));
+    let ask = |url: &str, text: &str| {
+        std::fs::write(&body, text).unwrap();
+        let o = run(&[
+            "eval",
+            "--policy",
+            &policy.display().to_string(),
+            "--binary",
+            "/usr/bin/agent",
+            "--format",
+            "json",
+            "--url",
+            url,
+            "--body",
+            &body.display().to_string(),
+        ]);
+        let v = json(&o);
+        contract(&v);
+        v
+    };
+    let marked = r#"{"key":"openshell-placeholder-token-0123456789abcdef0123456789abcdef"}"#;
+    for url in [
+        "https://api.example.com/v1/items",
+        "https://other.example.com/v1/items",
+    ] {
+        let v = ask(url, marked);
+        assert_eq!(v["decision"], "deny", "{v}");
+        assert_eq!(v["credential"], serde_json::Value::Null, "{v}");
+        assert_eq!(
+            v["reason"],
+            "a credential placeholder in a request body is never replaced; send it in a header",
+            "{v}"
+        );
+    }
+    let v = ask("https://api.example.com/v1/items", r#"{"key":"value"}"#);
+    assert_eq!(v["decision"], "allow", "{v}");
+    assert_eq!(v["credential"], "token", "{v}");
+}

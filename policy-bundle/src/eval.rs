@@ -27,7 +27,7 @@ use crate::matcher::{
     AddrClass, CanonicalTarget, RequestPath, WEBSOCKET_TEXT, canonical_ip, canonicalize_path,
     classify_addr, normalize_host, parse_query_string,
 };
-use crate::vocab::{Dest, Enforcement, Origin};
+use crate::vocab::{Dest, Enforcement, Origin, holds_placeholder};
 
 /// One connection attempt, optionally with the HTTP request sent on it.
 #[derive(Debug, Clone, Default)]
@@ -668,6 +668,11 @@ impl Evaluator {
     /// in audit mode; see the `graphql` module for where this is stricter
     /// than OpenShell. The proxy checks the `Content-Type` of a POST with
     /// [`crate::l7body::graphql::check_content_type`] before calling this.
+    ///
+    /// Whatever the endpoint (REST too), a body the rules let through is
+    /// refused when it holds the placeholder marker and the bundle has
+    /// credentials ([`Reason::PlaceholderInBody`], in audit mode too): the
+    /// proxy scans every body it forwards for it.
     pub fn decide_body(
         &self,
         conn: &ConnectionDecision,
@@ -715,8 +720,8 @@ impl Evaluator {
     /// a text message by the `WEBSOCKET_TEXT` rules, or, on an endpoint
     /// with GraphQL rules, as a GraphQL-over-WebSocket message (operation
     /// to the GraphQL rules; lifecycle allowed; other type or unreadable
-    /// refused); a binary message relayed unless the upgrade carried a
-    /// credential the route does not accept uninspected. See the
+    /// refused); a binary message relayed unless a credential is bound to
+    /// the host and the route does not accept uninspected credentials. See the
     /// `websocket` module. `credential` is always None: nothing is
     /// injected into messages.
     pub fn decide_ws_message(
@@ -755,18 +760,33 @@ impl Evaluator {
             .and_then(|c| c.query.as_deref())
             .and_then(method_in_query)
             .map(str::to_owned);
-        match key {
-            Some(key) => Decision {
-                decision: Verdict::Deny,
-                credential: None,
-                reason: Reason::MethodOverride {
-                    key,
-                    method: method.to_owned(),
-                },
-                ..d
+        let refused = match (key, ask) {
+            (Some(key), _) => Reason::MethodOverride {
+                key,
+                method: method.to_owned(),
             },
-            None => d,
+            (None, Ask::Http(Some(body))) if self.placeholder_refused(body) => {
+                Reason::PlaceholderInBody
+            }
+            (None, _) => return d,
+        };
+        Decision {
+            decision: Verdict::Deny,
+            credential: None,
+            reason: refused,
+            ..d
         }
+    }
+
+    /// Whether a request body is refused for the placeholder it carries.
+    /// Placeholders are never replaced inside bodies (OpenShell's
+    /// `request_body_credential_rewrite` is not supported), and OpenShell,
+    /// with rewrite off, refuses the reserved marker in any body of a
+    /// sandbox that has credentials, whatever the host or the protocol:
+    /// sent on, the server would get a placeholder where the workload
+    /// meant a secret.
+    fn placeholder_refused(&self, body: &[u8]) -> bool {
+        !self.bundle.enforcement.credentials.is_empty() && holds_placeholder(body)
     }
 
     fn judge_rules(
@@ -833,7 +853,7 @@ impl Evaluator {
                     WsAsk::Message(_) => format!("message on {}", canon.path),
                     _ => format!("{method} {}", canon.path),
                 };
-                let credential = self.credential_for(host, "GET", Some(&canon.path));
+                let credential = self.credential_on_host(host);
                 let uninspected_credentials = conn.routes.iter().any(|&r| {
                     routes.get(r as usize).is_some_and(|route| {
                         route.via == Via::L7(e) && route.uninspected_credentials
@@ -1021,6 +1041,21 @@ impl Evaluator {
             None,
             note,
         )
+    }
+
+    /// A credential bound to `host` whatever the methods and paths of its
+    /// binding: the first by name. OpenShell guards such a host (a
+    /// credentialed endpoint) as a whole, so an upgrade that carried no
+    /// credential (a `GET` outside a `methods POST` binding) is guarded
+    /// too.
+    pub(crate) fn credential_on_host(&self, host: Option<&str>) -> Option<String> {
+        let host = normalize_host(host?).ok()?;
+        self.bundle
+            .enforcement
+            .credentials
+            .iter()
+            .find(|c| c.hosts.iter().any(|h| h.matches(&host)))
+            .map(|c| c.name.clone())
     }
 
     /// The credential the proxy injects on this request: the first (by

@@ -75,6 +75,16 @@ pub enum SecretSource {
 /// random part.
 pub const PLACEHOLDER_PREFIX: &str = "openshell-placeholder-";
 
+/// Whether `bytes` hold the placeholder marker ([`PLACEHOLDER_PREFIX`]) as
+/// it is, the test the proxy applies to request bodies and WebSocket text
+/// messages: any token of that shape, known or not, since a server would
+/// read it as one.
+#[must_use]
+pub fn holds_placeholder(bytes: &[u8]) -> bool {
+    let marker = PLACEHOLDER_PREFIX.as_bytes();
+    bytes.windows(marker.len()).any(|w| w == marker)
+}
+
 /// How the proxy puts a secret into a request.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -195,7 +195,7 @@ fn unreadable_graphql_messages_are_denied_in_audit_mode_too() {
 }
 
 #[test]
-fn binary_messages_pass_unless_the_upgrade_carried_a_credential() {
+fn binary_messages_pass_unless_a_credential_is_bound_to_the_host() {
     let ev = evaluator(POLICY);
     let d = message(
         &ev,
@@ -274,6 +274,56 @@ fn a_placeholder_in_a_text_message_is_refused_on_a_credentialed_connection() {
 
     let ev = evaluator(&credentialed("uninspected_credentials"));
     let d = text(&ev, RT, "/v1/realtime/chat", frame);
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+}
+
+/// OpenShell guards a credentialed endpoint (a host a credential is bound
+/// to) as a whole: a `GET` upgrade outside a `methods POST` binding
+/// carries no credential, yet a text message with a placeholder and any
+/// binary message still end the connection.
+#[test]
+fn a_credentialed_host_is_guarded_even_when_the_upgrade_carried_no_credential() {
+    let policy = |flag: &str| {
+        format!(
+            r#"policy "ws" {{
+  credential token {{
+    secret env TOKEN
+    placeholder env TOKEN
+    inject replace
+    hosts realtime.example.com
+    methods POST
+  }}
+  allow /usr/bin/agent -> realtime.example.com:443 websocket read-write {flag}
+}}
+"#
+        )
+    };
+    let frame = r#"{"token":"openshell-placeholder-token-0123456789abcdef0123456789abcdef"}"#;
+    let ev = evaluator(&policy(""));
+    let (_, up) = upgrade(&ev, RT, "/v1/realtime/chat");
+    assert_eq!(up.decision, Verdict::Allow, "{}", up.reason);
+    assert_eq!(up.credential, None, "a GET is outside the binding");
+    let d = text(&ev, RT, "/v1/realtime/chat", frame);
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert_eq!(
+        d.reason.to_string(),
+        "message on /v1/realtime/chat: text message refused: it carries a credential placeholder, which is never replaced inside messages, and credential `token` is bound to this host (add `uninspected_credentials` to the rule to accept that)"
+    );
+    let d = message(&ev, RT, "/v1/realtime/chat", WsClientMessage::Binary(b"x"));
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(
+        d.reason
+            .contains("credential `token` is bound to this host"),
+        "{}",
+        d.reason
+    );
+    let d = text(&ev, RT, "/v1/realtime/chat", "hello");
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+
+    let ev = evaluator(&policy("uninspected_credentials"));
+    let d = text(&ev, RT, "/v1/realtime/chat", frame);
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+    let d = message(&ev, RT, "/v1/realtime/chat", WsClientMessage::Binary(b"x"));
     assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
 }
 

@@ -441,6 +441,150 @@ fn a_credential_is_injected_only_where_bound_and_never_seen_by_the_workload() {
     );
 }
 
+/// Sends one request per entry of argv[1], `[host, port, method, target,
+/// framing, body, cuts]`: the body (`$TOKEN` replaced by the workload's
+/// `TOKEN`) cut at the offsets in `cuts` and written a piece at a time with
+/// a pause between, `chunked` or with a `Content-Length`. One JSON line
+/// per response.
+const PIECES_PY: &str = r#"
+import http.client, json, os, ssl, sys, time
+for host, port, method, target, framing, body, cuts in json.loads(sys.argv[1]):
+    body = body.replace("$TOKEN", os.environ.get("TOKEN", "")).encode()
+    bounds = [0] + cuts + [len(body)]
+    pieces = [body[a:b] for a, b in zip(bounds, bounds[1:])]
+    c = http.client.HTTPSConnection(host, port, context=ssl.create_default_context(), timeout=10)
+    c.putrequest(method, target, skip_accept_encoding=True)
+    if framing == "chunked":
+        c.putheader("Transfer-Encoding", "chunked")
+    else:
+        c.putheader("Content-Length", str(len(body)))
+    c.endheaders()
+    try:
+        for i, p in enumerate(pieces):
+            if i:
+                time.sleep(0.3)
+            c.send(b"%x\r\n%s\r\n" % (len(p), p) if framing == "chunked" else p)
+        if framing == "chunked":
+            c.send(b"0\r\n\r\n")
+    except OSError:
+        pass
+    try:
+        r = c.getresponse()
+        print(json.dumps({"status": r.status, "policy": r.getheader("x-openshell-policy"),
+                          "body": r.read().decode()}), flush=True)
+    except Exception as e:
+        print(json.dumps({"status": 0, "error": repr(e)}), flush=True)
+    c.close()
+"#;
+
+/// A placeholder in a streamed (REST) body never reaches the server, on
+/// any host of a sandbox that has credentials: refused with a `403`
+/// before the head is sent when it comes with the first piece, and, when
+/// a later piece completes it, the upstream request is aborted with no
+/// byte of the marker sent (the client gets the same `403`). Bodies
+/// without the whole marker go through unchanged, also when a piece ends
+/// inside what could have been one.
+#[test]
+fn a_placeholder_in_a_streamed_body_never_reaches_the_server_even_cut_across_pieces() {
+    let s = Sandbox::new();
+    let b = s.bundle("cred-body", CREDENTIAL_RULES);
+    let json = r#"{"k":"$TOKEN"}"#;
+    let reqs = serde_json::json!([
+        [
+            "api.test",
+            s.up.tls_port,
+            "POST",
+            "/whole",
+            "length",
+            json,
+            []
+        ],
+        [
+            "other.test",
+            s.up.tls_port,
+            "POST",
+            "/split-chunked",
+            "chunked",
+            json,
+            [10]
+        ],
+        [
+            "api.test",
+            s.up.tls_port,
+            "PUT",
+            "/split-length",
+            "length",
+            json,
+            [6, 26]
+        ],
+        [
+            "api.test",
+            s.up.tls_port,
+            "POST",
+            "/clean",
+            "chunked",
+            "a openshell-placeholder b open",
+            [13, 23]
+        ],
+    ]);
+    let (out, log) = s.run(
+        &b,
+        &["/usr/bin/python3", "-c", PIECES_PY, &reqs.to_string()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        r.len(),
+        4,
+        "{r:?}
+{}",
+        stderr(&out)
+    );
+    for x in &r[..3] {
+        assert_eq!(x["status"], 403, "{x}");
+        assert_eq!(x["policy"], "credential_not_bound", "{x}");
+        assert_eq!(
+            body(x)["reason"],
+            "a credential placeholder in a request body is never replaced; send it in a header"
+        );
+    }
+    assert_eq!(r[3]["status"], 200, "{}", r[3]);
+
+    let seen = s.up.seen();
+    let at = |target: &str| seen.iter().find(|x| x.target == target);
+    for x in &seen {
+        let body = String::from_utf8_lossy(&x.body);
+        assert!(
+            !body.contains("open") || x.target == "/clean",
+            "a piece of the marker reached the upstream: {x:?}"
+        );
+    }
+    // Refused before the head left.
+    assert!(at("/whole").is_none(), "{seen:?}");
+    // Broken off after the piece before the marker.
+    assert_eq!(
+        at("/split-chunked").map(|x| &x.body[..]),
+        Some(&b"{\"k\":\""[..])
+    );
+    assert_eq!(
+        at("/split-length").map(|x| &x.body[..]),
+        Some(&b"{\"k\":\""[..])
+    );
+    assert_eq!(
+        at("/clean").map(|x| &x.body[..]),
+        Some(&b"a openshell-placeholder b open"[..])
+    );
+    // One deny line each, whether refused before or during the body.
+    let refused: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["unmapped"]["error"] == "credential_not_bound")
+        .collect();
+    assert_eq!(refused.len(), 3, "{log:#?}");
+}
+
 #[test]
 fn the_workload_environment_holds_placeholders_and_the_ca_never_the_secret() {
     let s = Sandbox::new();

@@ -130,9 +130,14 @@ impl Sandbox {
     /// Runs the client's `group` of steps in the sandbox: its steps by
     /// name, and the deny log's lines.
     fn run(&self, group: &str) -> (Steps, Vec<Value>) {
+        self.run_on(&self.bundle(), group)
+    }
+
+    /// [`Self::run`] on another bundle.
+    fn run_on(&self, bundle: &Path, group: &str) -> (Steps, Vec<Value>) {
         let log = self.dir.log();
         let _ = std::fs::remove_file(&log);
-        let out = output(self.command(&self.bundle(), group));
+        let out = output(self.command(bundle, group));
         let text = stdout(&out);
         let steps = text
             .lines()
@@ -339,6 +344,38 @@ fn real_clients_get_allowed_messages_through_and_denied_ones_closed_with_1008() 
     );
     let text = std::fs::read_to_string(s.dir.log()).unwrap_or_default();
     assert!(!text.contains(SECRET), "the log holds the secret");
+}
+
+/// A credentialed host is guarded as a whole, as OpenShell guards it: with
+/// the credential bound to `POST` only, the `GET` upgrade carries none,
+/// yet a binary message and a text message with a placeholder close the
+/// connection before the server sees them.
+#[test]
+fn a_credentialed_host_closes_binary_and_placeholder_messages_when_the_upgrade_carried_no_credential()
+ {
+    let s = Sandbox::new();
+    let rules = rules("").replace(
+        "    hosts cred.test\n",
+        "    hosts cred.test\n    methods POST\n",
+    );
+    let bundle = s.bundle_of("post-only", &rules);
+    let (steps, log) = s.run_on(&bundle, "post-credential");
+    assert_eq!(
+        steps.get("post-only-text")["received"],
+        serde_json::json!(["echo:hi"])
+    );
+    let open = s.opened("/stream/text").unwrap();
+    assert_eq!(open["authorization"], Value::Null, "{open}");
+    steps.closed("post-only-binary", 1008);
+    assert_eq!(s.messages("/stream/binary"), Vec::<String>::new());
+    steps.closed("post-only-placeholder", 1008);
+    assert_eq!(s.messages("/stream/placeholder"), Vec::<String>::new());
+    let denied: Vec<&str> = http_lines(&log)
+        .into_iter()
+        .filter(|l| l["action"] == "Denied")
+        .map(method_of)
+        .collect();
+    assert_eq!(denied, ["WEBSOCKET_BINARY", "WEBSOCKET_TEXT"], "{log:#?}");
 }
 
 #[test]

@@ -178,12 +178,12 @@ pub enum BodyReason {
         /// The endpoint's message limit, in bytes.
         limit: usize,
     },
-    /// Binary messages cannot be inspected, and the upgrade carried a
-    /// credential the route does not accept uninspected.
+    /// Binary messages cannot be inspected, and a credential is bound to
+    /// the host while the route does not accept uninspected credentials.
     BinaryWithCredential {
         /// The message judged.
         what: String,
-        /// The credential the upgrade carried.
+        /// The credential bound to the host.
         credential: String,
     },
     /// Binary messages are relayed unjudged.
@@ -192,12 +192,12 @@ pub enum BodyReason {
         what: String,
     },
     /// A text message carries a credential placeholder, which is never
-    /// replaced inside messages, on a connection whose upgrade carried a
-    /// credential the route does not accept uninspected.
+    /// replaced inside messages, to a host a credential is bound to, on a
+    /// route that does not accept uninspected credentials.
     PlaceholderInText {
         /// The message judged.
         what: String,
-        /// The credential the upgrade carried.
+        /// The credential bound to the host.
         credential: String,
     },
     /// The endpoint's REST rules judged the upgrade or a text message.
@@ -374,7 +374,7 @@ impl fmt::Display for BodyReason {
             ),
             Self::BinaryWithCredential { what, credential } => write!(
                 f,
-                "{what}: binary message refused: the upgrade carried credential `{credential}` and binary messages cannot be inspected (add `uninspected_credentials` to the rule to accept that)"
+                "{what}: binary message refused: credential `{credential}` is bound to this host and binary messages cannot be inspected (add `uninspected_credentials` to the rule to accept that)"
             ),
             Self::BinaryRelayed { what } => write!(
                 f,
@@ -382,7 +382,7 @@ impl fmt::Display for BodyReason {
             ),
             Self::PlaceholderInText { what, credential } => write!(
                 f,
-                "{what}: text message refused: it carries a credential placeholder, which is never replaced inside messages, and the upgrade carried credential `{credential}` (add `uninspected_credentials` to the rule to accept that)"
+                "{what}: text message refused: it carries a credential placeholder, which is never replaced inside messages, and credential `{credential}` is bound to this host (add `uninspected_credentials` to the rule to accept that)"
             ),
             Self::WsRule {
                 what,

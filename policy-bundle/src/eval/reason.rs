@@ -154,6 +154,10 @@ pub enum Reason {
         /// The request's method.
         method: String,
     },
+    /// The body carries a credential placeholder, which is never replaced
+    /// there, in a sandbox that has credentials. Refused in audit mode
+    /// too.
+    PlaceholderInBody,
 }
 
 impl Reason {
@@ -172,12 +176,14 @@ impl Reason {
 
     /// The code the L7 proxy refuses a request with when this is why it is
     /// denied, in its 403 answer, its `x-openshell-policy` header and the
-    /// deny log: `path_alias`, `override_refused`, else `policy_denied`.
+    /// deny log: `path_alias`, `override_refused`, `credential_not_bound`,
+    /// else `policy_denied`.
     #[must_use]
     pub fn refusal_code(&self) -> &'static str {
         match self {
             Self::PathAlias { .. } => "path_alias",
             Self::MethodOverride { .. } => "override_refused",
+            Self::PlaceholderInBody => "credential_not_bound",
             Self::UpgradeRefused(inner) => inner.refusal_code(),
             _ => "policy_denied",
         }
@@ -292,6 +298,9 @@ impl fmt::Display for Reason {
             Self::MethodOverride { key, method } => write!(
                 f,
                 "the query parameter `{key}` asks the server for another method than {method}; send the real method"
+            ),
+            Self::PlaceholderInBody => f.write_str(
+                "a credential placeholder in a request body is never replaced; send it in a header",
             ),
         }
     }

@@ -16,20 +16,23 @@
 //!   applies to it too), and a message of another type or one that cannot
 //!   be read is refused even in audit mode.
 //! - A binary message is relayed unjudged, as OpenShell relays binary
-//!   frames, except where the upgrade carried a credential and the route
+//!   frames, except on a credentialed endpoint (a host a credential is
+//!   bound to, whatever the methods and paths of the binding) whose route
 //!   does not accept uninspected credentials: OpenShell then closes the
 //!   connection, since nothing can check what a binary frame carries.
-//! - A text message carrying a credential placeholder on such a
-//!   connection is refused too: placeholders are never replaced inside
-//!   messages, and OpenShell, with `websocket_credential_rewrite` off,
-//!   ends the connection rather than send one on.
+//!   Whether the upgrade itself carried the credential does not matter: a
+//!   `GET` outside a `methods POST` binding is guarded the same way.
+//! - A text message carrying a credential placeholder on such an endpoint
+//!   is refused too: placeholders are never replaced inside messages, and
+//!   OpenShell, with `websocket_credential_rewrite` off, ends the
+//!   connection rather than send one on.
 //! - A message over the endpoint's message limit is refused; the proxy
 //!   closes the connection with 1009 before it gets here.
 
 use super::graphql::judge_operations;
 use super::{BodyOutcome, BodyReason, Note, Rule, RuleMatch, WsSubject, find_rule};
-use crate::PLACEHOLDER_PREFIX;
 use crate::bundle::WsRules;
+use crate::holds_placeholder;
 use crate::l7body::graphql::{self, DocumentCache, WsMessage};
 
 pub use crate::bundle::DEFAULT_MESSAGE_LIMIT;
@@ -39,7 +42,7 @@ pub use crate::bundle::DEFAULT_MESSAGE_LIMIT;
 pub enum WsClientMessage<'a> {
     /// Judged by the REST rules (or GraphQL over WebSocket).
     Text(&'a str),
-    /// Relayed uninspected, unless the upgrade carried a credential the rule does not accept uninspected.
+    /// Relayed uninspected, unless a credential is bound to the host and the rule does not accept uninspected credentials.
     Binary(&'a [u8]),
 }
 
@@ -77,7 +80,8 @@ pub(super) struct WsContext<'a> {
     pub(super) params: &'a [(String, String)],
     pub(super) what: &'a str,
     pub(super) cache: &'a DocumentCache,
-    /// The credential the upgrade carried, if any.
+    /// A credential bound to the host, whether or not the upgrade carried
+    /// it: the host is then a credentialed endpoint.
     pub(super) credential: Option<&'a str>,
     /// The route accepts that credentials pass uninspected.
     pub(super) uninspected_credentials: bool,
@@ -109,7 +113,7 @@ pub(super) fn judge_websocket(ep: &WsRules, ask: WsAsk<'_>, cx: &WsContext<'_>) 
             _ => BodyOutcome::Allowed(None, BodyReason::BinaryRelayed { what }, Note::default()),
         },
         WsClientMessage::Text(text) => match cx.credential {
-            Some(name) if !cx.uninspected_credentials && text.contains(PLACEHOLDER_PREFIX) => {
+            Some(name) if !cx.uninspected_credentials && holds_placeholder(text.as_bytes()) => {
                 refused(BodyReason::PlaceholderInText {
                     what,
                     credential: name.to_string(),

@@ -11,8 +11,9 @@
 //! body was first read). A body over the limit is never forwarded, in part
 //! or whole.
 //!
-//! REST requests never come here: their bodies stream through untouched
-//! ([`UpstreamBody::Streamed`]).
+//! REST requests never come here: their bodies stream through
+//! ([`UpstreamBody::Streamed`]), scanned for the placeholder marker in a
+//! sandbox with credentials ([`UpstreamBody::Guarded`]).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -22,6 +23,8 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
+use super::guarded::Guarded;
+
 /// After a body went over its limit, how much more of it is read (and
 /// thrown away) before the refusal is sent, and for how long: a client
 /// still writing a body when the proxy closes gets a reset instead of the
@@ -30,23 +33,26 @@ const DRAIN_BYTES: usize = 1 << 20;
 const DRAIN_TIME: Duration = Duration::from_secs(1);
 
 /// What a request sends upstream: the client's body as it streams in
-/// (REST), or the bytes that were judged (JSON-RPC, MCP, GraphQL).
+/// (REST), scanned for the placeholder marker when the sandbox has
+/// credentials, or the bytes that were judged (JSON-RPC, MCP, GraphQL).
 #[derive(Debug)]
 pub(super) enum UpstreamBody {
     Streamed(Incoming),
+    Guarded(Box<Guarded>),
     Checked(Full<Bytes>),
 }
 
 impl Body for UpstreamBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = std::io::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         match self.get_mut() {
-            Self::Streamed(b) => Pin::new(b).poll_frame(cx),
+            Self::Streamed(b) => Pin::new(b).poll_frame(cx).map_err(std::io::Error::other),
+            Self::Guarded(b) => Pin::new(b.as_mut()).poll_frame(cx),
             Self::Checked(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
         }
     }
@@ -54,6 +60,7 @@ impl Body for UpstreamBody {
     fn is_end_stream(&self) -> bool {
         match self {
             Self::Streamed(b) => b.is_end_stream(),
+            Self::Guarded(b) => b.is_end_stream(),
             Self::Checked(b) => b.is_end_stream(),
         }
     }
@@ -61,6 +68,7 @@ impl Body for UpstreamBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::Streamed(b) => b.size_hint(),
+            Self::Guarded(b) => b.size_hint(),
             Self::Checked(b) => b.size_hint(),
         }
     }

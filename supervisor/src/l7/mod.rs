@@ -15,7 +15,9 @@
 //!             Evaluator::decide_request (canonical path, deny wins, audit),
 //!             or for JSON-RPC / MCP: body read up to its limit (413), then
 //!             Evaluator::decide_body, the bytes judged forwarded ·
-//!             placeholders (credential_not_bound) · override headers dropped ·
+//!             placeholders (credential_not_bound; in any body, scanned as
+//!             it streams, when the sandbox has credentials) · override
+//!             headers dropped ·
 //!             injection (TLS hops only) ·
 //!             forward the canonical target ─▶ upstream (TLS verified, or plain)
 //!             response: hop-by-hop headers dropped, canonical reason phrase;
@@ -34,7 +36,8 @@
 //! Modules: [`ca`] (the sandbox CA and leaf cache), [`trust`] (the
 //! workload's trust file, the upstream roots), `conn` (one client
 //! connection), `request` (the checks), `body` (bodies read to be
-//! judged), `forward` (upstream and
+//! judged), `placeholder` (streamed bodies scanned for the placeholder
+//! marker), `forward` (upstream and
 //! responses), `respond` (what the proxy itself answers), `forms` (the
 //! shapes an echoed secret takes), `scrub` (secrets out of responses),
 //! `overrides` (headers that would make a server act on another request),
@@ -48,7 +51,9 @@ mod body;
 mod conn;
 mod forms;
 mod forward;
+mod guarded;
 mod overrides;
+mod placeholder;
 mod request;
 mod respond;
 mod scrub;

@@ -32,8 +32,13 @@
 //!    bytes judged. REST bodies are never read.
 //! 5. Placeholders: a request carrying the placeholder of a credential that
 //!    is not the one bound to it is refused (`credential_not_bound`), in
-//!    audit mode too; a placeholder in the request target, or in a judged
-//!    body, is never replaced, so it is refused as well.
+//!    audit mode too; a placeholder in the request target is never
+//!    replaced, so it is refused as well. Nor is one in a body: when the
+//!    sandbox has credentials, a judged body holding the marker is refused
+//!    by the evaluator (`Reason::PlaceholderInBody`), and a streamed one
+//!    is scanned as it goes (`placeholder`): refused before the head is
+//!    sent when the marker comes with the first piece, else the upstream
+//!    request is aborted before the marker leaves.
 //! 6. Deny → `403` with the code the evaluator's reason gives
 //!    (`Reason::refusal_code`: `policy_denied`, `override_refused`,
 //!    `path_alias`); audit → logged, then forwarded.
@@ -43,7 +48,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{
@@ -61,6 +65,7 @@ use policy_bundle::matcher::{canonicalize_path, normalize_host};
 use super::body::{self, UpstreamBody};
 use super::forward::{self, Injected};
 use super::overrides;
+use super::placeholder;
 use super::respond::{ProxyBody, Refusal, RequestInfo};
 use super::state::{ConnState, UpstreamHop};
 use super::websocket::{self, handshake::asks_for_websocket};
@@ -111,7 +116,7 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
     }
     // REST endpoints are decided on the head alone and their bodies stream
     // through; an RPC endpoint's body is read and judged first.
-    let (req, d, judged) = match active.eval.body_limit(&scope.decision, &target) {
+    let (req, d) = match active.eval.body_limit(&scope.decision, &target) {
         None => {
             let d = active.eval.decide_request(
                 &scope.decision,
@@ -119,7 +124,7 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
                 &method,
                 &target,
             );
-            (req.map(UpstreamBody::Streamed), d, None)
+            (req.map(UpstreamBody::Streamed), d)
         }
         Some(limit) => match judge_body(&active, &scope, req, &target, limit).await {
             Ok(judged) => judged,
@@ -138,26 +143,27 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
         .and_then(|n| n.operation.and_then(|i| n.operations.get(i)))
         .cloned();
     info.graphql = operation.as_ref();
-    match check(
-        st,
-        &active,
-        req.headers(),
-        scope,
-        d,
-        judged.as_deref(),
-        &info,
-    ) {
-        Err(refusal) => refusal.respond(st, &info),
-        Ok(checked) => {
-            let path = checked.path.clone();
-            info.path = &path;
-            info.host = checked.host.as_deref();
-            info.rule = checked.rule.as_deref();
-            match prepare(st, &active, req, &checked, &info) {
-                Ok((req, injected)) => forward::send(st, req, injected, &info).await,
-                Err(refusal) => refusal.respond(st, &info),
-            }
-        }
+    let checked = match check(st, &active, req.headers(), scope, d, &info) {
+        Ok(c) => c,
+        Err(refusal) => return refusal.respond(st, &info),
+    };
+    let path = checked.path.clone();
+    info.path = &path;
+    info.host = checked.host.as_deref();
+    info.rule = checked.rule.as_deref();
+    let (req, stopped) = match placeholder::guard(st, &active, req, &info).await {
+        Ok(guarded) => guarded,
+        Err(refusal) => return refusal.respond(st, &info),
+    };
+    let resp = match prepare(st, &active, req, &checked, &info) {
+        Ok((req, injected)) => forward::send(st, req, injected, &info).await,
+        Err(refusal) => return refusal.respond(st, &info),
+    };
+    // Stopped for the marker: logged then; the client learns why instead
+    // of the failure of the aborted request.
+    match stopped {
+        Some(s) if s.get() => placeholder::refusal().response(&info),
+        _ => resp,
     }
 }
 
@@ -181,7 +187,7 @@ async fn judge_body(
     req: Request<Incoming>,
     target: &str,
     limit: usize,
-) -> Result<(Request<UpstreamBody>, Decision, Option<Bytes>), Refusal> {
+) -> Result<(Request<UpstreamBody>, Decision), Refusal> {
     let (mut parts, incoming) = req.into_parts();
     let expect_continue = parts
         .headers
@@ -240,8 +246,8 @@ async fn judge_body(
     } else {
         parts.headers.remove(CONTENT_LENGTH);
     }
-    let req = Request::from_parts(parts, UpstreamBody::Checked(Full::new(bytes.clone())));
-    Ok((req, d, Some(bytes)))
+    let req = Request::from_parts(parts, UpstreamBody::Checked(Full::new(bytes)));
+    Ok((req, d))
 }
 
 /// Which kinds of body-judging endpoint apply to `target` on this
@@ -413,14 +419,12 @@ pub(super) fn decide_scope(
 }
 
 /// Steps 5 to 7 on the decision `d`: what is forwarded, if anything.
-/// `judged`: the body, when it was read and judged.
 pub(super) fn check(
     st: &ConnState,
     active: &Active,
     headers: &HeaderMap,
     scope: Scope,
     d: Decision,
-    judged: Option<&[u8]>,
     info: &RequestInfo<'_>,
 ) -> Result<Checked, Refusal> {
     let Scope {
@@ -464,13 +468,6 @@ pub(super) fn check(
         return Err(refuse(
             "credential_not_bound",
             "a credential placeholder in the request target is never replaced; send it in a header"
-                .into(),
-        ));
-    }
-    if judged.is_some_and(|b| !active.credentials.placeholders_in(b).is_empty()) {
-        return Err(refuse(
-            "credential_not_bound",
-            "a credential placeholder in a request body is never replaced; send it in a header"
                 .into(),
         ));
     }

@@ -10,7 +10,7 @@
 //! | code | status | when |
 //! |---|---|---|
 //! | `policy_denied` | 403 | the rules deny the request (enforce mode) |
-//! | `credential_not_bound` | 403 | a credential's placeholder on a request its binding does not cover, or in the request target |
+//! | `credential_not_bound` | 403 | a credential's placeholder on a request its binding does not cover, in the request target, or in a request body (any body, in a sandbox with credentials; then closed) |
 //! | `host_mismatch` | 421 | Host, absolute-form target, SNI, port or destination disagree |
 //! | `connect_refused`, `upgrade_refused` | 403 | `CONNECT`; an upgrade other than a well-formed WebSocket one to a websocket endpoint |
 //! | `upgrade_refused` | 502 | a server's `101` that names an extension or a subprotocol not offered, or does not prove the key (then closed) |
@@ -107,21 +107,32 @@ impl Refusal {
 
     /// Logs the refusal and builds the response.
     pub fn respond(self, st: &ConnState, info: &RequestInfo<'_>) -> Response<ProxyBody> {
+        self.log(st, info);
+        self.response(info)
+    }
+
+    /// The refusal's deny-log line (none for `upstream_error`).
+    pub fn log(&self, st: &ConnState, info: &RequestInfo<'_>) {
+        if self.code == "upstream_error" {
+            return;
+        }
+        st.log_http(
+            &RequestInfo {
+                path: self.path.as_deref().unwrap_or(info.path),
+                rule: self.rule.as_deref().or(info.rule),
+                ..*info
+            },
+            true,
+            false,
+            &self.reason,
+            Some(self.code),
+        );
+    }
+
+    /// The response alone, for a refusal logged when it was decided.
+    pub fn response(self, info: &RequestInfo<'_>) -> Response<ProxyBody> {
         let path = self.path.as_deref().unwrap_or(info.path);
         let rule = self.rule.as_deref().or(info.rule);
-        if self.code != "upstream_error" {
-            st.log_http(
-                &RequestInfo {
-                    path,
-                    rule,
-                    ..*info
-                },
-                true,
-                false,
-                &self.reason,
-                Some(self.code),
-            );
-        }
         let body = json!({
             "error": self.code,
             "rule": rule,

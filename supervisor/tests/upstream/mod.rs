@@ -33,7 +33,8 @@ pub struct Seen {
     pub target: String,
     pub headers: Vec<(String, String)>,
     pub tls: bool,
-    /// The body, as received (chunked framing undone).
+    /// The body, as received (chunked framing undone); of a body broken
+    /// off, what arrived.
     pub body: Vec<u8>,
     /// The method and target the request is acted on as, by a backend
     /// that honours override headers and `_method` parameters.
@@ -277,12 +278,14 @@ async fn answer(
         })
         .collect();
     let method = req.method().to_string();
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes().to_vec())
-        .unwrap_or_default();
+    // What arrived, even of a body the client (the proxy) broke off.
+    let mut body = Vec::new();
+    let mut incoming = req.into_body();
+    while let Some(Ok(frame)) = incoming.frame().await {
+        if let Some(data) = frame.data_ref() {
+            body.extend_from_slice(data);
+        }
+    }
     seen.lock().unwrap().push(Seen {
         method: method.clone(),
         target: target.clone(),

@@ -216,6 +216,15 @@ if GROUP == "clients":
     gql_step("gql-mutation", 'mutation Nuke { deleteRepository(name: "r") }')
 
 
+if GROUP == "post-credential":
+    # cred.test's credential covers POST only: the GET upgrade carries
+    # none, yet the host is credentialed.
+    client_step("post-only-text", "cred.test", "/stream/text", ["hi"])
+    client_step("post-only-binary", "cred.test", "/stream/binary", [b"\x00\x01"])
+    client_step("post-only-placeholder", "cred.test", "/stream/placeholder",
+                ['{"token": "openshell-placeholder-tok-0123456789abcdef0123456789abcdef"}'])
+
+
 if GROUP == "raw":
     init = json.dumps({"type": "connection_init"}).encode()
     nuke = json.dumps({"type": "subscribe", "id": "1",

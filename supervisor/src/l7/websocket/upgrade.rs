@@ -61,7 +61,7 @@ pub(in crate::l7) async fn upgrade(
         .eval
         .decide_upgrade(&scope.decision, scope.cred_host.as_deref(), &target);
     let named = scope.named.clone();
-    let checked = match check(st, active, req.headers(), scope, d, None, &info) {
+    let checked = match check(st, active, req.headers(), scope, d, &info) {
         Ok(c) => c,
         Err(refusal) => return refusal.respond(st, &info),
     };
