@@ -210,6 +210,15 @@ pub(crate) fn build(
         .iter()
         .filter(|c| c.methods.as_ref().is_none_or(|m| m.contains("GET")))
         .map(|c| cred_binding(dom, c, crate::formula::T)));
+    // The hosts a credential is bound to, whatever its methods and paths:
+    // credentialed endpoints, where a binary message is refused.
+    let cred_hosts: Vec<u32> = t
+        .credentials
+        .iter()
+        .flat_map(|c| c.hosts.iter())
+        .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
+        .collect();
+    let cred_host = lit(Lit::Host(ids(cred_hosts)));
     let mut ws_parts: Vec<WsPart> = Vec::new();
     let enc_slash = ids(dom.paths.atoms_of(ENCODED_SLASH_KEY).to_vec());
     let mut part: Vec<(F, bool)> = Vec::new();
@@ -281,7 +290,7 @@ pub(crate) fn build(
             // A plain request on its path is refused whatever the mode;
             // upgrades and messages are judged below.
             refused_parts.push(p.clone());
-            ws_parts.push(ws_part(dom, t, ep, e, &p, &matched, &cred_get));
+            ws_parts.push(ws_part(dom, t, ep, e, &p, &matched, &cred_host));
         } else if !crate::calls::modelled(ep.protocol()) {
             // A protocol the model does not know: the endpoint is taken to
             // allow every request it sees, and the engine does not certify
@@ -412,13 +421,6 @@ pub(crate) fn build(
             ]),
         ]),
     );
-    let cred_hosts: Vec<u32> = t
-        .credentials
-        .iter()
-        .flat_map(|c| c.hosts.iter())
-        .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
-        .collect();
-    let cred_host = lit(Lit::Host(ids(cred_hosts)));
     let readable: Vec<_> = t
         .secrets
         .iter()
@@ -573,8 +575,9 @@ struct WsPart {
     text_refused: F,
     text_deny: F,
     text_allow: F,
-    /// A binary message is refused: the upgrade carried a credential no
-    /// matched route via this endpoint accepts uninspected.
+    /// A binary message is refused: a credential is bound to the host
+    /// (whether or not the upgrade carried it) and no matched route via
+    /// this endpoint accepts uninspected credentials.
     binary_refused: F,
     /// Its message limit: a longer message is refused.
     limit: usize,
@@ -611,7 +614,7 @@ fn ws_part(
     e: usize,
     part: &F,
     matched: &[F],
-    cred_get: &F,
+    cred_host: &F,
 ) -> WsPart {
     let e32 = u32::try_from(e).unwrap_or(u32::MAX);
     let accepts = or(t
@@ -640,7 +643,7 @@ fn ws_part(
         text_refused: and([part.clone(), text_refused]),
         text_deny: and([part.clone(), text_deny]),
         text_allow: and([part.clone(), text_allow]),
-        binary_refused: and([part.clone(), cred_get.clone(), not(accepts)]),
+        binary_refused: and([part.clone(), cred_host.clone(), not(accepts)]),
         limit: ep.effective_body_limit(),
     }
 }

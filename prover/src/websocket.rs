@@ -11,9 +11,9 @@
 //! - a message is judged only after an upgrade that is let through
 //!   (allowed or audited), on the same path and query;
 //! - a text message by the `WEBSOCKET_TEXT` rules;
-//! - a binary message is relayed unless the upgrade carried a credential
-//!   (`GET` on the path) and no matched route via the endpoint accepts
-//!   uninspected credentials;
+//! - a binary message is relayed unless a credential is bound to the host
+//!   (whatever its methods and paths) and no matched route via the
+//!   endpoint accepts uninspected credentials;
 //! - a message over the message limit of an endpoint that takes part is
 //!   refused (the proxy relays under the smallest);
 //! - a connection relayed at L4 carries anything.

@@ -438,3 +438,49 @@ fn a_websocket_endpoint_beside_an_unchanged_policy_is_not_inconclusive() {
     assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
     assert!(r.findings.is_empty(), "{r:#?}");
 }
+
+/// A credential bound to the host guards its binary messages whatever the
+/// binding's methods: a `GET` upgrade outside a `methods POST` binding
+/// carries no credential, and a binary message is still refused until
+/// the route accepts uninspected credentials, as `eval` decides it.
+#[test]
+fn binary_messages_to_a_credentialed_host_are_guarded_whatever_the_bindings_methods() {
+    let post_only = |kind: &str| {
+        let credential = CREDENTIAL.replace(
+            "    hosts realtime.example.com",
+            "    hosts realtime.example.com\n    methods POST",
+        );
+        compile(&policy(&format!(
+            "{credential}\n  allow /usr/bin/agent -> realtime.example.com:443 {kind} {{\n    allow GET /v1/**\n  }}"
+        )))
+    };
+    let binary = |b: &Bundle| {
+        let ev = Evaluator::new(b.clone());
+        let conn = ev.decide_connection(
+            "/usr/bin/agent",
+            None,
+            Some("realtime.example.com"),
+            None,
+            443,
+        );
+        ev.decide_ws_message(
+            &conn,
+            Some("realtime.example.com"),
+            "/v1/chat",
+            WsClientMessage::Binary(&[0; 5]),
+        )
+        .decision
+    };
+    let old = post_only("websocket");
+    let new = post_only("websocket uninspected_credentials");
+    assert_eq!((binary(&old), binary(&new)), (Eval::Deny, Eval::Allow));
+    // The upgrade carries no credential, so the witness is not replayed
+    // with one; the widening is the binary message let through.
+    let r = diff_bundles(&old, &new);
+    assert_eq!(r.verdict, Verdict::Widened, "{r:#?}");
+    let found = of_kind(&r, "binary");
+    let f = found.first().unwrap_or_else(|| panic!("{r:#?}"));
+    assert_eq!(f.witness.probe(), Some(Probe::Binary(5)));
+    let r = diff_bundles(&new, &old);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{r:#?}");
+}
