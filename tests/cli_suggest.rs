@@ -1174,3 +1174,55 @@ fn markdown_is_a_comment_with_the_diff_the_proof_and_the_replay() {
     let line = format!("- allow {}:2 connection to example.com:443", log.display());
     assert!(md.contains(&line), "{md}");
 }
+
+/// A request the proxy refused reached it through a rule that names the
+/// internal address: the new rule names it too, so both reach it, and
+/// what the old rule allowed stays allowed. (The supervisor's test of
+/// the whole loop covers an address named by the operator's `--resolve`,
+/// which the new rule must not name.)
+#[test]
+fn a_request_the_proxy_refused_on_an_internal_address_keeps_the_rule_that_reached_it() {
+    let d = dir("internal-l7");
+    let source = "policy \"svc\" {\n  run_as user sandbox group sandbox\n  fs read /usr\n\n  allow /usr/bin/curl -> svc.internal.example:8080 http {\n    addresses 10.1.2.3\n    allow GET /v1/items\n  }\n}\n";
+    let p = policy(&d, "p.policy", source, "svc");
+    let mut denied = request(
+        &p,
+        "/usr/bin/curl",
+        "svc.internal.example",
+        "GET",
+        "/v1/orders",
+    );
+    denied["dst_endpoint"]["ip"] = json!("10.1.2.3");
+    denied["dst_endpoint"]["port"] = json!(8080);
+    denied["http_request"]["url"]["port"] = json!(8080);
+    denied["http_request"]["url"]["scheme"] = json!("http");
+    let log = write_log(&d, &lines(&[denied]));
+    let o = suggest(&p, &log, &["--format", "policy"]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let patched = text(&o.stdout);
+    assert!(patched.contains("allow GET /v1/orders"), "{patched}");
+    assert_eq!(
+        patched.matches("    addresses 10.1.2.3\n").count(),
+        2,
+        "named as the author's rule names it: {patched}"
+    );
+    let new = d.join("new.policy");
+    std::fs::write(&new, &patched).unwrap();
+    for path in ["/v1/items", "/v1/orders"] {
+        let url = format!("http://svc.internal.example:8080{path}");
+        let e = run(&[
+            "eval",
+            "--policy",
+            new.to_str().unwrap(),
+            "--binary",
+            "/usr/bin/curl",
+            "--url",
+            &url,
+            "--addr",
+            "10.1.2.3",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(json(&e)["decision"], "allow", "{path}: {}", text(&e.stdout));
+    }
+}

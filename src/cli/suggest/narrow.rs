@@ -345,12 +345,24 @@ fn group(
         .into_iter()
         .map(|(methods, paths)| L7Rule { methods, paths })
         .collect();
+    // A request the proxy judged came through a rule that reaches the
+    // address already: the new rule names it as that rule does. Naming an
+    // address the reaching rule does not name (the operator's `--resolve`
+    // named it) would leave the new rule alone to reach it, and the old
+    // rule's requests refused; not naming one it names would leave the new
+    // rule unable to.
     let is_name = members.iter().any(|n| n.denial.host.is_some());
     let addresses: BTreeSet<IpAddr> = if is_name {
         members
             .iter()
-            .filter_map(|n| n.denial.ip)
-            .filter(|ip| is_internal(*ip))
+            .filter_map(|n| {
+                let ip = n.denial.ip.filter(|ip| is_internal(*ip))?;
+                let keep = match (&n.denial.http, &n.denial.host) {
+                    (Some(_), Some(host)) => named_by_a_route(bundle, host, port, ip),
+                    _ => true,
+                };
+                keep.then_some(ip)
+            })
             .collect()
     } else {
         BTreeSet::new()
@@ -370,6 +382,15 @@ fn group(
         widened,
         lines,
     }
+}
+
+/// Whether a route to `host` on `port` lists `ip` among its addresses.
+fn named_by_a_route(bundle: &Bundle, host: &str, port: u16, ip: IpAddr) -> bool {
+    bundle.enforcement.seccomp.routes.iter().any(|r| {
+        matches!(&r.dest, policy_bundle::Dest::Host(h) if h.matches(host))
+            && r.ports.contains(port)
+            && r.addresses.as_ref().is_some_and(|a| a.contains(ip))
+    })
 }
 
 fn plural(n: usize, what: &str) -> String {
