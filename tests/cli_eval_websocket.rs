@@ -199,3 +199,62 @@ fn an_upgrade_has_no_method_or_body() {
     let v = json(&o);
     assert_eq!(v["decision"], "error", "{v}");
 }
+
+/// With `websocket_credential_rewrite`, `eval` lets through a text message
+/// holding the placeholder of the host's credential and says it is
+/// replaced, naming the credential; another host's placeholder is refused.
+#[test]
+fn a_rewritten_placeholder_is_named_in_the_decision() {
+    let path = std::env::temp_dir().join(format!("osp-cli-ws-rw-{}.policy", std::process::id()));
+    std::fs::write(
+        &path,
+        "policy \"ws\" {
+  credential token {
+    secret env TOKEN
+    placeholder env TOKEN
+    inject replace
+    hosts realtime.example.com
+  }
+  credential far {
+    secret env FAR
+    placeholder env FAR
+    inject replace
+    hosts far.example.com
+  }
+  allow /usr/bin/agent -> realtime.example.com:443 websocket read-write websocket_credential_rewrite
+}
+",
+    )
+    .unwrap();
+    let p = path.display().to_string();
+    let ask = |text: &str| {
+        let o = run(&[
+            "eval",
+            "--policy",
+            &p,
+            "--binary",
+            "/usr/bin/agent",
+            "--format",
+            "json",
+            "--url",
+            "wss://realtime.example.com/v1/chat",
+            "--websocket-text",
+            text,
+        ]);
+        assert_eq!(code(&o), 0);
+        json(&o)
+    };
+    let v = ask(r#"{"t":"openshell-placeholder-token-0123456789abcdef0123456789abcdef"}"#);
+    assert_eq!(v["decision"], "allow", "{v}");
+    assert_eq!(v["credential"], "token", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("replaced by its secret"),
+        "{v}"
+    );
+    let v = ask(r#"{"t":"openshell-placeholder-far-0123456789abcdef0123456789abcdef"}"#);
+    assert_eq!(v["decision"], "deny", "{v}");
+    assert_eq!(v["credential"], serde_json::Value::Null, "{v}");
+}

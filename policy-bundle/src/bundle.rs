@@ -204,6 +204,11 @@ pub struct Route {
     pub via: Via,
     /// The author accepted that credentials may pass here uninspected.
     pub uninspected_credentials: bool,
+    /// Placeholders of credentials bound to the host are replaced in client
+    /// WebSocket text messages instead of refused. Left out of the JSON
+    /// when off, so bundles that never use it read and hash as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub websocket_credential_rewrite: bool,
 }
 
 impl Route {

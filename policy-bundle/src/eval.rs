@@ -703,6 +703,43 @@ impl Evaluator {
             .map(|message_limit| WsRelay { message_limit })
     }
 
+    /// The credentials whose placeholders [`Self::decide_ws_message`] may
+    /// have the proxy replace in client messages after an upgrade of
+    /// `target` on this connection: those bound to `host` that have a
+    /// placeholder, when a route with `websocket_credential_rewrite`
+    /// reaches a websocket endpoint for the target; empty otherwise. The
+    /// proxy scrubs their secrets from the server's messages from the
+    /// upgrade on, since a server may echo what it was sent.
+    pub fn ws_rewrites(
+        &self,
+        conn: &ConnectionDecision,
+        host: Option<&str>,
+        target: &str,
+    ) -> Vec<String> {
+        let tables = &self.bundle.enforcement;
+        let rewrites = conn.routes.iter().any(|&r| {
+            let Some(route) = tables.seccomp.routes.get(r as usize) else {
+                return false;
+            };
+            let Via::L7(e) = route.via else {
+                return false;
+            };
+            route.websocket_credential_rewrite
+                && tables.l7.get(e as usize).is_some_and(|ep| {
+                    ep.protocol() == L7Protocol::Websocket
+                        && canonicalize_path(target, ep.encoded_slash)
+                            .is_ok_and(|c| ep.covers(&c.path))
+                })
+        });
+        if !rewrites {
+            return Vec::new();
+        }
+        self.placeholders_on_host(host)
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The upgrade GET, judged by the websocket endpoints' `GET` rules
     /// (deny wins, audit as for REST); `credential` chosen as for a REST
     /// GET. Other endpoints on the path take no part: the upgraded
@@ -722,7 +759,11 @@ impl Evaluator {
     /// to the GraphQL rules; lifecycle allowed; other type or unreadable
     /// refused); a binary message relayed unless a credential is bound to
     /// the host and the route does not accept uninspected credentials. See the
-    /// `websocket` module. `credential` is always None: nothing is
+    /// `websocket` module. On an endpoint with
+    /// `websocket_credential_rewrite`, a text message let through with
+    /// placeholders of credentials bound to the host in it says so
+    /// ([`Reason::Rewritten`]) and names the first of them in
+    /// `credential`; otherwise `credential` is None, nothing being
     /// injected into messages.
     pub fn decide_ws_message(
         &self,
@@ -854,11 +895,14 @@ impl Evaluator {
                     _ => format!("{method} {}", canon.path),
                 };
                 let credential = self.credential_on_host(host);
-                let uninspected_credentials = conn.routes.iter().any(|&r| {
-                    routes.get(r as usize).is_some_and(|route| {
-                        route.via == Via::L7(e) && route.uninspected_credentials
+                let via_e = |flag: fn(&Route) -> bool| {
+                    conn.routes.iter().any(|&r| {
+                        routes
+                            .get(r as usize)
+                            .is_some_and(|route| route.via == Via::L7(e) && flag(route))
                     })
-                });
+                };
+                let bound = self.placeholders_on_host(host);
                 websocket::judge_websocket(
                     ws,
                     ws_ask,
@@ -869,7 +913,9 @@ impl Evaluator {
                         what: &what,
                         cache: &self.graphql_cache,
                         credential: credential.as_deref(),
-                        uninspected_credentials,
+                        uninspected_credentials: via_e(|r| r.uninspected_credentials),
+                        rewrite: via_e(|r| r.websocket_credential_rewrite),
+                        bound: &bound,
                     },
                 )
             });
@@ -954,13 +1000,24 @@ impl Evaluator {
         let path = canonical_path.clone().unwrap_or_else(|| target.to_string());
         let all_audit = !participating.is_empty()
             && participating.iter().all(|(_, m)| *m == Enforcement::Audit);
-        // Nothing is injected into WebSocket messages.
+        // Nothing is injected into WebSocket messages; placeholders
+        // replaced in one are named by `mk`.
         let credential = match ask {
             Ask::Message(_) => None,
             _ => self.credential_for(host, &method, canonical_path.as_deref()),
         };
-        let mk =
-            |decision, rule, reason: Reason, credential: Option<String>, note: Note| Decision {
+        let mk = |decision, rule, reason: Reason, credential: Option<String>, note: Note| {
+            let (reason, credential) = match note.rewritten {
+                names if decision != Verdict::Deny && !names.is_empty() => (
+                    Reason::Rewritten {
+                        inner: Box::new(reason),
+                        credentials: names.clone(),
+                    },
+                    names.into_iter().next(),
+                ),
+                _ => (reason, credential),
+            };
+            Decision {
                 decision,
                 route: Some(RouteKind::L7),
                 rule,
@@ -969,7 +1026,8 @@ impl Evaluator {
                 target: canonical_target.clone(),
                 rpc: note.rpc,
                 graphql: note.graphql,
-            };
+            }
+        };
         if participating.is_empty() {
             let reason = match canon_error {
                 Some(error) => Reason::TargetRefused {
@@ -1058,6 +1116,22 @@ impl Evaluator {
             .map(|c| c.name.clone())
     }
 
+    /// The credentials bound to `host` (whatever the methods and paths of
+    /// their bindings) that the workload holds a placeholder of: those a
+    /// `websocket_credential_rewrite` endpoint replaces in messages.
+    fn placeholders_on_host(&self, host: Option<&str>) -> Vec<&str> {
+        let Some(host) = host.and_then(|h| normalize_host(h).ok()) else {
+            return Vec::new();
+        };
+        self.bundle
+            .enforcement
+            .credentials
+            .iter()
+            .filter(|c| c.placeholder.is_some() && c.hosts.iter().any(|h| h.matches(&host)))
+            .map(|c| c.name.as_str())
+            .collect()
+    }
+
     /// The credential the proxy injects on this request: the first (by
     /// name) whose binding covers host, method and path.
     pub(crate) fn credential_for(
@@ -1137,13 +1211,16 @@ enum Rule {
 struct Note {
     rpc: Option<RpcNote>,
     graphql: Option<GraphqlNote>,
+    /// Credentials whose placeholders the proxy replaces in the message
+    /// it forwards.
+    rewritten: Vec<String>,
 }
 
 impl Note {
     fn rpc(note: RpcNote) -> Self {
         Self {
             rpc: Some(note),
-            graphql: None,
+            ..Self::default()
         }
     }
 }
@@ -1161,6 +1238,23 @@ enum BodyOutcome {
     /// response frames).
     Allowed(Option<Rule>, BodyReason, Note),
     NoMatch(BodyReason, Note),
+}
+
+impl BodyOutcome {
+    /// The same outcome, noting the credentials whose placeholders the
+    /// proxy replaces should the message go on.
+    fn rewriting(self, names: Vec<String>) -> Self {
+        let with = |mut note: Note| {
+            note.rewritten = names;
+            note
+        };
+        match self {
+            Self::Refused(why, note) => Self::Refused(why, with(note)),
+            Self::Denied(rule, why, note) => Self::Denied(rule, why, with(note)),
+            Self::Allowed(rule, why, note) => Self::Allowed(rule, why, with(note)),
+            Self::NoMatch(why, note) => Self::NoMatch(why, with(note)),
+        }
+    }
 }
 
 fn describe(call: &RpcCall, index: usize, body: &RpcBody) -> String {

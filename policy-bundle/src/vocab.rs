@@ -85,6 +85,41 @@ pub fn holds_placeholder(bytes: &[u8]) -> bool {
     bytes.windows(marker.len()).any(|w| w == marker)
 }
 
+/// Hex digits after a placeholder's credential name: the supervisor makes
+/// each placeholder `PLACEHOLDER_PREFIX`, the name, `-`, then 16 random
+/// bytes in hex.
+pub const PLACEHOLDER_RANDOM_HEX: usize = 32;
+
+/// The credentials among `names` whose placeholders `bytes` hold, each
+/// once, in the order first seen; `None` when a marker in `bytes` begins
+/// no placeholder of theirs. What a placeholder is known by without its
+/// random part: its credential's name and the shape of the rest, the
+/// longest name first so that `a-b`'s placeholder is not read as `a`'s.
+#[must_use]
+pub fn placeholders_of<'a>(bytes: &[u8], names: &[&'a str]) -> Option<Vec<&'a str>> {
+    let marker = PLACEHOLDER_PREFIX.as_bytes();
+    let mut by_length = names.to_vec();
+    by_length.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    let mut found: Vec<&str> = Vec::new();
+    let mut rest = bytes;
+    while let Some(at) = rest.windows(marker.len()).position(|w| w == marker) {
+        rest = rest.get(at + marker.len()..).unwrap_or_default();
+        let name = by_length.iter().find(|n| names_placeholder(rest, n))?;
+        if !found.contains(name) {
+            found.push(name);
+        }
+    }
+    Some(found)
+}
+
+/// Whether `rest` (what follows a marker) is `name`, `-` and the random part.
+fn names_placeholder(rest: &[u8], name: &str) -> bool {
+    rest.strip_prefix(name.as_bytes())
+        .and_then(|r| r.strip_prefix(b"-"))
+        .and_then(|r| r.get(..PLACEHOLDER_RANDOM_HEX))
+        .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+}
+
 /// How the proxy puts a secret into a request.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -299,6 +299,9 @@ pub enum EndpointOption {
     FoldPaths,
     /// The author accepts that a credential reaches this endpoint uninspected.
     UninspectedCredentials,
+    /// Credential placeholders in client WebSocket text messages are
+    /// replaced by their secrets (OpenShell's `websocket_credential_rewrite`).
+    WebsocketCredentialRewrite,
     /// MCP: the allow-all method profile (OpenShell's
     /// `mcp.allow_all_known_mcp_methods`).
     AllMcpMethods,

@@ -346,6 +346,7 @@ fn routes(policy: &Policy, l7_index: &[Option<u32>]) -> RouteTables {
             addresses: ep.addresses.clone(),
             via,
             uninspected_credentials: ep.uninspected_credentials,
+            websocket_credential_rewrite: ep.websocket_credential_rewrite,
         };
         route_origins
             .entry(route.clone())

@@ -244,6 +244,7 @@ fn option_text(o: EndpointOption) -> &'static str {
         EndpointOption::EncodedSlash => "encoded_slash",
         EndpointOption::FoldPaths => "fold_paths",
         EndpointOption::UninspectedCredentials => "uninspected_credentials",
+        EndpointOption::WebsocketCredentialRewrite => "websocket_credential_rewrite",
         EndpointOption::AllMcpMethods => "all_mcp_methods",
         EndpointOption::LooseToolNames => "loose_tool_names",
     }

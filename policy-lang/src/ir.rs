@@ -129,6 +129,10 @@ pub struct Endpoint {
     /// The author accepts that a credential reaches it uninspected (no
     ///     W0102).
     pub uninspected_credentials: bool,
+    /// Credential placeholders in client text messages after an upgrade
+    /// are replaced by the secrets of credentials bound to the host,
+    /// rather than refused (a `websocket` endpoint only).
+    pub websocket_credential_rewrite: bool,
     /// The `allow` line, for blame.
     pub origin: Origin,
 }

@@ -5,7 +5,7 @@
 mod support;
 
 use policy_bundle::eval::{
-    DEFAULT_MESSAGE_LIMIT, Decision, Evaluator, Verdict, WsClientMessage, WsRelay,
+    DEFAULT_MESSAGE_LIMIT, Decision, Evaluator, Reason, Verdict, WsClientMessage, WsRelay,
 };
 use support::compile;
 
@@ -236,8 +236,8 @@ fn binary_messages_pass_unless_a_credential_is_bound_to_the_host() {
 }
 
 /// A client text message carrying a credential placeholder ends a
-/// credentialed connection: placeholders are never replaced inside
-/// messages, and OpenShell (with `websocket_credential_rewrite` off) fails
+/// credentialed connection: placeholders are not replaced inside
+/// messages on a rule without `websocket_credential_rewrite`, and OpenShell (with it off) fails
 /// closed. Where no credential applies, or the rule accepts uninspected
 /// credentials, the message is judged by the rules as any other.
 #[test]
@@ -277,6 +277,91 @@ fn a_placeholder_in_a_text_message_is_refused_on_a_credentialed_connection() {
     assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
 }
 
+/// With `websocket_credential_rewrite`, a text message holding the
+/// placeholder of a credential bound to the host is judged by the rules as
+/// any other, and the decision says the proxy replaces it (naming the
+/// credential); a placeholder of another host's credential, or of none,
+/// is refused whatever the rules, since replacing it would hand this host
+/// another host's secret. Binary messages stay refused.
+#[test]
+fn websocket_credential_rewrite_replaces_only_the_hosts_placeholders() {
+    let ev = evaluator(
+        r#"policy "ws" {
+  credential token {
+    secret env TOKEN
+    placeholder env TOKEN
+    inject replace
+    hosts realtime.example.com
+    methods POST
+  }
+  credential other {
+    secret env OTHER
+    placeholder env OTHER
+    inject replace
+    hosts other.example.com
+  }
+  allow /usr/bin/agent -> realtime.example.com:443 websocket websocket_credential_rewrite {
+    allow GET /v1/**
+    allow WEBSOCKET_TEXT /v1/realtime/**
+  }
+  allow /usr/bin/agent -> other.example.com:443 websocket read-write
+}
+"#,
+    );
+    let ours = r#"{"token":"openshell-placeholder-token-0123456789abcdef0123456789abcdef"}"#;
+    let d = text(&ev, RT, "/v1/realtime/chat", ours);
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+    assert_eq!(d.credential.as_deref(), Some("token"));
+    assert!(
+        matches!(&d.reason, Reason::Rewritten { credentials, .. } if credentials == &["token"]),
+        "{:?}",
+        d.reason
+    );
+    assert!(d.reason.contains("replaced by its secret"), "{}", d.reason);
+    assert_eq!(line(&d), 17);
+
+    // Still judged by the rules: no WEBSOCKET_TEXT rule covers /v1/other.
+    let d = text(&ev, RT, "/v1/other", ours);
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert_eq!(d.credential, None);
+
+    // Without a placeholder, nothing is replaced.
+    let d = text(&ev, RT, "/v1/realtime/chat", "hello");
+    assert_eq!(d.decision, Verdict::Allow, "{}", d.reason);
+    assert_eq!(d.credential, None);
+    assert!(
+        !matches!(d.reason, Reason::Rewritten { .. }),
+        "{}",
+        d.reason
+    );
+
+    for foreign in [
+        r#"{"token":"openshell-placeholder-other-0123456789abcdef0123456789abcdef"}"#,
+        r#"{"token":"openshell-placeholder-nobody-0123456789abcdef0123456789abcdef"}"#,
+        r#"{"a":"openshell-placeholder-token-0123456789abcdef0123456789abcdef","b":"openshell-placeholder-other-0123456789abcdef0123456789abcdef"}"#,
+    ] {
+        let d = text(&ev, RT, "/v1/realtime/chat", foreign);
+        assert_eq!(d.decision, Verdict::Deny, "{foreign}: {}", d.reason);
+        assert!(
+            d.reason
+                .contains("not one of a credential bound to this host"),
+            "{}",
+            d.reason
+        );
+        assert_eq!(d.credential, None);
+    }
+
+    let d = message(&ev, RT, "/v1/realtime/chat", WsClientMessage::Binary(b"x"));
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(d.reason.contains("binary message refused"), "{}", d.reason);
+
+    // Off, even the host's own placeholder ends the connection.
+    let own = r#"{"t":"openshell-placeholder-other-0123456789abcdef0123456789abcdef"}"#;
+    let d = text(&ev, "other.example.com", "/x", own);
+    assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
+    assert!(d.reason.contains("does not replace"), "{}", d.reason);
+}
+
 /// OpenShell guards a credentialed endpoint (a host a credential is bound
 /// to) as a whole: a `GET` upgrade outside a `methods POST` binding
 /// carries no credential, yet a text message with a placeholder and any
@@ -307,7 +392,7 @@ fn a_credentialed_host_is_guarded_even_when_the_upgrade_carried_no_credential() 
     assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);
     assert_eq!(
         d.reason.to_string(),
-        "message on /v1/realtime/chat: text message refused: it carries a credential placeholder, which is never replaced inside messages, and credential `token` is bound to this host (add `uninspected_credentials` to the rule to accept that)"
+        "message on /v1/realtime/chat: text message refused: it carries a credential placeholder, which this rule does not replace, and credential `token` is bound to this host (add `websocket_credential_rewrite` to the rule to have placeholders replaced by their secrets, or `uninspected_credentials` to send them on as they are)"
     );
     let d = message(&ev, RT, "/v1/realtime/chat", WsClientMessage::Binary(b"x"));
     assert_eq!(d.decision, Verdict::Deny, "{}", d.reason);

@@ -400,6 +400,18 @@ fn websocket_refusals() {
     );
 }
 
+/// `websocket_credential_rewrite: true` becomes the option of the same
+/// name, on `protocol: websocket` and on a `protocol: rest` endpoint (as
+/// OpenShell accepts it there); `false` is the default and writes nothing.
+#[test]
+fn websocket_credential_rewrite_imports() {
+    let text = "version: 1\nnetwork_policies:\n  a:\n    binaries: [{ path: /usr/bin/curl }]\n    endpoints:\n      - { host: a.example.com, port: 443, protocol: websocket, enforcement: enforce, access: read-write, websocket_credential_rewrite: true }\n      - { host: b.example.com, port: 443, protocol: rest, enforcement: enforce, access: read-only, websocket_credential_rewrite: true }\n      - { host: c.example.com, port: 443, protocol: websocket, enforcement: enforce, access: read-write, websocket_credential_rewrite: false }\n";
+    insta::assert_snapshot!(
+        "websocket_credential_rewrite",
+        import_text("websocket-rewrite.yaml", text, false)
+    );
+}
+
 /// OpenShell accepts a read-only `/` (only a read-write one is refused),
 /// and so does the resolver: `/` is absolute and normalized.
 #[test]

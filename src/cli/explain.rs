@@ -223,6 +223,13 @@ pub fn explain(b: &Bundle) -> String {
                 ),
                 None => via,
             };
+            let via = if route.websocket_credential_rewrite {
+                format!(
+                    "{via}; placeholders in client text messages replaced (websocket_credential_rewrite)"
+                )
+            } else {
+                via
+            };
             let addrs = route
                 .addresses
                 .as_ref()

@@ -378,6 +378,78 @@ fn a_credentialed_host_closes_binary_and_placeholder_messages_when_the_upgrade_c
     assert_eq!(denied, ["WEBSOCKET_BINARY", "WEBSOCKET_TEXT"], "{log:#?}");
 }
 
+/// With `websocket_credential_rewrite`, the server gets the secret in place
+/// of the placeholder (in a whole message and in one sent in fragments),
+/// though the upgrade carried none (`methods POST`); its echo reaches the
+/// client with the placeholder back. A placeholder of another host's
+/// credential and a binary message close the connection before the server
+/// sees them, and the deny log never holds the secret.
+#[test]
+fn websocket_credential_rewrite_sends_the_server_the_secret_and_the_client_only_placeholders() {
+    let s = Sandbox::new();
+    let rules = rules("")
+        .replace(
+            "    inject header Authorization \"Bearer {secret}\"\n    hosts cred.test\n",
+            "    placeholder env TOKEN\n    inject replace\n    hosts cred.test\n    methods POST\n  }\n  credential far {\n    secret env FAR_SECRET\n    placeholder env FAR\n    inject replace\n    hosts rt.test\n",
+        )
+        .replace(
+            "cred.test:PORT websocket {",
+            "cred.test:PORT websocket websocket_credential_rewrite {",
+        );
+    let bundle = s.bundle_of("rewrite", &rules);
+    let (steps, log) = s.run_on(&bundle, "rewrite");
+    let env = steps.get("env");
+    let token = env["token"].as_str().unwrap().to_owned();
+    let far = env["far"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("openshell-placeholder-tok-"), "{env}");
+    assert!(far.starts_with("openshell-placeholder-far-"), "{env}");
+
+    let text = steps.closed("rewrite-text", 1000);
+    assert_eq!(
+        text["received"],
+        serde_json::json!([format!("echo:{{\"token\": \"{token}\"}}")]),
+        "{text}\n{}",
+        steps.context
+    );
+    assert_eq!(
+        s.messages("/stream/rewrite"),
+        [format!("{{\"token\": \"{SECRET}\"}}")]
+    );
+    let open = s.opened("/stream/rewrite").unwrap();
+    assert_eq!(open["authorization"], Value::Null, "{open}");
+
+    let frags = steps.closed("rewrite-fragments", 1000);
+    assert_eq!(
+        frags["received"],
+        serde_json::json!([format!("echo:{{\"a\": \"{token}\"}}")]),
+        "{frags}"
+    );
+    assert_eq!(
+        s.messages("/stream/fragments"),
+        [format!("{{\"a\": \"{SECRET}\"}}")]
+    );
+
+    steps.closed("rewrite-foreign", 1008);
+    assert_eq!(s.messages("/stream/foreign"), Vec::<String>::new());
+    steps.closed("rewrite-binary", 1008);
+    assert_eq!(s.messages("/stream/binary"), Vec::<String>::new());
+
+    let denied: Vec<&str> = http_lines(&log)
+        .into_iter()
+        .filter(|l| l["action"] == "Denied")
+        .map(method_of)
+        .collect();
+    assert_eq!(denied, ["WEBSOCKET_TEXT", "WEBSOCKET_BINARY"], "{log:#?}");
+    let text = std::fs::read_to_string(s.dir.log()).unwrap_or_default();
+    assert!(!text.contains(SECRET), "the log holds the secret");
+    for (name, step) in &steps.steps {
+        assert!(
+            !step.to_string().contains(SECRET),
+            "{name} read the secret: {step}"
+        );
+    }
+}
+
 #[test]
 fn frames_the_server_could_read_otherwise_close_the_connection_before_it_sees_them() {
     let s = Sandbox::new();

@@ -191,14 +191,22 @@ pub enum BodyReason {
         /// The message judged.
         what: String,
     },
-    /// A text message carries a credential placeholder, which is never
-    /// replaced inside messages, to a host a credential is bound to, on a
-    /// route that does not accept uninspected credentials.
+    /// A text message carries a credential placeholder to a host a
+    /// credential is bound to, on a route that neither replaces
+    /// placeholders nor accepts uninspected credentials.
     PlaceholderInText {
         /// The message judged.
         what: String,
         /// The credential bound to the host.
         credential: String,
+    },
+    /// A text message on an endpoint that replaces placeholders carries
+    /// one of a credential not bound to the host (or of none): replacing
+    /// it would hand that host another host's secret, and sending it on
+    /// would hand it a placeholder.
+    PlaceholderNotBound {
+        /// The message judged.
+        what: String,
     },
     /// The endpoint's REST rules judged the upgrade or a text message.
     WsRule {
@@ -382,7 +390,11 @@ impl fmt::Display for BodyReason {
             ),
             Self::PlaceholderInText { what, credential } => write!(
                 f,
-                "{what}: text message refused: it carries a credential placeholder, which is never replaced inside messages, and credential `{credential}` is bound to this host (add `uninspected_credentials` to the rule to accept that)"
+                "{what}: text message refused: it carries a credential placeholder, which this rule does not replace, and credential `{credential}` is bound to this host (add `websocket_credential_rewrite` to the rule to have placeholders replaced by their secrets, or `uninspected_credentials` to send them on as they are)"
+            ),
+            Self::PlaceholderNotBound { what } => write!(
+                f,
+                "{what}: text message refused: it carries a credential placeholder that is not one of a credential bound to this host, and only those are replaced"
             ),
             Self::WsRule {
                 what,

@@ -120,12 +120,12 @@ pub(super) fn judge_operations(
     batch: bool,
 ) -> BodyOutcome {
     let note = |operation: Option<usize>| Note {
-        rpc: None,
         graphql: Some(GraphqlNote {
             operations: ops.clone(),
             operation,
             batch,
         }),
+        ..Note::default()
     };
     let mut effective = Vec::with_capacity(ops.len());
     for (k, op) in ops.iter().enumerate() {

@@ -97,6 +97,16 @@ pub enum Reason {
     Body(BodyReason),
     /// Let through because every endpoint involved is in audit mode.
     Audit(Box<Reason>),
+    /// A client WebSocket text message let through, with the placeholders
+    /// of these credentials (bound to the host) replaced by their secrets
+    /// before it goes on (`websocket_credential_rewrite`).
+    Rewritten {
+        /// The decision about the message as the workload sent it.
+        inner: Box<Reason>,
+        /// The credentials whose placeholders are replaced, in the order
+        /// first seen.
+        credentials: Vec<String>,
+    },
     /// No websocket endpoint covers the target of an upgrade.
     NoWebsocketEndpoint {
         /// As sent.
@@ -169,6 +179,7 @@ impl Reason {
             Self::Rest { deny, .. } => *deny,
             Self::Body(body) => body.by_deny_rule(),
             Self::Audit(inner) | Self::UpgradeRefused(inner) => inner.by_deny_rule(),
+            Self::Rewritten { inner, .. } => inner.by_deny_rule(),
             Self::Resolved { inner, .. } | Self::LinkTarget { inner, .. } => inner.by_deny_rule(),
             _ => false,
         }
@@ -259,6 +270,17 @@ impl fmt::Display for Reason {
             }
             Self::Body(body) => body.fmt(f),
             Self::Audit(inner) => write!(f, "{inner}; the endpoint is in audit mode"),
+            Self::Rewritten { inner, credentials } => {
+                let names = credentials
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                write!(
+                    f,
+                    "{inner}; the placeholder of credential {names} is replaced by its secret before the message goes on"
+                )
+            }
             Self::NoWebsocketEndpoint { target } => write!(
                 f,
                 "no websocket endpoint covers `{target}`: upgrades are refused there"

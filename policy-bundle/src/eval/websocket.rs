@@ -23,17 +23,24 @@
 //!   Whether the upgrade itself carried the credential does not matter: a
 //!   `GET` outside a `methods POST` binding is guarded the same way.
 //! - A text message carrying a credential placeholder on such an endpoint
-//!   is refused too: placeholders are never replaced inside messages, and
-//!   OpenShell, with `websocket_credential_rewrite` off, ends the
-//!   connection rather than send one on.
+//!   is refused too, unless the route replaces placeholders
+//!   (`websocket_credential_rewrite`): OpenShell, with rewrite off, ends
+//!   the connection rather than send one on.
+//! - With rewrite on, a text message is judged by the rules as usual, and
+//!   the placeholders in it of credentials bound to the host are replaced
+//!   by their secrets before it goes on; one of another credential (or of
+//!   none) is refused, whatever the enforcement mode: replacing it would
+//!   hand this host another host's secret. A placeholder is known here by
+//!   its credential's name and shape; the proxy, which issued them,
+//!   refuses one it never issued. Binary messages are unaffected.
 //! - A message over the endpoint's message limit is refused; the proxy
 //!   closes the connection with 1009 before it gets here.
 
 use super::graphql::judge_operations;
 use super::{BodyOutcome, BodyReason, Note, Rule, RuleMatch, WsSubject, find_rule};
 use crate::bundle::WsRules;
-use crate::holds_placeholder;
 use crate::l7body::graphql::{self, DocumentCache, WsMessage};
+use crate::{holds_placeholder, placeholders_of};
 
 pub use crate::bundle::DEFAULT_MESSAGE_LIMIT;
 
@@ -85,6 +92,10 @@ pub(super) struct WsContext<'a> {
     pub(super) credential: Option<&'a str>,
     /// The route accepts that credentials pass uninspected.
     pub(super) uninspected_credentials: bool,
+    /// The route replaces placeholders in text messages.
+    pub(super) rewrite: bool,
+    /// The credentials bound to the host that have a placeholder.
+    pub(super) bound: &'a [&'a str],
 }
 
 pub(super) fn judge_websocket(ep: &WsRules, ask: WsAsk<'_>, cx: &WsContext<'_>) -> BodyOutcome {
@@ -112,16 +123,44 @@ pub(super) fn judge_websocket(ep: &WsRules, ask: WsAsk<'_>, cx: &WsContext<'_>) 
             }
             _ => BodyOutcome::Allowed(None, BodyReason::BinaryRelayed { what }, Note::default()),
         },
-        WsClientMessage::Text(text) => match cx.credential {
-            Some(name) if !cx.uninspected_credentials && holds_placeholder(text.as_bytes()) => {
-                refused(BodyReason::PlaceholderInText {
-                    what,
-                    credential: name.to_string(),
-                })
-            }
-            _ if ep.graphql_over_websocket() => graphql_message(ep, cx, text, limit),
-            _ => by_rest_rules(ep, cx, WsSubject::TextMessage),
-        },
+        WsClientMessage::Text(text) => {
+            let rewritten = match placeholders_in_text(cx, text, what) {
+                Ok(names) => names,
+                Err(why) => return refused(why),
+            };
+            let outcome = if ep.graphql_over_websocket() {
+                graphql_message(ep, cx, text, limit)
+            } else {
+                by_rest_rules(ep, cx, WsSubject::TextMessage)
+            };
+            outcome.rewriting(rewritten)
+        }
+    }
+}
+
+/// The credentials whose placeholders the proxy replaces in `text`, or why
+/// it refuses a text whose placeholders cannot go on: with rewrite, one
+/// not of a credential bound to the host; without, any on a credentialed
+/// host whose route does not accept uninspected credentials.
+fn placeholders_in_text(
+    cx: &WsContext<'_>,
+    text: &str,
+    what: String,
+) -> Result<Vec<String>, BodyReason> {
+    if cx.rewrite {
+        return match placeholders_of(text.as_bytes(), cx.bound) {
+            Some(names) => Ok(names.into_iter().map(str::to_owned).collect()),
+            None => Err(BodyReason::PlaceholderNotBound { what }),
+        };
+    }
+    match cx.credential {
+        Some(name) if !cx.uninspected_credentials && holds_placeholder(text.as_bytes()) => {
+            Err(BodyReason::PlaceholderInText {
+                what,
+                credential: name.to_string(),
+            })
+        }
+        _ => Ok(Vec::new()),
     }
 }
 

@@ -23,10 +23,6 @@ mod checks;
 /// default (`false`, empty, `0`).
 const UNSUPPORTED: &[(&str, &str)] = &[
     (
-        "websocket_credential_rewrite",
-        "credential rewriting inside WebSocket messages is not implemented: a placeholder in a client message ends the connection here, as OpenShell does with the rewrite off",
-    ),
-    (
         "request_body_credential_rewrite",
         "credential rewriting inside request bodies is not implemented: secrets are injected into headers and the query only",
     ),
@@ -58,6 +54,7 @@ struct Fields<'n> {
     allowed_ips: Vec<Node<String>>,
     encoded_slash: Option<Span>,
     uninspected: Option<Span>,
+    ws_rewrite: Option<Span>,
     mcp: Option<&'n YNode>,
     json_rpc: Option<&'n YNode>,
     persisted_queries: Option<Node<String>>,
@@ -194,6 +191,9 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
     if let Some(s) = f.uninspected {
         options.push(Node::new(EndpointOption::UninspectedCredentials, s));
     }
+    if let Some(s) = f.ws_rewrite {
+        options.push(Node::new(EndpointOption::WebsocketCredentialRewrite, s));
+    }
     let mut rules = Vec::new();
     if proto.is_rpc() {
         if let Some(r) = f.rules {
@@ -296,6 +296,11 @@ fn fields<'n>(cx: &mut Cx<'_>, ep: &'n YNode) -> Option<Fields<'n>> {
             "allow_uninspected_credentials" => {
                 f.uninspected = cx
                     .bool(v, "`allow_uninspected_credentials`")
+                    .then_some(v.span)
+            }
+            "websocket_credential_rewrite" => {
+                f.ws_rewrite = cx
+                    .bool(v, "`websocket_credential_rewrite`")
                     .then_some(v.span)
             }
             _ => {

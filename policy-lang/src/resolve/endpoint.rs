@@ -54,6 +54,7 @@ pub(super) fn resolve(
     let mut uninspected = false;
     let mut all_mcp_methods: Option<Span> = None;
     let mut loose_tool_names: Option<Span> = None;
+    let mut ws_rewrite: Option<Span> = None;
     for opt in &a.options {
         let conflict = match opt.node {
             EndpointOption::Protocol(p) => once(&mut protocol, Node::new(p, opt.span)),
@@ -69,6 +70,7 @@ pub(super) fn resolve(
             }
             EndpointOption::AllMcpMethods => once(&mut all_mcp_methods, opt.span),
             EndpointOption::LooseToolNames => once(&mut loose_tool_names, opt.span),
+            EndpointOption::WebsocketCredentialRewrite => once(&mut ws_rewrite, opt.span),
         };
         if conflict.is_some() {
             r.diags.push(
@@ -123,6 +125,10 @@ pub(super) fn resolve(
                 .help("add `mcp` to the rule's options, or remove the flag"),
             );
         }
+    }
+
+    if let Some(s) = ws_rewrite.filter(|_| !matches!(proto, Protocol::Websocket | Protocol::Http)) {
+        r.diags.push(ws_rewrite_diag(file, s, proto));
     }
 
     let mut allow = Vec::new();
@@ -439,6 +445,7 @@ pub(super) fn resolve(
         addresses,
         kind,
         uninspected_credentials: uninspected,
+        websocket_credential_rewrite: ws_rewrite.is_some() && proto == Protocol::Websocket,
         origin: origin(file, span, &rule_name),
     })
 }
@@ -481,6 +488,23 @@ fn needs_graphql(file: &SourceFile, span: Span, what: &str, proto: Protocol) -> 
 
 fn protocol_diag(file: &SourceFile, span: Span, message: String) -> Diagnostic {
     Diagnostic::new(codes::E0501, file, span, message)
+}
+
+/// Placeholders are replaced only in messages the proxy reads after an
+/// upgrade it judged: a `websocket` endpoint's, or (as OpenShell accepts
+/// it there) an `http` one's, where upgrades are refused and it changes
+/// nothing. Elsewhere the proxy never sees a message to rewrite.
+fn ws_rewrite_diag(file: &SourceFile, span: Span, proto: Protocol) -> Diagnostic {
+    protocol_diag(
+        file,
+        span,
+        format!(
+            "`websocket_credential_rewrite` needs the `websocket` protocol; this is {}",
+            protocol_name(proto)
+        ),
+    )
+    .label("needs `websocket`")
+    .help("make the rule `websocket` so the proxy reads each client message and can replace placeholders in it, or remove the flag")
 }
 
 fn http_only_diag(file: &SourceFile, span: Span, what: &str, proto: Protocol) -> Diagnostic {

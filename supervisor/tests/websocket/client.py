@@ -225,6 +225,18 @@ if GROUP == "post-credential":
                 ['{"token": "openshell-placeholder-tok-0123456789abcdef0123456789abcdef"}'])
 
 
+if GROUP == "rewrite":
+    # cred.test replaces its credential's placeholder in text messages;
+    # `far` is rt.test's, never replaced on cred.test.
+    tok, far = os.environ.get("TOKEN", ""), os.environ.get("FAR", "")
+    out(step="env", token=tok, far=far)
+    client_step("rewrite-text", "cred.test", "/stream/rewrite", [json.dumps({"token": tok})])
+    client_step("rewrite-fragments", "cred.test", "/stream/fragments",
+                [['{"a": "', tok[:30], tok[30:] + '"}']])
+    client_step("rewrite-foreign", "cred.test", "/stream/foreign", [json.dumps({"token": far})])
+    client_step("rewrite-binary", "cred.test", "/stream/binary", [b"\x00\x01"])
+
+
 if GROUP == "raw":
     init = json.dumps({"type": "connection_init"}).encode()
     nuke = json.dumps({"type": "subscribe", "id": "1",

@@ -7,10 +7,15 @@
 //! fragment of a message leaves before all of it is allowed. Ping, pong
 //! and close frames are relayed as they come, also between fragments.
 //!
+//! A text message whose placeholders the judge replaced goes upstream the
+//! same way, as the replaced text in one frame (its own length, a fresh
+//! mask), and only there.
+//!
 //! Server → client: bytes relayed unjudged; the frames are only measured,
 //! so that a close the proxy sends the client lands between two of them.
-//! After an upgrade that carried a secret, every server message is read
-//! whole and scrubbed of it instead ([`super::scrubbed`]).
+//! After an upgrade that carried a secret, or on a connection whose
+//! messages may have secrets put in them, every server message is read
+//! whole and scrubbed of them instead ([`super::scrubbed`]).
 //!
 //! The proxy ends the connection itself with a close frame to both sides:
 //! 1002 for a frame it will not read (unmasked, reserved bits or opcode,
@@ -57,6 +62,10 @@ pub(in crate::l7) enum Message<'a> {
 pub(in crate::l7) enum Judged {
     /// Allowed, or audited (the judge logged it): forwarded.
     Forward,
+    /// Allowed with credential placeholders replaced by their secrets:
+    /// this text goes upstream in place of the message. It holds a secret,
+    /// so it goes nowhere else.
+    Replace(String),
     /// Denied (the judge logged it): the connection is closed with 1008.
     Deny(String),
     /// The policy in force no longer allows the connection: closed with 1012.
@@ -124,7 +133,7 @@ impl Limits {
 
 /// Relays an upgraded connection until either side ends it, or the proxy
 /// does. `revoked` resolves when a reload no longer allows the connection;
-/// `scrub` is the secret the upgrade carried, if any.
+/// `scrub` holds the secrets the server may have been sent, if any.
 pub(in crate::l7) async fn relay<C, U, J, F>(
     client: C,
     upstream: U,
@@ -359,6 +368,7 @@ where
     };
     match verdict {
         Judged::Forward => send(upstream, m.opcode, &m.payload).await,
+        Judged::Replace(text) => send(upstream, m.opcode, text.as_bytes()).await,
         Judged::Deny(why) => Some(End::Denied(why)),
         Judged::Revoked(why) => Some(End::Revoked(why)),
     }

@@ -38,10 +38,12 @@ fn close_code(payload: &[u8]) -> u16 {
     u16::from_be_bytes([payload[0], payload[1]])
 }
 
-/// Denies text containing `deny`, allows the rest.
+/// Denies text containing `deny`, replaces `PH` with a longer secret,
+/// allows the rest.
 fn judge(m: Message<'_>) -> Judged {
     match m {
         Message::Text(t) if t.contains("deny") => Judged::Deny(format!("`{t}` denied")),
+        Message::Text(t) if t.contains("PH") => Judged::Replace(t.replace("PH", &"S".repeat(200))),
         _ => Judged::Forward,
     }
 }
@@ -62,8 +64,10 @@ const SECRET: &[u8] = b"sk-live-0123456789abcdef";
 /// A relay after an upgrade that carried `SECRET`.
 fn start_scrubbing(limit: usize) -> Harness {
     let scrub = Scrubbing {
-        forms: crate::l7::forms::SecretForms::new(SECRET),
-        replacement: b"PLACEHOLDER".to_vec(),
+        secrets: vec![(
+            crate::l7::forms::SecretForms::new(SECRET),
+            b"PLACEHOLDER".to_vec(),
+        )],
         limit,
     };
     start_with(limits(), Some(scrub))
@@ -575,4 +579,25 @@ proptest! {
             Ok(())
         })?;
     }
+}
+
+/// A message whose placeholder the judge replaced goes up as one frame of
+/// the replaced text, whatever its fragments were: its length (here past
+/// the 125 bytes of a one-byte length) and a fresh mask are the new text's.
+#[tokio::test]
+async fn a_replaced_message_goes_up_as_one_frame_of_the_new_text() {
+    let mut h = start(limits());
+    h.client
+        .write_all(&masked(false, OP_TEXT, b"a P"))
+        .await
+        .unwrap();
+    h.client
+        .write_all(&masked(true, OP_CONTINUATION, b"H b"))
+        .await
+        .unwrap();
+    let want = format!("a {} b", "S".repeat(200));
+    assert_eq!(
+        read_frame(&mut h.server).await,
+        Some((OP_TEXT, true, want.into_bytes()))
+    );
 }

@@ -1,9 +1,11 @@
-//! Server → client after an upgrade that carried a secret.
+//! Server → client after an upgrade that carried a secret, or on a
+//! connection whose client messages may have secrets put in them
+//! (`websocket_credential_rewrite`).
 //!
 //! The server's frames are read whole and checked as a client's are
 //! (unmasked here), the fragments of a data message joined up to the
 //! endpoint's message limit, and each message goes to the client as one
-//! frame with every form of the secret replaced ([`SecretForms`], as HTTP
+//! frame with every form of each secret replaced ([`SecretForms`], as HTTP
 //! responses are scrubbed). A ping or pong payload is scrubbed and cut to
 //! what a control frame holds; a close whose reason held the secret keeps
 //! its code and loses the reason.
@@ -27,9 +29,15 @@ use crate::l7::forms::SecretForms;
 /// What to take out of the server's messages, and the largest message
 /// assembled to do it.
 pub(in crate::l7) struct Scrubbing {
-    pub forms: SecretForms,
-    pub replacement: Vec<u8>,
+    /// Each secret's forms, with what replaces them.
+    pub secrets: Vec<(SecretForms, Vec<u8>)>,
     pub limit: usize,
+}
+
+impl Scrubbing {
+    fn found_in(&self, text: &[u8]) -> bool {
+        self.secrets.iter().any(|(forms, _)| forms.found_in(text))
+    }
 }
 
 /// A control frame's payload limit (RFC 6455 §5.5).
@@ -110,7 +118,7 @@ fn take(
             Ok(Some(frame::encode(h.opcode, &body, None)))
         }
         OP_CLOSE => {
-            let body = if scrub.forms.found_in(&payload) {
+            let body = if scrub.found_in(&payload) {
                 payload.get(..2).unwrap_or_default().to_vec()
             } else {
                 payload.to_vec()
@@ -161,8 +169,7 @@ fn whole(scrub: &Scrubbing, opcode: u8, body: Vec<u8>) -> Result<Vec<u8>, Violat
 }
 
 fn scrubbed(scrub: &Scrubbing, body: Vec<u8>) -> Vec<u8> {
-    scrub
-        .forms
-        .replaced(&body, &scrub.replacement)
-        .unwrap_or(body)
+    scrub.secrets.iter().fold(body, |body, (forms, with)| {
+        forms.replaced(&body, with).unwrap_or(body)
+    })
 }
