@@ -400,6 +400,12 @@ fn an_entry_that_does_not_suppress_says_why_in_annotations_and_results() {
     let gh = bin().args(args("github")).output().unwrap();
     assert_eq!(code(&gh), 1);
     let expired = "not accepted: the `capability_expansion` entry (by sec) expired on 2001-01-01; it no longer suppresses";
+    // The terminal's report says it in the same words, never "accepted".
+    let human = text(&bin().args(args("human")).output().unwrap().stdout);
+    assert!(human.lines().any(|l| l.trim() == expired), "{human}");
+    assert!(!human.contains("accepted: old"), "{human}");
+    let markdown = text(&bin().args(args("markdown")).output().unwrap().stdout);
+    assert!(markdown.contains(&format!("  ({expired})")), "{markdown}");
     assert!(
         text(&gh.stdout)
             .lines()

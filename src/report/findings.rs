@@ -172,23 +172,8 @@ fn human(report: &Report, names: &Names) -> String {
         if !f.old_reason.is_empty() {
             out.push_str(&format!("  before:   {}\n", f.old_reason));
         }
-        match &f.acceptance {
-            Some(a) if a.not_covered.is_some() => out.push_str(&format!(
-                "  not accepted: the `{}` entry (by {}) does not suppress it: {}\n",
-                a.query,
-                a.accepted_by,
-                a.not_covered.as_deref().unwrap_or_default()
-            )),
-            Some(a) => out.push_str(&format!(
-                "  accepted: {} (by {}){}\n",
-                a.reason,
-                a.accepted_by,
-                a.expired
-                    .as_ref()
-                    .map(|e| format!(" — {e}"))
-                    .unwrap_or_default()
-            )),
-            None => {}
+        if let Some(line) = acceptance_line(f) {
+            out.push_str(&format!("  {line}\n"));
         }
     }
     for c in &report.credentials {
@@ -276,10 +261,8 @@ fn markdown(report: &Report, names: &Names) -> String {
         out.push_str("\n<details><summary>Details</summary>\n\n");
         for f in &report.findings {
             out.push_str(&format!("- **`{}`**: {}\n", f.category, f.message));
-            if let Some(why) = f.acceptance.as_ref().and_then(|a| a.not_covered.as_ref()) {
-                out.push_str(&format!(
-                    "  (an accepted risk of this category does not suppress it: {why})\n"
-                ));
+            if let Some(line) = acceptance_line(f) {
+                out.push_str(&format!("  ({line})\n"));
             }
         }
         out.push_str("\n</details>\n");
