@@ -1,6 +1,7 @@
-//! `check -`: standard input has no file name to tell its format, so an
-//! OpenShell YAML policy piped in is recognised by its first line and
-//! checked as `check FILE.yaml` checks it.
+//! `check -` and `fmt -`: standard input has no file name to tell its
+//! format, so an OpenShell YAML policy piped in is recognised by its first
+//! line, checked as `check FILE.yaml` checks it, and refused by `fmt` as
+//! `fmt FILE.yaml` refuses it.
 #![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 mod common;
@@ -83,4 +84,22 @@ fn this_language_on_standard_input_is_still_this_language() {
     );
     assert_eq!(code(&o), 0, "{}", text(&o.stdout));
     assert_eq!(json(&o)["files"][0]["path"], "<stdin>");
+}
+
+/// `fmt -` formats this language only: OpenShell YAML piped in is told
+/// apart as `check -` tells it, and refused as `fmt FILE.yaml` is, with
+/// the way on, rather than as a parse error.
+#[test]
+fn fmt_refuses_openshell_yaml_on_standard_input_and_says_what_to_do() {
+    let o = run_stdin(
+        &["fmt", "--check", "-"],
+        "version: 1\nnetwork_policies: {}\n",
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stderr).trim(),
+        "error: standard input is OpenShell YAML; translate it with `openshell-policy import` first"
+    );
+    let o = run_stdin(&["fmt", "--check", "-"], "policy \"p\" {\n}\n");
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
 }

@@ -49,6 +49,14 @@ fn format_one(input: &Input, check: bool) -> u8 {
             }
         },
         Input::Stdin => match inputs::read_stdin() {
+            // Told apart as `check -` tells it: by its first significant
+            // line.
+            Ok(text) if inputs::reads_as_yaml(&text) => {
+                eprintln!(
+                    "error: standard input is OpenShell YAML; translate it with `openshell-policy import` first"
+                );
+                return EXIT_INPUT;
+            }
             Ok(text) => SourceFile::new(report::STDIN_NAME, text),
             Err(e) => {
                 eprintln!("error: {}", e.message);
