@@ -2,31 +2,18 @@
 //! format, so an OpenShell YAML policy piped in is recognised by its first
 //! line, checked as `check FILE.yaml` checks it, and refused by `fmt` as
 //! `fmt FILE.yaml` refuses it.
-#![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 mod common;
 mod sarif_schema;
 
-use std::io::Write;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
-use common::{bin, code, json, text};
+use common::{bin, code, json, text, with_stdin};
 
 fn run_stdin(args: &[&str], input: &str) -> Output {
-    let mut child = bin()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    let mut cmd = bin();
+    cmd.args(args);
+    with_stdin(cmd, input)
 }
 
 const REFUSED: &str = "# piped from a generator\nversion: 1\nlandlock: { compatibility: best_effort }\nnetwork_policies:\n  a:\n    endpoints:\n      - { host: a.example.com, port: 443, protocol: rest, enforcement: enforce, access: full, rules: [] }\n    binaries: [{ path: /usr/bin/curl }]\n";

@@ -5,11 +5,10 @@
 mod common;
 mod sarif_schema;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 
-use common::{bin, code, json, text};
+use common::{bin, code, json, text, with_stdin};
 
 /// A fresh directory for one test; commands run in it, so reports show
 /// short relative paths that snapshots can hold.
@@ -31,21 +30,9 @@ fn run_in(d: &Path, args: &[&str]) -> Output {
 }
 
 fn run_stdin(d: &Path, args: &[&str], input: &str) -> Output {
-    let mut child = bin()
-        .current_dir(d)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    let mut cmd = bin();
+    cmd.current_dir(d).args(args);
+    with_stdin(cmd, input)
 }
 
 const POLICY: &str = r#"policy "t" {

@@ -6,7 +6,8 @@
     reason = "test helpers fail loudly"
 )]
 
-use std::process::{Command, Output};
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
 
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_openshell-policy"))
@@ -32,4 +33,21 @@ pub fn json(o: &Output) -> serde_json::Value {
             text(&o.stderr)
         )
     })
+}
+
+/// `cmd` run with `input` on its standard input, its output captured.
+pub fn with_stdin(mut cmd: Command, input: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }

@@ -523,7 +523,7 @@ impl Kubelet for PlayedKubelet {
             Some(code) => json!({"terminated": {"exitCode": code}}),
             None => json!({"running": {}}),
         };
-        let ready = supervisor && self.how == Played::Runs || self.how == Played::RunsOnIpv6;
+        let ready = supervisor && matches!(self.how, Played::Runs | Played::RunsOnIpv6);
         let name = pod["metadata"]["name"].as_str().unwrap_or("").to_owned();
         // The workload, which runs only once its supervisor attached,
         // ends after it.
