@@ -311,3 +311,108 @@ fn a_placeholder_in_a_rest_body_is_refused_when_the_sandbox_has_credentials() {
     assert_eq!(v["decision"], "allow", "{v}");
     assert_eq!(v["credential"], "token", "{v}");
 }
+
+/// With `request_body_credential_rewrite`, `eval` lets through a JSON or
+/// form body holding the placeholder of the host's credential and says it
+/// is replaced; another host's placeholder, a placeholder in a body of
+/// another type (or none, without `--content-type`), a body that is not
+/// UTF-8 and one over 256 KiB are refused, as OpenShell refuses them.
+#[test]
+fn request_body_credential_rewrite_replaces_only_the_hosts_placeholders() {
+    let tmp = |ext: &str| {
+        std::env::temp_dir().join(format!(
+            "osp-cli-bodies-rewrite-{}.{ext}",
+            std::process::id()
+        ))
+    };
+    let policy = tmp("policy");
+    std::fs::write(
+        &policy,
+        "policy \"p\" {\n  credential token {\n    secret env TOKEN\n    placeholder env TOKEN\n    inject replace\n    hosts api.example.com\n  }\n  credential far {\n    secret env FAR\n    placeholder env FAR\n    inject replace\n    hosts far.example.com\n  }\n  allow /usr/bin/agent -> api.example.com:443 http read-write request_body_credential_rewrite\n}\n",
+    )
+    .unwrap();
+    let body = tmp("body");
+    let ask = |bytes: &[u8], content_type: Option<&str>| {
+        std::fs::write(&body, bytes).unwrap();
+        let policy = policy.display().to_string();
+        let body = body.display().to_string();
+        let mut args = vec![
+            "eval",
+            "--policy",
+            &policy,
+            "--binary",
+            "/usr/bin/agent",
+            "--format",
+            "json",
+            "--url",
+            "https://api.example.com/v1/items",
+            "--body",
+            &body,
+        ];
+        if let Some(ct) = content_type {
+            args.extend(["--content-type", ct]);
+        }
+        let o = run(&args);
+        assert_eq!(code(&o), 0);
+        let v = json(&o);
+        contract(&v);
+        v
+    };
+    let token = "openshell-placeholder-token-0123456789abcdef0123456789abcdef";
+    let far = "openshell-placeholder-far-0123456789abcdef0123456789abcdef";
+    for (text, ct) in [
+        (
+            format!(r#"{{"key":"{token}"}}"#),
+            "application/json; charset=utf-8",
+        ),
+        (
+            format!("a=1&key={token}"),
+            "application/x-www-form-urlencoded",
+        ),
+        (format!("key {token}"), "text/plain"),
+    ] {
+        let v = ask(text.as_bytes(), Some(ct));
+        assert_eq!(v["decision"], "allow", "{ct}: {v}");
+        assert!(
+            v["reason"]
+                .as_str()
+                .unwrap()
+                .contains("the placeholder of credential `token` in the request body is replaced by its secret"),
+            "{v}"
+        );
+    }
+    let refused = |bytes: &[u8], ct: Option<&str>, code: &str, words: &str| {
+        let v = ask(bytes, ct);
+        assert_eq!(v["decision"], "deny", "{v}");
+        assert_eq!(v["refusal"], code, "{v}");
+        assert!(v["reason"].as_str().unwrap().contains(words), "{v}");
+    };
+    let json_far = format!(r#"{{"key":"{far}"}}"#);
+    refused(
+        json_far.as_bytes(),
+        Some("application/json"),
+        "credential_not_bound",
+        "not one of a credential bound to this host",
+    );
+    refused(
+        token.as_bytes(),
+        Some("application/octet-stream"),
+        "credential_not_bound",
+        "this one is `application/octet-stream`",
+    );
+    refused(token.as_bytes(), None, "credential_not_bound", "untyped");
+    refused(
+        b"\xff\xfe",
+        Some("text/plain"),
+        "credential_not_bound",
+        "not UTF-8",
+    );
+    refused(
+        &vec![b'x'; 256 * 1024 + 1],
+        Some("text/plain"),
+        "body_too_large",
+        "262145 bytes",
+    );
+    let v = ask(br#"{"key":"value"}"#, Some("application/json"));
+    assert_eq!(v["decision"], "allow", "{v}");
+}

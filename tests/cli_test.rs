@@ -337,6 +337,45 @@ fn bodies_reach_the_evaluator_as_eval_sends_them() {
     assert_eq!(case["actual"]["credential"], e["credential"]);
 }
 
+/// A body's `content_type` decides, as `eval --content-type` does, whether
+/// a placeholder in it is rewritten (`request_body_credential_rewrite`).
+#[test]
+fn a_case_gives_its_bodys_content_type() {
+    let d = dir("content-type");
+    write(
+        &d,
+        "r.policy",
+        "policy \"r\" {\n  credential token {\n    secret env TOKEN\n    placeholder env TOKEN\n    inject replace\n    hosts api.example.com\n  }\n  allow /usr/bin/agent -> api.example.com:443 http read-write request_body_credential_rewrite\n}\n",
+    );
+    let token = "openshell-placeholder-token-0123456789abcdef0123456789abcdef";
+    let case = |ct: &str, expect: &str| {
+        format!(
+            "  - binary: /usr/bin/agent\n    url: https://api.example.com/v1/items\n    body: '{{\"key\":\"{token}\"}}'\n{ct}    expect: {expect}\n"
+        )
+    };
+    write(
+        &d,
+        "r.test.yaml",
+        &format!(
+            "policy: r.policy\ncases:\n{}{}",
+            case("    content_type: application/json\n", "allow"),
+            case("", "deny"),
+        ),
+    );
+    let o = run_in(&d, &["test", "--format", "json", "r.test.yaml"]);
+    let v = json(&o);
+    assert_eq!(code(&o), 0, "{v}");
+    let cases = v["files"][0]["cases"].as_array().unwrap();
+    assert!(
+        cases[0]["actual"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is replaced by its secret"),
+        "{v}"
+    );
+    assert_eq!(cases[1]["actual"]["decision"], "deny", "{v}");
+}
+
 #[test]
 fn an_openshell_policy_with_a_credentials_file() {
     let d = dir("openshell");

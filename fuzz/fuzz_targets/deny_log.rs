@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use openshell_policy::denylog::{Entry, read_line};
+use advisor::denylog::{Entry, read_line};
 
 fuzz_target!(|data: &[u8]| {
     for line in data.split(|b| *b == b'\n') {

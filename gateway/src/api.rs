@@ -44,6 +44,7 @@ pub(crate) const MAX_AUDIT_PAGE: i64 = 1000;
 /// added to one list and not the others fails a test.
 pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/policies/{name}/proposals"),
+    ("POST", "/v1/policies/{name}/proposals/from-denials"),
     ("GET", "/v1/policies/{name}/revisions"),
     ("GET", "/v1/policies/{name}/revisions/{rev}"),
     ("POST", "/v1/policies/{name}/rollback"),
@@ -83,6 +84,9 @@ pub(crate) async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
     let parts: Vec<&str> = r.path.trim_end_matches('/').split('/').skip(1).collect();
     match (&r.method, parts.as_slice()) {
         (&Method::POST, ["v1", "policies", name, "proposals"]) => propose(app, r, name).await,
+        (&Method::POST, ["v1", "policies", name, "proposals", "from-denials"]) => {
+            propose_from_denials(app, r, name).await
+        }
         (&Method::GET, ["v1", "policies", name, "revisions"]) => revisions(app, r, name).await,
         (&Method::GET, ["v1", "policies", name, "revisions", rev]) => {
             revision(app, r, name, rev).await
@@ -217,13 +221,24 @@ async fn propose(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiErro
     let policy = name("policy", policy)?;
     let candidate: Candidate = r.json()?;
     let new = propose::evaluate(app, &policy, candidate, &caller.name, None).await?;
-    store_proposal(app, new, &caller.name).await
+    store_proposal(app, new, &caller.name, None).await
+}
+
+async fn propose_from_denials(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiError> {
+    let caller = r.require(PEOPLE)?.clone();
+    let policy = name("policy", policy)?;
+    let body: wire::DenialsRequest = r.json()?;
+    let (candidate, advice) = crate::advise::candidate(app, &policy, &body).await?;
+    let mut new = propose::evaluate(app, &policy, candidate, &caller.name, None).await?;
+    new.origin = Some(crate::advise::ADVISOR.to_owned());
+    store_proposal(app, new, &caller.name, Some(advice)).await
 }
 
 async fn store_proposal(
     app: &Arc<App>,
     new: crate::store::NewProposal,
     actor: &str,
+    advice: Option<wire::Advice>,
 ) -> Result<Reply, ApiError> {
     let auto_mode = app.approval == crate::app::ApprovalMode::Auto;
     let held = crate::auto::held(&new).filter(|_| auto_mode);
@@ -247,6 +262,9 @@ async fn store_proposal(
         }
         if let Some(why) = &new.refusal {
             obj.insert("refused".to_owned(), json!(why));
+        }
+        if let Some(origin) = &new.origin {
+            obj.insert("origin".to_owned(), json!(origin));
         }
     }
     let subject = format!("policy:{}", new.policy);
@@ -278,6 +296,7 @@ async fn store_proposal(
     }
     let mut answer = wire::Proposal::from(&p);
     answer.held = held;
+    answer.advice = advice;
     Ok(Reply::json(StatusCode::CREATED, &answer))
 }
 
@@ -469,7 +488,7 @@ async fn rollback(app: &Arc<App>, r: &Req, policy: &str) -> Result<Reply, ApiErr
         files: old.files,
     };
     let new = propose::evaluate(app, &policy, candidate, &caller.name, Some(body.revision)).await?;
-    store_proposal(app, new, &caller.name).await
+    store_proposal(app, new, &caller.name, None).await
 }
 
 fn expiry(ttl: Option<u64>) -> Option<i64> {

@@ -18,6 +18,13 @@ pub(crate) fn held(p: &NewProposal) -> Option<String> {
     if p.state != ProposalState::Pending {
         return None;
     }
+    // Whatever its proof says: the advisor's change admits what was
+    // denied by construction, and a person decides whether it should be.
+    if p.origin.as_deref() == Some(crate::advise::ADVISOR) {
+        return Some(
+            "the advisor wrote it from denials, which it admits by construction: a person approves every advisor proposal".to_owned(),
+        );
+    }
     // Before the verdict: a proof that adds nothing to the active
     // revision says nothing about the boundary, which may have narrowed.
     if let Some(why) = p.containment.as_ref().and_then(crate::contain::unproved) {

@@ -114,15 +114,31 @@ pub(crate) enum Command {
         #[arg(long, value_name = "R")]
         out: PathBuf,
     },
-    /// Propose FILE as the next revision of policy NAME.
+    /// Propose FILE as the next revision of policy NAME; with
+    /// `--from-denials LOG`, the gateway writes the narrowest change to
+    /// the active revision that admits LOG's denials (as `openshell-policy
+    /// suggest`), which only a person approves.
     Propose {
         #[command(flatten)]
         conn: Conn,
         name: String,
-        file: PathBuf,
+        #[arg(required_unless_present = "from_denials")]
+        file: Option<PathBuf>,
         /// An OpenShell credentials file.
-        #[arg(long, value_name = "F")]
+        #[arg(long, value_name = "F", conflicts_with = "from_denials")]
         credentials: Option<PathBuf>,
+        /// A supervisor deny log (OCSF JSON lines), `-` for standard input.
+        #[arg(long, value_name = "LOG", conflicts_with = "file")]
+        from_denials: Option<PathBuf>,
+        /// With `--from-denials`: widen deliberately (`paths`, `hosts`).
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            value_name = "WHAT",
+            requires = "from_denials"
+        )]
+        generalize: Vec<wire::Generalization>,
     },
     /// List proposals (of NAME).
     Proposals {
@@ -805,6 +821,26 @@ fn policy_request(file: &Path, credentials: Option<&Path>) -> Result<wire::Propo
     })
 }
 
+fn denials_request(
+    log: &Path,
+    generalize: Vec<wire::Generalization>,
+) -> Result<wire::DenialsRequest, u8> {
+    let (denials, log_name) = if log.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| fail(EXIT_USAGE, format!("cannot read standard input: {e}")))?;
+        (text, None)
+    } else {
+        let name = log.file_name().map(|n| n.to_string_lossy().into_owned());
+        (read_file(log)?, name)
+    };
+    Ok(wire::DenialsRequest {
+        denials,
+        log_name,
+        generalize,
+    })
+}
+
 /// Sends `body` (a [`wire`] request) and reads the answer as `T` (the
 /// [`wire`] type the server answers with); a refusal's message is read
 /// from its [`wire::ErrorBody`].
@@ -868,17 +904,23 @@ async fn client_inner(command: Command) -> Result<u8, u8> {
             name,
             file,
             credentials,
+            from_denials,
+            generalize,
         } => {
             let client = connect(&conn)?;
-            let body = policy_request(&file, credentials.as_deref())?;
-            let v: wire::Proposal = call(
-                &client,
-                "POST",
-                &format!("/v1/policies/{name}/proposals"),
-                Some(&body),
-                TIMEOUT,
-            )
-            .await?;
+            let v: wire::Proposal = match (file, from_denials) {
+                (_, Some(log)) => {
+                    let body = denials_request(&log, generalize)?;
+                    let path = format!("/v1/policies/{name}/proposals/from-denials");
+                    call(&client, "POST", &path, Some(&body), TIMEOUT).await?
+                }
+                (Some(file), None) => {
+                    let body = policy_request(&file, credentials.as_deref())?;
+                    let path = format!("/v1/policies/{name}/proposals");
+                    call(&client, "POST", &path, Some(&body), TIMEOUT).await?
+                }
+                (None, None) => return Err(fail(EXIT_USAGE, "give FILE or --from-denials LOG")),
+            };
             print!("{}", crate::show::render(&v, ShowFormat::Human));
             Ok(
                 if matches!(

@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod advise;
 pub mod api;
 pub mod app;
 mod audit;

@@ -253,6 +253,9 @@ pub fn route_template(path: &str) -> &'static str {
         ["readyz"] => "/readyz",
         ["metrics"] => "/metrics",
         ["v1", "policies", _, "proposals"] => "/v1/policies/{name}/proposals",
+        ["v1", "policies", _, "proposals", "from-denials"] => {
+            "/v1/policies/{name}/proposals/from-denials"
+        }
         ["v1", "policies", _, "revisions"] => "/v1/policies/{name}/revisions",
         ["v1", "policies", _, "revisions", _] => "/v1/policies/{name}/revisions/{rev}",
         ["v1", "policies", _, "rollback"] => "/v1/policies/{name}/rollback",

@@ -247,6 +247,7 @@ pub(crate) async fn evaluate(
         review_token: None,
         proposer: proposer.to_owned(),
         rollback_of,
+        origin: None,
     };
     let Some(bundle) = bundle else {
         proposal.diagnostics = Some(diagnostics(&path, &checked));
@@ -394,6 +395,7 @@ async fn prove_in_a_slot(
     let opts = prover::Options {
         timeout_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
         registry: app.registry.clone(),
+        solver: Some(&prover_z3::Z3),
         ..prover::Options::default()
     };
     let general = Arc::clone(&app.proving);

@@ -3,6 +3,8 @@
 //! boundary and the rule to blame, the diagnostics of a
 //! candidate that does not compile, and what to do next.
 
+use std::fmt::Write as _;
+
 use crate::wire::{ContainmentView, Proposal, ProposalState};
 
 /// How `show` and the proposal commands print a proposal.
@@ -56,6 +58,15 @@ pub(crate) fn render(p: &Proposal, format: ShowFormat) -> String {
             shown(p.base_revision)
         ),
     );
+    if let Some(origin) = &p.origin {
+        line(
+            &mut out,
+            format!("written by the {origin} from denials: only a person approves it"),
+        );
+    }
+    if let Some(a) = &p.advice {
+        advice(&mut out, a, md);
+    }
     if let Some(d) = &p.digest {
         line(&mut out, format!("candidate digest `{d}`"));
     }
@@ -207,4 +218,32 @@ pub(crate) fn containment(c: &ContainmentView) -> Vec<String> {
         out.push(format!("containment inconclusive: {why}"));
     }
     out
+}
+
+/// What the advisor read and the rules it added, under the proposal's
+/// first lines.
+fn advice(out: &mut String, a: &crate::wire::Advice, md: bool) {
+    let bullet = if md { "- " } else { "  " };
+    let _ = writeln!(
+        out,
+        "{bullet}the advisor read {} line(s) against revision {}: {} denial(s) admitted, {} other event(s), {} line(s) not used",
+        a.lines,
+        a.revision,
+        a.denials,
+        a.other,
+        a.problems.len()
+    );
+    for p in &a.problems {
+        let _ = writeln!(out, "{bullet}  line {}: {}", p.line, p.message);
+    }
+    for n in &a.notes {
+        let _ = writeln!(out, "{bullet}  note: {n}");
+    }
+    if md {
+        let _ = writeln!(out, "\n```\n{}```\n", a.rules);
+    } else {
+        for l in a.rules.lines() {
+            let _ = writeln!(out, "    | {l}");
+        }
+    }
 }

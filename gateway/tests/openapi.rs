@@ -819,6 +819,51 @@ both!(
             )
             .await;
         assert_eq!(narrowing["decision"], "auto");
+        // The advisor's proposal from a deny log of the active revision.
+        let denial = json!({
+            "class_uid": 4001, "activity_id": 1, "action_id": 2,
+            "actor": { "process": { "file": { "path": "/usr/bin/curl" } } },
+            "dst_endpoint": { "hostname": "registry.npmjs.org", "ip": "104.16.0.35", "port": 443 },
+            "connection_info": { "protocol_name": "tcp" },
+            "policy": { "name": "agent", "uid": narrowing["digest"] }
+        })
+        .to_string();
+        let from_denials = "/v1/policies/agent/proposals/from-denials";
+        c.expect(
+            &rita,
+            403,
+            "POST",
+            from_denials,
+            Some(json!({"denials": denial})),
+        )
+        .await;
+        c.expect(
+            &alice,
+            409,
+            "POST",
+            "/v1/policies/nothing-yet/proposals/from-denials",
+            Some(json!({"denials": denial})),
+        )
+        .await;
+        c.expect(
+            &alice,
+            422,
+            "POST",
+            from_denials,
+            Some(json!({"denials": "{}"})),
+        )
+        .await;
+        let advised = c
+            .expect(
+                &alice,
+                201,
+                "POST",
+                from_denials,
+                Some(json!({"denials": denial})),
+            )
+            .await;
+        assert_eq!(advised["origin"], "advisor");
+        assert_eq!(advised["advice"]["denials"], 1);
         let wid = widening["id"].as_i64().unwrap();
         c.expect(
             &bob,
@@ -1515,7 +1560,7 @@ both!(
                 "{method} {template}: {message}"
             );
         }
-        assert_eq!(bodies, 12);
+        assert_eq!(bodies, 13);
     }
 );
 

@@ -209,6 +209,11 @@ pub struct Route {
     /// when off, so bundles that never use it read and hash as before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub websocket_credential_rewrite: bool,
+    /// Placeholders of credentials bound to the host are replaced in REST
+    /// request bodies instead of refused. Left out of the JSON when off,
+    /// as `websocket_credential_rewrite` is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub request_body_credential_rewrite: bool,
 }
 
 impl Route {

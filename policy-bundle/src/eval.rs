@@ -3,6 +3,7 @@
 //! the proxy use. The prover is tested against it.
 
 mod body_reason;
+mod body_rewrite;
 mod graphql;
 mod reason;
 mod websocket;
@@ -457,6 +458,18 @@ impl Evaluator {
     /// to [`Self::decide_body`] when the request reaches an endpoint that
     /// judges bodies.
     pub fn eval_with_body(&self, req: &Request, body: Option<&[u8]>) -> Decision {
+        self.eval_with_typed_body(req, body, None)
+    }
+
+    /// [`Self::eval_with_body`] for a body sent with this `Content-Type`,
+    /// which a route with `request_body_credential_rewrite` reads
+    /// ([`Self::decide_typed_body`]).
+    pub fn eval_with_typed_body(
+        &self,
+        req: &Request,
+        body: Option<&[u8]>,
+        content_type: Option<&str>,
+    ) -> Decision {
         let conn = self.decide_connection(
             &req.binary,
             req.sha256.as_deref(),
@@ -502,9 +515,14 @@ impl Evaluator {
             };
         };
         match body {
-            Some(body) => {
-                self.decide_body(&conn, req.host.as_deref(), &http.method, &http.target, body)
-            }
+            Some(body) => self.decide_typed_body(
+                &conn,
+                req.host.as_deref(),
+                &http.method,
+                &http.target,
+                body,
+                content_type,
+            ),
             None => self.decide_request(&conn, req.host.as_deref(), &http.method, &http.target),
         }
     }
@@ -640,7 +658,7 @@ impl Evaluator {
         method: &str,
         target: &str,
     ) -> Decision {
-        self.judge(conn, host, method, target, Ask::Http(None))
+        self.judge(conn, host, method, target, Ask::Http(None), None)
     }
 
     /// Judges a request whose body was read: HTTP method/target as in
@@ -672,7 +690,10 @@ impl Evaluator {
     /// Whatever the endpoint (REST too), a body the rules let through is
     /// refused when it holds the placeholder marker and the bundle has
     /// credentials ([`Reason::PlaceholderInBody`], in audit mode too): the
-    /// proxy scans every body it forwards for it.
+    /// proxy scans every body it forwards for it. A route with
+    /// `request_body_credential_rewrite` replaces placeholders instead;
+    /// see [`Self::decide_typed_body`] (this is that with no
+    /// `Content-Type`).
     pub fn decide_body(
         &self,
         conn: &ConnectionDecision,
@@ -681,7 +702,7 @@ impl Evaluator {
         target: &str,
         body: &[u8],
     ) -> Decision {
-        self.judge(conn, host, method, target, Ask::Http(Some(body)))
+        self.decide_typed_body(conn, host, method, target, body, None)
     }
 
     /// Some when a `websocket` endpoint takes part for `target` on this
@@ -750,7 +771,7 @@ impl Evaluator {
         host: Option<&str>,
         target: &str,
     ) -> Decision {
-        self.judge(conn, host, "GET", target, Ask::Upgrade)
+        self.judge(conn, host, "GET", target, Ask::Upgrade, None)
     }
 
     /// One complete client message after an allowed upgrade of `target`:
@@ -772,13 +793,21 @@ impl Evaluator {
         target: &str,
         message: WsClientMessage<'_>,
     ) -> Decision {
-        self.judge(conn, host, WEBSOCKET_TEXT, target, Ask::Message(message))
+        self.judge(
+            conn,
+            host,
+            WEBSOCKET_TEXT,
+            target,
+            Ask::Message(message),
+            None,
+        )
     }
 
     /// [`Self::judge_rules`], with the refusals that come before the rules
     /// (another spelling of a body-judging endpoint's path) and after them
     /// (a method override in the query of a request they let through). A
     /// message is judged on a target whose upgrade passed both.
+    /// `content_type` is that of an HTTP request's body.
     fn judge(
         &self,
         conn: &ConnectionDecision,
@@ -786,6 +815,7 @@ impl Evaluator {
         method: &str,
         target: &str,
         ask: Ask<'_>,
+        content_type: Option<&str>,
     ) -> Decision {
         let message = matches!(ask, Ask::Message(_));
         if !message && let Some(refused) = self.path_alias(conn, target) {
@@ -806,8 +836,20 @@ impl Evaluator {
                 key,
                 method: method.to_owned(),
             },
-            (None, Ask::Http(Some(body))) if self.placeholder_refused(body) => {
-                Reason::PlaceholderInBody
+            (None, Ask::Http(Some(body))) => {
+                match self.body_placeholders(conn, host, target, body, content_type) {
+                    Ok(None) => return d,
+                    Ok(Some(credentials)) => {
+                        return Decision {
+                            reason: Reason::BodyRewritten {
+                                inner: Box::new(d.reason),
+                                credentials,
+                            },
+                            ..d
+                        };
+                    }
+                    Err(refused) => refused,
+                }
             }
             (None, _) => return d,
         };
@@ -819,9 +861,8 @@ impl Evaluator {
         }
     }
 
-    /// Whether a request body is refused for the placeholder it carries.
-    /// Placeholders are never replaced inside bodies (OpenShell's
-    /// `request_body_credential_rewrite` is not supported), and OpenShell,
+    /// Whether a request body is refused for the placeholder it carries,
+    /// on a route without `request_body_credential_rewrite`. OpenShell,
     /// with rewrite off, refuses the reserved marker in any body of a
     /// sandbox that has credentials, whatever the host or the protocol:
     /// sent on, the server would get a placeholder where the workload

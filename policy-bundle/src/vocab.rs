@@ -112,6 +112,16 @@ pub fn placeholders_of<'a>(bytes: &[u8], names: &[&'a str]) -> Option<Vec<&'a st
     Some(found)
 }
 
+/// The length of the placeholder of credential `name` that `text` starts
+/// with, known by its shape (marker, name, `-`, the random hex), as
+/// [`placeholders_of`] knows one.
+#[must_use]
+pub fn placeholder_len(text: &[u8], name: &str) -> Option<usize> {
+    let rest = text.strip_prefix(PLACEHOLDER_PREFIX.as_bytes())?;
+    names_placeholder(rest, name)
+        .then(|| PLACEHOLDER_PREFIX.len() + name.len() + 1 + PLACEHOLDER_RANDOM_HEX)
+}
+
 /// Whether `rest` (what follows a marker) is `name`, `-` and the random part.
 fn names_placeholder(rest: &[u8], name: &str) -> bool {
     rest.strip_prefix(name.as_bytes())

@@ -302,6 +302,9 @@ pub enum EndpointOption {
     /// Credential placeholders in client WebSocket text messages are
     /// replaced by their secrets (OpenShell's `websocket_credential_rewrite`).
     WebsocketCredentialRewrite,
+    /// Credential placeholders in REST request bodies are replaced by
+    /// their secrets (OpenShell's `request_body_credential_rewrite`).
+    RequestBodyCredentialRewrite,
     /// MCP: the allow-all method profile (OpenShell's
     /// `mcp.allow_all_known_mcp_methods`).
     AllMcpMethods,

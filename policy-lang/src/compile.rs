@@ -347,6 +347,7 @@ fn routes(policy: &Policy, l7_index: &[Option<u32>]) -> RouteTables {
             via,
             uninspected_credentials: ep.uninspected_credentials,
             websocket_credential_rewrite: ep.websocket_credential_rewrite,
+            request_body_credential_rewrite: ep.request_body_credential_rewrite,
         };
         route_origins
             .entry(route.clone())

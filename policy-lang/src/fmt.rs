@@ -245,6 +245,7 @@ fn option_text(o: EndpointOption) -> &'static str {
         EndpointOption::FoldPaths => "fold_paths",
         EndpointOption::UninspectedCredentials => "uninspected_credentials",
         EndpointOption::WebsocketCredentialRewrite => "websocket_credential_rewrite",
+        EndpointOption::RequestBodyCredentialRewrite => "request_body_credential_rewrite",
         EndpointOption::AllMcpMethods => "all_mcp_methods",
         EndpointOption::LooseToolNames => "loose_tool_names",
     }

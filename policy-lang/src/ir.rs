@@ -133,6 +133,10 @@ pub struct Endpoint {
     /// are replaced by the secrets of credentials bound to the host,
     /// rather than refused (a `websocket` endpoint only).
     pub websocket_credential_rewrite: bool,
+    /// Credential placeholders in request bodies are replaced by the
+    /// secrets of credentials bound to the host, rather than refused (an
+    /// `http` endpoint only).
+    pub request_body_credential_rewrite: bool,
     /// The `allow` line, for blame.
     pub origin: Origin,
 }

@@ -883,6 +883,7 @@ fn endpoint_option(pair: &Pair<'_, Rule>) -> Option<EndpointOption> {
             "all_mcp_methods" => EndpointOption::AllMcpMethods,
             "loose_tool_names" => EndpointOption::LooseToolNames,
             "websocket_credential_rewrite" => EndpointOption::WebsocketCredentialRewrite,
+            "request_body_credential_rewrite" => EndpointOption::RequestBodyCredentialRewrite,
             _ => EndpointOption::UninspectedCredentials,
         },
         _ => return None,
@@ -985,6 +986,7 @@ const OPTIONS: &[&str] = &[
     "fold_paths",
     "uninspected_credentials",
     "websocket_credential_rewrite",
+    "request_body_credential_rewrite",
     "all_mcp_methods",
     "loose_tool_names",
 ];
@@ -1231,7 +1233,7 @@ fn help_for(rules: &[Rule]) -> String {
                 | Rule::flag_opt
         )
     }) {
-        return "endpoint options are: http, mcp, json-rpc, graphql, websocket, tcp, l4, enforce, audit, read-only, read-write, full, tls auto, tls skip, encoded_slash, fold_paths, uninspected_credentials, websocket_credential_rewrite, all_mcp_methods, loose_tool_names; a block starts with `{` at the end of the line".to_string();
+        return "endpoint options are: http, mcp, json-rpc, graphql, websocket, tcp, l4, enforce, audit, read-only, read-write, full, tls auto, tls skip, encoded_slash, fold_paths, uninspected_credentials, websocket_credential_rewrite, request_body_credential_rewrite, all_mcp_methods, loose_tool_names; a block starts with `{` at the end of the line".to_string();
     }
     if rules.contains(&Rule::doc_kind) {
         return "a file holds one `policy \"name\" { ... }` or `fragment \"name\" { ... }`"

@@ -412,6 +412,24 @@ fn websocket_credential_rewrite_imports() {
     );
 }
 
+/// `request_body_credential_rewrite: true` becomes the option of the same
+/// name on a `protocol: rest` endpoint; `false` is the default and writes
+/// nothing; with `credential_signing` it is refused as OpenShell refuses
+/// the policy.
+#[test]
+fn request_body_credential_rewrite_imports() {
+    let text = "version: 1\nnetwork_policies:\n  a:\n    binaries: [{ path: /usr/bin/curl }]\n    endpoints:\n      - { host: a.example.com, port: 443, protocol: rest, enforcement: enforce, access: read-write, request_body_credential_rewrite: true }\n      - { host: b.example.com, port: 443, protocol: rest, enforcement: enforce, access: read-only, request_body_credential_rewrite: false }\n";
+    insta::assert_snapshot!(
+        "request_body_credential_rewrite",
+        import_text("body-rewrite.yaml", text, false)
+    );
+    let broken = "version: 1\nnetwork_policies:\n  a:\n    binaries: [{ path: /usr/bin/curl }]\n    endpoints:\n      - { host: s3.amazonaws.com, port: 443, protocol: rest, access: full, enforcement: enforce, credential_signing: sigv4, signing_service: s3, request_body_credential_rewrite: true }\n";
+    insta::assert_snapshot!(
+        "request_body_credential_rewrite_refused",
+        import_text("body-rewrite-broken.yaml", broken, false)
+    );
+}
+
 /// OpenShell accepts a read-only `/` (only a read-write one is refused),
 /// and so does the resolver: `/` is absolute and normalized.
 #[test]

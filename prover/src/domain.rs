@@ -40,8 +40,9 @@ pub(crate) struct Extra {
     pub(crate) addrs: Vec<AddrSet>,
 }
 
+/// Every dimension's values, from both bundles.
 #[derive(Debug)]
-pub(crate) struct Domain {
+pub struct Domain {
     pub(crate) bins: Partition,
     /// Host atoms; the value `hosts.len()` stands for "no host name".
     pub(crate) hosts: Partition,
@@ -74,6 +75,27 @@ pub(crate) struct Domain {
     pub(crate) ws: Option<crate::websocket::Kinds>,
 }
 
+/// How many values each finite variable of a [`Domain`] ranges over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    /// Binary atoms.
+    pub bins: usize,
+    /// SHA-256 pins, "a digest no rule pins" included.
+    pub shas: usize,
+    /// Host atoms and "no host name".
+    pub hosts: usize,
+    /// Methods, "any other method" included.
+    pub methods: usize,
+    /// Path atoms.
+    pub paths: usize,
+    /// Address classes, "no address" included.
+    pub addr_classes: usize,
+    /// Body values, "no body" included.
+    pub calls: usize,
+    /// Query-string conditions (two booleans each).
+    pub queries: usize,
+}
+
 impl Domain {
     pub(crate) fn port_class_of(&self, port: u16) -> u32 {
         self.port_classes
@@ -91,8 +113,36 @@ impl Domain {
             .unwrap_or(0)
     }
 
-    pub(crate) fn host_none(&self) -> u32 {
+    /// The host value that stands for "no host name".
+    pub fn host_none(&self) -> u32 {
         u32::try_from(self.hosts.len()).unwrap_or(u32::MAX)
+    }
+
+    /// How many values each finite variable ranges over.
+    pub fn sizes(&self) -> Sizes {
+        Sizes {
+            bins: self.bins.len(),
+            shas: self.shas.len(),
+            hosts: self.hosts.len() + 1,
+            methods: self.methods.len(),
+            paths: self.paths.len(),
+            addr_classes: self.addr_classes.len(),
+            calls: self.calls.len(),
+            queries: self.queries.len(),
+        }
+    }
+
+    /// The address classes: class `k` is the union of its cells.
+    pub fn addr_classes(&self) -> &[Vec<AddrCell>] {
+        &self.addr_classes
+    }
+
+    /// The address sets the classes were built from, and each class's
+    /// membership in every one of them (`None`: the class of "no
+    /// address"). A solver ties its class variable to the address with
+    /// these, not with the cells, which can be many more.
+    pub fn addr_sets(&self) -> (&[AddrSet], &[Option<Vec<bool>>]) {
+        (&self.addr_sets, &self.addr_sigs)
     }
 
     pub(crate) fn method_index(&self, m: &str) -> u32 {
@@ -615,7 +665,7 @@ fn port_cells(sets: &[&PortSet]) -> Vec<(u16, u16)> {
 
 /// IPv4-mapped IPv6 addresses (`::ffff:0:0/96`) are IPv4 to every decision;
 /// the IPv6 domain leaves them out.
-pub(crate) const MAPPED_V6: (u128, u128) = (0xffff_0000_0000, 0xffff_ffff_ffff);
+pub const MAPPED_V6: (u128, u128) = (0xffff_0000_0000, 0xffff_ffff_ffff);
 
 fn addr_cells(sets: &[AddrSet], v6: bool) -> Vec<(u128, u128)> {
     let mut bounds = BTreeSet::new();

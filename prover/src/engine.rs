@@ -55,6 +55,11 @@ pub struct Options {
     /// off, the whole bundles are modelled. The answer is the same
     /// either way; the tests compare the two.
     pub slice: bool,
+    /// The SMT solver for what the finite-domain search cannot settle
+    /// (`prover_z3::Z3`). Without one, a proof that needs it fails with
+    /// [`ProverError::SolverNeeded`]: a program that can hand the proof to
+    /// one elsewhere need not link it.
+    pub solver: Option<&'static dyn crate::solver::Backend>,
 }
 
 impl Default for Options {
@@ -69,6 +74,7 @@ impl Default for Options {
             string_search_budget: crate::strings::search::BUDGET,
             timings: false,
             slice: true,
+            solver: None,
         }
     }
 }
@@ -538,7 +544,7 @@ fn run(
             queries.len()
         )
     });
-    let smt = LazySmt::new(&dom, &defs, deadline, &timings);
+    let smt = LazySmt::new(opts.solver, &dom, &defs, deadline, &timings);
     let mut report = Report {
         verdict: Verdict::NoNewAccess,
         findings: Vec::new(),
@@ -829,45 +835,19 @@ fn unsupported(boundary: &Bundle, candidate: &Bundle) -> Vec<String> {
     out
 }
 
-/// The problem as SMT-LIB 2 (`--print-smt`): Z3's own rendering.
-#[cfg(feature = "z3")]
+/// The problem as SMT-LIB 2 (`--print-smt`): the solver's own rendering.
 fn smt2(smt: &LazySmt<'_>, queries: &[Query]) -> Result<String, ProverError> {
-    let smt = smt.get();
-    let mut text = smt.to_smt2();
+    let smt = smt.get().ok_or(ProverError::SolverNeeded)?;
+    let mut text = smt.smt2();
     for q in queries {
         text.push_str(&format!(
             "; query {} ({:?})\n(assert {})\n",
             q.category,
             q.variant,
-            smt.translate(&q.f)
+            smt.term(&q.f)
         ));
     }
     Ok(text)
-}
-
-#[cfg(not(feature = "z3"))]
-fn smt2(_smt: &LazySmt<'_>, _queries: &[Query]) -> Result<String, ProverError> {
-    Err(ProverError::SolverNeeded)
-}
-
-/// A point where `f` holds, by Z3; `Err` when it cannot tell.
-#[cfg(feature = "z3")]
-fn z3_model_of(smt: &LazySmt<'_>, f: &F) -> Result<Option<Point>, ()> {
-    let smt = smt.get();
-    smt.push();
-    smt.assert(smt.translate(f));
-    let r = match smt.check() {
-        z3::SatResult::Sat => smt.model().map(|m| Some(smt.point(&m))).ok_or(()),
-        z3::SatResult::Unsat => Ok(None),
-        z3::SatResult::Unknown => Err(()),
-    };
-    smt.pop();
-    r
-}
-
-#[cfg(not(feature = "z3"))]
-fn z3_model_of(smt: &LazySmt<'_>, _f: &F) -> Result<Option<Point>, ()> {
-    smt.absent(Err(()))
 }
 
 /// What the evaluator says of a witness in NEW and OLD, and whether its
@@ -1343,7 +1323,7 @@ impl Cx<'_> {
                 crate::fd::Outcome::Unsat => return Ok(None),
                 crate::fd::Outcome::GaveUp => {}
             }
-            z3_model_of(search.smt, f)
+            search.smt.model_of(f)
         };
         let sends = |m: &Model, bin: u32| -> Option<bool> {
             let f = and([m.allow.clone(), lit(Lit::Bin(ids(vec![bin])))]);

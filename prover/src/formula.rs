@@ -27,33 +27,50 @@ pub(crate) mod dim {
 }
 
 /// A sorted set of atom indices.
-pub(crate) type Ids = Rc<[u32]>;
+pub type Ids = Rc<[u32]>;
 
+/// An atomic condition on the request variables.
 #[derive(Debug, Clone)]
-pub(crate) enum Lit {
+pub enum Lit {
+    /// The binary atom is one of these.
     Bin(Ids),
+    /// The SHA-256 pin index is this one.
     Sha(u32),
+    /// The host atom (or "no host name") is one of these.
     Host(Ids),
+    /// The request names an address.
     HasAddr,
+    /// The port lies in this range, both ends included.
     Port(u16, u16),
+    /// The method index is one of these.
     Method(Ids),
+    /// The path atom is one of these.
     Path(Ids),
     /// The body value (index into `Calls::values`) is one of these.
     Call(Ids),
+    /// The allow reading of this query condition holds.
     QAllow(u32),
+    /// The deny reading of this query condition holds.
     QDeny(u32),
+    /// This definition (`Defs::items`) holds.
     Def(u32),
     /// The address lies in one of these address classes (the cells are
     /// what Rust evaluation checks; Z3 uses the class variable).
     AddrClass(Ids, Rc<[AddrCell]>),
 }
 
+/// A formula over the request variables.
 #[derive(Debug, Clone)]
-pub(crate) enum F {
+pub enum F {
+    /// True or false.
     Const(bool),
+    /// An atomic condition.
     Lit(Lit),
+    /// Negation.
     Not(Box<F>),
+    /// Conjunction; empty is true.
     And(Vec<F>),
+    /// Disjunction; empty is false.
     Or(Vec<F>),
 }
 
@@ -126,17 +143,20 @@ pub(crate) fn or(parts: impl IntoIterator<Item = F>) -> F {
 
 /// A named, shared sub-formula.
 #[derive(Debug, Clone)]
-pub(crate) struct Def {
-    pub(crate) name: String,
-    pub(crate) body: F,
+pub struct Def {
+    /// The name the solver knows it by.
+    pub name: String,
+    /// What it stands for.
+    pub body: F,
     /// The dimensions the body depends on (through other definitions too).
     pub(crate) mask: u32,
 }
 
 /// Definitions in dependency order: a body only refers to earlier ones.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Defs {
-    pub(crate) items: Vec<Def>,
+pub struct Defs {
+    /// The definitions; `Lit::Def(i)` is the `i`th.
+    pub items: Vec<Def>,
 }
 
 impl Defs {
@@ -181,21 +201,33 @@ impl Defs {
 
 /// A concrete request in atom space.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Point {
-    pub(crate) bin: u32,
-    pub(crate) sha: u32,
-    pub(crate) host: u32,
-    pub(crate) has_addr: bool,
-    pub(crate) v6: bool,
-    pub(crate) a4: u32,
-    pub(crate) a6: u128,
-    pub(crate) port: u16,
-    pub(crate) method: u32,
-    pub(crate) path: u32,
+pub struct Point {
+    /// The binary atom.
+    pub bin: u32,
+    /// The SHA-256 pin index.
+    pub sha: u32,
+    /// The host atom; `Domain::host_none` for no host name.
+    pub host: u32,
+    /// Whether the request names an address.
+    pub has_addr: bool,
+    /// Whether that address is IPv6.
+    pub v6: bool,
+    /// The IPv4 address (0 unless one).
+    pub a4: u32,
+    /// The IPv6 address (0 unless one).
+    pub a6: u128,
+    /// The port.
+    pub port: u16,
+    /// The method index.
+    pub method: u32,
+    /// The path atom.
+    pub path: u32,
     /// The body value (`Calls::values`); 0 is "no body".
-    pub(crate) call: u32,
-    pub(crate) qa: Vec<bool>,
-    pub(crate) qd: Vec<bool>,
+    pub call: u32,
+    /// Each query condition's allow reading.
+    pub qa: Vec<bool>,
+    /// Each query condition's deny reading.
+    pub qd: Vec<bool>,
 }
 
 fn member(set: &[u32], x: u32) -> bool {
@@ -263,9 +295,12 @@ impl Defs {
 
 /// A value of the address dimension: no address, or an elementary cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum AddrCell {
+pub enum AddrCell {
+    /// No address.
     None,
+    /// IPv4 addresses from the first to the second, both included.
     V4(u32, u32),
+    /// IPv6 addresses likewise.
     V6(u128, u128),
 }
 
@@ -311,7 +346,8 @@ impl AddrCell {
         }
     }
 
-    pub(crate) fn contains(self, p: &Point) -> bool {
+    /// Whether the point's address is in the cell.
+    pub fn contains(self, p: &Point) -> bool {
         match self {
             AddrCell::None => !p.has_addr,
             AddrCell::V4(lo, hi) => p.has_addr && !p.v6 && lo <= p.a4 && p.a4 <= hi,

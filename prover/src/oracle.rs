@@ -1,9 +1,8 @@
 //! The prover's own answer to "is this concrete request allowed, and does
 //! it carry a credential?": the request is mapped to atoms and values, and
-//! Z3 decides the bundle's formulas at that point. The differential tests
-//! compare it with `policy_bundle::eval` on generated policies.
-
-use std::time::{Duration, Instant};
+//! the bundle's formulas are decided at that point, here by evaluating
+//! them in Rust and in `prover-z3` by Z3. The differential tests compare
+//! both with `policy_bundle::eval` on generated policies.
 
 use policy_bundle::Bundle;
 use policy_bundle::eval::Request;
@@ -11,21 +10,16 @@ use policy_bundle::matcher::{canonical_ip, canonicalize_path, normalize_host, pa
 
 use crate::domain::{Domain, Extra};
 use crate::error::ProverError;
-use crate::formula::{Defs, Point};
+use crate::formula::{Defs, F, Point};
 use crate::model::{self, BinaryFacts, Model};
 use crate::sandbox::Sandbox;
-use crate::smt::Smt;
 
-/// One bundle's formulas with Z3 ready, to answer single requests in
-/// the differential tests.
+/// One bundle's domain and formulas, to answer single requests in the
+/// differential tests.
 pub struct Oracle {
-    pub(crate) dom: Domain,
-    pub(crate) defs: Defs,
-    pub(crate) model: Model,
-    smt: Smt,
-    /// `allow`, `audit` and `inject` as one Z3 term (three bits) with
-    /// definitions inlined.
-    packed: z3::ast::BV,
+    dom: Domain,
+    defs: Defs,
+    model: Model,
 }
 
 /// The prover's decision on one request.
@@ -40,7 +34,7 @@ pub struct Answer {
 }
 
 impl Oracle {
-    /// Builds the domain and model of `b` alone and starts Z3 on them.
+    /// Builds the domain and model of `b` alone.
     pub fn new(b: &Bundle) -> Result<Oracle, ProverError> {
         let dom = Domain::build(
             &[b],
@@ -57,24 +51,22 @@ impl Oracle {
             &Sandbox::of(b),
             &mut defs,
         );
-        let mut smt = Smt::new(
-            &dom,
-            Instant::now() + Duration::from_secs(3600),
-            &crate::timing::Timings::default(),
-        );
-        smt.define(&defs);
-        let packed = Smt::pack(&[
-            smt.inline(&defs, &model.allow),
-            smt.inline(&defs, &model.audit),
-            smt.inline(&defs, &model.inject),
-        ]);
-        Ok(Oracle {
-            dom,
-            defs,
-            model,
-            smt,
-            packed,
-        })
+        Ok(Oracle { dom, defs, model })
+    }
+
+    /// The domain the formulas range over.
+    pub fn domain(&self) -> &Domain {
+        &self.dom
+    }
+
+    /// The definitions the formulas refer to.
+    pub fn defs(&self) -> &Defs {
+        &self.defs
+    }
+
+    /// `allow`, `audit` and `inject`, in that order (as in [`Answer`]).
+    pub fn formulas(&self) -> [&F; 3] {
+        [&self.model.allow, &self.model.audit, &self.model.inject]
     }
 
     /// The point a request with this body (`None`: no body) stands for;
@@ -82,7 +74,7 @@ impl Oracle {
     /// decoded (the generator avoids those: the model's path variable is a
     /// canonical path), or the body is a batch (the model has single
     /// calls, see `crate::calls`).
-    pub(crate) fn point(&self, req: &Request, body: Option<&[u8]>) -> Option<Point> {
+    fn point(&self, req: &Request, body: Option<&[u8]>) -> Option<Point> {
         let dom = &self.dom;
         let mut addr = req.addr.map(canonical_ip);
         let mut host = dom.host_none();
@@ -132,9 +124,16 @@ impl Oracle {
         })
     }
 
-    /// Decided by Z3 at the request's point: the formulas with the
-    /// point's values substituted, simplified to a constant.
-    pub fn decide(&self, req: &Request, body: Option<&[u8]>) -> Option<Answer> {
+    /// Decided by `at` at the request's point; `None` when the request
+    /// is outside the model (its path cannot be canonicalized, its body
+    /// is a batch). A request with neither a host name nor an address
+    /// goes nowhere: nothing lets it through, whatever `at` would say.
+    pub fn decide_at(
+        &self,
+        req: &Request,
+        body: Option<&[u8]>,
+        at: impl FnOnce(&Point) -> Option<Answer>,
+    ) -> Option<Answer> {
         let p = self.point(req, body)?;
         if !(p.has_addr || p.host != self.dom.host_none()) {
             return Some(Answer {
@@ -143,47 +142,18 @@ impl Oracle {
                 credential: false,
             });
         }
-        let bits = self.smt.bits_at(&self.packed, &p)?;
-        Some(Answer {
-            allowed: bits & 4 != 0,
-            audited: bits & 2 != 0,
-            credential: bits & 1 != 0,
-        })
-    }
-
-    /// Decided by the solver (assert the point, check) — slower, used to
-    /// check `decide` itself.
-    pub fn decide_by_solver(&self, req: &Request, body: Option<&[u8]>) -> Option<Answer> {
-        let p = self.point(req, body)?;
-        if !(p.has_addr || p.host != self.dom.host_none()) {
-            return Some(Answer {
-                allowed: false,
-                audited: false,
-                credential: false,
-            });
-        }
-        Some(Answer {
-            allowed: self.smt.holds_at(&self.model.allow, &p)?,
-            audited: self.smt.holds_at(&self.model.audit, &p)?,
-            credential: self.smt.holds_at(&self.model.inject, &p)?,
-        })
+        at(&p)
     }
 
     /// Decided by evaluating the formulas in Rust at the request's point.
     pub fn decide_fast(&self, req: &Request, body: Option<&[u8]>) -> Option<Answer> {
-        let p = self.point(req, body)?;
-        if !(p.has_addr || p.host != self.dom.host_none()) {
-            return Some(Answer {
-                allowed: false,
-                audited: false,
-                credential: false,
-            });
-        }
-        let v = self.defs.values(&p);
-        Some(Answer {
-            allowed: p.eval(&self.model.allow, &v),
-            audited: p.eval(&self.model.audit, &v),
-            credential: p.eval(&self.model.inject, &v),
+        self.decide_at(req, body, |p| {
+            let v = self.defs.values(p);
+            Some(Answer {
+                allowed: p.eval(&self.model.allow, &v),
+                audited: p.eval(&self.model.audit, &v),
+                credential: p.eval(&self.model.inject, &v),
+            })
         })
     }
 }

@@ -14,7 +14,7 @@ use crate::domain::Domain;
 use crate::fd;
 use crate::formula::{Defs, F, Lit, Point, and, dim, ids, lit, not, or};
 use crate::region::{QUERY_VALUES, Region, apply_addr, first_port, query_value};
-use crate::solver::LazySmt;
+use crate::solver::{LazySmt, Sat};
 use crate::timing::Timings;
 use crate::witness;
 
@@ -61,7 +61,7 @@ impl Search<'_> {
         if let Some(done) = self.regions_fd(q, cap) {
             return done;
         }
-        self.regions_z3(q, cap)
+        self.regions_smt(q, cap)
     }
 
     /// What every point must satisfy besides the query (Z3 has it among
@@ -73,7 +73,7 @@ impl Search<'_> {
         ])
     }
 
-    /// The same enumeration as `regions_z3` with the finite-domain search
+    /// The same enumeration as `regions_smt` with the finite-domain search
     /// as the solver: each point it finds is generalized and blocked, until
     /// it proves nothing is left. `None` when it gives up, or finds a point
     /// of a large problem; the caller then starts over with Z3. Learned
@@ -133,52 +133,40 @@ impl Search<'_> {
         }
     }
 
-    #[cfg(not(feature = "z3"))]
-    fn regions_z3(&mut self, _q: &F, _cap: usize) -> (Vec<Found>, Outcome) {
-        self.smt.absent((
-            Vec::new(),
-            Outcome::Inconclusive("no Z3 in this build".to_owned()),
-        ))
-    }
-
-    #[cfg(feature = "z3")]
-    fn regions_z3(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
-        use z3::SatResult;
-        let smt = self.smt.get();
+    fn regions_smt(&mut self, q: &F, cap: usize) -> (Vec<Found>, Outcome) {
+        let Some(smt) = self.smt.get() else {
+            return (Vec::new(), Outcome::Inconclusive("no solver".to_owned()));
+        };
         // The query's blocked regions live in this scope; the query itself
         // is asserted only around each solve, so region checks can ask for
         // its negation.
         smt.push();
         for l in &self.learned {
-            smt.assert(smt.translate(l));
+            smt.assert(l);
         }
-        let qz = smt.translate(q);
         let mut found: Vec<Found> = Vec::new();
         let outcome = loop {
             smt.push();
-            smt.assert(qz.clone());
+            smt.assert(q);
             let t = std::time::Instant::now();
             let result = smt.check();
             self.timings
-                .note(|| format!("  solve {result:?} {:?}", t.elapsed()));
+                .note(|| format!("  solve {result} {:?}", t.elapsed()));
             let x = match result {
-                SatResult::Sat => smt.model().map(|m| smt.point(&m)),
+                Sat::Sat => smt.model(),
                 _ => None,
             };
-            let why = smt.reason_unknown();
             smt.pop();
             match result {
-                SatResult::Unsat => break Outcome::Complete,
-                SatResult::Unknown => {
-                    break Outcome::Inconclusive(why.unwrap_or_else(|| "unknown".to_owned()));
-                }
-                SatResult::Sat => {}
+                Sat::Unsat => break Outcome::Complete,
+                Sat::Unknown(why) => break Outcome::Inconclusive(why),
+                Sat::Sat => {}
             }
             let Some(x) = x else {
                 break Outcome::Inconclusive("the solver returned no model".to_owned());
             };
             if let Some(block) = witness::unrealizable(self.dom, &x) {
-                smt.assert(smt.translate(&block));
+                smt.assert(&block);
                 self.learned.push(block);
                 continue;
             }
@@ -190,7 +178,7 @@ impl Search<'_> {
             let region = self.generalize(q, &x, &prior);
             self.timings
                 .note(|| format!("  generalize {:?}", t.elapsed()));
-            smt.assert(smt.translate(&not(region.formula(self.dom))));
+            smt.assert(&not(region.formula(self.dom)));
             found.push(Found { point: x, region });
         };
         smt.pop();
@@ -328,7 +316,7 @@ impl Search<'_> {
         if size.is_some_and(|n| n <= ENUMERATE) {
             return Ok(self.enumerate(q, r, base, x));
         }
-        self.counterexample_z3(q, r)
+        self.counterexample_smt(q, r)
     }
 
     fn enumerate(&self, q: &F, r: &Region, base: &[bool], x: &Point) -> Option<Point> {
@@ -406,23 +394,23 @@ impl Search<'_> {
         true
     }
 
-    #[cfg(not(feature = "z3"))]
-    fn counterexample_z3(&self, _q: &F, _r: &Region) -> Result<Option<Point>, ()> {
-        self.smt.absent(Err(()))
-    }
-
-    #[cfg(feature = "z3")]
-    fn counterexample_z3(&self, q: &F, r: &Region) -> Result<Option<Point>, ()> {
-        use z3::SatResult;
-        let smt = self.smt.get();
-        smt.push();
-        smt.assert(smt.translate(&and([r.formula(self.dom), not(q.clone())])));
+    fn counterexample_smt(&self, q: &F, r: &Region) -> Result<Option<Point>, ()> {
+        // Started first: its start-up is timed on its own.
+        if self.smt.get().is_none() {
+            return Err(());
+        }
         let t = std::time::Instant::now();
-        let res = smt.check();
+        let out = self
+            .smt
+            .model_of(&and([r.formula(self.dom), not(q.clone())]));
         self.timings.note(|| {
             format!(
-                "  region check {:?} {:?} (bins {} hosts {} addrs {} ports {} methods {} paths {} calls {})",
-                res,
+                "  region check {} {:?} (bins {} hosts {} addrs {} ports {} methods {} paths {} calls {})",
+                match &out {
+                    Ok(Some(_)) => "Sat",
+                    Ok(None) => "Unsat",
+                    Err(()) => "Unknown",
+                },
                 t.elapsed(),
                 r.bins.len(),
                 r.hosts.len(),
@@ -433,12 +421,6 @@ impl Search<'_> {
                 r.calls.len()
             )
         });
-        let out = match res {
-            SatResult::Unsat => Ok(None),
-            SatResult::Sat => smt.model().map(|m| Some(smt.point(&m))).ok_or(()),
-            SatResult::Unknown => Err(()),
-        };
-        smt.pop();
         out
     }
 }

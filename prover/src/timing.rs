@@ -5,8 +5,9 @@
 
 use std::cell::RefCell;
 
+/// The lines of one run, when asked for.
 #[derive(Debug, Default)]
-pub(crate) struct Timings {
+pub struct Timings {
     on: bool,
     lines: RefCell<Vec<String>>,
 }
@@ -21,7 +22,7 @@ impl Timings {
     }
 
     /// Records one line; `line` is only called when timings are on.
-    pub(crate) fn note(&self, line: impl FnOnce() -> String) {
+    pub fn note(&self, line: impl FnOnce() -> String) {
         if self.on {
             self.lines.borrow_mut().push(line());
         }

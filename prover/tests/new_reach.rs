@@ -185,7 +185,7 @@ fn a_large_diff_with_a_tiny_budget_is_inconclusive() {
     for timeout_ms in [0, 1, 20] {
         let opts = prover::Options {
             timeout_ms,
-            ..prover::Options::default()
+            ..support::with_z3()
         };
         let r = prover::diff(&o, &n, &opts).unwrap();
         assert_eq!(r.verdict, Verdict::Inconclusive, "{timeout_ms} ms: {r:#?}");

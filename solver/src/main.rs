@@ -7,6 +7,10 @@
 //! (a large problem, or a search that gives up), `openshell-policy` hands
 //! its whole command line to this program, which it finds beside itself
 //! (or at `$OPENSHELL_POLICY_SOLVER`), and this program answers it.
+//!
+//! Z3 comes from the `prover-z3` crate, which only this program and the
+//! gateway depend on; a cargo feature of `prover` would have been turned
+//! on for `openshell-policy` too whenever the workspace is built at once.
 
 #![forbid(unsafe_code)]
 
@@ -22,5 +26,5 @@ fn main() -> ExitCode {
         println!("openshell-policy-solver {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    openshell_policy::main()
+    openshell_policy::main_with(&prover_z3::Z3)
 }

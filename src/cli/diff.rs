@@ -147,6 +147,7 @@ pub fn options(
         registry: reg,
         accepted,
         timings: std::env::var_os("PROVER_TIMING").is_some(),
+        solver: super::solver::backend(),
         ..Options::default()
     })
 }

@@ -51,6 +51,11 @@ pub struct Args {
     /// standard input.
     #[arg(long, value_name = "FILE", requires = "url")]
     body: Option<String>,
+    /// The `Content-Type` the body is sent with: a route with
+    /// `request_body_credential_rewrite` rewrites placeholders only in
+    /// JSON, form and `text/*` bodies.
+    #[arg(long, value_name = "TYPE", requires = "url")]
+    content_type: Option<String>,
     /// A JSON-RPC call for the `--url` request; given more than once, the
     /// calls are sent as one batch.
     #[arg(long = "jsonrpc-method", value_name = "METHOD", requires = "url")]
@@ -125,6 +130,7 @@ pub fn run(args: &Args) -> u8 {
         port: args.port,
         addr: args.addr,
         body,
+        content_type: args.content_type.as_deref(),
         websocket: args.websocket,
         ws_message,
     };
@@ -168,6 +174,9 @@ pub(super) struct Ask<'a> {
     pub port: Option<u16>,
     pub addr: Option<IpAddr>,
     pub body: Option<Vec<u8>>,
+    /// The body's `Content-Type`, which decides whether its placeholders
+    /// are rewritten (`request_body_credential_rewrite`).
+    pub content_type: Option<&'a str>,
     /// An upgrade asked for explicitly (a `ws://` URL or a message imply it).
     pub websocket: bool,
     pub ws_message: Option<WsMessageArg>,
@@ -217,7 +226,7 @@ pub(super) fn decide(ev: &Evaluator, ask: &Ask<'_>) -> Result<Decision, AskError
         };
         ev.eval_websocket(&req, message)
     } else {
-        ev.eval_with_body(&req, ask.body.as_deref())
+        ev.eval_with_typed_body(&req, ask.body.as_deref(), ask.content_type)
     })
 }
 
@@ -484,7 +493,9 @@ fn print_human(d: &Decision) {
     };
     outln!("{verdict}{route}");
     if let Some(code) = d.refusal() {
-        outln!("refusal:    403 {code}");
+        // The proxy answers a body too long to rewrite with 413.
+        let status = if code == "body_too_large" { 413 } else { 403 };
+        outln!("refusal:    {status} {code}");
     }
     match &d.rule {
         Some(rule) => outln!("rule:       {}", rule.blame()),

@@ -230,6 +230,13 @@ pub fn explain(b: &Bundle) -> String {
             } else {
                 via
             };
+            let via = if route.request_body_credential_rewrite {
+                format!(
+                    "{via}; placeholders in request bodies replaced (request_body_credential_rewrite)"
+                )
+            } else {
+                via
+            };
             let addrs = route
                 .addresses
                 .as_ref()

@@ -9,7 +9,7 @@ mod fmt;
 mod import;
 mod inputs;
 mod manual;
-mod solver;
+pub(crate) mod solver;
 mod suggest;
 mod test;
 mod test_file;

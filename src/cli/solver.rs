@@ -1,10 +1,31 @@
-//! Handing a command to `openshell-policy-solver` when a proof needs Z3
-//! and this build does not link it (`prover::solver`).
+//! The prover's SMT solver in this program, if it has one, and handing a
+//! command to `openshell-policy-solver` when a proof needs Z3 and this
+//! program does not link it (`prover::solver`).
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
+
+use prover::solver::Backend;
+
+/// Set once, before the command runs, by the program's `main`: whether
+/// it links a solver is a fact of the program, and every command that
+/// proves asks it (through [`options`](super::diff::options) and
+/// [`delegate_if_large`]).
+static SOLVER: OnceLock<Option<&'static dyn Backend>> = OnceLock::new();
+
+/// Records the program's solver; only the first call counts.
+pub fn set(solver: Option<&'static dyn Backend>) {
+    // A second call would come from a second `main`: the first stands.
+    let _ = SOLVER.set(solver);
+}
+
+/// The program's solver; `None` hands the proofs that need one over.
+pub fn backend() -> Option<&'static dyn Backend> {
+    SOLVER.get().copied().flatten()
+}
 
 /// Names the solver program instead of the one beside this executable.
 pub const SOLVER_ENV: &str = "OPENSHELL_POLICY_SOLVER";
@@ -16,14 +37,14 @@ const SOLVER_NAME: &str = "openshell-policy-solver";
 const DELEGATED_ENV: &str = "OPENSHELL_POLICY_DELEGATED";
 
 /// Inputs of this many bytes in all (a policy of a thousand endpoints
-/// is about 170 KiB) take Z3 to prove; a build without it hands them over
+/// is about 170 KiB) take Z3 to prove; a program without it hands them over
 /// before compiling them, rather than after.
 const LARGE_INPUT: u64 = 128 * 1024;
 
-/// In a build without Z3, hands the command over at once when its inputs
-/// are large ([`delegate`]); `None` when the command is to run here.
+/// In a program without Z3, hands the command over at once when its
+/// inputs are large ([`delegate`]); `None` when the command is to run here.
 pub fn delegate_if_large(paths: &[&Path]) -> Option<String> {
-    if prover::solver::IN_PROCESS {
+    if backend().is_some() {
         return None;
     }
     let total: u64 = paths

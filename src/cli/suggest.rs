@@ -10,9 +10,6 @@
 //! policy, the log, or any line of it: the other lines are still used);
 //! 3 the proof is inconclusive.
 
-mod log;
-mod narrow;
-mod patch;
 mod report;
 
 use std::path::{Path, PathBuf};
@@ -25,9 +22,10 @@ use prover::Category;
 
 use super::eval::{Ask, decide};
 use super::{CredentialsArg, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INPUT, EXIT_OK};
-use crate::denylog::Denial;
+use advisor::denylog::Denial;
+use advisor::{Generalize, LineProblem, Named, Suggestion};
+
 use crate::report::{Failure, FileReport, InputError};
-use narrow::{Generalize, Suggestion};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -54,7 +52,7 @@ pub struct Args {
     /// Widen deliberately: `paths` (one `PREFIX/**` per method) or `hosts`
     /// (`*.parent` for a host of three labels or more); the output says
     /// what each adds.
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "WHAT")]
+    #[arg(long, value_delimiter = ',', value_name = "WHAT", value_parser = generalize)]
     generalize: Vec<Generalize>,
     /// Binary capability registry for the proof (as `diff --prove`).
     #[arg(long, value_name = "FILE")]
@@ -64,13 +62,6 @@ pub struct Args {
     timeout_ms: u64,
     #[arg(long, value_enum, default_value = "human")]
     format: Format,
-}
-
-/// A log line that could not be used, and why.
-#[derive(Debug, Clone)]
-pub struct LineProblem {
-    pub line: usize,
-    pub message: String,
 }
 
 /// One distinct denied request, decided again by the evaluator.
@@ -148,21 +139,27 @@ pub fn run(args: &Args) -> u8 {
         Ok(b) => b,
         Err(e) => return failed(Failure::error(Some(log_name), e)),
     };
-    let read = log::read(&bytes, &old);
-    let yaml = load::is_yaml(&args.policy);
-    let suggestions = narrow::suggest(&read.named, &old, &args.generalize);
+    let advice = advisor::advise(
+        &text,
+        load::is_yaml(&args.policy),
+        &old,
+        &bytes,
+        &log_name,
+        &args.generalize,
+    );
+    let read = advice.read;
     let mut out = Outcome {
         policy: shown.clone(),
         log: log_name.clone(),
-        yaml,
+        yaml: load::is_yaml(&args.policy),
         lines: read.lines,
         denials: read.named.len(),
         other: read.other,
         problems: read.problems,
-        suggestions,
-        patch: String::new(),
+        suggestions: advice.suggestions,
+        patch: advice.patch,
         patched: text.clone(),
-        notes: Vec::new(),
+        notes: advice.notes,
         beyond: Vec::new(),
         proof: None,
         inconclusive: None,
@@ -173,37 +170,13 @@ pub fn run(args: &Args) -> u8 {
         report::print(args.format, &out);
         return out.code();
     }
-    let patched = if yaml {
-        out.notes.extend(patch::yaml_notes(&out.suggestions));
-        let entries = patch::yaml(&out.suggestions, &log_name);
-        out.patch = entries.clone();
-        patch::insert_yaml(&text, &entries)
-    } else {
-        let rules = patch::dsl(&out.suggestions, &log_name, &text);
-        out.patch = rules.clone();
-        patch::insert_dsl(&text, &rules)
-    };
-    let Some(patched) = patched else {
-        out.failure = Some(Failure::error(
-            Some(shown),
-            if yaml {
-                "`network_policies` is a flow-style map; the entries below go into it by hand"
-            } else {
-                "no closing `}` of a policy block to insert the rules before"
-            },
-        ));
-        report::print(args.format, &out);
-        return out.code();
-    };
-    out.patched = patched;
-    for s in &out.suggestions {
-        for c in &s.credentials {
-            out.notes.push(format!(
-                "`{}:{}` is a host of credential `{c}`: the proxy injects it on requests inside its binding (the log's requests went there; no binding is added or widened)",
-                s.dest, s.port
-            ));
+    match advice.patched {
+        Ok(patched) => out.patched = patched,
+        Err(why) => {
+            out.failure = Some(Failure::error(Some(shown), why));
+            report::print(args.format, &out);
+            return out.code();
         }
-        out.notes.extend(s.widened.iter().cloned());
     }
     let new = match compile(&args.policy, &out.patched, creds, Compiling::Patched) {
         Ok(b) => b,
@@ -230,6 +203,14 @@ pub fn run(args: &Args) -> u8 {
     out.replay = replay(&read.named, &old, &new);
     report::print(args.format, &out);
     out.code()
+}
+
+/// `--generalize`'s words.
+fn generalize(word: &str) -> Result<Generalize, String> {
+    Generalize::parse(word).ok_or_else(|| {
+        let words: Vec<&str> = Generalize::ALL.iter().map(|(w, _)| *w).collect();
+        format!("`{word}` is not one of: {}", words.join(", "))
+    })
 }
 
 /// The JSON document of a command line clap refused.
@@ -399,7 +380,7 @@ fn covers(s: &Suggestion, w: &prover::Witness) -> bool {
 
 /// Each distinct denied request, decided by the evaluator under the
 /// policy and under the patched policy.
-fn replay(named: &[narrow::Named], old: &Bundle, new: &Bundle) -> Vec<Replay> {
+fn replay(named: &[Named], old: &Bundle, new: &Bundle) -> Vec<Replay> {
     let before = Evaluator::new(old.clone());
     let after = Evaluator::new(new.clone());
     let mut seen: std::collections::HashMap<RequestKey, usize> = std::collections::HashMap::new();
@@ -424,6 +405,7 @@ fn replay(named: &[narrow::Named], old: &Bundle, new: &Bundle) -> Vec<Replay> {
             port: host.is_some().then_some(d.port),
             addr: d.ip,
             body: None,
+            content_type: None,
             websocket: false,
             ws_message: None,
         };

@@ -244,6 +244,7 @@ fn run_case(ev: &Evaluator, sources: &[SourceFile], case: Case) -> CaseRun {
         port: case.port,
         addr: case.addr,
         body: case.body.clone(),
+        content_type: case.content_type.as_deref(),
         websocket: case.websocket,
         ws_message: case.websocket_text.clone().map(WsMessageArg::Text),
     };

@@ -50,6 +50,7 @@ const CASE_KEYS: &[&str] = &[
     "jsonrpc",
     "tool",
     "body",
+    "content_type",
     "websocket",
     "websocket_text",
     "expect",
@@ -131,6 +132,8 @@ pub struct Case {
     pub port: Option<u16>,
     pub addr: Option<IpAddr>,
     pub body: Option<Vec<u8>>,
+    /// The body's `Content-Type`.
+    pub content_type: Option<String>,
     pub websocket: bool,
     pub websocket_text: Option<String>,
     pub expect: Expect,
@@ -383,6 +386,7 @@ impl Reader<'_> {
             port: None,
             addr: None,
             body: None,
+            content_type: None,
             websocket: false,
             websocket_text: None,
             expect: Expect::Deny,
@@ -436,6 +440,7 @@ impl Reader<'_> {
                 },
                 "tool" => tool = self.string(v, key),
                 "body" => c.body = self.string(v, key).map(String::into_bytes),
+                "content_type" => c.content_type = self.string(v, key),
                 "websocket" => match v.as_bool() {
                     Some(b) => c.websocket = b,
                     None => self.error(

@@ -23,6 +23,10 @@ pub struct NetEvent<'a> {
     pub tid: u32,
     pub pid: u32,
     pub binary: Option<&'a str>,
+    /// The binary's SHA-256 (lowercase hex), when the sandbox hashed it
+    /// (it does under a bundle that pins binaries): `suggest` pins a rule
+    /// it writes for the binary to it.
+    pub binary_sha256: Option<&'a str>,
     /// `connect`, `sendto`, `sendmsg`, `sendmmsg`.
     pub syscall: &'a str,
     /// `tcp`, `udp`, `unix`, or the address family.
@@ -265,6 +269,14 @@ fn network_event(e: &NetEvent<'_>) -> Value {
     if let Some(p) = e.port {
         dst.insert("port".into(), json!(p));
     }
+    let mut file = serde_json::Map::new();
+    file.insert("path".into(), json!(e.binary));
+    if let Some(sha) = e.binary_sha256 {
+        file.insert(
+            "hashes".into(),
+            json!([{ "algorithm_id": 3, "algorithm": "SHA-256", "value": sha }]),
+        );
+    }
     json!({
         "class_uid": 4001,
         "class_name": "Network Activity",
@@ -284,7 +296,7 @@ fn network_event(e: &NetEvent<'_>) -> Value {
         "actor": { "process": {
             "pid": e.pid,
             "tid": e.tid,
-            "file": { "path": e.binary },
+            "file": file,
         }},
         "dst_endpoint": dst,
         "connection_info": {
@@ -376,5 +388,31 @@ mod tests {
         assert_eq!(e["policy"]["uid"], "sha256:00");
         assert!(e["time"].as_u64().unwrap() > 0);
         assert_eq!(lines[1]["query"]["hostname"], "evil.example");
+        assert!(e["actor"]["process"]["file"].get("hashes").is_none());
+    }
+
+    #[test]
+    fn a_hashed_binary_is_logged_with_its_sha256_as_ocsf_writes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deny.log");
+        let log = DenyLog::open(Some(&path), "p", "sha256:00").unwrap();
+        let sha = "ab".repeat(32);
+        log.network(&NetEvent {
+            denied: true,
+            binary: Some("/usr/bin/wget"),
+            binary_sha256: Some(&sha),
+            syscall: "connect",
+            protocol: "tcp",
+            ..NetEvent::default()
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let e: Value = serde_json::from_str(text.trim_end()).unwrap();
+        assert_eq!(
+            e["actor"]["process"]["file"],
+            json!({
+                "path": "/usr/bin/wget",
+                "hashes": [{ "algorithm_id": 3, "algorithm": "SHA-256", "value": sha }]
+            })
+        );
     }
 }

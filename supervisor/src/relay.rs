@@ -576,6 +576,7 @@ async fn connect(
             tid: caller.tid,
             pid: caller.pid,
             binary: Some(&binary.path),
+            binary_sha256: binary.sha256.as_deref(),
             syscall: "connect",
             protocol: "tcp",
             host,
@@ -1033,6 +1034,13 @@ mod tests {
             let line: serde_json::Value = serde_json::from_str(lines[i]).unwrap();
             assert_eq!(line["action"], "Denied", "{line}");
             assert!(line.to_string().contains(why), "{i}: {line}");
+            // A hashed binary's line carries its hash, for `suggest` to pin.
+            let hashes = &line["actor"]["process"]["file"]["hashes"];
+            if i == 4 {
+                assert_eq!(hashes[0]["value"], "cd".repeat(32), "{line}");
+            } else {
+                assert!(hashes.is_null(), "{i}: {line}");
+            }
         }
         // The pinned binary whose hash matches is allowed.
         let pinned = Caller {

@@ -585,6 +585,206 @@ fn a_placeholder_in_a_streamed_body_never_reaches_the_server_even_cut_across_pie
     assert_eq!(refused.len(), 3, "{log:#?}");
 }
 
+/// Sends one request per entry of argv[1], `[host, port, target, framing,
+/// content_type, body, cuts, pad]`, a POST: the body (`$TOKEN` and `$FAR`
+/// replaced by the workload's `TOKEN` and `FAR`, then `pad` bytes of `x`)
+/// cut at the offsets in `cuts` and written a piece at a time, `chunked`
+/// or with a `Content-Length`. One JSON line per response.
+const REWRITE_PY: &str = r#"
+import http.client, json, os, ssl, sys, time
+for host, port, target, framing, ctype, body, cuts, pad in json.loads(sys.argv[1]):
+    body = body.replace("$TOKEN", os.environ.get("TOKEN", "")).replace("$FAR", os.environ.get("FAR", ""))
+    body = body.encode() + b"x" * pad
+    bounds = [0] + cuts + [len(body)]
+    pieces = [body[a:b] for a, b in zip(bounds, bounds[1:])]
+    c = http.client.HTTPSConnection(host, port, context=ssl.create_default_context(), timeout=10)
+    c.putrequest("POST", target, skip_accept_encoding=True)
+    c.putheader("Content-Type", ctype)
+    if framing == "chunked":
+        c.putheader("Transfer-Encoding", "chunked")
+    else:
+        c.putheader("Content-Length", str(len(body)))
+    c.endheaders()
+    try:
+        for i, p in enumerate(pieces):
+            if i:
+                time.sleep(0.2)
+            c.send(b"%x\r\n%s\r\n" % (len(p), p) if framing == "chunked" else p)
+        if framing == "chunked":
+            c.send(b"0\r\n\r\n")
+    except OSError:
+        pass
+    try:
+        r = c.getresponse()
+        print(json.dumps({"status": r.status, "policy": r.getheader("x-openshell-policy"),
+                          "body": r.read().decode(errors="replace"), "token": os.environ.get("TOKEN")}), flush=True)
+    except Exception as e:
+        print(json.dumps({"status": 0, "error": repr(e)}), flush=True)
+    c.close()
+"#;
+
+/// With `request_body_credential_rewrite`, the server gets the secret in
+/// place of the placeholder in a JSON body and a chunked form body (sent in
+/// pieces that cut the placeholder), re-sent with a `Content-Length` of
+/// the new body and no `Transfer-Encoding`; its echo reaches the client
+/// with the placeholder back. Another host's placeholder, a placeholder in
+/// a body of another type, and a body over 256 KiB are refused before
+/// anything reaches the server; a route without the option refuses the
+/// placeholder as before. Neither the client nor the deny log ever sees
+/// the secret.
+#[test]
+fn request_body_credential_rewrite_sends_the_server_the_secret_and_the_client_only_placeholders() {
+    let s = Sandbox::new();
+    let rules = CREDENTIAL_RULES
+        .replace(
+            "    methods GET\n  }\n",
+            "    methods GET\n  }\n  credential far {\n    secret env FAR_SECRET\n    placeholder env FAR\n    inject replace\n    hosts other.test\n  }\n",
+        )
+        .replace(
+            "api.test:TLS http read-write",
+            "api.test:TLS http read-write request_body_credential_rewrite",
+        );
+    let b = s.bundle("body-rewrite", &rules);
+    let port = s.up.tls_port;
+    let json = r#"{"k":"$TOKEN"}"#;
+    let reqs = serde_json::json!([
+        [
+            "api.test",
+            port,
+            "/echo-body/json",
+            "length",
+            "application/json; charset=utf-8",
+            json,
+            [],
+            0
+        ],
+        [
+            "api.test",
+            port,
+            "/echo-body/form",
+            "chunked",
+            "application/x-www-form-urlencoded",
+            "a=1+2&k=$TOKEN",
+            [12],
+            0
+        ],
+        [
+            "api.test",
+            port,
+            "/far",
+            "length",
+            "application/json",
+            r#"{"k":"$FAR"}"#,
+            [],
+            0
+        ],
+        [
+            "api.test",
+            port,
+            "/octets",
+            "length",
+            "application/octet-stream",
+            "$TOKEN",
+            [],
+            0
+        ],
+        [
+            "api.test",
+            port,
+            "/big",
+            "length",
+            "text/plain",
+            "$TOKEN",
+            [],
+            300_000
+        ],
+        [
+            "api.test",
+            port,
+            "/big-chunked",
+            "chunked",
+            "text/plain",
+            "",
+            [100_000, 200_000],
+            270_000
+        ],
+        [
+            "other.test",
+            port,
+            "/off",
+            "length",
+            "application/json",
+            json,
+            [],
+            0
+        ],
+    ]);
+    let (out, log) = s.run(
+        &b,
+        &["/usr/bin/python3", "-c", REWRITE_PY, &reqs.to_string()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(r.len(), 7, "{r:?}\n{}", stderr(&out));
+    let token = r[0]["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("openshell-placeholder-tok-"), "{r:?}");
+    let statuses: Vec<(u64, Value)> = r
+        .iter()
+        .map(|x| (x["status"].as_u64().unwrap(), x["policy"].clone()))
+        .collect();
+    let policy = |s: &str| Value::String(s.into());
+    assert_eq!(
+        statuses,
+        [
+            (200, Value::Null),
+            (200, Value::Null),
+            (403, policy("credential_not_bound")),
+            (403, policy("credential_not_bound")),
+            (413, policy("body_too_large")),
+            (413, policy("body_too_large")),
+            (403, policy("credential_not_bound")),
+        ],
+        "{r:?}"
+    );
+    // The echo gives the client its placeholder back.
+    assert_eq!(r[0]["body"], format!(r#"{{"k":"{token}"}}"#));
+    assert_eq!(r[1]["body"], format!("a=1+2&k={token}"));
+    for x in &r {
+        assert!(!x.to_string().contains(SECRET), "{x}");
+    }
+
+    let seen = s.up.seen();
+    let targets: Vec<&str> = seen.iter().map(|x| x.target.as_str()).collect();
+    assert_eq!(targets, ["/echo-body/json", "/echo-body/form"], "{seen:?}");
+    let json_body = format!(r#"{{"k":"{SECRET}"}}"#);
+    let form_body = format!("a=1+2&k={SECRET}");
+    for (x, want) in seen.iter().zip([&json_body, &form_body]) {
+        assert_eq!(String::from_utf8_lossy(&x.body), *want, "{x:?}");
+        assert_eq!(
+            x.header("content-length"),
+            Some(want.len().to_string().as_str()),
+            "{x:?}"
+        );
+        assert_eq!(x.header("transfer-encoding"), None, "{x:?}");
+    }
+
+    let text = format!("{log:?}");
+    assert!(!text.contains(SECRET), "the deny log holds the secret");
+    let refused = log
+        .iter()
+        .filter(|l| {
+            matches!(
+                l["unmapped"]["error"].as_str(),
+                Some("credential_not_bound" | "body_too_large")
+            )
+        })
+        .count();
+    assert_eq!(refused, 5, "{log:#?}");
+}
+
 #[test]
 fn the_workload_environment_holds_placeholders_and_the_ca_never_the_secret() {
     let s = Sandbox::new();

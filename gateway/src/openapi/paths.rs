@@ -50,12 +50,12 @@ const ERRORS: &[(&str, &str)] = &[
     ),
     (
         "Conflict",
-        "A lost race, a stale review token, a proposal not pending, a boundary changed since the proposal was proved, a token name or sandbox id taken; a sandbox not in the phase the operation needs; an exec's output chunk past its stream's stored length, or an exec not running or ended otherwise.",
+        "A lost race, a policy with no active revision for denials to be read against (`code` `no_active_revision`), a stale review token, a proposal not pending, a boundary changed since the proposal was proved, a token name or sandbox id taken; a sandbox not in the phase the operation needs; an exec's output chunk past its stream's stored length, or an exec not running or ended otherwise.",
     ),
     ("TooLarge", "A body over 1 MiB (`code` `body_too_large`)."),
     (
         "Unprocessable",
-        "The candidate compiles to the active bundle, is over a compiled-size limit (`code` `policy_too_large`), or has a credential reading a secret source outside `serve --allow-secret-source` (`code` `secret_source_not_allowed`); a status report naming a revision or digest the gateway did not offer.",
+        "The log of a `from-denials` proposal holds nothing to admit (`code` `nothing_to_suggest`) or its rules cannot be written into the source (`code` `cannot_patch`); the candidate compiles to the active bundle, is over a compiled-size limit (`code` `policy_too_large`), or has a credential reading a secret source outside `serve --allow-secret-source` (`code` `secret_source_not_allowed`); a status report naming a revision or digest the gateway did not offer.",
     ),
     (
         "UriTooLong",
@@ -380,6 +380,18 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
                     .says("Roles: author, admin. Compiles the source and proves it against the active revision. A source that does not compile is stored `invalid` (`201`, with `diagnostics`). When the policy has a boundary the candidate is also proved within it (`containment`): one that exceeds it is stored `refused` by `gateway` (`201`, `decision` `boundary`, the excesses in `containment`, the first in `reason`), in either approval mode. With `--approval auto`, a change whose verdict is `no-new-access`, that changes no credential's secret, injection or placeholder and that is proved within the boundary (when there is one) is approved at once by `gateway`; any other waits for a person, and the answer's `held` says why.")
                     .body(true, s.request::<wire::ProposalRequest>())
                     .answer("201", "The proposal as stored.", proposal.clone())
+                    .extra(CU),
+            )],
+        ),
+        (
+            "/v1/policies/{name}/proposals/from-denials",
+            vec![param("PolicyName")],
+            vec![(
+                "post",
+                Op::new("proposeFromDenials", PEOPLE, "Propose the narrowest change that admits a deny log's denials.")
+                    .says("Roles: author, admin. The gateway reads the supervisor's deny log against the policy's active revision and writes into that revision's source the narrowest rules that admit its denials, as `openshell-policy suggest` does (the exact binary and pin, host and port; for inspected requests the exact methods and the smallest path patterns; widened only as `generalize` asks). The candidate keeps the revision's included files and credentials and is compiled and proved like any proposal; its `origin` is `advisor`, and it is never approved by `--approval auto`, whatever its verdict: it admits what was denied by construction. The answer's `advice` says what was read: lines not used (another policy's, unreadable) are listed and the rest still used. `409` (`code` `no_active_revision`) when the policy has no active revision; `422` when the log holds nothing to admit (`code` `nothing_to_suggest`) or the rules cannot be written into the source (`code` `cannot_patch`), besides the refusals of a proposal.")
+                    .body(true, s.request::<wire::DenialsRequest>())
+                    .answer("201", "The proposal as stored, with `advice`.", proposal.clone())
                     .extra(CU),
             )],
         ),

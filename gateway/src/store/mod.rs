@@ -154,6 +154,9 @@ pub struct ProposalRow {
     pub(crate) revision: Option<i64>,
     /// The revision whose source a rollback proposes again.
     pub(crate) rollback_of: Option<i64>,
+    /// Who wrote the candidate, when not its proposer: `advisor` when the
+    /// gateway wrote it from denials.
+    pub(crate) origin: Option<String>,
     pub(crate) created_at: i64,
     pub(crate) version: i64,
 }
@@ -183,6 +186,7 @@ pub struct NewProposal {
     pub(crate) review_token: Option<String>,
     pub(crate) proposer: String,
     pub(crate) rollback_of: Option<i64>,
+    pub(crate) origin: Option<String>,
 }
 
 /// A policy's boundary as stored: the source it was set from, its

@@ -36,9 +36,10 @@ pub(crate) use exec::{
 };
 pub(crate) use lifecycle::Phase;
 pub(crate) use proposals::{
-    ApproveRequest, CheckReport, ContainmentView, FindingView, Proposal, ProposalList,
-    ProposalRequest, ProposalState, ProposalSummary, RejectRequest, Revision, RevisionList,
-    RevisionWithBundle, RollbackRequest, RuleView,
+    Advice, ApproveRequest, CheckReport, ContainmentView, DenialsRequest, FindingView,
+    Generalization, LineProblem, Proposal, ProposalList, ProposalRequest, ProposalState,
+    ProposalSummary, RejectRequest, Revision, RevisionList, RevisionWithBundle, RollbackRequest,
+    RuleView,
 };
 
 /// Roles a bearer token can have.

@@ -95,6 +95,75 @@ pub(crate) struct RollbackRequest {
     pub(crate) revision: i64,
 }
 
+/// `POST /v1/policies/{name}/proposals/from-denials`: a deny log, from
+/// which the gateway writes the narrowest change to the policy's active
+/// revision that admits its denials (as `openshell-policy suggest`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DenialsRequest {
+    /// The supervisor's deny log, OCSF JSON lines as it writes them.
+    pub(crate) denials: String,
+    /// The log's name, which the added rules' comments cite (`deny.log`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) log_name: Option<String>,
+    /// What to widen deliberately, as `suggest --generalize`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) generalize: Vec<Generalization>,
+}
+
+/// A deliberate widening (`suggest --generalize`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Generalization {
+    /// One `PREFIX/**` per method, PREFIX the denied paths' common prefix.
+    Paths,
+    /// `*.parent` for a host of three labels or more.
+    Hosts,
+}
+
+impl Generalization {
+    #[must_use]
+    pub(crate) fn kind(self) -> advisor::Generalize {
+        match self {
+            Generalization::Paths => advisor::Generalize::Paths,
+            Generalization::Hosts => advisor::Generalize::Hosts,
+        }
+    }
+}
+
+/// What the advisor read in the log and added to the source.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub(crate) struct Advice {
+    /// The active revision the denials were read against and the change
+    /// is written onto.
+    pub(crate) revision: i64,
+    /// Lines in the log.
+    pub(crate) lines: usize,
+    /// Denials the change admits.
+    pub(crate) denials: usize,
+    /// Events that are not denials (allowed, audited, DNS, reloads).
+    pub(crate) other: usize,
+    /// Lines that could not be used, and why; the others are used.
+    pub(crate) problems: Vec<LineProblem>,
+    /// The rules added (OpenShell `network_policies` entries for YAML).
+    pub(crate) rules: String,
+    /// What a reviewer should know of them: credentialed hosts, what a
+    /// widening added.
+    pub(crate) notes: Vec<String>,
+}
+
+/// A log line that could not be used.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub(crate) struct LineProblem {
+    #[schemars(range(min = 1))]
+    pub(crate) line: usize,
+    pub(crate) message: String,
+}
+
 /// `manual`, `auto`, or `boundary` (refused by the gateway: the
 /// candidate exceeds its policy's boundary).
 #[derive(JsonSchema)]
@@ -164,6 +233,11 @@ pub(crate) struct Proposal {
     pub(crate) revision: Option<i64>,
     /// The revision whose source a rollback proposes again.
     pub(crate) rollback_of: Option<i64>,
+    /// `advisor` when the gateway wrote the candidate from denials
+    /// (`from-denials`): it widens by construction, and only a person
+    /// approves it. Absent when the proposer wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) origin: Option<String>,
     #[schemars(with = "shape::Time")]
     pub(crate) created_at: i64,
     #[schemars(range(min = 0))]
@@ -176,6 +250,10 @@ pub(crate) struct Proposal {
     /// proposal itself; the audit log's `propose` row keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) held: Option<String>,
+    /// What the advisor read and added; only in the answer to a
+    /// `from-denials` proposal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) advice: Option<Advice>,
 }
 
 impl From<&ProposalRow> for Proposal {
@@ -203,10 +281,12 @@ impl From<&ProposalRow> for Proposal {
             reason: p.reason.clone(),
             revision: p.revision,
             rollback_of: p.rollback_of,
+            origin: p.origin.clone(),
             created_at: p.created_at,
             version: p.version,
             awaiting_approval: p.state == ProposalState::Pending,
             held: None,
+            advice: None,
         }
     }
 }

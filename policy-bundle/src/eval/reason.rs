@@ -107,6 +107,19 @@ pub enum Reason {
         /// first seen.
         credentials: Vec<String>,
     },
+    /// A request body let through, with the placeholders of these
+    /// credentials (bound to the host) replaced by their secrets before it
+    /// goes on (`request_body_credential_rewrite`).
+    BodyRewritten {
+        /// The decision about the request as the workload sent it.
+        inner: Box<Reason>,
+        /// The credentials whose placeholders are replaced, in the order
+        /// first seen.
+        credentials: Vec<String>,
+    },
+    /// A request body on a route that rewrites bodies, refused as
+    /// OpenShell refuses it. Refused in audit mode too.
+    BodyNotRewritten(crate::l7body::rewrite::RewriteRefusal),
     /// No websocket endpoint covers the target of an upgrade.
     NoWebsocketEndpoint {
         /// As sent.
@@ -179,7 +192,9 @@ impl Reason {
             Self::Rest { deny, .. } => *deny,
             Self::Body(body) => body.by_deny_rule(),
             Self::Audit(inner) | Self::UpgradeRefused(inner) => inner.by_deny_rule(),
-            Self::Rewritten { inner, .. } => inner.by_deny_rule(),
+            Self::Rewritten { inner, .. } | Self::BodyRewritten { inner, .. } => {
+                inner.by_deny_rule()
+            }
             Self::Resolved { inner, .. } | Self::LinkTarget { inner, .. } => inner.by_deny_rule(),
             _ => false,
         }
@@ -195,6 +210,7 @@ impl Reason {
             Self::PathAlias { .. } => "path_alias",
             Self::MethodOverride { .. } => "override_refused",
             Self::PlaceholderInBody => "credential_not_bound",
+            Self::BodyNotRewritten(why) => why.refusal_code(),
             Self::UpgradeRefused(inner) => inner.refusal_code(),
             _ => "policy_denied",
         }
@@ -281,6 +297,18 @@ impl fmt::Display for Reason {
                     "{inner}; the placeholder of credential {names} is replaced by its secret before the message goes on"
                 )
             }
+            Self::BodyRewritten { inner, credentials } => {
+                let names = credentials
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                write!(
+                    f,
+                    "{inner}; the placeholder of credential {names} in the request body is replaced by its secret before the request goes on"
+                )
+            }
+            Self::BodyNotRewritten(why) => why.fmt(f),
             Self::NoWebsocketEndpoint { target } => write!(
                 f,
                 "no websocket endpoint covers `{target}`: upgrades are refused there"

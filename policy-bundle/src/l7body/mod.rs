@@ -10,3 +10,4 @@
 
 pub mod graphql;
 pub mod jsonrpc;
+pub mod rewrite;

@@ -23,10 +23,6 @@ mod checks;
 /// default (`false`, empty, `0`).
 const UNSUPPORTED: &[(&str, &str)] = &[
     (
-        "request_body_credential_rewrite",
-        "credential rewriting inside request bodies is not implemented: secrets are injected into headers and the query only",
-    ),
-    (
         "credential_binding",
         "`credential_binding` binds a provider attached to the sandbox, which the import does not see: list this endpoint's host in the `target_hosts` of that credential in the file given with `--credentials`",
     ),
@@ -55,6 +51,9 @@ struct Fields<'n> {
     encoded_slash: Option<Span>,
     uninspected: Option<Span>,
     ws_rewrite: Option<Span>,
+    body_rewrite: Option<Span>,
+    /// `credential_signing` was set (refused as unsupported).
+    signing: bool,
     mcp: Option<&'n YNode>,
     json_rpc: Option<&'n YNode>,
     persisted_queries: Option<Node<String>>,
@@ -194,6 +193,9 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
     if let Some(s) = f.ws_rewrite {
         options.push(Node::new(EndpointOption::WebsocketCredentialRewrite, s));
     }
+    if let Some(s) = f.body_rewrite {
+        options.push(Node::new(EndpointOption::RequestBodyCredentialRewrite, s));
+    }
     let mut rules = Vec::new();
     if proto.is_rpc() {
         if let Some(r) = f.rules {
@@ -303,10 +305,16 @@ fn fields<'n>(cx: &mut Cx<'_>, ep: &'n YNode) -> Option<Fields<'n>> {
                     .bool(v, "`websocket_credential_rewrite`")
                     .then_some(v.span)
             }
+            "request_body_credential_rewrite" => {
+                f.body_rewrite = cx
+                    .bool(v, "`request_body_credential_rewrite`")
+                    .then_some(v.span)
+            }
             _ => {
                 match UNSUPPORTED.iter().find(|(n, _)| *n == name) {
                     Some((_, why)) => {
                         if !is_default(v) {
+                            f.signing |= name == "credential_signing";
                             cx.unsupported(k, "an endpoint", &format!("{why}; remove the field (or set it to its default) to import the endpoint"));
                             ok = false;
                         }
@@ -318,6 +326,18 @@ fn fields<'n>(cx: &mut Cx<'_>, ep: &'n YNode) -> Option<Fields<'n>> {
                 }
             }
         }
+    }
+    // OpenShell refuses the policy (`CredentialSigningWithBodyRewrite`):
+    // a signature over the body the workload wrote would not match the
+    // body with its placeholders replaced.
+    if let Some(s) = f.body_rewrite.filter(|_| f.signing) {
+        cx.push(
+            codes::E0703,
+            s,
+            "`credential_signing` and `request_body_credential_rewrite` are both set; OpenShell refuses the policy: these options are mutually exclusive",
+            "remove one of them",
+        );
+        ok = false;
     }
     ok.then_some(f)
 }

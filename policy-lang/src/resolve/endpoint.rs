@@ -55,6 +55,7 @@ pub(super) fn resolve(
     let mut all_mcp_methods: Option<Span> = None;
     let mut loose_tool_names: Option<Span> = None;
     let mut ws_rewrite: Option<Span> = None;
+    let mut body_rewrite: Option<Span> = None;
     for opt in &a.options {
         let conflict = match opt.node {
             EndpointOption::Protocol(p) => once(&mut protocol, Node::new(p, opt.span)),
@@ -71,6 +72,7 @@ pub(super) fn resolve(
             EndpointOption::AllMcpMethods => once(&mut all_mcp_methods, opt.span),
             EndpointOption::LooseToolNames => once(&mut loose_tool_names, opt.span),
             EndpointOption::WebsocketCredentialRewrite => once(&mut ws_rewrite, opt.span),
+            EndpointOption::RequestBodyCredentialRewrite => once(&mut body_rewrite, opt.span),
         };
         if conflict.is_some() {
             r.diags.push(
@@ -129,6 +131,9 @@ pub(super) fn resolve(
 
     if let Some(s) = ws_rewrite.filter(|_| !matches!(proto, Protocol::Websocket | Protocol::Http)) {
         r.diags.push(ws_rewrite_diag(file, s, proto));
+    }
+    if let Some(s) = body_rewrite.filter(|_| proto != Protocol::Http) {
+        r.diags.push(body_rewrite_diag(file, s, proto));
     }
 
     let mut allow = Vec::new();
@@ -446,6 +451,7 @@ pub(super) fn resolve(
         kind,
         uninspected_credentials: uninspected,
         websocket_credential_rewrite: ws_rewrite.is_some() && proto == Protocol::Websocket,
+        request_body_credential_rewrite: body_rewrite.is_some() && proto == Protocol::Http,
         origin: origin(file, span, &rule_name),
     })
 }
@@ -505,6 +511,23 @@ fn ws_rewrite_diag(file: &SourceFile, span: Span, proto: Protocol) -> Diagnostic
     )
     .label("needs `websocket`")
     .help("make the rule `websocket` so the proxy reads each client message and can replace placeholders in it, or remove the flag")
+}
+
+/// Bodies are rewritten only where the proxy streams them to a REST
+/// endpoint, as OpenShell does only on `protocol: rest`: a JSON-RPC, MCP
+/// or GraphQL body is judged as the workload wrote it, and an L4 or `tcp`
+/// one is never read.
+fn body_rewrite_diag(file: &SourceFile, span: Span, proto: Protocol) -> Diagnostic {
+    protocol_diag(
+        file,
+        span,
+        format!(
+            "`request_body_credential_rewrite` needs the `http` protocol; this is {}",
+            protocol_name(proto)
+        ),
+    )
+    .label("needs `http`")
+    .help("make the rule `http` so the proxy reads each request body and can replace placeholders in it, or remove the flag")
 }
 
 fn http_only_diag(file: &SourceFile, span: Span, what: &str, proto: Protocol) -> Diagnostic {

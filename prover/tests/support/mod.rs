@@ -74,6 +74,15 @@ pub fn policy(body: &str) -> String {
 pub fn opts() -> prover::Options {
     prover::Options {
         timeout_ms: 30_000,
+        ..with_z3()
+    }
+}
+
+/// The default options, with Z3 as the solver (as the programs that ship
+/// prove).
+pub fn with_z3() -> prover::Options {
+    prover::Options {
+        solver: Some(&prover_z3::Z3),
         ..prover::Options::default()
     }
 }
@@ -134,7 +143,7 @@ pub fn assert_replays(f: &prover::Finding, old: &Bundle, new: &Bundle) {
 
 /// `diff --prove` of two compiled bundles, default options.
 pub fn diff_bundles(old: &Bundle, new: &Bundle) -> prover::Report {
-    prover::diff(old, new, &prover::Options::default()).unwrap()
+    prover::diff(old, new, &with_z3()).unwrap()
 }
 
 /// The request a witness stands for, exactly as printed: a connection

@@ -6,11 +6,12 @@
 //! re-originated when the client spoke TLS, verifying the real server for
 //! the name the client asked (SNI), or for the address when it sent none,
 //! against the system roots and `--upstream-ca`. Responses lose their
-//! hop-by-hop headers and the server's reason phrase. After an injection,
-//! every form of the secret is replaced by the placeholder in header
-//! names and values, body and trailers (`scrub`), so a server that echoes
-//! what it received does not hand the secret to the workload; a body in a
-//! content or transfer coding cannot be scanned and is refused.
+//! hop-by-hop headers and the server's reason phrase. After an injection
+//! (into the headers, or the body by `rewrite`), every form of each secret
+//! is replaced by its placeholder in header names and values, body and
+//! trailers (`scrub`), so a server that echoes what it received does not
+//! hand a secret to the workload; a body in a content or transfer coding
+//! cannot be scanned and is refused.
 
 use std::io;
 
@@ -72,11 +73,12 @@ pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Sends `req` upstream and relays the response.
+/// Sends `req` upstream and relays the response, scrubbed of each secret
+/// the request carried.
 pub(super) async fn send(
     st: &ConnState,
     req: Request<UpstreamBody>,
-    injected: Option<Injected>,
+    injected: Vec<Injected>,
     info: &RequestInfo<'_>,
 ) -> Response<ProxyBody> {
     let head = req.method() == Method::HEAD;
@@ -104,11 +106,11 @@ pub(super) async fn send(
 }
 
 /// The response as the workload gets it: hop-by-hop headers and the
-/// reason phrase dropped, and after an injection scrubbed of the secret.
+/// reason phrase dropped, and after an injection scrubbed of each secret.
 fn relay_response(
     st: &ConnState,
     resp: Response<hyper::body::Incoming>,
-    injected: Option<Injected>,
+    injected: Vec<Injected>,
     head: bool,
     info: &RequestInfo<'_>,
 ) -> Response<ProxyBody> {
@@ -116,11 +118,11 @@ fn relay_response(
     // The reason phrase as the server wrote it is never relayed: the
     // workload gets the canonical one for the status, which holds no echo.
     parts.extensions.remove::<hyper::ext::ReasonPhrase>();
-    let Some(inj) = injected else {
+    let body: ProxyBody = body.map_err(BoxError::other).boxed_unsync();
+    if injected.is_empty() {
         strip_hop_by_hop(&mut parts.headers);
-        let body: ProxyBody = body.map_err(BoxError::other).boxed_unsync();
         return Response::from_parts(parts, body);
-    };
+    }
     if let Some(coding) = unreadable_coding(&parts.headers) {
         return Refusal::new(
             StatusCode::BAD_GATEWAY,
@@ -132,8 +134,6 @@ fn relay_response(
         .respond(st, info);
     }
     strip_hop_by_hop(&mut parts.headers);
-    let forms = SecretForms::new(inj.secret.expose().as_bytes());
-    scrub::scrub_headers(&mut parts.headers, &forms, inj.replacement.as_bytes());
     let may_have_body = !head
         && !parts.status.is_informational()
         && parts.status != StatusCode::NO_CONTENT
@@ -142,7 +142,11 @@ fn relay_response(
         // Any replacement changes the length: the body goes out chunked.
         parts.headers.remove(CONTENT_LENGTH);
     }
-    let body = Scrub::new(body, forms, inj.replacement.as_bytes()).boxed_unsync();
+    let body = injected.iter().fold(body, |body, inj| {
+        let forms = SecretForms::new(inj.secret.expose().as_bytes());
+        scrub::scrub_headers(&mut parts.headers, &forms, inj.replacement.as_bytes());
+        Scrub::new(body, forms, inj.replacement.as_bytes()).boxed_unsync()
+    });
     Response::from_parts(parts, body)
 }
 
@@ -168,6 +172,7 @@ pub(super) async fn send_upgrade(
         Err(e) => return (upstream_error(format!("the destination failed: {e}")), None),
     };
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+        let injected = injected.into_iter().collect();
         return (relay_response(st, resp, injected, false, info), None);
     }
     if let Err(why) = handshake::check_switch(resp.headers(), offer) {

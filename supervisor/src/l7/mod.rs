@@ -56,6 +56,7 @@ mod overrides;
 mod placeholder;
 mod request;
 mod respond;
+mod rewrite;
 mod scrub;
 mod setup;
 mod state;

@@ -57,7 +57,7 @@ use hyper::header::{
 use hyper::{Method, Request, Response, StatusCode};
 use policy_bundle::Injection;
 use policy_bundle::L7Protocol;
-use policy_bundle::eval::{ConnectionDecision, Decision, Verdict};
+use policy_bundle::eval::{ConnectionDecision, Decision, Reason, Verdict};
 use policy_bundle::l7body::graphql::check_content_type;
 use policy_bundle::l7body::jsonrpc::accepts_event_stream;
 use policy_bundle::matcher::{canonicalize_path, normalize_host};
@@ -67,6 +67,7 @@ use super::forward::{self, Injected};
 use super::overrides;
 use super::placeholder;
 use super::respond::{ProxyBody, Refusal, RequestInfo};
+use super::rewrite;
 use super::state::{ConnState, UpstreamHop};
 use super::websocket::{self, handshake::asks_for_websocket};
 use crate::credentials::{Credential, CredentialSet};
@@ -115,7 +116,10 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
         return websocket::upgrade(st, &active, scope, req, info).await;
     }
     // REST endpoints are decided on the head alone and their bodies stream
-    // through; an RPC endpoint's body is read and judged first.
+    // through, unless their placeholders are replaced (`rewrite`): then a
+    // body the head lets through is read whole and judged; an RPC
+    // endpoint's body is read and judged first.
+    let mut read_body = None;
     let (req, d) = match active.eval.body_limit(&scope.decision, &target) {
         None => {
             let d = active.eval.decide_request(
@@ -124,7 +128,28 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
                 &method,
                 &target,
             );
-            (req.map(UpstreamBody::Streamed), d)
+            let rewrites = active
+                .eval
+                .body_rewrites(&scope.decision, scope.cred_host.as_deref(), &target)
+                .filter(|_| d.decision != Verdict::Deny);
+            if rewrites.is_none() {
+                (req.map(UpstreamBody::Streamed), d)
+            } else {
+                let (req, read) = match rewrite::read(req).await {
+                    Ok(r) => r,
+                    Err(refusal) => return refusal.respond(st, &info),
+                };
+                let d = active.eval.decide_typed_body(
+                    &scope.decision,
+                    scope.cred_host.as_deref(),
+                    &method,
+                    &target,
+                    &read.bytes,
+                    read.content_type.as_deref(),
+                );
+                read_body = Some(read);
+                (req, d)
+            }
         }
         Some(limit) => match judge_body(&active, &scope, req, &target, limit).await {
             Ok(judged) => judged,
@@ -143,6 +168,10 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
         .and_then(|n| n.operation.and_then(|i| n.operations.get(i)))
         .cloned();
     info.graphql = operation.as_ref();
+    let body_credentials = match &d.reason {
+        Reason::BodyRewritten { credentials, .. } => credentials.clone(),
+        _ => Vec::new(),
+    };
     let checked = match check(st, &active, req.headers(), scope, d, &info) {
         Ok(c) => c,
         Err(refusal) => return refusal.respond(st, &info),
@@ -155,8 +184,24 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
         Ok(guarded) => guarded,
         Err(refusal) => return refusal.respond(st, &info),
     };
+    let (req, mut injected) = match &read_body {
+        Some(read) => {
+            let hop = st.upstream_hop();
+            match rewrite::apply(&active.credentials, hop, req, read, &body_credentials) {
+                Ok(rewritten) => rewritten,
+                Err(refusal) => return refusal.path(path.clone()).respond(st, &info),
+            }
+        }
+        None => (req, Vec::new()),
+    };
     let resp = match prepare(st, &active, req, &checked, &info) {
-        Ok((req, injected)) => forward::send(st, req, injected, &info).await,
+        Ok((mut req, header)) => {
+            if !injected.is_empty() {
+                ask_for_a_readable_response(req.headers_mut());
+            }
+            injected.extend(header);
+            forward::send(st, req, injected, &info).await
+        }
         Err(refusal) => return refusal.respond(st, &info),
     };
     // Stopped for the marker: logged then; the client learns why instead

@@ -305,6 +305,16 @@ async fn answer(
             }
         };
     }
+    // The body as received, for what the proxy makes of an echo.
+    if target.starts_with("/echo-body") {
+        let body = seen
+            .lock()
+            .unwrap()
+            .last()
+            .map(|s| s.body.clone())
+            .unwrap_or_default();
+        return Response::new(full(body));
+    }
     let echo = serde_json::json!({
         "method": method,
         "target": target,

@@ -3,11 +3,12 @@
 
 use policy_bundle::Bundle;
 
-use super::LineProblem;
-use super::narrow::{self, Named};
+use crate::LineProblem;
 use crate::denylog::{Entry, read_line};
+use crate::narrow::{self, Named};
 
 /// What the log holds.
+#[derive(Debug)]
 pub struct Read {
     /// Lines in the file.
     pub lines: usize,

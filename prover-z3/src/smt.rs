@@ -2,16 +2,13 @@
 //! as named constants, formulas translated, models read back as points.
 //! Strings never reach Z3: string dimensions are atom indices.
 
-use crate::timing::Timings;
 use std::cell::RefCell;
 use std::time::Instant;
 
+use prover::backend::{AddrCell, Defs, Domain, F, Lit, MAPPED_V6, Point, Timings};
+use z3::ast::Ast as _;
 use z3::ast::{BV, Bool};
 use z3::{Model, Params, SatResult, Solver};
-
-use crate::domain::{Domain, MAPPED_V6};
-use crate::formula::{Defs, F, Lit, Point};
-use z3::ast::Ast as _;
 
 /// Budget of the incremental solver before a check moves to a fresh one.
 const INCREMENTAL_MS: u32 = 250;
@@ -42,7 +39,7 @@ pub(crate) struct Vars {
     pub(crate) acls: BV,
     pub(crate) method: BV,
     pub(crate) path: BV,
-    /// The body value (`crate::calls`); none when "no body" is the only
+    /// The body value (`prover`'s `calls`); none when "no body" is the only
     /// one (no endpoint reads bodies), so a REST-only problem is the one
     /// it was before bodies were modelled: Z3's search is sensitive to
     /// every variable, and a constant one made a large unsatisfiable
@@ -119,7 +116,7 @@ fn ranges(v: &BV, runs: &[(u32, u32)]) -> Bool {
 /// predictable once blocking clauses pile up.
 pub(crate) struct Smt {
     pub(crate) vars: Vars,
-    classes: Vec<Vec<crate::formula::AddrCell>>,
+    classes: Vec<Vec<AddrCell>>,
     base: Vec<Bool>,
     stack: RefCell<Vec<Vec<Bool>>>,
     /// The incremental solver, tried first with a short budget.
@@ -137,48 +134,48 @@ pub(crate) struct Smt {
 impl Smt {
     pub(crate) fn new(dom: &Domain, deadline: Instant, timings: &Timings) -> Smt {
         let t = Instant::now();
-        let nq = dom.queries.len();
+        let n = dom.sizes();
         let vars = Vars {
             sizes: [
-                dom.bins.len(),
-                dom.shas.len(),
-                dom.hosts.len() + 1,
-                dom.methods.len(),
-                dom.paths.len(),
-                dom.addr_classes.len(),
-                dom.calls.len(),
+                n.bins,
+                n.shas,
+                n.hosts,
+                n.methods,
+                n.paths,
+                n.addr_classes,
+                n.calls,
             ],
-            bin: BV::new_const("bin", width(dom.bins.len())),
-            sha: BV::new_const("sha", width(dom.shas.len())),
-            host: BV::new_const("host", width(dom.hosts.len() + 1)),
+            bin: BV::new_const("bin", width(n.bins)),
+            sha: BV::new_const("sha", width(n.shas)),
+            host: BV::new_const("host", width(n.hosts)),
             has_addr: Bool::new_const("has_addr"),
             v6: Bool::new_const("v6"),
             a4: BV::new_const("a4", 32),
             a6: BV::new_const("a6", 128),
             port: BV::new_const("port", 16),
-            acls: BV::new_const("addr_class", width(dom.addr_classes.len())),
-            method: BV::new_const("method", width(dom.methods.len())),
-            path: BV::new_const("path", width(dom.paths.len())),
-            call: (dom.calls.len() > 1).then(|| BV::new_const("call", width(dom.calls.len()))),
-            qa: (0..nq)
+            acls: BV::new_const("addr_class", width(n.addr_classes)),
+            method: BV::new_const("method", width(n.methods)),
+            path: BV::new_const("path", width(n.paths)),
+            call: (n.calls > 1).then(|| BV::new_const("call", width(n.calls))),
+            qa: (0..n.queries)
                 .map(|i| Bool::new_const(format!("q{i}.allow")))
                 .collect(),
-            qd: (0..nq)
+            qd: (0..n.queries)
                 .map(|i| Bool::new_const(format!("q{i}.deny")))
                 .collect(),
         };
         timings.note(|| format!("  z3 vars {:?}", t.elapsed()));
         let below = |v: &BV, n: usize| v.bvult(bv(n as u128, v.get_size()));
         let mut domain = vec![
-            below(&vars.bin, dom.bins.len()),
-            below(&vars.sha, dom.shas.len()),
-            below(&vars.host, dom.hosts.len() + 1),
-            below(&vars.method, dom.methods.len()),
-            below(&vars.path, dom.paths.len()),
+            below(&vars.bin, n.bins),
+            below(&vars.sha, n.shas),
+            below(&vars.host, n.hosts),
+            below(&vars.method, n.methods),
+            below(&vars.path, n.paths),
             vars.port.bvuge(bv(1, 16)),
         ];
         if let Some(call) = &vars.call {
-            domain.push(below(call, dom.calls.len()));
+            domain.push(below(call, n.calls));
         }
         // A destination is a host name, an address, or both.
         domain.push(Bool::or(&[
@@ -204,11 +201,11 @@ impl Smt {
             // Every value matching means some value matches.
             domain.push(a.implies(d));
         }
-        let class_bound = below(&vars.acls, dom.addr_classes.len());
+        let class_bound = below(&vars.acls, n.addr_classes);
         domain.push(class_bound);
         let mut smt = Smt {
             vars,
-            classes: dom.addr_classes.clone(),
+            classes: dom.addr_classes().to_vec(),
             base: Vec::new(),
             stack: RefCell::new(vec![Vec::new()]),
             // Every variable is a bit-vector or a boolean: the QF_BV solver
@@ -224,8 +221,8 @@ impl Smt {
         // address sets the classes were built from: an address is in class
         // k exactly when its membership in every set is k's signature. Each
         // set is its canonical CIDR list, one prefix equality per network.
-        let members: Vec<Bool> = dom
-            .addr_sets
+        let (addr_sets, addr_sigs) = dom.addr_sets();
+        let members: Vec<Bool> = addr_sets
             .iter()
             .map(|set| {
                 let nets: Vec<Bool> = set.nets().iter().map(|n| smt.in_net(n)).collect();
@@ -233,7 +230,7 @@ impl Smt {
             })
             .collect();
         let width_c = smt.vars.acls.get_size();
-        for (k, sig) in dom.addr_sigs.iter().enumerate() {
+        for (k, sig) in addr_sigs.iter().enumerate() {
             let is_k = smt.vars.acls.eq(bv(k as u128, width_c));
             let inside = match sig {
                 None => smt.vars.has_addr.not(),

@@ -3,10 +3,12 @@
 //! evaluator on "allowed?", "audited?" and "credential injected?"; and on
 //! generated policy pairs every `diff --prove` witness replays.
 
+// The prover's own test helpers: the generated policies are the same.
+#[path = "../../prover/tests/support/mod.rs"]
 mod support;
 
 use policy_bundle::eval::{Evaluator, Verdict};
-use prover::oracle::Oracle;
+use prover_z3::oracle::Oracle;
 use support::generate::{self as generate, Rng};
 
 #[derive(Clone, Copy)]

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use policy_lang::fmt::token;
 
-use super::narrow::Suggestion;
+use crate::narrow::Suggestion;
 
 /// The rules in this language, indented for the policy block, with a
 /// comment naming the log lines each admits. `taken` holds words the

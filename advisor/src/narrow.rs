@@ -15,12 +15,24 @@ use policy_bundle::matcher::{
 use crate::denylog::Denial;
 
 /// What `--generalize` may widen.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Generalize {
     /// Paths: one `P/**` per method, P the denied paths' common prefix.
     Paths,
     /// Hosts: `*.parent` for a host of three labels or more.
     Hosts,
+}
+
+impl Generalize {
+    /// Every kind, by the word `--generalize` takes.
+    pub const ALL: [(&'static str, Generalize); 2] =
+        [("paths", Generalize::Paths), ("hosts", Generalize::Hosts)];
+
+    /// The kind `word` names, if any.
+    #[must_use]
+    pub fn parse(word: &str) -> Option<Generalize> {
+        Self::ALL.iter().find(|(w, _)| *w == word).map(|(_, g)| *g)
+    }
 }
 
 /// A denial this module can name, with the log line it came from.
