@@ -1226,3 +1226,52 @@ fn a_request_the_proxy_refused_on_an_internal_address_keeps_the_rule_that_reache
         assert_eq!(json(&e)["decision"], "allow", "{path}: {}", text(&e.stdout));
     }
 }
+
+/// OpenShell's own log (`openshell-ocsf`, as its supervisor writes a
+/// refused CONNECT and a refused request) is read against the OpenShell
+/// policy given, which it cannot name; against a policy in this language
+/// its lines are refused, saying which policy they need.
+#[test]
+fn openshells_own_log_is_read_against_its_yaml_policy() {
+    let d = dir("openshell-log");
+    let yaml = "version: 1\n\nfilesystem_policy:\n  read_only:\n    - /usr\n\nprocess:\n  run_as_user: sandbox\n  run_as_group: sandbox\n\nnetwork_policies:\n  github:\n    endpoints:\n      - host: api.github.com\n        port: 443\n        protocol: rest\n        enforcement: enforce\n        access: read-only\n    binaries:\n      - { path: /usr/bin/gh }\n";
+    let p = policy(&d, "p.yaml", yaml, "p");
+    let product = json!({ "version": "1.8.0", "product": { "name": "OpenShell Sandbox Supervisor", "vendor_name": "OpenShell" }, "uid": "sb-1" });
+    let connect = json!({
+        "class_uid": 4001, "activity_id": 1, "action_id": 2, "action": "Denied",
+        "message": "CONNECT denied pypi.org:443",
+        "dst_endpoint": { "domain": "pypi.org", "port": 443 },
+        "actor": { "process": { "name": "/usr/bin/python3", "pid": 77 } },
+        "firewall_rule": { "name": "-", "type": "opa" },
+        "metadata": product,
+    });
+    let request = json!({
+        "class_uid": 4002, "activity_id": 6, "action_id": 2, "action": "Denied",
+        "dst_endpoint": { "domain": "api.github.com", "port": 443 },
+        "http_request": { "http_method": "POST", "url": { "scheme": "https", "hostname": "api.github.com", "path": "/repos/o/r/issues", "port": 443 } },
+        "actor": { "process": { "name": "/usr/bin/gh", "pid": 78 } },
+        "firewall_rule": { "name": "github", "type": "opa" },
+        "metadata": product,
+    });
+    let log = write_log(&d, &lines(&[connect, request]));
+    let o = suggest(&p, &log, &["--format", "json"]);
+    let v = json(&o);
+    assert_eq!(code(&o), 0, "{v}");
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("2 denial(s) come from OpenShell's own log, which names no policy"),
+        "{v}"
+    );
+    let replay = v["replay"].as_array().unwrap();
+    assert_eq!(replay.len(), 2, "{v}");
+    assert!(replay.iter().all(|r| r["after"] == "allow"), "{v}");
+
+    let dsl = policy(&d, "p.policy", GH, "gh");
+    let o = suggest(&dsl, &log, &[]);
+    assert_eq!(code(&o), 2);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(":1: a line of OpenShell's own log, which names no policy: it is read only against the OpenShell YAML policy the sandbox ran"),
+        "{err}"
+    );
+}

@@ -42,7 +42,18 @@ pub struct Denial {
     /// The program that wrote the line (OCSF `metadata.product.name`),
     /// to say whose line it is when it cannot be used.
     pub product: Option<String>,
+    /// Written by OpenShell's own supervisor, whose lines name no policy
+    /// (see [`OPENSHELL_PRODUCT`]).
+    pub openshell: bool,
 }
+
+/// `metadata.product.name` of OpenShell's sandbox supervisor
+/// (`openshell-ocsf`, `Product::openshell_sandbox`). Its lines put the
+/// binary's path in `actor.process.name` and the host in
+/// `dst_endpoint.domain` (an address there too, for a bare connection),
+/// and name neither policy nor bundle: `firewall_rule.name` is the
+/// matched `network_policies` key, or `-`.
+pub const OPENSHELL_PRODUCT: &str = "OpenShell Sandbox Supervisor";
 
 /// The request part of an L7 denial.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +140,15 @@ pub fn read_line(line: &str) -> Result<Entry, LineError> {
             "event without a denial"
         }));
     }
+    let product = str_at(&value, &["metadata", "product", "name"]).map(str::to_owned);
+    let openshell = product.as_deref() == Some(OPENSHELL_PRODUCT);
     let binary = str_at(&value, &["actor", "process", "file", "path"])
+        .or_else(|| {
+            // OpenShell writes the path as the process's name, `-` when
+            // it could not tell.
+            str_at(&value, &["actor", "process", "name"])
+                .filter(|n| openshell && n.starts_with('/'))
+        })
         .ok_or_else(|| {
             field_err(
                 "actor.process.file.path",
@@ -138,12 +157,17 @@ pub fn read_line(line: &str) -> Result<Entry, LineError> {
         })?
         .to_owned();
     let dst = value.get("dst_endpoint");
-    let host = dst
-        .and_then(|d| d.get("hostname"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let named = |key: &str| dst.and_then(|d| d.get(key)).and_then(Value::as_str);
+    let (mut host, mut domain_ip) = (named("hostname").map(str::to_owned), None);
+    if openshell && host.is_none() {
+        match named("domain").map(|d| (d, d.parse::<IpAddr>())) {
+            Some((_, Ok(ip))) => domain_ip = Some(ip),
+            Some((d, Err(_))) => host = Some(d.to_owned()),
+            None => {}
+        }
+    }
     let ip = match dst.and_then(|d| d.get("ip")) {
-        None | Some(Value::Null) => None,
+        None | Some(Value::Null) => domain_ip,
         Some(v) => Some(
             v.as_str()
                 .and_then(|s| s.parse::<IpAddr>().ok())
@@ -203,7 +227,8 @@ pub fn read_line(line: &str) -> Result<Entry, LineError> {
             .to_owned(),
         policy: str_at(&value, &["policy", "name"]).map(str::to_owned),
         digest: str_at(&value, &["policy", "uid"]).map(str::to_owned),
-        product: str_at(&value, &["metadata", "product", "name"]).map(str::to_owned),
+        product,
+        openshell,
     })))
 }
 
@@ -280,6 +305,45 @@ mod tests {
         assert_eq!(d.port, 443);
         assert_eq!(d.rule, None);
         assert_eq!(d.digest.as_deref(), Some("sha256:00"));
+    }
+
+    /// A refused connect and a refused request as OpenShell's supervisor
+    /// writes them (`proxy.rs`, through `openshell-ocsf`'s builders).
+    #[test]
+    fn reads_openshells_own_lines() {
+        let connect = r#"{"class_uid":4001,"class_name":"Network Activity","activity_id":1,"action_id":2,"action":"Denied","disposition_id":2,"severity_id":3,"status_id":2,"message":"CONNECT denied pypi.org:443","dst_endpoint":{"domain":"pypi.org","port":443},"src_endpoint":{"ip":"10.42.0.2","port":50123},"actor":{"process":{"name":"/usr/bin/python3","pid":77}},"firewall_rule":{"name":"-","type":"opa"},"metadata":{"version":"1.8.0","product":{"name":"OpenShell Sandbox Supervisor","vendor_name":"OpenShell","version":"0.5.0"},"uid":"sb-1"}}"#;
+        let Ok(Entry::Denial(d)) = read_line(connect) else {
+            panic!("not a denial: {:?}", read_line(connect));
+        };
+        assert_eq!(d.binary, "/usr/bin/python3");
+        assert_eq!(d.host.as_deref(), Some("pypi.org"));
+        assert_eq!((d.ip, d.port), (None, 443));
+        assert!(d.openshell && d.policy.is_none() && d.rule.is_none());
+
+        let request = r#"{"class_uid":4002,"activity_id":3,"action_id":2,"dst_endpoint":{"domain":"10.0.0.5","port":8080},"http_request":{"http_method":"POST","url":{"scheme":"http","hostname":"10.0.0.5","path":"/v1/items","port":8080}},"actor":{"process":{"name":"/usr/bin/curl","pid":9}},"firewall_rule":{"name":"internal","type":"opa"},"metadata":{"product":{"name":"OpenShell Sandbox Supervisor"}}}"#;
+        let Ok(Entry::Denial(d)) = read_line(request) else {
+            panic!("not a denial: {:?}", read_line(request));
+        };
+        assert_eq!(d.host, None);
+        assert_eq!(d.ip, Some("10.0.0.5".parse().unwrap()));
+        let http = d.http.as_ref().unwrap();
+        assert_eq!(
+            (http.method.as_str(), http.target.as_str()),
+            ("POST", "/v1/items")
+        );
+
+        // An unknown binary (`-`) names none.
+        let unknown = connect.replace("/usr/bin/python3", "-");
+        assert!(matches!(
+            read_line(&unknown),
+            Err(LineError::Field {
+                field: "actor.process.file.path",
+                ..
+            })
+        ));
+        // Another product's `name` is a name, not a path.
+        let other = connect.replace("OpenShell Sandbox Supervisor", "Other");
+        assert!(read_line(&other).is_err());
     }
 
     #[test]

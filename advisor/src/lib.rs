@@ -54,7 +54,7 @@ pub fn advise(
     log_name: &str,
     generalize: &[Generalize],
 ) -> Advice {
-    let read = log::read(log, policy);
+    let read = log::read(log, policy, yaml);
     let suggestions = narrow::suggest(&read.named, policy, generalize);
     let mut advice = Advice {
         read,
@@ -63,6 +63,12 @@ pub fn advise(
         patched: Ok(text.to_owned()),
         notes: Vec::new(),
     };
+    if advice.read.openshell > 0 {
+        advice.notes.push(format!(
+            "{} denial(s) come from OpenShell's own log, which names no policy: they were taken as denials of this policy",
+            advice.read.openshell
+        ));
+    }
     if advice.suggestions.is_empty() {
         return advice;
     }

@@ -18,17 +18,23 @@ pub struct Read {
     pub other: usize,
     /// Lines that could not be used, in order.
     pub problems: Vec<LineProblem>,
+    /// Denials of OpenShell's own log, taken as of the OpenShell policy
+    /// given: its lines name no policy.
+    pub openshell: usize,
 }
 
 /// Reads every line; a line of another policy (a bundle digest or policy
 /// name other than `policy`'s) is a problem, not a denial, and so is a
-/// line that names no policy at all.
-pub fn read(bytes: &[u8], policy: &Bundle) -> Read {
+/// line that names no policy at all, except one of OpenShell's own log
+/// when `policy` is OpenShell YAML (`yaml`): OpenShell names no policy on
+/// any line, and the one given is taken as the one it enforced.
+pub fn read(bytes: &[u8], policy: &Bundle, yaml: bool) -> Read {
     let mut out = Read {
         lines: 0,
         named: Vec::new(),
         other: 0,
         problems: Vec::new(),
+        openshell: 0,
     };
     let problem = |line: usize, message: String| LineProblem { line, message };
     let mut rest = bytes;
@@ -62,7 +68,8 @@ pub fn read(bytes: &[u8], policy: &Bundle) -> Read {
                 continue;
             }
         };
-        if denial.policy.is_none() && denial.digest.is_none() {
+        let unnamed = denial.policy.is_none() && denial.digest.is_none();
+        if unnamed && !(denial.openshell && yaml) {
             out.problems
                 .push(problem(number, names_no_policy(&denial, policy)));
             continue;
@@ -92,7 +99,10 @@ pub fn read(bytes: &[u8], policy: &Bundle) -> Read {
             continue;
         }
         match narrow::name(number, *denial) {
-            Ok(n) => out.named.push(n),
+            Ok(n) => {
+                out.openshell += usize::from(unnamed);
+                out.named.push(n);
+            }
             Err(why) => out.problems.push(problem(number, why)),
         }
     }
@@ -109,6 +119,12 @@ pub fn read(bytes: &[u8], policy: &Bundle) -> Read {
 /// policy's denials into rules for this one, and the proof and replay would
 /// then vouch for a change no denial under `policy` asked for.
 fn names_no_policy(denial: &crate::denylog::Denial, policy: &Bundle) -> String {
+    if denial.openshell {
+        return format!(
+            "a line of OpenShell's own log, which names no policy: it is read only against the OpenShell YAML policy the sandbox ran (`suggest POLICY.yaml --from LOG`), not against `{}`",
+            policy.provenance.policy
+        );
+    }
     let by = denial
         .product
         .as_deref()

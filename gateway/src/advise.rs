@@ -14,17 +14,20 @@ use policy_bundle::Bundle;
 
 use crate::app::{ApiError, App};
 use crate::propose::Candidate;
-use crate::wire::{self, Advice, DenialsRequest};
+use crate::wire::{self, Advice};
 
 /// The proposal's origin when the gateway wrote it from denials.
 pub(crate) const ADVISOR: &str = "advisor";
 
-/// The candidate the advisor writes for `policy` from `req`'s log, and
-/// what it read there.
+/// The candidate the advisor writes for `policy` from the deny log
+/// `denials` (cited as `log` in the rules it adds), and what it read
+/// there.
 pub(crate) async fn candidate(
     app: &Arc<App>,
     policy: &str,
-    req: &DenialsRequest,
+    denials: &str,
+    log: &str,
+    generalize: &[advisor::Generalize],
 ) -> Result<(Candidate, Advice), ApiError> {
     let no_revision = || {
         ApiError::new(
@@ -53,15 +56,13 @@ pub(crate) async fn candidate(
             format!("revision {rev}'s stored bundle cannot be read: {e}"),
         )
     })?;
-    let generalize: Vec<advisor::Generalize> = req.generalize.iter().map(|g| g.kind()).collect();
-    let log = req.log_name.as_deref().unwrap_or("the submitted log");
     let advice = advisor::advise(
         &row.source,
         row.format == "yaml",
         &base,
-        req.denials.as_bytes(),
+        denials.as_bytes(),
         log,
-        &generalize,
+        generalize,
     );
     let summary = Advice {
         revision: rev,

@@ -45,6 +45,7 @@ pub(crate) const MAX_AUDIT_PAGE: i64 = 1000;
 pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/policies/{name}/proposals"),
     ("POST", "/v1/policies/{name}/proposals/from-denials"),
+    ("POST", "/v1/sandboxes/{id}/proposals"),
     ("GET", "/v1/policies/{name}/revisions"),
     ("GET", "/v1/policies/{name}/revisions/{rev}"),
     ("POST", "/v1/policies/{name}/rollback"),
@@ -115,6 +116,9 @@ pub(crate) async fn route(app: &Arc<App>, r: &Req) -> Result<Reply, ApiError> {
         (&Method::POST, ["v1", "sandboxes", id, "token"]) => renew_sandbox_token(app, r, id).await,
         (&Method::GET, ["v1", "sandboxes", id, "bundle"]) => bundle(app, r, id).await,
         (&Method::POST, ["v1", "sandboxes", id, "status"]) => report(app, r, id).await,
+        (&Method::POST, ["v1", "sandboxes", id, "proposals"]) => {
+            propose_from_sandbox(app, r, id).await
+        }
         (&Method::POST, ["v1", "sandboxes", id, "execs"]) => exec::create(app, r, id).await,
         (&Method::GET, ["v1", "sandboxes", id, "execs"]) => exec::list(app, r, id).await,
         // Before `execs/{exec}`: an exec id starts with `x-`, never `next`.
@@ -228,11 +232,64 @@ async fn propose_from_denials(app: &Arc<App>, r: &Req, policy: &str) -> Result<R
     let caller = r.require(PEOPLE)?.clone();
     let policy = name("policy", policy)?;
     let body: wire::DenialsRequest = r.json()?;
-    let (candidate, advice) = crate::advise::candidate(app, &policy, &body).await?;
+    let generalize: Vec<advisor::Generalize> = body.generalize.iter().map(|g| g.kind()).collect();
+    let log = body.log_name.as_deref().unwrap_or("the submitted log");
+    let (candidate, advice) =
+        crate::advise::candidate(app, &policy, &body.denials, log, &generalize).await?;
     let mut new = propose::evaluate(app, &policy, candidate, &caller.name, None).await?;
     new.origin = Some(crate::advise::ADVISOR.to_owned());
     store_proposal(app, new, &caller.name, Some(advice)).await
 }
+
+/// A sandbox's agent asking, through its supervisor, for what it was
+/// refused: the advisor's narrowest change to the sandbox's policy, with
+/// the agent's rationale, attributed to the sandbox and left to a person.
+async fn propose_from_sandbox(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply, ApiError> {
+    let id = name("sandbox", id)?;
+    let caller = r.caller()?.clone();
+    if caller.role != Role::Sandbox || caller.sandbox.as_deref() != Some(id.as_str()) {
+        return Err(ApiError::forbidden(format!(
+            "only sandbox `{id}`'s own token proposes for it: people propose with `POST /v1/policies/{{name}}/proposals/from-denials`"
+        )));
+    }
+    let body: wire::SandboxProposalRequest = r.json()?;
+    if body.rationale.trim().is_empty() || body.rationale.chars().count() > MAX_RATIONALE {
+        return Err(ApiError::bad_request(format!(
+            "`rationale` says why the change is needed, in 1 to {MAX_RATIONALE} characters"
+        )));
+    }
+    let s = load_sandbox(app, &id).await?;
+    let pending = app
+        .store
+        .proposals(Some(&s.policy))
+        .await?
+        .iter()
+        .filter(|p| p.state == ProposalState::Pending && p.proposer == caller.name)
+        .count();
+    if pending >= MAX_SANDBOX_PENDING {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_pending",
+            format!(
+                "sandbox `{id}` has {pending} proposals waiting for a person; it may have {MAX_SANDBOX_PENDING} at once"
+            ),
+        ));
+    }
+    let log = format!("sandbox {id}'s deny log");
+    let (candidate, advice) =
+        crate::advise::candidate(app, &s.policy, &body.denials, &log, &[]).await?;
+    let mut new = propose::evaluate(app, &s.policy, candidate, &caller.name, None).await?;
+    new.origin = Some(crate::advise::ADVISOR.to_owned());
+    new.rationale = Some(body.rationale);
+    store_proposal(app, new, &caller.name, Some(advice)).await
+}
+
+/// The longest rationale a sandbox may give, in characters.
+const MAX_RATIONALE: usize = 2000;
+
+/// How many of a sandbox's proposals may wait for a person at once: an
+/// agent asking again and again fills no one's queue.
+const MAX_SANDBOX_PENDING: usize = 3;
 
 async fn store_proposal(
     app: &Arc<App>,

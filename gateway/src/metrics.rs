@@ -268,6 +268,7 @@ pub fn route_template(path: &str) -> &'static str {
         ["v1", "sandboxes", _] => "/v1/sandboxes/{id}",
         ["v1", "sandboxes", _, "bundle"] => "/v1/sandboxes/{id}/bundle",
         ["v1", "sandboxes", _, "status"] => "/v1/sandboxes/{id}/status",
+        ["v1", "sandboxes", _, "proposals"] => "/v1/sandboxes/{id}/proposals",
         ["v1", "sandboxes", _, "token"] => "/v1/sandboxes/{id}/token",
         ["v1", "sandboxes", _, "stop"] => "/v1/sandboxes/{id}/stop",
         ["v1", "sandboxes", _, "start"] => "/v1/sandboxes/{id}/start",

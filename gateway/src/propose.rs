@@ -248,6 +248,7 @@ pub(crate) async fn evaluate(
         proposer: proposer.to_owned(),
         rollback_of,
         origin: None,
+        rationale: None,
     };
     let Some(bundle) = bundle else {
         proposal.diagnostics = Some(diagnostics(&path, &checked));

@@ -64,6 +64,12 @@ pub(crate) fn render(p: &Proposal, format: ShowFormat) -> String {
             format!("written by the {origin} from denials: only a person approves it"),
         );
     }
+    if let Some(why) = &p.rationale {
+        line(
+            &mut out,
+            format!("the sandbox's rationale (its agent's words): {why}"),
+        );
+    }
     if let Some(a) = &p.advice {
         advice(&mut out, a, md);
     }

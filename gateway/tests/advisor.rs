@@ -224,3 +224,61 @@ async fn the_client_proposes_from_a_log_file_and_shows_the_advice() {
         assert!(stdout.contains(expected), "`{expected}` in:\n{stdout}");
     }
 }
+
+both!(
+    a_sandbox_asks_for_what_it_was_refused_within_its_limits,
+    |b| async move {
+        let (gw, alice, digest) = started(b, ApprovalMode::Auto).await;
+        let sb = gw.sandbox("sb-1", "agent").await;
+        let ask = |host: &str, rationale: &str| {
+            json!({
+                "denials": refused_connect(&digest, "/usr/bin/curl", host, 443),
+                "rationale": rationale,
+            })
+        };
+        let post = |c: &Client, id: &str, body: Value| {
+            let c = c.clone();
+            let path = format!("/v1/sandboxes/{id}/proposals");
+            async move { send(&c, "POST", &path, Some(body)).await }
+        };
+        let r = post(&sb, "sb-1", ask("pypi.org", "pip install needs the index")).await;
+        assert_eq!(r.status, 201, "{:?}", r.json());
+        let p = r.json();
+        assert_eq!(p["proposer"], "sandbox:sb-1");
+        assert_eq!(p["origin"], "advisor");
+        assert_eq!(p["rationale"], "pip install needs the index");
+        assert_eq!(p["state"], "pending");
+        assert_eq!(p["decided_by"], Value::Null, "auto approval took it: {p}");
+        assert!(
+            p["source"].as_str().unwrap().contains("pypi.org:443"),
+            "{p}"
+        );
+        // Another sandbox's token, a person's, and an empty rationale.
+        let other = gw.sandbox("sb-2", "agent").await;
+        assert_eq!(
+            post(&other, "sb-1", ask("a.example", "x")).await.status,
+            403
+        );
+        assert_eq!(
+            post(&alice, "sb-1", ask("a.example", "x")).await.status,
+            403
+        );
+        assert_eq!(post(&sb, "sb-1", ask("a.example", "")).await.status, 400);
+        let long = "x".repeat(2001);
+        assert_eq!(post(&sb, "sb-1", ask("a.example", &long)).await.status, 400);
+        // Three may wait for a person at once; the fourth waits its turn.
+        for host in ["b.example", "c.example"] {
+            assert_eq!(post(&sb, "sb-1", ask(host, "more")).await.status, 201);
+        }
+        let r = post(&sb, "sb-1", ask("d.example", "more")).await;
+        assert_eq!(r.status, 429, "{:?}", r.json());
+        assert_eq!(r.json()["error"]["code"], "too_many_pending");
+        // Another sandbox's queue is its own.
+        assert_eq!(
+            post(&other, "sb-2", ask("d.example", "more")).await.status,
+            201
+        );
+        // The sandbox cannot approve what it asked for.
+        assert_eq!(approve(&sb, &p).await.status, 403);
+    }
+);

@@ -1070,6 +1070,46 @@ both!(
             .await;
         let digest = env["claims"]["digest"].as_str().unwrap().to_owned();
         let revision = env["claims"]["revision"].as_i64().unwrap();
+        // The sandbox's agent asks, through its supervisor, for what it was
+        // refused; only the sandbox's own token may.
+        let denial = json!({
+            "class_uid": 4001, "activity_id": 1, "action_id": 2,
+            "actor": { "process": { "file": { "path": "/usr/bin/curl" } } },
+            "dst_endpoint": { "hostname": "pypi.org", "ip": "151.101.0.223", "port": 443 },
+            "connection_info": { "protocol_name": "tcp" },
+            "policy": { "name": "agent", "uid": digest }
+        })
+        .to_string();
+        let ask = json!({"denials": denial, "rationale": "pip install needs the index"});
+        let asked = c
+            .expect(
+                &sb,
+                201,
+                "POST",
+                "/v1/sandboxes/sb/proposals",
+                Some(ask.clone()),
+            )
+            .await;
+        assert_eq!(asked["proposer"], "sandbox:sb");
+        assert_eq!(asked["rationale"], "pip install needs the index");
+        c.expect(
+            &other,
+            403,
+            "POST",
+            "/v1/sandboxes/sb/proposals",
+            Some(ask.clone()),
+        )
+        .await;
+        c.expect(admin, 403, "POST", "/v1/sandboxes/sb/proposals", Some(ask))
+            .await;
+        c.expect(
+            &sb,
+            400,
+            "POST",
+            "/v1/sandboxes/sb/proposals",
+            Some(json!({"denials": denial, "rationale": " "})),
+        )
+        .await;
         let quoted = format!("\"{digest}\"");
         let same = c
             .call_with(
@@ -1534,6 +1574,9 @@ both!(
     |b| async move {
         let gw = Gw::start(b, ApprovalMode::Manual).await;
         let check = Checked::new(Doc::load());
+        // The one body only a sandbox's own token may send.
+        propose(&gw.admin, "agent", BASE).await;
+        let sandbox = gw.sandbox("sb", "agent").await;
         let mut bodies = 0;
         for (method, template) in gateway::api::ROUTES {
             let op = check.doc.operation(method, template).unwrap();
@@ -1550,8 +1593,13 @@ both!(
             );
             let body = json!({"zzz": 1});
             assert!(check.doc.check_request(method, template, &body).is_err());
+            let caller = if *template == "/v1/sandboxes/{id}/proposals" {
+                &sandbox
+            } else {
+                &gw.admin
+            };
             let r = check
-                .call(&gw.admin, method, &sample(template), Some(body))
+                .call(caller, method, &sample(template), Some(body))
                 .await;
             assert_eq!(r.status, 400, "{method} {template}: {:?}", r.json());
             let message = r.json()["error"]["message"].as_str().unwrap().to_owned();
@@ -1560,7 +1608,7 @@ both!(
                 "{method} {template}: {message}"
             );
         }
-        assert_eq!(bodies, 13);
+        assert_eq!(bodies, 14);
     }
 );
 

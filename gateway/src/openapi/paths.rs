@@ -70,6 +70,10 @@ const ERRORS: &[(&str, &str)] = &[
         "The database did not answer (`code` `store_unavailable`); the gateway is stopping while a sandbox's transition goes on (`code` `stopping`: another gateway on the database finishes it).",
     ),
     (
+        "TooManyPending",
+        "The sandbox already has as many proposals waiting for a person as it may (`code` `too_many_pending`).",
+    ),
+    (
         "DriverFailed",
         "The driver failed to act on the sandbox (`code` `driver_failed`); the sandbox rolled back, and the message says to which phase.",
     ),
@@ -507,7 +511,7 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
                 Op::new("reject", PEOPLE, "Reject a pending proposal.")
                     .says("Roles: author, admin. `409` when the proposal is not pending.")
                     .body(true, s.request::<wire::RejectRequest>())
-                    .answer("200", "The proposal, `rejected`.", proposal)
+                    .answer("200", "The proposal, `rejected`.", proposal.clone())
                     .extra(NC),
             )],
         ),
@@ -626,6 +630,19 @@ pub(super) fn paths(s: &mut Schemas) -> Value {
                     .answer("200", "The envelope.", s.answer::<wire::Envelope>())
                     .empty("304", "Nothing changed within the wait; no body.")
                     .extra(N),
+            )],
+        ),
+        (
+            "/v1/sandboxes/{id}/proposals",
+            vec![param("SandboxId")],
+            vec![(
+                "post",
+                Op::new("proposeFromSandbox", &["sandbox"], "A sandbox's agent asks for what it was refused.")
+                    .says("Roles: the sandbox's own token only (its supervisor forwards what its agent asked at `policy.local`). `denials` are deny-log lines the supervisor wrote for this sandbox; the gateway writes the narrowest change to the sandbox's policy's active revision that admits them, as `from-denials` does, and proposes it with `proposer` `sandbox:ID`, `origin` `advisor` and the agent's `rationale` (1 to 2000 characters). A person approves it; `--approval auto` never does. A sandbox may have 3 proposals pending at once (`429`, `code` `too_many_pending`). `409` `no_active_revision`, `422` `nothing_to_suggest` or `cannot_patch` as for `from-denials`.")
+                    .body(true, s.request::<wire::SandboxProposalRequest>())
+                    .answer("201", "The proposal as stored, with `advice`.", proposal.clone())
+                    .extra(NCU)
+                    .refusal("429", "TooManyPending"),
             )],
         ),
         (

@@ -157,6 +157,8 @@ pub struct ProposalRow {
     /// Who wrote the candidate, when not its proposer: `advisor` when the
     /// gateway wrote it from denials.
     pub(crate) origin: Option<String>,
+    /// Why the sandbox that asked for it wants it, in its agent's words.
+    pub(crate) rationale: Option<String>,
     pub(crate) created_at: i64,
     pub(crate) version: i64,
 }
@@ -187,6 +189,7 @@ pub struct NewProposal {
     pub(crate) proposer: String,
     pub(crate) rollback_of: Option<i64>,
     pub(crate) origin: Option<String>,
+    pub(crate) rationale: Option<String>,
 }
 
 /// A policy's boundary as stored: the source it was set from, its

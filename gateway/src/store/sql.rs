@@ -92,7 +92,7 @@ const IMMUTABLE_POSTGRES: &[&str] = &[
 
 const SANDBOX_SELECT: &str = "SELECT s.id, s.policy, p.active_revision AS desired_revision, r.digest AS desired_digest, s.applied_revision, s.applied_digest, s.result, s.error, s.reported_at, s.version, s.phase, s.reason, s.spec, s.generation, s.prior_phase, s.lease_owner, s.lease_until, s.phase_at, s.place FROM sandboxes s LEFT JOIN policies p ON p.name = s.policy LEFT JOIN revisions r ON r.policy = s.policy AND r.revision = p.active_revision";
 
-const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version, files, containment, boundary_digest, origin";
+const PROPOSAL_COLUMNS: &str = "id, policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, decided_by, decision, reason, revision, rollback_of, created_at, version, files, containment, boundary_digest, origin, rationale";
 const REVISION_COLUMNS: &str = "policy, revision, format, source, credentials, bundle, digest, signature, author, approved_by, proposal, created_at, files";
 
 /// Migrations: columns added to tables an older gateway made, as
@@ -120,6 +120,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("sandboxes", "lease_until", "BIGINT"),
     ("sandboxes", "phase_at", "BIGINT"),
     ("proposals", "origin", "TEXT"),
+    ("proposals", "rationale", "TEXT"),
 ];
 
 /// Adds the `column` (of type `ty`) to `table` unless it is there.
@@ -447,6 +448,7 @@ fn proposal_row(r: &AnyRow) -> Result<ProposalRow, StoreError> {
         revision: r.try_get("revision")?,
         rollback_of: r.try_get("rollback_of")?,
         origin: r.try_get("origin")?,
+        rationale: r.try_get("rationale")?,
         created_at: r.try_get("created_at")?,
         version: r.try_get("version")?,
     })
@@ -730,7 +732,7 @@ impl Store for SqlStore {
             // is stored: by the gateway, never by a person.
             let refused = p.refusal.as_ref().map(|_| GATEWAY_ACTOR);
             let decision = p.refusal.as_ref().map(|_| "boundary");
-            let row = sqlx::query("INSERT INTO proposals (policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, rollback_of, created_at, version, files, containment, boundary_digest, decided_by, decision, reason, origin) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, $20, $21, $22, $23) RETURNING id")
+            let row = sqlx::query("INSERT INTO proposals (policy, state, base_revision, base_digest, format, source, credentials, bundle, digest, verdict, proof, diagnostics, review_token, proposer, rollback_of, created_at, version, files, containment, boundary_digest, decided_by, decision, reason, origin, rationale) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, $20, $21, $22, $23, $24) RETURNING id")
                 .bind(&p.policy)
                 .bind(p.state.word())
                 .bind(p.base_revision)
@@ -754,6 +756,7 @@ impl Store for SqlStore {
                 .bind(decision)
                 .bind(p.refusal.clone())
                 .bind(p.origin.clone())
+                .bind(p.rationale.clone())
                 .fetch_one(&mut *tx)
                 .await?;
             let id: i64 = row.try_get("id")?;

@@ -39,7 +39,7 @@ pub(crate) use proposals::{
     Advice, ApproveRequest, CheckReport, ContainmentView, DenialsRequest, FindingView,
     Generalization, LineProblem, Proposal, ProposalList, ProposalRequest, ProposalState,
     ProposalSummary, RejectRequest, Revision, RevisionList, RevisionWithBundle, RollbackRequest,
-    RuleView,
+    RuleView, SandboxProposalRequest,
 };
 
 /// Roles a bearer token can have.

@@ -111,6 +111,18 @@ pub(crate) struct DenialsRequest {
     pub(crate) generalize: Vec<Generalization>,
 }
 
+/// `POST /v1/sandboxes/{id}/proposals`: what a sandbox's supervisor sends
+/// when its agent asks for a change from inside (`policy.local`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SandboxProposalRequest {
+    /// The deny-log lines the agent cited, as the supervisor wrote them.
+    pub(crate) denials: String,
+    /// Why the agent wants them admitted.
+    #[schemars(length(max = 2000))]
+    pub(crate) rationale: String,
+}
+
 /// A deliberate widening (`suggest --generalize`).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
@@ -238,6 +250,10 @@ pub(crate) struct Proposal {
     /// approves it. Absent when the proposer wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) origin: Option<String>,
+    /// Why the sandbox that proposed it wants it, in its agent's words
+    /// (`POST /v1/sandboxes/{id}/proposals`); a claim, not a finding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) rationale: Option<String>,
     #[schemars(with = "shape::Time")]
     pub(crate) created_at: i64,
     #[schemars(range(min = 0))]
@@ -282,6 +298,7 @@ impl From<&ProposalRow> for Proposal {
             revision: p.revision,
             rollback_of: p.rollback_of,
             origin: p.origin.clone(),
+            rationale: p.rationale.clone(),
             created_at: p.created_at,
             version: p.version,
             awaiting_approval: p.state == ProposalState::Pending,
