@@ -389,6 +389,82 @@ fn import_writes_the_credentials_fragment_and_keeps_the_digest() {
     assert_eq!(code(&run(&["import", &yaml, "--credentials", &creds])), 2);
 }
 
+/// An endpoint's `credential_binding` gives an endpointless credential of
+/// the credentials file its host: `eval` on the imported policy injects it
+/// on a request to that host and not to another endpoint's, and the
+/// imported policy compiles to the digest of the YAML with `--credentials`.
+#[test]
+fn import_binds_a_credential_to_its_endpoint() {
+    let dir = std::env::temp_dir().join(format!("osp-binding-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let yaml = dir.join("bound.yaml");
+    std::fs::write(
+        &yaml,
+        "version: 1\nnetwork_policies:\n  cloud:\n    endpoints:\n      - { host: api.cloud.example, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: { provider: work-cloud } }\n      - { host: other.example, port: 443, protocol: rest, access: full, enforcement: enforce }\n    binaries: [{ path: /usr/bin/curl }]\n",
+    )
+    .unwrap();
+    let creds = dir.join("cloud-credentials.yaml");
+    std::fs::write(
+        &creds,
+        "credentials:\n  - { name: work-cloud, type: generic, injected_via: CLOUD_TOKEN }\n",
+    )
+    .unwrap();
+    let (yaml, creds) = (yaml.to_str().unwrap(), creds.to_str().unwrap());
+    let out = dir.join("bound.policy");
+    let out_s = out.to_str().unwrap();
+    let o = run(&["import", yaml, "--credentials", creds, "-o", out_s]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let fragment = std::fs::read_to_string(dir.join("cloud-credentials.policy")).unwrap();
+    assert!(fragment.contains("hosts api.cloud.example\n"), "{fragment}");
+    let eval = |url: &str| {
+        let o = run(&[
+            "eval",
+            "--policy",
+            out_s,
+            "--binary",
+            "/usr/bin/curl",
+            "--url",
+            url,
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+        json(&o)
+    };
+    let bound = eval("https://api.cloud.example/v1/x");
+    assert_eq!(bound["decision"], "allow", "{bound}");
+    assert_eq!(bound["credential"], "work-cloud", "{bound}");
+    let other = eval("https://other.example/v1/x");
+    assert_eq!(other["decision"], "allow", "{other}");
+    assert!(other["credential"].is_null(), "{other}");
+    let digest = |args: &[&str]| {
+        let o = run(args);
+        assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+        text(&o.stdout).trim().to_owned()
+    };
+    let (a, b) = (dir.join("a.bundle"), dir.join("b.bundle"));
+    assert_eq!(
+        digest(&["compile", out_s, "-o", a.to_str().unwrap()]),
+        digest(&[
+            "compile",
+            yaml,
+            "--credentials",
+            creds,
+            "-o",
+            b.to_str().unwrap()
+        ])
+    );
+    // Without the credentials file the binding names nothing: refused at
+    // its key, with the fix.
+    let o = run(&["check", yaml]);
+    assert_eq!(code(&o), 1);
+    let err = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        err.contains("E0706") && err.contains("--credentials"),
+        "{err}"
+    );
+}
+
 #[test]
 fn diff_blames_the_rule_that_allows_the_witness_binary() {
     // In base v2 copilot's group reaches github.com and api.github.com at

@@ -241,6 +241,7 @@ codes! {
     E0703 = (Error, "invalid OpenShell value");
     E0704 = (Error, "OpenShell pattern not expressible exactly");
     E0705 = (Error, "unsupported OpenShell version");
+    E0706 = (Error, "OpenShell credential binding without its credential");
     W0101 = (Warning, "wildcard host on a transparent TCP endpoint");
     W0102 = (Warning, "credential reachable without inspection");
     W0103 = (Warning, "audit mode on a credentialed endpoint");

@@ -61,22 +61,9 @@ pub struct Loaded {
 }
 
 pub(crate) fn load(path: &Path, credentials: Option<&Path>) -> Result<Loaded, LoadError> {
-    let mut loaded = Loaded::default();
     let main = read_source(path)?;
     let creds = credentials.map(read_source).transpose()?;
-    load_into(
-        &mut loaded,
-        main,
-        &mut Included::default(),
-        &Fragments::Disk,
-    );
-    if let Some(cf) = creds {
-        let (doc, diags) = import::credentials_to_document(&cf);
-        loaded.diagnostics.extend(diags);
-        loaded.sources.push(cf);
-        loaded.docs.extend(doc);
-    }
-    Ok(loaded)
+    Ok(load_with(main, &Fragments::Disk, creds))
 }
 
 /// Loads a policy held in memory (a gateway's upload, say): one
@@ -104,8 +91,30 @@ fn load_memory(
     fragments: Fragments<'_>,
     credentials: Option<SourceFile>,
 ) -> Loaded {
+    load_with(main, &fragments, credentials)
+}
+
+/// The main file, its includes and the credentials file. An OpenShell
+/// policy is imported together with the credentials file, since its
+/// `credential_binding`s give that file's entries their hosts; it includes
+/// nothing.
+fn load_with(
+    main: SourceFile,
+    fragments: &Fragments<'_>,
+    credentials: Option<SourceFile>,
+) -> Loaded {
     let mut loaded = Loaded::default();
-    load_into(&mut loaded, main, &mut Included::default(), &fragments);
+    if is_yaml(Path::new(main.path())) {
+        let imported = import::yaml_with_credentials(&main, credentials.as_ref());
+        loaded.diagnostics.extend(imported.policy_diagnostics);
+        loaded.diagnostics.extend(imported.credential_diagnostics);
+        loaded.sources.push(main);
+        loaded.docs.extend(imported.policy);
+        loaded.sources.extend(credentials);
+        loaded.docs.extend(imported.credentials);
+        return loaded;
+    }
+    load_into(&mut loaded, main, &mut Included::default(), fragments);
     if let Some(cf) = credentials {
         let (doc, diags) = import::credentials_to_document(&cf);
         loaded.diagnostics.extend(diags);

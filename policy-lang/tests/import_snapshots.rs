@@ -467,3 +467,114 @@ fn left_out_features_are_refused_by_name_with_the_reason() {
         .collect();
     insta::assert_snapshot!(out.join("\n"));
 }
+
+const BOUND: &str = r#"version: 1
+network_policies:
+  cloud:
+    endpoints:
+      - { host: api.cloud.example, ports: [443, 8443], protocol: rest, access: full, enforcement: enforce, path: "/v1/**", credential_binding: { provider: work-cloud } }
+      - { host: "*.uploads.cloud.example", port: 443, protocol: rest, access: read-write, enforcement: enforce, path: "/v1/**", credential_binding: { provider: work-cloud } }
+      - { host: other.example, port: 443, protocol: rest, access: full, enforcement: enforce }
+      - { host: raw.cloud.example, port: 443, allow_uninspected_credentials: true, credential_binding: { provider: raw } }
+    binaries: [{ path: /usr/bin/curl }]
+"#;
+
+const BOUND_CREDENTIALS: &str = r#"credentials:
+  - { name: work-cloud, type: generic, scopes: [read], injected_via: CLOUD_TOKEN }
+  - { name: raw, type: generic, injected_via: RAW_TOKEN }
+  - { name: github-pat, type: github-pat, injected_via: GITHUB_TOKEN, target_hosts: [api.github.com] }
+  - { name: unused, type: generic, injected_via: UNUSED_TOKEN }
+"#;
+
+/// `credential_binding` gives an endpointless entry of the credentials file
+/// the bound endpoints' hosts and path; an entry nothing binds is left out.
+/// The two documents, formatted and read back, compile to the same digest.
+#[test]
+fn credential_binding_gives_the_credential_its_endpoints() {
+    use policy_lang::{compile, parser};
+    let policy = SourceFile::new("bound.yaml", BOUND);
+    let creds = SourceFile::new("creds.yaml", BOUND_CREDENTIALS);
+    let imported = import::yaml_with_credentials(&policy, Some(&creds));
+    let mut out = render(&imported.policy_diagnostics);
+    out.push_str("\n---\n");
+    out.push_str(&render(&imported.credential_diagnostics));
+    let docs = vec![imported.policy.unwrap(), imported.credentials.unwrap()];
+    for d in &docs {
+        out.push_str("\n---\n");
+        out.push_str(&format_document(d));
+    }
+    insta::assert_snapshot!(out);
+    let (resolved, diags) = resolve::resolve(&docs);
+    assert!(!diags.has_errors(), "{}", render(&diags));
+    let reparsed: Vec<_> = docs
+        .iter()
+        .map(|d| {
+            let (doc, diags) = parser::parse(&SourceFile::new("x.policy", format_document(d)));
+            assert!(!diags.has_errors());
+            doc.unwrap()
+        })
+        .collect();
+    let (re_resolved, re_diags) = resolve::resolve(&reparsed);
+    assert!(!re_diags.has_errors(), "{}", render(&re_diags));
+    assert_eq!(
+        compile::compile(&re_resolved.policy).digest,
+        compile::compile(&resolved.policy).digest
+    );
+}
+
+/// Every refusal of a `credential_binding`, each where OpenShell refuses
+/// the policy (quoting its reason) or where our credential cannot say the
+/// same thing.
+#[test]
+fn credential_binding_refusals() {
+    let text = r#"version: 1
+network_policies:
+  a:
+    endpoints:
+      - { host: a.example, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: { provider: nobody } }
+      - { host: b.example, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: { provider: github-pat } }
+      - { host: c.example, port: 443, credential_binding: { provider: work-cloud } }
+      - { host: d.example, port: 443, protocol: rest, access: full, enforcement: enforce, tls: skip, credential_binding: { provider: work-cloud } }
+      - { host: e.example, port: 5432, protocol: tcp, credential_binding: { provider: work-cloud } }
+      - { allowed_ips: [10.0.0.0/8], port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: { provider: work-cloud } }
+      - { host: f.example, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: { provider: " work-cloud" } }
+      - { host: g.example, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: { provider: "" } }
+      - { host: h.example, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: { provider: work-cloud, name: x } }
+      - { host: i.example, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: {} }
+      - { host: j.example, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: ~ }
+      - { host: k.example, port: 443, protocol: rest, access: full, enforcement: enforce, path: "/v*/x", credential_binding: { provider: work-cloud } }
+    binaries: [{ path: /usr/bin/curl }]
+  b:
+    endpoints:
+      - { host: l.example, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: { provider: work-cloud } }
+      - { host: l.example, port: 8443, protocol: rest, access: full, enforcement: enforce }
+      - { host: m.example, port: 443, protocol: rest, access: full, enforcement: enforce, path: "/v1/**", credential_binding: { provider: work-cloud } }
+      - { host: n.example, port: 443, protocol: rest, access: full, enforcement: enforce, credential_binding: { provider: other } }
+      - { host: n.example, port: 443, protocol: rest, access: full, enforcement: enforce }
+    binaries: [{ path: /usr/bin/curl }]
+"#;
+    let creds = "credentials:\n  - { name: work-cloud, type: generic, injected_via: CLOUD_TOKEN }\n  - { name: other, type: generic, injected_via: OTHER_TOKEN }\n  - { name: github-pat, type: github-pat, injected_via: GITHUB_TOKEN, target_hosts: [api.github.com] }\n";
+    let imported = import::yaml_with_credentials(
+        &SourceFile::new("refused.yaml", text),
+        Some(&SourceFile::new("creds.yaml", creds)),
+    );
+    let out = format!(
+        "{}\n---\n{}",
+        render(&imported.policy_diagnostics),
+        render(&imported.credential_diagnostics)
+    );
+    insta::assert_snapshot!(out);
+    // Without a credentials file every binding is refused at its key.
+    let (_, diags) = import::yaml_to_document(&SourceFile::new("bound.yaml", BOUND));
+    let codes: Vec<_> = diags
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| (d.code.id, d.line_col()))
+        .collect();
+    assert_eq!(
+        codes,
+        [("E0706", (5, 124)), ("E0706", (6, 129)), ("E0706", (8, 84))],
+        "{}",
+        render(&diags)
+    );
+}

@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use policy_lang::ast::{Document, Item, Stmt};
+use policy_lang::ast::{Item, Stmt};
 use policy_lang::source::{Node, Span};
 use policy_lang::{fmt, import, load};
 
@@ -22,13 +22,9 @@ pub struct Args {
     credentials: Option<PathBuf>,
 }
 
-/// Translates one YAML file; prints its diagnostics. `None` when it failed.
-fn translate(
-    path: &Path,
-    how: fn(&policy_lang::source::SourceFile) -> (Option<Document>, policy_lang::diag::Diagnostics),
-) -> Result<Option<Document>, u8> {
-    let file = load::read_source(path).map_err(|e| input_error(&e))?;
-    let (doc, diags) = how(&file);
+/// Prints one file's diagnostics; false when one is an error (the file is
+/// then not imported).
+fn reported(path: &Path, diags: policy_lang::diag::Diagnostics) -> bool {
     let diags = diags.sorted();
     let failed = diags.iter().any(|d| d.is_error());
     report::print_diagnostics(
@@ -38,24 +34,44 @@ fn translate(
         }],
         DiagFormat::Human,
     );
-    if failed || doc.is_none() {
+    if failed {
         eprintln!("error: `{}` was not imported", path.display());
-        return Ok(None);
     }
-    Ok(doc)
+    !failed
 }
 
 pub fn run(args: &Args) -> u8 {
-    let mut doc = match translate(&args.file, import::yaml_to_document) {
-        Ok(Some(d)) => d,
-        Ok(None) => return EXIT_FINDINGS,
-        Err(code) => return code,
+    let file = match load::read_source(&args.file) {
+        Ok(f) => f,
+        Err(e) => return input_error(&e),
+    };
+    let creds = match args
+        .credentials
+        .as_deref()
+        .map(load::read_source)
+        .transpose()
+    {
+        Ok(c) => c,
+        Err(e) => return input_error(&e),
+    };
+    // Read together: an endpoint's `credential_binding` gives a
+    // credential its hosts, and is refused when the file lacks it.
+    let imported = import::yaml_with_credentials(&file, creds.as_ref());
+    let policy_ok = reported(&args.file, imported.policy_diagnostics);
+    let creds_ok = match &args.credentials {
+        Some(path) => reported(path, imported.credential_diagnostics),
+        None => true,
+    };
+    let Some(mut doc) = imported.policy.filter(|_| policy_ok && creds_ok) else {
+        if policy_ok && creds_ok {
+            eprintln!("error: `{}` was not imported", args.file.display());
+        }
+        return EXIT_FINDINGS;
     };
     if let (Some(creds), Some(out_path)) = (&args.credentials, &args.output) {
-        let fragment = match translate(creds, import::credentials_to_document) {
-            Ok(Some(d)) => d,
-            Ok(None) => return EXIT_FINDINGS,
-            Err(code) => return code,
+        let Some(fragment) = imported.credentials else {
+            eprintln!("error: `{}` was not imported", creds.display());
+            return EXIT_FINDINGS;
         };
         let name = format!("{}.policy", fragment.name.node);
         let target = out_path.with_file_name(&name);

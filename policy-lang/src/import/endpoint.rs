@@ -12,6 +12,7 @@ use crate::ast::{
 use crate::diag::codes;
 use crate::source::{Node, Span};
 
+use super::binding::{self, Seen};
 use super::patterns::{self, PathKind, Translated};
 use super::yaml::YNode;
 use super::{Cx, item, key};
@@ -22,10 +23,6 @@ mod checks;
 /// Endpoint fields OpenShell accepts that we refuse unless left at their
 /// default (`false`, empty, `0`).
 const UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "credential_binding",
-        "`credential_binding` binds a provider attached to the sandbox, which the import does not see: list this endpoint's host in the `target_hosts` of that credential in the file given with `--credentials`",
-    ),
     ("credential_signing", SIGNING),
     ("signing_service", SIGNING),
     ("signing_region", SIGNING),
@@ -54,6 +51,8 @@ struct Fields<'n> {
     body_rewrite: Option<Span>,
     /// `credential_signing` was set (refused as unsupported).
     signing: bool,
+    /// The `credential_binding` key and its value, unless null.
+    binding: Option<(Span, &'n YNode)>,
     mcp: Option<&'n YNode>,
     json_rpc: Option<&'n YNode>,
     persisted_queries: Option<Node<String>>,
@@ -61,7 +60,12 @@ struct Fields<'n> {
     graphql_max_body_bytes: Option<&'n YNode>,
 }
 
-pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<Item<Stmt>> {
+pub(super) fn endpoint(
+    cx: &mut Cx<'_>,
+    ep: &YNode,
+    set: &Node<String>,
+    index: usize,
+) -> Vec<Item<Stmt>> {
     let f = match fields(cx, ep) {
         Some(f) => f,
         None => return Vec::new(),
@@ -71,6 +75,13 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
     }
     let Some(ports) = ports(cx, ep, &f) else {
         return Vec::new();
+    };
+    let bound = match f.binding {
+        Some((key, v)) => match binding::bound(cx, f.host.as_ref(), f.path.as_ref(), key, v) {
+            Some(b) => Some(b),
+            None => return Vec::new(),
+        },
+        None => None,
     };
     let proto = match f.protocol.as_ref().map(|p| p.node.as_str()) {
         None | Some("") => Protocol::L4,
@@ -229,8 +240,39 @@ pub(super) fn endpoint(cx: &mut Cx<'_>, ep: &YNode, set: &Node<String>) -> Vec<I
     if proto == Protocol::Websocket {
         read_write_beside_graphql(&mut options, &body, &rules);
     }
+    let dests = destinations(cx, ep, &f);
+    let protocol = f.protocol.as_ref().map_or("", |p| p.node.trim());
+    let tls = f.tls.as_ref().map_or("", |t| t.node.trim());
+    let hostless = f.host.as_ref().is_none_or(|h| h.node.is_empty());
+    cx.seen.push(Seen {
+        rule: set.node.clone(),
+        index,
+        span: ep.span,
+        host: f.host.as_ref().map_or(String::new(), |h| h.node.clone()),
+        hosts: if hostless {
+            Vec::new()
+        } else {
+            dests.iter().map(|(d, _, _)| d.clone()).collect()
+        },
+        ports: ports.split(',').filter_map(|p| p.parse().ok()).collect(),
+        path: f.path.as_ref().map_or(String::new(), |p| p.node.clone()),
+        uninspected: if protocol.is_empty() {
+            Some("L4-only")
+        } else if tls.eq_ignore_ascii_case("skip") {
+            Some("tls: skip")
+        } else {
+            None
+        },
+        opted_in: f.uninspected.is_some(),
+        tcp: protocol.eq_ignore_ascii_case("tcp"),
+        contributes: (!protocol.is_empty() && !protocol.eq_ignore_ascii_case("tcp"))
+            || !f.allowed_ips.is_empty()
+            || !tls.is_empty()
+            || bound.is_some(),
+        binding: bound,
+    });
     let mut out = Vec::new();
-    for (dest, span, addresses) in destinations(cx, ep, &f) {
+    for (dest, span, addresses) in dests {
         let mut items = body.clone();
         if !addresses.is_empty() {
             let s = addresses.first().map_or(span, |a| a.span);
@@ -310,6 +352,8 @@ fn fields<'n>(cx: &mut Cx<'_>, ep: &'n YNode) -> Option<Fields<'n>> {
                     .bool(v, "`request_body_credential_rewrite`")
                     .then_some(v.span)
             }
+            // OpenShell reads a null binding as none (`Option`).
+            "credential_binding" => f.binding = (!v.is_null()).then_some((k.span, v)),
             _ => {
                 match UNSUPPORTED.iter().find(|(n, _)| *n == name) {
                     Some((_, why)) => {

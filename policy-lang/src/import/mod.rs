@@ -12,8 +12,10 @@
 //! Modules: [`yaml`] reads YAML with positions, [`rego_glob`] reads
 //! OpenShell's globs as its runtime does, [`patterns`] translates them,
 //! `policy`, `endpoint` and `l7` translate the policy, `credentials` the
-//! credentials file.
+//! credentials file, and `binding` ties an endpoint's `credential_binding`
+//! to an entry of that file.
 
+mod binding;
 mod credentials;
 mod endpoint;
 mod graphql;
@@ -34,25 +36,86 @@ use crate::source::{Node, SourceFile, Span};
 
 use yaml::YNode;
 
-/// Import an OpenShell v1 sandbox policy as `policy "<file stem>"`.
+/// Import an OpenShell v1 sandbox policy as `policy "<file stem>"`. A
+/// `credential_binding` in it is refused here: the provider it names lives
+/// in a credentials file, which [`yaml_with_credentials`] reads with it.
 pub fn yaml_to_document(file: &SourceFile) -> (Option<Document>, Diagnostics) {
-    let mut cx = Cx::new(file);
-    let Some(root) = cx.read() else {
-        return (None, cx.diags);
-    };
-    let items = policy::policy(&mut cx, &root);
-    let doc = cx.document(DocKind::Policy, items);
-    (Some(doc), cx.diags)
+    let imported = yaml_with_credentials(file, None);
+    (imported.policy, imported.policy_diagnostics)
 }
 
-/// Import an OpenShell credentials file as `fragment "<file stem>"` holding
-/// one `credential` per entry.
+/// Import an OpenShell credentials file on its own as `fragment "<file
+/// stem>"` holding one `credential` per entry. No endpoint binds an entry
+/// here, so one without `target_hosts` is left out (W0702).
 pub fn credentials_to_document(file: &SourceFile) -> (Option<Document>, Diagnostics) {
+    credentials_file(file, &[])
+}
+
+/// A policy imported together with its credentials file.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// `policy "<file stem>"`; `None` when the YAML could not be read.
+    pub policy: Option<Document>,
+    /// `fragment "<file stem>"` of the credentials file, when one was given
+    /// and could be read.
+    pub credentials: Option<Document>,
+    /// Diagnostics located in the policy file, including every refused
+    /// `credential_binding`.
+    pub policy_diagnostics: Diagnostics,
+    /// Diagnostics located in the credentials file.
+    pub credential_diagnostics: Diagnostics,
+}
+
+/// Import an OpenShell policy and the credentials file that goes with it.
+/// They are read together because an endpoint's `credential_binding` sends
+/// an entry's credential to that endpoint: the entry gets its hosts from
+/// the policy, and the policy is refused where OpenShell refuses the
+/// binding.
+pub fn yaml_with_credentials(policy: &SourceFile, credentials: Option<&SourceFile>) -> Imported {
+    let mut cx = Cx::new(policy);
+    let doc = cx.read().map(|root| {
+        let items = policy::policy(&mut cx, &root);
+        cx.document(DocKind::Policy, items)
+    });
+    let seen = std::mem::take(&mut cx.seen);
+    let mut policy_diagnostics = cx.diags;
+    let mut imported = Imported {
+        policy: doc,
+        credentials: None,
+        policy_diagnostics: Diagnostics::default(),
+        credential_diagnostics: Diagnostics::default(),
+    };
+    let entries = match credentials {
+        Some(file) => {
+            let mut ccx = Cx::new(file);
+            let (doc, entries) = match ccx.read() {
+                Some(root) => {
+                    let (items, entries) = credentials::credentials(&mut ccx, &root, &seen);
+                    (Some(ccx.document(DocKind::Fragment, items)), Some(entries))
+                }
+                None => (None, None),
+            };
+            imported.credentials = doc;
+            imported.credential_diagnostics = ccx.diags;
+            entries
+        }
+        None => None,
+    };
+    // An unreadable credentials file is its own error; saying every
+    // binding names nothing in it would only repeat it.
+    if credentials.is_none() || entries.is_some() {
+        policy_diagnostics.extend(binding::check(policy, &seen, entries.as_deref()));
+    }
+    imported.policy_diagnostics = policy_diagnostics;
+    imported
+}
+
+fn credentials_file(file: &SourceFile, seen: &[binding::Seen]) -> (Option<Document>, Diagnostics) {
     let mut cx = Cx::new(file);
     let Some(root) = cx.read() else {
         return (None, cx.diags);
     };
-    let items = credentials::credentials(&mut cx, &root);
+    let (items, _) = credentials::credentials(&mut cx, &root, seen);
     let doc = cx.document(DocKind::Fragment, items);
     (Some(doc), cx.diags)
 }
@@ -63,6 +126,10 @@ pub(crate) struct Cx<'a> {
     pub(crate) diags: Diagnostics,
     /// Whether the once-per-file note about deprecated `tls` values was given.
     pub(crate) tls_noted: bool,
+    /// Every endpoint translated so far, for the `credential_binding`
+    /// checks that compare endpoints with each other and with the
+    /// credentials file.
+    pub(crate) seen: Vec<binding::Seen>,
 }
 
 impl<'a> Cx<'a> {
@@ -71,6 +138,7 @@ impl<'a> Cx<'a> {
             file,
             diags: Diagnostics::default(),
             tls_noted: false,
+            seen: Vec::new(),
         }
     }
 

@@ -410,8 +410,8 @@ fn group(cx: &mut Cx<'_>, k: &YNode, v: &YNode, set: Node<String>) -> Vec<Item<S
     }
     let members = binary_members(cx, binaries);
     let mut rules = Vec::new();
-    for ep in endpoints {
-        rules.extend(endpoint::endpoint(cx, ep, &set));
+    for (i, ep) in endpoints.iter().enumerate() {
+        rules.extend(endpoint::endpoint(cx, ep, &set, i));
     }
     if endpoints.is_empty() || members.is_empty() {
         let why = if endpoints.is_empty() {

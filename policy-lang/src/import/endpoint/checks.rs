@@ -189,6 +189,9 @@ fn tcp(
     if f.mcp.is_some() {
         l7_only.push("mcp");
     }
+    if f.binding.is_some() {
+        l7_only.push("credential_binding");
+    }
     if !l7_only.is_empty() {
         refusals.push((
             ep.span,
