@@ -11,8 +11,10 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+mod advisor;
 mod l7;
 
+pub use advisor::*;
 pub use l7::*;
 
 use crate::matcher::{AddrSet, HostPattern, HttpPathGlob, MethodSet, PortSet};
@@ -62,6 +64,11 @@ pub struct Tables {
     pub credentials: Vec<CredentialBinding>,
     /// Secrets that live inside the sandbox, with the hosts they unlock.
     pub secrets: Vec<SecretEntry>,
+    /// Who may reach the advisor endpoint (`policy.local`); `None`: nobody,
+    /// and the name does not resolve. Left out of the JSON when `None`, so
+    /// policies without the statement keep their digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advisor: Option<AdvisorTable>,
 }
 
 /// The Landlock ruleset, with each right tagged by the ABI that introduced it.
@@ -310,6 +317,8 @@ pub struct Provenance {
     pub secrets: Vec<Origin>,
     /// The rules that granted filesystem rights.
     pub fs: Vec<Origin>,
+    /// The `advisor` statement, when there is one.
+    pub advisor: Option<Origin>,
 }
 
 /// The bundle's JSON: the provenance section with the L7 origins taken
@@ -350,6 +359,8 @@ struct WireProvenance<S, F, R, I, O> {
     credentials: O,
     secrets: O,
     fs: O,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    advisor: Option<Origin>,
 }
 
 impl From<WireBundle> for Bundle {
@@ -378,6 +389,7 @@ fn join_provenance(mut tables: Tables, p: OwnedProvenance) -> (Tables, Provenanc
         credentials: p.credentials,
         secrets: p.secrets,
         fs: p.fs,
+        advisor: p.advisor,
     };
     (tables, provenance)
 }
@@ -403,6 +415,7 @@ impl Serialize for Bundle {
                 credentials: &p.credentials,
                 secrets: &p.secrets,
                 fs: &p.fs,
+                advisor: p.advisor.clone(),
             },
         }
         .serialize(s)

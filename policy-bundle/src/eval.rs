@@ -2,6 +2,7 @@
 //! rule?", answered from a bundle with the same matchers the supervisor and
 //! the proxy use. The prover is tested against it.
 
+mod advisor;
 mod body_reason;
 mod body_rewrite;
 mod graphql;
@@ -470,6 +471,9 @@ impl Evaluator {
         body: Option<&[u8]>,
         content_type: Option<&str>,
     ) -> Decision {
+        if crate::bundle::is_advisor_dest(req.host.as_deref(), req.addr) {
+            return self.decide_advisor(&req.binary, req.sha256.as_deref(), req.port);
+        }
         let conn = self.decide_connection(
             &req.binary,
             req.sha256.as_deref(),

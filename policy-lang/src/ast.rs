@@ -181,6 +181,13 @@ pub enum Stmt {
     },
     /// `allow BINARIES -> DEST:PORTS ...`.
     Allow(Allow),
+    /// `advisor BINARIES...`: the binaries that may reach the advisor
+    /// endpoint (`policy.local`) the supervisor answers inside the sandbox.
+    Advisor {
+        /// Binary set names and paths, as in `allow`; may be empty (an
+        /// error the resolver reports).
+        subjects: Vec<Node<String>>,
+    },
     /// A statement that did not parse; its diagnostic was already reported.
     /// The raw text is kept so the formatter never loses a line.
     Invalid(String),

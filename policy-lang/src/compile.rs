@@ -28,6 +28,7 @@ pub fn compile(policy: &Policy) -> Bundle {
         .map(|e| e.origin.file.clone())
         .chain(policy.fs.iter().map(|f| f.origin.file.clone()))
         .chain(policy.credentials.iter().map(|c| c.origin.file.clone()))
+        .chain(policy.advisor.iter().map(|a| a.origin.file.clone()))
         .filter(|f| !f.is_empty())
         .collect();
     prov.files = files.into_iter().collect();
@@ -85,6 +86,14 @@ pub fn compile(policy: &Policy) -> Bundle {
     if needs_dns && let Ok(dns) = PortSet::parse("53") {
         connect_ports = connect_ports.union(&dns);
     }
+    // The advisor endpoint is reached by name on port 80: the workload
+    // asks the DNS stub for it, then connects.
+    if policy.advisor.is_some()
+        && let Ok(advisor) = PortSet::parse(&format!("53,{ADVISOR_PORT}"))
+    {
+        connect_ports = connect_ports.union(&advisor);
+    }
+    prov.advisor = policy.advisor.as_ref().map(|a| a.origin.clone());
 
     let tables = Tables {
         landlock: LandlockTable {
@@ -115,6 +124,9 @@ pub fn compile(policy: &Policy) -> Bundle {
         l7,
         credentials,
         secrets,
+        advisor: policy.advisor.as_ref().map(|a| AdvisorTable {
+            binaries: sorted(a.binaries.clone()),
+        }),
     };
     Bundle::new(tables, prov)
 }

@@ -207,6 +207,7 @@ codes! {
     E0104 = (Error, "invalid number");
     E0105 = (Error, "a fragment cannot be compiled on its own");
     E0106 = (Error, "file holds no policy");
+    E0107 = (Error, "advisor statement without a binary");
     E0201 = (Error, "unknown binary set");
     E0202 = (Error, "name defined twice");
     E0203 = (Error, "unknown credential");

@@ -171,6 +171,13 @@ fn stmt(out: &mut String, s: &Stmt, comment: Option<&str>) {
             allow(out, a, comment);
             return;
         }
+        Stmt::Advisor { subjects } => {
+            out.push_str("advisor");
+            if !subjects.is_empty() {
+                out.push(' ');
+                out.push_str(&join(subjects.iter().map(|s| &s.node)));
+            }
+        }
         Stmt::Invalid(text) => out.push_str(text.trim_end()),
     }
     trailing(out, comment);

@@ -34,6 +34,17 @@ pub struct Policy {
     pub credentials: Vec<Credential>,
     /// Secrets the workload itself can read.
     pub secrets: Vec<SandboxSecret>,
+    /// The `advisor` statement: who may reach `policy.local`.
+    pub advisor: Option<Advisor>,
+}
+
+/// The `advisor` statement, its binaries resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advisor {
+    /// Sorted, de-duplicated; never empty.
+    pub binaries: Vec<BinaryRef>,
+    /// Where it was written; its rule name is the subjects as written.
+    pub origin: Origin,
 }
 
 /// The `landlock` statement; [`Landlock::default`] when absent.

@@ -259,6 +259,14 @@ impl Walker {
             Rule::secret_stmt => self.secret(pair),
             Rule::credential_stmt => Stmt::Credential(self.credential(pair)),
             Rule::allow_stmt => Stmt::Allow(self.allow(pair)),
+            Rule::advisor_stmt => Stmt::Advisor {
+                subjects: pair
+                    .into_inner()
+                    .filter(|p| p.as_rule() == Rule::advisor_subject)
+                    .filter_map(|p| p.into_inner().next())
+                    .map(|v| self.value(v))
+                    .collect(),
+            },
             Rule::bad_stmt => {
                 let text = pair.as_str().to_string();
                 self.reparse(Rule::strict_statement, &text, span.start);
@@ -814,7 +822,7 @@ impl Walker {
             message
         };
         let help = if code == codes::E0101 {
-            let all = "statements are: include, landlock, run_as, fs, binaries, credential, secret, allow (inside an endpoint block: allow, deny, path, addresses, body_limit, persisted; inside a credential block: secret, placeholder, inject, hosts, methods, paths)";
+            let all = "statements are: include, landlock, run_as, fs, binaries, credential, secret, allow, advisor (inside an endpoint block: allow, deny, path, addresses, body_limit, persisted; inside a credential block: secret, placeholder, inject, hosts, methods, paths)";
             match closest_statement(first_word(full)) {
                 Some(k) => format!("did you mean `{k}`? {all}"),
                 None => all.to_string(),
@@ -943,6 +951,7 @@ const STATEMENTS: &[&str] = &[
     "credential",
     "secret",
     "allow",
+    "advisor",
     "deny",
     "path",
     "addresses",
@@ -1195,6 +1204,8 @@ fn describe_rule(rule: Rule) -> &'static str {
         Rule::k_name => "`name`",
         Rule::k_field => "`field`",
         Rule::k_persisted => "`persisted`",
+        Rule::k_advisor => "`advisor`",
+        Rule::advisor_subject => "a binary set or path",
         Rule::gql_type => "a GraphQL operation type (`query`, `mutation`, `subscription` or `*`)",
         Rule::gql_name => "`name` and an operation-name glob",
         Rule::gql_fields => "`field` and root-field globs",

@@ -883,6 +883,23 @@ impl Cx<'_> {
         if let Some(why) = witness::unshowable(self.dom, &p) {
             return Err(why);
         }
+        match q.variant {
+            Variant::BodyRewrite(i) => {
+                // A body is most at home in a POST: show one when the
+                // region holds it (the replay checks the point).
+                let mut post = p.clone();
+                post.method = self.dom.method_index("POST");
+                let p = if r.contains(&post, self.dom) && post.eval(&q.f, &self.defs.values(&post))
+                {
+                    post
+                } else {
+                    p
+                };
+                return self.rewrite_finding(q, r, &p, i, false);
+            }
+            Variant::TextRewrite(i) => return self.rewrite_finding(q, r, &p, i, true),
+            _ => {}
+        }
         let full = witness::request(self.dom, &p);
         let body = witness::body(self.dom, &p);
         let probe = witness::probe(self.dom, &p);
@@ -931,6 +948,83 @@ impl Cx<'_> {
             acceptance,
             region,
             verified,
+            code: q.category.code().id,
+        })
+    }
+
+    /// A finding of a rewrite question (`crate::rewrite`): the witness
+    /// carries the placeholder of NEW's credential `i`, in a JSON body or
+    /// (`text_message`) a WebSocket text message, and is verified when
+    /// NEW lets it through with the secret in its place and OLD does not.
+    fn rewrite_finding(
+        &self,
+        q: &Query,
+        r: &Region,
+        p: &Point,
+        i: usize,
+        text_message: bool,
+    ) -> Result<Finding, String> {
+        let name = self
+            .n
+            .bundle
+            .enforcement
+            .credentials
+            .get(i)
+            .map(|c| c.name.clone())
+            .ok_or_else(|| "its credential is missing".to_owned())?;
+        let (req, body, probe) = crate::placeholder::witness(self.dom, p, &name, text_message)?;
+        let decide =
+            |ev: &Evaluator| crate::placeholder::decide(ev, &req, body.as_deref(), probe.as_ref());
+        let nd = decide(self.n.eval());
+        let (old_reason, old_rule, old_sends) = match self.o {
+            Some(o) => {
+                let od = decide(o.eval());
+                let conn = o
+                    .eval()
+                    .decide_connection(
+                        &req.binary,
+                        req.sha256.as_deref(),
+                        req.host.as_deref(),
+                        req.addr,
+                        req.port,
+                    )
+                    .allowed();
+                (
+                    crate::placeholder::old_reason(&od, conn),
+                    od.rule.as_ref().map(Loc::of),
+                    crate::placeholder::sends_secret(&od, &name),
+                )
+            }
+            None => (String::new(), None, false),
+        };
+        let old_reason = if self.mode == Mode::Within {
+            old_reason.replace("the old policy", "the boundary")
+        } else {
+            old_reason
+        };
+        let mut w = Witness::with_body(&req, body.as_deref()).with_probe(probe.as_ref());
+        if !text_message {
+            w.content_type = Some(crate::placeholder::CONTENT_TYPE.to_owned());
+        }
+        let region = finding::summarize(self.dom, r);
+        let message = crate::placeholder::message(&name, &w, text_message);
+        let message = if self.mode == Mode::Within {
+            message.replacen(" now ", " ", 1)
+        } else {
+            message
+        };
+        let (suppressed, acceptance) = self.suppression(q.category, r);
+        Ok(Finding {
+            category: q.category,
+            message: format!("{message} [{}]", region.text),
+            witness: w,
+            new_rule: nd.rule.as_ref().map(Loc::of),
+            old_reason,
+            old_rule,
+            suppressed,
+            acceptance,
+            region,
+            verified: crate::placeholder::sends_secret(&nd, &name) && !old_sends,
             code: q.category.code().id,
         })
     }

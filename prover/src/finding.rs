@@ -91,6 +91,11 @@ pub struct Witness {
     /// (the difference lies in a body limit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body_size: Option<usize>,
+    /// The body's `Content-Type` (`eval --content-type`), when it decides:
+    /// a route with `request_body_credential_rewrite` replaces
+    /// placeholders only in some types.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
     /// A WebSocket witness: `upgrade` (the request is the upgrade `GET`),
     /// or `text` / `binary`, a client message after that upgrade.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -140,6 +145,7 @@ impl Witness {
             graphql: None,
             body: None,
             body_size: None,
+            content_type: None,
             websocket: None,
             websocket_text: None,
             text_size: None,
@@ -260,7 +266,10 @@ impl Witness {
             return Some(out);
         }
         let Some(m) = &self.rpc_method else {
-            return Some(format!("with body `{body}`"));
+            return Some(match &self.content_type {
+                Some(t) => format!("--body FILE --content-type {t} (FILE: `{body}`)"),
+                None => format!("with body `{body}`"),
+            });
         };
         let mut out = format!("--jsonrpc-method {}", shell_word(m));
         let plain = match &self.tool {

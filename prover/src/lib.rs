@@ -16,7 +16,9 @@
 //! [`engine`] assemble reports; [`registry`], [`accepted`] and [`sandbox`]
 //! read the binary registry, accepted risks and Landlock rules;
 //! [`weakened`] compares two sandboxes' filesystem rights and enforcement,
-//! `rebound` two policies' credential bindings; `slice` cuts a diff down
+//! `rebound` two policies' credential bindings; `rewrite` where
+//! placeholders are replaced by secrets in bodies and messages, and
+//! `placeholder` the witnesses that carry one; `slice` cuts a diff down
 //! to what its changed rules can reach; `oracle`
 //! answers single requests for the differential tests. `backend` is what
 //! a solver backend reads of a problem.
@@ -37,11 +39,13 @@ mod formula;
 mod graphql;
 mod model;
 mod oracle;
+mod placeholder;
 mod query;
 mod rebound;
 mod region;
 mod registry;
 mod registry_format;
+mod rewrite;
 mod sandbox;
 mod secret;
 mod slice;

@@ -65,6 +65,8 @@ pub(crate) struct Model {
     /// The binary lies where the workload can write (and run) a program of
     /// its own, and no pin is required.
     pub(crate) plantable: F,
+    /// Where credential placeholders are replaced in bodies and messages.
+    pub(crate) rewrites: crate::rewrite::Rewrites,
 }
 
 impl Model {
@@ -371,6 +373,19 @@ pub(crate) fn build(
         )
     });
     let (ws_allow, ws_audit) = ws.unwrap_or((FALSE, FALSE));
+    let parts: Vec<F> = part.iter().map(|(p, _)| p.clone()).collect();
+    let rewrites = crate::rewrite::build(
+        prefix,
+        dom,
+        t,
+        &crate::rewrite::Parts {
+            matched: &matched,
+            endpoints: &parts,
+            http_kind: &http_kind,
+            inspected: &inspected,
+        },
+        defs,
+    );
     // An upgrade, and so every message after it, is refused alike.
     let not_alias = not(defs.define(format!("{prefix}.path_alias"), or(alias_parts)));
     let allow = defs.define(
@@ -472,6 +487,7 @@ pub(crate) fn build(
         credentialed,
         bypass,
         plantable,
+        rewrites,
     }
 }
 

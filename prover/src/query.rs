@@ -5,7 +5,7 @@
 use policy_lang::diag::{Code, codes};
 use serde::Serialize;
 
-use crate::formula::{F, and, not};
+use crate::formula::{F, and, lit, not};
 use crate::model::Model;
 use crate::witness::Observed;
 
@@ -146,6 +146,12 @@ pub(crate) enum Variant {
     /// refuses it). The boundary let only HTTP requests its rules judge
     /// through; the candidate lets any bytes through.
     Uninspected,
+    /// The new policy's credential of this index has its placeholder
+    /// replaced by its secret in a request body the old policy refused
+    /// (or let through unreplaced): `request_body_credential_rewrite`.
+    BodyRewrite(usize),
+    /// The same in a WebSocket text message: `websocket_credential_rewrite`.
+    TextRewrite(usize),
 }
 
 /// What a question is stated over: formulas when the solver is asked, and
@@ -249,7 +255,15 @@ pub(crate) fn question<L: Logic>(
         }
         // Which credential is injected is asked in `within`, of formulas
         // per credential; the replay compares credential names.
-        (Category::CredentialReachExpansion, Variant::Credential(_) | Variant::Uninspected) => {
+        // Placeholder content is not a fact of the request questions
+        // (`crate::rewrite`); the replay reads the decision's reason.
+        (
+            Category::CredentialReachExpansion,
+            Variant::Credential(_)
+            | Variant::Uninspected
+            | Variant::BodyRewrite(_)
+            | Variant::TextRewrite(_),
+        ) => {
             return None;
         }
         (Category::CapabilityExpansion, _) => {
@@ -308,17 +322,66 @@ const SINGLE: [Category; 4] = [
 /// The queries of `diff --prove`: what the new policy allows that the old
 /// one did not.
 pub(crate) fn diff(n: &Model, o: &Model, meta: &F) -> Vec<Query> {
-    let (n, o) = (Facts::<F>::of(n), Facts::<F>::of(o));
-    DIFF.into_iter()
+    let (nf, of) = (Facts::<F>::of(n), Facts::<F>::of(o));
+    let mut out: Vec<Query> = DIFF
+        .into_iter()
         .filter_map(|(category, variant)| {
-            let f = question(category, variant, &n, Some(&o), meta)?;
+            let f = question(category, variant, &nf, Some(&of), meta)?;
             Some(Query {
                 category,
                 variant,
                 f,
             })
         })
-        .collect()
+        .collect();
+    out.extend(rewrites(n, o));
+    out
+}
+
+/// Per credential of the new policy with a placeholder: a request body,
+/// and a WebSocket text message, carrying it that the new policy lets
+/// through with the secret in its place and the old one does not (it
+/// refuses it, or sends the placeholder on as it is). The old policy's
+/// credential is the one of the same name: another name has another
+/// placeholder. A `credential_reach_expansion`: the secret reaches the
+/// host in requests that could not carry it before.
+fn rewrites(n: &Model, o: &Model) -> Vec<Query> {
+    let (nr, or_) = (&n.rewrites, &o.rewrites);
+    let no_body = lit(crate::formula::Lit::Call(crate::formula::ids(vec![0])));
+    let mut out = Vec::new();
+    for (i, p) in nr.placeholders.iter().enumerate() {
+        if matches!(p.hosts, F::Const(false)) {
+            continue;
+        }
+        let old_hosts = or_
+            .placeholders
+            .iter()
+            .find(|q| q.name == p.name)
+            .map_or(crate::formula::FALSE, |q| q.hosts.clone());
+        out.push(Query {
+            category: Category::CredentialReachExpansion,
+            variant: Variant::BodyRewrite(i),
+            f: and([
+                n.allow.clone(),
+                nr.body.clone(),
+                p.hosts.clone(),
+                no_body.clone(),
+                not(and([o.allow.clone(), or_.body.clone(), old_hosts.clone()])),
+            ]),
+        });
+        out.push(Query {
+            category: Category::CredentialReachExpansion,
+            variant: Variant::TextRewrite(i),
+            f: and([
+                n.allow.clone(),
+                nr.text.clone(),
+                p.hosts.clone(),
+                p.text_fits.clone(),
+                not(and([o.allow.clone(), or_.text.clone(), old_hosts])),
+            ]),
+        });
+    }
+    out
 }
 
 /// The queries of containment (`diff --prove --within BOUNDARY

@@ -41,6 +41,11 @@ struct RouteKey<'a> {
     addresses: &'a Option<AddrSet>,
     carrier: Carrier<'a>,
     uninspected_credentials: bool,
+    /// Whether the proxy replaces credential placeholders in text messages
+    /// and request bodies on it: turning either on sends secrets where
+    /// the same grant refused them, so it is a change of the grant.
+    websocket_credential_rewrite: bool,
+    request_body_credential_rewrite: bool,
     /// Closed by a credential bound to its host (`Route::credential_guard`):
     /// a credential change can close or open a route whose rule did not
     /// change, for every host it reaches.
@@ -144,6 +149,8 @@ fn grants<'a>(
                 addresses: &r.addresses,
                 carrier: carrier(b, r.via),
                 uninspected_credentials: r.uninspected_credentials,
+                websocket_credential_rewrite: r.websocket_credential_rewrite,
+                request_body_credential_rewrite: r.request_body_credential_rewrite,
                 guarded: guards && r.credential_guard(credentials).is_some(),
             })
         })
@@ -338,6 +345,7 @@ fn restrict(b: &Bundle, grants: &[Grant], keep: &[bool]) -> Bundle {
             l7,
             credentials: t.credentials.clone(),
             secrets: t.secrets.clone(),
+            advisor: t.advisor.clone(),
         },
         provenance: Default::default(),
     }

@@ -2,8 +2,10 @@ use crate::output::out;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use policy_bundle::{
+    ADVISOR_ADDR, ADVISOR_HOST, ADVISOR_PORT, Dest, Injection, Origin, SecretSource,
+};
 use policy_bundle::{ArgCondition, ArgOp, Bundle, BundleError, L7Matcher, RightsAtAbi, Via};
-use policy_bundle::{Dest, Injection, Origin, SecretSource};
 use policy_lang::source::SourceFile;
 use policy_lang::{load, parser};
 
@@ -355,6 +357,28 @@ pub fn explain(b: &Bundle) -> String {
             s.name,
             hosts.join(" "),
             origin(p.secrets.get(i))
+        );
+    }
+    if let Some(a) = &t.advisor {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Advisor endpoint");
+        let who: Vec<String> = a
+            .binaries
+            .iter()
+            .map(|b| match &b.sha256 {
+                Some(h) => format!("{} (sha256:{h})", b.glob),
+                None => b.glob.to_string(),
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "   http://{ADVISOR_HOST}/ ({ADVISOR_ADDR}:{ADVISOR_PORT}, answered by the supervisor, never forwarded) for {}{}",
+            who.join(" "),
+            origin(p.advisor.as_ref())
+        );
+        let _ = writeln!(
+            o,
+            "   GET /denials: this sandbox's recent denials; POST /proposals: a change asked of the gateway, approved only by a person"
         );
     }
     o

@@ -29,6 +29,11 @@
 //!   (`addr = None`), and a route whose `addresses` list exists and leaves IP
 //!   out is dropped, so the operator names the address but cannot widen a
 //!   rule's own address list.
+//! - **The advisor endpoint**: a connect to its reserved address
+//!   (`policy_bundle::ADVISOR_ADDR`) is decided by the `advisor` statement
+//!   alone (`Evaluator::decide_advisor`), whatever else the policy says
+//!   about that address: allowed, it goes to the proxy, which answers it
+//!   itself; it is never connected anywhere.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -36,7 +41,8 @@ use std::sync::Arc;
 
 use policy_bundle::Dest;
 use policy_bundle::Via;
-use policy_bundle::eval::{ConnectionDecision, Evaluator, Reason};
+use policy_bundle::eval::{ConnectionDecision, Evaluator, Reason, Verdict};
+use policy_bundle::{ADVISOR_ADDR, ADVISOR_HOST};
 
 use crate::attribution::{Attributed, Attribution};
 use crate::policy::{Active, Policy};
@@ -58,12 +64,15 @@ pub struct Decision {
     pub host: Option<String>,
     /// The rule that allowed it (`file:line (name)`).
     pub rule: Option<String>,
+    /// Allowed to the advisor endpoint: the proxy answers it, no route
+    /// carries it (`conn` names none).
+    pub advisor: bool,
 }
 
 impl Decision {
     #[must_use]
     pub fn allowed(&self) -> bool {
-        self.conn.allowed()
+        self.advisor || self.conn.allowed()
     }
 
     fn refused(reason: Reason) -> Self {
@@ -76,6 +85,26 @@ impl Decision {
             },
             host: None,
             rule: None,
+            advisor: false,
+        }
+    }
+
+    /// The decision for a connect to the advisor endpoint's address.
+    fn advisor(active: &Active, binary: &Binary, port: u16) -> Self {
+        let d = active
+            .eval
+            .decide_advisor(&binary.path, binary.sha256.as_deref(), port);
+        let allowed = d.decision == Verdict::Allow;
+        Self {
+            conn: ConnectionDecision {
+                routes: Vec::new(),
+                l7: Vec::new(),
+                reason: d.reason,
+                grants: Vec::new(),
+            },
+            host: Some(ADVISOR_HOST.to_owned()),
+            rule: d.rule.as_ref().map(policy_bundle::Origin::blame),
+            advisor: allowed,
         }
     }
 }
@@ -150,6 +179,9 @@ impl Decider {
     fn decide_as_exe(&self, active: &Active, binary: &Binary, ip: IpAddr, port: u16) -> Decision {
         if let Some(refused) = deleted(binary) {
             return refused;
+        }
+        if ip == IpAddr::V4(ADVISOR_ADDR) {
+            return Decision::advisor(active, binary, port);
         }
         let mut first_denial: Option<Decision> = None;
         for named in self.attribution.names_for(ip) {
@@ -229,6 +261,9 @@ impl Decider {
         if let Some(refused) = deleted(binary) {
             return refused;
         }
+        if ip == IpAddr::V4(ADVISOR_ADDR) {
+            return Decision::advisor(active, binary, port);
+        }
         let Some(host) = host else {
             return Self::bare(active, binary, ip, port);
         };
@@ -263,6 +298,7 @@ impl Decider {
             rule: rule_of(eval, &conn),
             conn,
             host: Some(named.name),
+            advisor: false,
         }
     }
 
@@ -278,6 +314,7 @@ impl Decider {
             },
             conn,
             host: None,
+            advisor: false,
         }
     }
 }

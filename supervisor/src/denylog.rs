@@ -5,7 +5,16 @@
 //! requests the L7 proxy refused or audited, DNS Activity (class 4003) for
 //! refused names, Application Lifecycle (class 6002) for bundle reloads;
 //! what OCSF has no field for goes under `unmapped`.
+//!
+//! The last [`RECENT_DENIALS`] denials (action `Denied`: refused connects,
+//! sends, names and requests) are also kept in memory, each under a
+//! sequence number, exactly as written: the advisor endpoint shows them to
+//! the workload and forwards the ones it cites, so what the gateway reads
+//! is what the supervisor logged, never text the workload made up. A line
+//! holds no secret: requests are logged by method and canonical path (no
+//! header, no query string, no body), credentials by name.
 
+use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::net::IpAddr;
@@ -78,9 +87,20 @@ pub struct GraphqlEvent<'a> {
     pub persisted_query: Option<&'a str>,
 }
 
+/// How many denials are kept for the advisor endpoint.
+pub const RECENT_DENIALS: usize = 100;
+
+/// The denials kept, oldest first, and the number the next one gets.
+#[derive(Debug, Default)]
+struct Recent {
+    next: u64,
+    lines: VecDeque<(u64, String)>,
+}
+
 /// Where the lines go, and which policy they are about.
 pub struct DenyLog {
     out: Mutex<Box<dyn Write + Send>>,
+    recent: Mutex<Recent>,
     policy: RwLock<Value>,
     /// The sandbox and generation every line is about.
     sandbox: Option<Value>,
@@ -103,6 +123,10 @@ impl DenyLog {
         };
         Ok(Self {
             out: Mutex::new(out),
+            recent: Mutex::new(Recent {
+                next: 1,
+                lines: VecDeque::new(),
+            }),
             policy: RwLock::new(json!({ "name": policy_name, "uid": digest })),
             sandbox: None,
         })
@@ -150,13 +174,50 @@ impl DenyLog {
                 }),
             );
         }
-        let Ok(mut line) = serde_json::to_vec(&event) else {
+        let denied = event.get("action").and_then(Value::as_str) == Some("Denied");
+        let Ok(text) = serde_json::to_string(&event) else {
             return;
         };
+        let mut line = text.clone().into_bytes();
         line.push(b'\n');
         if let Ok(mut out) = self.out.lock() {
             let _ = out.write_all(&line);
             let _ = out.flush();
+            // Numbered while the file is held: ids follow the file's order.
+            if denied {
+                let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+                let id = recent.next;
+                recent.next += 1;
+                recent.lines.push_back((id, text));
+                if recent.lines.len() > RECENT_DENIALS {
+                    recent.lines.pop_front();
+                }
+            }
+        }
+    }
+
+    /// The denials kept, oldest first, with their ids.
+    pub fn recent_denials(&self) -> Vec<(u64, String)> {
+        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        recent.lines.iter().cloned().collect()
+    }
+
+    /// The lines of the denials `ids`, in the order asked; `Err` with the
+    /// ids that are not (or no longer) kept.
+    pub fn denial_lines(&self, ids: &[u64]) -> Result<Vec<String>, Vec<u64>> {
+        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut found = Vec::with_capacity(ids.len());
+        let mut unknown = Vec::new();
+        for id in ids {
+            match recent.lines.iter().find(|(i, _)| i == id) {
+                Some((_, line)) => found.push(line.clone()),
+                None => unknown.push(*id),
+            }
+        }
+        if unknown.is_empty() {
+            Ok(found)
+        } else {
+            Err(unknown)
         }
     }
 
@@ -389,6 +450,25 @@ mod tests {
         assert!(e["time"].as_u64().unwrap() > 0);
         assert_eq!(lines[1]["query"]["hostname"], "evil.example");
         assert!(e["actor"]["process"]["file"].get("hashes").is_none());
+    }
+
+    #[test]
+    fn the_last_denials_are_kept_numbered_as_written_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deny.log");
+        let log = DenyLog::open(Some(&path), "p", "sha256:00").unwrap();
+        log.reload(true, "b", Some("sha256:00"), "applied");
+        for i in 0..(RECENT_DENIALS + 5) {
+            log.dns_refused(&format!("n{i}.example"), "A", "NXDomain", "no rule");
+        }
+        let kept = log.recent_denials();
+        assert_eq!(kept.len(), RECENT_DENIALS);
+        assert_eq!(kept.first().unwrap().0, 6, "the oldest went first");
+        let written = std::fs::read_to_string(&path).unwrap();
+        let last = written.lines().last().unwrap();
+        assert_eq!(kept.last().unwrap(), &(105, last.to_owned()));
+        assert_eq!(log.denial_lines(&[105, 6]).unwrap().first().unwrap(), last);
+        assert_eq!(log.denial_lines(&[5, 6, 106]), Err(vec![5, 106]));
     }
 
     #[test]

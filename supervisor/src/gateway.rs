@@ -203,6 +203,13 @@ impl Gateway {
         ));
     }
 
+    /// The advisor endpoint's proposals go to this gateway, for this
+    /// sandbox, under the token this supervisor keeps fresh: the agent
+    /// never holds a credential of the gateway.
+    pub fn propose_through(&self, proxy: &crate::l7::Proxy) {
+        proxy.forward_proposals(Arc::clone(&self.session), &self.sandbox);
+    }
+
     fn state_file(&self) -> String {
         self.state.file(&self.sandbox).map_or_else(
             |_| self.state.path().display().to_string(),

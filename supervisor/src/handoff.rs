@@ -31,6 +31,9 @@ pub struct ProxiedConnection {
     /// Routes and L7 endpoint indices (`decision.l7`) into the bundle; the
     /// proxy passes it to `Evaluator::decide_request`.
     pub decision: ConnectionDecision,
+    /// A connection to the advisor endpoint (`policy.local`): the proxy
+    /// answers its requests itself and forwards none.
+    pub advisor: bool,
 }
 
 /// The proxy as the relay sees it.

@@ -14,7 +14,8 @@
 //!   ├─ dns: answers only allowed names, remembers name → address,
 //!   │        resolves upstream with hickory
 //!   ├─ l7: the proxy: TLS with a per-sandbox CA, decide_request per
-//!   │        request, credentials injected where bound, TLS upstream
+//!   │        request, credentials injected where bound, TLS upstream;
+//!   │        the advisor endpoint (policy.local) answered itself
 //!   ├─ reload: SIGHUP / --watch swaps the network part of the bundle
 //!   └─ lifecycle: wait, --timeout, signals, kill what is left
 //! ```

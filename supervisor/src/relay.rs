@@ -681,9 +681,9 @@ pub fn bundle_side(
     );
     let attribution = Arc::new(Attribution::new(resolve));
     let answerer = Arc::new(Answerer {
-        policy: Arc::new(crate::policy::Swap::new(crate::dns::DnsPolicy::from_table(
-            &bundle.enforcement.seccomp,
-        ))),
+        policy: Arc::new(crate::policy::Swap::new(
+            crate::dns::DnsPolicy::from_tables(&bundle.enforcement),
+        )),
         attribution: Arc::clone(&attribution),
         resolver: None,
         log: Arc::clone(&log),

@@ -241,7 +241,7 @@ impl Reloader {
             .map(|(w, r)| (Arc::clone(w), root_path(r)));
         let reported = self.reported_aliases(&bundle);
         let built = tokio::task::spawn_blocking(move || {
-            let dns = DnsPolicy::from_table(&bundle.enforcement.seccomp);
+            let dns = DnsPolicy::from_tables(&bundle.enforcement);
             let (aliases, expanded) = guard.map_or_else(
                 || (reported, Vec::new()),
                 |(w, r)| Aliases::expand(&bundle.enforcement.seccomp.identities, &r, Some(&w)),

@@ -288,9 +288,7 @@ fn prepare(args: &RunArgs) -> Result<Prepared, LaunchError> {
         .for_sandbox(RELAY_SANDBOX_ID, RELAY_GENERATION),
     );
     let attribution = Arc::new(Attribution::new(&args.supervision.resolve));
-    let dns_policy = Arc::new(Swap::new(DnsPolicy::from_table(
-        &bundle.enforcement.seccomp,
-    )));
+    let dns_policy = Arc::new(Swap::new(DnsPolicy::from_tables(&bundle.enforcement)));
     let resolv = match mode {
         NetnsMode::New => private_resolv_conf()?,
         NetnsMode::None => None,
@@ -479,6 +477,9 @@ fn serve(
     ));
     let proxy = Proxy::start(proxy_parts, Arc::clone(&decider), Arc::clone(&log))
         .map_err(LaunchError::Proxy)?;
+    if let Some(g) = &gateway {
+        g.propose_through(&proxy);
+    }
     let reloader = Arc::new(
         Reloader::new(
             bundle_path,

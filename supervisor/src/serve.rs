@@ -133,9 +133,7 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
         .for_sandbox(&args.sandbox_id, args.generation),
     );
     let attribution = Arc::new(Attribution::new(&args.supervision.resolve));
-    let dns_policy = Arc::new(Swap::new(DnsPolicy::from_table(
-        &bundle.enforcement.seccomp,
-    )));
+    let dns_policy = Arc::new(Swap::new(DnsPolicy::from_tables(&bundle.enforcement)));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -160,6 +158,9 @@ fn serve_sandbox(args: &ServeArgs) -> Result<u8, LaunchError> {
     let decider = Arc::new(Decider::new(Arc::clone(&policy), attribution));
     let proxy = Proxy::start(proxy_parts, Arc::clone(&decider), Arc::clone(&log))
         .map_err(LaunchError::Proxy)?;
+    if let Some(g) = &gateway {
+        g.propose_through(&proxy);
+    }
     let source = match &args.source.bundle {
         Some(path) => path.clone(),
         None => crate::gateway::label(&args.source),

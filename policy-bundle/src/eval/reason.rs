@@ -181,6 +181,25 @@ pub enum Reason {
     /// there, in a sandbox that has credentials. Refused in audit mode
     /// too.
     PlaceholderInBody,
+    /// The `advisor` statement lets the binary reach `policy.local`, which
+    /// the supervisor answers itself.
+    Advisor {
+        /// The executable path.
+        binary: String,
+    },
+    /// The policy has no `advisor` statement: `policy.local` does not
+    /// exist in the sandbox.
+    AdvisorOff,
+    /// The `advisor` statement does not name the binary.
+    AdvisorNotNamed {
+        /// The executable path.
+        binary: String,
+    },
+    /// `policy.local` on another port than 80: it answers plain HTTP only.
+    AdvisorPort {
+        /// The port asked for.
+        port: u16,
+    },
 }
 
 impl Reason {
@@ -351,6 +370,21 @@ impl fmt::Display for Reason {
             ),
             Self::PlaceholderInBody => f.write_str(
                 "a credential placeholder in a request body is never replaced; send it in a header",
+            ),
+            Self::Advisor { binary } => write!(
+                f,
+                "`{binary}` may reach the advisor endpoint `policy.local`, which the supervisor answers itself (never forwarded)"
+            ),
+            Self::AdvisorOff => f.write_str(
+                "the policy has no `advisor` statement: `policy.local` does not exist in this sandbox",
+            ),
+            Self::AdvisorNotNamed { binary } => write!(
+                f,
+                "the `advisor` statement does not name `{binary}`: it may not reach `policy.local`"
+            ),
+            Self::AdvisorPort { port } => write!(
+                f,
+                "`policy.local` answers plain HTTP on port 80 only, not port {port}"
             ),
         }
     }

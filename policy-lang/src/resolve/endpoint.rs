@@ -545,7 +545,7 @@ fn http_only_diag(file: &SourceFile, span: Span, what: &str, proto: Protocol) ->
     .help("add `http` to the rule's options so the proxy inspects its requests")
 }
 
-fn subjects(
+pub(super) fn subjects(
     r: &mut Resolver,
     file: &SourceFile,
     subjects: &[Node<String>],

@@ -61,6 +61,7 @@ pub fn resolve(docs: &[Document]) -> (Resolved, Diagnostics) {
         endpoints: r.endpoints,
         credentials: r.credentials,
         secrets: r.secrets,
+        advisor: r.advisor.map(|(a, _)| a),
     };
     let mut resolved = Resolved {
         policy,
@@ -88,6 +89,7 @@ struct Resolver {
     endpoints: Vec<ir::Endpoint>,
     credentials: Vec<Credential>,
     secrets: Vec<SandboxSecret>,
+    advisor: Option<(ir::Advisor, (SourceFile, Span))>,
     /// Credential and secret names with their first definition.
     secret_names: BTreeMap<String, (SourceFile, Span)>,
     spans: SpanTable,
@@ -265,6 +267,7 @@ impl Resolver {
                         origin: origin(file, span, &name.node),
                     });
                 }
+                Stmt::Advisor { subjects } => self.advisor(file, span, subjects),
                 Stmt::Allow(a) => {
                     if let Some(ep) = endpoint::resolve(self, file, span, a) {
                         // Diagnostics point at the rule's first line, not its block.
@@ -283,6 +286,38 @@ impl Resolver {
         {
             // Fragments may include further fragments; the loader resolved them.
         }
+    }
+
+    /// `advisor BINARIES...`: once per policy, fragments included, and
+    /// naming at least one binary (an endpoint open to nobody would only
+    /// say the author forgot who).
+    fn advisor(&mut self, file: &SourceFile, span: Span, subjects: &[Node<String>]) {
+        if let Some((_, (pf, ps))) = &self.advisor {
+            let d = twice(file, span, pf, *ps, "advisor");
+            self.diags.push(d);
+            return;
+        }
+        if subjects.is_empty() {
+            self.diags.push(
+                Diagnostic::new(codes::E0107, file, span, "`advisor` names no binary")
+                    .label("who may reach `policy.local`?")
+                    .help("name the binary sets or paths whose programs may read their denials and propose changes: `advisor agent` or `advisor /usr/bin/python3`"),
+            );
+            return;
+        }
+        let Some(binaries) = endpoint::subjects(self, file, subjects) else {
+            return;
+        };
+        let rule = subjects
+            .iter()
+            .map(|s| s.node.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let advisor = ir::Advisor {
+            binaries,
+            origin: origin(file, span, &rule),
+        };
+        self.advisor = Some((advisor, (file.clone(), span)));
     }
 
     fn landlock(

@@ -46,7 +46,7 @@ pub(crate) async fn open_route(
     decision: Decision,
     dst: SocketAddr,
 ) -> io::Result<Upstream> {
-    if !decision.conn.l7.is_empty() {
+    if decision.advisor || !decision.conn.l7.is_empty() {
         match &broker.proxy {
             Some(proxy) => {
                 let (ours, proxys) = tokio::io::duplex(PROXY_PIPE);
@@ -59,9 +59,14 @@ pub(crate) async fn open_route(
                         pid: who.pid,
                         tid: who.tid,
                         decision: decision.conn,
+                        advisor: decision.advisor,
                     },
                 );
                 return Ok(Upstream::Proxied(ours));
+            }
+            // Only the proxy can answer it; its address leads nowhere.
+            None if decision.advisor => {
+                return Err(io::Error::from_raw_os_error(libc::ECONNREFUSED));
             }
             None => broker.log.network(&NetEvent {
                 denied: false,

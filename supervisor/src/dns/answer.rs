@@ -1,6 +1,8 @@
 //! One DNS query in, one answer out.
 //!
 //! - A name no rule allows: `NXDOMAIN`, and a deny-log line.
+//! - `policy.local` (the advisor endpoint): its reserved address when the
+//!   policy has an `advisor` statement, else `NXDOMAIN` and a deny-log line.
 //! - `A`/`AAAA` for an allowed name: the operator's `--resolve` addresses,
 //!   else upstream through hickory (with its cache); every address given
 //!   is remembered for attribution.
@@ -19,6 +21,8 @@ use hickory_resolver::TokioResolver;
 use hickory_resolver::proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_resolver::proto::rr::rdata::{A, AAAA};
 use hickory_resolver::proto::rr::{DNSClass, Name, RData, Record, RecordType};
+
+use policy_bundle::{ADVISOR_ADDR, ADVISOR_HOST};
 
 use super::names::DnsPolicy;
 use crate::attribution::Attribution;
@@ -104,6 +108,9 @@ impl Answerer {
             let why = format!("`{raw}` is not a host name any rule can allow");
             return refuse(&raw, &qtype.to_string(), ResponseCode::NXDomain, &why);
         };
+        if name == ADVISOR_HOST {
+            return self.advisor(query, &name, resp);
+        }
         if !self.policy.current().allows(&name) {
             self.log.dns_refused(
                 &name,
@@ -131,6 +138,35 @@ impl Answerer {
             return ResponseCode::NoError;
         }
         self.upstream(query, &name, resp).await
+    }
+
+    /// `policy.local`: the reserved address for `A` when the policy has
+    /// an `advisor` statement (IPv4 only: `AAAA` and other types get an
+    /// empty answer, so clients fall back to `A`), else `NXDOMAIN` like any
+    /// name no rule allows. Never asked upstream or of `--resolve`: the
+    /// name is the supervisor's own.
+    fn advisor(&self, query: &Query, name: &str, resp: &mut Message) -> ResponseCode {
+        let qtype = query.query_type();
+        if !self.policy.current().advisor() {
+            self.log.dns_refused(
+                name,
+                &qtype.to_string(),
+                "NXDomain",
+                &format!(
+                    "the policy has no `advisor` statement: `{name}` does not exist in this sandbox"
+                ),
+            );
+            return ResponseCode::NXDomain;
+        }
+        if qtype == RecordType::A {
+            self.attribution.remember(name, [IpAddr::V4(ADVISOR_ADDR)]);
+            resp.add_answer(Record::from_rdata(
+                query.name().clone(),
+                OPERATOR_TTL,
+                RData::A(A(ADVISOR_ADDR)),
+            ));
+        }
+        ResponseCode::NoError
     }
 
     async fn upstream(&self, query: &Query, name: &str, resp: &mut Message) -> ResponseCode {

@@ -2,11 +2,14 @@
 //! match (the bundle lists, per binary, the host patterns of its routes).
 //! The stub cannot tell which binary asks, so a name any binary may reach
 //! is answered; the connect that follows is still decided per binary.
+//! The advisor's name, `policy.local`, is answered (with its reserved
+//! address) exactly when the policy has an `advisor` statement, for the
+//! same reason: the connect decides which binaries reach it.
 
 use std::collections::{HashMap, HashSet};
 
-use policy_bundle::SeccompTable;
 use policy_bundle::matcher::HostPattern;
+use policy_bundle::{SeccompTable, Tables};
 
 /// Exact names in a set; wildcard patterns indexed by their literal
 /// suffix, so a lookup costs one probe per label of the name.
@@ -14,9 +17,26 @@ use policy_bundle::matcher::HostPattern;
 pub struct DnsPolicy {
     exact: HashSet<String>,
     by_suffix: HashMap<String, Vec<HostPattern>>,
+    /// The policy has an `advisor` statement.
+    advisor: bool,
 }
 
 impl DnsPolicy {
+    /// The names of a bundle's routes, and the advisor's when it has one.
+    #[must_use]
+    pub fn from_tables(tables: &Tables) -> Self {
+        Self {
+            advisor: tables.advisor.is_some(),
+            ..Self::from_table(&tables.seccomp)
+        }
+    }
+
+    /// Whether `policy.local` is answered.
+    #[must_use]
+    pub fn advisor(&self) -> bool {
+        self.advisor
+    }
+
     #[must_use]
     pub fn from_table(table: &SeccompTable) -> Self {
         let mut policy = Self::default();

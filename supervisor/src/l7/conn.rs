@@ -39,6 +39,24 @@ pub(super) async fn serve(proxy: Arc<Proxy>, mut stream: DuplexStream, meta: Pro
         _ => return,
     }
     let stream = Replayed::new(first[0], stream);
+    if meta.advisor && first[0] == TLS_HANDSHAKE {
+        // Plain HTTP only: the endpoint is answered here, so TLS would
+        // protect nothing, and no leaf is minted for its name.
+        proxy.log.network(&crate::denylog::NetEvent {
+            denied: true,
+            tid: meta.tid,
+            pid: meta.pid,
+            binary: Some(&meta.binary.path),
+            syscall: "connect",
+            protocol: "tcp",
+            host: meta.host.as_deref(),
+            ip: Some(dst_ip(&meta)),
+            port: Some(meta.original_dst.port()),
+            reason: "TLS to `policy.local` refused: the advisor endpoint answers plain HTTP only",
+            ..crate::denylog::NetEvent::default()
+        });
+        return;
+    }
     if first[0] != TLS_HANDSHAKE {
         let state = Arc::new(ConnState::new(Arc::clone(&proxy), meta, None, false));
         return serve_http(proxy, state, stream).await;
@@ -73,7 +91,14 @@ where
     let svc_state = Arc::clone(&state);
     let service = service_fn(move |req| {
         let st = Arc::clone(&svc_state);
-        async move { Ok::<_, Infallible>(super::request::handle(&st, req).await) }
+        async move {
+            let resp = if st.meta.advisor {
+                super::advisor::handle(&st, req).await
+            } else {
+                super::request::handle(&st, req).await
+            };
+            Ok::<_, Infallible>(resp)
+        }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)

@@ -42,11 +42,13 @@
 //! shapes an echoed secret takes), `scrub` (secrets out of responses),
 //! `overrides` (headers that would make a server act on another request),
 //! `websocket` (the upgrade, frames, and the relay that judges each client
-//! message). `docs/proxy.md` is the operator's view.
+//! message), `advisor` (the endpoint `policy.local`, answered here and
+//! never forwarded). `docs/proxy.md` is the operator's view.
 
 pub mod ca;
 pub mod trust;
 
+mod advisor;
 mod body;
 mod conn;
 mod forms;
@@ -125,6 +127,8 @@ pub struct Proxy {
     log: Arc<DenyLog>,
     live: Mutex<HashMap<u64, Live>>,
     next_id: AtomicU64,
+    /// The advisor endpoint's gateway and rate limit.
+    advisor: advisor::Desk,
 }
 
 impl fmt::Debug for Proxy {
@@ -155,6 +159,7 @@ impl Proxy {
             log,
             live: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
+            advisor: advisor::Desk::default(),
         });
         let serving = Arc::clone(&proxy);
         let extra = prepared.upstream_ca;
@@ -174,6 +179,13 @@ impl Proxy {
             })
             .map_err(SetupError::Runtime)?;
         Ok(proxy)
+    }
+
+    /// The advisor endpoint sends proposals to this gateway, for
+    /// `sandbox`, with the session's token; without it (a local `run`)
+    /// it answers that proposals need a gateway.
+    pub fn forward_proposals(&self, session: Arc<crate::session::Session>, sandbox: &str) {
+        self.advisor.forward_to(session, sandbox);
     }
 
     fn policy(&self) -> &Arc<Policy> {

@@ -73,7 +73,10 @@ impl ConnState {
             generation: active.generation,
             revoked: None,
         };
-        if let Some(name) = sni.as_deref().filter(|n| meta.host.as_deref() != Some(*n)) {
+        if let Some(name) = sni
+            .as_deref()
+            .filter(|n| !meta.advisor && meta.host.as_deref() != Some(*n))
+        {
             let d = proxy.decider.decide_as(
                 &active,
                 &meta.binary,
@@ -114,7 +117,11 @@ impl ConnState {
             cur.generation = active.generation;
             if !d.allowed() {
                 cur.revoked = Some(d.conn.reason.to_string());
-            } else if d.conn.l7.is_empty() {
+            } else if d.advisor != self.meta.advisor {
+                cur.revoked = Some(
+                    "the reloaded policy decides this destination otherwise; reconnect".into(),
+                );
+            } else if d.conn.l7.is_empty() && !d.advisor {
                 cur.revoked = Some(
                     "the reloaded policy relays this destination without inspection; reconnect"
                         .into(),
