@@ -133,3 +133,31 @@ fn the_statement_formats_to_one_spacing_and_keeps_its_comment() {
         "policy \"advised\" {\n  binaries agent = /usr/bin/curl\n  advisor agent /usr/bin/python3  # who may ask\n}\n"
     );
 }
+
+/// Turning the endpoint on is new reach a person reads: `diff --prove`
+/// says which binaries may now reach it (the gateway's auto approval
+/// approves only `no-new-access`); turning it off is not.
+#[test]
+fn turning_the_advisor_on_is_new_reach_for_the_binaries_it_names() {
+    let (without, with) = (policy("diff-without", WITHOUT), policy("diff-with", WITH));
+    let diff = |old: &str, new: &str| {
+        let o = run(&["diff", "--prove", old, new, "--format", "json"]);
+        (code(&o), json(&o))
+    };
+    let (exit, v) = diff(&without, &with);
+    assert_eq!(exit, 0, "new reach keeps exit 0: {v}");
+    assert_eq!(v["verdict"], "new-reach", "{v}");
+    let change = v["sandbox"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["setting"] == "advisor")
+        .unwrap_or_else(|| panic!("no advisor entry: {v}"));
+    let message = change["message"].as_str().unwrap();
+    assert!(
+        message.contains("`/usr/bin/curl`") && message.contains("`/usr/bin/python3`"),
+        "{message}"
+    );
+    let (_, back) = diff(&with, &without);
+    assert_eq!(back["verdict"], "no-new-access", "{back}");
+}

@@ -1275,3 +1275,29 @@ fn openshells_own_log_is_read_against_its_yaml_policy() {
         "{err}"
     );
 }
+
+/// A host whose internal address the operator named (`--resolve`): the
+/// supervisor asked the host's rules without the address, its deny line
+/// says so, and the replay asks as it did, so the suggested rule (which
+/// names no address) is shown to admit the request.
+#[test]
+fn an_address_the_operator_named_replays_as_the_supervisor_decided() {
+    let d = dir("operator-named");
+    let p = policy(
+        &d,
+        "p.policy",
+        "policy \"gh\" {\n  run_as user sandbox group sandbox\n  fs read /usr\n  allow /usr/bin/gh -> git.internal:443 http {\n    allow GET /health\n  }\n}\n",
+        "gh",
+    );
+    let mut denied = request(&p, "/usr/bin/gh", "git.internal", "POST", "/repos/o/r/issues");
+    denied["dst_endpoint"]["ip"] = json!("10.0.0.5");
+    denied["unmapped"]["resolved_by"] = json!("operator");
+    let log = write_log(&d, &lines(&[denied]));
+    let o = suggest(&p, &log, &["--format", "json"]);
+    let v = json(&o);
+    assert_eq!(code(&o), 0, "{v}");
+    let patch = v["patch"].as_str().unwrap();
+    assert!(!patch.contains("addresses"), "{patch}");
+    let replay = &v["replay"][0];
+    assert_eq!(replay["after"], "allow", "{v}");
+}

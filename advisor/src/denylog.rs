@@ -45,6 +45,10 @@ pub struct Denial {
     /// Written by OpenShell's own supervisor, whose lines name no policy
     /// (see [`OPENSHELL_PRODUCT`]).
     pub openshell: bool,
+    /// The operator named the address for the host (`--resolve`;
+    /// `unmapped.resolved_by: "operator"`): the supervisor asked the
+    /// host's rules without the address.
+    pub operator_named: bool,
 }
 
 /// `metadata.product.name` of OpenShell's sandbox supervisor
@@ -229,6 +233,7 @@ pub fn read_line(line: &str) -> Result<Entry, LineError> {
         digest: str_at(&value, &["policy", "uid"]).map(str::to_owned),
         product,
         openshell,
+        operator_named: str_at(&value, &["unmapped", "resolved_by"]) == Some("operator"),
     })))
 }
 

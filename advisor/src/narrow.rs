@@ -83,6 +83,12 @@ pub struct L7Rule {
 /// method and path; why not otherwise.
 pub fn name(line: usize, denial: Denial) -> Result<Named, String> {
     let binary = binary_text(&denial.binary)?;
+    if policy_bundle::is_advisor_dest(denial.host.as_deref(), denial.ip) {
+        return Err(format!(
+            "`{}` is the in-sandbox advisor, which no `allow` rule reaches: add `advisor {binary}` to the policy to let this binary reach it",
+            policy_bundle::ADVISOR_HOST
+        ));
+    }
     let dest = match (&denial.host, denial.ip) {
         (Some(h), _) => host_text(h)?,
         (None, Some(IpAddr::V4(ip))) => ip.to_string(),
@@ -490,6 +496,35 @@ mod tests {
 
     fn texts(set: &BTreeSet<Vec<String>>) -> Vec<String> {
         set.iter().map(|p| path_text(p)).collect()
+    }
+
+    #[test]
+    fn the_advisor_endpoint_is_named_by_its_statement_not_an_allow_rule() {
+        for (host, ip) in [
+            (Some("policy.local"), Some("192.0.0.100")),
+            (None, Some("192.0.0.100")),
+        ] {
+            let denial = Denial {
+                binary: "/usr/bin/curl".into(),
+                sha256: None,
+                host: host.map(str::to_owned),
+                ip: ip.and_then(|i| i.parse().ok()),
+                port: 80,
+                protocol: "tcp".into(),
+                http: None,
+                rule: None,
+                reason: String::new(),
+                policy: Some("p".into()),
+                digest: None,
+                product: None,
+                openshell: false,
+                operator_named: false,
+            };
+            let Err(why) = name(1, denial) else {
+                panic!("an allow rule for the advisor endpoint");
+            };
+            assert!(why.contains("add `advisor /usr/bin/curl`"), "{why}");
+        }
     }
 
     #[test]

@@ -200,6 +200,7 @@ fn compare_by(old: &Bundle, new: &Bundle, by: By) -> Vec<SandboxChange> {
             format!("Landlock now lets the workload connect to TCP port {port} (and perhaps more)"),
         ));
     }
+    out.extend(advisor_reach(o, n, by));
     for s in o
         .landlock
         .scoped
@@ -284,4 +285,45 @@ fn compare_by(old: &Bundle, new: &Bundle, by: By) -> Vec<SandboxChange> {
         ));
     }
     out
+}
+
+/// Binaries the new `advisor` statement names that the old did not: they
+/// may now reach `policy.local`, read the sandbox's denials and ask the
+/// gateway for changes. Compared entry by entry, so a rewritten pattern
+/// that names the same binaries is reported too: a person reads it.
+fn advisor_reach(
+    o: &policy_bundle::Tables,
+    n: &policy_bundle::Tables,
+    by: By,
+) -> Option<SandboxChange> {
+    let before = o
+        .advisor
+        .as_ref()
+        .map(|a| a.binaries.as_slice())
+        .unwrap_or_default();
+    let added: Vec<String> = n
+        .advisor
+        .iter()
+        .flat_map(|a| &a.binaries)
+        .filter(|b| !before.contains(b))
+        .map(|b| match &b.sha256 {
+            Some(sha) => format!("`{}` (sha256:{sha})", b.glob),
+            None => format!("`{}`", b.glob),
+        })
+        .collect();
+    if added.is_empty() {
+        return None;
+    }
+    let list = added.join(", ");
+    Some(SandboxChange::weakened(
+        "advisor",
+        match by {
+            By::Old => format!(
+                "{list} may now reach the in-sandbox advisor (`policy.local`): read the sandbox's denials and ask the gateway for changes"
+            ),
+            By::Boundary => format!(
+                "{list} may reach the in-sandbox advisor (`policy.local`), which the boundary does not allow them"
+            ),
+        },
+    ))
 }

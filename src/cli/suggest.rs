@@ -403,7 +403,9 @@ fn replay(named: &[Named], old: &Bundle, new: &Bundle) -> Vec<Replay> {
             method: d.http.as_ref().map(|h| h.method.as_str()),
             host: host.as_deref(),
             port: host.is_some().then_some(d.port),
-            addr: d.ip,
+            // As the supervisor decided it: an address the operator named
+            // for the host is not asked about, the host's rules are.
+            addr: d.ip.filter(|_| !d.operator_named),
             body: None,
             content_type: None,
             websocket: false,

@@ -136,6 +136,15 @@ impl Attribution {
         out
     }
 
+    /// Whether the operator named `ip` for `host` (`--resolve`): the deny
+    /// log says so, for `suggest` to replay the connection as the
+    /// supervisor decided it (the host rules asked without the address).
+    #[must_use]
+    pub fn operator_named(&self, host: &str, ip: IpAddr) -> bool {
+        self.operator_pairs
+            .contains(&(host.to_owned(), canonical_ip(ip)))
+    }
+
     /// The operator's addresses for `name`, for the DNS stub.
     #[must_use]
     pub fn operator_addrs(&self, name: &str) -> Vec<IpAddr> {

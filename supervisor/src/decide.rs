@@ -124,6 +124,12 @@ impl Decider {
         }
     }
 
+    /// Whether the operator named `ip` for `host` (`--resolve`).
+    #[must_use]
+    pub fn operator_named(&self, host: Option<&str>, ip: IpAddr) -> bool {
+        host.is_some_and(|h| self.attribution.operator_named(h, ip))
+    }
+
     /// Why an allowed connection from `binary` to `ip:port` is refused
     /// after all because the workload could have written the program:
     /// openshell-sandbox reported it to lie in `tree`, a tree the workload

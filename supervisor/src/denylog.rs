@@ -36,6 +36,9 @@ pub struct NetEvent<'a> {
     /// (it does under a bundle that pins binaries): `suggest` pins a rule
     /// it writes for the binary to it.
     pub binary_sha256: Option<&'a str>,
+    /// The operator named `ip` for `host` (`--resolve`): the host's rules
+    /// were asked without the address.
+    pub operator_named: bool,
     /// `connect`, `sendto`, `sendmsg`, `sendmmsg`.
     pub syscall: &'a str,
     /// `tcp`, `udp`, `unix`, or the address family.
@@ -338,6 +341,13 @@ fn network_event(e: &NetEvent<'_>) -> Value {
             json!([{ "algorithm_id": 3, "algorithm": "SHA-256", "value": sha }]),
         );
     }
+    let mut unmapped = serde_json::Map::new();
+    unmapped.insert("syscall".into(), json!(e.syscall));
+    unmapped.insert("address".into(), json!(e.address));
+    unmapped.insert("note".into(), json!(e.note));
+    if e.operator_named {
+        unmapped.insert("resolved_by".into(), json!("operator"));
+    }
     json!({
         "class_uid": 4001,
         "class_name": "Network Activity",
@@ -369,11 +379,7 @@ fn network_event(e: &NetEvent<'_>) -> Value {
             "name": e.rule.unwrap_or("default"),
             "type": if e.rule.is_some() { "policy rule" } else { "default deny" },
         },
-        "unmapped": {
-            "syscall": e.syscall,
-            "address": e.address,
-            "note": e.note,
-        },
+        "unmapped": unmapped,
     })
 }
 

@@ -577,6 +577,7 @@ async fn connect(
             pid: caller.pid,
             binary: Some(&binary.path),
             binary_sha256: binary.sha256.as_deref(),
+            operator_named: broker.decider.operator_named(host, ip),
             syscall: "connect",
             protocol: "tcp",
             host,
@@ -1049,6 +1050,37 @@ mod tests {
         };
         let answer = rig.sandbox().connect(pinned, loopback(port)).await.unwrap();
         assert!(matches!(answer, Connect::Relayed(_)), "{answer:?}");
+    }
+
+    /// A refusal of a host whose address the operator named says so, for
+    /// `suggest` to replay it as it was decided: without the address.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refusal_under_the_operators_name_is_logged_as_such() {
+        let rig = rig(1, None).await;
+        let api = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7)), 443);
+        let answer = rig.sandbox().connect(caller("/usr/bin/python3"), api).await.unwrap();
+        assert!(matches!(answer, Connect::Refused(_)), "{answer:?}");
+        let _ = rig
+            .sandbox()
+            .dns(
+                Some(caller("/usr/bin/python3")),
+                pb::Transport::Udp,
+                query("api.example.com."),
+            )
+            .await
+            .unwrap();
+        let answer = rig.sandbox().connect(caller("/usr/bin/python3"), api).await.unwrap();
+        assert!(matches!(answer, Connect::Refused(_)), "{answer:?}");
+        let log = rig.log();
+        let lines: Vec<serde_json::Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|l: &serde_json::Value| l["class_uid"] == 4001)
+            .collect();
+        assert_eq!(lines.len(), 2, "{log}");
+        assert!(lines[0]["unmapped"].get("resolved_by").is_none(), "bare: {log}");
+        assert_eq!(lines[1]["dst_endpoint"]["hostname"], "api.example.com", "{log}");
+        assert_eq!(lines[1]["unmapped"]["resolved_by"], "operator", "{log}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

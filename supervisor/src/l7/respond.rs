@@ -181,15 +181,17 @@ impl ConnState {
         } else {
             None
         };
+        let host = info.host.or(self.meta.host.as_deref());
         self.proxy.log.http(&HttpEvent {
             net: NetEvent {
                 denied,
                 tid: self.meta.tid,
                 pid: self.meta.pid,
                 binary: Some(&self.meta.binary.path),
+                operator_named: self.proxy.decider.operator_named(host, self.ip),
                 syscall: "",
                 protocol: "tcp",
-                host: info.host.or(self.meta.host.as_deref()),
+                host,
                 ip: Some(self.ip),
                 port: Some(self.meta.original_dst.port()),
                 rule: info.rule,
