@@ -19,12 +19,24 @@ use crate::wire::{self, Advice};
 /// The proposal's origin when the gateway wrote it from denials.
 pub(crate) const ADVISOR: &str = "advisor";
 
+/// Who asks for the change.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Asker<'a> {
+    /// A person, with a log they hold.
+    Person,
+    /// A sandbox's agent, through its supervisor: only where the revision
+    /// it runs enables the endpoint (`advisor`), as its supervisor checks
+    /// too.
+    Sandbox(&'a str),
+}
+
 /// The candidate the advisor writes for `policy` from the deny log
 /// `denials` (cited as `log` in the rules it adds), and what it read
 /// there.
 pub(crate) async fn candidate(
     app: &Arc<App>,
     policy: &str,
+    asker: Asker<'_>,
     denials: &str,
     log: &str,
     generalize: &[advisor::Generalize],
@@ -56,6 +68,17 @@ pub(crate) async fn candidate(
             format!("revision {rev}'s stored bundle cannot be read: {e}"),
         )
     })?;
+    if let Asker::Sandbox(id) = asker
+        && base.enforcement.advisor.is_none()
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "advisor_disabled",
+            format!(
+                "revision {rev} of `{policy}`, which sandbox `{id}` runs, has no `advisor` statement: its agent cannot ask for changes"
+            ),
+        ));
+    }
     let advice = advisor::advise(
         &row.source,
         row.format == "yaml",

@@ -8,6 +8,7 @@ use bundle_trust::Claims;
 use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
 
+use crate::advise::Asker;
 use crate::app::{ApiError, App, MAX_WAIT_SECS, Reply, Req, now, token_hash};
 use crate::propose::{self, Candidate};
 use crate::store::{
@@ -235,7 +236,8 @@ async fn propose_from_denials(app: &Arc<App>, r: &Req, policy: &str) -> Result<R
     let generalize: Vec<advisor::Generalize> = body.generalize.iter().map(|g| g.kind()).collect();
     let log = body.log_name.as_deref().unwrap_or("the submitted log");
     let (candidate, advice) =
-        crate::advise::candidate(app, &policy, &body.denials, log, &generalize).await?;
+        crate::advise::candidate(app, &policy, Asker::Person, &body.denials, log, &generalize)
+            .await?;
     let mut new = propose::evaluate(app, &policy, candidate, &caller.name, None).await?;
     new.origin = Some(crate::advise::ADVISOR.to_owned());
     store_proposal(app, new, &caller.name, Some(advice)).await
@@ -276,8 +278,15 @@ async fn propose_from_sandbox(app: &Arc<App>, r: &Req, id: &str) -> Result<Reply
         ));
     }
     let log = format!("sandbox {id}'s deny log");
-    let (candidate, advice) =
-        crate::advise::candidate(app, &s.policy, &body.denials, &log, &[]).await?;
+    let (candidate, advice) = crate::advise::candidate(
+        app,
+        &s.policy,
+        Asker::Sandbox(&id),
+        &body.denials,
+        &log,
+        &[],
+    )
+    .await?;
     let mut new = propose::evaluate(app, &s.policy, candidate, &caller.name, None).await?;
     new.origin = Some(crate::advise::ADVISOR.to_owned());
     new.rationale = Some(body.rationale);

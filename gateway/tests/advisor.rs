@@ -228,8 +228,19 @@ async fn the_client_proposes_from_a_log_file_and_shows_the_advice() {
 both!(
     a_sandbox_asks_for_what_it_was_refused_within_its_limits,
     |b| async move {
-        let (gw, alice, digest) = started(b, ApprovalMode::Auto).await;
+        let (gw, alice, _) = started(b, ApprovalMode::Auto).await;
+        // Only where the revision its sandbox runs enables the endpoint.
         let sb = gw.sandbox("sb-1", "agent").await;
+        let first = json!({"denials": "{}", "rationale": "x"});
+        let r = send(&sb, "POST", "/v1/sandboxes/sb-1/proposals", Some(first)).await;
+        assert_eq!(r.status, 403, "{:?}", r.json());
+        assert_eq!(r.json()["error"]["code"], "advisor_disabled");
+        let advised = BASE.replace("\n}\n", "\n  advisor agent\n}\n");
+        let p = propose(&alice, "agent", &advised).await;
+        assert_eq!(p["verdict"], "new-reach", "{p}");
+        let dave = gw.person("dave", "author").await;
+        assert_eq!(approve(&dave, &p).await.status, 200);
+        let digest = p["digest"].as_str().unwrap().to_owned();
         let ask = |host: &str, rationale: &str| {
             json!({
                 "denials": refused_connect(&digest, "/usr/bin/curl", host, 443),
