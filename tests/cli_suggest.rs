@@ -1289,7 +1289,13 @@ fn an_address_the_operator_named_replays_as_the_supervisor_decided() {
         "policy \"gh\" {\n  run_as user sandbox group sandbox\n  fs read /usr\n  allow /usr/bin/gh -> git.internal:443 http {\n    allow GET /health\n  }\n}\n",
         "gh",
     );
-    let mut denied = request(&p, "/usr/bin/gh", "git.internal", "POST", "/repos/o/r/issues");
+    let mut denied = request(
+        &p,
+        "/usr/bin/gh",
+        "git.internal",
+        "POST",
+        "/repos/o/r/issues",
+    );
     denied["dst_endpoint"]["ip"] = json!("10.0.0.5");
     denied["unmapped"]["resolved_by"] = json!("operator");
     let log = write_log(&d, &lines(&[denied]));

@@ -1058,7 +1058,11 @@ mod tests {
     async fn a_refusal_under_the_operators_name_is_logged_as_such() {
         let rig = rig(1, None).await;
         let api = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7)), 443);
-        let answer = rig.sandbox().connect(caller("/usr/bin/python3"), api).await.unwrap();
+        let answer = rig
+            .sandbox()
+            .connect(caller("/usr/bin/python3"), api)
+            .await
+            .unwrap();
         assert!(matches!(answer, Connect::Refused(_)), "{answer:?}");
         let _ = rig
             .sandbox()
@@ -1069,7 +1073,11 @@ mod tests {
             )
             .await
             .unwrap();
-        let answer = rig.sandbox().connect(caller("/usr/bin/python3"), api).await.unwrap();
+        let answer = rig
+            .sandbox()
+            .connect(caller("/usr/bin/python3"), api)
+            .await
+            .unwrap();
         assert!(matches!(answer, Connect::Refused(_)), "{answer:?}");
         let log = rig.log();
         let lines: Vec<serde_json::Value> = log
@@ -1078,8 +1086,14 @@ mod tests {
             .filter(|l: &serde_json::Value| l["class_uid"] == 4001)
             .collect();
         assert_eq!(lines.len(), 2, "{log}");
-        assert!(lines[0]["unmapped"].get("resolved_by").is_none(), "bare: {log}");
-        assert_eq!(lines[1]["dst_endpoint"]["hostname"], "api.example.com", "{log}");
+        assert!(
+            lines[0]["unmapped"].get("resolved_by").is_none(),
+            "bare: {log}"
+        );
+        assert_eq!(
+            lines[1]["dst_endpoint"]["hostname"], "api.example.com",
+            "{log}"
+        );
         assert_eq!(lines[1]["unmapped"]["resolved_by"], "operator", "{log}");
     }
 
