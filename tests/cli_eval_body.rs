@@ -416,3 +416,137 @@ fn request_body_credential_rewrite_replaces_only_the_hosts_placeholders() {
     let v = ask(br#"{"key":"value"}"#, Some("application/json"));
     assert_eq!(v["decision"], "allow", "{v}");
 }
+
+/// A body is rewritten only with the placeholders of credentials whose
+/// binding covers the request (host, method and path), as a header is: a
+/// `methods GET` credential's placeholder in a `POST` body, or a `paths
+/// /v1/read/**` credential's in a body to `/v1/write`, is refused with
+/// `credential_not_bound` and never replaced, so the secret never leaves
+/// outside its binding; inside the binding, it is replaced.
+#[test]
+fn request_body_credential_rewrite_keeps_to_the_credentials_binding() {
+    let tmp = |ext: &str| {
+        std::env::temp_dir().join(format!(
+            "osp-cli-bodies-binding-{}.{ext}",
+            std::process::id()
+        ))
+    };
+    let policy = tmp("policy");
+    std::fs::write(
+        &policy,
+        "policy \"p\" {
+  credential getter {
+    secret env GETTER
+    placeholder env GETTER
+    inject replace
+    hosts api.example.com
+    methods GET
+  }
+  credential reader {
+    secret env READER
+    placeholder env READER
+    inject replace
+    hosts api.example.com
+    paths /v1/read/**
+  }
+  allow /usr/bin/agent -> api.example.com:443 http read-write request_body_credential_rewrite
+}
+",
+    )
+    .unwrap();
+    let body = tmp("json");
+    let ask = |method: &str, path: &str, placeholder: &str| {
+        std::fs::write(&body, format!(r#"{{"key":"{placeholder}"}}"#)).unwrap();
+        let policy = policy.display().to_string();
+        let body = body.display().to_string();
+        let url = format!("https://api.example.com{path}");
+        let o = run(&[
+            "eval",
+            "--policy",
+            &policy,
+            "--binary",
+            "/usr/bin/agent",
+            "--format",
+            "json",
+            "--url",
+            &url,
+            "--method",
+            method,
+            "--body",
+            &body,
+            "--content-type",
+            "application/json",
+        ]);
+        assert_eq!(code(&o), 0);
+        let v = json(&o);
+        contract(&v);
+        v
+    };
+    let getter = "openshell-placeholder-getter-0123456789abcdef0123456789abcdef";
+    let reader = "openshell-placeholder-reader-0123456789abcdef0123456789abcdef";
+    let refused = |v: &serde_json::Value, credential: &str, request: &str| {
+        assert_eq!(v["decision"], "deny", "{v}");
+        assert_eq!(v["refusal"], "credential_not_bound", "{v}");
+        assert_eq!(v["credential"], serde_json::Value::Null, "{v}");
+        let reason = v["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!(
+                "the placeholder of credential `{credential}`, whose binding does not cover {request}"
+            )),
+            "{v}"
+        );
+        assert!(
+            reason.contains("widen the credential's `methods` or `paths`"),
+            "{v}"
+        );
+    };
+    let replaced = |v: &serde_json::Value, credential: &str| {
+        assert_eq!(v["decision"], "allow", "{v}");
+        assert!(
+            v["reason"].as_str().unwrap().contains(&format!(
+                "the placeholder of credential `{credential}` in the request body is replaced by its secret"
+            )),
+            "{v}"
+        );
+    };
+    // Methods: the GET-only credential's secret never goes into a POST body.
+    refused(
+        &ask("POST", "/v1/items", getter),
+        "getter",
+        "POST /v1/items",
+    );
+    refused(&ask("PUT", "/v1/items", getter), "getter", "PUT /v1/items");
+    replaced(&ask("GET", "/v1/items", getter), "getter");
+    // Paths: the `/v1/read/**` credential's only under `/v1/read/`, and the
+    // path is the canonical one (`..` does not lead out of the binding).
+    refused(
+        &ask("POST", "/v1/write", reader),
+        "reader",
+        "POST /v1/write",
+    );
+    refused(
+        &ask("POST", "/v1/read/../write", reader),
+        "reader",
+        "POST /v1/write",
+    );
+    replaced(&ask("POST", "/v1/read/x", reader), "reader");
+    // One placeholder outside its binding refuses the whole body, even with
+    // one inside beside it.
+    std::fs::write(&body, format!(r#"{{"a":"{reader}","b":"{getter}"}}"#)).unwrap();
+    let o = run(&[
+        "eval",
+        "--policy",
+        &policy.display().to_string(),
+        "--binary",
+        "/usr/bin/agent",
+        "--format",
+        "json",
+        "--url",
+        "https://api.example.com/v1/read/x",
+        "--body",
+        &body.display().to_string(),
+        "--content-type",
+        "application/json",
+    ]);
+    refused(&json(&o), "getter", "POST /v1/read/x");
+}

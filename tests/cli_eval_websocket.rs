@@ -258,3 +258,80 @@ fn a_rewritten_placeholder_is_named_in_the_decision() {
     assert_eq!(v["decision"], "deny", "{v}");
     assert_eq!(v["credential"], serde_json::Value::Null, "{v}");
 }
+
+/// A message rides on its upgrade: with `websocket_credential_rewrite`, a
+/// placeholder is replaced only when its credential's binding covers the
+/// upgrade (`GET` on its path). Upgraded on a path outside the binding's
+/// `paths`, or for a credential whose `methods` leave out `GET`, a message
+/// carrying it is refused, never replaced (the proxy closes with 1008).
+#[test]
+fn a_placeholder_is_replaced_only_inside_its_binding() {
+    let path =
+        std::env::temp_dir().join(format!("osp-cli-ws-binding-{}.policy", std::process::id()));
+    std::fs::write(
+        &path,
+        "policy \"ws\" {
+  credential chat {
+    secret env CHAT
+    placeholder env CHAT
+    inject replace
+    hosts realtime.example.com
+    paths /v1/chat/**
+  }
+  credential poster {
+    secret env POSTER
+    placeholder env POSTER
+    inject replace
+    hosts realtime.example.com
+    methods POST
+  }
+  allow /usr/bin/agent -> realtime.example.com:443 websocket read-write websocket_credential_rewrite
+}
+",
+    )
+    .unwrap();
+    let p = path.display().to_string();
+    let ask = |upgrade: &str, credential: &str| {
+        let url = format!("wss://realtime.example.com{upgrade}");
+        let text = format!(
+            r#"{{"t":"openshell-placeholder-{credential}-0123456789abcdef0123456789abcdef"}}"#
+        );
+        let o = run(&[
+            "eval",
+            "--policy",
+            &p,
+            "--binary",
+            "/usr/bin/agent",
+            "--format",
+            "json",
+            "--url",
+            &url,
+            "--websocket-text",
+            &text,
+        ]);
+        assert_eq!(code(&o), 0);
+        json(&o)
+    };
+    let v = ask("/v1/chat/room", "chat");
+    assert_eq!(v["decision"], "allow", "{v}");
+    assert_eq!(v["credential"], "chat", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("replaced by its secret"),
+        "{v}"
+    );
+    for (upgrade, credential) in [("/v1/admin", "chat"), ("/v1/chat/room", "poster")] {
+        let v = ask(upgrade, credential);
+        assert_eq!(v["decision"], "deny", "{upgrade} {credential}: {v}");
+        assert_eq!(v["credential"], serde_json::Value::Null, "{v}");
+        let reason = v["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!(
+                "the placeholder of credential `{credential}`, whose binding does not cover the upgrade"
+            )),
+            "{v}"
+        );
+    }
+}

@@ -211,13 +211,13 @@ pub struct Route {
     pub via: Via,
     /// The author accepted that credentials may pass here uninspected.
     pub uninspected_credentials: bool,
-    /// Placeholders of credentials bound to the host are replaced in client
-    /// WebSocket text messages instead of refused. Left out of the JSON
+    /// Placeholders of credentials whose binding covers the upgrade are
+    /// replaced in client WebSocket text messages instead of refused. Left out of the JSON
     /// when off, so bundles that never use it read and hash as before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub websocket_credential_rewrite: bool,
-    /// Placeholders of credentials bound to the host are replaced in REST
-    /// request bodies instead of refused. Left out of the JSON when off,
+    /// Placeholders of credentials whose binding covers the request are
+    /// replaced in REST request bodies instead of refused. Left out of the JSON when off,
     /// as `websocket_credential_rewrite` is.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub request_body_credential_rewrite: bool,
@@ -280,6 +280,24 @@ pub struct CredentialBinding {
     pub methods: Option<MethodSet>,
     /// `None` is any path.
     pub paths: Option<Vec<HttpPathGlob>>,
+}
+
+impl CredentialBinding {
+    /// Whether the binding covers a request: its host (normalized), method
+    /// (uppercase) and canonical path. The one test of where the secret
+    /// may go, whether it is injected into a header or put in place of a
+    /// placeholder in a body or a WebSocket message: a `methods GET`
+    /// binding keeps its secret out of a `POST` body as out of a `POST`
+    /// header.
+    #[must_use]
+    pub fn covers(&self, host: &str, method: &str, path: &str) -> bool {
+        self.hosts.iter().any(|h| h.matches(host))
+            && self.methods.as_ref().is_none_or(|m| m.contains(method))
+            && self
+                .paths
+                .as_ref()
+                .is_none_or(|ps| ps.iter().any(|p| p.matches(path)))
+    }
 }
 
 /// A secret that lives inside the sandbox: not injected, recorded so that

@@ -6,6 +6,7 @@ mod advisor;
 mod body_reason;
 mod body_rewrite;
 mod graphql;
+mod placeholders;
 mod reason;
 mod websocket;
 
@@ -730,11 +731,12 @@ impl Evaluator {
 
     /// The credentials whose placeholders [`Self::decide_ws_message`] may
     /// have the proxy replace in client messages after an upgrade of
-    /// `target` on this connection: those bound to `host` that have a
-    /// placeholder, when a route with `websocket_credential_rewrite`
-    /// reaches a websocket endpoint for the target; empty otherwise. The
-    /// proxy scrubs their secrets from the server's messages from the
-    /// upgrade on, since a server may echo what it was sent.
+    /// `target` on this connection: those with a placeholder whose
+    /// binding covers the upgrade (`host`, `GET`, the target's path), when
+    /// a route with `websocket_credential_rewrite` reaches a websocket
+    /// endpoint for the target; empty otherwise. The proxy scrubs their
+    /// secrets from the server's messages from the upgrade on, since a
+    /// server may echo what it was sent.
     pub fn ws_rewrites(
         &self,
         conn: &ConnectionDecision,
@@ -742,24 +744,25 @@ impl Evaluator {
         target: &str,
     ) -> Vec<String> {
         let tables = &self.bundle.enforcement;
-        let rewrites = conn.routes.iter().any(|&r| {
-            let Some(route) = tables.seccomp.routes.get(r as usize) else {
-                return false;
-            };
+        let path = conn.routes.iter().find_map(|&r| {
+            let route = tables.seccomp.routes.get(r as usize)?;
             let Via::L7(e) = route.via else {
-                return false;
+                return None;
             };
-            route.websocket_credential_rewrite
-                && tables.l7.get(e as usize).is_some_and(|ep| {
-                    ep.protocol() == L7Protocol::Websocket
-                        && canonicalize_path(target, ep.encoded_slash)
-                            .is_ok_and(|c| ep.covers(&c.path))
-                })
+            let ep = tables.l7.get(e as usize)?;
+            if !route.websocket_credential_rewrite || ep.protocol() != L7Protocol::Websocket {
+                return None;
+            }
+            canonicalize_path(target, ep.encoded_slash)
+                .ok()
+                .filter(|c| ep.covers(&c.path))
+                .map(|c| c.path)
         });
-        if !rewrites {
+        let Some(path) = path else {
             return Vec::new();
-        }
-        self.placeholders_on_host(host)
+        };
+        self.placeholders_for(host, "GET", Some(&path))
+            .covered
             .into_iter()
             .map(str::to_owned)
             .collect()
@@ -786,7 +789,8 @@ impl Evaluator {
     /// the host and the route does not accept uninspected credentials. See the
     /// `websocket` module. On an endpoint with
     /// `websocket_credential_rewrite`, a text message let through with
-    /// placeholders of credentials bound to the host in it says so
+    /// placeholders of credentials whose binding covers the upgrade (`GET`
+    /// on `target`) in it says so
     /// ([`Reason::Rewritten`]) and names the first of them in
     /// `credential`; otherwise `credential` is None, nothing being
     /// injected into messages.
@@ -841,7 +845,7 @@ impl Evaluator {
                 method: method.to_owned(),
             },
             (None, Ask::Http(Some(body))) => {
-                match self.body_placeholders(conn, host, target, body, content_type) {
+                match self.body_placeholders(conn, host, method, target, body, content_type) {
                     Ok(None) => return d,
                     Ok(Some(credentials)) => {
                         return Decision {
@@ -947,7 +951,9 @@ impl Evaluator {
                             .is_some_and(|route| route.via == Via::L7(e) && flag(route))
                     })
                 };
-                let bound = self.placeholders_on_host(host);
+                // A message rides on its upgrade: the binding is judged
+                // on a `GET` of the upgrade's path.
+                let placeholders = self.placeholders_for(host, "GET", Some(&canon.path));
                 websocket::judge_websocket(
                     ws,
                     ws_ask,
@@ -960,7 +966,8 @@ impl Evaluator {
                         credential: credential.as_deref(),
                         uninspected_credentials: via_e(|r| r.uninspected_credentials),
                         rewrite: via_e(|r| r.websocket_credential_rewrite),
-                        bound: &bound,
+                        bound: &placeholders.covered,
+                        outside: &placeholders.outside,
                     },
                 )
             });
@@ -1161,22 +1168,6 @@ impl Evaluator {
             .map(|c| c.name.clone())
     }
 
-    /// The credentials bound to `host` (whatever the methods and paths of
-    /// their bindings) that the workload holds a placeholder of: those a
-    /// `websocket_credential_rewrite` endpoint replaces in messages.
-    fn placeholders_on_host(&self, host: Option<&str>) -> Vec<&str> {
-        let Some(host) = host.and_then(|h| normalize_host(h).ok()) else {
-            return Vec::new();
-        };
-        self.bundle
-            .enforcement
-            .credentials
-            .iter()
-            .filter(|c| c.placeholder.is_some() && c.hosts.iter().any(|h| h.matches(&host)))
-            .map(|c| c.name.as_str())
-            .collect()
-    }
-
     /// The credential the proxy injects on this request: the first (by
     /// name) whose binding covers host, method and path.
     pub(crate) fn credential_for(
@@ -1191,13 +1182,7 @@ impl Evaluator {
             .enforcement
             .credentials
             .iter()
-            .find(|c| {
-                c.hosts.iter().any(|h| h.matches(&host))
-                    && c.methods.as_ref().is_none_or(|m| m.contains(method))
-                    && c.paths
-                        .as_ref()
-                        .is_none_or(|ps| ps.iter().any(|p| p.matches(path)))
-            })
+            .find(|c| c.covers(&host, method, path))
             .map(|c| c.name.clone())
     }
 }

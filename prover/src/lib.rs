@@ -16,7 +16,8 @@
 //! [`engine`] assemble reports; [`registry`], [`accepted`] and [`sandbox`]
 //! read the binary registry, accepted risks and Landlock rules;
 //! [`weakened`] compares two sandboxes' filesystem rights and enforcement,
-//! `rebound` two policies' credential bindings; `rewrite` where
+//! `rebound` two policies' credential bindings; `binding` where one
+//! credential binding lets its secret go; `rewrite` where
 //! placeholders are replaced by secrets in bodies and messages, and
 //! `placeholder` the witnesses that carry one; `slice` cuts a diff down
 //! to what its changed rules can reach; `oracle`
@@ -29,6 +30,7 @@
 pub mod accepted;
 #[doc(hidden)]
 pub mod backend;
+mod binding;
 mod calls;
 mod domain;
 mod engine;

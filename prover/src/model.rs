@@ -27,6 +27,7 @@ use policy_bundle::matcher::{AddrSet, internal_ranges};
 use policy_bundle::{Bundle, L7Endpoint, L7Protocol, Via};
 use policy_bundle::{Dest, Enforcement};
 
+use crate::binding::cred_binding;
 use crate::domain::{self, Domain, ENCODED_SLASH_KEY};
 use crate::formula::Defs;
 use crate::formula::{F, FALSE, Lit, and, ids, lit, not, or};
@@ -560,23 +561,6 @@ fn graphql(dom: &Domain, ep: &L7Endpoint, post: &F, get: &F) -> Rpc {
         deny: and([read.clone(), call(calls.graphql_denied(ep))]),
         allow: and([read, call(calls.graphql_allowed(ep))]),
     }
-}
-
-/// A credential binding covers host, `methods` and path.
-fn cred_binding(dom: &Domain, c: &policy_bundle::CredentialBinding, methods: F) -> F {
-    let hosts: Vec<u32> = c
-        .hosts
-        .iter()
-        .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
-        .collect();
-    let paths = c.paths.as_ref().map_or(crate::formula::T, |ps| {
-        let atoms: Vec<u32> = ps
-            .iter()
-            .flat_map(|p| dom.paths.atoms_of(&domain::path_key(p)).iter().copied())
-            .collect();
-        lit(Lit::Path(ids(atoms)))
-    });
-    and([lit(Lit::Host(ids(hosts))), methods, paths])
 }
 
 /// How one websocket endpoint judges what follows an upgrade, given that

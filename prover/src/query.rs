@@ -341,45 +341,56 @@ pub(crate) fn diff(n: &Model, o: &Model, meta: &F) -> Vec<Query> {
 /// Per credential of the new policy with a placeholder: a request body,
 /// and a WebSocket text message, carrying it that the new policy lets
 /// through with the secret in its place and the old one does not (it
-/// refuses it, or sends the placeholder on as it is). The old policy's
-/// credential is the one of the same name: another name has another
-/// placeholder. A `credential_reach_expansion`: the secret reaches the
-/// host in requests that could not carry it before.
+/// refuses it, or sends the placeholder on as it is). Both lie inside the
+/// credential's binding, since a placeholder outside it is refused
+/// whatever the flags: a credential whose binding covers no request (or,
+/// for messages, no upgrade) asks nothing. The old policy's credential is
+/// the one of the same name: another name has another placeholder. A
+/// `credential_reach_expansion`: the secret reaches the host in requests
+/// that could not carry it before.
 fn rewrites(n: &Model, o: &Model) -> Vec<Query> {
     let (nr, or_) = (&n.rewrites, &o.rewrites);
     let no_body = lit(crate::formula::Lit::Call(crate::formula::ids(vec![0])));
     let mut out = Vec::new();
     for (i, p) in nr.placeholders.iter().enumerate() {
-        if matches!(p.hosts, F::Const(false)) {
-            continue;
+        let old = or_.placeholders.iter().find(|q| q.name == p.name);
+        let old_binding = |of: fn(&crate::rewrite::Placeholder) -> &F| {
+            old.map_or(crate::formula::FALSE, |q| of(q).clone())
+        };
+        if !matches!(p.body_binding, F::Const(false)) {
+            out.push(Query {
+                category: Category::CredentialReachExpansion,
+                variant: Variant::BodyRewrite(i),
+                f: and([
+                    n.allow.clone(),
+                    nr.body.clone(),
+                    p.body_binding.clone(),
+                    no_body.clone(),
+                    not(and([
+                        o.allow.clone(),
+                        or_.body.clone(),
+                        old_binding(|q| &q.body_binding),
+                    ])),
+                ]),
+            });
         }
-        let old_hosts = or_
-            .placeholders
-            .iter()
-            .find(|q| q.name == p.name)
-            .map_or(crate::formula::FALSE, |q| q.hosts.clone());
-        out.push(Query {
-            category: Category::CredentialReachExpansion,
-            variant: Variant::BodyRewrite(i),
-            f: and([
-                n.allow.clone(),
-                nr.body.clone(),
-                p.hosts.clone(),
-                no_body.clone(),
-                not(and([o.allow.clone(), or_.body.clone(), old_hosts.clone()])),
-            ]),
-        });
-        out.push(Query {
-            category: Category::CredentialReachExpansion,
-            variant: Variant::TextRewrite(i),
-            f: and([
-                n.allow.clone(),
-                nr.text.clone(),
-                p.hosts.clone(),
-                p.text_fits.clone(),
-                not(and([o.allow.clone(), or_.text.clone(), old_hosts])),
-            ]),
-        });
+        if !matches!(p.text_binding, F::Const(false)) {
+            out.push(Query {
+                category: Category::CredentialReachExpansion,
+                variant: Variant::TextRewrite(i),
+                f: and([
+                    n.allow.clone(),
+                    nr.text.clone(),
+                    p.text_binding.clone(),
+                    p.text_fits.clone(),
+                    not(and([
+                        o.allow.clone(),
+                        or_.text.clone(),
+                        old_binding(|q| &q.text_binding),
+                    ])),
+                ]),
+            });
+        }
     }
     out
 }

@@ -5,16 +5,19 @@
 //! The request questions read a request as "carries a credential" when the
 //! proxy injects one by its binding (host, methods, paths). A rewriting
 //! route sends a secret another way: a body or text message carrying the
-//! placeholder of a credential bound to the host, which every route
-//! without the flag refuses (`Evaluator::body_placeholders`,
-//! `placeholders_in_text`), goes on with the secret in it. The binding's
-//! `methods` and `paths` take no part: the proxy replaces the placeholder
-//! of any credential bound to the host, whatever the request's method and
-//! path (`Evaluator::body_rewrites`, `Evaluator::ws_rewrites`, and the
-//! supervisor's relay, which follow OpenShell). So a change that turns a
-//! flag on widens what reaches the host with the secret even when no
-//! request gains a route, a rule or a binding, and the request questions,
-//! which see no placeholder, would call it nothing new.
+//! placeholder of a credential, which every route without the flag
+//! refuses (`Evaluator::body_placeholders`, `placeholders_in_text`), goes
+//! on with the secret in it. Only where the credential's binding covers
+//! the request, as for a header: host, method and path for a body
+//! (`Evaluator::body_rewrites`), host, `GET` and the upgrade's path for a
+//! message, which rides on its upgrade (`Evaluator::ws_rewrites`); the
+//! placeholder of a credential bound to the host for other methods or
+//! paths is refused (the supervisor's relay follows the decision). So a
+//! change that turns a flag on widens what reaches the host with the
+//! secret, inside the binding, even when no request gains a route, a rule
+//! or a binding, and the request questions, which see no placeholder,
+//! would call it nothing new; where the binding covers none of the
+//! requests the flagged route lets through, nothing widens.
 //!
 //! What is modelled, per bundle: the requests on which the proxy reads
 //! the body and replaces placeholders (a participating REST endpoint
@@ -22,15 +25,15 @@
 //! text messages it lets through with placeholders replaced (every
 //! participating websocket endpoint either rewrites or takes
 //! uninspected credentials, and one rewrites), and per credential with a
-//! placeholder, the hosts it is bound to. A question per credential
-//! (`query::rewrites`) asks for a request NEW lets through with that
-//! credential's placeholder replaced where OLD does not; its witness
-//! carries the placeholder ([`body`], [`text`]).
+//! placeholder, the requests and messages its binding covers. A question
+//! per credential (`query::rewrites`) asks for a request NEW lets through
+//! with that credential's placeholder replaced where OLD does not; its
+//! witness carries the placeholder ([`body`], [`text`]).
 
 use policy_bundle::{L7Protocol, PLACEHOLDER_PREFIX, PLACEHOLDER_RANDOM_HEX, Tables, Via};
 
-use crate::domain::{self, Domain};
-use crate::formula::{Defs, F, FALSE, Lit, and, ids, lit, not, or};
+use crate::domain::Domain;
+use crate::formula::{Defs, F, FALSE, Lit, T, and, ids, lit, not, or};
 
 /// Where one bundle replaces placeholders.
 #[derive(Debug, Clone)]
@@ -49,9 +52,13 @@ pub(crate) struct Rewrites {
 #[derive(Debug, Clone)]
 pub(crate) struct Placeholder {
     pub(crate) name: String,
-    /// The host is one the credential is bound to, and the credential has
-    /// a placeholder (`FALSE` when it has none: nothing to replace).
-    pub(crate) hosts: F,
+    /// An HTTP request the credential's binding covers (host, method,
+    /// path), when it has a placeholder (`FALSE` when it has none: nothing
+    /// to replace).
+    pub(crate) body_binding: F,
+    /// A message after an upgrade the binding covers (host, `GET`, the
+    /// upgrade's path), when it has a placeholder.
+    pub(crate) text_binding: F,
     /// The text message kinds a message carrying its placeholder fits in.
     pub(crate) text_fits: F,
 }
@@ -155,19 +162,27 @@ pub(crate) fn build(
         .credentials
         .iter()
         .map(|c| {
-            let hosts = if c.placeholder.is_some() {
-                let atoms: Vec<u32> = c
-                    .hosts
-                    .iter()
-                    .flat_map(|h| dom.hosts.atoms_of(&domain::host_key(h)).iter().copied())
-                    .collect();
-                lit(Lit::Host(ids(atoms)))
+            let (body_binding, text_binding) = if c.placeholder.is_some() {
+                let methods = c
+                    .methods
+                    .as_ref()
+                    .map_or(T, |m| lit(Lit::Method(ids(dom.methods_of(m)))));
+                let get = c.methods.as_ref().is_none_or(|m| m.contains("GET"));
+                (
+                    crate::binding::cred_binding(dom, c, methods),
+                    if get {
+                        crate::binding::cred_binding(dom, c, T)
+                    } else {
+                        FALSE
+                    },
+                )
             } else {
-                FALSE
+                (FALSE, FALSE)
             };
             Placeholder {
                 name: c.name.clone(),
-                hosts,
+                body_binding,
+                text_binding,
                 text_fits: text_fits(dom, &c.name),
             }
         })

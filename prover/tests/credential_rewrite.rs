@@ -4,9 +4,11 @@
 //! a credential with a placeholder is bound to sends the secret where the
 //! same request was refused, a `credential_reach_expansion` whose witness
 //! carries the placeholder and replays through the evaluator (NEW lets it
-//! through with the secret in its place, OLD refuses it). Turning a flag
-//! off, one already on, and one on a host no such credential is bound to
-//! add nothing.
+//! through with the secret in its place, OLD refuses it). Only inside the
+//! credential's binding (host, methods, paths; a message as its upgrade,
+//! a `GET`): a flag where the binding covers nothing the route lets
+//! through, turning a flag off, one already on, and one on a host no such
+//! credential is bound to add nothing.
 
 #![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
@@ -206,35 +208,121 @@ fn a_flag_already_on_adds_nothing() {
     assert!(r.findings.is_empty(), "{:#?}", r.findings);
 }
 
-/// The proxy replaces the placeholder of any credential bound to the host,
-/// whatever the `methods` and `paths` of its binding (as OpenShell does):
-/// a binding for `GET /v1/read` does not keep its secret out of a `POST`
-/// body to `/v1/write`. The flag is a widening there too.
-#[test]
-fn a_binding_restricted_by_method_and_path_does_not_restrict_rewriting() {
-    let narrow = r#"
+const NARROW: &str = r#"
   credential token {
     secret env TOKEN
     placeholder env TOKEN
     inject replace
-    hosts api.example.com
+    hosts api.example.com realtime.example.com
     methods GET
-    paths /v1/read
+    paths /v1/read/**
   }
 "#;
+
+/// A bundle with [`NARROW`] and one rule.
+fn narrow(rule: &str) -> Bundle {
+    compile(&policy(&format!("{NARROW}\n{rule}")))
+}
+
+/// The proxy replaces a placeholder only on a request its credential's
+/// binding covers (host, methods, paths), as it injects a header: the
+/// flag turned on for a `GET /v1/read/**` binding sends the secret in
+/// bodies of `GET`s under `/v1/read/`, never in a `POST` body nor to
+/// `/v1/write`. The finding's witness lies inside the binding and
+/// replays.
+#[test]
+fn a_binding_restricted_by_method_and_path_restricts_rewriting() {
     let rules = |flag: &str| {
-        compile(&policy(&format!(
-            "{narrow}\n  allow /usr/bin/agent -> api.example.com:443 http {flag} {{\n    allow POST /v1/write\n  }}"
-        )))
+        narrow(&format!(
+            "  allow /usr/bin/agent -> api.example.com:443 http {flag} {{\n    allow GET POST /v1/write\n    allow GET POST /v1/read/**\n  }}"
+        ))
     };
     let (old, new) = (rules(""), rules("request_body_credential_rewrite"));
     let r = prove(&old, &new);
     assert_eq!(r.verdict, Verdict::Widened, "{:#?}", r.findings);
     let found = rewrites(&r);
     assert_eq!(found.len(), 1, "{:#?}", r.findings);
-    assert_rewrite_replays(found[0], &old, &new);
-    assert_eq!(found[0].witness.method.as_deref(), Some("POST"));
-    assert_eq!(found[0].witness.path.as_deref(), Some("/v1/write"));
+    let f = found[0];
+    assert_rewrite_replays(f, &old, &new);
+    assert_eq!(f.witness.method.as_deref(), Some("GET"), "{f:#?}");
+    // `/v1/read/**` holds `/v1/read` itself.
+    let path = f.witness.path.as_deref().unwrap();
+    assert!(path.starts_with("/v1/read"), "{f:#?}");
+    // The region names the binding's method alone.
+    assert!(!f.region.text.contains("POST"), "{}", f.region.text);
+    // Outside the binding, the new policy refuses what the witness
+    // carries: a POST, or another path.
+    let ev = Evaluator::new(new.clone());
+    for (method, target) in [("POST", path), ("GET", "/v1/write"), ("POST", "/v1/write")] {
+        let mut w = f.witness.clone();
+        w.method = Some(method.to_owned());
+        w.path = Some(target.to_owned());
+        let d = ev.eval_with_typed_body(
+            &replay(&w),
+            w.body_bytes().as_deref(),
+            w.content_type.as_deref(),
+        );
+        assert!(!let_through(&d), "{method} {target}: {d:#?}");
+        assert_eq!(d.reason.refusal_code(), "credential_not_bound", "{d:#?}");
+        assert!(replaced(&d).is_empty(), "{d:#?}");
+    }
+}
+
+/// Where the binding covers none of what the flagged route lets through
+/// (only `POST /v1/write`, a binding for `GET /v1/read/**`), turning the
+/// flag on sends the secret nowhere: no finding.
+#[test]
+fn a_binding_covering_none_of_the_routes_requests_adds_nothing() {
+    let rules = |flag: &str| {
+        narrow(&format!(
+            "  allow /usr/bin/agent -> api.example.com:443 http {flag} {{\n    allow POST /v1/write\n  }}"
+        ))
+    };
+    let (old, new) = (rules(""), rules("request_body_credential_rewrite"));
+    let r = prove(&old, &new);
+    assert!(rewrites(&r).is_empty(), "{:#?}", r.findings);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{:#?}", r.findings);
+}
+
+/// A message rides on its upgrade: the flag turned on sends the secret in
+/// messages after an upgrade the binding covers (`GET /v1/read/**`), and
+/// nowhere when the websocket endpoint lies outside its paths, or when
+/// the binding's methods leave out `GET`.
+#[test]
+fn a_binding_restricts_websocket_rewriting_to_its_upgrades() {
+    let ws = |path: &str, flag: &str| {
+        format!(
+            "  allow /usr/bin/agent -> realtime.example.com:443 websocket read-write {flag} {{\n    path {path}\n  }}"
+        )
+    };
+    let (old, new) = (
+        narrow(&ws("/v1/**", "")),
+        narrow(&ws("/v1/**", "websocket_credential_rewrite")),
+    );
+    let r = prove(&old, &new);
+    let found = rewrites(&r);
+    assert_eq!(found.len(), 1, "{:#?}", r.findings);
+    let f = found[0];
+    assert_rewrite_replays(f, &old, &new);
+    assert_eq!(f.witness.websocket.as_deref(), Some("text"));
+    assert!(
+        f.witness.path.as_deref().unwrap().starts_with("/v1/read"),
+        "{f:#?}"
+    );
+
+    let (old, new) = (
+        narrow(&ws("/v1/chat/**", "")),
+        narrow(&ws("/v1/chat/**", "websocket_credential_rewrite")),
+    );
+    let r = prove(&old, &new);
+    assert!(rewrites(&r).is_empty(), "{:#?}", r.findings);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{:#?}", r.findings);
+
+    let post_only = NARROW.replace("methods GET", "methods POST");
+    let bundle = |flag: &str| compile(&policy(&format!("{post_only}\n{}", ws("/v1/**", flag))));
+    let r = prove(&bundle(""), &bundle("websocket_credential_rewrite"));
+    assert!(rewrites(&r).is_empty(), "{:#?}", r.findings);
+    assert_eq!(r.verdict, Verdict::NoNewAccess, "{:#?}", r.findings);
 }
 
 #[test]
@@ -273,4 +361,25 @@ fn the_whole_bundles_give_the_same_answer() {
     )
     .unwrap();
     assert_eq!(rewrites(&r).len(), 1, "{:#?}", r.findings);
+}
+
+/// With the flag on in both, widening the binding (`methods GET` to `GET
+/// POST`) sends the secret in `POST` bodies that were refused: a finding
+/// whose witness is a `POST`, replayed, besides what the request
+/// questions say of the wider header injection.
+#[test]
+fn widening_the_binding_of_a_rewriting_route_is_a_widening_of_bodies() {
+    let rule = "  allow /usr/bin/agent -> api.example.com:443 http request_body_credential_rewrite {\n    allow GET POST /v1/read/**\n  }";
+    let old = narrow(rule);
+    let wide = NARROW.replace("methods GET", "methods GET POST");
+    let new = compile(&policy(&format!("{wide}\n{rule}")));
+    let r = prove(&old, &new);
+    assert_eq!(r.verdict, Verdict::Widened, "{:#?}", r.findings);
+    let found: Vec<&Finding> = rewrites(&r)
+        .into_iter()
+        .filter(|f| f.witness.websocket.is_none())
+        .collect();
+    assert_eq!(found.len(), 1, "{:#?}", r.findings);
+    assert_rewrite_replays(found[0], &old, &new);
+    assert_eq!(found[0].witness.method.as_deref(), Some("POST"));
 }

@@ -585,20 +585,22 @@ fn a_placeholder_in_a_streamed_body_never_reaches_the_server_even_cut_across_pie
     assert_eq!(refused.len(), 3, "{log:#?}");
 }
 
-/// Sends one request per entry of argv[1], `[host, port, target, framing,
-/// content_type, body, cuts, pad]`, a POST: the body (`$TOKEN` and `$FAR`
-/// replaced by the workload's `TOKEN` and `FAR`, then `pad` bytes of `x`)
-/// cut at the offsets in `cuts` and written a piece at a time, `chunked`
-/// or with a `Content-Length`. One JSON line per response.
+/// Sends one request per entry of argv[1], `[method, host, port, target,
+/// framing, content_type, body, cuts, pad]`: the body (`$TOKEN`, `$FAR`,
+/// `$GETTER` and `$READER` replaced by the workload's variables of those
+/// names, then `pad` bytes of `x`) cut at the offsets in `cuts` and
+/// written a piece at a time, `chunked` or with a `Content-Length`. One
+/// JSON line per response.
 const REWRITE_PY: &str = r#"
 import http.client, json, os, ssl, sys, time
-for host, port, target, framing, ctype, body, cuts, pad in json.loads(sys.argv[1]):
-    body = body.replace("$TOKEN", os.environ.get("TOKEN", "")).replace("$FAR", os.environ.get("FAR", ""))
+for method, host, port, target, framing, ctype, body, cuts, pad in json.loads(sys.argv[1]):
+    for var in ("TOKEN", "FAR", "GETTER", "READER"):
+        body = body.replace("$" + var, os.environ.get(var, ""))
     body = body.encode() + b"x" * pad
     bounds = [0] + cuts + [len(body)]
     pieces = [body[a:b] for a, b in zip(bounds, bounds[1:])]
     c = http.client.HTTPSConnection(host, port, context=ssl.create_default_context(), timeout=10)
-    c.putrequest("POST", target, skip_accept_encoding=True)
+    c.putrequest(method, target, skip_accept_encoding=True)
     c.putheader("Content-Type", ctype)
     if framing == "chunked":
         c.putheader("Transfer-Encoding", "chunked")
@@ -632,13 +634,20 @@ for host, port, target, framing, ctype, body, cuts, pad in json.loads(sys.argv[1
 /// anything reaches the server; a route without the option refuses the
 /// placeholder as before. Neither the client nor the deny log ever sees
 /// the secret.
+///
+/// A placeholder is replaced only on a request its credential's binding
+/// covers, as a header is: a `methods GET` credential's placeholder in a
+/// `POST` body, or a `paths /echo-body/read/**` credential's in a body to
+/// another path, is refused (`403 credential_not_bound`, logged naming
+/// the credential) and nothing reaches the server; in a `GET` body, or
+/// one to `/echo-body/read/x`, it is replaced.
 #[test]
 fn request_body_credential_rewrite_sends_the_server_the_secret_and_the_client_only_placeholders() {
     let s = Sandbox::new();
     let rules = CREDENTIAL_RULES
         .replace(
             "    methods GET\n  }\n",
-            "    methods GET\n  }\n  credential far {\n    secret env FAR_SECRET\n    placeholder env FAR\n    inject replace\n    hosts other.test\n  }\n",
+            "    methods GET POST\n  }\n  credential far {\n    secret env FAR_SECRET\n    placeholder env FAR\n    inject replace\n    hosts other.test\n  }\n  credential getter {\n    secret env TEST_SECRET\n    placeholder env GETTER\n    inject replace\n    hosts api.test\n    methods GET\n  }\n  credential reader {\n    secret env TEST_SECRET\n    placeholder env READER\n    inject replace\n    hosts api.test\n    paths /echo-body/read/**\n  }\n",
         )
         .replace(
             "api.test:TLS http read-write",
@@ -647,18 +656,19 @@ fn request_body_credential_rewrite_sends_the_server_the_secret_and_the_client_on
     let b = s.bundle("body-rewrite", &rules);
     let port = s.up.tls_port;
     let json = r#"{"k":"$TOKEN"}"#;
+    let one = |method: &str, host: &str, target: &str, ctype: &str, body: &str| {
+        serde_json::json!([method, host, port, target, "length", ctype, body, [], 0])
+    };
     let reqs = serde_json::json!([
-        [
+        one(
+            "POST",
             "api.test",
-            port,
             "/echo-body/json",
-            "length",
             "application/json; charset=utf-8",
-            json,
-            [],
-            0
-        ],
+            json
+        ),
         [
+            "POST",
             "api.test",
             port,
             "/echo-body/form",
@@ -668,27 +678,22 @@ fn request_body_credential_rewrite_sends_the_server_the_secret_and_the_client_on
             [12],
             0
         ],
-        [
+        one(
+            "POST",
             "api.test",
-            port,
             "/far",
-            "length",
             "application/json",
-            r#"{"k":"$FAR"}"#,
-            [],
-            0
-        ],
-        [
+            r#"{"k":"$FAR"}"#
+        ),
+        one(
+            "POST",
             "api.test",
-            port,
             "/octets",
-            "length",
             "application/octet-stream",
-            "$TOKEN",
-            [],
-            0
-        ],
+            "$TOKEN"
+        ),
         [
+            "POST",
             "api.test",
             port,
             "/big",
@@ -699,6 +704,7 @@ fn request_body_credential_rewrite_sends_the_server_the_secret_and_the_client_on
             300_000
         ],
         [
+            "POST",
             "api.test",
             port,
             "/big-chunked",
@@ -708,16 +714,37 @@ fn request_body_credential_rewrite_sends_the_server_the_secret_and_the_client_on
             [100_000, 200_000],
             270_000
         ],
-        [
-            "other.test",
-            port,
-            "/off",
-            "length",
+        one("POST", "other.test", "/off", "application/json", json),
+        // Outside the binding: refused, nothing sent.
+        one(
+            "POST",
+            "api.test",
+            "/echo-body/getter",
             "application/json",
-            json,
-            [],
-            0
-        ],
+            r#"{"k":"$GETTER"}"#
+        ),
+        one(
+            "POST",
+            "api.test",
+            "/echo-body/write",
+            "application/json",
+            r#"{"k":"$READER"}"#
+        ),
+        // Inside it: replaced.
+        one(
+            "GET",
+            "api.test",
+            "/echo-body/getter",
+            "application/json",
+            r#"{"k":"$GETTER"}"#
+        ),
+        one(
+            "POST",
+            "api.test",
+            "/echo-body/read/x",
+            "application/json",
+            r#"{"k":"$READER"}"#
+        ),
     ]);
     let (out, log) = s.run(
         &b,
@@ -728,7 +755,7 @@ fn request_body_credential_rewrite_sends_the_server_the_secret_and_the_client_on
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(r.len(), 7, "{r:?}\n{}", stderr(&out));
+    assert_eq!(r.len(), 11, "{r:?}\n{}", stderr(&out));
     let token = r[0]["token"].as_str().unwrap().to_owned();
     assert!(token.starts_with("openshell-placeholder-tok-"), "{r:?}");
     let statuses: Vec<(u64, Value)> = r
@@ -746,22 +773,64 @@ fn request_body_credential_rewrite_sends_the_server_the_secret_and_the_client_on
             (413, policy("body_too_large")),
             (413, policy("body_too_large")),
             (403, policy("credential_not_bound")),
+            (403, policy("credential_not_bound")),
+            (403, policy("credential_not_bound")),
+            (200, Value::Null),
+            (200, Value::Null),
         ],
         "{r:?}"
     );
     // The echo gives the client its placeholder back.
     assert_eq!(r[0]["body"], format!(r#"{{"k":"{token}"}}"#));
     assert_eq!(r[1]["body"], format!("a=1+2&k={token}"));
+    for x in &r[9..] {
+        let body = x["body"].as_str().unwrap();
+        assert!(body.starts_with(r#"{"k":"openshell-placeholder-"#), "{x}");
+    }
     for x in &r {
         assert!(!x.to_string().contains(SECRET), "{x}");
     }
+    // The refusal says which binding leaves the request out.
+    assert!(
+        r[7]["body"]
+            .as_str()
+            .unwrap()
+            .contains("credential `getter`, whose binding does not cover POST /echo-body/getter"),
+        "{}",
+        r[7]
+    );
+    assert!(
+        r[8]["body"]
+            .as_str()
+            .unwrap()
+            .contains("credential `reader`, whose binding does not cover POST /echo-body/write"),
+        "{}",
+        r[8]
+    );
 
+    // The server never got a request outside a binding: no POST to
+    // `/echo-body/getter`, nothing to `/echo-body/write`.
     let seen = s.up.seen();
-    let targets: Vec<&str> = seen.iter().map(|x| x.target.as_str()).collect();
-    assert_eq!(targets, ["/echo-body/json", "/echo-body/form"], "{seen:?}");
+    let requests: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|x| (x.method.as_str(), x.target.as_str()))
+        .collect();
+    assert_eq!(
+        requests,
+        [
+            ("POST", "/echo-body/json"),
+            ("POST", "/echo-body/form"),
+            ("GET", "/echo-body/getter"),
+            ("POST", "/echo-body/read/x"),
+        ],
+        "{seen:?}"
+    );
     let json_body = format!(r#"{{"k":"{SECRET}"}}"#);
     let form_body = format!("a=1+2&k={SECRET}");
-    for (x, want) in seen.iter().zip([&json_body, &form_body]) {
+    for (x, want) in seen
+        .iter()
+        .zip([&json_body, &form_body, &json_body, &json_body])
+    {
         assert_eq!(String::from_utf8_lossy(&x.body), *want, "{x:?}");
         assert_eq!(
             x.header("content-length"),
@@ -782,7 +851,15 @@ fn request_body_credential_rewrite_sends_the_server_the_secret_and_the_client_on
             )
         })
         .count();
-    assert_eq!(refused, 5, "{log:#?}");
+    assert_eq!(refused, 7, "{log:#?}");
+    let outside = log
+        .iter()
+        .filter(|l| {
+            l["unmapped"]["error"] == "credential_not_bound"
+                && l.to_string().contains("whose binding does not cover")
+        })
+        .count();
+    assert_eq!(outside, 2, "{log:#?}");
 }
 
 #[test]

@@ -380,21 +380,32 @@ fn a_credentialed_host_closes_binary_and_placeholder_messages_when_the_upgrade_c
 
 /// With `websocket_credential_rewrite`, the server gets the secret in place
 /// of the placeholder (in a whole message and in one sent in fragments),
-/// though the upgrade carried none (`methods POST`); its echo reaches the
-/// client with the placeholder back. A placeholder of another host's
-/// credential and a binary message close the connection before the server
-/// sees them, and the deny log never holds the secret.
+/// though the upgrade carried none (`inject replace`, no placeholder in
+/// its headers); its echo reaches the client with the placeholder back. A
+/// placeholder of another host's credential and a binary message close
+/// the connection before the server sees them, and the deny log never
+/// holds the secret.
+///
+/// Only after an upgrade the credential's binding covers (a `GET` on its
+/// `paths`): the same placeholder after an upgrade on a path outside
+/// them, or the placeholder of a `methods POST` credential of the host,
+/// closes the connection with 1008 and never reaches the server; the deny
+/// log says which binding leaves the upgrade out.
 #[test]
 fn websocket_credential_rewrite_sends_the_server_the_secret_and_the_client_only_placeholders() {
     let s = Sandbox::new();
     let rules = rules("")
         .replace(
             "    inject header Authorization \"Bearer {secret}\"\n    hosts cred.test\n",
-            "    placeholder env TOKEN\n    inject replace\n    hosts cred.test\n    methods POST\n  }\n  credential far {\n    secret env FAR_SECRET\n    placeholder env FAR\n    inject replace\n    hosts rt.test\n",
+            "    placeholder env TOKEN\n    inject replace\n    hosts cred.test\n    paths /stream/**\n  }\n  credential far {\n    secret env FAR_SECRET\n    placeholder env FAR\n    inject replace\n    hosts rt.test\n  }\n  credential poster {\n    secret env TEST_SECRET\n    placeholder env POSTER\n    inject replace\n    hosts cred.test\n    methods POST\n",
         )
         .replace(
             "cred.test:PORT websocket {",
             "cred.test:PORT websocket websocket_credential_rewrite {",
+        )
+        .replace(
+            "    allow WEBSOCKET_TEXT /stream/**\n",
+            "    allow WEBSOCKET_TEXT /stream/**\n    allow GET /outside/**\n    allow WEBSOCKET_TEXT /outside/**\n",
         );
     let bundle = s.bundle_of("rewrite", &rules);
     let (steps, log) = s.run_on(&bundle, "rewrite");
@@ -434,12 +445,43 @@ fn websocket_credential_rewrite_sends_the_server_the_secret_and_the_client_only_
     steps.closed("rewrite-binary", 1008);
     assert_eq!(s.messages("/stream/binary"), Vec::<String>::new());
 
+    // Outside the binding: the upgrade goes through, the placeholder never
+    // does, let alone the secret.
+    let poster = env["poster"].as_str().unwrap().to_owned();
+    assert!(poster.starts_with("openshell-placeholder-poster-"), "{env}");
+    steps.closed("rewrite-outside-paths", 1008);
+    assert!(s.opened("/outside/x").is_some());
+    assert_eq!(s.messages("/outside/x"), Vec::<String>::new());
+    steps.closed("rewrite-outside-methods", 1008);
+    assert!(s.opened("/stream/poster").is_some());
+    assert_eq!(s.messages("/stream/poster"), Vec::<String>::new());
+
     let denied: Vec<&str> = http_lines(&log)
         .into_iter()
         .filter(|l| l["action"] == "Denied")
         .map(method_of)
         .collect();
-    assert_eq!(denied, ["WEBSOCKET_TEXT", "WEBSOCKET_BINARY"], "{log:#?}");
+    assert_eq!(
+        denied,
+        [
+            "WEBSOCKET_TEXT",
+            "WEBSOCKET_BINARY",
+            "WEBSOCKET_TEXT",
+            "WEBSOCKET_TEXT"
+        ],
+        "{log:#?}"
+    );
+    for (credential, path) in [("tok", "/outside/x"), ("poster", "/stream/poster")] {
+        assert!(
+            http_lines(&log).iter().any(|l| {
+                l["http_request"]["url"]["path"] == path
+                    && l.to_string().contains(&format!(
+                        "credential `{credential}`, whose binding does not cover the upgrade"
+                    ))
+            }),
+            "{credential} {path}: {log:#?}"
+        );
+    }
     let text = std::fs::read_to_string(s.dir.log()).unwrap_or_default();
     assert!(!text.contains(SECRET), "the log holds the secret");
     for (name, step) in &steps.steps {

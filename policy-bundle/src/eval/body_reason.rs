@@ -208,6 +208,16 @@ pub enum BodyReason {
         /// The message judged.
         what: String,
     },
+    /// A text message on an endpoint that replaces placeholders carries
+    /// one of a credential bound to the host whose `methods` or `paths` do
+    /// not cover the upgrade (a `GET` of its path): replacing it would
+    /// send the secret outside its binding.
+    PlaceholderOutsideBinding {
+        /// The message judged.
+        what: String,
+        /// The credential.
+        credential: String,
+    },
     /// The endpoint's REST rules judged the upgrade or a text message.
     WsRule {
         /// The request or message judged.
@@ -395,6 +405,10 @@ impl fmt::Display for BodyReason {
             Self::PlaceholderNotBound { what } => write!(
                 f,
                 "{what}: text message refused: it carries a credential placeholder that is not one of a credential bound to this host, and only those are replaced"
+            ),
+            Self::PlaceholderOutsideBinding { what, credential } => write!(
+                f,
+                "{what}: text message refused: it carries the placeholder of credential `{credential}`, whose binding does not cover the upgrade (GET on this path); only placeholders of credentials whose binding covers it are replaced (widen the credential's `methods` or `paths` to cover it, or send the placeholder only on connections its binding covers)"
             ),
             Self::WsRule {
                 what,

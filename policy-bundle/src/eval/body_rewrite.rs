@@ -7,10 +7,15 @@
 //! workload wrote, and replacing placeholders after that would forward
 //! bytes no rule saw; such a body keeps being refused for its placeholder,
 //! as on a route without the option.
+//!
+//! Only the placeholders of credentials whose binding covers the request
+//! (host, method, path) are replaced (`super::placeholders`); one of a
+//! credential bound to the host but not to this method or path refuses
+//! the body, naming the credential.
 
 use super::{ConnectionDecision, Decision, Evaluator, Reason, Via};
 use crate::bundle::L7Protocol;
-use crate::l7body::rewrite::{Found, rewrite_body};
+use crate::l7body::rewrite::{Found, RewriteRefusal, rewrite_body};
 use crate::matcher::canonicalize_path;
 use crate::vocab::placeholder_len;
 
@@ -19,52 +24,60 @@ use crate::vocab::placeholder_len;
 const STAND_IN: &str = "secret";
 
 impl Evaluator {
-    /// Some when a request to `target` on this connection has its body
-    /// rewritten (a route with `request_body_credential_rewrite` reaches a
-    /// REST endpoint covering it, and no endpoint that judges bodies does):
-    /// the credentials bound to `host` whose placeholders may be replaced
-    /// in it, possibly none. The proxy then reads the body whole (at most
+    /// Some when a `method` request to `target` on this connection has
+    /// its body rewritten (a route with `request_body_credential_rewrite`
+    /// reaches a REST endpoint covering it, and no endpoint that judges
+    /// bodies does): the credentials whose placeholders may be replaced in
+    /// it, those whose binding covers host, method and path, possibly
+    /// none. The proxy then reads the body whole (at most
     /// [`crate::l7body::rewrite::REWRITE_BODY_LIMIT`] bytes, framing
-    /// counted) and asks [`Self::decide_typed_body`].
+    /// counted) and asks [`Self::decide_typed_body`], which refuses any
+    /// other placeholder.
     pub fn body_rewrites(
         &self,
         conn: &ConnectionDecision,
         host: Option<&str>,
+        method: &str,
         target: &str,
     ) -> Option<Vec<String>> {
+        let path = self.rewritten_path(conn, target)?;
+        let found = self.placeholders_for(host, method, Some(&path));
+        Some(found.covered.into_iter().map(str::to_owned).collect())
+    }
+
+    /// The canonical path of `target` when its body is rewritten (see
+    /// [`Self::body_rewrites`]): what a credential's `paths` are matched
+    /// against.
+    fn rewritten_path(&self, conn: &ConnectionDecision, target: &str) -> Option<String> {
         if self.body_limit(conn, target).is_some() {
             return None;
         }
         let tables = &self.bundle.enforcement;
-        let rewrites = conn.routes.iter().any(|&r| {
-            let Some(route) = tables.seccomp.routes.get(r as usize) else {
-                return false;
-            };
+        conn.routes.iter().find_map(|&r| {
+            let route = tables.seccomp.routes.get(r as usize)?;
             let Via::L7(e) = route.via else {
-                return false;
+                return None;
             };
-            route.request_body_credential_rewrite
-                && tables.l7.get(e as usize).is_some_and(|ep| {
-                    ep.protocol() == L7Protocol::Rest
-                        && canonicalize_path(target, ep.encoded_slash)
-                            .is_ok_and(|c| ep.covers(&c.path))
-                })
-        });
-        rewrites.then(|| {
-            self.placeholders_on_host(host)
-                .into_iter()
-                .map(str::to_owned)
-                .collect()
+            let ep = tables.l7.get(e as usize)?;
+            if !route.request_body_credential_rewrite || ep.protocol() != L7Protocol::Rest {
+                return None;
+            }
+            canonicalize_path(target, ep.encoded_slash)
+                .ok()
+                .filter(|c| ep.covers(&c.path))
+                .map(|c| c.path)
         })
     }
 
     /// [`Self::decide_body`] for a body sent with this `Content-Type`. On
     /// a route that rewrites bodies ([`Self::body_rewrites`]), a body the
     /// rules let through goes on with the placeholders of credentials
-    /// bound to the host replaced ([`Reason::BodyRewritten`]), or is
-    /// refused as OpenShell refuses it ([`Reason::BodyNotRewritten`]: too
-    /// long, not UTF-8, a placeholder in a body of another type, or one
-    /// of another host's credential), in audit mode too.
+    /// whose binding covers the request replaced
+    /// ([`Reason::BodyRewritten`]), or is refused
+    /// ([`Reason::BodyNotRewritten`]: too long, not UTF-8, a placeholder
+    /// in a body of another type, one of another host's credential, as
+    /// OpenShell refuses it, or one of a credential bound to the host but
+    /// not to this method and path), in audit mode too.
     pub fn decide_typed_body(
         &self,
         conn: &ConnectionDecision,
@@ -90,26 +103,46 @@ impl Evaluator {
         &self,
         conn: &ConnectionDecision,
         host: Option<&str>,
+        method: &str,
         target: &str,
         body: &[u8],
         content_type: Option<&str>,
     ) -> Result<Option<Vec<String>>, Reason> {
-        let Some(bound) = self.body_rewrites(conn, host, target) else {
+        let Some(path) = self.rewritten_path(conn, target) else {
             return if self.placeholder_refused(body) {
                 Err(Reason::PlaceholderInBody)
             } else {
                 Ok(None)
             };
         };
-        let mut by_length: Vec<&str> = bound.iter().map(String::as_str).collect();
-        by_length.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        let method = method.to_ascii_uppercase();
+        let found = self.placeholders_for(host, &method, Some(&path));
+        let mut by_length: Vec<(&str, bool)> = found
+            .covered
+            .iter()
+            .map(|&n| (n, true))
+            .chain(found.outside.iter().map(|&n| (n, false)))
+            .collect();
+        // Longest first, so that `a-b`'s placeholder is not read as `a`'s.
+        by_length.sort_by_key(|(n, _)| std::cmp::Reverse(n.len()));
         let at = |text: &str| {
-            by_length.iter().find_map(|&name| {
-                placeholder_len(text.as_bytes(), name).map(|len| Found {
-                    len,
-                    credential: name,
-                    secret: STAND_IN,
+            let (name, covered, len) = by_length
+                .iter()
+                .find_map(|&(name, covered)| {
+                    placeholder_len(text.as_bytes(), name).map(|len| (name, covered, len))
                 })
+                .ok_or(RewriteRefusal::NotBound)?;
+            if !covered {
+                return Err(RewriteRefusal::OutsideBinding {
+                    credential: name.to_owned(),
+                    method: method.clone(),
+                    path: path.clone(),
+                });
+            }
+            Ok(Found {
+                len,
+                credential: name,
+                secret: STAND_IN,
             })
         };
         match rewrite_body(content_type, body, &at) {

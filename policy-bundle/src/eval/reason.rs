@@ -98,8 +98,8 @@ pub enum Reason {
     /// Let through because every endpoint involved is in audit mode.
     Audit(Box<Reason>),
     /// A client WebSocket text message let through, with the placeholders
-    /// of these credentials (bound to the host) replaced by their secrets
-    /// before it goes on (`websocket_credential_rewrite`).
+    /// of these credentials (whose bindings cover the upgrade) replaced by
+    /// their secrets before it goes on (`websocket_credential_rewrite`).
     Rewritten {
         /// The decision about the message as the workload sent it.
         inner: Box<Reason>,
@@ -108,8 +108,8 @@ pub enum Reason {
         credentials: Vec<String>,
     },
     /// A request body let through, with the placeholders of these
-    /// credentials (bound to the host) replaced by their secrets before it
-    /// goes on (`request_body_credential_rewrite`).
+    /// credentials (whose bindings cover the request) replaced by their
+    /// secrets before it goes on (`request_body_credential_rewrite`).
     BodyRewritten {
         /// The decision about the request as the workload sent it.
         inner: Box<Reason>,

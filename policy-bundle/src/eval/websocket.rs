@@ -27,12 +27,15 @@
 //!   (`websocket_credential_rewrite`): OpenShell, with rewrite off, ends
 //!   the connection rather than send one on.
 //! - With rewrite on, a text message is judged by the rules as usual, and
-//!   the placeholders in it of credentials bound to the host are replaced
-//!   by their secrets before it goes on; one of another credential (or of
-//!   none) is refused, whatever the enforcement mode: replacing it would
-//!   hand this host another host's secret. A placeholder is known here by
-//!   its credential's name and shape; the proxy, which issued them,
-//!   refuses one it never issued. Binary messages are unaffected.
+//!   the placeholders in it of credentials whose binding covers the
+//!   upgrade (host, `GET`, the upgrade's path) are replaced by their
+//!   secrets before it goes on; one of another credential (or of none) is
+//!   refused, whatever the enforcement mode: replacing it would hand this
+//!   host another host's secret, or send a secret on a path or for a
+//!   method its binding keeps it from (OpenShell replaces any credential
+//!   bound to the host; we do not). A placeholder is known here by its
+//!   credential's name and shape; the proxy, which issued them, refuses
+//!   one it never issued. Binary messages are unaffected.
 //! - A message over the endpoint's message limit is refused; the proxy
 //!   closes the connection with 1009 before it gets here.
 
@@ -94,8 +97,12 @@ pub(super) struct WsContext<'a> {
     pub(super) uninspected_credentials: bool,
     /// The route replaces placeholders in text messages.
     pub(super) rewrite: bool,
-    /// The credentials bound to the host that have a placeholder.
+    /// The credentials with a placeholder whose binding covers the
+    /// upgrade: theirs are replaced.
     pub(super) bound: &'a [&'a str],
+    /// Those bound to the host whose binding does not cover the upgrade:
+    /// theirs are refused, naming the credential.
+    pub(super) outside: &'a [&'a str],
 }
 
 pub(super) fn judge_websocket(ep: &WsRules, ask: WsAsk<'_>, cx: &WsContext<'_>) -> BodyOutcome {
@@ -140,8 +147,9 @@ pub(super) fn judge_websocket(ep: &WsRules, ask: WsAsk<'_>, cx: &WsContext<'_>) 
 
 /// The credentials whose placeholders the proxy replaces in `text`, or why
 /// it refuses a text whose placeholders cannot go on: with rewrite, one
-/// not of a credential bound to the host; without, any on a credentialed
-/// host whose route does not accept uninspected credentials.
+/// not of a credential whose binding covers the upgrade; without, any on
+/// a credentialed host whose route does not accept uninspected
+/// credentials.
 fn placeholders_in_text(
     cx: &WsContext<'_>,
     text: &str,
@@ -150,7 +158,7 @@ fn placeholders_in_text(
     if cx.rewrite {
         return match placeholders_of(text.as_bytes(), cx.bound) {
             Some(names) => Ok(names.into_iter().map(str::to_owned).collect()),
-            None => Err(BodyReason::PlaceholderNotBound { what }),
+            None => Err(not_replaced(cx, text, what)),
         };
     }
     match cx.credential {
@@ -161,6 +169,23 @@ fn placeholders_in_text(
             })
         }
         _ => Ok(Vec::new()),
+    }
+}
+
+/// Why a text not all of whose placeholders may be replaced is refused.
+/// When each is one of a credential bound to the host, the first whose
+/// binding leaves the upgrade out is named, so that the refusal says
+/// which binding to widen; otherwise one is another host's, or unknown.
+fn not_replaced(cx: &WsContext<'_>, text: &str, what: String) -> BodyReason {
+    let known: Vec<&str> = cx.bound.iter().chain(cx.outside).copied().collect();
+    let outside = placeholders_of(text.as_bytes(), &known)
+        .and_then(|names| names.into_iter().find(|n| cx.outside.contains(n)));
+    match outside {
+        Some(credential) => BodyReason::PlaceholderOutsideBinding {
+            what,
+            credential: credential.to_owned(),
+        },
+        None => BodyReason::PlaceholderNotBound { what },
     }
 }
 

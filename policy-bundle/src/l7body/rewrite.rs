@@ -27,10 +27,14 @@
 //!   replaced and written back percent-encoded whole (letters, digits and
 //!   `-._*` as they are, a space as `+`, every other byte as `%XX`);
 //!   fields without a placeholder are left byte for byte.
-//! - A placeholder that is not one of the credentials the caller knows
-//!   for the host refuses the body; so does a marker left after the
-//!   replacement, including a percent-encoded one (OpenShell's check
-//!   decodes once before it searches).
+//! - A placeholder the caller does not replace refuses the body: one of
+//!   no credential bound to the host, or (where we are stricter than
+//!   OpenShell, which replaces any credential bound to the host) one of a
+//!   credential whose binding does not cover the request's method and
+//!   path, whose secret would otherwise leave outside its binding. So
+//!   does a marker left after the replacement, including a
+//!   percent-encoded one (OpenShell's check decodes once before it
+//!   searches).
 
 use std::fmt;
 
@@ -93,6 +97,16 @@ pub enum RewriteRefusal {
     InFieldName,
     /// A placeholder that is not one of a credential bound to the host.
     NotBound,
+    /// The placeholder of a credential bound to the host whose `methods`
+    /// or `paths` do not cover the request.
+    OutsideBinding {
+        /// The credential.
+        credential: String,
+        /// The request's method.
+        method: String,
+        /// The request's canonical path.
+        path: String,
+    },
     /// A marker left after the replacement (percent-encoded, or brought in
     /// by a secret).
     Unresolved,
@@ -139,6 +153,14 @@ impl fmt::Display for RewriteRefusal {
             Self::NotBound => f.write_str(
                 "the request body carries a credential placeholder that is not one of a credential bound to this host; only those are replaced",
             ),
+            Self::OutsideBinding {
+                credential,
+                method,
+                path,
+            } => write!(
+                f,
+                "the request body carries the placeholder of credential `{credential}`, whose binding does not cover {method} {path}; only placeholders of credentials whose binding covers the request are replaced (widen the credential's `methods` or `paths` to cover it, or send the placeholder only on requests its binding covers)"
+            ),
             Self::Unresolved => f.write_str(
                 "the request body still holds a credential placeholder marker after the replacement (percent-encoded, say); it is not sent on",
             ),
@@ -169,7 +191,9 @@ pub struct Rewritten<'a> {
 
 /// `body` with its placeholders replaced, or why it is refused.
 /// `placeholder_at` reads the placeholder a text starts with (the text
-/// starts with the marker), `None` for one it does not know.
+/// starts with the marker), or says why it is not replaced: the caller
+/// knows which credentials' placeholders may be, and why the others may
+/// not.
 ///
 /// # Errors
 ///
@@ -177,7 +201,7 @@ pub struct Rewritten<'a> {
 pub fn rewrite_body<'a>(
     content_type: Option<&str>,
     body: &[u8],
-    placeholder_at: &dyn Fn(&str) -> Option<Found<'a>>,
+    placeholder_at: &dyn Fn(&str) -> Result<Found<'a>, RewriteRefusal>,
 ) -> Result<Rewritten<'a>, RewriteRefusal> {
     if body.len() > REWRITE_BODY_LIMIT {
         return Err(RewriteRefusal::TooLarge {
@@ -220,7 +244,7 @@ pub fn rewrite_body<'a>(
 /// secret is never read as a placeholder).
 fn replace<'a>(
     text: &str,
-    placeholder_at: &dyn Fn(&str) -> Option<Found<'a>>,
+    placeholder_at: &dyn Fn(&str) -> Result<Found<'a>, RewriteRefusal>,
     credentials: &mut Vec<&'a str>,
 ) -> Result<String, RewriteRefusal> {
     let mut out = String::with_capacity(text.len());
@@ -228,7 +252,7 @@ fn replace<'a>(
     while let Some(at) = rest.find(PLACEHOLDER_PREFIX) {
         let (before, tail) = rest.split_at_checked(at).ok_or(RewriteRefusal::NotBound)?;
         out.push_str(before);
-        let found = placeholder_at(tail).ok_or(RewriteRefusal::NotBound)?;
+        let found = placeholder_at(tail)?;
         out.push_str(found.secret);
         if !credentials.contains(&found.credential) {
             credentials.push(found.credential);
@@ -241,7 +265,7 @@ fn replace<'a>(
 
 fn rewrite_form<'a>(
     text: &str,
-    placeholder_at: &dyn Fn(&str) -> Option<Found<'a>>,
+    placeholder_at: &dyn Fn(&str) -> Result<Found<'a>, RewriteRefusal>,
     credentials: &mut Vec<&'a str>,
 ) -> Result<String, RewriteRefusal> {
     let mut out = String::with_capacity(text.len());

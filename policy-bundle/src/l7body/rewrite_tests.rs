@@ -4,7 +4,7 @@ const A: &str = "openshell-placeholder-a-0123456789abcdef0123456789abcdef";
 const AB: &str = "openshell-placeholder-a-b-0123456789abcdef0123456789abcdef";
 
 /// Knows `A` (secret `s1`) and `AB` (secret `s 2&`), longest first.
-fn known(text: &str) -> Option<Found<'static>> {
+fn known(text: &str) -> Result<Found<'static>, RewriteRefusal> {
     [(AB, "ab", "s 2&"), (A, "a", "s1")]
         .into_iter()
         .find(|(p, _, _)| text.starts_with(p))
@@ -13,6 +13,7 @@ fn known(text: &str) -> Option<Found<'static>> {
             credential,
             secret,
         })
+        .ok_or(RewriteRefusal::NotBound)
 }
 
 fn run(ct: Option<&str>, body: &str) -> Result<Rewritten<'static>, RewriteRefusal> {
@@ -123,14 +124,52 @@ fn refusals_are_openshells() {
 #[test]
 fn a_secret_that_looks_like_a_placeholder_is_not_sent_on() {
     let tricky = |t: &str| {
-        t.starts_with(A).then_some(Found {
-            len: A.len(),
-            credential: "a",
-            secret: "openshell-placeholder-zz",
-        })
+        t.starts_with(A)
+            .then_some(Found {
+                len: A.len(),
+                credential: "a",
+                secret: "openshell-placeholder-zz",
+            })
+            .ok_or(RewriteRefusal::NotBound)
     };
     assert_eq!(
         rewrite_body(Some("text/plain"), A.as_bytes(), &tricky),
         Err(RewriteRefusal::Unresolved)
+    );
+}
+
+#[test]
+fn the_callers_refusal_of_a_placeholder_is_the_bodys() {
+    let outside = |t: &str| {
+        if t.starts_with(A) {
+            Err(RewriteRefusal::OutsideBinding {
+                credential: "a".into(),
+                method: "POST".into(),
+                path: "/v1/write".into(),
+            })
+        } else {
+            known(t)
+        }
+    };
+    let why = RewriteRefusal::OutsideBinding {
+        credential: "a".into(),
+        method: "POST".into(),
+        path: "/v1/write".into(),
+    };
+    for (ct, body) in [
+        ("application/json", format!(r#"{{"k":"{AB}","l":"{A}"}}"#)),
+        ("text/plain", A.to_owned()),
+        ("application/x-www-form-urlencoded", format!("x=1&t={A}")),
+    ] {
+        assert_eq!(
+            rewrite_body(Some(ct), body.as_bytes(), &outside),
+            Err(why.clone()),
+            "{ct}"
+        );
+    }
+    assert_eq!(why.refusal_code(), "credential_not_bound");
+    assert!(
+        why.to_string().contains("does not cover POST /v1/write"),
+        "{why}"
     );
 }

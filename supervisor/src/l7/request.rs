@@ -130,7 +130,12 @@ pub(super) async fn handle(st: &Arc<ConnState>, req: Request<Incoming>) -> Respo
             );
             let rewrites = active
                 .eval
-                .body_rewrites(&scope.decision, scope.cred_host.as_deref(), &target)
+                .body_rewrites(
+                    &scope.decision,
+                    scope.cred_host.as_deref(),
+                    &method,
+                    &target,
+                )
                 .filter(|_| d.decision != Verdict::Deny);
             if rewrites.is_none() {
                 (req.map(UpstreamBody::Streamed), d)

@@ -22,8 +22,11 @@
 //! `Evaluator::decide_typed_body` then judges the body with its
 //! `Content-Type`, and [`apply`] replaces the placeholders with the
 //! secrets (`policy_bundle::l7body::rewrite`, which `eval` uses too):
-//! only towards a TLS server, and only those of the credentials bound to
-//! the host, found by the exact placeholder the supervisor issued. The
+//! only towards a TLS server, and only those of the credentials the
+//! decision names, whose binding covers host, method and path (a
+//! placeholder of one bound to the host for other methods or paths was
+//! refused by the decision), found by the exact placeholder the
+//! supervisor issued. The
 //! body goes upstream as one block with its own `Content-Length`, without
 //! `Transfer-Encoding`, `Trailer` or `Expect`, whether or not anything was
 //! replaced, as OpenShell re-sends a buffered body. The response is
@@ -211,6 +214,7 @@ pub(super) fn apply(
                 credential: name,
                 secret: secret.expose(),
             })
+            .ok_or(RewriteRefusal::NotBound)
     };
     let rewritten = rewrite_body(read.content_type.as_deref(), &read.bytes, &at)
         .map_err(|why| refuse(why.to_string()))?;

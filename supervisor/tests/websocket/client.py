@@ -226,15 +226,21 @@ if GROUP == "post-credential":
 
 
 if GROUP == "rewrite":
-    # cred.test replaces its credential's placeholder in text messages;
-    # `far` is rt.test's, never replaced on cred.test.
+    # cred.test replaces its credential's placeholder in text messages
+    # after an upgrade its binding covers (`/stream/**`); `far` is
+    # rt.test's, never replaced on cred.test; `poster` is bound to
+    # cred.test for POST only, so never replaced after a GET upgrade.
     tok, far = os.environ.get("TOKEN", ""), os.environ.get("FAR", "")
-    out(step="env", token=tok, far=far)
+    poster = os.environ.get("POSTER", "")
+    out(step="env", token=tok, far=far, poster=poster)
     client_step("rewrite-text", "cred.test", "/stream/rewrite", [json.dumps({"token": tok})])
     client_step("rewrite-fragments", "cred.test", "/stream/fragments",
                 [['{"a": "', tok[:30], tok[30:] + '"}']])
     client_step("rewrite-foreign", "cred.test", "/stream/foreign", [json.dumps({"token": far})])
     client_step("rewrite-binary", "cred.test", "/stream/binary", [b"\x00\x01"])
+    client_step("rewrite-outside-paths", "cred.test", "/outside/x", [json.dumps({"token": tok})])
+    client_step("rewrite-outside-methods", "cred.test", "/stream/poster",
+                [json.dumps({"token": poster})])
 
 
 if GROUP == "raw":

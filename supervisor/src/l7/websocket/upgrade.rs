@@ -10,12 +10,15 @@
 //! under the policy in force when the message is complete.
 //!
 //! On an endpoint with `websocket_credential_rewrite`, a text message the
-//! policy lets through with placeholders of credentials bound to the host
-//! goes upstream with each replaced by its secret ([`rewrite`]); the
+//! policy lets through with placeholders of credentials whose binding
+//! covers the upgrade (host, `GET`, its path) goes upstream with each
+//! replaced by its secret ([`rewrite`]); the
 //! server's messages are then scrubbed of those secrets from the upgrade
 //! on, as after an upgrade that carried one, since a server may echo what
 //! it was sent. A placeholder the proxy never issued, or one of another
-//! credential, is refused, never sent on.
+//! credential (another host's, or one whose `methods` or `paths` leave
+//! out the upgrade), is refused, never sent on: the relay closes with
+//! 1008.
 
 use std::sync::Arc;
 
@@ -304,7 +307,7 @@ impl MessageJudge {
         }
         rewrite(text, &mut subs).ok_or_else(|| {
             Refused::Denied(
-                "the message carries a credential placeholder the proxy never issued for this host; only those of credentials bound to it are replaced".to_owned(),
+                "the message carries a credential placeholder the proxy never issued for this host; only those of credentials whose binding covers the upgrade are replaced".to_owned(),
             )
         })
     }
