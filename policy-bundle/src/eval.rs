@@ -743,21 +743,12 @@ impl Evaluator {
         host: Option<&str>,
         target: &str,
     ) -> Vec<String> {
-        let tables = &self.bundle.enforcement;
-        let path = conn.routes.iter().find_map(|&r| {
-            let route = tables.seccomp.routes.get(r as usize)?;
-            let Via::L7(e) = route.via else {
-                return None;
-            };
-            let ep = tables.l7.get(e as usize)?;
-            if !route.websocket_credential_rewrite || ep.protocol() != L7Protocol::Websocket {
-                return None;
-            }
-            canonicalize_path(target, ep.encoded_slash)
-                .ok()
-                .filter(|c| ep.covers(&c.path))
-                .map(|c| c.path)
-        });
+        let path = self.rewriting_path(
+            conn,
+            target,
+            |r| r.websocket_credential_rewrite,
+            L7Protocol::Websocket,
+        );
         let Some(path) = path else {
             return Vec::new();
         };

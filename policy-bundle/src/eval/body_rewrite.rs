@@ -13,10 +13,9 @@
 //! credential bound to the host but not to this method or path refuses
 //! the body, naming the credential.
 
-use super::{ConnectionDecision, Decision, Evaluator, Reason, Via};
+use super::{ConnectionDecision, Decision, Evaluator, Reason};
 use crate::bundle::L7Protocol;
 use crate::l7body::rewrite::{Found, RewriteRefusal, rewrite_body};
-use crate::matcher::canonicalize_path;
 use crate::vocab::placeholder_len;
 
 /// What `eval` puts in place of a placeholder: it holds no secret, only
@@ -52,21 +51,12 @@ impl Evaluator {
         if self.body_limit(conn, target).is_some() {
             return None;
         }
-        let tables = &self.bundle.enforcement;
-        conn.routes.iter().find_map(|&r| {
-            let route = tables.seccomp.routes.get(r as usize)?;
-            let Via::L7(e) = route.via else {
-                return None;
-            };
-            let ep = tables.l7.get(e as usize)?;
-            if !route.request_body_credential_rewrite || ep.protocol() != L7Protocol::Rest {
-                return None;
-            }
-            canonicalize_path(target, ep.encoded_slash)
-                .ok()
-                .filter(|c| ep.covers(&c.path))
-                .map(|c| c.path)
-        })
+        self.rewriting_path(
+            conn,
+            target,
+            |r| r.request_body_credential_rewrite,
+            L7Protocol::Rest,
+        )
     }
 
     /// [`Self::decide_body`] for a body sent with this `Content-Type`. On

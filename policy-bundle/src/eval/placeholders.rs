@@ -15,8 +15,9 @@
 //!
 //! [`CredentialBinding::covers`]: crate::bundle::CredentialBinding::covers
 
-use super::Evaluator;
-use crate::matcher::normalize_host;
+use super::{ConnectionDecision, Evaluator, Via};
+use crate::bundle::{L7Protocol, Route};
+use crate::matcher::{canonicalize_path, normalize_host};
 
 /// The credentials with a placeholder that are bound to a host, by
 /// whether their binding covers the request.
@@ -29,6 +30,33 @@ pub(super) struct Placeholders<'a> {
 }
 
 impl Evaluator {
+    /// The canonical path of `target` when a route of `conn` that
+    /// rewrites (`rewrites`) reaches a `protocol` endpoint covering it:
+    /// what a credential's `paths` are matched against.
+    pub(super) fn rewriting_path(
+        &self,
+        conn: &ConnectionDecision,
+        target: &str,
+        rewrites: fn(&Route) -> bool,
+        protocol: L7Protocol,
+    ) -> Option<String> {
+        let tables = &self.bundle.enforcement;
+        conn.routes.iter().find_map(|&r| {
+            let route = tables.seccomp.routes.get(r as usize)?;
+            let Via::L7(e) = route.via else {
+                return None;
+            };
+            let ep = tables.l7.get(e as usize)?;
+            if !rewrites(route) || ep.protocol() != protocol {
+                return None;
+            }
+            canonicalize_path(target, ep.encoded_slash)
+                .ok()
+                .filter(|c| ep.covers(&c.path))
+                .map(|c| c.path)
+        })
+    }
+
     /// The credentials with a placeholder bound to `host`, split by
     /// whether their binding covers `method` on the canonical `path`;
     /// with no path (a target that does not read), none is covered.
