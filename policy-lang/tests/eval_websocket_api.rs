@@ -278,11 +278,11 @@ fn a_placeholder_in_a_text_message_is_refused_on_a_credentialed_connection() {
 }
 
 /// With `websocket_credential_rewrite`, a text message holding the
-/// placeholder of a credential bound to the host is judged by the rules as
-/// any other, and the decision says the proxy replaces it (naming the
-/// credential); a placeholder of another host's credential, or of none,
-/// is refused whatever the rules, since replacing it would hand this host
-/// another host's secret. Binary messages stay refused.
+/// placeholder of a credential whose binding covers the upgrade is judged
+/// by the rules as any other, and the decision says the proxy replaces it
+/// (naming the credential); a placeholder of another host's credential,
+/// or of none, is refused whatever the rules, since replacing it would
+/// hand this host another host's secret. Binary messages stay refused.
 #[test]
 fn websocket_credential_rewrite_replaces_only_the_hosts_placeholders() {
     let ev = evaluator(
@@ -292,7 +292,7 @@ fn websocket_credential_rewrite_replaces_only_the_hosts_placeholders() {
     placeholder env TOKEN
     inject replace
     hosts realtime.example.com
-    methods POST
+    methods GET
   }
   credential other {
     secret env OTHER
