@@ -30,11 +30,15 @@ fn policy() -> String {
 }
 
 fn eval(extra: &[&str]) -> std::process::Output {
-    let p = policy();
+    eval_with(&policy(), extra)
+}
+
+/// `eval` of `/usr/bin/agent` under the policy at `policy`, as JSON.
+fn eval_with(policy: &str, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
         "eval",
         "--policy",
-        &p,
+        policy,
         "--binary",
         "/usr/bin/agent",
         "--format",
@@ -336,23 +340,11 @@ fn request_body_credential_rewrite_replaces_only_the_hosts_placeholders() {
         std::fs::write(&body, bytes).unwrap();
         let policy = policy.display().to_string();
         let body = body.display().to_string();
-        let mut args = vec![
-            "eval",
-            "--policy",
-            &policy,
-            "--binary",
-            "/usr/bin/agent",
-            "--format",
-            "json",
-            "--url",
-            "https://api.example.com/v1/items",
-            "--body",
-            &body,
-        ];
+        let mut args = vec!["--url", "https://api.example.com/v1/items", "--body", &body];
         if let Some(ct) = content_type {
             args.extend(["--content-type", ct]);
         }
-        let o = run(&args);
+        let o = eval_with(&policy, &args);
         assert_eq!(code(&o), 0);
         let v = json(&o);
         contract(&v);
@@ -460,23 +452,19 @@ fn request_body_credential_rewrite_keeps_to_the_credentials_binding() {
         let policy = policy.display().to_string();
         let body = body.display().to_string();
         let url = format!("https://api.example.com{path}");
-        let o = run(&[
-            "eval",
-            "--policy",
+        let o = eval_with(
             &policy,
-            "--binary",
-            "/usr/bin/agent",
-            "--format",
-            "json",
-            "--url",
-            &url,
-            "--method",
-            method,
-            "--body",
-            &body,
-            "--content-type",
-            "application/json",
-        ]);
+            &[
+                "--url",
+                &url,
+                "--method",
+                method,
+                "--body",
+                &body,
+                "--content-type",
+                "application/json",
+            ],
+        );
         assert_eq!(code(&o), 0);
         let v = json(&o);
         contract(&v);

@@ -441,42 +441,6 @@ fn a_credential_is_injected_only_where_bound_and_never_seen_by_the_workload() {
     );
 }
 
-/// Sends one request per entry of argv[1], `[host, port, method, target,
-/// framing, body, cuts]`: the body (`$TOKEN` replaced by the workload's
-/// `TOKEN`) cut at the offsets in `cuts` and written a piece at a time with
-/// a pause between, `chunked` or with a `Content-Length`. One JSON line
-/// per response.
-const PIECES_PY: &str = r#"
-import http.client, json, os, ssl, sys, time
-for host, port, method, target, framing, body, cuts in json.loads(sys.argv[1]):
-    body = body.replace("$TOKEN", os.environ.get("TOKEN", "")).encode()
-    bounds = [0] + cuts + [len(body)]
-    pieces = [body[a:b] for a, b in zip(bounds, bounds[1:])]
-    c = http.client.HTTPSConnection(host, port, context=ssl.create_default_context(), timeout=10)
-    c.putrequest(method, target, skip_accept_encoding=True)
-    if framing == "chunked":
-        c.putheader("Transfer-Encoding", "chunked")
-    else:
-        c.putheader("Content-Length", str(len(body)))
-    c.endheaders()
-    try:
-        for i, p in enumerate(pieces):
-            if i:
-                time.sleep(0.3)
-            c.send(b"%x\r\n%s\r\n" % (len(p), p) if framing == "chunked" else p)
-        if framing == "chunked":
-            c.send(b"0\r\n\r\n")
-    except OSError:
-        pass
-    try:
-        r = c.getresponse()
-        print(json.dumps({"status": r.status, "policy": r.getheader("x-openshell-policy"),
-                          "body": r.read().decode()}), flush=True)
-    except Exception as e:
-        print(json.dumps({"status": 0, "error": repr(e)}), flush=True)
-    c.close()
-"#;
-
 /// A placeholder in a streamed (REST) body never reaches the server, on
 /// any host of a sandbox that has credentials: refused with a `403`
 /// before the head is sent when it comes with the first piece, and, when
@@ -491,40 +455,48 @@ fn a_placeholder_in_a_streamed_body_never_reaches_the_server_even_cut_across_pie
     let json = r#"{"k":"$TOKEN"}"#;
     let reqs = serde_json::json!([
         [
+            "POST",
             "api.test",
             s.up.tls_port,
-            "POST",
             "/whole",
             "length",
+            null,
             json,
-            []
+            [],
+            0
         ],
         [
+            "POST",
             "other.test",
             s.up.tls_port,
-            "POST",
             "/split-chunked",
             "chunked",
+            null,
             json,
-            [10]
+            [10],
+            0
         ],
         [
+            "PUT",
             "api.test",
             s.up.tls_port,
-            "PUT",
             "/split-length",
             "length",
+            null,
             json,
-            [6, 26]
+            [6, 26],
+            0
         ],
         [
+            "POST",
             "api.test",
             s.up.tls_port,
-            "POST",
             "/clean",
             "chunked",
+            null,
             "a openshell-placeholder b open",
-            [13, 23]
+            [13, 23],
+            0
         ],
     ]);
     let (out, log) = s.run(
@@ -586,12 +558,12 @@ fn a_placeholder_in_a_streamed_body_never_reaches_the_server_even_cut_across_pie
 }
 
 /// Sends one request per entry of argv[1], `[method, host, port, target,
-/// framing, content_type, body, cuts, pad]`: the body (`$TOKEN`, `$FAR`,
-/// `$GETTER` and `$READER` replaced by the workload's variables of those
-/// names, then `pad` bytes of `x`) cut at the offsets in `cuts` and
-/// written a piece at a time, `chunked` or with a `Content-Length`. One
-/// JSON line per response.
-const REWRITE_PY: &str = r#"
+/// framing, content_type (null: none), body, cuts, pad]`: the body
+/// (`$TOKEN`, `$FAR`, `$GETTER` and `$READER` replaced by the workload's
+/// variables of those names, then `pad` bytes of `x`) cut at the offsets
+/// in `cuts` and written a piece at a time with a pause between, `chunked`
+/// or with a `Content-Length`. One JSON line per response.
+const PIECES_PY: &str = r#"
 import http.client, json, os, ssl, sys, time
 for method, host, port, target, framing, ctype, body, cuts, pad in json.loads(sys.argv[1]):
     for var in ("TOKEN", "FAR", "GETTER", "READER"):
@@ -601,7 +573,8 @@ for method, host, port, target, framing, ctype, body, cuts, pad in json.loads(sy
     pieces = [body[a:b] for a, b in zip(bounds, bounds[1:])]
     c = http.client.HTTPSConnection(host, port, context=ssl.create_default_context(), timeout=10)
     c.putrequest(method, target, skip_accept_encoding=True)
-    c.putheader("Content-Type", ctype)
+    if ctype is not None:
+        c.putheader("Content-Type", ctype)
     if framing == "chunked":
         c.putheader("Transfer-Encoding", "chunked")
     else:
@@ -748,7 +721,7 @@ fn request_body_credential_rewrite_sends_the_server_the_secret_and_the_client_on
     ]);
     let (out, log) = s.run(
         &b,
-        &["/usr/bin/python3", "-c", REWRITE_PY, &reqs.to_string()],
+        &["/usr/bin/python3", "-c", PIECES_PY, &reqs.to_string()],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let r: Vec<Value> = stdout(&out)
